@@ -1,0 +1,63 @@
+import { mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+import mongoose, { type Connection } from 'mongoose';
+import type { Config } from '../config/index.ts';
+import type { Logger } from './logger.ts';
+
+export interface Database {
+  conn: Connection;
+  uri: string;
+  /** True when the server started an embedded MongoDB for itself. */
+  embedded: boolean;
+  /** Answers within `timeoutMs` or throws. */
+  ping(timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Connect to `MONGODB_URI`, or start an embedded MongoDB (mongodb-memory-server) whose data
+ * lives under `DATA_DIR/db` and survives restarts. The driver reconnects by itself after a drop;
+ * `/ready` reports the connection state meanwhile.
+ */
+export async function openDatabase(config: Config, log: Logger): Promise<Database> {
+  let uri = config.MONGODB_URI;
+  let stopEmbedded: (() => Promise<unknown>) | undefined;
+  if (!uri) {
+    const { MongoMemoryServer } = await import('mongodb-memory-server');
+    const dbPath = resolve(config.DATA_DIR, 'db');
+    mkdirSync(dbPath, { recursive: true });
+    const server = await MongoMemoryServer.create({
+      instance: { dbPath, storageEngine: 'wiredTiger', ...(config.EMBEDDED_DB_PORT ? { port: config.EMBEDDED_DB_PORT } : {}) },
+    });
+    uri = server.getUri('app');
+    stopEmbedded = () => server.stop({ doCleanup: false });
+    log.info({ uri, dbPath }, 'embedded MongoDB started; data is kept in dbPath');
+  }
+  const conn = mongoose.createConnection(uri, { serverSelectionTimeoutMS: 5000, autoIndex: true });
+  conn.on('disconnected', () => log.warn('database disconnected; the driver is reconnecting'));
+  conn.on('reconnected', () => log.info('database reconnected'));
+  await conn.asPromise();
+  return {
+    conn,
+    uri,
+    embedded: !!stopEmbedded,
+    async ping(timeoutMs = 2000) {
+      if (conn.readyState !== 1 || !conn.db) throw new Error('database not connected');
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          conn.db.admin().ping(),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error('database ping timed out')), timeoutMs);
+          }),
+        ]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    async close() {
+      await conn.close();
+      await stopEmbedded?.();
+    },
+  };
+}

@@ -1,0 +1,53 @@
+import SchemaBuilder from '@pothos/core';
+import { DateTimeResolver, JSONResolver, ObjectIDResolver } from 'graphql-scalars';
+import type Koa from 'koa';
+import type { z } from 'zod';
+import { AccessDeniedError, AuthRequiredError, ValidationError, zodIssues } from './errors.ts';
+import { isAdmin, type AuthUser } from './context.ts';
+
+export interface GraphQLContext {
+  user: AuthUser | null;
+  requestId: string;
+  koa: Koa.Context;
+}
+
+export interface BuilderTypes {
+  Context: GraphQLContext;
+  Scalars: {
+    DateTime: { Input: Date; Output: Date | string };
+    JSON: { Input: unknown; Output: unknown };
+    ObjectID: { Input: string; Output: string };
+  };
+}
+
+/** The shared Pothos builder every plugin's `graphql()` fragment receives. */
+export type Builder = PothosSchemaTypes.SchemaBuilder<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>>;
+
+export function createBuilder(): Builder {
+  const builder = new SchemaBuilder<BuilderTypes>({});
+  builder.addScalarType('DateTime', DateTimeResolver);
+  builder.addScalarType('JSON', JSONResolver);
+  builder.addScalarType('ObjectID', ObjectIDResolver);
+  builder.queryType({});
+  builder.mutationType({});
+  return builder;
+}
+
+/** @throws AuthRequiredError (code AUTH_REQUIRED in `extensions`) */
+export function requireUser(ctx: GraphQLContext): AuthUser {
+  if (!ctx.user) throw new AuthRequiredError();
+  return ctx.user;
+}
+
+export function requireAdmin(ctx: GraphQLContext): AuthUser {
+  const user = requireUser(ctx);
+  if (!isAdmin(user)) throw new AccessDeniedError('Administrator role required');
+  return user;
+}
+
+/** Validate GraphQL arguments with the same zod schema as the REST route (422 VALIDATION_ERROR, loc starting with `args`). */
+export function parseInput<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
+  const res = schema.safeParse(value);
+  if (!res.success) throw new ValidationError(zodIssues('args', res.error.issues));
+  return res.data;
+}

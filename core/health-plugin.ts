@@ -1,0 +1,53 @@
+import { ServiceUnavailableError } from './errors.ts';
+import { definePlugin, type Plugin } from './plugin.ts';
+import { defineRoute } from './http/route.ts';
+import type { HealthRegistry } from './health.ts';
+
+/** Core plugin: `/health`, `/ready`, `/admin/health/detailed`, and the `database` check. */
+export const healthPlugin = (registry: HealthRegistry): Plugin =>
+  definePlugin({
+    name: 'health',
+    setup({ db, config, log }) {
+      const ping = async () => {
+        if (db.readyState !== 1 || !db.db) throw new Error('database not connected');
+        await db.db.admin().ping();
+      };
+      return {
+        health: { database: ping },
+        routes: [
+          defineRoute({
+            method: 'GET', path: '/health', auth: 'public', rateLimitExempt: true, tags: ['health'], summary: 'Liveness',
+            handler: () => ({ status: 'ok' }),
+          }),
+          defineRoute({
+            method: 'GET', path: '/ready', auth: 'public', rateLimitExempt: true, tags: ['health'],
+            summary: 'Readiness: 200 when the database answers, 503 SERVICE_UNAVAILABLE otherwise',
+            async handler() {
+              try {
+                await withTimeout(ping(), Math.min(config.HEALTH_CHECK_TIMEOUT_MS, 2000));
+              } catch {
+                throw new ServiceUnavailableError('Not ready', { checks: { database: 'unavailable' } });
+              }
+              return { status: 'ready', checks: { database: 'ok' } };
+            },
+          }),
+          defineRoute({
+            method: 'GET', path: '/admin/health/detailed', auth: 'admin', tags: ['health'],
+            summary: 'Runs every registered health check in parallel',
+            handler: () =>
+              registry.run(config.HEALTH_CHECK_TIMEOUT_MS, (name, status, err) => log.warn({ check: name, status, err }, 'health check not ok')),
+          }),
+        ],
+      };
+    },
+  });
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('timeout')), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,61 @@
+import type { HealthCheck } from './plugin.ts';
+
+/** Throw this from a health check to report `failed` rather than `error`. */
+export class HealthCheckFailure extends Error {
+  override name = 'HealthCheckFailure';
+}
+
+export type CheckStatus = 'ok' | 'failed' | 'timeout' | 'error';
+export interface HealthReport {
+  status: 'ok' | 'degraded';
+  checks: Record<string, { status: CheckStatus; duration_ms: number }>;
+}
+
+export class HealthRegistry {
+  private readonly checks = new Map<string, { plugin: string; fn: HealthCheck }>();
+
+  register(name: string, fn: HealthCheck, plugin: string): void {
+    const existing = this.checks.get(name);
+    if (existing) throw new Error(`Health check "${name}" registered by "${plugin}" is already registered by "${existing.plugin}"`);
+    this.checks.set(name, { plugin, fn });
+  }
+
+  names(): string[] {
+    return [...this.checks.keys()];
+  }
+
+  /** Runs every check in parallel, each bounded by `timeoutMs`. */
+  async run(timeoutMs: number, onProblem: (name: string, status: CheckStatus, err: unknown) => void): Promise<HealthReport> {
+    const entries = await Promise.all(
+      [...this.checks].map(async ([name, { fn }]) => {
+        const started = performance.now();
+        const status = await runOne(fn, timeoutMs).catch((err: unknown) => {
+          const s: CheckStatus = err === TIMEOUT ? 'timeout' : err instanceof HealthCheckFailure ? 'failed' : 'error';
+          onProblem(name, s, err);
+          return s;
+        });
+        if (status === 'failed') onProblem(name, status, null);
+        return [name, { status, duration_ms: Math.round(performance.now() - started) }] as const;
+      }),
+    );
+    const checks = Object.fromEntries(entries);
+    return { status: entries.every(([, c]) => c.status === 'ok') ? 'ok' : 'degraded', checks };
+  }
+}
+
+const TIMEOUT = Symbol('timeout');
+
+async function runOne(fn: HealthCheck, timeoutMs: number): Promise<CheckStatus> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const result = await Promise.race([
+      Promise.resolve().then(fn),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(TIMEOUT), timeoutMs);
+      }),
+    ]);
+    return result === false || result instanceof Error ? 'failed' : 'ok';
+  } finally {
+    clearTimeout(timer);
+  }
+}

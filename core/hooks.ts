@@ -1,0 +1,108 @@
+import type { AuthUser } from './context.ts';
+import type { Logger } from './logger.ts';
+
+/** What every document lifecycle event carries (resources plugin, and any plugin writing documents). */
+export interface DocumentEventBase {
+  /** Resource name (its collection name). */
+  resource: string;
+  actor: AuthUser | null;
+  /** Tenant of the document (null for documents that are not tenant-scoped). */
+  tenant_id: string | null;
+  ip: string | null;
+  request_id: string | null;
+  /** Fields the resource marks as secret: listeners must never persist or echo them. */
+  secret_fields: string[];
+  /** True when the operation is part of a bulk call. */
+  bulk: boolean;
+}
+
+export type Doc = Record<string, unknown>;
+
+/**
+ * Typed events of the hook bus. Plugins add their own by declaration merging. `BEFORE_*` handlers
+ * run in registration order and may return a replacement payload or throw an `AppError` to veto;
+ * `AFTER_*` handlers run after success and their errors are logged, never sent to the client.
+ */
+export interface HookEvents {
+  BEFORE_CREATE: DocumentEventBase & { data: Doc };
+  BEFORE_UPDATE: DocumentEventBase & { id: string; data: Doc; old: Doc; replace: boolean };
+  BEFORE_DELETE: DocumentEventBase & { id: string; old: Doc };
+  AFTER_CREATE: DocumentEventBase & { id: string; doc: Doc };
+  AFTER_UPDATE: DocumentEventBase & { id: string; old: Doc; doc: Doc; replace: boolean };
+  AFTER_DELETE: DocumentEventBase & { id: string; old: Doc; doc: Doc };
+}
+
+export type HookName = keyof HookEvents;
+export type BeforeHook = Extract<HookName, `BEFORE_${string}`>;
+export type AfterHook = Extract<HookName, `AFTER_${string}`>;
+
+export type BeforeHandler<K extends BeforeHook> = (
+  payload: HookEvents[K],
+) => void | HookEvents[K] | Promise<void | HookEvents[K]>;
+export type AfterHandler<K extends AfterHook> = (payload: HookEvents[K]) => void | Promise<void>;
+export type HookHandler<K extends HookName> = K extends BeforeHook
+  ? BeforeHandler<K>
+  : K extends AfterHook
+    ? AfterHandler<K>
+    : never;
+
+/** A hook subscription as a plugin contributes it from `setup()`. */
+export interface HookRegistration<K extends HookName = HookName> {
+  event: K;
+  handler: HookHandler<K>;
+}
+
+/** Helper that keeps the event name and handler type tied together. */
+export const onHook = <K extends HookName>(event: K, handler: HookHandler<K>): HookRegistration =>
+  ({ event, handler }) as unknown as HookRegistration;
+
+interface Entry {
+  plugin: string;
+  handler: (p: unknown) => unknown;
+}
+
+export class HookBus {
+  private readonly handlers = new Map<string, Entry[]>();
+
+  constructor(private readonly log: Logger) {}
+
+  on<K extends HookName>(event: K, handler: HookHandler<K>, plugin = 'anonymous'): () => void {
+    const list = this.handlers.get(event) ?? [];
+    const entry: Entry = { plugin, handler: handler as (p: unknown) => unknown };
+    list.push(entry);
+    this.handlers.set(event, list);
+    return () => {
+      const l = this.handlers.get(event);
+      if (l) this.handlers.set(event, l.filter((e) => e !== entry));
+    };
+  }
+
+  hasListeners(event: HookName): boolean {
+    return (this.handlers.get(event)?.length ?? 0) > 0;
+  }
+
+  /** Runs `BEFORE_*` handlers in order; each may replace the payload. A throw vetoes the operation. */
+  async runBefore<K extends BeforeHook>(event: K, payload: HookEvents[K]): Promise<HookEvents[K]> {
+    let current = payload;
+    for (const { handler } of this.handlers.get(event) ?? []) {
+      const next = await handler(current);
+      if (next !== undefined) current = next as HookEvents[K];
+    }
+    return current;
+  }
+
+  /** Runs `AFTER_*` handlers concurrently; a failure is logged with the plugin name and swallowed. */
+  async emitAfter<K extends AfterHook>(event: K, payload: HookEvents[K]): Promise<void> {
+    const list = this.handlers.get(event);
+    if (!list?.length) return;
+    await Promise.all(
+      list.map(async ({ plugin, handler }) => {
+        try {
+          await handler(payload);
+        } catch (err) {
+          this.log.error({ err, event, plugin }, 'after-hook handler failed');
+        }
+      }),
+    );
+  }
+}

@@ -1,0 +1,35 @@
+import { AppError, BadRequestError, ConflictError, ErrorCode, ValidationError } from '../errors.ts';
+
+interface MongooseValidationLike {
+  name: 'ValidationError';
+  errors: Record<string, { path: string; message: string; kind?: string }>;
+}
+
+/**
+ * Classify an error thrown anywhere below a request. Returns the AppError a client may see, or
+ * null for an unexpected failure (which is logged and masked as 500 INTERNAL_ERROR).
+ */
+export function toAppError(err: unknown): AppError | null {
+  if (err instanceof AppError) return err;
+  if (!err || typeof err !== 'object') return null;
+  const e = err as { name?: string; code?: unknown; status?: unknown; statusCode?: unknown; type?: string; expose?: boolean; message?: string };
+  if (e.code === 11000 || e.code === 11001) return new ConflictError('A document with the same unique value already exists');
+  if (e.name === 'ValidationError' && 'errors' in e) {
+    const ve = err as MongooseValidationLike;
+    return new ValidationError(
+      Object.values(ve.errors).map((x) => ({ loc: ['body', ...x.path.split('.')], msg: x.message, type: x.kind ?? 'invalid' })),
+    );
+  }
+  if (e.name === 'CastError' || e.name === 'BSONError' || e.name === 'StrictModeError') {
+    return new BadRequestError(e.name === 'CastError' ? 'A value could not be cast to the field type' : 'Invalid value', {});
+  }
+  // http-errors raised by the body parser and router (`expose` is only true for 4xx).
+  const status = typeof e.status === 'number' ? e.status : typeof e.statusCode === 'number' ? e.statusCode : undefined;
+  if (status && status >= 400 && status < 500 && e.expose !== false) {
+    if (status === 413) return new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large');
+    if (status === 415) return new AppError(415, ErrorCode.UNSUPPORTED_MEDIA_TYPE, 'Unsupported content type');
+    if (status === 400 && (e.type === 'entity.parse.failed' || /JSON/i.test(e.message ?? ''))) return new BadRequestError('Malformed JSON body');
+    if (status === 400) return new BadRequestError(e.message ?? 'Bad request');
+  }
+  return null;
+}

@@ -1,0 +1,117 @@
+import { randomUUID } from 'node:crypto';
+import type Koa from 'koa';
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { Types } from 'mongoose';
+import type { Config } from '../../config/index.ts';
+import { AppError, BadRequestError, RateLimitedError } from '../errors.ts';
+import { isSystemCaller, runWithContext, type AuthUser, type RequestContext } from '../context.ts';
+import type { Logger } from '../logger.ts';
+import type { IdentityService } from '../identity/service.ts';
+import { toAppError } from './map-error.ts';
+
+export interface AppState {
+  ctx: RequestContext;
+  user: AuthUser | null;
+  /** Set when a credential was presented but rejected; raised by routes that need a user. */
+  authError: AppError | null;
+}
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** Request id, client ip and the async-local request context. Runs first. */
+export function requestContext(log: Logger): Koa.Middleware {
+  return async (ctx, next) => {
+    const incoming = ctx.get('X-Request-Id');
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    ctx.set('X-Request-Id', requestId);
+    const rc: RequestContext = { requestId, ip: ctx.ip || null, user: null, tenantId: null, log: log.child({ request_id: requestId }) };
+    const state = ctx.state as AppState;
+    state.ctx = rc;
+    state.user = null;
+    state.authError = null;
+    await runWithContext(rc, next);
+  };
+}
+
+/** The one place that writes the error envelope. Unexpected errors are logged and masked. */
+export function errorEnvelope(): Koa.Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      const rc = (ctx.state as AppState).ctx;
+      const appErr = toAppError(err);
+      if (!appErr) rc.log.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
+      else if (appErr.status >= 500) rc.log.error({ err }, appErr.message);
+      const e = appErr ?? new AppError(500, 'INTERNAL_ERROR', 'Internal server error');
+      ctx.status = e.status;
+      for (const [k, v] of Object.entries(e.headers ?? {})) ctx.set(k, v);
+      ctx.body = { error: { code: e.code, message: e.message, details: e.details }, request_id: rc.requestId };
+    }
+  };
+}
+
+/**
+ * Resolves `X-API-Key` or `Authorization: Bearer`. A bad credential is remembered, not raised, so
+ * public routes stay reachable; routes that need a caller raise it. System callers may pick a
+ * tenant with `X-Tenant-Id`.
+ */
+export function authenticate(identity: IdentityService): Koa.Middleware {
+  return async (ctx, next) => {
+    const state = ctx.state as AppState;
+    const apiKey = ctx.get('X-API-Key');
+    const authz = ctx.get('Authorization');
+    try {
+      let user: AuthUser | null = null;
+      if (apiKey) user = await identity.authenticateApiKey(apiKey);
+      else if (authz) {
+        const m = /^Bearer\s+(\S+)$/i.exec(authz);
+        if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"');
+        user = await identity.authenticateToken(m[1]);
+      }
+      if (user) {
+        state.user = user;
+        state.ctx.user = user;
+        state.ctx.tenantId = user.tenant_id;
+        const asTenant = ctx.get('X-Tenant-Id');
+        if (isSystemCaller(user)) {
+          if (asTenant && !Types.ObjectId.isValid(asTenant)) throw new BadRequestError('X-Tenant-Id must be an object id');
+          state.ctx.tenantId = asTenant || null;
+        }
+      }
+    } catch (err) {
+      if (!(err instanceof AppError) || err.status !== 401) throw err;
+      state.authError = err;
+    }
+    await next();
+  };
+}
+
+/**
+ * Fixed-window limiter (rate-limiter-flexible: well-tested, and its store swaps to Redis for a
+ * cluster): per user when authenticated, else per client ip. Adds RateLimit-* headers.
+ */
+export function rateLimit(config: Config, exempt: (path: string) => boolean): Koa.Middleware {
+  if (!config.RATE_LIMIT_ENABLED) return (_ctx, next) => next();
+  const limiter = new RateLimiterMemory({ points: config.RATE_LIMIT_MAX, duration: config.RATE_LIMIT_WINDOW_SECONDS });
+  return async (ctx, next) => {
+    if (exempt(ctx.path)) return next();
+    const state = ctx.state as AppState;
+    const key = state.user ? `u:${state.user.id}` : `ip:${ctx.ip}`;
+    let res: RateLimiterRes;
+    try {
+      res = await limiter.consume(key);
+    } catch (rejected) {
+      if (!(rejected instanceof RateLimiterRes)) throw rejected;
+      const retry = Math.max(1, Math.ceil(rejected.msBeforeNext / 1000));
+      ctx.set('RateLimit-Limit', String(config.RATE_LIMIT_MAX));
+      ctx.set('RateLimit-Remaining', '0');
+      ctx.set('RateLimit-Reset', String(retry));
+      throw new RateLimitedError(retry);
+    }
+    ctx.set('RateLimit-Limit', String(config.RATE_LIMIT_MAX));
+    ctx.set('RateLimit-Remaining', String(res.remainingPoints));
+    ctx.set('RateLimit-Reset', String(Math.ceil(res.msBeforeNext / 1000)));
+    await next();
+  };
+}

@@ -1,0 +1,79 @@
+import { Types, type QueryFilter } from 'mongoose';
+import { AccessDeniedError } from '../errors.ts';
+import { getContext, isSystemCaller, type AuthUser } from '../context.ts';
+
+/**
+ * An attribute rule. `equals` / `oneOf` are plain yes/no checks on the caller; `field` restricts
+ * documents: only those whose `field` equals the caller's attribute (or is one of its values,
+ * when the attribute is an array) are visible and writable.
+ *
+ * @example { attribute: 'department', equals: 'finance' }
+ * @example { attribute: 'region', field: 'region' }
+ */
+export type AttributeRule =
+  | { attribute: string; equals: unknown }
+  | { attribute: string; oneOf: unknown[] }
+  | { attribute: string; field: string };
+
+/** What a route, resource or GraphQL field requires of its caller. */
+export interface AccessPolicy {
+  /** Filter by the caller's tenant. @default true */
+  tenantScoped?: boolean;
+  features?: string[];
+  attributes?: AttributeRule[];
+}
+
+/** A MongoDB filter, as mongoose accepts it for any model. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Filter = QueryFilter<any>;
+
+/** System callers act anywhere, so they hold every feature. */
+export const hasFeature = (user: AuthUser, feature: string): boolean =>
+  isSystemCaller(user) || user.features.includes(feature);
+
+export function requireFeatures(user: AuthUser, features: readonly string[]): void {
+  for (const feature of features) {
+    if (!hasFeature(user, feature)) throw new AccessDeniedError(`Feature "${feature}" required`, { feature });
+  }
+}
+
+/**
+ * Checks attribute rules and returns the document filter they imply (empty when none restricts).
+ * @throws AccessDeniedError when a yes/no rule fails or a filtering rule's attribute is missing
+ */
+export function attributeFilter(user: AuthUser, rules: readonly AttributeRule[] = []): Filter {
+  if (isSystemCaller(user)) return {};
+  const filter: Filter = {};
+  for (const rule of rules) {
+    const value = user.attributes[rule.attribute];
+    if ('equals' in rule) {
+      if (value !== rule.equals) throw new AccessDeniedError(`Attribute "${rule.attribute}" does not allow this`, { attribute: rule.attribute });
+    } else if ('oneOf' in rule) {
+      if (!rule.oneOf.includes(value)) throw new AccessDeniedError(`Attribute "${rule.attribute}" does not allow this`, { attribute: rule.attribute });
+    } else {
+      if (value === undefined || value === null) throw new AccessDeniedError(`Attribute "${rule.attribute}" required`, { attribute: rule.attribute });
+      filter[rule.field] = Array.isArray(value) ? { $in: value } : value;
+    }
+  }
+  return filter;
+}
+
+/** The tenant filter of the current request: `{}` for system callers without `X-Tenant-Id`. */
+export function tenantFilter(multiTenant: boolean): Filter {
+  if (!multiTenant) return {};
+  const ctx = getContext();
+  if (ctx?.tenantId) return { tenant_id: new Types.ObjectId(ctx.tenantId) };
+  if (ctx?.user && !isSystemCaller(ctx.user)) return { tenant_id: new Types.ObjectId(ctx.user.tenant_id) };
+  return {};
+}
+
+/**
+ * The one filter that list, count, get, update, delete, populate and GraphQL all apply: tenant
+ * scope plus attribute rules. Throws 403 when a feature or attribute rule rejects the caller.
+ */
+export function accessFilter(user: AuthUser, policy: AccessPolicy, multiTenant: boolean): Filter {
+  requireFeatures(user, policy.features ?? []);
+  const attrs = attributeFilter(user, policy.attributes);
+  const tenant = policy.tenantScoped === false ? {} : tenantFilter(multiTenant);
+  return { ...attrs, ...tenant };
+}

@@ -1,0 +1,166 @@
+import { z } from 'zod';
+import { definePlugin } from '../plugin.ts';
+import { defineRoute } from '../http/route.ts';
+import { idParams, objectId, pageQuery } from '../http/schemas.ts';
+import { parseInput as parse, requireAdmin, requireUser } from '../graphql.ts';
+import { identityModels, ROLES } from './models.ts';
+import { IdentityService } from './service.ts';
+
+declare module '../services.ts' {
+  interface Services {
+    identity: IdentityService;
+  }
+}
+
+const createUserBody = z
+  .object({
+    email: z.string().email(),
+    name: z.string().min(1).max(200),
+    tenant_id: objectId.optional(),
+    roles: z.array(z.enum(ROLES)).min(1).optional(),
+    features: z.array(z.string().min(1)).optional(),
+    attributes: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+const usersQuery = pageQuery(50, 500).extend({ tenant_id: objectId.optional() });
+
+/** Core plugin: tenants, users, API keys, bearer tokens, `/auth/*` and `/admin/{tenants,users,api-keys}`. */
+export const identityPlugin = definePlugin({
+  name: 'identity',
+  async setup({ db, config, log, services }) {
+    const identity = new IdentityService(identityModels(db), config, log);
+    services.provide('identity', identity);
+
+    if (config.ADMIN_API_KEY) {
+      const res = await identity.bootstrap(config.ADMIN_API_KEY, config.ADMIN_EMAIL);
+      log.info({ user_id: res.user_id, email: config.ADMIN_EMAIL }, res.created ? 'bootstrap admin key registered' : 'bootstrap admin key already registered');
+    } else if ((await identity.countUsers()) === 0) {
+      log.warn(
+        'No users exist yet. Restart with ADMIN_API_KEY=<a random string of 16+ characters> to create the system administrator, ' +
+          'then call POST /admin/tenants, /admin/users and /admin/api-keys with that key (see README).',
+      );
+    }
+
+    return {
+      routes: [
+        defineRoute({
+          method: 'POST', path: '/auth/token', tags: ['auth'], summary: 'Exchange the presented credential for a bearer token',
+          handler: ({ user }) => identity.issueToken(user!),
+        }),
+        defineRoute({
+          method: 'GET', path: '/auth/me', tags: ['auth'], summary: 'The caller with tenant, roles and features',
+          handler: ({ user }) => user,
+        }),
+        defineRoute({
+          method: 'POST', path: '/admin/tenants', tags: ['admin'], auth: 'system', status: 201, summary: 'Create a tenant',
+          body: z.object({ name: z.string().min(1).max(200) }).strict(),
+          handler: ({ user, body }) => identity.createTenant(user!, body),
+        }),
+        defineRoute({
+          method: 'GET', path: '/admin/tenants', tags: ['admin'], auth: 'admin', summary: 'List tenants (own tenant for tenant admins)',
+          query: pageQuery(50, 500),
+          handler: ({ user, query }) => identity.listTenants(user!, query),
+        }),
+        defineRoute({
+          method: 'POST', path: '/admin/users', tags: ['admin'], auth: 'admin', status: 201, summary: 'Create a user',
+          body: createUserBody,
+          handler: ({ user, body }) => identity.createUser(user!, body),
+        }),
+        defineRoute({
+          method: 'GET', path: '/admin/users', tags: ['admin'], auth: 'admin', summary: 'List users (own tenant for tenant admins)',
+          query: usersQuery,
+          handler: ({ user, query }) => identity.listUsers(user!, query),
+        }),
+        defineRoute({
+          method: 'POST', path: '/admin/api-keys', tags: ['admin'], auth: 'admin', status: 201,
+          summary: 'Create an API key; the plain key is returned once',
+          body: z.object({ user_id: objectId, name: z.string().min(1).max(200) }).strict(),
+          handler: ({ user, body }) => identity.createApiKey(user!, body),
+        }),
+        defineRoute({
+          method: 'DELETE', path: '/admin/api-keys/:id', tags: ['admin'], auth: 'admin', summary: 'Revoke an API key',
+          params: idParams,
+          handler: ({ user, params }) => identity.revokeApiKey(user!, params.id),
+        }),
+      ],
+      graphql(builder) {
+        const Me = builder.objectRef<{ id: string; email: string; name: string; tenant_id: string; roles: string[]; scope: string | null; features: string[]; attributes: unknown }>('User');
+        Me.implement({
+          fields: (t) => ({
+            id: t.exposeID('id', { nullable: false }),
+            email: t.exposeString('email', { nullable: false }),
+            name: t.exposeString('name', { nullable: false }),
+            tenant_id: t.exposeString('tenant_id', { nullable: false }),
+            roles: t.exposeStringList('roles', { nullable: false }),
+            scope: t.exposeString('scope'),
+            features: t.exposeStringList('features', { nullable: false }),
+            attributes: t.expose('attributes', { type: 'JSON' }),
+          }),
+        });
+        const Tenant = builder.objectRef<{ id: string; name: string; is_system: boolean; created_at: Date | null }>('Tenant');
+        Tenant.implement({
+          fields: (t) => ({
+            id: t.exposeID('id', { nullable: false }),
+            name: t.exposeString('name', { nullable: false }),
+            is_system: t.exposeBoolean('is_system', { nullable: false }),
+            created_at: t.expose('created_at', { type: 'DateTime' }),
+          }),
+        });
+        const pageOf = (a: { page?: number | null; per_page?: number | null }) => ({
+          page: Math.max(1, a.page ?? 1),
+          per_page: Math.min(500, Math.max(1, a.per_page ?? 50)),
+        });
+        builder.queryFields((t) => ({
+          me: t.field({ type: Me, resolve: (_r, _a, ctx) => requireUser(ctx) }),
+          tenants: t.field({
+            type: [Tenant], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
+            resolve: async (_r, a, ctx) => (await identity.listTenants(requireAdmin(ctx), pageOf(a))).items,
+          }),
+          users: t.field({
+            type: [Me], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
+            resolve: async (_r, a, ctx) => (await identity.listUsers(requireAdmin(ctx), pageOf(a))).items,
+          }),
+        }));
+        const Token = builder.objectRef<{ token: string; token_type: string; expires_in: number }>('TokenResponse');
+        Token.implement({
+          fields: (t) => ({
+            token: t.exposeString('token', { nullable: false }),
+            token_type: t.exposeString('token_type', { nullable: false }),
+            expires_in: t.exposeInt('expires_in', { nullable: false }),
+          }),
+        });
+        const ApiKey = builder.objectRef<{ id: string; name: string; user_id: string; tenant_id: string; prefix: string; key?: string }>('ApiKey');
+        ApiKey.implement({
+          fields: (t) => ({
+            id: t.exposeID('id', { nullable: false }),
+            name: t.exposeString('name', { nullable: false }),
+            user_id: t.exposeString('user_id', { nullable: false }),
+            tenant_id: t.exposeString('tenant_id', { nullable: false }),
+            prefix: t.exposeString('prefix', { nullable: false }),
+            key: t.string({ description: 'The plain key: only in the createApiKey answer', resolve: (k) => k.key ?? null }),
+          }),
+        });
+        builder.mutationFields((t) => ({
+          issueToken: t.field({ type: Token, nullable: false, resolve: (_r, _a, ctx) => identity.issueToken(requireUser(ctx)) }),
+          createTenant: t.field({
+            type: Tenant, nullable: false, args: { name: t.arg.string({ required: true }) },
+            resolve: (_r, a, ctx) => identity.createTenant(requireAdmin(ctx), parse(z.object({ name: z.string().min(1).max(200) }), a)),
+          }),
+          createUser: t.field({
+            type: Me, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }) },
+            resolve: (_r, a, ctx) => identity.createUser(requireAdmin(ctx), parse(createUserBody, a.input)),
+          }),
+          createApiKey: t.field({
+            type: ApiKey, nullable: false, args: { user_id: t.arg.string({ required: true }), name: t.arg.string({ required: true }) },
+            resolve: (_r, a, ctx) => identity.createApiKey(requireAdmin(ctx), parse(z.object({ user_id: objectId, name: z.string().min(1).max(200) }), a)),
+          }),
+          revokeApiKey: t.field({
+            type: ApiKey, nullable: false, args: { id: t.arg.string({ required: true }) },
+            resolve: (_r, a, ctx) => identity.revokeApiKey(requireAdmin(ctx), parse(idParams, a).id),
+          }),
+        }));
+      },
+    };
+  },
+});

@@ -1,0 +1,61 @@
+import { Schema, type Connection, type InferSchemaType, type Model } from 'mongoose';
+
+const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
+
+export const tenantSchema = new Schema(
+  {
+    name: { type: String, required: true, trim: true, maxlength: 200 },
+    is_system: { type: Boolean, default: false },
+  },
+  { timestamps, versionKey: false },
+);
+
+export const ROLES = ['user', 'admin'] as const;
+
+export const userSchema = new Schema(
+  {
+    email: { type: String, required: true, unique: true, lowercase: true, trim: true },
+    name: { type: String, required: true, trim: true },
+    tenant_id: { type: Schema.Types.ObjectId, ref: 'Tenant', required: true, index: true },
+    roles: { type: [String], enum: ROLES, default: ['user'] },
+    scope: { type: String, enum: ['system', null], default: null },
+    is_system_user: { type: Boolean, default: false },
+    features: { type: [String], default: [] },
+    attributes: { type: Schema.Types.Mixed, default: {} },
+    is_active: { type: Boolean, default: true },
+  },
+  { timestamps, versionKey: false, minimize: false },
+);
+
+export const apiKeySchema = new Schema(
+  {
+    name: { type: String, required: true, trim: true },
+    user_id: { type: Schema.Types.ObjectId, ref: 'User', required: true, index: true },
+    tenant_id: { type: Schema.Types.ObjectId, ref: 'Tenant', required: true, index: true },
+    /** SHA-256 of the key: keys are 256-bit random, so a fast hash is safe and lookups stay O(1). */
+    key_hash: { type: String, required: true, unique: true },
+    /** First characters of the key, shown in listings so people can tell keys apart. */
+    prefix: { type: String, required: true },
+    created_by: { type: Schema.Types.ObjectId, ref: 'User', default: null },
+    revoked_at: { type: Date, default: null },
+    last_used_at: { type: Date, default: null },
+  },
+  { timestamps, versionKey: false },
+);
+
+export type TenantDoc = InferSchemaType<typeof tenantSchema>;
+export type UserDoc = InferSchemaType<typeof userSchema>;
+export type ApiKeyDoc = InferSchemaType<typeof apiKeySchema>;
+
+export interface IdentityModels {
+  Tenant: Model<TenantDoc>;
+  User: Model<UserDoc>;
+  ApiKey: Model<ApiKeyDoc>;
+}
+
+/** Registers (once per connection) and returns the identity models. */
+export const identityModels = (conn: Connection): IdentityModels => ({
+  Tenant: (conn.models.Tenant ?? conn.model('Tenant', tenantSchema, 'tenants')) as Model<TenantDoc>,
+  User: (conn.models.User ?? conn.model('User', userSchema, 'users')) as Model<UserDoc>,
+  ApiKey: (conn.models.ApiKey ?? conn.model('ApiKey', apiKeySchema, 'api_keys')) as Model<ApiKeyDoc>,
+});

@@ -1,0 +1,271 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Koa from 'koa';
+import Router from '@koa/router';
+import { bodyParser } from '@koa/bodyparser';
+import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { GraphQLError, validateSchema, type GraphQLSchema } from 'graphql';
+import type { Config } from '../config/index.ts';
+import { ErrorCode, NotFoundError } from './errors.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { HookBus } from './hooks.ts';
+import { ServiceRegistry } from './services.ts';
+import { openDatabase, type Database } from './db.ts';
+import { createBuilder, type GraphQLContext } from './graphql.ts';
+import { HealthRegistry } from './health.ts';
+import { healthPlugin } from './health-plugin.ts';
+import { identityPlugin } from './identity/index.ts';
+import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
+import { authenticate, errorEnvelope, rateLimit, requestContext, type AppState } from './http/middleware.ts';
+import { toAppError } from './http/map-error.ts';
+import { getContext } from './context.ts';
+import type { JobDefinition, KernelView, Plugin, PluginContribution } from './plugin.ts';
+
+/** Start-up failure caused by the plugin list (missing dependency, cycle, bad options...). */
+export class PluginError extends Error {
+  override name = 'PluginError';
+}
+
+/** Core plugins every app has, before the configured ones. */
+const CORE_PLUGINS = ['identity', 'health'];
+
+/**
+ * Orders plugins so that each comes after its dependencies (stable: otherwise the given order).
+ * @throws PluginError on a duplicate name, a missing dependency or a cycle
+ */
+export function orderPlugins(plugins: readonly Plugin[]): Plugin[] {
+  const byName = new Map<string, Plugin>();
+  for (const p of plugins) {
+    if (byName.has(p.name)) throw new PluginError(`Plugin "${p.name}" is enabled twice`);
+    byName.set(p.name, p);
+  }
+  for (const p of plugins) {
+    for (const dep of p.dependsOn) {
+      if (!byName.has(dep)) throw new PluginError(`Plugin "${p.name}" depends on "${dep}", which is not enabled`);
+    }
+  }
+  const out: Plugin[] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (p: Plugin, path: string[]) => {
+    const s = state.get(p.name);
+    if (s === 'done') return;
+    if (s === 'visiting') {
+      const cycle = [...path.slice(path.indexOf(p.name)), p.name];
+      throw new PluginError(`Plugin dependency cycle: ${cycle.join(' -> ')}`);
+    }
+    state.set(p.name, 'visiting');
+    for (const dep of p.dependsOn) visit(byName.get(dep)!, [...path, p.name]);
+    state.set(p.name, 'done');
+    out.push(p);
+  };
+  for (const p of plugins) visit(p, []);
+  return out;
+}
+
+export interface CreateAppOptions {
+  config: Config;
+  /** Plugins after the core ones (identity, health), in any order. */
+  plugins: Plugin[];
+  logger?: Logger;
+}
+
+export interface App {
+  koa: Koa;
+  config: Config;
+  db: Database;
+  hooks: HookBus;
+  services: ServiceRegistry;
+  schema: GraphQLSchema;
+  log: Logger;
+  kernel: KernelView;
+  /** Listen on `port` (default `config.PORT`; 0 = any free port). Resolves to the bound port. */
+  listen(port?: number, host?: string): Promise<number>;
+  /** Stop accepting, finish in-flight requests (up to `SHUTDOWN_TIMEOUT_MS`), close plugins in reverse order, close the database. */
+  close(): Promise<void>;
+}
+
+/** Builds the whole server: validates and orders plugins, opens the database, sets up every plugin, mounts REST and GraphQL. */
+export async function createApp(opts: CreateAppOptions): Promise<App> {
+  const { config } = opts;
+  const log = opts.logger ?? createLogger(config.LOG_LEVEL);
+  const health = new HealthRegistry();
+
+  const ordered = orderPlugins([identityPlugin, healthPlugin(health), ...opts.plugins.filter((p) => !CORE_PLUGINS.includes(p.name))]);
+  const reserved = opts.plugins.find((p) => CORE_PLUGINS.includes(p.name));
+  if (reserved) throw new PluginError(`Plugin name "${reserved.name}" is reserved for a core plugin`);
+  const options = new Map<string, unknown>();
+  for (const p of ordered) {
+    if (!p.optionsSchema) continue;
+    const res = p.optionsSchema.safeParse(p.rawOptions ?? {});
+    if (!res.success) {
+      const lines = res.error.issues.map((i) => `  ${i.path.join('.') || '(options)'}: ${i.message}`);
+      throw new PluginError(`Invalid options for plugin "${p.name}":\n${lines.join('\n')}`);
+    }
+    options.set(p.name, res.data);
+  }
+
+  const db = await openDatabase(config, log);
+  const hooks = new HookBus(log);
+  const services = new ServiceRegistry();
+  const routes: (RouteDef & { plugin: string })[] = [];
+  const jobs: (JobDefinition & { plugin: string })[] = [];
+  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, plugins: () => ordered.map((p) => p.name) };
+  const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
+
+  const closePlugins = async () => {
+    for (const { plugin, c } of [...contributions].reverse()) {
+      try {
+        await c.close?.();
+      } catch (err) {
+        log.error({ err, plugin: plugin.name }, 'plugin close failed');
+      }
+    }
+  };
+
+  try {
+    for (const plugin of ordered) {
+      const c = await plugin.setup({
+        name: plugin.name,
+        options: options.get(plugin.name),
+        config,
+        db: db.conn,
+        hooks,
+        services,
+        log: log.child({ plugin: plugin.name }),
+        kernel,
+      });
+      contributions.push({ plugin, c });
+      for (const h of c.hooks ?? []) hooks.on(h.event, h.handler as never, plugin.name);
+      for (const [name, fn] of Object.entries(c.health ?? {})) health.register(name, fn, plugin.name);
+      for (const j of c.jobs ?? []) {
+        if (jobs.some((x) => x.name === j.name)) throw new PluginError(`Job "${j.name}" of plugin "${plugin.name}" is already defined`);
+        jobs.push({ ...j, plugin: plugin.name });
+      }
+    }
+    for (const { plugin, c } of contributions) {
+      const list = typeof c.routes === 'function' ? c.routes() : (c.routes ?? []);
+      for (const r of list) routes.push({ ...r, plugin: plugin.name });
+    }
+    for (const { c } of contributions) await c.ready?.();
+  } catch (err) {
+    await closePlugins();
+    await db.close();
+    throw err;
+  }
+
+  const builder = createBuilder();
+  for (const { c } of contributions) c.graphql?.(builder);
+  const schema = builder.toSchema({ sortSchema: true });
+  const schemaErrors = validateSchema(schema);
+  if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
+
+  const koa = new Koa({ proxy: config.TRUST_PROXY });
+  const identity = services.get('identity');
+  const yoga = createYogaServer(schema, config, log);
+  const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
+
+  koa.use(requestContext(log));
+  koa.use(errorEnvelope());
+  koa.use(authenticate(identity));
+  koa.use(rateLimit(config, (path) => exempt.has(path)));
+  koa.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
+  koa.use(mountRoutes(routes, yoga).routes());
+  koa.use(() => {
+    throw new NotFoundError('route', undefined, 'Route not found');
+  });
+
+  let server: Server | undefined;
+  let closing: Promise<void> | undefined;
+  return {
+    koa, config, db, hooks, services, schema, log, kernel,
+    listen(port = config.PORT, host = config.HOST) {
+      return new Promise((resolve, reject) => {
+        server = koa.listen(port, host, () => resolve((server!.address() as AddressInfo).port));
+        server.once('error', reject);
+      });
+    },
+    close() {
+      closing ??= (async () => {
+        if (server) await stopServer(server, config.SHUTDOWN_TIMEOUT_MS);
+        await closePlugins();
+        await db.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>): Router {
+  const router = new Router();
+  const seen = new Set<string>();
+  for (const route of routes) {
+    const key = `${route.method} ${route.path}`;
+    if (seen.has(key)) throw new PluginError(`Route ${key} is registered twice`);
+    seen.add(key);
+    router.register(route.path, [route.method], async (ctx) => {
+      const state = ctx.state as AppState;
+      checkAuth(route, state.user, state.authError);
+      const input = validateInputs(route, { params: ctx.params, query: ctx.query, body: ctx.request.body });
+      const result = await route.handler({ ...input, user: state.user, ctx } as never);
+      if (result !== undefined) {
+        ctx.status = route.status ?? 200;
+        ctx.body = result;
+      } else if (ctx.body === undefined) ctx.status = 204;
+    });
+  }
+  router.all('/graphql', async (ctx) => {
+    const state = ctx.state as AppState;
+    const gctx: GraphQLContext = { user: state.user, requestId: state.ctx.requestId, koa: ctx };
+    // A rejected credential is an error even for GraphQL, as for every non-public REST route.
+    if (state.authError) throw state.authError;
+    const response = await yoga.handleNodeRequestAndResponse(ctx.request, ctx.res, gctx as never);
+    ctx.status = response.status;
+    response.headers.forEach((value, key) => {
+      if (key.toLowerCase() !== 'content-length') ctx.append(key, value);
+    });
+    ctx.body = response.body;
+  });
+  return router;
+}
+
+function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
+  return createYoga<Record<string, unknown>>({
+    schema,
+    graphqlEndpoint: '/graphql',
+    graphiql: config.NODE_ENV !== 'production',
+    landingPage: false,
+    logging: false,
+    maskedErrors: {
+      maskError(error) {
+        const original = error instanceof GraphQLError ? error.originalError : error;
+        if (!original || original instanceof GraphQLError) return error as Error;
+        const appErr = toAppError(original);
+        const path = error instanceof GraphQLError ? error.path : undefined;
+        const requestId = getContext()?.requestId;
+        if (!appErr) {
+          (getContext()?.log ?? log).error({ err: original }, 'unhandled GraphQL resolver error');
+          return new GraphQLError('Internal server error', { path, extensions: { code: ErrorCode.INTERNAL_ERROR, request_id: requestId } });
+        }
+        return new GraphQLError(appErr.message, {
+          path,
+          extensions: { code: appErr.code, status: appErr.status, details: appErr.details, request_id: requestId },
+        });
+      },
+    },
+  });
+}
+
+async function stopServer(server: Server, timeoutMs: number) {
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      server.closeAllConnections();
+      resolve();
+    }, timeoutMs);
+    server.close(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}
+

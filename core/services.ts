@@ -1,0 +1,35 @@
+/**
+ * Services plugins expose to each other. Plugins add entries by declaration merging:
+ *
+ * @example
+ * declare module '../../core/services.ts' {
+ *   interface Services { audit: AuditLogger }
+ * }
+ * ctx.services.provide('audit', logger);
+ * ctx.services.get('audit').logInsert(...)
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface Services {}
+
+export class ServiceRegistry {
+  private readonly items = new Map<string, unknown>();
+
+  provide<K extends keyof Services>(name: K, service: Services[K]): void {
+    if (this.items.has(name as string)) throw new Error(`Service "${String(name)}" is already provided`);
+    this.items.set(name as string, service);
+  }
+
+  /** @throws when no enabled plugin provides it: declare it in `dependsOn` or use `maybe()`. */
+  get<K extends keyof Services>(name: K): Services[K] {
+    if (!this.items.has(name as string)) throw new Error(`Service "${String(name)}" is not provided by any enabled plugin`);
+    return this.items.get(name as string) as Services[K];
+  }
+
+  maybe<K extends keyof Services>(name: K): Services[K] | undefined {
+    return this.items.get(name as string) as Services[K] | undefined;
+  }
+
+  has(name: keyof Services): boolean {
+    return this.items.has(name as string);
+  }
+}

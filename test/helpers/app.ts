@@ -1,0 +1,110 @@
+import { randomBytes } from 'node:crypto';
+import { inject } from 'vitest';
+import { loadConfig, type Config } from '../../config/index.ts';
+import { createApp, type App } from '../../core/kernel.ts';
+import type { Plugin } from '../../core/plugin.ts';
+
+export const ADMIN_KEY = 'test-admin-key-0123456789abcdef';
+
+export interface TestApp {
+  app: App;
+  url: string;
+  config: Config;
+  /** fetch against the app; JSON-encodes `json`, returns status, headers and parsed body. */
+  http<T = any>(method: string, path: string, opts?: { json?: unknown; body?: string; headers?: Record<string, string>; key?: string | null; token?: string }): Promise<HttpResult<T>>;
+  /** POST /graphql with the given credential (default: the bootstrap admin key). */
+  gql<T = any>(query: string, variables?: Record<string, unknown>, opts?: { key?: string | null; token?: string; headers?: Record<string, string> }): Promise<HttpResult<{ data?: T; errors?: GqlError[] }>>;
+  close(): Promise<void>;
+}
+
+export interface GqlError {
+  message: string;
+  path?: (string | number)[];
+  extensions?: { code?: string; status?: number; details?: Record<string, unknown> };
+}
+
+export interface HttpResult<T> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+export const uniqueDbUri = (): string => {
+  const base = inject('mongoUri');
+  const u = new URL(base);
+  u.pathname = `/t_${randomBytes(6).toString('hex')}`;
+  return u.toString();
+};
+
+/**
+ * A fresh app on its own database, listening on a free port. The bootstrap admin key `ADMIN_KEY`
+ * is set unless `config.ADMIN_API_KEY` says otherwise (pass `''` for none).
+ */
+export async function buildTestApp({ plugins = [], config = {} }: { plugins?: Plugin[]; config?: Record<string, string> } = {}): Promise<TestApp> {
+  const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...config });
+  const app = await createApp({ config: cfg, plugins });
+  const port = await app.listen(0, '127.0.0.1');
+  const url = `http://127.0.0.1:${port}`;
+
+  const http: TestApp['http'] = async (method, path, opts = {}) => {
+    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+    const key = opts.key === undefined ? (opts.token ? null : ADMIN_KEY) : opts.key;
+    if (key) headers['X-API-Key'] = key;
+    if (opts.token) headers.Authorization = `Bearer ${opts.token}`;
+    let body = opts.body;
+    if (opts.json !== undefined) {
+      body = JSON.stringify(opts.json);
+      headers['Content-Type'] ??= 'application/json';
+    }
+    const res = await fetch(url + path, { method, headers, ...(body !== undefined ? { body } : {}) });
+    const text = await res.text();
+    let parsed: unknown = text;
+    if ((res.headers.get('content-type') ?? '').includes('json') && text) parsed = JSON.parse(text);
+    return { status: res.status, headers: res.headers, body: parsed as never };
+  };
+
+  return {
+    app, url, config: cfg, http,
+    gql: (query, variables, opts = {}) => http('POST', '/graphql', { ...opts, json: { query, variables } }),
+    close: () => app.close(),
+  };
+}
+
+/** Create a tenant, a user in it and an API key for that user, through the admin API. */
+export async function createTenantUser(
+  t: TestApp,
+  opts: { tenant?: string; tenantId?: string; email?: string; roles?: ('user' | 'admin')[]; features?: string[]; attributes?: Record<string, unknown>; adminKey?: string } = {},
+) {
+  const adminKey = opts.adminKey ?? ADMIN_KEY;
+  let tenantId = opts.tenantId;
+  if (!tenantId) {
+    const tr = await t.http('POST', '/admin/tenants', { key: adminKey, json: { name: opts.tenant ?? `t-${randomBytes(3).toString('hex')}` } });
+    if (tr.status !== 201) throw new Error(`tenant: ${tr.status} ${JSON.stringify(tr.body)}`);
+    tenantId = tr.body.id as string;
+  }
+  const ur = await t.http('POST', '/admin/users', {
+    key: adminKey,
+    json: {
+      email: opts.email ?? `u-${randomBytes(4).toString('hex')}@example.com`,
+      name: 'Test User',
+      tenant_id: tenantId,
+      roles: opts.roles ?? ['user'],
+      features: opts.features ?? [],
+      attributes: opts.attributes ?? {},
+    },
+  });
+  if (ur.status !== 201) throw new Error(`user: ${ur.status} ${JSON.stringify(ur.body)}`);
+  const kr = await t.http('POST', '/admin/api-keys', { key: adminKey, json: { user_id: ur.body.id, name: 'test' } });
+  if (kr.status !== 201) throw new Error(`key: ${kr.status} ${JSON.stringify(kr.body)}`);
+  return { tenantId: tenantId!, userId: ur.body.id as string, key: kr.body.key as string, keyId: kr.body.id as string };
+}
+
+/** Asserts the error envelope shape and returns the error. */
+export function envelope(res: HttpResult<any>) {
+  const b = res.body as { error?: { code: string; message: string; details: Record<string, unknown> }; request_id?: string };
+  if (!b || typeof b !== 'object' || !b.error) throw new Error(`not an error envelope (${res.status}): ${JSON.stringify(res.body)}`);
+  if (typeof b.error.code !== 'string' || typeof b.error.message !== 'string' || typeof b.error.details !== 'object' || typeof b.request_id !== 'string')
+    throw new Error(`malformed envelope: ${JSON.stringify(b)}`);
+  if (res.headers.get('x-request-id') !== b.request_id) throw new Error('request_id differs from X-Request-Id header');
+  return b.error;
+}
