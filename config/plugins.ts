@@ -1,11 +1,15 @@
+import { pathToFileURL } from 'node:url';
 import type { Config } from './index.ts';
 import { isPlugin, type Plugin } from '../core/plugin.ts';
+import { resourcesPlugin } from '../plugins/resources/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
  * Leave one out with `DISABLED_PLUGINS`; add your own with `PLUGINS` (module paths or package names).
  */
-export const builtinPlugins = (): Plugin[] => [];
+export const builtinPlugins = (): Plugin[] => [
+  resourcesPlugin,
+];
 
 /**
  * The plugin list of a running server: built-ins minus `DISABLED_PLUGINS`, plus every module named
@@ -14,7 +18,7 @@ export const builtinPlugins = (): Plugin[] => [];
 export async function loadPlugins(config: Config, cwd = process.cwd()): Promise<Plugin[]> {
   const list = builtinPlugins().filter((p) => !config.DISABLED_PLUGINS.includes(p.name));
   for (const spec of config.PLUGINS) {
-    const target = spec.startsWith('.') || spec.startsWith('/') ? new URL(spec, `file://${cwd}/`).href : spec;
+    const target = spec.startsWith('.') || spec.startsWith('/') ? new URL(spec, pathToFileURL(`${cwd}/`)).href : spec;
     const mod = (await import(target)) as { default?: unknown; plugin?: unknown };
     const candidate = mod.default ?? mod.plugin;
     if (!isPlugin(candidate)) throw new Error(`PLUGINS entry "${spec}" does not export a plugin object (default export or "plugin")`);

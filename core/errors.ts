@@ -135,14 +135,18 @@ export class ServiceUnavailableError extends AppError {
 
 export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
 
-/** Map a zod error (v4) to validation issues under a source prefix (`body`, `query`, `params`). */
+/**
+ * Map a zod error (v4) to validation issues under a source prefix (`body`, `query`, `params`).
+ * An `unrecognized_keys` issue becomes one issue per key, located at that key.
+ */
 export function zodIssues(
   source: string,
-  issues: readonly { path: readonly PropertyKey[]; message: string; code: string }[],
+  issues: readonly { path: readonly PropertyKey[]; message: string; code: string; keys?: readonly string[] }[],
 ): ValidationIssue[] {
-  return issues.map((i) => ({
-    loc: [source, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))],
-    msg: i.message,
-    type: i.code,
-  }));
+  return issues.flatMap((i) => {
+    const loc = [source, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))];
+    if (i.code === 'unrecognized_keys' && i.keys?.length)
+      return i.keys.map((k) => ({ loc: [...loc, k], msg: `Unrecognized key: "${k}"`, type: i.code }));
+    return [{ loc, msg: i.message, type: i.code }];
+  });
 }

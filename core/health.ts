@@ -1,4 +1,4 @@
-import type { HealthCheck } from './plugin.ts';
+import { PluginError, type HealthCheck } from './plugin.ts';
 
 /** Throw this from a health check to report `failed` rather than `error`. */
 export class HealthCheckFailure extends Error {
@@ -16,7 +16,7 @@ export class HealthRegistry {
 
   register(name: string, fn: HealthCheck, plugin: string): void {
     const existing = this.checks.get(name);
-    if (existing) throw new Error(`Health check "${name}" registered by "${plugin}" is already registered by "${existing.plugin}"`);
+    if (existing) throw new PluginError(`Health check "${name}" registered by "${plugin}" is already registered by "${existing.plugin}"`);
     this.checks.set(name, { plugin, fn });
   }
 

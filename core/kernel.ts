@@ -19,12 +19,9 @@ import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, errorEnvelope, rateLimit, requestContext, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
 import { getContext } from './context.ts';
-import type { JobDefinition, KernelView, Plugin, PluginContribution } from './plugin.ts';
+import { PluginError, type JobDefinition, type KernelView, type Plugin, type PluginContribution } from './plugin.ts';
 
-/** Start-up failure caused by the plugin list (missing dependency, cycle, bad options...). */
-export class PluginError extends Error {
-  override name = 'PluginError';
-}
+export { PluginError };
 
 /** Core plugins every app has, before the configured ones. */
 const CORE_PLUGINS = ['identity', 'health'];
@@ -122,6 +119,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     }
   };
 
+  let schema: GraphQLSchema;
+  let router: Router;
   try {
     for (const plugin of ordered) {
       const c = await plugin.setup({
@@ -147,21 +146,22 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       for (const r of list) routes.push({ ...r, plugin: plugin.name });
     }
     for (const { c } of contributions) await c.ready?.();
+
+    const builder = createBuilder();
+    for (const { c } of contributions) c.graphql?.(builder);
+    schema = builder.toSchema({ sortSchema: true });
+    const schemaErrors = validateSchema(schema);
+    if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
+    router = mountRoutes(routes, createYogaServer(schema, config, log));
   } catch (err) {
+    // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the plugins open.
     await closePlugins();
     await db.close();
     throw err;
   }
 
-  const builder = createBuilder();
-  for (const { c } of contributions) c.graphql?.(builder);
-  const schema = builder.toSchema({ sortSchema: true });
-  const schemaErrors = validateSchema(schema);
-  if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
-
   const koa = new Koa({ proxy: config.TRUST_PROXY });
   const identity = services.get('identity');
-  const yoga = createYogaServer(schema, config, log);
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
   koa.use(requestContext(log));
@@ -169,7 +169,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   koa.use(authenticate(identity));
   koa.use(rateLimit(config, (path) => exempt.has(path)));
   koa.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
-  koa.use(mountRoutes(routes, yoga).routes());
+  koa.use(router.routes());
   koa.use(() => {
     throw new NotFoundError('route', undefined, 'Route not found');
   });

@@ -14,6 +14,11 @@ import type { Builder } from './graphql.ts';
  */
 export type HealthCheck = () => Promise<unknown> | unknown;
 
+/** Start-up failure caused by the plugin list (missing dependency, cycle, bad options, duplicate health check...). */
+export class PluginError extends Error {
+  override name = 'PluginError';
+}
+
 /** A job function a plugin offers to the jobs plugin (spec document 3). */
 export interface JobDefinition {
   name: string;

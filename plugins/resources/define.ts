@@ -1,0 +1,163 @@
+import { Schema } from 'mongoose';
+import type { z } from 'zod';
+import type { AttributeRule } from '../../core/identity/guards.ts';
+import type { RouteDef } from '../../core/http/route.ts';
+import { describeFields, inputSchemas, type FieldInfo } from './fields.ts';
+
+/** What happens to referencing documents when a referenced one is deleted. */
+export type OnDelete = 'deny' | 'cascade' | 'set_null';
+
+/**
+ * A cascade rule, declared on the referencing resource.
+ * @example { field: 'project_id', references: 'projects', on_delete: 'deny' }
+ */
+export interface CascadeRule {
+  field: string;
+  /** Name of the referenced resource. */
+  references: string;
+  /**
+   * - `deny`: 422 CASCADE_DENY while live referencing documents exist;
+   * - `cascade`: soft-delete the referencing documents too;
+   * - `set_null`: set the field to null on them.
+   */
+  on_delete: OnDelete;
+}
+
+export type Operation = 'list' | 'get' | 'create' | 'update' | 'replace' | 'delete';
+
+/** Options of `defineResource`. Names follow the spec's per-resource configuration table. */
+export interface ResourceOptions {
+  /** Unique name; also the collection name and the GraphQL base name. @example 'projects' */
+  name: string;
+  /** Client fields as a mongoose schema. Base fields are added; mark a path `private: true` to hide it. */
+  schema: Schema;
+  /** URL path. @default `/${name}` */
+  path?: string;
+  /** Fields searched by `q`; without them `q` is a 400. @default [] */
+  searchable_fields?: string[];
+  /** @default '-created_at' */
+  default_sort?: string;
+  /** @default 25 */
+  default_page_size?: number;
+  /** @default 100 */
+  max_page_size?: number;
+  /** Enables `POST <path>/bulk`. @default false */
+  allow_bulk_create?: boolean;
+  /** Enables `DELETE <path>/bulk`. @default false */
+  allow_bulk_delete?: boolean;
+  /** Most items one bulk call may carry. @default 100 */
+  max_bulk_size?: number;
+  /** Isolate documents per tenant. @default true */
+  tenant_scoped?: boolean;
+  guards?: { features?: string[]; attributes?: AttributeRule[] };
+  /** Rules this resource's references impose on deleting the referenced documents. */
+  cascade?: CascadeRule[];
+  /** Relation fields clients may `populate`. @default every field with a `ref` */
+  populatable?: string[];
+  /** Replace the zod input schemas derived from the mongoose schema. */
+  input?: { create?: z.ZodType; update?: z.ZodType; replace?: z.ZodType };
+  /** Replace a generated REST handler (the route, its validation and auth stay). */
+  handlers?: Partial<Record<Operation, RouteDef['handler']>>;
+  /** Extra routes under any path (they go through the same auth and validation). */
+  routes?: RouteDef[];
+  /** GraphQL type name. @default singular PascalCase of name */
+  graphql_name?: string;
+}
+
+export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable'>> {
+  guards: { features: string[]; attributes: AttributeRule[] };
+  populatable: string[];
+  fields: FieldInfo[];
+  inputs: { create: z.ZodType; update: z.ZodType; replace: z.ZodType };
+  handlers: Partial<Record<Operation, RouteDef['handler']>>;
+  routes: RouteDef[];
+  graphqlName: string;
+  /** Fields audit and responses must never carry. */
+  secretFields: string[];
+  hasTags: boolean;
+}
+
+const pascalSingular = (name: string) => {
+  const base = name.replace(/ies$/, 'y').replace(/s$/, '');
+  return base.replace(/(^|[-_\s])(\w)/g, (_m, _s, c: string) => c.toUpperCase());
+};
+
+/**
+ * Declare a resource: a mongoose schema plus a path becomes the full generated API (REST, GraphQL,
+ * `/admin/schema`, hooks, audit). Register it with the resources plugin (`resources` option or the
+ * `resources` service's `register()` from another plugin's `setup`).
+ *
+ * @example
+ * defineResource({ name: 'projects', schema: new Schema({ name: { type: String, required: true } }),
+ *   searchable_fields: ['name'], allow_bulk_create: true })
+ */
+export function defineResource(o: ResourceOptions): ResourceDefinition {
+  if (!/^[a-z][a-z0-9_]*$/.test(o.name)) throw new Error(`Resource name "${o.name}" must be lower snake_case`);
+  const schema = o.schema.clone();
+  addBaseFields(schema, o.tenant_scoped !== false);
+  const fields = describeFields(o.schema);
+  const derived = inputSchemas(fields.filter((f) => !f.private));
+  const def: ResourceDefinition = {
+    name: o.name,
+    schema,
+    path: o.path ?? `/${o.name}`,
+    searchable_fields: o.searchable_fields ?? [],
+    default_sort: o.default_sort ?? '-created_at',
+    default_page_size: o.default_page_size ?? 25,
+    max_page_size: o.max_page_size ?? 100,
+    allow_bulk_create: o.allow_bulk_create ?? false,
+    allow_bulk_delete: o.allow_bulk_delete ?? false,
+    max_bulk_size: o.max_bulk_size ?? 100,
+    tenant_scoped: o.tenant_scoped !== false,
+    guards: { features: o.guards?.features ?? [], attributes: o.guards?.attributes ?? [] },
+    cascade: o.cascade ?? [],
+    populatable: o.populatable ?? fields.filter((f) => f.ref && f.kind === 'objectId').map((f) => f.path),
+    fields,
+    inputs: { create: o.input?.create ?? derived.create, update: o.input?.update ?? derived.update, replace: o.input?.replace ?? derived.replace },
+    handlers: o.handlers ?? {},
+    routes: o.routes ?? [],
+    graphqlName: o.graphql_name ?? pascalSingular(o.name),
+    secretFields: fields.filter((f) => f.private).map((f) => f.path),
+    hasTags: fields.some((f) => f.path === 'tags' && f.kind === 'array'),
+  };
+  for (const f of def.searchable_fields) {
+    if (!fields.some((x) => x.path === f && x.kind === 'string' && !x.private)) throw new Error(`Resource "${o.name}": searchable field "${f}" is not a public string field`);
+  }
+  for (const r of def.cascade) {
+    if (!fields.some((x) => x.path === r.field)) throw new Error(`Resource "${o.name}": cascade field "${r.field}" does not exist`);
+  }
+  for (const p of def.populatable) {
+    if (!fields.some((x) => x.path === p && x.ref)) throw new Error(`Resource "${o.name}": populatable field "${p}" has no ref`);
+  }
+  return def;
+}
+
+/**
+ * Base fields of both base kinds (spec: "Base document fields"). Types the spec leaves open:
+ * `created_by`/`updated_by`/`deleted_by` are user object ids (null for system writes),
+ * `deleted_at` a date, `version` an integer starting at 1 and incremented by every write.
+ */
+function addBaseFields(schema: Schema, tenantScoped: boolean) {
+  schema.add({
+    tenant_id: { type: Schema.Types.ObjectId, default: null },
+    created_at: { type: Date },
+    updated_at: { type: Date },
+    created_by: { type: Schema.Types.ObjectId, default: null },
+    updated_by: { type: Schema.Types.ObjectId, default: null },
+    is_deleted: { type: Boolean, default: false },
+    deleted_at: { type: Date, default: null },
+    deleted_by: { type: Schema.Types.ObjectId, default: null },
+    version: { type: Number, default: 1 },
+  });
+  schema.set('versionKey', false);
+  schema.set('minimize', false);
+  schema.set('strict', 'throw');
+  // Every list filters on tenant and live documents and sorts by created_at (the default) with _id as
+  // tiebreaker: this index serves the default sort and its cursor range queries without a scan.
+  if (tenantScoped) {
+    schema.index({ tenant_id: 1, is_deleted: 1, created_at: -1, _id: -1 });
+  } else {
+    schema.index({ is_deleted: 1, created_at: -1, _id: -1 });
+  }
+  schema.index({ is_deleted: 1, deleted_at: 1 }, { partialFilterExpression: { is_deleted: true } });
+}

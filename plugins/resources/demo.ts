@@ -1,0 +1,37 @@
+import { Schema } from 'mongoose';
+import { defineResource } from './define.ts';
+
+/** `/projects`: the demo resource with search, tags and both bulk operations. */
+export const projectsResource = defineResource({
+  name: 'projects',
+  schema: new Schema({
+    name: { type: String, required: true, trim: true, minlength: 1, maxlength: 200 },
+    description: { type: String, default: null, maxlength: 5000 },
+    status: { type: String, enum: ['active', 'archived'], default: 'active' },
+    tags: { type: [String], default: [] },
+    budget: { type: Number, default: null },
+    owner_email: { type: String, default: null, lowercase: true, trim: true },
+  }),
+  searchable_fields: ['name', 'description'],
+  allow_bulk_create: true,
+  allow_bulk_delete: true,
+});
+
+/** `/tasks`: needs feature `tasks`; references projects, whose deletion it denies while live tasks exist. */
+export const tasksResource = defineResource({
+  name: 'tasks',
+  schema: new Schema({
+    project_id: { type: Schema.Types.ObjectId, ref: 'projects', required: true, index: true },
+    title: { type: String, required: true, trim: true, minlength: 1, maxlength: 500 },
+    done: { type: Boolean, default: false },
+    priority: { type: Number, integer: true, min: 1, max: 5, default: null },
+    due_at: { type: Date, default: null },
+    tags: { type: [String], default: [] },
+  }),
+  searchable_fields: ['title'],
+  populatable: ['project_id'],
+  guards: { features: ['tasks'] },
+  cascade: [{ field: 'project_id', references: 'projects', on_delete: 'deny' }],
+});
+
+export const demoResources = [projectsResource, tasksResource];

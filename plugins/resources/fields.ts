@@ -1,0 +1,114 @@
+import { z } from 'zod';
+import type { Schema, SchemaType } from 'mongoose';
+import { objectId } from '../../core/http/schemas.ts';
+
+/** Scalar kinds a resource field can have; they drive validation, GraphQL types and `/admin/schema`. */
+export type FieldKind = 'string' | 'number' | 'integer' | 'boolean' | 'date' | 'objectId' | 'mixed' | 'array';
+
+export interface FieldInfo {
+  path: string;
+  kind: FieldKind;
+  /** Element kind for arrays. */
+  items?: Exclude<FieldKind, 'array'>;
+  required: boolean;
+  hasDefault: boolean;
+  enum?: readonly unknown[];
+  min?: number;
+  max?: number;
+  /** Name of the related resource for relation fields (`ref` in the mongoose schema). */
+  ref?: string;
+  /** Never returned, filterable, sortable or audited (`private: true` on the path). */
+  private: boolean;
+}
+
+/** Fields the server maintains. Clients never write them (a body that tries gets 422). */
+export const SYSTEM_FIELDS = [
+  '_id', 'tenant_id', 'created_at', 'updated_at', 'created_by', 'updated_by', 'is_deleted', 'deleted_at', 'deleted_by', 'version',
+] as const;
+const SYSTEM = new Set<string>(SYSTEM_FIELDS);
+
+const kindOf = (instance: string | undefined, options: Record<string, unknown>): Exclude<FieldKind, 'array'> => {
+  switch (instance) {
+    case 'String': return 'string';
+    case 'Number': return options.integer ? 'integer' : 'number';
+    case 'Boolean': return 'boolean';
+    case 'Date': return 'date';
+    case 'ObjectId': case 'ObjectID': return 'objectId';
+    default: return 'mixed';
+  }
+};
+
+/** Client-visible fields of a mongoose schema (system fields excluded), in declaration order. */
+export function describeFields(schema: Schema): FieldInfo[] {
+  const out: FieldInfo[] = [];
+  schema.eachPath((path: string, type: SchemaType) => {
+    if (SYSTEM.has(path) || path === '__v') return;
+    const options = (type.options ?? {}) as Record<string, unknown>;
+    const instance = (type as unknown as { instance?: string }).instance;
+    const base = {
+      path,
+      required: options.required === true,
+      hasDefault: options.default !== undefined,
+      private: options.private === true,
+      ...(typeof options.ref === 'string' ? { ref: options.ref } : {}),
+    };
+    if (instance === 'Array') {
+      const inner = (type as unknown as { embeddedSchemaType?: { instance?: string; options?: Record<string, unknown> } }).embeddedSchemaType;
+      const innerOpts = inner?.options ?? {};
+      out.push({
+        ...base,
+        kind: 'array',
+        items: kindOf(inner?.instance, innerOpts),
+        ...(Array.isArray(innerOpts.enum) ? { enum: innerOpts.enum as unknown[] } : {}),
+        ...(typeof innerOpts.ref === 'string' ? { ref: innerOpts.ref } : {}),
+      });
+      return;
+    }
+    const kind = kindOf(instance, options);
+    const enumValues = Array.isArray(options.enum) ? (options.enum as unknown[]) : undefined;
+    const min = typeof options.min === 'number' ? options.min : undefined;
+    const max = typeof options.max === 'number' ? options.max : undefined;
+    out.push({ ...base, kind, ...(enumValues ? { enum: enumValues } : {}), ...(min !== undefined ? { min } : {}), ...(max !== undefined ? { max } : {}) });
+  });
+  return out;
+}
+
+function scalarZod(kind: Exclude<FieldKind, 'array'>, f: Pick<FieldInfo, 'enum' | 'min' | 'max'>): z.ZodType {
+  if (f.enum?.length && f.enum.every((v) => typeof v === 'string')) return z.enum(f.enum as [string, ...string[]]);
+  switch (kind) {
+    case 'string': return z.string();
+    case 'number':
+    case 'integer': {
+      let n = kind === 'integer' ? z.number().int() : z.number();
+      if (f.min !== undefined) n = n.min(f.min);
+      if (f.max !== undefined) n = n.max(f.max);
+      return n;
+    }
+    case 'boolean': return z.boolean();
+    case 'date': return z.iso.datetime({ offset: true }).or(z.iso.date()).transform((s) => new Date(s));
+    case 'objectId': return objectId;
+    default: return z.unknown();
+  }
+}
+
+/**
+ * Zod input schemas derived from the mongoose schema, so a resource declares its fields once.
+ * `create`/`replace` require what the schema requires; `update` makes everything optional. All are
+ * strict: unknown and system fields are rejected with 422.
+ */
+export function inputSchemas(fields: readonly FieldInfo[]) {
+  const shape: Record<string, z.ZodType> = {};
+  const partial: Record<string, z.ZodType> = {};
+  for (const f of fields) {
+    if (f.private && f.path.includes('.')) continue;
+    let t: z.ZodType = f.kind === 'array' ? z.array(scalarZod(f.items ?? 'mixed', f)) : scalarZod(f.kind, f);
+    if (!f.required) t = t.nullable();
+    partial[f.path] = t.optional();
+    shape[f.path] = f.required && !f.hasDefault ? t : t.optional();
+  }
+  return {
+    create: z.object(shape).strict(),
+    replace: z.object(shape).strict(),
+    update: z.object(partial).strict(),
+  };
+}

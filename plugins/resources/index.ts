@@ -1,0 +1,98 @@
+import { z } from 'zod';
+import { definePlugin } from '../../core/plugin.ts';
+import { defineRoute } from '../../core/http/route.ts';
+import type { ResourceDefinition } from './define.ts';
+import { ResourceRegistry } from './registry.ts';
+import { resourceRoutes } from './rest.ts';
+import { resourceGraphQL } from './graphql.ts';
+import { demoResources } from './demo.ts';
+import { DEFAULT_QUERY_LIMITS, type QueryLimits } from './query.ts';
+import type { ResourceService } from './service.ts';
+
+export { defineResource } from './define.ts';
+export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
+
+/** What other plugins get from `services.get('resources')`. */
+export interface ResourcesApi {
+  /** Register a resource; call it from your plugin's `setup()` (declare `dependsOn: ['resources']`). */
+  register(def: ResourceDefinition): ResourceService;
+  get(name: string): ResourceService | undefined;
+  list(): ResourceService[];
+  /** Permanently remove documents soft-deleted longer ago than `SOFT_DELETE_RETENTION_DAYS` (or `days`). */
+  purgeSoftDeleted(days?: number): Promise<{ deleted_count: number; cutoff_date: Date; resources: Record<string, number> }>;
+}
+
+declare module '../../core/services.ts' {
+  interface Services {
+    resources: ResourcesApi;
+  }
+}
+
+const limitsSchema = z.object({
+  maxWhereDepth: z.number().int().positive(),
+  maxWhereBytes: z.number().int().positive(),
+  maxWhereNodes: z.number().int().positive(),
+  maxRegexLength: z.number().int().positive(),
+  maxLimit: z.number().int().positive(),
+  defaultLimit: z.number().int().positive(),
+  maxPopulate: z.number().int().nonnegative(),
+  maxInItems: z.number().int().positive(),
+  maxQLength: z.number().int().positive(),
+}) satisfies z.ZodType<QueryLimits>;
+
+/**
+ * The resources plugin: every registered resource gets the full API of spec document 1.
+ * Options: `resources` (definitions to register; default: the demo `/projects` and `/tasks`),
+ * `limits` (abuse caps of list queries).
+ */
+export const resourcesPlugin = definePlugin({
+  name: 'resources',
+  options: z.object({
+    resources: z.array(z.custom<ResourceDefinition>((v) => !!v && typeof v === 'object' && 'fields' in v)).default(demoResources),
+    limits: limitsSchema.partial().default({}),
+  }),
+  setup({ db, hooks, config, services, options }) {
+    const limits = { ...DEFAULT_QUERY_LIMITS, ...options.limits };
+    const registry = new ResourceRegistry(db, { hooks, config, limits });
+    for (const def of options.resources) registry.register(def);
+
+    const purgeSoftDeleted: ResourcesApi['purgeSoftDeleted'] = async (days = config.SOFT_DELETE_RETENTION_DAYS) => {
+      const results = await Promise.all(registry.list().map((s) => s.purgeSoftDeleted(days)));
+      return {
+        deleted_count: results.reduce((n, r) => n + r.deleted_count, 0),
+        cutoff_date: new Date(Date.now() - days * 86_400_000),
+        resources: Object.fromEntries(results.map((r) => [r.resource, r.deleted_count])),
+      };
+    };
+    services.provide('resources', {
+      register: (def) => registry.register(def),
+      get: (name) => registry.get(name),
+      list: () => registry.list(),
+      purgeSoftDeleted,
+    });
+
+    return {
+      routes: () => {
+        registry.seal();
+        return [
+          defineRoute({
+            method: 'GET', path: '/admin/schema', auth: 'admin', tags: ['admin'], summary: 'Every registered resource: fields, search, sort, paging, bulk, guards, cascade',
+            handler: () => registry.describe(),
+          }),
+          ...registry.list().flatMap(resourceRoutes),
+        ];
+      },
+      graphql: (builder) => resourceGraphQL(builder, registry),
+      jobs: [
+        {
+          name: 'purge_soft_deleted',
+          description: 'Permanently removes documents soft-deleted longer ago than SOFT_DELETE_RETENTION_DAYS',
+          run: async (_ctx, params) => purgeSoftDeleted(typeof params.days === 'number' ? params.days : undefined),
+        },
+      ],
+      ready: async () => {
+        await Promise.all(registry.list().map((s) => s.model.init()));
+      },
+    };
+  },
+});

@@ -1,0 +1,93 @@
+import type { Connection, Model } from 'mongoose';
+import type { Doc } from '../../core/hooks.ts';
+import type { ResourceDefinition } from './define.ts';
+import { ResourceService, type ResourceLookup, type ServiceDeps } from './service.ts';
+
+/**
+ * All registered resources. Drives routes, GraphQL, `/admin/schema`, cascade resolution and
+ * populate. Resources are registered during plugin set-up; the registry is sealed once the
+ * server is assembled.
+ */
+export class ResourceRegistry implements ResourceLookup {
+  private readonly services = new Map<string, ResourceService>();
+  private sealed = false;
+
+  constructor(
+    private readonly conn: Connection,
+    private readonly deps: Omit<ServiceDeps, 'lookup'>,
+  ) {}
+
+  register(def: ResourceDefinition): ResourceService {
+    if (this.sealed) throw new Error(`Resource "${def.name}" registered too late: register resources in a plugin's setup()`);
+    if (this.services.has(def.name)) throw new Error(`Resource "${def.name}" is registered twice`);
+    for (const s of this.services.values()) {
+      if (s.def.path === def.path) throw new Error(`Resources "${s.def.name}" and "${def.name}" share the path ${def.path}`);
+    }
+    const model = (this.conn.models[def.name] ?? this.conn.model(def.name, def.schema, def.name)) as Model<Doc>;
+    const service = new ResourceService(def, model, { ...this.deps, lookup: this });
+    this.services.set(def.name, service);
+    return service;
+  }
+
+  /** Checks cross-resource references, then refuses further registrations. */
+  seal(): void {
+    for (const s of this.services.values()) {
+      for (const rule of s.def.cascade) {
+        if (!this.services.has(rule.references)) throw new Error(`Resource "${s.def.name}": cascade rule references unknown resource "${rule.references}"`);
+      }
+      for (const p of s.def.populatable) {
+        const ref = s.def.fields.find((f) => f.path === p)?.ref;
+        if (ref && !this.services.has(ref)) throw new Error(`Resource "${s.def.name}": populatable "${p}" references unknown resource "${ref}"`);
+      }
+    }
+    this.sealed = true;
+  }
+
+  get(name: string): ResourceService | undefined {
+    return this.services.get(name);
+  }
+
+  list(): ResourceService[] {
+    return [...this.services.values()];
+  }
+
+  referencing(name: string) {
+    return this.list().flatMap((service) =>
+      service.def.cascade.filter((r) => r.references === name).map((r) => ({ service, field: r.field, on_delete: r.on_delete })),
+    );
+  }
+
+  /** The `/admin/schema` description of every resource. */
+  describe() {
+    return {
+      resources: this.list().map(({ def }) => ({
+        name: def.name,
+        path: def.path,
+        tenant_scoped: def.tenant_scoped,
+        fields: def.fields
+          .filter((f) => !f.private)
+          .map((f) => ({
+            name: f.path,
+            type: f.kind,
+            ...(f.items ? { items: f.items } : {}),
+            required: f.required,
+            ...(f.enum ? { enum: f.enum } : {}),
+            ...(f.min !== undefined ? { min: f.min } : {}),
+            ...(f.max !== undefined ? { max: f.max } : {}),
+            ...(f.ref ? { ref: f.ref } : {}),
+          })),
+        searchable_fields: def.searchable_fields,
+        default_sort: def.default_sort,
+        default_page_size: def.default_page_size,
+        max_page_size: def.max_page_size,
+        allow_bulk_create: def.allow_bulk_create,
+        allow_bulk_delete: def.allow_bulk_delete,
+        max_bulk_size: def.max_bulk_size,
+        populatable: def.populatable,
+        guards: def.guards,
+        cascade: def.cascade,
+        referenced_by: this.referencing(def.name).map((r) => ({ resource: r.service.def.name, field: r.field, on_delete: r.on_delete })),
+      })),
+    };
+  }
+}

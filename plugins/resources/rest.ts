@@ -1,0 +1,151 @@
+import { z } from 'zod';
+import { ValidationError, type ValidationIssue } from '../../core/errors.ts';
+import { defineRoute, type RouteDef } from '../../core/http/route.ts';
+import { objectId } from '../../core/http/schemas.ts';
+import { etagOf, type BulkItemError, type ResourceService } from './service.ts';
+import type { Operation } from './define.ts';
+
+const str = (d: string) => z.string().optional().describe(d);
+
+/** Documented list parameters; the parser in query.ts does the real checking (400/422). */
+const listQuery = z
+  .object({
+    page: str('Offset mode page number (>= 1), default 1'),
+    per_page: str('Offset mode page size; above the resource max_page_size is a 422'),
+    cursor: str('Opaque signed cursor; selects cursor mode'),
+    limit: str('Cursor mode page size (default 25, max 100); without `page` selects cursor mode'),
+    direction: str('`next` (default) or `prev`'),
+    sort: str('Comma-separated fields, `-` prefix for descending'),
+    fields: str('Comma-separated projection; `_id` is always returned'),
+    where: str('JSON filter with allow-listed operators'),
+    q: str('Word-prefix search over the searchable fields'),
+    include_deleted: str('`true` to include soft-deleted documents (admins only)'),
+    populate: str('Comma-separated relation fields to expand'),
+    tags__in: str('Any listed tag present'),
+    tags__all: str('Every listed tag present'),
+    tags__nin: str('No listed tag present'),
+  })
+  .catchall(z.union([z.string(), z.array(z.string())]).describe('`<field>` equality or `<field>__<op>` (gt gte lt lte ne in nin exists regex)'));
+
+const oneQuery = z.object({ fields: str('Projection'), populate: str('Relations to expand'), include_deleted: str('Admins only') });
+const idParams = z.object({ id: z.string().describe('24-character hex object id') });
+/** Generated handlers go through `custom()`, which erases the param type; the route schema guarantees it. */
+const idOf = (params: unknown) => (params as { id: string }).id;
+const ifMatch = { 'If-Match': { description: 'ETag of the revision being changed (from GET)', required: true } };
+
+const flatten = (errors: BulkItemError[]): ValidationIssue[] =>
+  errors.flatMap((e) => {
+    const nested = (e.error.details.errors as ValidationIssue[] | undefined) ?? [];
+    return nested.length ? nested : [{ loc: ['body', 'items', e.index], msg: e.error.message, type: e.error.code.toLowerCase() }];
+  });
+
+/** The generated REST endpoints of one resource (bulk routes first so `/bulk` never reads as an id). */
+export function resourceRoutes(svc: ResourceService): RouteDef[] {
+  const { def } = svc;
+  const tags = [def.name];
+  const base = def.path;
+  const custom = (op: Operation, fallback: RouteDef['handler']): RouteDef['handler'] => def.handlers[op] ?? fallback;
+  const routes: RouteDef[] = [];
+
+  if (def.allow_bulk_create) {
+    routes.push(
+      defineRoute({
+        method: 'POST', path: `${base}/bulk`, tags, status: 201,
+        summary: `Create up to ${def.max_bulk_size} ${def.name}: 201 all created, 207 some, 422 none`,
+        body: z.object({ items: z.array(z.unknown()).min(1).max(def.max_bulk_size) }).strict(),
+        docs: { errors: [207, 422] },
+        async handler({ user, body, ctx }) {
+          const res = await svc.bulkCreate(user!, body.items);
+          if (res.created_count === 0) throw new ValidationError(flatten(res.errors), 'Every item of the bulk create was rejected');
+          if (!res.error_count) return res;
+          ctx.status = 207;
+          ctx.body = res;
+          return undefined;
+        },
+      }),
+    );
+  }
+  if (def.allow_bulk_delete) {
+    routes.push(
+      defineRoute({
+        method: 'DELETE', path: `${base}/bulk`, tags,
+        summary: `Soft-delete up to ${def.max_bulk_size} ${def.name}, each with its ETag: 200 all, 207 some, 409 none`,
+        body: z.object({ items: z.array(z.object({ id: objectId, etag: z.string().min(1) }).strict()).min(1).max(def.max_bulk_size) }).strict(),
+        docs: { errors: [207, 409] },
+        async handler({ user, body, ctx }) {
+          const res = await svc.bulkDelete(user!, body.items);
+          if (res.error_count) {
+            ctx.status = 207;
+            ctx.body = res;
+            return undefined;
+          }
+          return res;
+        },
+      }),
+    );
+  }
+
+  routes.push(
+    defineRoute({
+      method: 'GET', path: base, tags, summary: `List ${def.name} (offset or cursor mode)`, query: listQuery,
+      docs: { responseHeaders: { 'X-Total-Count': 'Offset mode: matching rows', 'X-Page': 'Offset mode: page', 'X-Per-Page': 'Offset mode: page size', 'X-Total-Pages': 'Offset mode: pages' } },
+      handler: custom('list', async ({ user, ctx }) => {
+        const res = await svc.list(user!, ctx.query as Record<string, string | string[] | undefined>);
+        if (res.mode === 'cursor') return { items: res.items, cursors: res.cursors };
+        ctx.set('X-Total-Count', String(res.total));
+        ctx.set('X-Page', String(res.page));
+        ctx.set('X-Per-Page', String(res.per_page));
+        ctx.set('X-Total-Pages', String(res.total_pages));
+        return { items: res.items, page: res.page, per_page: res.per_page, total: res.total, total_pages: res.total_pages };
+      }),
+    }),
+    defineRoute({
+      method: 'GET', path: `${base}/:id`, tags, summary: `Get one ${def.name} document`, params: idParams, query: oneQuery,
+      docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
+      handler: custom('get', async ({ user, params, ctx }) => {
+        const q = svc.parse({ fields: ctx.query.fields, populate: ctx.query.populate, include_deleted: ctx.query.include_deleted } as Record<string, string | undefined>);
+        const doc = await svc.get(user!, idOf(params), { includeDeleted: q.includeDeleted, fields: q.fields, populate: q.populate });
+        ctx.set('ETag', etagOf(doc.version));
+        return doc;
+      }),
+    }),
+    defineRoute({
+      method: 'POST', path: base, tags, status: 201, summary: `Create a ${def.name} document`, body: def.inputs.create,
+      docs: { responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
+      handler: custom('create', async ({ user, ctx }) => {
+        const doc = await svc.create(user!, ctx.request.body);
+        ctx.set('ETag', etagOf(doc.version));
+        ctx.set('Location', `${base}/${String(doc._id)}`);
+        return doc;
+      }),
+    }),
+    defineRoute({
+      method: 'PATCH', path: `${base}/:id`, tags, summary: `Partially update a ${def.name} document`, params: idParams, body: def.inputs.update,
+      docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
+      handler: custom('update', async ({ user, params, ctx }) => {
+        const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
+        ctx.set('ETag', etagOf(doc.version));
+        return doc;
+      }),
+    }),
+    defineRoute({
+      method: 'PUT', path: `${base}/:id`, tags, summary: `Replace a ${def.name} document`, params: idParams, body: def.inputs.replace,
+      docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
+      handler: custom('replace', async ({ user, params, ctx }) => {
+        const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);
+        ctx.set('ETag', etagOf(doc.version));
+        return doc;
+      }),
+    }),
+    defineRoute({
+      method: 'DELETE', path: `${base}/:id`, tags, status: 204, summary: `Soft-delete a ${def.name} document (204)`, params: idParams,
+      docs: { headers: ifMatch, errors: [404, 412, 422, 428] },
+      handler: custom('delete', async ({ user, params, ctx }) => {
+        await svc.remove(user!, idOf(params), ctx.get('If-Match'));
+        return undefined;
+      }),
+    }),
+  );
+  return [...def.routes, ...routes];
+}
+

@@ -1,0 +1,502 @@
+import { Types, type Model } from 'mongoose';
+import type { z } from 'zod';
+import type { Config } from '../../config/index.ts';
+import {
+  AccessDeniedError, AppError, ConflictError, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError, zodIssues,
+  type ValidationIssue,
+} from '../../core/errors.ts';
+import { getContext, isAdmin, type AuthUser } from '../../core/context.ts';
+import { accessFilter, type Filter } from '../../core/identity/guards.ts';
+import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
+import { parseListQuery, type ParsedListQuery, type QueryLimits, type ResourceQueryInfo } from './query.ts';
+import { cursorFilter, decodeCursor, encodeCursor, querySort } from './cursor.ts';
+import type { ResourceDefinition } from './define.ts';
+
+export type ResourceModel = Model<Doc>;
+export type RawQuery = Record<string, string | string[] | undefined>;
+
+/** Offset-mode list answer. The same numbers go out as `X-Total-Count`, `X-Page`, `X-Per-Page`, `X-Total-Pages`. */
+export interface OffsetPage {
+  mode: 'offset';
+  items: Doc[];
+  total: number;
+  page: number;
+  per_page: number;
+  total_pages: number;
+}
+
+/** Cursor-mode list answer (spec shape). */
+export interface CursorPage {
+  mode: 'cursor';
+  items: Doc[];
+  cursors: { next: string | null; prev: string | null; has_next: boolean; has_prev: boolean };
+}
+
+/** One rejected item of a bulk call. */
+export interface BulkItemError {
+  index: number;
+  id?: string;
+  error: { code: string; message: string; details: Record<string, unknown> };
+}
+
+export interface BulkCreateResult {
+  items: Doc[];
+  errors: BulkItemError[];
+  created_count: number;
+  error_count: number;
+}
+
+export interface BulkDeleteResult {
+  deleted: string[];
+  errors: BulkItemError[];
+  deleted_count: number;
+  error_count: number;
+}
+
+/** What a service needs from its siblings (cascade, populate, reference checks). */
+export interface ResourceLookup {
+  get(name: string): ResourceService | undefined;
+  referencing(name: string): { service: ResourceService; field: string; on_delete: 'deny' | 'cascade' | 'set_null' }[];
+}
+
+export interface ServiceDeps {
+  hooks: HookBus;
+  config: Config;
+  lookup: ResourceLookup;
+  limits: Partial<QueryLimits>;
+}
+
+const BASE_FILTERABLE = new Set(['_id', 'tenant_id', 'created_at', 'updated_at', 'created_by', 'updated_by', 'is_deleted', 'deleted_at', 'deleted_by', 'version']);
+
+/** Strong ETag of a document revision. */
+export const etagOf = (version: unknown): string => `"${String(version)}"`;
+
+/**
+ * Parses `If-Match` (one or more entity tags; weak tags compare by their opaque value).
+ * @throws EtagRequiredError when absent
+ */
+export function parseIfMatch(header: string | undefined | null): string[] {
+  if (!header?.trim()) throw new EtagRequiredError();
+  return header
+    .split(',')
+    .map((t) => t.trim().replace(/^W\//, ''))
+    .filter(Boolean);
+}
+
+function parseInput<S extends z.ZodType>(schema: S, value: unknown, loc: (string | number)[] = ['body']): z.output<S> {
+  const res = schema.safeParse(value);
+  if (res.success) return res.data;
+  throw new ValidationError(zodIssues('body', res.error.issues).map((i) => ({ ...i, loc: [...loc, ...i.loc.slice(1)] })));
+}
+
+const toError = (err: unknown): BulkItemError['error'] => {
+  if (err instanceof AppError) return { code: err.code, message: err.message, details: err.details };
+  const e = err as { code?: unknown };
+  if (e?.code === 11000) return { code: 'CONFLICT', message: 'A document with the same unique value already exists', details: {} };
+  if ((err as { name?: string })?.name === 'ValidationError') {
+    const ve = err as { errors?: Record<string, { path: string; message: string; kind?: string }> };
+    return {
+      code: 'VALIDATION_ERROR', message: 'Validation failed',
+      details: { errors: Object.values(ve.errors ?? {}).map((x) => ({ loc: ['body', ...x.path.split('.')], msg: x.message, type: x.kind ?? 'invalid' })) },
+    };
+  }
+  throw err;
+};
+
+/**
+ * Every operation of one resource. REST and GraphQL both call this; nothing here knows Koa or
+ * GraphQL. Tenant scope, guards and soft delete come from one filter (`scope()`), so list, count,
+ * get, write and populate can never disagree.
+ */
+export class ResourceService {
+  readonly queryInfo: ResourceQueryInfo;
+  private readonly fieldByPath: Map<string, ResourceDefinition['fields'][number]>;
+  private readonly hidden: Record<string, 0>;
+  private readonly clientPaths: string[];
+
+  constructor(
+    readonly def: ResourceDefinition,
+    readonly model: ResourceModel,
+    private readonly deps: ServiceDeps,
+  ) {
+    this.fieldByPath = new Map(def.fields.map((f) => [f.path, f]));
+    this.hidden = Object.fromEntries(def.secretFields.map((f) => [f, 0 as const]));
+    this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);
+    this.queryInfo = {
+      name: def.name,
+      isFilterable: (p) => this.isFilterable(p),
+      searchableFields: def.searchable_fields,
+      defaultSort: def.default_sort,
+      defaultPageSize: def.default_page_size,
+      maxPageSize: def.max_page_size,
+      hasTags: def.hasTags,
+      populatable: def.populatable,
+    };
+  }
+
+  private isFilterable(path: string): boolean {
+    if (BASE_FILTERABLE.has(path)) return true;
+    const f = this.fieldByPath.get(path);
+    if (f) return !f.private;
+    const root = this.fieldByPath.get(path.split('.')[0] ?? '');
+    return !!root && root.kind === 'mixed' && !root.private;
+  }
+
+  /**
+   * The one access filter: tenant scope + attribute rules (403 on a failed feature/attribute
+   * guard) + live documents unless `includeDeleted`.
+   */
+  scope(user: AuthUser, opts: { includeDeleted?: boolean } = {}): Filter {
+    const f: Filter = accessFilter(
+      user,
+      { tenantScoped: this.def.tenant_scoped, features: this.def.guards.features, attributes: this.def.guards.attributes },
+      this.deps.config.MULTI_TENANT_ENABLED,
+    );
+    if (!opts.includeDeleted) f.is_deleted = false;
+    return f;
+  }
+
+  private checkIncludeDeleted(user: AuthUser, includeDeleted: boolean) {
+    // Soft-deleted documents may hold data their owners meant to remove: only admins see them.
+    if (includeDeleted && !isAdmin(user)) throw new AccessDeniedError('include_deleted requires the admin role');
+  }
+
+  /** Serialized form of a stored document: private fields removed. */
+  view(doc: Doc): Doc {
+    if (!this.def.secretFields.length) return doc;
+    const out = { ...doc };
+    for (const f of this.def.secretFields) delete out[f];
+    return out;
+  }
+
+  parse(raw: RawQuery): ParsedListQuery {
+    return parseListQuery(raw, this.queryInfo, this.deps.limits);
+  }
+
+  async list(user: AuthUser, raw: RawQuery): Promise<OffsetPage | CursorPage> {
+    const q = this.parse(raw);
+    this.checkIncludeDeleted(user, q.includeDeleted);
+    const scope = this.scope(user, { includeDeleted: q.includeDeleted });
+    const filter: Filter = Object.keys(q.filter).length ? { $and: [scope, q.filter] } : scope;
+    if (q.populate.length) this.checkPopulate(user, q.populate);
+
+    if (q.mode === 'offset') {
+      const [rows, total] = await Promise.all([
+        this.model
+          .find(filter)
+          .sort(querySort(q.sort, 'next'))
+          .skip((q.page - 1) * q.perPage)
+          .limit(q.perPage)
+          .select(this.projection(q.fields))
+          .lean<Doc[]>(),
+        this.model.countDocuments(filter),
+      ]);
+      const items = await this.populate(user, rows, q.populate);
+      return { mode: 'offset', items, total, page: q.page, per_page: q.perPage, total_pages: Math.ceil(total / q.perPage) };
+    }
+
+    const values = q.cursor ? decodeCursor(q.cursor, q.sort, this.deps.config.CURSOR_HMAC_SECRET) : null;
+    const dir = q.direction;
+    const range = values ? cursorFilter(q.sort, values, dir) : null;
+    // Cursors need the sort values even when `fields` leaves them out; they are stripped again below.
+    const sortFields = q.sort.map(([f]) => f);
+    const wanted = q.fields ? [...new Set([...q.fields, ...sortFields])] : null;
+    const rows = await this.model
+      .find(range ? { $and: [filter, range] } : filter)
+      .sort(querySort(q.sort, dir))
+      .limit(q.limit + 1)
+      .select(this.projection(wanted))
+      .lean<Doc[]>();
+    const more = rows.length > q.limit;
+    const page = rows.slice(0, q.limit);
+    if (dir === 'prev') page.reverse();
+    const hasNext = dir === 'next' ? more : values !== null;
+    const hasPrev = dir === 'next' ? values !== null : more;
+    const secret = this.deps.config.CURSOR_HMAC_SECRET;
+    const first = page[0];
+    const last = page[page.length - 1];
+    const cursors = {
+      next: hasNext && last ? encodeCursor(q.sort, last, secret) : null,
+      prev: hasPrev && first ? encodeCursor(q.sort, first, secret) : null,
+      has_next: hasNext && !!last,
+      has_prev: hasPrev && !!first,
+    };
+    let items = page;
+    if (q.fields) {
+      const keep = new Set(q.fields);
+      items = page.map((d) => Object.fromEntries(Object.entries(d).filter(([k]) => keep.has(k) || k === '_id')));
+    }
+    return { mode: 'cursor', items: await this.populate(user, items, q.populate), cursors };
+  }
+
+  async get(user: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<Doc> {
+    this.checkIncludeDeleted(user, !!opts.includeDeleted);
+    if (opts.populate?.length) this.checkPopulate(user, opts.populate);
+    const doc = await this.model
+      .findOne({ _id: this.oid(id), ...this.scope(user, { includeDeleted: opts.includeDeleted }) })
+      .select(this.projection(opts.fields ?? null))
+      .lean<Doc>();
+    if (!doc) throw new NotFoundError(this.def.name, id);
+    const [out] = await this.populate(user, [doc], opts.populate ?? []);
+    return out!;
+  }
+
+  async create(user: AuthUser, body: unknown, opts: { bulk?: boolean; loc?: (string | number)[] } = {}): Promise<Doc> {
+    const scope = this.scope(user);
+    const input = parseInput(this.def.inputs.create, body, opts.loc) as Doc;
+    const tenantId = this.def.tenant_scoped ? this.writeTenant(user) : null;
+    const ev = await this.deps.hooks.runBefore('BEFORE_CREATE', { ...this.event(user, tenantId, !!opts.bulk), data: input });
+    this.checkWritable(scope, ev.data);
+    await this.checkReferences(user, ev.data, opts.loc ?? ['body']);
+    const now = new Date();
+    const created = await this.model.create({
+      ...ev.data,
+      tenant_id: tenantId ? new Types.ObjectId(tenantId) : null,
+      created_at: now, updated_at: now,
+      created_by: this.actorId(user), updated_by: this.actorId(user),
+      is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
+    });
+    const doc = created.toObject() as Doc;
+    await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(user, tenantId, !!opts.bulk), id: String(doc._id), doc });
+    return this.view(doc);
+  }
+
+  /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
+  async update(user: AuthUser, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
+    const tags = parseIfMatch(ifMatch);
+    const input = parseInput(replace ? this.def.inputs.replace : this.def.inputs.update, body) as Doc;
+    const scope = this.scope(user);
+    const old = await this.findOwned(id, scope);
+    if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
+    const tenantId = old.tenant_id ? String(old.tenant_id) : null;
+    const ev = await this.deps.hooks.runBefore('BEFORE_UPDATE', { ...this.event(user, tenantId, false), id, data: input, old, replace });
+    this.checkWritable(scope, ev.data);
+    await this.checkReferences(user, ev.data, ['body']);
+
+    const set: Doc = { updated_at: new Date(), updated_by: this.actorId(user) };
+    const unset: Record<string, 1> = {};
+    if (replace) {
+      // A replace resets what the body leaves out: defaults where the schema has them, else nothing.
+      const full = new this.model(ev.data).toObject() as Doc;
+      for (const p of this.clientPaths) {
+        if (full[p] === undefined) unset[p] = 1;
+        else set[p] = full[p];
+      }
+    } else Object.assign(set, ev.data);
+    const doc = await this.model
+      .findOneAndUpdate(
+        { _id: old._id, ...scope, version: old.version },
+        { $set: set, ...(Object.keys(unset).length ? { $unset: unset } : {}), $inc: { version: 1 } },
+        { returnDocument: 'after', runValidators: true },
+      )
+      .lean<Doc>();
+    if (!doc) throw await this.lostRace(id, scope);
+    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(user, tenantId, false), id, old, doc, replace });
+    return this.view(doc);
+  }
+
+  /** Soft delete guarded by `If-Match`; cascade rules of referencing resources run first. */
+  async remove(user: AuthUser, id: string, ifMatch: string | null | undefined, opts: { bulk?: boolean } = {}): Promise<Doc> {
+    const tags = parseIfMatch(ifMatch);
+    const scope = this.scope(user);
+    const old = await this.findOwned(id, scope);
+    if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
+    await this.checkCascadeDeny(old);
+    const tenantId = old.tenant_id ? String(old.tenant_id) : null;
+    await this.deps.hooks.runBefore('BEFORE_DELETE', { ...this.event(user, tenantId, !!opts.bulk), id, old });
+    const doc = await this.softDelete(old, scope, user);
+    if (!doc) throw await this.lostRace(id, scope);
+    await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(user, tenantId, !!opts.bulk), id, old, doc });
+    await this.applyCascade(user, old);
+    return this.view(doc);
+  }
+
+  async bulkCreate(user: AuthUser, items: unknown[]): Promise<BulkCreateResult> {
+    const out: BulkCreateResult = { items: [], errors: [], created_count: 0, error_count: 0 };
+    // Sequential keeps the answer's order and bounds load; max_bulk_size caps the count.
+    for (const [index, item] of items.entries()) {
+      try {
+        out.items.push(await this.create(user, item, { bulk: true, loc: ['body', index] }));
+      } catch (err) {
+        out.errors.push({ index, error: toError(err) });
+      }
+    }
+    out.created_count = out.items.length;
+    out.error_count = out.errors.length;
+    return out;
+  }
+
+  async bulkDelete(user: AuthUser, items: { id: string; etag: string }[]): Promise<BulkDeleteResult> {
+    const out: BulkDeleteResult = { deleted: [], errors: [], deleted_count: 0, error_count: 0 };
+    for (const [index, item] of items.entries()) {
+      try {
+        await this.remove(user, item.id, item.etag, { bulk: true });
+        out.deleted.push(item.id);
+      } catch (err) {
+        out.errors.push({ index, id: item.id, error: toError(err) });
+      }
+    }
+    out.deleted_count = out.deleted.length;
+    out.error_count = out.errors.length;
+    if (out.deleted_count === 0 && out.error_count > 0) {
+      throw new ConflictError('Every item of the bulk delete was rejected', { errors: out.errors });
+    }
+    return out;
+  }
+
+  /** Permanently removes documents soft-deleted more than `olderThanDays` ago (all tenants). */
+  async purgeSoftDeleted(olderThanDays: number): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
+    const cutoff = new Date(Date.now() - olderThanDays * 86_400_000);
+    const res = await this.model.deleteMany({ is_deleted: true, deleted_at: { $lt: cutoff } });
+    return { resource: this.def.name, deleted_count: res.deletedCount, cutoff_date: cutoff };
+  }
+
+  // ---- internals -------------------------------------------------------------------------
+
+  private oid(id: string): Types.ObjectId {
+    if (!Types.ObjectId.isValid(id) || !/^[0-9a-fA-F]{24}$/.test(id)) throw new NotFoundError(this.def.name, id);
+    return new Types.ObjectId(id);
+  }
+
+  private projection(fields: string[] | null): Record<string, 0 | 1> {
+    if (fields) return Object.fromEntries([...fields.map((f) => [f, 1 as const]), ['_id', 1 as const]]);
+    return this.hidden;
+  }
+
+  private async findOwned(id: string, scope: Filter): Promise<Doc> {
+    const old = await this.model.findOne({ _id: this.oid(id), ...scope }).lean<Doc>();
+    if (!old) throw new NotFoundError(this.def.name, id);
+    return old;
+  }
+
+  /** The conditional write matched nothing: the document vanished (404) or another writer won (412). */
+  private async lostRace(id: string, scope: Filter): Promise<AppError> {
+    const still = await this.model.exists({ _id: this.oid(id), ...scope });
+    return still ? new EtagMismatchError() : new NotFoundError(this.def.name, id);
+  }
+
+  private softDelete(old: Doc, scope: Filter, user: AuthUser | null) {
+    const now = new Date();
+    const actor = this.actorId(user);
+    return this.model
+      .findOneAndUpdate(
+        { _id: old._id, ...scope, version: old.version },
+        { $set: { is_deleted: true, deleted_at: now, deleted_by: actor, updated_at: now, updated_by: actor }, $inc: { version: 1 } },
+        { returnDocument: 'after' },
+      )
+      .lean<Doc>();
+  }
+
+  private async checkCascadeDeny(old: Doc) {
+    for (const ref of this.deps.lookup.referencing(this.def.name)) {
+      if (ref.on_delete !== 'deny') continue;
+      const count = await ref.service.model.countDocuments(ref.service.childFilter(ref.field, old));
+      if (count > 0) {
+        throw new AppError(422, 'CASCADE_DENY', `${this.def.name} ${String(old._id)} is still referenced by ${count} ${ref.service.def.name} document(s)`, {
+          resource: this.def.name, item_id: String(old._id), referenced_by: ref.service.def.name, count,
+        });
+      }
+    }
+  }
+
+  /** Live documents of this resource that reference `parent` through `field`, in the parent's tenant. */
+  childFilter(field: string, parent: Doc): Filter {
+    return { [field]: parent._id, is_deleted: false, ...(this.def.tenant_scoped && parent.tenant_id ? { tenant_id: parent.tenant_id } : {}) };
+  }
+
+  /**
+   * Soft-cascade and set-null after the parent is deleted. Without transactions this is best
+   * effort per child; each child write is a normal audited write (AFTER_DELETE / AFTER_UPDATE).
+   */
+  private async applyCascade(user: AuthUser, parent: Doc) {
+    for (const ref of this.deps.lookup.referencing(this.def.name)) {
+      if (ref.on_delete === 'deny') continue;
+      const child = ref.service;
+      const rows = await child.model.find(child.childFilter(ref.field, parent)).lean<Doc[]>();
+      for (const old of rows) {
+        const tenantId = old.tenant_id ? String(old.tenant_id) : null;
+        if (ref.on_delete === 'cascade') {
+          const doc = await child.softDelete(old, {}, user);
+          if (doc) await this.deps.hooks.emitAfter('AFTER_DELETE', { ...child.event(user, tenantId, true), id: String(old._id), old, doc });
+        } else {
+          const doc = await child.model
+            .findOneAndUpdate(
+              { _id: old._id, version: old.version },
+              { $set: { [ref.field]: null, updated_at: new Date(), updated_by: this.actorId(user) }, $inc: { version: 1 } },
+              { returnDocument: 'after' },
+            )
+            .lean<Doc>();
+          if (doc) await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...child.event(user, tenantId, true), id: String(old._id), old, doc, replace: false });
+        }
+      }
+    }
+  }
+
+  /** Relation values must point at documents the caller can see (same tenant, live, guards pass). */
+  private async checkReferences(user: AuthUser, data: Doc, loc: (string | number)[]) {
+    const issues: ValidationIssue[] = [];
+    for (const f of this.def.fields) {
+      if (!f.ref || f.kind !== 'objectId') continue;
+      const value = data[f.path];
+      if (value === undefined || value === null) continue;
+      const target = this.deps.lookup.get(f.ref);
+      if (!target) continue;
+      const found = await target.model.exists({ _id: value as Types.ObjectId, ...target.scope(user) });
+      if (!found) issues.push({ loc: [...loc, f.path], msg: `No ${f.ref} document with this id`, type: 'reference_not_found' });
+    }
+    if (issues.length) throw new ValidationError(issues);
+  }
+
+  /** A write must stay inside the caller's attribute filter (e.g. its own region). */
+  private checkWritable(scope: Filter, data: Doc) {
+    for (const [field, rule] of Object.entries(scope)) {
+      if (field === 'tenant_id' || field === 'is_deleted' || !(field in data)) continue;
+      const allowed = rule && typeof rule === 'object' && '$in' in rule ? (rule.$in as unknown[]) : [rule];
+      if (!allowed.some((a) => a === data[field])) throw new AccessDeniedError(`You may not write ${field} = ${String(data[field])}`, { field });
+    }
+  }
+
+  private checkPopulate(user: AuthUser, paths: string[]) {
+    for (const p of paths) {
+      const target = this.deps.lookup.get(this.fieldByPath.get(p)?.ref ?? '');
+      target?.scope(user);
+    }
+  }
+
+  /** Replaces relation ids with the related documents the caller may see (else null). One query per path. */
+  private async populate(user: AuthUser, items: Doc[], paths: string[]): Promise<Doc[]> {
+    if (!paths.length || !items.length) return items.map((d) => this.view(d));
+    const out = items.map((d) => ({ ...this.view(d) }));
+    for (const p of paths) {
+      const target = this.deps.lookup.get(this.fieldByPath.get(p)?.ref ?? '');
+      if (!target) continue;
+      const ids = [...new Set(out.map((d) => d[p]).filter((v) => v != null).map(String))].map((s) => new Types.ObjectId(s));
+      if (!ids.length) continue;
+      const related = await target.model
+        .find({ _id: { $in: ids }, ...target.scope(user) })
+        .select(target.projection(null))
+        .lean<Doc[]>();
+      const byId = new Map(related.map((r) => [String(r._id), r]));
+      for (const d of out) if (d[p] != null) d[p] = byId.get(String(d[p])) ?? null;
+    }
+    return out;
+  }
+
+  /** Tenant a new document belongs to: the request's tenant (a system caller's `X-Tenant-Id`), else the caller's own. */
+  private writeTenant(user: AuthUser): string {
+    return getContext()?.tenantId ?? user.tenant_id;
+  }
+
+  private actorId(user: AuthUser | null) {
+    return user ? new Types.ObjectId(user.id) : null;
+  }
+
+  event(user: AuthUser | null, tenantId: string | null, bulk: boolean): DocumentEventBase {
+    const ctx = getContext();
+    return {
+      resource: this.def.name, actor: user, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null,
+      secret_fields: this.def.secretFields, bulk,
+    };
+  }
+}
+
