@@ -94,7 +94,7 @@ const pascalSingular = (name: string) => {
 export function defineResource(o: ResourceOptions): ResourceDefinition {
   if (!/^[a-z][a-z0-9_]*$/.test(o.name)) throw new Error(`Resource name "${o.name}" must be lower snake_case`);
   const schema = o.schema.clone();
-  addBaseFields(schema, o.tenant_scoped !== false);
+  addBaseFields(schema, o.tenant_scoped !== false, o.default_sort ?? '-created_at');
   const fields = describeFields(o.schema);
   const derived = inputSchemas(fields.filter((f) => !f.private));
   const def: ResourceDefinition = {
@@ -137,7 +137,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
  * `created_by`/`updated_by`/`deleted_by` are user object ids (null for system writes),
  * `deleted_at` a date, `version` an integer starting at 1 and incremented by every write.
  */
-function addBaseFields(schema: Schema, tenantScoped: boolean) {
+function addBaseFields(schema: Schema, tenantScoped: boolean, defaultSort: string) {
   schema.add({
     tenant_id: { type: Schema.Types.ObjectId, default: null },
     created_at: { type: Date },
@@ -154,10 +154,17 @@ function addBaseFields(schema: Schema, tenantScoped: boolean) {
   schema.set('strict', 'throw');
   // Every list filters on tenant and live documents and sorts by created_at (the default) with _id as
   // tiebreaker: this index serves the default sort and its cursor range queries without a scan.
-  if (tenantScoped) {
-    schema.index({ tenant_id: 1, is_deleted: 1, created_at: -1, _id: -1 });
-  } else {
-    schema.index({ is_deleted: 1, created_at: -1, _id: -1 });
+  const prefix: Record<string, 1 | -1> = tenantScoped ? { tenant_id: 1, is_deleted: 1 } : { is_deleted: 1 };
+  schema.index({ ...prefix, created_at: -1, _id: -1 });
+  if (defaultSort !== '-created_at') {
+    const keys: Record<string, 1 | -1> = { ...prefix };
+    for (const part of defaultSort.split(',').map((x) => x.trim()).filter(Boolean)) {
+      const desc = part.startsWith('-');
+      keys[part.replace(/^[-+]/, '')] = desc ? -1 : 1;
+    }
+    const last = Object.values(keys).at(-1) ?? 1;
+    if (!('_id' in keys)) keys._id = last;
+    schema.index(keys);
   }
   schema.index({ is_deleted: 1, deleted_at: 1 }, { partialFilterExpression: { is_deleted: true } });
 }
