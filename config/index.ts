@@ -52,6 +52,8 @@ export const configSchema = z.object({
   ADMIN_API_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
   ADMIN_EMAIL: z.string().email().default('admin@system.local'),
 
+  /** Server-side time limit (maxTimeMS) of list and count queries; bounds expensive filters. @default 10000 */
+  QUERY_TIMEOUT_MS: int(10000, 1),
   /** @default 5000 */
   HEALTH_CHECK_TIMEOUT_MS: int(5000, 1),
   /** @default true */

@@ -1,6 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import type { Config } from './index.ts';
 import { isPlugin, type Plugin } from '../core/plugin.ts';
+import { openapiPlugin } from '../plugins/openapi/index.ts';
 import { resourcesPlugin } from '../plugins/resources/index.ts';
 
 /**
@@ -9,6 +10,7 @@ import { resourcesPlugin } from '../plugins/resources/index.ts';
  */
 export const builtinPlugins = (): Plugin[] => [
   resourcesPlugin,
+  openapiPlugin,
 ];
 
 /**

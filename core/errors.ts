@@ -21,6 +21,7 @@ export const ErrorCode = {
   ETAG_REQUIRED: 'ETAG_REQUIRED',
   RATE_LIMITED: 'RATE_LIMITED',
   SERVICE_UNAVAILABLE: 'SERVICE_UNAVAILABLE',
+  QUERY_TIMEOUT: 'QUERY_TIMEOUT',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -14,6 +14,8 @@ export function toAppError(err: unknown): AppError | null {
   if (!err || typeof err !== 'object') return null;
   const e = err as { name?: string; code?: unknown; status?: unknown; statusCode?: unknown; type?: string; expose?: boolean; message?: string };
   if (e.code === 11000 || e.code === 11001) return new ConflictError('A document with the same unique value already exists');
+  // MaxTimeMSExpired: a list/count ran past QUERY_TIMEOUT_MS (typically an expensive regex or filter).
+  if (e.code === 50) return new AppError(503, ErrorCode.QUERY_TIMEOUT, 'The query took too long; narrow the filter and retry');
   if (e.name === 'ValidationError' && 'errors' in e) {
     const ve = err as MongooseValidationLike;
     return new ValidationError(
@@ -23,6 +25,9 @@ export function toAppError(err: unknown): AppError | null {
   if (e.name === 'CastError' || e.name === 'BSONError' || e.name === 'StrictModeError') {
     return new BadRequestError(e.name === 'CastError' ? 'A value could not be cast to the field type' : 'Invalid value', {});
   }
+  // Query casting of an operator the field type lacks, e.g. `budget__regex=1` on a Number field.
+  // mongoose throws a MongooseError or a plain Error here, depending on the schema type.
+  if ((e.name === 'MongooseError' || e.name === 'Error') && /^Can't use \$\w+( with \w+)?\.?$/.test(e.message ?? '')) return new BadRequestError(e.message!, {});
   // http-errors raised by the body parser and router (`expose` is only true for 4xx).
   const status = typeof e.status === 'number' ? e.status : typeof e.statusCode === 'number' ? e.statusCode : undefined;
   if (status && status >= 400 && status < 500 && e.expose !== false) {

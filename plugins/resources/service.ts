@@ -89,7 +89,7 @@ function parseInput<S extends z.ZodType>(schema: S, value: unknown, loc: (string
   throw new ValidationError(zodIssues('body', res.error.issues).map((i) => ({ ...i, loc: [...loc, ...i.loc.slice(1)] })));
 }
 
-const toError = (err: unknown): BulkItemError['error'] => {
+const toError = (err: unknown, loc: (string | number)[] = ['body']): BulkItemError['error'] => {
   if (err instanceof AppError) return { code: err.code, message: err.message, details: err.details };
   const e = err as { code?: unknown };
   if (e?.code === 11000) return { code: 'CONFLICT', message: 'A document with the same unique value already exists', details: {} };
@@ -97,7 +97,7 @@ const toError = (err: unknown): BulkItemError['error'] => {
     const ve = err as { errors?: Record<string, { path: string; message: string; kind?: string }> };
     return {
       code: 'VALIDATION_ERROR', message: 'Validation failed',
-      details: { errors: Object.values(ve.errors ?? {}).map((x) => ({ loc: ['body', ...x.path.split('.')], msg: x.message, type: x.kind ?? 'invalid' })) },
+      details: { errors: Object.values(ve.errors ?? {}).map((x) => ({ loc: [...loc, ...x.path.split('.')], msg: x.message, type: x.kind ?? 'invalid' })) },
     };
   }
   throw err;
@@ -188,8 +188,9 @@ export class ResourceService {
           .skip((q.page - 1) * q.perPage)
           .limit(q.perPage)
           .select(this.projection(q.fields))
+          .maxTimeMS(this.deps.config.QUERY_TIMEOUT_MS)
           .lean<Doc[]>(),
-        this.model.countDocuments(filter),
+        this.model.countDocuments(filter).maxTimeMS(this.deps.config.QUERY_TIMEOUT_MS),
       ]);
       const items = await this.populate(user, rows, q.populate);
       return { mode: 'offset', items, total, page: q.page, per_page: q.perPage, total_pages: Math.ceil(total / q.perPage) };
@@ -206,6 +207,7 @@ export class ResourceService {
       .sort(querySort(q.sort, dir))
       .limit(q.limit + 1)
       .select(this.projection(wanted))
+      .maxTimeMS(this.deps.config.QUERY_TIMEOUT_MS)
       .lean<Doc[]>();
     const more = rows.length > q.limit;
     const page = rows.slice(0, q.limit);
@@ -247,7 +249,7 @@ export class ResourceService {
     const tenantId = this.def.tenant_scoped ? this.writeTenant(user) : null;
     const ev = await this.deps.hooks.runBefore('BEFORE_CREATE', { ...this.event(user, tenantId, !!opts.bulk), data: input });
     this.checkWritable(scope, ev.data);
-    await this.checkReferences(user, ev.data, opts.loc ?? ['body']);
+    await this.checkReferences(user, ev.data, opts.loc ?? ['body'], tenantId);
     const now = new Date();
     const created = await this.model.create({
       ...ev.data,
@@ -271,7 +273,7 @@ export class ResourceService {
     const tenantId = old.tenant_id ? String(old.tenant_id) : null;
     const ev = await this.deps.hooks.runBefore('BEFORE_UPDATE', { ...this.event(user, tenantId, false), id, data: input, old, replace });
     this.checkWritable(scope, ev.data);
-    await this.checkReferences(user, ev.data, ['body']);
+    await this.checkReferences(user, ev.data, ['body'], tenantId);
 
     const set: Doc = { updated_at: new Date(), updated_by: this.actorId(user) };
     const unset: Record<string, 1> = {};
@@ -312,13 +314,14 @@ export class ResourceService {
   }
 
   async bulkCreate(user: AuthUser, items: unknown[]): Promise<BulkCreateResult> {
+    this.scope(user); // a failed feature/attribute guard rejects the whole call (403), not each item
     const out: BulkCreateResult = { items: [], errors: [], created_count: 0, error_count: 0 };
     // Sequential keeps the answer's order and bounds load; max_bulk_size caps the count.
     for (const [index, item] of items.entries()) {
       try {
         out.items.push(await this.create(user, item, { bulk: true, loc: ['body', index] }));
       } catch (err) {
-        out.errors.push({ index, error: toError(err) });
+        out.errors.push({ index, error: toError(err, ['body', index]) });
       }
     }
     out.created_count = out.items.length;
@@ -327,6 +330,7 @@ export class ResourceService {
   }
 
   async bulkDelete(user: AuthUser, items: { id: string; etag: string }[]): Promise<BulkDeleteResult> {
+    this.scope(user); // a failed feature/attribute guard rejects the whole call (403), not each row
     const out: BulkDeleteResult = { deleted: [], errors: [], deleted_count: 0, error_count: 0 };
     for (const [index, item] of items.entries()) {
       try {
@@ -387,8 +391,14 @@ export class ResourceService {
       .lean<Doc>();
   }
 
-  private async checkCascadeDeny(old: Doc) {
+  /** Every `deny` rule the delete would hit, including below children that `cascade` would delete too. */
+  private async checkCascadeDeny(old: Doc, seen = new Set<string>()) {
+    seen.add(`${this.def.name}:${String(old._id)}`);
     for (const ref of this.deps.lookup.referencing(this.def.name)) {
+      if (ref.on_delete === 'cascade') {
+        const children = await ref.service.model.find(ref.service.childFilter(ref.field, old)).lean<Doc[]>();
+        for (const c of children) if (!seen.has(`${ref.service.def.name}:${String(c._id)}`)) await ref.service.checkCascadeDeny(c, seen);
+      }
       if (ref.on_delete !== 'deny') continue;
       const count = await ref.service.model.countDocuments(ref.service.childFilter(ref.field, old));
       if (count > 0) {
@@ -401,7 +411,8 @@ export class ResourceService {
 
   /** Live documents of this resource that reference `parent` through `field`, in the parent's tenant. */
   childFilter(field: string, parent: Doc): Filter {
-    return { [field]: parent._id, is_deleted: false, ...(this.def.tenant_scoped && parent.tenant_id ? { tenant_id: parent.tenant_id } : {}) };
+    const sameTenant = this.def.tenant_scoped && this.deps.config.MULTI_TENANT_ENABLED && parent.tenant_id;
+    return { [field]: parent._id, is_deleted: false, ...(sameTenant ? { tenant_id: parent.tenant_id } : {}) };
   }
 
   /**
@@ -418,6 +429,7 @@ export class ResourceService {
         if (ref.on_delete === 'cascade') {
           const doc = await child.softDelete(old, {}, user);
           if (doc) await this.deps.hooks.emitAfter('AFTER_DELETE', { ...child.event(user, tenantId, true), id: String(old._id), old, doc });
+          if (doc) await child.applyCascade(user, old); // the child's own referrers follow it
         } else {
           const doc = await child.model
             .findOneAndUpdate(
@@ -432,8 +444,11 @@ export class ResourceService {
     }
   }
 
-  /** Relation values must point at documents the caller can see (same tenant, live, guards pass). */
-  private async checkReferences(user: AuthUser, data: Doc, loc: (string | number)[]) {
+  /**
+   * Relation values must point at documents the caller can see (live, guards pass) in the tenant the
+   * document is written to (a system caller without `X-Tenant-Id` sees every tenant but writes to one).
+   */
+  private async checkReferences(user: AuthUser, data: Doc, loc: (string | number)[], tenantId: string | null) {
     const issues: ValidationIssue[] = [];
     for (const f of this.def.fields) {
       if (!f.ref || f.kind !== 'objectId') continue;
@@ -441,7 +456,8 @@ export class ResourceService {
       if (value === undefined || value === null) continue;
       const target = this.deps.lookup.get(f.ref);
       if (!target) continue;
-      const found = await target.model.exists({ _id: value as Types.ObjectId, ...target.scope(user) });
+      const sameTenant = target.def.tenant_scoped && tenantId && this.deps.config.MULTI_TENANT_ENABLED ? { tenant_id: new Types.ObjectId(tenantId) } : {};
+      const found = await target.model.exists({ _id: value as Types.ObjectId, ...target.scope(user), ...sameTenant });
       if (!found) issues.push({ loc: [...loc, f.path], msg: `No ${f.ref} document with this id`, type: 'reference_not_found' });
     }
     if (issues.length) throw new ValidationError(issues);
