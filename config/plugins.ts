@@ -3,6 +3,7 @@ import type { Config } from './index.ts';
 import { isPlugin, type Plugin } from '../core/plugin.ts';
 import { openapiPlugin } from '../plugins/openapi/index.ts';
 import { resourcesPlugin } from '../plugins/resources/index.ts';
+import { auditPlugin } from '../plugins/audit/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -10,6 +11,7 @@ import { resourcesPlugin } from '../plugins/resources/index.ts';
  */
 export const builtinPlugins = (): Plugin[] => [
   resourcesPlugin,
+  auditPlugin,
   openapiPlugin,
 ];
 

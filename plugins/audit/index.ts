@@ -1,0 +1,188 @@
+import { z } from 'zod';
+import { definePlugin } from '../../core/plugin.ts';
+import { defineRoute } from '../../core/http/route.ts';
+import { onHook } from '../../core/hooks.ts';
+import { parseInput, requireAdmin } from '../../core/graphql.ts';
+import { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
+import { auditModel } from './model.ts';
+import {
+  exportQuery, exportResponse, listQuery, listResponse, retentionQuery, retentionResponse, statsQuery, statsResponse,
+} from './schemas.ts';
+import { AuditService, type AuditEntryView, type AuditLogger, type AuditStats } from './service.ts';
+
+export type { AuditActor, AuditLogger, AuditTarget } from './service.ts';
+export { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
+
+declare module '../../core/services.ts' {
+  interface Services {
+    audit: AuditLogger;
+  }
+}
+
+/** Options of the audit plugin: `auditPlugin.configure({ ... })`. */
+export const auditOptions = z.object({
+  /** Field names never written into `changes`/`snapshot`, at any depth. Replaces the default list; spread `DEFAULT_DENY_FIELDS` to extend it. */
+  deny_fields: z.array(z.string().min(1)).default([...DEFAULT_DENY_FIELDS]),
+  /** Top-level fields whose change alone is no change (server-maintained fields). */
+  ignored_fields: z.array(z.string().min(1)).default([...DEFAULT_IGNORED_FIELDS]),
+  /** Longest time an entry waits in memory before its write starts. */
+  flush_interval_ms: z.number().int().min(0).max(60_000).default(50),
+  /** Entries per `insertMany`. */
+  batch_size: z.number().int().min(1).max(10_000).default(500),
+  /** Queued entries at which a recording caller waits for the write instead of returning at once. */
+  max_queue: z.number().int().min(1).default(10_000),
+});
+
+/** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
+const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
+
+/**
+ * The audit log (spec document 2): records every document insert, update, replace and delete
+ * announced on the hook bus, offers the `audit` service for changes made elsewhere, and serves
+ * `/admin/audit-log` (list, stats, export, retention) plus GraphQL `auditLog` / `auditStats`.
+ */
+export const auditPlugin = definePlugin({
+  name: 'audit',
+  options: auditOptions,
+  async setup({ db, config, options, services, log }) {
+    const model = auditModel(db);
+    await model.init();
+    const audit = new AuditService(
+      model,
+      {
+        enabled: config.AUDIT_LOG_ENABLED,
+        multiTenant: config.MULTI_TENANT_ENABLED,
+        denyFields: options.deny_fields,
+        ignoredFields: options.ignored_fields,
+        buffer: { flushIntervalMs: options.flush_interval_ms, batchSize: options.batch_size, maxQueue: options.max_queue },
+      },
+      log,
+    );
+    services.provide('audit', audit);
+    const tags = ['audit'];
+
+    return {
+      hooks: config.AUDIT_LOG_ENABLED
+        ? [
+            onHook('AFTER_CREATE', (e) => audit.afterCreate(e)),
+            onHook('AFTER_UPDATE', (e) => audit.afterUpdate(e)),
+            onHook('AFTER_DELETE', (e) => audit.afterDelete(e)),
+          ]
+        : [],
+      routes: [
+        defineRoute({
+          method: 'GET', path: '/admin/audit-log', tags, auth: 'admin', summary: 'List audit entries',
+          query: listQuery, response: listResponse,
+          handler: ({ user, query }) => audit.list(user!, query),
+        }),
+        defineRoute({
+          method: 'GET', path: '/admin/audit-log/stats', tags, auth: 'admin', summary: 'Audit entry counts by operation, resource, user and period',
+          query: statsQuery, response: statsResponse,
+          handler: ({ user, query }) => audit.stats(user!, query),
+        }),
+        defineRoute({
+          method: 'GET', path: '/admin/audit-log/export', tags, auth: 'admin', summary: 'Download audit entries as JSON or CSV',
+          query: exportQuery, response: exportResponse,
+          docs: { responseHeaders: { 'Content-Disposition': 'attachment; filename="audit-log-<timestamp>.json|csv"' } },
+          handler: async ({ user, query, ctx }) => {
+            const out = await audit.export(user!, query);
+            ctx.set('Content-Disposition', `attachment; filename="${out.filename}"`);
+            ctx.body = out.stream;
+            ctx.type = out.contentType;
+          },
+        }),
+        defineRoute({
+          method: 'DELETE', path: '/admin/audit-log/retention', tags, auth: 'system', summary: 'Delete audit entries older than N days',
+          query: retentionQuery(config.AUDIT_LOG_RETENTION_DAYS), response: retentionResponse,
+          handler: async ({ query }) => {
+            const res = await audit.purge(query.older_than_days);
+            return { message: `Deleted ${res.deleted_count} audit entries older than ${query.older_than_days} days`, ...res };
+          },
+        }),
+      ],
+      jobs: [
+        {
+          name: 'cleanup_audit_log',
+          description: 'Delete audit entries older than JOBS_AUDIT_RETENTION_DAYS',
+          timeout: 600,
+          async run(ctx) {
+            const res = await audit.purge(config.JOBS_AUDIT_RETENTION_DAYS);
+            ctx.log(`deleted ${res.deleted_count} audit entries created before ${res.cutoff_date.toISOString()}`);
+            return res;
+          },
+        },
+      ],
+      graphql(builder) {
+        const Entry = builder.objectRef<AuditEntryView>('AuditEntry');
+        Entry.implement({
+          fields: (t) => ({
+            id: t.exposeID('id', { nullable: false }),
+            resource: t.exposeString('resource', { nullable: false }),
+            item_id: t.exposeString('item_id', { nullable: false }),
+            operation: t.exposeString('operation', { nullable: false }),
+            user_id: t.exposeString('user_id'),
+            user_name: t.exposeString('user_name'),
+            ip: t.exposeString('ip'),
+            changes: t.expose('changes', { type: 'JSON' }),
+            snapshot: t.expose('snapshot', { type: 'JSON' }),
+            created_at: t.expose('created_at', { type: 'DateTime', nullable: false }),
+            tenant_id: t.exposeString('tenant_id'),
+          }),
+        });
+        const Page = builder.objectRef<{ items: AuditEntryView[]; total: number; page: number; per_page: number }>('AuditLogPage');
+        Page.implement({
+          fields: (t) => ({
+            items: t.expose('items', { type: [Entry], nullable: false }),
+            total: t.exposeInt('total', { nullable: false }),
+            page: t.exposeInt('page', { nullable: false }),
+            per_page: t.exposeInt('per_page', { nullable: false }),
+          }),
+        });
+        const UserCount = builder.objectRef<AuditStats['by_user'][number]>('AuditUserCount');
+        UserCount.implement({
+          fields: (t) => ({
+            user_id: t.exposeString('user_id'),
+            user_name: t.exposeString('user_name'),
+            count: t.exposeInt('count', { nullable: false }),
+          }),
+        });
+        const PeriodCount = builder.objectRef<AuditStats['timeline'][number]>('AuditPeriodCount');
+        PeriodCount.implement({
+          fields: (t) => ({
+            period: t.exposeString('period', { nullable: false }),
+            count: t.exposeInt('count', { nullable: false }),
+          }),
+        });
+        const Stats = builder.objectRef<AuditStats>('AuditStats');
+        Stats.implement({
+          fields: (t) => ({
+            total_entries: t.exposeInt('total_entries', { nullable: false }),
+            by_operation: t.expose('by_operation', { type: 'JSON', nullable: false }),
+            by_resource: t.expose('by_resource', { type: 'JSON', nullable: false }),
+            by_user: t.expose('by_user', { type: [UserCount], nullable: false }),
+            timeline: t.expose('timeline', { type: [PeriodCount], nullable: false }),
+          }),
+        });
+        builder.queryFields((t) => ({
+          auditLog: t.field({
+            type: Page, nullable: false, description: 'Audit entries, as GET /admin/audit-log',
+            args: {
+              resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(),
+              date_from: t.arg.string(), date_to: t.arg.string(), page: t.arg.int(), per_page: t.arg.int(), sort: t.arg.string(),
+            },
+            resolve: (_r, a, ctx) => audit.list(requireAdmin(ctx), parseInput(listQuery, given(a))),
+          }),
+          auditStats: t.field({
+            type: Stats, nullable: false, description: 'Audit aggregates, as GET /admin/audit-log/stats',
+            args: { resource: t.arg.string(), user_id: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string(), group_by: t.arg.string() },
+            resolve: (_r, a, ctx) => audit.stats(requireAdmin(ctx), parseInput(statsQuery, given(a))),
+          }),
+        }));
+      },
+      // Shutdown writes what is still queued.
+      close: () => audit.flush(),
+    };
+  },
+});
+
+export default auditPlugin;

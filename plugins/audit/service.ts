@@ -1,0 +1,379 @@
+import { Readable, pipeline } from 'node:stream';
+import { stringify } from 'csv-stringify';
+import { Types } from 'mongoose';
+import { AccessDeniedError } from '../../core/errors.ts';
+import { isAdmin, isSystemCaller, type AuthUser } from '../../core/context.ts';
+import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
+import type { Filter } from '../../core/identity/guards.ts';
+import type { Logger } from '../../core/logger.ts';
+import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
+import { Redactor, diffDocs } from './diff.ts';
+import type { AuditEntryModel, AuditEntryRecord, AuditOperation } from './model.ts';
+import { DEFAULT_SORT, type AuditFilter, type ExportQuery, type ListQuery, type StatsQuery } from './schemas.ts';
+
+/** Who made a change: anything with an id and optionally a display name (an `AuthUser` fits). */
+export interface AuditActor {
+  id: string;
+  name?: string | null;
+}
+
+/** The document a direct audit call is about, and who changed it. */
+export interface AuditTarget {
+  /** Resource (collection) name. */
+  resource: string;
+  item_id: string | Types.ObjectId;
+  /** Omitted or null for a system change: stored as `user_id` and `user_name` null. */
+  user?: AuditActor | null;
+  /** Tenant of the document; null for documents that are not tenant-scoped. */
+  tenant_id?: string | Types.ObjectId | null;
+  ip?: string | null;
+  /** Dotted paths left out of `changes` and `snapshot`, on top of the plugin's deny-list. */
+  secret_fields?: readonly string[];
+}
+
+/**
+ * Records changes made outside the resource path (jobs, webhook handlers, payments), as
+ * `services.get('audit')`. Every method resolves once the entry is queued (see docs/audit.md:
+ * entries reach the database within about 50 ms); it waits for the write only when the queue is
+ * full. Database failures are logged, never thrown; a call rejects only for an invalid object id.
+ * With `AUDIT_LOG_ENABLED=false` every method does nothing.
+ *
+ * @example
+ * const audit = services.get('audit');
+ * await audit.logUpdate({ resource: 'payments', item_id: p._id, old: before, doc: after, tenant_id: p.tenant_id });
+ */
+export interface AuditLogger {
+  /** An `insert` entry. */
+  logInsert(target: AuditTarget): Promise<void>;
+  /**
+   * An `update` (or with `replace: true` a `replace`) entry whose `changes` maps each changed
+   * top-level field to `{old, new}`. Resolves false, writing nothing, when nothing changed.
+   */
+  logUpdate(target: AuditTarget & { old: Doc; doc: Doc; replace?: boolean }): Promise<boolean>;
+  /** A `delete` entry with the document before deletion as `snapshot`. */
+  logDelete(target: AuditTarget & { old: Doc }): Promise<void>;
+  /**
+   * A `depersonalize` entry (spec document 2, rule 3): `changes` is `{gdpr_fields, user_id}` where
+   * `user_id` is the person whose data was erased; the entry's own `user_id` is `user` (a service
+   * account), null when omitted.
+   */
+  logDepersonalize(target: AuditTarget & { gdpr_fields: readonly string[]; subject_user_id: string | Types.ObjectId }): Promise<void>;
+  /** Resolves once everything queued so far is written. */
+  flush(): Promise<void>;
+}
+
+export interface AuditServiceOptions {
+  /** `AUDIT_LOG_ENABLED`. */
+  enabled: boolean;
+  /** `MULTI_TENANT_ENABLED`: whether tenant administrators see only their own tenant. */
+  multiTenant: boolean;
+  denyFields: readonly string[];
+  ignoredFields: readonly string[];
+  buffer: WriteBehindOptions;
+}
+
+/** An entry as the API returns it. */
+export interface AuditEntryView {
+  id: string;
+  resource: string;
+  item_id: string;
+  operation: AuditOperation;
+  user_id: string | null;
+  user_name: string | null;
+  ip: string | null;
+  changes: Doc | null;
+  snapshot: Doc | null;
+  created_at: Date;
+  tenant_id: string | null;
+}
+
+export interface AuditStats {
+  total_entries: number;
+  by_operation: Record<string, number>;
+  by_resource: Record<string, number>;
+  by_user: { user_id: string | null; user_name: string | null; count: number }[];
+  timeline: { period: string; count: number }[];
+}
+
+export interface AuditExport {
+  stream: Readable;
+  contentType: string;
+  filename: string;
+}
+
+interface NewEntry {
+  resource: string;
+  item_id: Types.ObjectId;
+  operation: AuditOperation;
+  user_id: Types.ObjectId | null;
+  user_name: string | null;
+  ip: string | null;
+  changes: Doc | null;
+  snapshot: Doc | null;
+  created_at: Date;
+  tenant_id: Types.ObjectId | null;
+}
+
+/** Flat columns of the CSV export, in order. */
+export const CSV_COLUMNS = ['id', 'resource', 'item_id', 'operation', 'user_id', 'user_name', 'ip', 'created_at'] as const;
+
+/** `$dateToString` formats of the stats timeline (UTC). `%G-W%V` is the ISO week-numbering year and zero-padded ISO week. */
+const PERIOD_FORMAT = { day: '%Y-%m-%d', week: '%G-W%V', month: '%Y-%m' } as const;
+
+const DAY_MS = 86_400_000;
+
+const oid = (v: string | Types.ObjectId, what: string): Types.ObjectId => {
+  if (typeof v !== 'string') return v;
+  if (!/^[0-9a-fA-F]{24}$/.test(v)) throw new TypeError(`audit: ${what} must be an object id, got ${JSON.stringify(v)}`);
+  return new Types.ObjectId(v);
+};
+
+const optionalOid = (v: string | Types.ObjectId | null | undefined, what: string): Types.ObjectId | null =>
+  v === null || v === undefined ? null : oid(v, what);
+
+const eventTarget = (e: DocumentEventBase & { id: string }): AuditTarget => ({
+  resource: e.resource,
+  item_id: e.id,
+  user: e.actor,
+  tenant_id: e.tenant_id,
+  ip: e.ip,
+  secret_fields: e.secret_fields,
+});
+
+/** The API shape of a stored entry. */
+export const entryView = (e: AuditEntryRecord): AuditEntryView => ({
+  id: String(e._id),
+  resource: e.resource,
+  item_id: String(e.item_id),
+  operation: e.operation,
+  user_id: e.user_id ? String(e.user_id) : null,
+  user_name: e.user_name ?? null,
+  ip: e.ip ?? null,
+  changes: (e.changes as Doc | null | undefined) ?? null,
+  snapshot: (e.snapshot as Doc | null | undefined) ?? null,
+  created_at: e.created_at,
+  tenant_id: e.tenant_id ? String(e.tenant_id) : null,
+});
+
+const csvRow = (e: AuditEntryRecord) => ({
+  id: String(e._id),
+  resource: e.resource,
+  item_id: String(e.item_id),
+  operation: e.operation,
+  user_id: e.user_id ? String(e.user_id) : null,
+  user_name: e.user_name ?? null,
+  ip: e.ip ?? null,
+  created_at: e.created_at.toISOString(),
+});
+
+async function* jsonArray(entries: AsyncIterable<AuditEntryRecord>): AsyncGenerator<string> {
+  yield '[';
+  let sep = '';
+  for await (const e of entries) {
+    yield sep + JSON.stringify(entryView(e));
+    sep = ',';
+  }
+  yield ']';
+}
+
+async function* mapped<T, U>(items: AsyncIterable<T>, fn: (x: T) => U): AsyncGenerator<U> {
+  for await (const x of items) yield fn(x);
+}
+
+/**
+ * The audit log: records document changes (from the core AFTER_* events and direct calls) through
+ * a write-behind buffer, and answers the admin queries. No Koa or GraphQL here.
+ */
+export class AuditService implements AuditLogger {
+  private readonly buffer: WriteBehindBuffer<NewEntry>;
+  private readonly redactor: Redactor;
+  private readonly ignored: ReadonlySet<string>;
+
+  constructor(
+    private readonly model: AuditEntryModel,
+    private readonly opts: AuditServiceOptions,
+    private readonly log: Logger,
+  ) {
+    this.redactor = new Redactor(opts.denyFields);
+    this.ignored = new Set(opts.ignoredFields);
+    this.buffer = new WriteBehindBuffer<NewEntry>(
+      async (batch) => {
+        await this.model.insertMany(batch, { ordered: false, lean: true });
+      },
+      (err, batch) =>
+        this.log.error(
+          { err, lost: batch.length, entries: batch.map((e) => ({ resource: e.resource, item_id: String(e.item_id), operation: e.operation })) },
+          'audit entries could not be written',
+        ),
+      opts.buffer,
+    );
+  }
+
+  // --- recording -------------------------------------------------------------------------
+
+  /** AFTER_CREATE handler. */
+  async afterCreate(e: HookEvents['AFTER_CREATE']): Promise<void> {
+    await this.logInsert(eventTarget(e));
+  }
+
+  /** AFTER_UPDATE handler (update and replace). */
+  async afterUpdate(e: HookEvents['AFTER_UPDATE']): Promise<void> {
+    await this.logUpdate({ ...eventTarget(e), old: e.old, doc: e.doc, replace: e.replace });
+  }
+
+  /** AFTER_DELETE handler: the snapshot is the document before deletion (`old`). */
+  async afterDelete(e: HookEvents['AFTER_DELETE']): Promise<void> {
+    await this.logDelete({ ...eventTarget(e), old: e.old });
+  }
+
+  async logInsert(t: AuditTarget): Promise<void> {
+    if (!this.opts.enabled) return;
+    await this.buffer.push(this.entry(t, 'insert', null, null));
+  }
+
+  async logUpdate(t: AuditTarget & { old: Doc; doc: Doc; replace?: boolean }): Promise<boolean> {
+    if (!this.opts.enabled) return false;
+    const secret = t.secret_fields ?? [];
+    const changes = diffDocs(this.redactor.redact(t.old, secret), this.redactor.redact(t.doc, secret), this.ignored);
+    if (Object.keys(changes).length === 0) return false;
+    await this.buffer.push(this.entry(t, t.replace ? 'replace' : 'update', changes, null));
+    return true;
+  }
+
+  async logDelete(t: AuditTarget & { old: Doc }): Promise<void> {
+    if (!this.opts.enabled) return;
+    await this.buffer.push(this.entry(t, 'delete', null, this.redactor.redact(t.old, t.secret_fields)));
+  }
+
+  async logDepersonalize(t: AuditTarget & { gdpr_fields: readonly string[]; subject_user_id: string | Types.ObjectId }): Promise<void> {
+    if (!this.opts.enabled) return;
+    const changes = { gdpr_fields: [...t.gdpr_fields], user_id: oid(t.subject_user_id, 'subject_user_id') };
+    await this.buffer.push(this.entry(t, 'depersonalize', changes, null));
+  }
+
+  flush(): Promise<void> {
+    return this.buffer.flush();
+  }
+
+  private entry(t: AuditTarget, operation: AuditOperation, changes: Doc | null, snapshot: Doc | null): NewEntry {
+    return {
+      resource: t.resource,
+      item_id: oid(t.item_id, 'item_id'),
+      operation,
+      user_id: t.user ? oid(t.user.id, 'user.id') : null,
+      user_name: t.user?.name ?? null,
+      ip: t.ip ?? null,
+      changes,
+      snapshot,
+      created_at: new Date(),
+      tenant_id: optionalOid(t.tenant_id, 'tenant_id'),
+    };
+  }
+
+  // --- reading (each read flushes first, so a process reads its own writes) ----------------
+
+  /** `GET /admin/audit-log`: filtered, sorted (`_id` breaks ties), one page, with the total. */
+  async list(caller: AuthUser, q: ListQuery): Promise<{ items: AuditEntryView[]; total: number; page: number; per_page: number }> {
+    const filter = this.filterOf(caller, q);
+    await this.flush();
+    const [items, total] = await Promise.all([
+      this.model
+        .find(filter)
+        .sort(sortOf(q.sort))
+        .skip((q.page - 1) * q.per_page)
+        .limit(q.per_page)
+        .lean<AuditEntryRecord[]>(),
+      this.model.countDocuments(filter),
+    ]);
+    return { items: items.map(entryView), total, page: q.page, per_page: q.per_page };
+  }
+
+  /** `GET /admin/audit-log/stats`: counts by operation, resource, user and period, in one aggregation. */
+  async stats(caller: AuthUser, q: StatsQuery): Promise<AuditStats> {
+    const filter = this.filterOf(caller, q);
+    await this.flush();
+    type Count<K> = { _id: K; count: number };
+    const [res] = await this.model.aggregate<{
+      total: { n: number }[];
+      by_operation: Count<string>[];
+      by_resource: Count<string>[];
+      by_user: (Count<Types.ObjectId | null> & { user_name: string | null })[];
+      timeline: Count<string>[];
+    }>([
+      { $match: filter },
+      {
+        $facet: {
+          total: [{ $count: 'n' }],
+          by_operation: [{ $group: { _id: '$operation', count: { $sum: 1 } } }],
+          by_resource: [{ $group: { _id: '$resource', count: { $sum: 1 } } }],
+          by_user: [
+            // The most recent display name of each user.
+            { $group: { _id: '$user_id', user_name: { $top: { sortBy: { created_at: -1 }, output: '$user_name' } }, count: { $sum: 1 } } },
+            { $sort: { count: -1, _id: 1 } },
+          ],
+          timeline: [
+            { $group: { _id: { $dateToString: { format: PERIOD_FORMAT[q.group_by], date: '$created_at', timezone: 'UTC' } }, count: { $sum: 1 } } },
+            { $sort: { _id: 1 } },
+          ],
+        },
+      },
+    ]);
+    const toMap = (rows: Count<string>[] = []) => Object.fromEntries(rows.map((r) => [r._id, r.count]));
+    return {
+      total_entries: res?.total[0]?.n ?? 0,
+      by_operation: toMap(res?.by_operation),
+      by_resource: toMap(res?.by_resource),
+      by_user: (res?.by_user ?? []).map((r) => ({ user_id: r._id ? String(r._id) : null, user_name: r.user_name ?? null, count: r.count })),
+      timeline: (res?.timeline ?? []).map((r) => ({ period: r._id, count: r.count })),
+    };
+  }
+
+  /**
+   * `GET /admin/audit-log/export`: newest first, at most `limit` entries, streamed from a database
+   * cursor so memory does not grow with the row count. CSV uses CRLF records, RFC 4180 quoting
+   * and a `'` before cells that a spreadsheet would run as a formula.
+   */
+  async export(caller: AuthUser, q: ExportQuery): Promise<AuditExport> {
+    const filter = this.filterOf(caller, q);
+    await this.flush();
+    const cursor = this.model.find(filter).sort(sortOf(DEFAULT_SORT)).limit(q.limit).lean<AuditEntryRecord[]>().cursor({ batchSize: 1000 });
+    const stamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '-');
+    if (q.format === 'json') {
+      return { stream: Readable.from(jsonArray(cursor)), contentType: 'application/json; charset=utf-8', filename: `audit-log-${stamp}.json` };
+    }
+    // Setting `record_delimiter` turns off quoting of a lone CR or LF unless `quote_record_delimiter` says otherwise.
+    const csv = stringify({ header: true, columns: [...CSV_COLUMNS], record_delimiter: 'windows', quote_record_delimiter: true, escape_formulas: true });
+    const stream = pipeline(Readable.from(mapped(cursor, csvRow)), csv, (err) => {
+      if (err && err.code !== 'ERR_STREAM_PREMATURE_CLOSE') this.log.error({ err }, 'audit export failed');
+    });
+    return { stream, contentType: 'text/csv; charset=utf-8', filename: `audit-log-${stamp}.csv` };
+  }
+
+  /** Deletes entries older than `days` days, in every tenant (retention endpoint and cleanup job). */
+  async purge(days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
+    await this.flush();
+    const cutoff = new Date(Date.now() - days * DAY_MS);
+    const res = await this.model.deleteMany({ created_at: { $lt: cutoff } });
+    return { deleted_count: res.deletedCount, cutoff_date: cutoff };
+  }
+
+  /**
+   * Spec: system callers see every tenant; other administrators only entries of their own tenant,
+   * unless `MULTI_TENANT_ENABLED` is false. Per caller, never per `X-Tenant-Id`.
+   */
+  private filterOf(caller: AuthUser, f: AuditFilter): Filter {
+    if (!isAdmin(caller)) throw new AccessDeniedError('Administrator role required');
+    const filter: Filter = this.opts.multiTenant && !isSystemCaller(caller) ? { tenant_id: new Types.ObjectId(caller.tenant_id) } : {};
+    if (f.resource !== undefined) filter.resource = f.resource;
+    if (f.resource_id !== undefined) filter.item_id = new Types.ObjectId(f.resource_id);
+    if (f.user_id !== undefined) filter.user_id = new Types.ObjectId(f.user_id);
+    if (f.operation !== undefined) filter.operation = f.operation;
+    if (f.date_from || f.date_to) filter.created_at = { ...(f.date_from ? { $gte: f.date_from } : {}), ...(f.date_to ? { $lte: f.date_to } : {}) };
+    return filter;
+  }
+}
+
+function sortOf(sort: string): Record<string, 1 | -1> {
+  const dir = sort.startsWith('-') ? -1 : 1;
+  return { [dir === -1 ? sort.slice(1) : sort]: dir, _id: dir };
+}
