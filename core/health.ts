@@ -29,12 +29,17 @@ export class HealthRegistry {
     const entries = await Promise.all(
       [...this.checks].map(async ([name, { fn }]) => {
         const started = performance.now();
-        const status = await runOne(fn, timeoutMs).catch((err: unknown) => {
-          const s: CheckStatus = err === TIMEOUT ? 'timeout' : err instanceof HealthCheckFailure ? 'failed' : 'error';
-          onProblem(name, s, err);
-          return s;
-        });
-        if (status === 'failed') onProblem(name, status, null);
+        const status = await runOne(fn, timeoutMs).then(
+          (s) => {
+            if (s === 'failed') onProblem(name, s, null);
+            return s;
+          },
+          (err: unknown) => {
+            const s: CheckStatus = err === TIMEOUT ? 'timeout' : err instanceof HealthCheckFailure ? 'failed' : 'error';
+            onProblem(name, s, err);
+            return s;
+          },
+        );
         return [name, { status, duration_ms: Math.round(performance.now() - started) }] as const;
       }),
     );

@@ -164,6 +164,13 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const identity = services.get('identity');
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
+  let draining = false;
+  // While shutting down, answer in-flight requests with `Connection: close`: otherwise their
+  // keep-alive connections stay open and close() waits for SHUTDOWN_TIMEOUT_MS.
+  koa.use(async (ctx, next) => {
+    await next();
+    if (draining) ctx.set('Connection', 'close');
+  });
   koa.use(requestContext(log));
   koa.use(errorEnvelope());
   koa.use(authenticate(identity));
@@ -186,6 +193,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     },
     close() {
       closing ??= (async () => {
+        draining = true;
         if (server) await stopServer(server, config.SHUTDOWN_TIMEOUT_MS);
         await closePlugins();
         await db.close();

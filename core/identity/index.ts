@@ -29,7 +29,10 @@ const usersQuery = pageQuery(50, 500).extend({ tenant_id: objectId.optional() })
 export const identityPlugin = definePlugin({
   name: 'identity',
   async setup({ db, config, log, services }) {
-    const identity = new IdentityService(identityModels(db), config, log);
+    const models = identityModels(db);
+    // Unique emails and key hashes hold only once their indexes exist: build them before serving.
+    await Promise.all([models.Tenant.init(), models.User.init(), models.ApiKey.init()]);
+    const identity = new IdentityService(models, config, log);
     services.provide('identity', identity);
 
     if (config.ADMIN_API_KEY) {

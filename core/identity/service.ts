@@ -159,6 +159,9 @@ export class IdentityService {
   async createApiKey(caller: AuthUser, input: { user_id: string; name: string }) {
     const user = await this.models.User.findOne({ _id: input.user_id, ...this.tenantScope(caller) }).lean();
     if (!user) throw new NotFoundError('user', input.user_id);
+    // A tenant admin of the system tenant must not mint keys that act as a system administrator.
+    if (!isSystemCaller(caller) && isSystemCaller(toAuthUser(user)))
+      throw new AccessDeniedError('Only system administrators create keys for system administrators');
     const key = generateApiKey();
     const doc = await this.models.ApiKey.create({
       name: input.name,

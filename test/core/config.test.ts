@@ -1,0 +1,133 @@
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, PLACEHOLDER_CURSOR_SECRET, PLACEHOLDER_TOKEN_SECRET } from '../../config/index.ts';
+
+const SECRET_32 = 'x'.repeat(32);
+const prod = (extra: Record<string, string> = {}) =>
+  loadConfig({ NODE_ENV: 'production', CURSOR_HMAC_SECRET: SECRET_32, TOKEN_SECRET: 'y'.repeat(40), ...extra });
+
+/** The ConfigError thrown by `fn`, failing the test when it throws nothing or something else. */
+function configError(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig rejects bad values, naming the variable', () => {
+  it.each([
+    ['PORT', 'abc'],
+    ['PORT', '3.5'],
+    ['MULTI_TENANT_ENABLED', 'maybe'],
+    ['MONGODB_URI', 'notaurl'],
+    ['HEALTH_CHECK_TIMEOUT_MS', '-1'],
+    ['HEALTH_CHECK_TIMEOUT_MS', '0'],
+    ['RATE_LIMIT_MAX', '0'],
+    ['BODY_LIMIT', 'lots'],
+    ['ADMIN_API_KEY', 'short'],
+    ['LOG_LEVEL', 'loud'],
+    ['NODE_ENV', 'staging'],
+  ])('%s=%s', (name, value) => {
+    const err = configError(() => loadConfig({ [name]: value }));
+    expect(err.message).toMatch(/^Invalid configuration:\n/);
+    expect(err.message).toMatch(new RegExp(`^ {2}${name}: `, 'm'));
+    expect(err.message.split('\n')).toHaveLength(2);
+  });
+
+  it('names every bad variable at once', () => {
+    const err = configError(() => loadConfig({ PORT: 'abc', MULTI_TENANT_ENABLED: 'maybe', MONGODB_URI: 'notaurl' }));
+    for (const name of ['PORT', 'MULTI_TENANT_ENABLED', 'MONGODB_URI']) expect(err.message).toMatch(new RegExp(`^ {2}${name}: `, 'm'));
+  });
+
+  it('ignores empty values (as unset) and unrelated variables', () => {
+    const cfg = loadConfig({ PORT: '', SOMETHING_ELSE: 'whatever' });
+    expect(cfg.PORT).toBe(3000);
+  });
+});
+
+describe('defaults', () => {
+  it('match the documented values', () => {
+    const cfg = loadConfig({});
+    expect(cfg).toMatchObject({
+      NODE_ENV: 'development',
+      PORT: 3000,
+      HEALTH_CHECK_TIMEOUT_MS: 5000,
+      MULTI_TENANT_ENABLED: true,
+      RATE_LIMIT_ENABLED: true,
+      RATE_LIMIT_MAX: 1000,
+      BODY_LIMIT: '1mb',
+      CURSOR_HMAC_SECRET: PLACEHOLDER_CURSOR_SECRET,
+      TOKEN_SECRET: PLACEHOLDER_TOKEN_SECRET,
+      PLUGINS: [],
+      DISABLED_PLUGINS: [],
+    });
+    expect(cfg.MONGODB_URI).toBeUndefined();
+    expect(cfg.ADMIN_API_KEY).toBeUndefined();
+  });
+
+  it('parses booleans, integers and lists', () => {
+    const cfg = loadConfig({ MULTI_TENANT_ENABLED: 'false', RATE_LIMIT_ENABLED: '0', TRUST_PROXY: 'yes', PORT: '8080', PLUGINS: ' ./a.ts , pkg-b ,' });
+    expect(cfg.MULTI_TENANT_ENABLED).toBe(false);
+    expect(cfg.RATE_LIMIT_ENABLED).toBe(false);
+    expect(cfg.TRUST_PROXY).toBe(true);
+    expect(cfg.PORT).toBe(8080);
+    expect(cfg.PLUGINS).toEqual(['./a.ts', 'pkg-b']);
+  });
+});
+
+describe('production secrets', () => {
+  it('accepts secrets of 32 bytes or more', () => {
+    const cfg = prod();
+    expect(cfg.CURSOR_HMAC_SECRET).toBe(SECRET_32);
+    expect(cfg.NODE_ENV).toBe('production');
+  });
+
+  it.each(['CURSOR_HMAC_SECRET', 'TOKEN_SECRET'])('refuses the shipped placeholder %s', (name) => {
+    const err = configError(() => prod({ [name]: name === 'TOKEN_SECRET' ? PLACEHOLDER_TOKEN_SECRET : PLACEHOLDER_CURSOR_SECRET }));
+    expect(err.message).toContain(`${name}: still the shipped placeholder`);
+    expect(err.message.split('\n')).toHaveLength(2);
+  });
+
+  it('refuses both placeholders when nothing is set, naming both', () => {
+    const err = configError(() => loadConfig({ NODE_ENV: 'production' }));
+    expect(err.message).toContain('CURSOR_HMAC_SECRET: still the shipped placeholder');
+    expect(err.message).toContain('TOKEN_SECRET: still the shipped placeholder');
+  });
+
+  it.each(['CURSOR_HMAC_SECRET', 'TOKEN_SECRET'])('refuses a %s shorter than 32 bytes', (name) => {
+    const err = configError(() => prod({ [name]: 'z'.repeat(31) }));
+    expect(err.message).toContain(`${name}: must be at least 32 bytes in production`);
+  });
+
+  it('counts bytes, not characters', () => {
+    // 16 two-byte characters = 32 bytes.
+    expect(prod({ TOKEN_SECRET: 'é'.repeat(16) }).TOKEN_SECRET).toBe('é'.repeat(16));
+    expect(() => prod({ TOKEN_SECRET: 'é'.repeat(15) })).toThrow(ConfigError);
+  });
+
+  it('outside production the placeholders are allowed', () => {
+    expect(loadConfig({ NODE_ENV: 'test' }).TOKEN_SECRET).toBe(PLACEHOLDER_TOKEN_SECRET);
+  });
+});
+
+describe('server start-up with a bad setting', () => {
+  it('exits non-zero, names the variable on stderr, prints no stack trace', async () => {
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: 'abc' };
+    const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const child = spawn('npx', ['tsx', 'server.ts'], { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 15_000 });
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      child.on('error', reject);
+      child.on('close', (c) => resolve({ code: c, stderr: err }));
+    });
+    expect(code).not.toBe(0);
+    expect(code).not.toBeNull();
+    expect(stderr).toMatch(/^Invalid configuration:$/m);
+    expect(stderr).toMatch(/^ {2}PORT: /m);
+    expect(stderr).not.toMatch(/^\s+at /m);
+    expect(stderr).not.toContain('ConfigError');
+  }, 20_000);
+});
