@@ -30,7 +30,7 @@ const csv = z
 export const configSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   /** @default 3000 */
-  PORT: int(3000),
+  PORT: int(3000).pipe(z.number().max(65535)),
   HOST: z.string().default('0.0.0.0'),
   /** Without it, an embedded MongoDB (mongodb-memory-server) keeps its data under `DATA_DIR`. */
   MONGODB_URI: z.string().url().optional(),
@@ -83,6 +83,8 @@ export const configSchema = z.object({
   RATE_LIMIT_MAX: int(1000, 1),
   /** @default 60 */
   RATE_LIMIT_WINDOW_SECONDS: int(60, 1),
+  /** Failed authentications per client ip and window before credentials from it are refused (429). @default 100 */
+  AUTH_FAILURE_LIMIT: int(100, 1),
   /** Largest accepted JSON body. @default '1mb' */
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 1mb').default('1mb'),
   /** Trust `X-Forwarded-For` for the client ip (behind a proxy). @default false */

@@ -1,6 +1,6 @@
 import { pathToFileURL } from 'node:url';
 import type { Config } from './index.ts';
-import { isPlugin, type Plugin } from '../core/plugin.ts';
+import { isPlugin, PluginError, type Plugin } from '../core/plugin.ts';
 import { openapiPlugin } from '../plugins/openapi/index.ts';
 import { resourcesPlugin } from '../plugins/resources/index.ts';
 import { auditPlugin } from '../plugins/audit/index.ts';
@@ -23,9 +23,14 @@ export async function loadPlugins(config: Config, cwd = process.cwd()): Promise<
   const list = builtinPlugins().filter((p) => !config.DISABLED_PLUGINS.includes(p.name));
   for (const spec of config.PLUGINS) {
     const target = spec.startsWith('.') || spec.startsWith('/') ? new URL(spec, pathToFileURL(`${cwd}/`)).href : spec;
-    const mod = (await import(target)) as { default?: unknown; plugin?: unknown };
+    let mod: { default?: unknown; plugin?: unknown };
+    try {
+      mod = (await import(target)) as typeof mod;
+    } catch (err) {
+      throw new PluginError(`PLUGINS entry "${spec}" could not be loaded: ${err instanceof Error ? err.message : String(err)}`);
+    }
     const candidate = mod.default ?? mod.plugin;
-    if (!isPlugin(candidate)) throw new Error(`PLUGINS entry "${spec}" does not export a plugin object (default export or "plugin")`);
+    if (!isPlugin(candidate)) throw new PluginError(`PLUGINS entry "${spec}" does not export a plugin object (default export or "plugin")`);
     list.push(candidate);
   }
   return list;

@@ -104,6 +104,12 @@ export class EtagRequiredError extends AppError {
   }
 }
 
+export class UnsupportedMediaTypeError extends AppError {
+  constructor(message = 'Request bodies must be application/json') {
+    super(415, ErrorCode.UNSUPPORTED_MEDIA_TYPE, message);
+  }
+}
+
 export class CascadeDenyError extends AppError {
   constructor(details: { resource: string; item_id: string; referenced_by: string; count: number }) {
     super(

@@ -6,7 +6,7 @@ import { bodyParser } from '@koa/bodyparser';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { GraphQLError, validateSchema, type GraphQLSchema } from 'graphql';
 import type { Config } from '../config/index.ts';
-import { ErrorCode, NotFoundError } from './errors.ts';
+import { AppError, ErrorCode, NotFoundError, UnsupportedMediaTypeError } from './errors.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HookBus } from './hooks.ts';
 import { ServiceRegistry } from './services.ts';
@@ -146,6 +146,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       for (const r of list) routes.push({ ...r, plugin: plugin.name });
     }
     for (const { c } of contributions) await c.ready?.();
+    // Unique indexes must exist before the first request, or duplicates could slip in while they build.
+    await Promise.all(Object.values(db.conn.models).map((m) => m.init()));
 
     const builder = createBuilder();
     for (const { c } of contributions) c.graphql?.(builder);
@@ -173,13 +175,21 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   });
   koa.use(requestContext(log));
   koa.use(errorEnvelope());
-  koa.use(authenticate(identity));
+  koa.use(authenticate(identity, config));
   koa.use(rateLimit(config, (path) => exempt.has(path)));
   koa.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
-  koa.use(router.routes());
-  koa.use(() => {
-    throw new NotFoundError('route', undefined, 'Route not found');
+  koa.use(async (ctx, next) => {
+    await next();
+    // Nothing below answered: an unknown path (404), or a known path with another method (405, Allow set by the router).
+    if (ctx.status === 405) {
+      const err = new AppError(405, ErrorCode.METHOD_NOT_ALLOWED, `Method ${ctx.method} not allowed`, { allowed: ctx.response.get('Allow') });
+      err.headers = { Allow: String(ctx.response.get('Allow')) };
+      throw err;
+    }
+    if (ctx.status === 404 && ctx.body == null) throw new NotFoundError('route', undefined, 'Route not found');
   });
+  koa.use(router.routes());
+  koa.use(router.allowedMethods());
 
   let server: Server | undefined;
   let closing: Promise<void> | undefined;
@@ -213,6 +223,9 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
     router.register(route.path, [route.method], async (ctx) => {
       const state = ctx.state as AppState;
       checkAuth(route, state.user, state.authError);
+      // A non-empty body of another type was skipped by the JSON parser: say so rather than validate `{}`.
+      const hasBody = (ctx.request.length ?? (ctx.get('Transfer-Encoding') ? 1 : 0)) > 0;
+      if (route.body && hasBody && !ctx.request.is('json', '+json')) throw new UnsupportedMediaTypeError();
       const input = validateInputs(route, { params: ctx.params, query: ctx.query, body: ctx.request.body });
       const result = await route.handler({ ...input, user: state.user, ctx } as never);
       if (result !== undefined) {

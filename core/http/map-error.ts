@@ -31,10 +31,25 @@ export function toAppError(err: unknown): AppError | null {
   // http-errors raised by the body parser and router (`expose` is only true for 4xx).
   const status = typeof e.status === 'number' ? e.status : typeof e.statusCode === 'number' ? e.statusCode : undefined;
   if (status && status >= 400 && status < 500 && e.expose !== false) {
-    if (status === 413) return new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large');
-    if (status === 415) return new AppError(415, ErrorCode.UNSUPPORTED_MEDIA_TYPE, 'Unsupported content type');
     if (status === 400 && (e.type === 'entity.parse.failed' || /JSON/i.test(e.message ?? ''))) return new BadRequestError('Malformed JSON body');
-    if (status === 400) return new BadRequestError(e.message ?? 'Bad request');
+    return new AppError(status, HTTP_CODES[status] ?? ErrorCode.BAD_REQUEST, STATUS_MESSAGES[status] ?? e.message ?? 'Bad request');
   }
   return null;
 }
+
+/** Codes for client errors raised by libraries (body parser, router) rather than by our code. */
+const HTTP_CODES: Record<number, string> = {
+  400: ErrorCode.BAD_REQUEST,
+  401: ErrorCode.AUTH_REQUIRED,
+  403: ErrorCode.ACCESS_DENIED,
+  404: ErrorCode.NOT_FOUND,
+  405: ErrorCode.METHOD_NOT_ALLOWED,
+  409: ErrorCode.CONFLICT,
+  413: ErrorCode.PAYLOAD_TOO_LARGE,
+  415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+  429: ErrorCode.RATE_LIMITED,
+};
+const STATUS_MESSAGES: Record<number, string> = {
+  413: 'Request body is too large',
+  415: 'Unsupported content type',
+};

@@ -6,7 +6,7 @@ import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, RateLimitedError } from '../errors.ts';
 import { isSystemCaller, runWithContext, type AuthUser, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
-import type { IdentityService } from '../identity/service.ts';
+import { hashKey, type IdentityService } from '../identity/service.ts';
 import { toAppError } from './map-error.ts';
 
 export interface AppState {
@@ -14,6 +14,8 @@ export interface AppState {
   user: AuthUser | null;
   /** Set when a credential was presented but rejected; raised by routes that need a user. */
   authError: AppError | null;
+  /** Rate-limit identity of an accepted credential (`key:<hash prefix>` or `user:<id>`). */
+  credential?: string;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -54,20 +56,33 @@ export function errorEnvelope(): Koa.Middleware {
 /**
  * Resolves `X-API-Key` or `Authorization: Bearer`. A bad credential is remembered, not raised, so
  * public routes stay reachable; routes that need a caller raise it. System callers may pick a
- * tenant with `X-Tenant-Id`.
+ * tenant with `X-Tenant-Id`. Failed attempts are counted per client ip: past
+ * `AUTH_FAILURE_LIMIT` per window, credentials from that ip are refused (429) before any lookup,
+ * so a flood of guessed keys never reaches the database.
  */
-export function authenticate(identity: IdentityService): Koa.Middleware {
+export function authenticate(identity: IdentityService, config: Config): Koa.Middleware {
+  const failures = config.RATE_LIMIT_ENABLED
+    ? new RateLimiterMemory({ points: config.AUTH_FAILURE_LIMIT, duration: config.RATE_LIMIT_WINDOW_SECONDS })
+    : null;
   return async (ctx, next) => {
     const state = ctx.state as AppState;
     const apiKey = ctx.get('X-API-Key');
     const authz = ctx.get('Authorization');
+    if ((apiKey || authz) && failures) {
+      const seen = await failures.get(`ip:${ctx.ip}`);
+      if (seen && seen.remainingPoints <= 0) throw new RateLimitedError(Math.max(1, Math.ceil(seen.msBeforeNext / 1000)));
+    }
     try {
       let user: AuthUser | null = null;
-      if (apiKey) user = await identity.authenticateApiKey(apiKey);
-      else if (authz) {
+      if (apiKey) {
+        user = await identity.authenticateApiKey(apiKey);
+        state.credential = `key:${hashKey(apiKey).slice(0, 32)}`;
+      } else if (authz) {
         const m = /^Bearer\s+(\S+)$/i.exec(authz);
         if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"');
         user = await identity.authenticateToken(m[1]);
+        // Tokens are minted freely from a key, so they share one budget per user rather than one each.
+        state.credential = `user:${user.id}`;
       }
       if (user) {
         state.user = user;
@@ -82,6 +97,7 @@ export function authenticate(identity: IdentityService): Koa.Middleware {
     } catch (err) {
       if (!(err instanceof AppError) || err.status !== 401) throw err;
       state.authError = err;
+      await failures?.penalty(`ip:${ctx.ip}`, 1);
     }
     await next();
   };
@@ -89,7 +105,8 @@ export function authenticate(identity: IdentityService): Koa.Middleware {
 
 /**
  * Fixed-window limiter (rate-limiter-flexible: well-tested, and its store swaps to Redis for a
- * cluster): per user when authenticated, else per client ip. Adds RateLimit-* headers.
+ * cluster): per credential (API key; bearer tokens per user) when authenticated, else per client
+ * ip. Adds RateLimit-* headers.
  */
 export function rateLimit(config: Config, exempt: (path: string) => boolean): Koa.Middleware {
   if (!config.RATE_LIMIT_ENABLED) return (_ctx, next) => next();
@@ -97,7 +114,7 @@ export function rateLimit(config: Config, exempt: (path: string) => boolean): Ko
   return async (ctx, next) => {
     if (exempt(ctx.path)) return next();
     const state = ctx.state as AppState;
-    const key = state.user ? `u:${state.user.id}` : `ip:${ctx.ip}`;
+    const key = state.user && state.credential ? state.credential : `ip:${ctx.ip}`;
     let res: RateLimiterRes;
     try {
       res = await limiter.consume(key);

@@ -3,6 +3,7 @@ import { Types } from 'mongoose';
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
 import type { Config } from '../../config/index.ts';
 import { AccessDeniedError, AuthRequiredError, NotFoundError } from '../errors.ts';
+import { PluginError } from '../plugin.ts';
 import { isSystemCaller, type AuthUser } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import type { IdentityModels, UserDoc } from './models.ts';
@@ -196,8 +197,13 @@ export class IdentityService {
       { $setOnInsert: { name: 'system', is_system: true } },
       { upsert: true, returnDocument: 'after' },
     ).lean();
+    const existing = await User.findOne({ email }).lean();
+    if (existing && String(existing.tenant_id) !== String(tenant._id)) {
+      // Never promote a tenant's user to system administrator because its email matches.
+      throw new PluginError(`ADMIN_EMAIL ${email} belongs to a user of another tenant; set ADMIN_EMAIL to a free address`);
+    }
     const user = await User.findOneAndUpdate(
-      { email },
+      { email, tenant_id: tenant._id },
       {
         $setOnInsert: { email, name: 'System Administrator', tenant_id: tenant._id, features: [], attributes: {} },
         $set: { roles: ['admin'], scope: 'system', is_system_user: true, is_active: true },
@@ -207,12 +213,12 @@ export class IdentityService {
     const hash = hashKey(adminKey);
     const res = await ApiKey.updateOne(
       { key_hash: hash },
-      {
-        $setOnInsert: { name: 'bootstrap', user_id: user._id, tenant_id: tenant._id, key_hash: hash, prefix: adminKey.slice(0, 6) },
-        $set: { revoked_at: null },
-      },
+      { $setOnInsert: { name: 'bootstrap', user_id: user._id, tenant_id: tenant._id, key_hash: hash, prefix: adminKey.slice(0, 6), revoked_at: null } },
       { upsert: true },
     );
+    // A revoked bootstrap key stays revoked: the operator revoked it on purpose, so say so instead of undoing it.
+    const revoked = res.upsertedCount === 0 && (await ApiKey.exists({ key_hash: hash, revoked_at: { $ne: null } }));
+    if (revoked) this.log.warn('ADMIN_API_KEY has been revoked and stays revoked; remove it from the environment or set a new one');
     return { created: res.upsertedCount > 0, user_id: String(user._id) };
   }
 

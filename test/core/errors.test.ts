@@ -186,13 +186,28 @@ describe('errors raised by real endpoints', () => {
   });
 
   it('404 NOT_FOUND in the envelope for an unknown route', async () => {
-    for (const [method, path] of [['GET', '/nope'], ['POST', '/nope/deeper'], ['PATCH', '/health']] as const) {
+    for (const [method, path] of [['GET', '/nope'], ['POST', '/nope/deeper']] as const) {
       const res = await t.http(method, path, { key: null });
       expect(res.status).toBe(404);
       const err = envelope(res);
       expect(err.code).toBe('NOT_FOUND');
       expect(err.message).toBe('Route not found');
     }
+  });
+
+  it('405 METHOD_NOT_ALLOWED with an Allow header for a known path and another method', async () => {
+    const res = await t.http('PATCH', '/health', { key: null });
+    expect(res.status).toBe(405);
+    const err = envelope(res);
+    expect(err.code).toBe('METHOD_NOT_ALLOWED');
+    expect(res.headers.get('allow')).toContain('GET');
+  });
+
+  it('415 UNSUPPORTED_MEDIA_TYPE for a non-JSON body, and nothing is written', async () => {
+    const res = await t.http('POST', '/example/notes', { body: 'text=a&region=eu', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+    expect(res.status).toBe(415);
+    expect(envelope(res).code).toBe('UNSUPPORTED_MEDIA_TYPE');
+    expect(await t.app.db.conn.collection('example_notes').countDocuments({ text: 'a' })).toBe(0);
   });
 
   it('409 CONFLICT from a MongoDB duplicate key (POST /admin/users with an existing email)', async () => {
