@@ -1,0 +1,29 @@
+/**
+ * Small helpers shared by the write-path suites (`write-*.test.ts`): raw collection access for
+ * set-up and for checks behind the API's back, and "nothing was written" assertions.
+ */
+import { expect } from 'vitest';
+import { Types } from 'mongoose';
+import type { TestApp } from '../helpers/app.ts';
+
+export const col = (t: TestApp, name: string) => t.app.db.conn.collection(name);
+export const oid = (id: string) => new Types.ObjectId(id);
+export const ifMatch = (etag: string) => ({ 'If-Match': etag });
+
+/** Every document of a collection, in `_id` order, exactly as stored. */
+export const dump = (t: TestApp, name: string) => col(t, name).find({}).sort({ _id: 1 }).toArray();
+
+/** Runs `fn` and asserts that the listed collections are byte-for-byte what they were before. */
+export async function expectNoWrite<T>(t: TestApp, collections: string[], fn: () => Promise<T>): Promise<T> {
+  const before = await Promise.all(collections.map((c) => dump(t, c)));
+  const out = await fn();
+  const after = await Promise.all(collections.map((c) => dump(t, c)));
+  for (const [i, c] of collections.entries()) expect(after[i], `collection ${c} changed`).toEqual(before[i]);
+  return out;
+}
+
+/** The stored document (raw, private fields included) or null. */
+export const raw = (t: TestApp, name: string, id: string) => col(t, name).findOne({ _id: oid(id) });
+
+/** Error rows of a 207/409/422 bulk answer as `index:code` strings, for compact assertions. */
+export const rowCodes = (errors: { index: number; error: { code: string } }[]) => errors.map((e) => `${e.index}:${e.error.code}`);
