@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import type { Builder } from '../../core/graphql.ts';
 import { requireUser } from '../../core/graphql.ts';
-import { NotFoundError } from '../../core/errors.ts';
+import { BadRequestError, NotFoundError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { FieldInfo } from './fields.ts';
 import type { ResourceRegistry } from './registry.ts';
@@ -32,8 +32,12 @@ function toRawQuery(a: Record<string, unknown>): RawQuery {
     raw[k] = Array.isArray(v) ? v.map(String).join(',') : typeof v === 'object' ? JSON.stringify(v) : String(v);
   };
   const filter = a.filter as Record<string, unknown> | null | undefined;
-  if (filter && typeof filter === 'object' && !Array.isArray(filter)) for (const [k, v] of Object.entries(filter)) put(k, v);
-  for (const k of ['page', 'per_page', 'cursor', 'limit', 'direction', 'sort', 'fields', 'q', 'include_deleted', 'populate']) put(k, a[k]);
+  if (filter !== undefined && filter !== null && (typeof filter !== 'object' || Array.isArray(filter))) throw new BadRequestError('filter must be an object', { param: 'filter' });
+  // A null filter value is an equality on null (REST `field=null`), not an absent filter.
+  if (filter && typeof filter === 'object' && !Array.isArray(filter)) for (const [k, v] of Object.entries(filter)) put(k, v === null ? 'null' : v);
+  for (const k of ['page', 'per_page', 'cursor', 'limit', 'direction', 'sort', 'q', 'include_deleted', 'populate']) put(k, a[k]);
+  // `etag` (non-null) is computed from `version`: a projection must keep it.
+  if (Array.isArray(a.fields)) put('fields', [...(a.fields as unknown[]), 'version']);
   if (a.where !== undefined && a.where !== null) raw.where = typeof a.where === 'string' ? a.where : JSON.stringify(a.where);
   put('tags__in', a.tags_in);
   put('tags__all', a.tags_all);
@@ -123,6 +127,8 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
 
     const listName = lowerFirst(camel(def.name));
     const oneName = lowerFirst(def.graphqlName);
+    // e.g. name 'regional' → list and get-one would both be `regional`, and one would silently replace the other.
+    if (listName === oneName) throw new Error(`Resource "${def.name}": GraphQL list and get-one fields would both be named "${listName}"; set graphql_name`);
     builder.queryFields((t) => ({
       [listName]: t.field({
         type: Page,

@@ -104,8 +104,11 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ user, params, ctx }) => {
         const q = svc.parse({ fields: ctx.query.fields, populate: ctx.query.populate, include_deleted: ctx.query.include_deleted } as Record<string, string | undefined>);
-        const doc = await svc.get(user!, idOf(params), { includeDeleted: q.includeDeleted, fields: q.fields, populate: q.populate });
+        // The ETag needs `version` even when `fields` leaves it out; it is stripped again below.
+        const fields = q.fields && !q.fields.includes('version') ? [...q.fields, 'version'] : q.fields;
+        const doc = await svc.get(user!, idOf(params), { includeDeleted: q.includeDeleted, fields, populate: q.populate });
         ctx.set('ETag', etagOf(doc.version));
+        if (fields !== q.fields) delete doc.version;
         return doc;
       }),
     }),
