@@ -102,7 +102,8 @@ export function inputSchemas(fields: readonly FieldInfo[]) {
   for (const f of fields) {
     if (f.private && f.path.includes('.')) continue;
     let t: z.ZodType = f.kind === 'array' ? z.array(scalarZod(f.items ?? 'mixed', f)) : scalarZod(f.kind, f);
-    if (!f.required) t = t.nullable();
+    // Optional scalars may be cleared with null; arrays are cleared with [] (null would break tag filters).
+    if (!f.required && f.kind !== 'array') t = t.nullable();
     partial[f.path] = t.optional();
     shape[f.path] = f.required && !f.hasDefault ? t : t.optional();
   }

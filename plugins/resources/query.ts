@@ -50,6 +50,12 @@ export interface ResourceQueryInfo {
    * (e.g. `project_id.secret`) return false.
    */
   isFilterable(path: string): boolean;
+  /**
+   * true when the path may be sorted on (optional; defaults to `isFilterable`). Arrays and free-form
+   * objects must return false: keyset cursors compare single values, and an array's sort key
+   * differs by direction, so cursor pages would skip rows.
+   */
+  isSortable?(path: string): boolean;
   /** Fields searched by `q`; empty disables search (400 on `q`). */
   searchableFields: string[];
   /** Sort expression used when `sort` is absent, e.g. `-created_at`. */
@@ -268,6 +274,7 @@ function sortFrom(expr: string, resource: ResourceQueryInfo, isDefault: boolean)
       field = item.slice(1).trim();
     }
     checkPath(field, resource, 'sort', `Unknown sort field '${field}'`);
+    if (resource.isSortable && !resource.isSortable(field)) throw new BadRequestError(`Cannot sort on '${field}': it is not a single-valued field`, { param: 'sort' });
     if (seen.has(field)) throw new BadRequestError(`Sort field '${field}' given more than once`, { param: 'sort' });
     seen.add(field);
     spec.push([field, dir]);

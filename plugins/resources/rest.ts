@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ValidationError, type ValidationIssue } from '../../core/errors.ts';
+import { AppError, ValidationError, type ValidationIssue } from '../../core/errors.ts';
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import { objectId } from '../../core/http/schemas.ts';
 import { etagOf, type BulkItemError, type ResourceService } from './service.ts';
@@ -43,6 +43,8 @@ const flatten = (errors: BulkItemError[]): ValidationIssue[] =>
 export function resourceRoutes(svc: ResourceService): RouteDef[] {
   const { def } = svc;
   const tags = [def.name];
+  // Checked by the kernel before input validation, so a caller without the feature learns nothing of the schema.
+  const features = def.guards.features;
   const base = def.path;
   const custom = (op: Operation, fallback: RouteDef['handler']): RouteDef['handler'] => def.handlers[op] ?? fallback;
   const routes: RouteDef[] = [];
@@ -50,13 +52,21 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
   if (def.allow_bulk_create) {
     routes.push(
       defineRoute({
-        method: 'POST', path: `${base}/bulk`, tags, status: 201,
+        method: 'POST', path: `${base}/bulk`, tags, features, status: 201,
         summary: `Create up to ${def.max_bulk_size} ${def.name}: 201 all created, 207 some, 422 none`,
         body: z.object({ items: z.array(z.unknown()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [422] },
         async handler({ user, body, ctx }) {
           const res = await svc.bulkCreate(user!, body.items);
-          if (res.created_count === 0) throw new ValidationError(flatten(res.errors), 'Every item of the bulk create was rejected');
+          if (res.created_count === 0) {
+            // Every item failed the same non-validation way (e.g. all 403): keep that status and code.
+            const codes = new Set(res.errors.map((e) => e.error.code));
+            const first = res.errors[0]!.error;
+            if (codes.size === 1 && first.code !== 'VALIDATION_ERROR') {
+              throw new AppError(first.status, first.code, 'Every item of the bulk create was rejected', { errors: res.errors });
+            }
+            throw new ValidationError(flatten(res.errors), 'Every item of the bulk create was rejected');
+          }
           if (!res.error_count) return res;
           ctx.status = 207;
           ctx.body = res;
@@ -68,7 +78,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
   if (def.allow_bulk_delete) {
     routes.push(
       defineRoute({
-        method: 'DELETE', path: `${base}/bulk`, tags,
+        method: 'DELETE', path: `${base}/bulk`, tags, features,
         summary: `Soft-delete up to ${def.max_bulk_size} ${def.name}, each with its ETag: 200 all, 207 some, 409 none`,
         body: z.object({ items: z.array(z.object({ id: objectId, etag: z.string().min(1) }).strict()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [409] },
@@ -87,7 +97,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
 
   routes.push(
     defineRoute({
-      method: 'GET', path: base, tags, summary: `List ${def.name} (offset or cursor mode)`, query: listQuery,
+      method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuery,
       docs: { responseHeaders: { 'X-Total-Count': 'Offset mode: matching rows', 'X-Page': 'Offset mode: page', 'X-Per-Page': 'Offset mode: page size', 'X-Total-Pages': 'Offset mode: pages' } },
       handler: custom('list', async ({ user, ctx }) => {
         const res = await svc.list(user!, ctx.query as Record<string, string | string[] | undefined>);
@@ -100,7 +110,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'GET', path: `${base}/:id`, tags, summary: `Get one ${def.name} document`, params: idParams, query: oneQuery,
+      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one ${def.name} document`, params: idParams, query: oneQuery,
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ user, params, ctx }) => {
         const q = svc.parse({ fields: ctx.query.fields, populate: ctx.query.populate, include_deleted: ctx.query.include_deleted } as Record<string, string | undefined>);
@@ -113,7 +123,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'POST', path: base, tags, status: 201, summary: `Create a ${def.name} document`, body: def.inputs.create,
+      method: 'POST', path: base, tags, features, status: 201, summary: `Create a ${def.name} document`, body: def.inputs.create,
       docs: { responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
       handler: custom('create', async ({ user, ctx }) => {
         const doc = await svc.create(user!, ctx.request.body);
@@ -123,7 +133,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'PATCH', path: `${base}/:id`, tags, summary: `Partially update a ${def.name} document`, params: idParams, body: def.inputs.update,
+      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a ${def.name} document`, params: idParams, body: def.inputs.update,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
@@ -132,7 +142,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'PUT', path: `${base}/:id`, tags, summary: `Replace a ${def.name} document`, params: idParams, body: def.inputs.replace,
+      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a ${def.name} document`, params: idParams, body: def.inputs.replace,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);
@@ -141,7 +151,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'DELETE', path: `${base}/:id`, tags, status: 204, summary: `Soft-delete a ${def.name} document (204)`, params: idParams,
+      method: 'DELETE', path: `${base}/:id`, tags, features, status: 204, summary: `Soft-delete a ${def.name} document (204)`, params: idParams,
       docs: { headers: ifMatch, errors: [404, 412, 422, 428] },
       handler: custom('delete', async ({ user, params, ctx }) => {
         await svc.remove(user!, idOf(params), ctx.get('If-Match'));

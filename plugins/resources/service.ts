@@ -36,7 +36,7 @@ export interface CursorPage {
 export interface BulkItemError {
   index: number;
   id?: string;
-  error: { code: string; message: string; details: Record<string, unknown> };
+  error: { status: number; code: string; message: string; details: Record<string, unknown> };
 }
 
 export interface BulkCreateResult {
@@ -90,13 +90,13 @@ function parseInput<S extends z.ZodType>(schema: S, value: unknown, loc: (string
 }
 
 const toError = (err: unknown, loc: (string | number)[] = ['body']): BulkItemError['error'] => {
-  if (err instanceof AppError) return { code: err.code, message: err.message, details: err.details };
+  if (err instanceof AppError) return { status: err.status, code: err.code, message: err.message, details: err.details };
   const e = err as { code?: unknown };
-  if (e?.code === 11000) return { code: 'CONFLICT', message: 'A document with the same unique value already exists', details: {} };
+  if (e?.code === 11000) return { status: 409, code: 'CONFLICT', message: 'A document with the same unique value already exists', details: {} };
   if ((err as { name?: string })?.name === 'ValidationError') {
     const ve = err as { errors?: Record<string, { path: string; message: string; kind?: string }> };
     return {
-      code: 'VALIDATION_ERROR', message: 'Validation failed',
+      status: 422, code: 'VALIDATION_ERROR', message: 'Validation failed',
       details: { errors: Object.values(ve.errors ?? {}).map((x) => ({ loc: [...loc, ...x.path.split('.')], msg: x.message, type: x.kind ?? 'invalid' })) },
     };
   }
@@ -125,6 +125,7 @@ export class ResourceService {
     this.queryInfo = {
       name: def.name,
       isFilterable: (p) => this.isFilterable(p),
+      isSortable: (p) => this.isFilterable(p) && !['array', 'mixed'].includes(this.fieldByPath.get(p)?.kind ?? '') && !p.includes('.'),
       searchableFields: def.searchable_fields,
       defaultSort: def.default_sort,
       defaultPageSize: def.default_page_size,
@@ -247,6 +248,7 @@ export class ResourceService {
     const scope = this.scope(user);
     const input = parseInput(this.def.inputs.create, body, opts.loc) as Doc;
     const tenantId = this.def.tenant_scoped ? this.writeTenant(user) : null;
+    this.fillGuardedFields(scope, input);
     const ev = await this.deps.hooks.runBefore('BEFORE_CREATE', { ...this.event(user, tenantId, !!opts.bulk), data: input });
     this.checkWritable(scope, ev.data);
     await this.checkReferences(user, ev.data, opts.loc ?? ['body'], tenantId);
@@ -275,6 +277,8 @@ export class ResourceService {
     this.checkWritable(scope, ev.data);
     await this.checkReferences(user, ev.data, ['body'], tenantId);
 
+    // An empty PATCH changes nothing: no new revision, no events.
+    if (!replace && Object.keys(ev.data).length === 0) return this.view(old);
     const set: Doc = { updated_at: new Date(), updated_by: this.actorId(user) };
     const unset: Record<string, 1> = {};
     if (replace) {
@@ -461,6 +465,22 @@ export class ResourceService {
       if (!found) issues.push({ loc: [...loc, f.path], msg: `No ${f.ref} document with this id`, type: 'reference_not_found' });
     }
     if (issues.length) throw new ValidationError(issues);
+  }
+
+  /**
+   * A field restricted by an attribute rule and left out of a create takes the caller's value, so
+   * the creator can still see what it created. With several allowed values it must be given.
+   */
+  private fillGuardedFields(scope: Filter, data: Doc) {
+    for (const rule of this.def.guards.attributes) {
+      if (!('field' in rule) || data[rule.field] !== undefined) continue;
+      const allowed = scope[rule.field];
+      if (allowed === undefined) continue;
+      if (allowed && typeof allowed === 'object' && '$in' in allowed) {
+        throw new ValidationError([{ loc: ['body', rule.field], msg: `Required: one of your ${rule.attribute} values`, type: 'missing' }]);
+      }
+      data[rule.field] = allowed;
+    }
   }
 
   /** A write must stay inside the caller's attribute filter (e.g. its own region). */

@@ -240,24 +240,11 @@ describe('cursor rules', () => {
   // BUG (query.ts/cursor.ts): `sort` accepts an array field, but a range query on an array does not
   // follow the array sort order (min element ascending, max element descending), so cursor walks
   // skip rows. Fix: refuse array fields in `sort` (400) or make the walk complete; then drop `.fails`.
-  it.fails('a cursor walk sorted by an array field (tags) is complete or refused with 400', async () => {
-    await seedProjects(t, alice.key, [
-      { name: 'a', tags: ['arr', 'x', 'z'] }, { name: 'b', tags: ['arr', 'y'] }, { name: 'c', tags: ['arr', 'a', 'q'] },
-      { name: 'd', tags: ['arr'] }, { name: 'e', tags: ['arr', 'm', 'b'] }, { name: 'f', tags: ['arr', 'x'] },
-    ]);
-    for (const sort of ['tags', '-tags']) {
-      const walk = (params: Params) => t.http('GET', `/projects${qs({ tags__in: 'arr', sort, ...params })}`, { key: alice.key });
-      const first = await walk({ limit: '1' });
-      if (first.status === 400) continue;
-      const full = idsOf(items(await walk({ per_page: '100' })));
-      const seen: string[] = [];
-      let res = first;
-      for (let i = 0; i < 20; i++) {
-        seen.push(...idsOf(items(res)));
-        if (!res.body.cursors.has_next) break;
-        res = await walk({ limit: '1', cursor: res.body.cursors.next });
-      }
-      expect(seen).toEqual(full);
+  it.each(['tags', '-tags', 'tags,name'])('sort=%s on an array field is refused with 400 (keyset cursors need single values)', async (sort) => {
+    for (const params of [{ limit: '1' }, { per_page: '10' }]) {
+      const res = await t.http('GET', `/projects${qs({ sort, ...params })}`, { key: alice.key });
+      expect(res.status).toBe(400);
+      expect(envelope(res)).toMatchObject({ code: 'BAD_REQUEST', details: { param: 'sort' } });
     }
   });
 

@@ -257,16 +257,16 @@ describe('bulk calls', () => {
   it('a vetoed item is a per-item error with the hook\'s code (207); the others are created', async () => {
     const res = await t.http('POST', '/projects/bulk', { key: alice.key, json: { items: [{ name: 'fine' }, { name: 'veto-2' }] } });
     expect(res.status).toBe(207);
-    expect(res.body.errors).toEqual([{ index: 1, error: { code: 'VETOED_BY_HOOK', message: 'Hook says no', details: { name: 'veto-2' } } }]);
+    expect(res.body.errors).toEqual([{ index: 1, error: { status: 451, code: 'VETOED_BY_HOOK', message: 'Hook says no', details: { name: 'veto-2' } } }]);
     expect(of('AFTER_CREATE').map((e) => e.doc.name)).toEqual(['fine']);
   });
 
-  it('every item vetoed: 422 locating each item at [body, index], nothing written', async () => {
+  it('every item vetoed the same way: the hook\'s status and code, each item listed, nothing written', async () => {
     const res = await expectNoWrite(t, ['projects'], () => t.http('POST', '/projects/bulk', { key: alice.key, json: { items: [{ name: 'veto-a' }, { name: 'veto-b' }] } }));
-    expect(res.status).toBe(422);
+    expect(res.status).toBe(451);
     const e = envelope(res);
-    expect(e.code).toBe('VALIDATION_ERROR');
-    expect((e.details.errors as any[]).map((x) => x.loc)).toEqual([['body', 0], ['body', 1]]);
+    expect(e.code).toBe('VETOED_BY_HOOK');
+    expect((e.details.errors as any[]).map((x) => [x.index, x.error.code])).toEqual([[0, 'VETOED_BY_HOOK'], [1, 'VETOED_BY_HOOK']]);
     expect(of('AFTER_CREATE')).toHaveLength(0);
   });
 
