@@ -155,16 +155,11 @@ export const entryView = (e: AuditEntryRecord): AuditEntryView => ({
   tenant_id: e.tenant_id ? String(e.tenant_id) : null,
 });
 
-const csvRow = (e: AuditEntryRecord) => ({
-  id: String(e._id),
-  resource: e.resource,
-  item_id: String(e.item_id),
-  operation: e.operation,
-  user_id: e.user_id ? String(e.user_id) : null,
-  user_name: e.user_name ?? null,
-  ip: e.ip ?? null,
-  created_at: e.created_at.toISOString(),
-});
+/** One CSV record: the flat columns of the API shape, dates as ISO 8601. */
+const csvRow = (e: AuditEntryRecord) => {
+  const v = entryView(e);
+  return Object.fromEntries(CSV_COLUMNS.map((c) => [c, c === 'created_at' ? v.created_at.toISOString() : v[c]]));
+};
 
 async function* jsonArray(entries: AsyncIterable<AuditEntryRecord>): AsyncGenerator<string> {
   yield '[';
