@@ -225,7 +225,7 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
       checkAuth(route, state.user, state.authError);
       // A non-empty body of another type was skipped by the JSON parser: say so rather than validate `{}`.
       const hasBody = (ctx.request.length ?? (ctx.get('Transfer-Encoding') ? 1 : 0)) > 0;
-      if (route.body && hasBody && !ctx.request.is('json', '+json')) throw new UnsupportedMediaTypeError();
+      if ((route.body ?? route.docs?.body) && hasBody && !ctx.request.is('json', '+json')) throw new UnsupportedMediaTypeError();
       const input = validateInputs(route, { params: ctx.params, query: ctx.query, body: ctx.request.body });
       const result = await route.handler({ ...input, user: state.user, ctx } as never);
       if (result !== undefined) {

@@ -35,6 +35,11 @@ export interface RouteDocs {
   responseHeaders?: Record<string, string>;
   /** Error statuses this route can answer besides the generic ones. */
   errors?: number[];
+  /**
+   * The body schema for documentation only, when the handler's service validates the body itself
+   * (so REST and GraphQL share one validation, in one order). Prefer `body` otherwise.
+   */
+  body?: Schema;
 }
 
 /**

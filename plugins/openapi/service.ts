@@ -384,7 +384,7 @@ class DocumentBuilder {
       ...describe(route, auth),
       tags: route.tags?.length ? [...route.tags] : [route.plugin],
       ...(parameters.length ? { parameters } : {}),
-      ...(route.body ? { requestBody: this.requestBody(route.body, where, base) } : {}),
+      ...(route.body ?? route.docs?.body ? { requestBody: this.requestBody((route.body ?? route.docs?.body)!, where, base) } : {}),
       responses: this.responses(route, auth, where, base),
       ...(auth !== 'public' ? { security: AUTH_SECURITY.map((s) => ({ ...s })) } : {}),
       'x-plugin': route.plugin,
@@ -488,7 +488,7 @@ class DocumentBuilder {
       errors.add(403);
     }
     if (route.features?.length) errors.add(403);
-    if (route.body) errors.add(413);
+    if (route.body ?? route.docs?.body) errors.add(413);
     for (const s of route.docs?.errors ?? []) {
       if (Number.isInteger(s) && s >= 400 && s <= 599) errors.add(s);
       else this.warn({ route: where, status: s }, 'docs.errors lists a status that is not an error status; ignored');

@@ -39,7 +39,10 @@ const flatten = (errors: BulkItemError[]): ValidationIssue[] =>
     return nested.length ? nested : [{ loc: ['body', e.index], msg: e.error.message, type: e.error.code.toLowerCase() }];
   });
 
-/** The generated REST endpoints of one resource (bulk routes first so `/bulk` never reads as an id). */
+/**
+ * Create/update/replace bodies are validated by the service (as for GraphQL), after the feature
+ * guard and the If-Match check; the route only documents them (`docs.body`).
+ * The generated REST endpoints of one resource (bulk routes first so `/bulk` never reads as an id). */
 export function resourceRoutes(svc: ResourceService): RouteDef[] {
   const { def } = svc;
   const tags = [def.name];
@@ -123,8 +126,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'POST', path: base, tags, features, status: 201, summary: `Create a ${def.name} document`, body: def.inputs.create,
-      docs: { responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
+      method: 'POST', path: base, tags, features, status: 201, summary: `Create a ${def.name} document`,
+      docs: { body: def.inputs.create, responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
       handler: custom('create', async ({ user, ctx }) => {
         const doc = await svc.create(user!, ctx.request.body);
         ctx.set('ETag', etagOf(doc.version));
@@ -133,8 +136,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a ${def.name} document`, params: idParams, body: def.inputs.update,
-      docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
+      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a ${def.name} document`, params: idParams,
+      docs: { body: def.inputs.update, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
         ctx.set('ETag', etagOf(doc.version));
@@ -142,8 +145,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a ${def.name} document`, params: idParams, body: def.inputs.replace,
-      docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
+      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a ${def.name} document`, params: idParams,
+      docs: { body: def.inputs.replace, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);
         ctx.set('ETag', etagOf(doc.version));

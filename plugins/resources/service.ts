@@ -267,9 +267,10 @@ export class ResourceService {
 
   /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
   async update(user: AuthUser, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
+    // Same order for REST and GraphQL: guards (403), If-Match (428), body (422), lookup (404), revision (412).
+    const scope = this.scope(user);
     const tags = parseIfMatch(ifMatch);
     const input = parseInput(replace ? this.def.inputs.replace : this.def.inputs.update, body) as Doc;
-    const scope = this.scope(user);
     const old = await this.findOwned(id, scope);
     if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
     const tenantId = old.tenant_id ? String(old.tenant_id) : null;
@@ -303,8 +304,8 @@ export class ResourceService {
 
   /** Soft delete guarded by `If-Match`; cascade rules of referencing resources run first. */
   async remove(user: AuthUser, id: string, ifMatch: string | null | undefined, opts: { bulk?: boolean } = {}): Promise<Doc> {
-    const tags = parseIfMatch(ifMatch);
     const scope = this.scope(user);
+    const tags = parseIfMatch(ifMatch);
     const old = await this.findOwned(id, scope);
     if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
     await this.checkCascadeDeny(old);

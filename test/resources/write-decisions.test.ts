@@ -65,3 +65,30 @@ describe('PATCH edge cases', () => {
     expect(ok.body.tags).toEqual([]);
   });
 });
+
+describe('one validation, one order of checks for REST and GraphQL', () => {
+  it('a PATCH without If-Match and with a bad body is 428 on both APIs (If-Match is checked before the body)', async () => {
+    const { body: p } = await t.http('POST', '/projects', { key: plain.key, json: { name: 'Order' } });
+    const rest = await t.http('PATCH', `/projects/${p._id}`, { key: plain.key, json: { budget: 'x' } });
+    expect(rest.status).toBe(428);
+    expect(envelope(rest).code).toBe('ETAG_REQUIRED');
+    const gql = await t.gql('mutation($id: ID!) { updateProject(id: $id, input: {budget: "x"}) { _id } }', { id: p._id }, { key: plain.key });
+    expect(gql.body.errors[0].extensions.code).toBe('ETAG_REQUIRED');
+    const both = await t.http('PATCH', `/projects/${p._id}`, { key: plain.key, json: { budget: 'x' }, headers: { 'If-Match': '"1"' } });
+    expect(both.status).toBe(422);
+    expect((envelope(both).details.errors as { loc: string[] }[])[0]!.loc).toEqual(['body', 'budget']);
+  });
+
+  it('OpenAPI still documents the create and update bodies', async () => {
+    const t2 = await buildTestApp({ plugins: [resourcesPlugin, (await import('../../plugins/openapi/index.ts')).openapiPlugin] });
+    try {
+      const doc = (await t2.http('GET', '/openapi.json')).body;
+      const create = doc.paths['/projects'].post.requestBody.content['application/json'].schema;
+      const resolved = create.$ref ? doc.components.schemas[create.$ref.split('/').pop()] : create;
+      expect(resolved.required).toContain('name');
+      expect(doc.paths['/projects/{id}'].patch.requestBody).toBeDefined();
+    } finally {
+      await t2.close();
+    }
+  });
+});
