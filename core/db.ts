@@ -9,8 +9,6 @@ export interface Database {
   uri: string;
   /** True when the server started an embedded MongoDB for itself. */
   embedded: boolean;
-  /** Answers within `timeoutMs` or throws. */
-  ping(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -41,20 +39,6 @@ export async function openDatabase(config: Config, log: Logger): Promise<Databas
     conn,
     uri,
     embedded: !!stopEmbedded,
-    async ping(timeoutMs = 2000) {
-      if (conn.readyState !== 1 || !conn.db) throw new Error('database not connected');
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        await Promise.race([
-          conn.db.admin().ping(),
-          new Promise((_, reject) => {
-            timer = setTimeout(() => reject(new Error('database ping timed out')), timeoutMs);
-          }),
-        ]);
-      } finally {
-        clearTimeout(timer);
-      }
-    },
     async close() {
       await conn.close();
       await stopEmbedded?.();

@@ -2,6 +2,7 @@ import { ServiceUnavailableError } from './errors.ts';
 import { definePlugin, type Plugin } from './plugin.ts';
 import { defineRoute } from './http/route.ts';
 import type { HealthRegistry } from './health.ts';
+import { withTimeout } from './timeout.ts';
 
 /** Core plugin: `/health`, `/ready`, `/admin/health/detailed`, and the `database` check. */
 export const healthPlugin = (registry: HealthRegistry): Plugin =>
@@ -41,13 +42,3 @@ export const healthPlugin = (registry: HealthRegistry): Plugin =>
       };
     },
   });
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('timeout')), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}

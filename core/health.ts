@@ -1,3 +1,4 @@
+import { withTimeout } from './timeout.ts';
 import { PluginError, type HealthCheck } from './plugin.ts';
 
 /** Throw this from a health check to report `failed` rather than `error`. */
@@ -51,16 +52,6 @@ export class HealthRegistry {
 const TIMEOUT = Symbol('timeout');
 
 async function runOne(fn: HealthCheck, timeoutMs: number): Promise<CheckStatus> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    const result = await Promise.race([
-      Promise.resolve().then(fn),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(TIMEOUT), timeoutMs);
-      }),
-    ]);
-    return result === false || result instanceof Error ? 'failed' : 'ok';
-  } finally {
-    clearTimeout(timer);
-  }
+  const result = await withTimeout(Promise.resolve().then(fn), timeoutMs, TIMEOUT);
+  return result === false || result instanceof Error ? 'failed' : 'ok';
 }

@@ -30,7 +30,8 @@ export const identityPlugin = definePlugin({
   name: 'identity',
   async setup({ db, config, log, services }) {
     const models = identityModels(db);
-    // Unique emails and key hashes hold only once their indexes exist: build them before serving.
+    // Bootstrap below writes users and keys during setup, before the kernel builds every model's
+    // indexes; unique emails and key hashes hold only once their indexes exist, so build these now.
     await Promise.all([models.Tenant.init(), models.User.init(), models.ApiKey.init()]);
     const identity = new IdentityService(models, config, log);
     services.provide('identity', identity);

@@ -44,9 +44,8 @@ const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entri
 export const auditPlugin = definePlugin({
   name: 'audit',
   options: auditOptions,
-  async setup({ db, config, options, services, log }) {
+  setup({ db, config, options, services, log }) {
     const model = auditModel(db);
-    await model.init();
     const audit = new AuditService(
       model,
       {

@@ -90,9 +90,6 @@ export const resourcesPlugin = definePlugin({
           run: async (_ctx, params) => purgeSoftDeleted(typeof params.days === 'number' ? params.days : undefined),
         },
       ],
-      ready: async () => {
-        await Promise.all(registry.list().map((s) => s.model.init()));
-      },
     };
   },
 });
