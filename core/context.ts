@@ -13,6 +13,12 @@ export interface AuthUser {
   is_system_user: boolean;
   features: string[];
   attributes: Record<string, unknown>;
+  /**
+   * The one tenant a system caller acts in: set by `X-Tenant-Id` or `systemActor(tenantId)`.
+   * Absent or null = all tenants. Never read for other callers: they are always confined to
+   * `tenant_id`, inside a request or not.
+   */
+  acting_tenant_id?: string | null;
 }
 
 /** Per-request state, available anywhere below a request through `getContext()`. */
@@ -20,11 +26,6 @@ export interface RequestContext {
   requestId: string;
   ip: string | null;
   user: AuthUser | null;
-  /**
-   * Tenant the request acts in: the user's own tenant, or for a system caller the tenant named in
-   * `X-Tenant-Id` (null = all tenants).
-   */
-  tenantId: string | null;
   log: Logger;
 }
 
@@ -41,3 +42,51 @@ export const isSystemCaller = (user: AuthUser | null | undefined): boolean =>
 
 export const isAdmin = (user: AuthUser | null | undefined): boolean =>
   !!user && (user.roles.includes('admin') || isSystemCaller(user));
+
+/** `id` of the actor returned by `systemActor()`; audit stores it as `user_id` null. */
+export const SYSTEM_ACTOR_ID = 'system';
+
+/**
+ * The actor for code outside requests (jobs, webhook handlers, migrations). Pass it to any service
+ * as its caller: `systemActor()` acts in every tenant, `systemActor(tenantId)` in that one only.
+ * Audit records its changes with `user_id` and `user_name` null (spec document 2).
+ *
+ * @example await services.get('resources').get('projects')!.list(systemActor(tenantId), {})
+ */
+export function systemActor(tenantId?: string | null): AuthUser {
+  return {
+    id: SYSTEM_ACTOR_ID,
+    email: '',
+    name: 'system',
+    tenant_id: tenantId ?? '',
+    roles: ['admin'],
+    scope: 'system',
+    is_system_user: true,
+    features: [],
+    attributes: {},
+    acting_tenant_id: tenantId ?? null,
+  };
+}
+
+/** True for the actor made by `systemActor()` (no user behind it). */
+export const isSystemActor = (user: { id: string } | null | undefined): boolean => !!user && user.id === SYSTEM_ACTOR_ID;
+
+/**
+ * The tenant a caller is confined to: its own for every non-system caller; for a system caller
+ * the acting tenant, or null for all tenants. Fails closed: only an explicit system caller gets null.
+ */
+export function scopedTenantId(user: AuthUser): string | null {
+  if (!isSystemCaller(user)) return user.tenant_id;
+  return user.acting_tenant_id || null;
+}
+
+/**
+ * The tenant a caller writes new documents to: its scoped tenant, or for a system caller acting
+ * in all tenants its own tenant. `systemActor()` has none and must name one.
+ * @throws Error for `systemActor()` without a tenant (a programming error, not a client error)
+ */
+export function writeTenantId(user: AuthUser): string {
+  const t = scopedTenantId(user) ?? user.tenant_id;
+  if (!t) throw new Error('systemActor() acts in every tenant: use systemActor(tenantId) to write tenant-scoped documents');
+  return t;
+}

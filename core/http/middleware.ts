@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type Koa from 'koa';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { Types } from 'mongoose';
 import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, RateLimitedError } from '../errors.ts';
 import { isSystemCaller, runWithContext, type AuthUser, type RequestContext } from '../context.ts';
@@ -26,7 +25,7 @@ export function requestContext(log: Logger): Koa.Middleware {
     const incoming = ctx.get('X-Request-Id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     ctx.set('X-Request-Id', requestId);
-    const rc: RequestContext = { requestId, ip: ctx.ip || null, user: null, tenantId: null, log: log.child({ request_id: requestId }) };
+    const rc: RequestContext = { requestId, ip: ctx.ip || null, user: null, log: log.child({ request_id: requestId }) };
     const state = ctx.state as AppState;
     state.ctx = rc;
     state.user = null;
@@ -85,14 +84,14 @@ export function authenticate(identity: IdentityService, config: Config): Koa.Mid
         state.credential = `user:${user.id}`;
       }
       if (user) {
+        const asTenant = ctx.get('X-Tenant-Id');
+        if (isSystemCaller(user) && asTenant) {
+          if (!/^[0-9a-fA-F]{24}$/.test(asTenant)) throw new BadRequestError('X-Tenant-Id must be an object id');
+          // A copy: the resolved user may be a shared cache entry.
+          user = { ...user, acting_tenant_id: asTenant };
+        }
         state.user = user;
         state.ctx.user = user;
-        state.ctx.tenantId = user.tenant_id;
-        const asTenant = ctx.get('X-Tenant-Id');
-        if (isSystemCaller(user)) {
-          if (asTenant && !Types.ObjectId.isValid(asTenant)) throw new BadRequestError('X-Tenant-Id must be an object id');
-          state.ctx.tenantId = asTenant || null;
-        }
       }
     } catch (err) {
       if (!(err instanceof AppError) || err.status !== 401) throw err;

@@ -1,6 +1,6 @@
 import { Types, type QueryFilter } from 'mongoose';
 import { AccessDeniedError } from '../errors.ts';
-import { getContext, isSystemCaller, type AuthUser } from '../context.ts';
+import { isSystemCaller, scopedTenantId, type AuthUser } from '../context.ts';
 
 /**
  * An attribute rule. `equals` / `oneOf` are plain yes/no checks on the caller; `field` restricts
@@ -58,13 +58,16 @@ export function attributeFilter(user: AuthUser, rules: readonly AttributeRule[] 
   return filter;
 }
 
-/** The tenant filter of the current request: `{}` for system callers without `X-Tenant-Id`. */
-export function tenantFilter(multiTenant: boolean): Filter {
+/**
+ * The one tenant filter, taken from the actor alone (never from ambient request state), so a
+ * service called from a worker scopes exactly as it does in a request. Non-system callers are
+ * always confined to their tenant; `{}` (all tenants) only for a system caller without an acting
+ * tenant. `field` names the tenant field of the collection (`_id` for the tenants collection).
+ */
+export function tenantFilter(user: AuthUser, multiTenant: boolean, field = 'tenant_id'): Filter {
   if (!multiTenant) return {};
-  const ctx = getContext();
-  if (ctx?.tenantId) return { tenant_id: new Types.ObjectId(ctx.tenantId) };
-  if (ctx?.user && !isSystemCaller(ctx.user)) return { tenant_id: new Types.ObjectId(ctx.user.tenant_id) };
-  return {};
+  const tenant = scopedTenantId(user);
+  return tenant ? { [field]: new Types.ObjectId(tenant) } : {};
 }
 
 /**
@@ -74,6 +77,6 @@ export function tenantFilter(multiTenant: boolean): Filter {
 export function accessFilter(user: AuthUser, policy: AccessPolicy, multiTenant: boolean): Filter {
   requireFeatures(user, policy.features ?? []);
   const attrs = attributeFilter(user, policy.attributes);
-  const tenant = policy.tenantScoped === false ? {} : tenantFilter(multiTenant);
+  const tenant = policy.tenantScoped === false ? {} : tenantFilter(user, multiTenant);
   return { ...attrs, ...tenant };
 }

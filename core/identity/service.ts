@@ -4,7 +4,8 @@ import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
 import type { Config } from '../../config/index.ts';
 import { AccessDeniedError, AuthRequiredError, NotFoundError } from '../errors.ts';
 import { PluginError } from '../plugin.ts';
-import { isSystemCaller, type AuthUser } from '../context.ts';
+import { isSystemActor, isSystemCaller, scopedTenantId, writeTenantId, type AuthUser } from '../context.ts';
+import { tenantFilter, type Filter } from './guards.ts';
 import type { Logger } from '../logger.ts';
 import type { IdentityModels, UserDoc } from './models.ts';
 
@@ -122,7 +123,7 @@ export class IdentityService {
   }
 
   async listTenants(caller: AuthUser, page: Page) {
-    const filter = isSystemCaller(caller) ? {} : { _id: new Types.ObjectId(caller.tenant_id) };
+    const filter = tenantFilter(caller, true, '_id');
     const [items, total] = await Promise.all([
       this.models.Tenant.find(filter).sort({ created_at: 1, _id: 1 }).skip((page.page - 1) * page.per_page).limit(page.per_page).lean(),
       this.models.Tenant.countDocuments(filter),
@@ -131,7 +132,7 @@ export class IdentityService {
   }
 
   async createUser(caller: AuthUser, input: CreateUserInput) {
-    const tenantId = input.tenant_id ?? caller.tenant_id;
+    const tenantId = input.tenant_id ?? writeTenantId(caller);
     this.assertTenantAccess(caller, tenantId);
     if (!(await this.models.Tenant.exists({ _id: tenantId }))) throw new NotFoundError('tenant', tenantId);
     const u = await this.models.User.create({
@@ -146,9 +147,8 @@ export class IdentityService {
   }
 
   async listUsers(caller: AuthUser, page: Page & { tenant_id?: string | undefined }) {
-    const filter: Record<string, unknown> = {};
-    if (!isSystemCaller(caller)) filter.tenant_id = new Types.ObjectId(caller.tenant_id);
-    else if (page.tenant_id) filter.tenant_id = new Types.ObjectId(page.tenant_id);
+    const filter = this.tenantScope(caller);
+    if (!filter.tenant_id && page.tenant_id) filter.tenant_id = new Types.ObjectId(page.tenant_id);
     const [items, total] = await Promise.all([
       this.models.User.find(filter).sort({ created_at: 1, _id: 1 }).skip((page.page - 1) * page.per_page).limit(page.per_page).lean(),
       this.models.User.countDocuments(filter),
@@ -170,7 +170,7 @@ export class IdentityService {
       tenant_id: user.tenant_id,
       key_hash: hashKey(key),
       prefix: key.slice(0, API_KEY_PREFIX.length + 6),
-      created_by: new Types.ObjectId(caller.id),
+      created_by: isSystemActor(caller) ? null : new Types.ObjectId(caller.id),
     });
     return { ...apiKeyView(doc.toObject()), key };
   }
@@ -232,12 +232,13 @@ export class IdentityService {
   }
 
   private assertTenantAccess(caller: AuthUser, tenantId: string) {
-    if (!isSystemCaller(caller) && tenantId !== caller.tenant_id)
-      throw new AccessDeniedError('Tenant administrators act only inside their own tenant');
+    const scoped = scopedTenantId(caller);
+    if (scoped && tenantId !== scoped) throw new AccessDeniedError('Tenant administrators act only inside their own tenant');
   }
 
-  private tenantScope(caller: AuthUser) {
-    return isSystemCaller(caller) ? {} : { tenant_id: new Types.ObjectId(caller.tenant_id) };
+  /** Identity is always tenant-confined for non-system callers, whatever `MULTI_TENANT_ENABLED` says. */
+  private tenantScope(caller: AuthUser): Filter {
+    return tenantFilter(caller, true);
   }
 
   private fromCache(key: string) {

@@ -2,9 +2,9 @@ import { Readable, pipeline } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
 import { AccessDeniedError } from '../../core/errors.ts';
-import { isAdmin, isSystemCaller, type AuthUser } from '../../core/context.ts';
+import { isAdmin, isSystemActor, type AuthUser } from '../../core/context.ts';
 import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
-import type { Filter } from '../../core/identity/guards.ts';
+import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
 import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
 import { Redactor, diffDocs } from './diff.ts';
@@ -255,8 +255,8 @@ export class AuditService implements AuditLogger {
       resource: t.resource,
       item_id: oid(t.item_id, 'item_id'),
       operation,
-      user_id: t.user ? oid(t.user.id, 'user.id') : null,
-      user_name: t.user?.name ?? null,
+      user_id: t.user && !isSystemActor(t.user) ? oid(t.user.id, 'user.id') : null,
+      user_name: t.user && !isSystemActor(t.user) ? (t.user.name ?? null) : null,
       ip: t.ip ?? null,
       changes,
       snapshot,
@@ -354,11 +354,12 @@ export class AuditService implements AuditLogger {
 
   /**
    * Spec: system callers see every tenant; other administrators only entries of their own tenant,
-   * unless `MULTI_TENANT_ENABLED` is false. Per caller, never per `X-Tenant-Id`.
+   * unless `MULTI_TENANT_ENABLED` is false. The core tenant filter: a system caller acting in one
+   * tenant (`X-Tenant-Id`, `systemActor(tenantId)`) sees that tenant only.
    */
   private filterOf(caller: AuthUser, f: AuditFilter): Filter {
     if (!isAdmin(caller)) throw new AccessDeniedError('Administrator role required');
-    const filter: Filter = this.opts.multiTenant && !isSystemCaller(caller) ? { tenant_id: new Types.ObjectId(caller.tenant_id) } : {};
+    const filter: Filter = tenantFilter(caller, this.opts.multiTenant);
     if (f.resource !== undefined) filter.resource = f.resource;
     if (f.resource_id !== undefined) filter.item_id = new Types.ObjectId(f.resource_id);
     if (f.user_id !== undefined) filter.user_id = new Types.ObjectId(f.user_id);

@@ -5,7 +5,7 @@ import {
   AccessDeniedError, AppError, ConflictError, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError, zodIssues,
   type ValidationIssue,
 } from '../../core/errors.ts';
-import { getContext, isAdmin, type AuthUser } from '../../core/context.ts';
+import { getContext, isAdmin, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
 import { accessFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
 import { parseListQuery, type ParsedListQuery, type QueryLimits, type ResourceQueryInfo } from './query.ts';
@@ -519,13 +519,13 @@ export class ResourceService {
     return out;
   }
 
-  /** Tenant a new document belongs to: the request's tenant (a system caller's `X-Tenant-Id`), else the caller's own. */
+  /** Tenant a new document belongs to: a system caller's acting tenant (`X-Tenant-Id`), else the caller's own. */
   private writeTenant(user: AuthUser): string {
-    return getContext()?.tenantId ?? user.tenant_id;
+    return writeTenantId(user);
   }
 
   private actorId(user: AuthUser | null) {
-    return user ? new Types.ObjectId(user.id) : null;
+    return user && !isSystemActor(user) ? new Types.ObjectId(user.id) : null;
   }
 
   event(user: AuthUser | null, tenantId: string | null, bulk: boolean): DocumentEventBase {
