@@ -54,7 +54,11 @@ export const identityPlugin = definePlugin({
         }),
         defineRoute({
           method: 'GET', path: '/auth/me', tags: ['auth'], summary: 'The caller with tenant, roles and features',
-          handler: ({ user }) => user,
+          // The credential reference is internal (it names the key behind the request).
+          handler: ({ user }) => {
+            const { credential: _credential, ...me } = user!;
+            return me;
+          },
         }),
         defineRoute({
           method: 'POST', path: '/admin/tenants', tags: ['admin'], auth: 'system', status: 201, summary: 'Create a tenant',

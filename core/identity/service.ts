@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
-import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
+import { SignJWT, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
 import type { Config } from '../../config/index.ts';
 import { AccessDeniedError, AuthRequiredError, NotFoundError } from '../errors.ts';
 import { PluginError } from '../plugin.ts';
-import { isSystemActor, isSystemCaller, scopedTenantId, writeTenantId, type AuthUser } from '../context.ts';
+import { isSystemActor, isSystemCaller, scopedTenantId, writeTenantId, type AuthUser, type CredentialRef } from '../context.ts';
 import { tenantFilter, type Filter } from './guards.ts';
 import type { Logger } from '../logger.ts';
 import type { IdentityModels, UserDoc } from './models.ts';
@@ -45,6 +45,17 @@ export interface CreateUserInput {
   attributes?: Record<string, unknown> | undefined;
 }
 
+/**
+ * Finds who owns a live credential of one kind: the user id, or null when the credential is gone
+ * (revoked, deleted). Token authentication calls it (cached for `AUTH_CACHE_TTL_MS`) so a token
+ * dies with the credential it descends from.
+ */
+export type CredentialResolver = (id: string) => Promise<{ user_id: string } | null>;
+
+/** Claim naming a token's root credential: `<kind>:<id>`, e.g. `api_key:65f0…`. */
+export const CREDENTIAL_CLAIM = 'cid';
+const CREDENTIAL_KIND = /^[a-z][a-z0-9_]{0,31}$/;
+
 export interface Page {
   page: number;
   per_page: number;
@@ -58,6 +69,7 @@ export class IdentityService {
   private readonly cache = new Map<string, { user: AuthUser; keyId?: string; expires: number }>();
   private readonly lastUsedWrites = new Map<string, number>();
   private readonly secret: Uint8Array;
+  private readonly credentialKinds = new Map<string, CredentialResolver>();
 
   constructor(
     private readonly models: IdentityModels,
@@ -65,6 +77,26 @@ export class IdentityService {
     private readonly log: Logger,
   ) {
     this.secret = new TextEncoder().encode(config.TOKEN_SECRET);
+    this.registerCredentialKind('api_key', async (id) => {
+      const key = Types.ObjectId.isValid(id) ? await this.models.ApiKey.findOne({ _id: id, revoked_at: null }, { user_id: 1 }).lean() : null;
+      return key ? { user_id: String(key.user_id) } : null;
+    });
+  }
+
+  /**
+   * Let tokens be bound to another kind of credential (e.g. `passkey`): `resolve` says whether one
+   * is still live and whose it is. Call `invalidateCredential(kind, id)` when one is removed.
+   * @example identity.registerCredentialKind('passkey', async (id) => ...)
+   */
+  registerCredentialKind(kind: string, resolve: CredentialResolver): void {
+    if (!CREDENTIAL_KIND.test(kind)) throw new Error(`Credential kind "${kind}" must match ${CREDENTIAL_KIND}`);
+    if (this.credentialKinds.has(kind)) throw new Error(`Credential kind "${kind}" is already registered`);
+    this.credentialKinds.set(kind, resolve);
+  }
+
+  /** Forget this process's cached resolution of a credential (after revoking it); other processes follow within `AUTH_CACHE_TTL_MS`. */
+  invalidateCredential(kind: string, id: string): void {
+    this.invalidate(`t:${kind}:${id}`);
   }
 
   /** Resolve an `X-API-Key`. @throws AuthRequiredError when unknown, revoked, or its user is inactive */
@@ -79,41 +111,66 @@ export class IdentityService {
     if (!apiKey) throw new AuthRequiredError('Invalid API key');
     const user = await this.models.User.findOne({ _id: apiKey.user_id, is_active: true }).lean();
     if (!user) throw new AuthRequiredError('Invalid API key');
-    const auth = toAuthUser(user);
+    const auth: AuthUser = { ...toAuthUser(user), credential: { kind: 'api_key', id: String(apiKey._id) } };
     this.toCache(`k:${hash}`, auth, String(apiKey._id));
     this.touchKey(String(apiKey._id));
     return auth;
   }
 
-  /** Resolve a bearer token. @throws AuthRequiredError when invalid, expired, or its user is gone */
+  /**
+   * Resolve a bearer token: signature, `exp`, then its root credential (`cid` claim) must still be
+   * live and belong to `sub`, and the user must be active. The credential check is cached like
+   * other credentials, so revoking a key ends every token of its chain within `AUTH_CACHE_TTL_MS`.
+   * @throws AuthRequiredError when invalid, expired, unbound, or its credential or user is gone
+   */
   async authenticateToken(token: string): Promise<AuthUser> {
-    let sub: string | undefined;
+    let payload: JWTPayload;
     try {
-      const { payload } = await jwtVerify(token, this.secret, { algorithms: ['HS256'] });
-      sub = payload.sub;
+      ({ payload } = await jwtVerify(token, this.secret, { algorithms: ['HS256'], requiredClaims: ['exp', 'sub', CREDENTIAL_CLAIM] }));
     } catch (err) {
       throw new AuthRequiredError(err instanceof joseErrors.JWTExpired ? 'Token expired' : 'Invalid token');
     }
-    if (!sub || !Types.ObjectId.isValid(sub)) throw new AuthRequiredError('Invalid token');
-    const hit = this.fromCache(`u:${sub}`);
-    if (hit) return hit.user;
-    const user = await this.models.User.findOne({ _id: sub, is_active: true }).lean();
-    if (!user) throw new AuthRequiredError('Invalid token');
-    const auth = toAuthUser(user);
-    this.toCache(`u:${sub}`, auth);
-    return auth;
+    const { sub, exp } = payload;
+    const cid = payload[CREDENTIAL_CLAIM];
+    const m = typeof cid === 'string' ? /^([a-z][a-z0-9_]*):(.+)$/.exec(cid) : null;
+    const resolve = m ? this.credentialKinds.get(m[1]!) : undefined;
+    if (!sub || !Types.ObjectId.isValid(sub) || !m || !resolve || typeof exp !== 'number') throw new AuthRequiredError('Invalid token');
+    const [kind, id] = [m[1]!, m[2]!];
+    let user = this.fromCache(`t:${kind}:${id}`)?.user;
+    if (!user) {
+      const owner = await resolve(id);
+      if (!owner) throw new AuthRequiredError('Invalid token');
+      const doc = await this.models.User.findOne({ _id: owner.user_id, is_active: true }).lean();
+      if (!doc) throw new AuthRequiredError('Invalid token');
+      user = toAuthUser(doc);
+      this.toCache(`t:${kind}:${id}`, user, kind === 'api_key' ? id : undefined);
+    }
+    // A token naming someone else's credential is forged or stale: never act as either user.
+    if (user.id !== sub) throw new AuthRequiredError('Invalid token');
+    return { ...user, credential: { kind, id, exp } };
   }
 
-  /** Issue a signed HS256 JWT for the caller. Claims: `sub` (user id), `tid` (tenant id). */
-  async issueToken(user: AuthUser): Promise<{ token: string; token_type: 'Bearer'; expires_in: number }> {
-    const expiresIn = this.config.TOKEN_TTL_SECONDS;
-    const token = await new SignJWT({ tid: user.tenant_id })
+  /**
+   * Issue a signed HS256 JWT for the caller, bound to the credential it authenticated with.
+   * Claims: `sub` (user id), `tid` (tenant id), `cid` (`<kind>:<id>` of the root credential),
+   * `iat`, `exp`. Lifetime `TOKEN_TTL_SECONDS`, but a token minted from a token keeps the root
+   * credential and never outlives its parent (`exp` is capped at the parent's).
+   * @param credential defaults to `user.credential`; plugins that log users in (passkeys) pass their own
+   * @throws AuthRequiredError when the parent token has (just) expired
+   */
+  async issueToken(user: AuthUser, credential: CredentialRef | undefined = user.credential): Promise<{ token: string; token_type: 'Bearer'; expires_in: number }> {
+    if (!credential) throw new Error('issueToken: the caller has no credential to bind the token to');
+    if (!this.credentialKinds.has(credential.kind)) throw new Error(`issueToken: credential kind "${credential.kind}" is not registered`);
+    const now = Math.floor(Date.now() / 1000);
+    const exp = Math.min(now + this.config.TOKEN_TTL_SECONDS, credential.exp ?? Number.POSITIVE_INFINITY);
+    if (exp <= now) throw new AuthRequiredError('Token expired');
+    const token = await new SignJWT({ tid: user.tenant_id, [CREDENTIAL_CLAIM]: `${credential.kind}:${credential.id}` })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setSubject(user.id)
-      .setIssuedAt()
-      .setExpirationTime(`${expiresIn}s`)
+      .setIssuedAt(now)
+      .setExpirationTime(exp)
       .sign(this.secret);
-    return { token, token_type: 'Bearer', expires_in: expiresIn };
+    return { token, token_type: 'Bearer', expires_in: exp - now };
   }
 
   async createTenant(caller: AuthUser, input: { name: string }) {
@@ -183,6 +240,7 @@ export class IdentityService {
     ).lean();
     if (!doc) throw new NotFoundError('api_key', id);
     this.invalidate(`k:${doc.key_hash}`);
+    this.invalidateCredential('api_key', String(doc._id));
     return apiKeyView(doc);
   }
 
