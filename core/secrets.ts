@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ConfigError, MIN_SECRET_BYTES, SECRET_SETTINGS, type Config, type LoadedConfig, type SecretSetting } from '../config/index.ts';
 import type { Logger } from './logger.ts';
@@ -26,6 +26,8 @@ export function resolveSecrets(config: LoadedConfig | Config, log: Logger): Conf
   const dir = resolve(config.DATA_DIR);
   const file = join(dir, SECRETS_FILE);
   const stored = readOrCreate(dir, file);
+  const mode = statSync(file).mode & 0o777;
+  if (mode & 0o077) log.warn({ file, mode: mode.toString(8) }, `${file} is readable by other users (mode ${mode.toString(8)}); chmod 600 it`);
   const filled: Partial<Record<SecretSetting, string>> = {};
   for (const name of missing) {
     const value = stored[name];

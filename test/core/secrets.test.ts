@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -106,6 +106,16 @@ describe('secrets outside production', () => {
     } finally {
       await t.close();
     }
+  });
+
+  it('warns when the secrets file is readable by others', () => {
+    const dir = tempDir();
+    const cfg = loadConfig({ NODE_ENV: 'development', DATA_DIR: dir });
+    resolveSecrets(cfg, capture().logger);
+    chmodSync(join(dir, 'secrets.json'), 0o644);
+    const { lines, logger } = capture();
+    resolveSecrets(cfg, logger);
+    expect(lines.some((l) => l.level === 40 && l.msg.includes('readable by other users'))).toBe(true);
   });
 
   it('with every secret set, nothing is written to DATA_DIR', async () => {
