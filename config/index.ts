@@ -1,9 +1,19 @@
 import { z } from 'zod';
 
-/** The placeholder `CURSOR_HMAC_SECRET` the project ships with (spec, document 1, cursor rule 5). */
+/**
+ * The placeholder `CURSOR_HMAC_SECRET` earlier versions shipped as a default (spec, document 1,
+ * cursor rule 5). It is public, so it is refused in every mode.
+ */
 export const PLACEHOLDER_CURSOR_SECRET = 'change-me-cursor-hmac-secret-placeholder-000000';
-/** The placeholder `TOKEN_SECRET` the project ships with. */
+/** The placeholder `TOKEN_SECRET` earlier versions shipped as a default; refused in every mode. */
 export const PLACEHOLDER_TOKEN_SECRET = 'change-me-token-secret-placeholder-0000000000000';
+
+/** Settings that sign things. Unset outside production, a generated secret kept under `DATA_DIR` stands in (core/secrets.ts). */
+export const SECRET_SETTINGS = ['TOKEN_SECRET', 'CURSOR_HMAC_SECRET'] as const;
+export type SecretSetting = (typeof SECRET_SETTINGS)[number];
+const PLACEHOLDERS: Record<SecretSetting, string> = { TOKEN_SECRET: PLACEHOLDER_TOKEN_SECRET, CURSOR_HMAC_SECRET: PLACEHOLDER_CURSOR_SECRET };
+/** Smallest secret accepted in production, and the size of generated ones. */
+export const MIN_SECRET_BYTES = 32;
 
 const bool = (def: boolean) =>
   z
@@ -40,10 +50,16 @@ export const configSchema = z.object({
   EMBEDDED_DB_PORT: int(0),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
-  /** Signs cursor tokens (HMAC-SHA256). Changing it invalidates every outstanding cursor. */
-  CURSOR_HMAC_SECRET: z.string().min(1).default(PLACEHOLDER_CURSOR_SECRET),
-  /** Signs bearer tokens (HS256 JWTs). */
-  TOKEN_SECRET: z.string().min(1).default(PLACEHOLDER_TOKEN_SECRET),
+  /**
+   * Signs cursor tokens (HMAC-SHA256). Changing it invalidates every outstanding cursor.
+   * Required in production; elsewhere a generated one is kept in `DATA_DIR/secrets.json`.
+   */
+  CURSOR_HMAC_SECRET: z.string().min(1).optional(),
+  /**
+   * Signs bearer tokens (HS256 JWTs). Required in production; elsewhere a generated one is kept
+   * in `DATA_DIR/secrets.json`.
+   */
+  TOKEN_SECRET: z.string().min(1).optional(),
   /** Lifetime of a bearer token issued by `POST /auth/token`. @default 3600 */
   TOKEN_TTL_SECONDS: int(3600, 60),
   /** How long a resolved credential is cached in process (0 disables). Revocation in this process is immediate. @default 5000 */
@@ -98,7 +114,10 @@ export const configSchema = z.object({
   DISABLED_PLUGINS: csv,
 });
 
-export type Config = z.infer<typeof configSchema>;
+/** Settings as parsed from the environment: secrets may still be missing outside production. */
+export type LoadedConfig = z.infer<typeof configSchema>;
+/** Settings of a running app: every secret is set (`createApp` fills missing ones, see core/secrets.ts). */
+export type Config = Omit<LoadedConfig, SecretSetting> & Record<SecretSetting, string>;
 export type ConfigInput = Partial<Record<keyof Config, string | undefined>>;
 
 /** Raised for a bad setting; its message names every offending variable. */
@@ -107,11 +126,13 @@ export class ConfigError extends Error {
 }
 
 /**
- * Parse settings from an environment-like object.
+ * Parse settings from an environment-like object. Outside production `TOKEN_SECRET` and
+ * `CURSOR_HMAC_SECRET` may be missing: `createApp` then generates and persists them.
  * @param env defaults to `process.env`; tests pass their own object.
- * @throws ConfigError naming each bad variable
+ * @throws ConfigError naming each bad variable; a published placeholder secret in any mode; a
+ *   missing or short (< 32 bytes) secret in production
  */
-export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+export function loadConfig(env: Record<string, string | undefined> = process.env): LoadedConfig {
   const picked: Record<string, string> = {};
   for (const key of Object.keys(configSchema.shape)) {
     const v = env[key];
@@ -123,17 +144,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const cfg = res.data;
-  if (cfg.NODE_ENV === 'production') {
-    const problems: string[] = [];
-    const secrets: [string, string, string][] = [
-      ['CURSOR_HMAC_SECRET', cfg.CURSOR_HMAC_SECRET, PLACEHOLDER_CURSOR_SECRET],
-      ['TOKEN_SECRET', cfg.TOKEN_SECRET, PLACEHOLDER_TOKEN_SECRET],
-    ];
-    for (const [name, value, placeholder] of secrets) {
-      if (value === placeholder) problems.push(`  ${name}: still the shipped placeholder; set a random value of at least 32 bytes`);
-      else if (Buffer.byteLength(value) < 32) problems.push(`  ${name}: must be at least 32 bytes in production`);
-    }
-    if (problems.length) throw new ConfigError(`Invalid configuration:\n${problems.join('\n')}`);
+  const problems: string[] = [];
+  for (const name of SECRET_SETTINGS) {
+    const value = cfg[name];
+    if (value === PLACEHOLDERS[name]) problems.push(`  ${name}: is the placeholder published in the source; set a random value of at least ${MIN_SECRET_BYTES} bytes`);
+    else if (cfg.NODE_ENV !== 'production') continue;
+    else if (value === undefined) problems.push(`  ${name}: required in production; set a random value of at least ${MIN_SECRET_BYTES} bytes`);
+    else if (Buffer.byteLength(value) < MIN_SECRET_BYTES) problems.push(`  ${name}: must be at least ${MIN_SECRET_BYTES} bytes in production`);
   }
+  if (problems.length) throw new ConfigError(`Invalid configuration:\n${problems.join('\n')}`);
   return cfg;
 }

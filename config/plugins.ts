@@ -1,5 +1,5 @@
 import { pathToFileURL } from 'node:url';
-import type { Config } from './index.ts';
+import type { LoadedConfig } from './index.ts';
 import { isPlugin, PluginError, type Plugin } from '../core/plugin.ts';
 import { openapiPlugin } from '../plugins/openapi/index.ts';
 import { resourcesPlugin } from '../plugins/resources/index.ts';
@@ -19,7 +19,7 @@ export const builtinPlugins = (): Plugin[] => [
  * The plugin list of a running server: built-ins minus `DISABLED_PLUGINS`, plus every module named
  * in `PLUGINS` (its default export or its `plugin` export must be a plugin object).
  */
-export async function loadPlugins(config: Config, cwd = process.cwd()): Promise<Plugin[]> {
+export async function loadPlugins(config: LoadedConfig, cwd = process.cwd()): Promise<Plugin[]> {
   const list = builtinPlugins().filter((p) => !config.DISABLED_PLUGINS.includes(p.name));
   for (const spec of config.PLUGINS) {
     const target = spec.startsWith('.') || spec.startsWith('/') ? new URL(spec, pathToFileURL(`${cwd}/`)).href : spec;

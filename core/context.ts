@@ -1,6 +1,19 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Logger } from './logger.ts';
 
+/**
+ * The credential a request was authenticated with, by its root: the API key (or the credential a
+ * plugin registered, e.g. a passkey) that started the token chain. Bearer tokens carry it in their
+ * `cid` claim; `identity.issueToken` binds new tokens to it.
+ */
+export interface CredentialRef {
+  /** `api_key`, or a kind registered with `identity.registerCredentialKind` (e.g. `passkey`). */
+  kind: string;
+  id: string;
+  /** Set when the request came with a bearer token: its `exp` (seconds). Tokens minted from it never outlive it. */
+  exp?: number;
+}
+
 /** The authenticated caller, as every service and plugin sees it. */
 export interface AuthUser {
   id: string;
@@ -19,6 +32,8 @@ export interface AuthUser {
    * `tenant_id`, inside a request or not.
    */
   acting_tenant_id?: string | null;
+  /** What authenticated this request (absent for `systemActor()` and users loaded outside a request). Never shown to clients. */
+  credential?: CredentialRef;
 }
 
 /** Per-request state, available anywhere below a request through `getContext()`. */

@@ -5,7 +5,8 @@ import Router from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { GraphQLError, validateSchema, type GraphQLSchema } from 'graphql';
-import type { Config } from '../config/index.ts';
+import type { Config, LoadedConfig } from '../config/index.ts';
+import { resolveSecrets } from './secrets.ts';
 import { AppError, ErrorCode, NotFoundError, UnsupportedMediaTypeError } from './errors.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HookBus } from './hooks.ts';
@@ -60,7 +61,8 @@ export function orderPlugins(plugins: readonly Plugin[]): Plugin[] {
 }
 
 export interface CreateAppOptions {
-  config: Config;
+  /** Parsed settings; missing secrets are filled from `DATA_DIR` outside production (core/secrets.ts). */
+  config: LoadedConfig | Config;
   /** Plugins after the core ones (identity, health), in any order. */
   plugins: Plugin[];
   logger?: Logger;
@@ -83,8 +85,8 @@ export interface App {
 
 /** Builds the whole server: validates and orders plugins, opens the database, sets up every plugin, mounts REST and GraphQL. */
 export async function createApp(opts: CreateAppOptions): Promise<App> {
-  const { config } = opts;
-  const log = opts.logger ?? createLogger(config.LOG_LEVEL);
+  const log = opts.logger ?? createLogger(opts.config.LOG_LEVEL);
+  const config = resolveSecrets(opts.config, log);
   const health = new HealthRegistry();
 
   const ordered = orderPlugins([identityPlugin, healthPlugin(health), ...opts.plugins.filter((p) => !CORE_PLUGINS.includes(p.name))]);

@@ -1,4 +1,6 @@
+import type { Collection } from 'mongoose';
 import { z } from 'zod';
+import type { Logger } from '../logger.ts';
 import { definePlugin } from '../plugin.ts';
 import { defineRoute } from '../http/route.ts';
 import { idParams, objectId, pageQuery } from '../http/schemas.ts';
@@ -23,17 +25,30 @@ const createUserBody = z
   })
   .strict();
 
+const updateUserBody = z
+  .object({
+    name: z.string().min(1).max(200),
+    roles: z.array(z.enum(ROLES)).min(1),
+    features: z.array(z.string().min(1)),
+    attributes: z.record(z.string(), z.unknown()),
+    is_active: z.boolean(),
+  })
+  .partial()
+  .strict()
+  .refine((o) => Object.keys(o).length > 0, { message: 'Give at least one of name, roles, features, attributes, is_active' });
+
 const usersQuery = pageQuery(50, 500).extend({ tenant_id: objectId.optional() });
 
 /** Core plugin: tenants, users, API keys, bearer tokens, `/auth/*` and `/admin/{tenants,users,api-keys}`. */
 export const identityPlugin = definePlugin({
   name: 'identity',
-  async setup({ db, config, log, services }) {
+  async setup({ db, config, log, services, hooks }) {
     const models = identityModels(db);
+    await migrateUsers(models.User.collection, log);
     // Bootstrap below writes users and keys during setup, before the kernel builds every model's
     // indexes; unique emails and key hashes hold only once their indexes exist, so build these now.
     await Promise.all([models.Tenant.init(), models.User.init(), models.ApiKey.init()]);
-    const identity = new IdentityService(models, config, log);
+    const identity = new IdentityService(models, config, log, hooks);
     services.provide('identity', identity);
 
     if (config.ADMIN_API_KEY) {
@@ -54,7 +69,11 @@ export const identityPlugin = definePlugin({
         }),
         defineRoute({
           method: 'GET', path: '/auth/me', tags: ['auth'], summary: 'The caller with tenant, roles and features',
-          handler: ({ user }) => user,
+          // The credential reference is internal (it names the key behind the request).
+          handler: ({ user }) => {
+            const { credential: _credential, ...me } = user!;
+            return me;
+          },
         }),
         defineRoute({
           method: 'POST', path: '/admin/tenants', tags: ['admin'], auth: 'system', status: 201, summary: 'Create a tenant',
@@ -77,6 +96,20 @@ export const identityPlugin = definePlugin({
           handler: ({ user, query }) => identity.listUsers(user!, query),
         }),
         defineRoute({
+          method: 'PATCH', path: '/admin/users/:id', tags: ['admin'], auth: 'admin',
+          summary: 'Change a user (name, roles, features, attributes, is_active); is_active false cuts the user off',
+          params: idParams, body: updateUserBody,
+          handler: ({ user, params, body }) => identity.updateUser(user!, params.id, body),
+        }),
+        defineRoute({
+          method: 'DELETE', path: '/admin/users/:id', tags: ['admin'], auth: 'admin', status: 204,
+          summary: 'Soft-delete a user: its keys are revoked, the audit trail is kept',
+          params: idParams,
+          handler: async ({ user, params }) => {
+            await identity.deleteUser(user!, params.id);
+          },
+        }),
+        defineRoute({
           method: 'POST', path: '/admin/api-keys', tags: ['admin'], auth: 'admin', status: 201,
           summary: 'Create an API key; the plain key is returned once',
           body: z.object({ user_id: objectId, name: z.string().min(1).max(200) }).strict(),
@@ -89,7 +122,7 @@ export const identityPlugin = definePlugin({
         }),
       ],
       graphql(builder) {
-        const Me = builder.objectRef<{ id: string; email: string; name: string; tenant_id: string; roles: string[]; scope: string | null; features: string[]; attributes: unknown }>('User');
+        const Me = builder.objectRef<{ id: string; email: string; name: string; tenant_id: string; roles: string[]; scope: string | null; features: string[]; attributes: unknown; is_active?: boolean }>('User');
         Me.implement({
           fields: (t) => ({
             id: t.exposeID('id', { nullable: false }),
@@ -100,6 +133,7 @@ export const identityPlugin = definePlugin({
             scope: t.exposeString('scope'),
             features: t.exposeStringList('features', { nullable: false }),
             attributes: t.expose('attributes', { type: 'JSON' }),
+            is_active: t.boolean({ nullable: false, resolve: (u) => u.is_active !== false }),
           }),
         });
         const Tenant = builder.objectRef<{ id: string; name: string; is_system: boolean; created_at: Date | null }>('Tenant');
@@ -155,6 +189,17 @@ export const identityPlugin = definePlugin({
             type: Me, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }) },
             resolve: (_r, a, ctx) => identity.createUser(requireAdmin(ctx), parse(createUserBody, a.input)),
           }),
+          updateUser: t.field({
+            type: Me, nullable: false, args: { id: t.arg.string({ required: true }), input: t.arg({ type: 'JSON', required: true }) },
+            resolve: (_r, a, ctx) => identity.updateUser(requireAdmin(ctx), parse(idParams, { id: a.id }).id, parse(updateUserBody, a.input)),
+          }),
+          deleteUser: t.field({
+            type: 'Boolean', nullable: false, description: 'Soft-delete a user (true when done)', args: { id: t.arg.string({ required: true }) },
+            resolve: async (_r, a, ctx) => {
+              await identity.deleteUser(requireAdmin(ctx), parse(idParams, a).id);
+              return true;
+            },
+          }),
           createApiKey: t.field({
             type: ApiKey, nullable: false, args: { user_id: t.arg.string({ required: true }), name: t.arg.string({ required: true }) },
             resolve: (_r, a, ctx) => identity.createApiKey(requireAdmin(ctx), parse(z.object({ user_id: objectId, name: z.string().min(1).max(200) }), a)),
@@ -168,3 +213,16 @@ export const identityPlugin = definePlugin({
     };
   },
 });
+
+/**
+ * Brings a users collection of an earlier version up to date: emails were globally unique (index
+ * `email_1`) and users had no `is_deleted`. Safe to run on every start and from several processes.
+ */
+async function migrateUsers(coll: Collection, log: Logger): Promise<void> {
+  const indexes = await coll.indexes().catch(() => []);
+  if (indexes.some((i) => i.name === 'email_1' && i.unique)) {
+    await coll.dropIndex('email_1').catch(() => undefined);
+    log.info('users: dropped the global unique email index; emails are now unique per tenant');
+  }
+  await coll.updateMany({ is_deleted: { $exists: false } }, { $set: { is_deleted: false } });
+}

@@ -14,7 +14,8 @@ export const ROLES = ['user', 'admin'] as const;
 
 export const userSchema = new Schema(
   {
-    email: { type: String, required: true, unique: true, lowercase: true, trim: true },
+    /** Unique per tenant among users not deleted (docs/auth.md, "Emails"). */
+    email: { type: String, required: true, lowercase: true, trim: true },
     name: { type: String, required: true, trim: true },
     tenant_id: { type: Schema.Types.ObjectId, ref: 'Tenant', required: true, index: true },
     roles: { type: [String], enum: ROLES, default: ['user'] },
@@ -23,9 +24,17 @@ export const userSchema = new Schema(
     features: { type: [String], default: [] },
     attributes: { type: Schema.Types.Mixed, default: {} },
     is_active: { type: Boolean, default: true },
+    /** Soft delete: the document stays for the audit trail; lists, lookups and logins skip it. */
+    is_deleted: { type: Boolean, default: false },
+    deleted_at: { type: Date, default: null },
+    deleted_by: { type: Schema.Types.ObjectId, ref: 'User', default: null },
   },
   { timestamps, versionKey: false, minimize: false },
 );
+/** Emails are per tenant, so nothing a tenant does reveals another tenant's users; a deleted user's address is free again. */
+export const USER_EMAIL_INDEX = 'tenant_email_unique';
+userSchema.index({ tenant_id: 1, email: 1 }, { unique: true, name: USER_EMAIL_INDEX, partialFilterExpression: { is_deleted: false } });
+userSchema.index({ email: 1 });
 
 export const apiKeySchema = new Schema(
   {

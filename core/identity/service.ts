@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
-import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
+import { SignJWT, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
 import type { Config } from '../../config/index.ts';
-import { AccessDeniedError, AuthRequiredError, NotFoundError } from '../errors.ts';
-import { PluginError } from '../plugin.ts';
-import { isSystemActor, isSystemCaller, scopedTenantId, writeTenantId, type AuthUser } from '../context.ts';
+import { AccessDeniedError, AuthRequiredError, ConflictError, NotFoundError } from '../errors.ts';
+import { getContext, isSystemActor, isSystemCaller, scopedTenantId, writeTenantId, type AuthUser, type CredentialRef } from '../context.ts';
+import type { Doc, DocumentEventBase, HookBus } from '../hooks.ts';
 import { tenantFilter, type Filter } from './guards.ts';
 import type { Logger } from '../logger.ts';
 import type { IdentityModels, UserDoc } from './models.ts';
@@ -29,6 +29,9 @@ export const toAuthUser = (u: UserRecord): AuthUser => ({
   attributes: (u.attributes as Record<string, unknown> | undefined) ?? {},
 });
 
+/** Users that exist for every purpose but the audit trail: not soft-deleted. */
+const LIVE = { is_deleted: { $ne: true } } as const;
+
 /** Public shape of a user in admin responses. */
 export const userView = (u: UserRecord) => ({
   ...toAuthUser(u),
@@ -45,6 +48,26 @@ export interface CreateUserInput {
   attributes?: Record<string, unknown> | undefined;
 }
 
+/**
+ * Finds who owns a live credential of one kind: the user id, or null when the credential is gone
+ * (revoked, deleted). Token authentication calls it (cached for `AUTH_CACHE_TTL_MS`) so a token
+ * dies with the credential it descends from.
+ */
+export type CredentialResolver = (id: string) => Promise<{ user_id: string } | null>;
+
+/** Claim naming a token's root credential: `<kind>:<id>`, e.g. `api_key:65f0…`. */
+export const CREDENTIAL_CLAIM = 'cid';
+const CREDENTIAL_KIND = /^[a-z][a-z0-9_]{0,31}$/;
+
+/** Fields `PATCH /admin/users/{id}` (GraphQL `updateUser`) may change; anything else is refused (422). */
+export interface UpdateUserInput {
+  name?: string | undefined;
+  roles?: ('user' | 'admin')[] | undefined;
+  features?: string[] | undefined;
+  attributes?: Record<string, unknown> | undefined;
+  is_active?: boolean | undefined;
+}
+
 export interface Page {
   page: number;
   per_page: number;
@@ -58,13 +81,35 @@ export class IdentityService {
   private readonly cache = new Map<string, { user: AuthUser; keyId?: string; expires: number }>();
   private readonly lastUsedWrites = new Map<string, number>();
   private readonly secret: Uint8Array;
+  private readonly credentialKinds = new Map<string, CredentialResolver>();
 
   constructor(
     private readonly models: IdentityModels,
     private readonly config: Config,
     private readonly log: Logger,
+    private readonly hooks?: HookBus,
   ) {
     this.secret = new TextEncoder().encode(config.TOKEN_SECRET);
+    this.registerCredentialKind('api_key', async (id) => {
+      const key = Types.ObjectId.isValid(id) ? await this.models.ApiKey.findOne({ _id: id, revoked_at: null }, { user_id: 1 }).lean() : null;
+      return key ? { user_id: String(key.user_id) } : null;
+    });
+  }
+
+  /**
+   * Let tokens be bound to another kind of credential (e.g. `passkey`): `resolve` says whether one
+   * is still live and whose it is. Call `invalidateCredential(kind, id)` when one is removed.
+   * @example identity.registerCredentialKind('passkey', async (id) => ...)
+   */
+  registerCredentialKind(kind: string, resolve: CredentialResolver): void {
+    if (!CREDENTIAL_KIND.test(kind)) throw new Error(`Credential kind "${kind}" must match ${CREDENTIAL_KIND}`);
+    if (this.credentialKinds.has(kind)) throw new Error(`Credential kind "${kind}" is already registered`);
+    this.credentialKinds.set(kind, resolve);
+  }
+
+  /** Forget this process's cached resolution of a credential (after revoking it); other processes follow within `AUTH_CACHE_TTL_MS`. */
+  invalidateCredential(kind: string, id: string): void {
+    this.invalidate(`t:${kind}:${id}`);
   }
 
   /** Resolve an `X-API-Key`. @throws AuthRequiredError when unknown, revoked, or its user is inactive */
@@ -77,43 +122,68 @@ export class IdentityService {
     }
     const apiKey = await this.models.ApiKey.findOne({ key_hash: hash, revoked_at: null }).lean();
     if (!apiKey) throw new AuthRequiredError('Invalid API key');
-    const user = await this.models.User.findOne({ _id: apiKey.user_id, is_active: true }).lean();
+    const user = await this.models.User.findOne({ _id: apiKey.user_id, is_active: true, ...LIVE }).lean();
     if (!user) throw new AuthRequiredError('Invalid API key');
-    const auth = toAuthUser(user);
+    const auth: AuthUser = { ...toAuthUser(user), credential: { kind: 'api_key', id: String(apiKey._id) } };
     this.toCache(`k:${hash}`, auth, String(apiKey._id));
     this.touchKey(String(apiKey._id));
     return auth;
   }
 
-  /** Resolve a bearer token. @throws AuthRequiredError when invalid, expired, or its user is gone */
+  /**
+   * Resolve a bearer token: signature, `exp`, then its root credential (`cid` claim) must still be
+   * live and belong to `sub`, and the user must be active. The credential check is cached like
+   * other credentials, so revoking a key ends every token of its chain within `AUTH_CACHE_TTL_MS`.
+   * @throws AuthRequiredError when invalid, expired, unbound, or its credential or user is gone
+   */
   async authenticateToken(token: string): Promise<AuthUser> {
-    let sub: string | undefined;
+    let payload: JWTPayload;
     try {
-      const { payload } = await jwtVerify(token, this.secret, { algorithms: ['HS256'] });
-      sub = payload.sub;
+      ({ payload } = await jwtVerify(token, this.secret, { algorithms: ['HS256'], requiredClaims: ['exp', 'sub', CREDENTIAL_CLAIM] }));
     } catch (err) {
       throw new AuthRequiredError(err instanceof joseErrors.JWTExpired ? 'Token expired' : 'Invalid token');
     }
-    if (!sub || !Types.ObjectId.isValid(sub)) throw new AuthRequiredError('Invalid token');
-    const hit = this.fromCache(`u:${sub}`);
-    if (hit) return hit.user;
-    const user = await this.models.User.findOne({ _id: sub, is_active: true }).lean();
-    if (!user) throw new AuthRequiredError('Invalid token');
-    const auth = toAuthUser(user);
-    this.toCache(`u:${sub}`, auth);
-    return auth;
+    const { sub, exp } = payload;
+    const cid = payload[CREDENTIAL_CLAIM];
+    const m = typeof cid === 'string' ? /^([a-z][a-z0-9_]*):(.+)$/.exec(cid) : null;
+    const resolve = m ? this.credentialKinds.get(m[1]!) : undefined;
+    if (!sub || !Types.ObjectId.isValid(sub) || !m || !resolve || typeof exp !== 'number') throw new AuthRequiredError('Invalid token');
+    const [kind, id] = [m[1]!, m[2]!];
+    let user = this.fromCache(`t:${kind}:${id}`)?.user;
+    if (!user) {
+      const owner = await resolve(id);
+      if (!owner) throw new AuthRequiredError('Invalid token');
+      const doc = await this.models.User.findOne({ _id: owner.user_id, is_active: true, ...LIVE }).lean();
+      if (!doc) throw new AuthRequiredError('Invalid token');
+      user = toAuthUser(doc);
+      this.toCache(`t:${kind}:${id}`, user, kind === 'api_key' ? id : undefined);
+    }
+    // A token naming someone else's credential is forged or stale: never act as either user.
+    if (user.id !== sub) throw new AuthRequiredError('Invalid token');
+    return { ...user, credential: { kind, id, exp } };
   }
 
-  /** Issue a signed HS256 JWT for the caller. Claims: `sub` (user id), `tid` (tenant id). */
-  async issueToken(user: AuthUser): Promise<{ token: string; token_type: 'Bearer'; expires_in: number }> {
-    const expiresIn = this.config.TOKEN_TTL_SECONDS;
-    const token = await new SignJWT({ tid: user.tenant_id })
+  /**
+   * Issue a signed HS256 JWT for the caller, bound to the credential it authenticated with.
+   * Claims: `sub` (user id), `tid` (tenant id), `cid` (`<kind>:<id>` of the root credential),
+   * `iat`, `exp`. Lifetime `TOKEN_TTL_SECONDS`, but a token minted from a token keeps the root
+   * credential and never outlives its parent (`exp` is capped at the parent's).
+   * @param credential defaults to `user.credential`; plugins that log users in (passkeys) pass their own
+   * @throws AuthRequiredError when the parent token has (just) expired
+   */
+  async issueToken(user: AuthUser, credential: CredentialRef | undefined = user.credential): Promise<{ token: string; token_type: 'Bearer'; expires_in: number }> {
+    if (!credential) throw new Error('issueToken: the caller has no credential to bind the token to');
+    if (!this.credentialKinds.has(credential.kind)) throw new Error(`issueToken: credential kind "${credential.kind}" is not registered`);
+    const now = Math.floor(Date.now() / 1000);
+    const exp = Math.min(now + this.config.TOKEN_TTL_SECONDS, credential.exp ?? Number.POSITIVE_INFINITY);
+    if (exp <= now) throw new AuthRequiredError('Token expired');
+    const token = await new SignJWT({ tid: user.tenant_id, [CREDENTIAL_CLAIM]: `${credential.kind}:${credential.id}` })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setSubject(user.id)
-      .setIssuedAt()
-      .setExpirationTime(`${expiresIn}s`)
+      .setIssuedAt(now)
+      .setExpirationTime(exp)
       .sign(this.secret);
-    return { token, token_type: 'Bearer', expires_in: expiresIn };
+    return { token, token_type: 'Bearer', expires_in: exp - now };
   }
 
   async createTenant(caller: AuthUser, input: { name: string }) {
@@ -135,19 +205,84 @@ export class IdentityService {
     const tenantId = input.tenant_id ?? writeTenantId(caller);
     this.assertTenantAccess(caller, tenantId);
     if (!(await this.models.Tenant.exists({ _id: tenantId }))) throw new NotFoundError('tenant', tenantId);
-    const u = await this.models.User.create({
-      email: input.email,
-      name: input.name,
-      tenant_id: tenantId,
-      roles: input.roles ?? ['user'],
-      features: input.features ?? [],
-      attributes: input.attributes ?? {},
-    });
+    let u;
+    try {
+      u = await this.models.User.create({
+        email: input.email,
+        name: input.name,
+        tenant_id: tenantId,
+        roles: input.roles ?? ['user'],
+        features: input.features ?? [],
+        attributes: input.attributes ?? {},
+      });
+    } catch (err) {
+      // Emails are unique per tenant only, so a conflict is about the caller's own tenant and says nothing of others.
+      if ((err as { code?: number }).code === 11000) throw new ConflictError('A user with this email already exists in this tenant', { field: 'email' });
+      throw err;
+    }
     return userView(u.toObject());
   }
 
+  /**
+   * Change a user's name, roles, features, attributes or `is_active`, with the tenant rules of the
+   * other admin endpoints. Disabling ends the user's keys and tokens (this process at once, others
+   * within `AUTH_CACHE_TTL_MS`) and emits `AFTER_USER_DISABLED`; re-enabling brings its keys back.
+   * @throws NotFoundError outside the caller's tenant or for a deleted user
+   * @throws AccessDeniedError for a tenant admin touching a system user, or anyone disabling or re-roling themselves
+   */
+  async updateUser(caller: AuthUser, id: string, input: UpdateUserInput) {
+    const old = await this.managedUser(caller, id);
+    const roles = input.roles ? [...new Set(input.roles)] : undefined;
+    if (caller.id === id && (input.is_active === false || (roles && [...roles].sort().join() !== [...(old.roles ?? [])].sort().join())))
+      throw new AccessDeniedError('You cannot disable yourself or change your own roles', { reason: 'self' });
+    const set: Record<string, unknown> = {};
+    for (const k of ['name', 'features', 'attributes', 'is_active'] as const) if (input[k] !== undefined) set[k] = input[k];
+    if (roles) set.roles = roles;
+    const doc = Object.keys(set).length
+      ? await this.models.User.findOneAndUpdate({ _id: id, ...LIVE, ...this.tenantScope(caller) }, { $set: set }, { returnDocument: 'after', runValidators: true }).lean()
+      : old;
+    if (!doc) throw new NotFoundError('user', id);
+    this.invalidateUser(id);
+    await this.emitDocument('AFTER_UPDATE', caller, { id, tenant_id: String(doc.tenant_id), old, doc, replace: false });
+    if (old.is_active !== false && doc.is_active === false) await this.emitDisabled(caller, doc, 'disabled');
+    return userView(doc);
+  }
+
+  /**
+   * Soft-delete a user: `is_deleted`, `deleted_at`, `deleted_by`, `is_active: false`, every key
+   * revoked. The document stays (audit entries keep pointing at it); lists and logins skip it and
+   * its email is free again in its tenant.
+   * @throws NotFoundError outside the caller's tenant or when already deleted
+   * @throws AccessDeniedError for a tenant admin deleting a system user, or anyone deleting themselves
+   */
+  async deleteUser(caller: AuthUser, id: string): Promise<void> {
+    const old = await this.managedUser(caller, id);
+    if (caller.id === id) throw new AccessDeniedError('You cannot delete yourself', { reason: 'self' });
+    const now = new Date();
+    const doc = await this.models.User.findOneAndUpdate(
+      { _id: id, ...LIVE, ...this.tenantScope(caller) },
+      { $set: { is_deleted: true, deleted_at: now, deleted_by: isSystemActor(caller) ? null : new Types.ObjectId(caller.id), is_active: false } },
+      { returnDocument: 'after' },
+    ).lean();
+    if (!doc) throw new NotFoundError('user', id);
+    await this.models.ApiKey.updateMany({ user_id: doc._id, revoked_at: null }, { $set: { revoked_at: now } });
+    this.invalidateUser(id);
+    await this.emitDocument('AFTER_DELETE', caller, { id, tenant_id: String(doc.tenant_id), old, doc });
+    await this.emitDisabled(caller, doc, 'deleted');
+  }
+
+  /**
+   * Active users with this email, across tenants, for logins by email (passkeys). Emails are unique
+   * per tenant only: a login must be settled by the credential presented (a passkey id is global),
+   * never by picking one of these.
+   */
+  async usersByEmail(email: string): Promise<AuthUser[]> {
+    const docs = await this.models.User.find({ email: email.trim().toLowerCase(), is_active: true, ...LIVE }).sort({ _id: 1 }).limit(100).lean();
+    return docs.map(toAuthUser);
+  }
+
   async listUsers(caller: AuthUser, page: Page & { tenant_id?: string | undefined }) {
-    const filter = this.tenantScope(caller);
+    const filter: Filter = { ...this.tenantScope(caller), ...LIVE };
     if (!filter.tenant_id && page.tenant_id) filter.tenant_id = new Types.ObjectId(page.tenant_id);
     const [items, total] = await Promise.all([
       this.models.User.find(filter).sort({ created_at: 1, _id: 1 }).skip((page.page - 1) * page.per_page).limit(page.per_page).lean(),
@@ -158,7 +293,7 @@ export class IdentityService {
 
   /** Create an API key for a user the caller administers. The plain key is in this response only. */
   async createApiKey(caller: AuthUser, input: { user_id: string; name: string }) {
-    const user = await this.models.User.findOne({ _id: input.user_id, ...this.tenantScope(caller) }).lean();
+    const user = await this.models.User.findOne({ _id: input.user_id, ...LIVE, ...this.tenantScope(caller) }).lean();
     if (!user) throw new NotFoundError('user', input.user_id);
     // A tenant admin of the system tenant must not mint keys that act as a system administrator.
     if (!isSystemCaller(caller) && isSystemCaller(toAuthUser(user)))
@@ -183,6 +318,7 @@ export class IdentityService {
     ).lean();
     if (!doc) throw new NotFoundError('api_key', id);
     this.invalidate(`k:${doc.key_hash}`);
+    this.invalidateCredential('api_key', String(doc._id));
     return apiKeyView(doc);
   }
 
@@ -197,15 +333,12 @@ export class IdentityService {
       { $setOnInsert: { name: 'system', is_system: true } },
       { upsert: true, returnDocument: 'after' },
     ).lean();
-    const existing = await User.findOne({ email }).lean();
-    if (existing && String(existing.tenant_id) !== String(tenant._id)) {
-      // Never promote a tenant's user to system administrator because its email matches.
-      throw new PluginError(`ADMIN_EMAIL ${email} belongs to a user of another tenant; set ADMIN_EMAIL to a free address`);
-    }
+    // Emails are per tenant: only a user of the system tenant is ever the administrator; a tenant's
+    // user with the same address is a different person and stays untouched.
     const user = await User.findOneAndUpdate(
-      { email, tenant_id: tenant._id },
+      { email: email.toLowerCase(), tenant_id: tenant._id, ...LIVE },
       {
-        $setOnInsert: { email, name: 'System Administrator', tenant_id: tenant._id, features: [], attributes: {} },
+        $setOnInsert: { email: email.toLowerCase(), name: 'System Administrator', tenant_id: tenant._id, features: [], attributes: {}, is_deleted: false },
         $set: { roles: ['admin'], scope: 'system', is_system_user: true, is_active: true },
       },
       { upsert: true, returnDocument: 'after' },
@@ -229,6 +362,40 @@ export class IdentityService {
   /** Drop cached credentials of a user, e.g. after its roles changed. */
   invalidateUser(userId: string): void {
     for (const [k, v] of this.cache) if (v.user.id === userId) this.cache.delete(k);
+  }
+
+  /** A live user the caller administers. @throws NotFoundError outside its scope, AccessDeniedError for a system user and a non-system caller */
+  private async managedUser(caller: AuthUser, id: string) {
+    const user = await this.models.User.findOne({ _id: id, ...LIVE, ...this.tenantScope(caller) }).lean();
+    if (!user) throw new NotFoundError('user', id);
+    if (!isSystemCaller(caller) && isSystemCaller(toAuthUser(user)))
+      throw new AccessDeniedError('Only system administrators change system administrators');
+    return user;
+  }
+
+  private eventBase(caller: AuthUser, tenantId: string): DocumentEventBase {
+    const ctx = getContext();
+    return { resource: 'users', actor: caller, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null, secret_fields: [], bulk: false };
+  }
+
+  /** Document events as the resources plugin emits them, so the audit plugin records user changes without identity knowing it. */
+  private async emitDocument(
+    event: 'AFTER_UPDATE' | 'AFTER_DELETE',
+    caller: AuthUser,
+    e: { id: string; tenant_id: string; old: UserRecord; doc: UserRecord; replace?: boolean },
+  ) {
+    if (!this.hooks) return;
+    await this.hooks.emitAfter(event, { ...this.eventBase(caller, e.tenant_id), ...e, old: e.old as unknown as Doc, doc: e.doc as unknown as Doc } as never);
+  }
+
+  private async emitDisabled(caller: AuthUser, user: { _id: Types.ObjectId; tenant_id: Types.ObjectId }, reason: 'disabled' | 'deleted') {
+    await this.hooks?.emitAfter('AFTER_USER_DISABLED', {
+      user_id: String(user._id),
+      tenant_id: String(user.tenant_id),
+      reason,
+      actor: caller,
+      request_id: getContext()?.requestId ?? null,
+    });
   }
 
   private assertTenantAccess(caller: AuthUser, tenantId: string) {

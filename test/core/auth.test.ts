@@ -11,8 +11,9 @@ function expectAuthRequired(res: HttpResult<any>, message?: string) {
   if (message) expect(err.message).toBe(message);
 }
 
+// Bound to the test user's key, as issued tokens are (test/core/tokens.test.ts covers the binding).
 const sign = (t: TestApp, sub: string, exp: number | string, secret = t.config.TOKEN_SECRET) =>
-  new SignJWT({ tid: 'x' }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(Math.floor(Date.now() / 1000) - 7200).setExpirationTime(exp).sign(new TextEncoder().encode(secret));
+  new SignJWT({ tid: 'x', cid: `api_key:${user.keyId}` }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(Math.floor(Date.now() / 1000) - 7200).setExpirationTime(exp).sign(new TextEncoder().encode(secret));
 
 let t: TestApp;
 let user: Awaited<ReturnType<typeof createTenantUser>>;

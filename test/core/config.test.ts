@@ -59,12 +59,13 @@ describe('defaults', () => {
       RATE_LIMIT_ENABLED: true,
       RATE_LIMIT_MAX: 1000,
       BODY_LIMIT: '1mb',
-      CURSOR_HMAC_SECRET: PLACEHOLDER_CURSOR_SECRET,
-      TOKEN_SECRET: PLACEHOLDER_TOKEN_SECRET,
       PLUGINS: [],
       DISABLED_PLUGINS: [],
     });
     expect(cfg.MONGODB_URI).toBeUndefined();
+    // No secret defaults: createApp fills them from DATA_DIR outside production (test/core/secrets.test.ts).
+    expect(cfg.TOKEN_SECRET).toBeUndefined();
+    expect(cfg.CURSOR_HMAC_SECRET).toBeUndefined();
     expect(cfg.ADMIN_API_KEY).toBeUndefined();
   });
 
@@ -87,14 +88,14 @@ describe('production secrets', () => {
 
   it.each(['CURSOR_HMAC_SECRET', 'TOKEN_SECRET'])('refuses the shipped placeholder %s', (name) => {
     const err = configError(() => prod({ [name]: name === 'TOKEN_SECRET' ? PLACEHOLDER_TOKEN_SECRET : PLACEHOLDER_CURSOR_SECRET }));
-    expect(err.message).toContain(`${name}: still the shipped placeholder`);
+    expect(err.message).toContain(`${name}: is the placeholder published in the source`);
     expect(err.message.split('\n')).toHaveLength(2);
   });
 
-  it('refuses both placeholders when nothing is set, naming both', () => {
+  it('refuses to start without secrets, naming both', () => {
     const err = configError(() => loadConfig({ NODE_ENV: 'production' }));
-    expect(err.message).toContain('CURSOR_HMAC_SECRET: still the shipped placeholder');
-    expect(err.message).toContain('TOKEN_SECRET: still the shipped placeholder');
+    expect(err.message).toContain('CURSOR_HMAC_SECRET: required in production');
+    expect(err.message).toContain('TOKEN_SECRET: required in production');
   });
 
   it.each(['CURSOR_HMAC_SECRET', 'TOKEN_SECRET'])('refuses a %s shorter than 32 bytes', (name) => {
@@ -108,8 +109,14 @@ describe('production secrets', () => {
     expect(() => prod({ TOKEN_SECRET: 'é'.repeat(15) })).toThrow(ConfigError);
   });
 
-  it('outside production the placeholders are allowed', () => {
-    expect(loadConfig({ NODE_ENV: 'test' }).TOKEN_SECRET).toBe(PLACEHOLDER_TOKEN_SECRET);
+  it.each(['development', 'test'])('the published placeholders are refused in %s mode too', (mode) => {
+    const err = configError(() => loadConfig({ NODE_ENV: mode, TOKEN_SECRET: PLACEHOLDER_TOKEN_SECRET, CURSOR_HMAC_SECRET: PLACEHOLDER_CURSOR_SECRET }));
+    expect(err.message).toContain('TOKEN_SECRET: is the placeholder published in the source');
+    expect(err.message).toContain('CURSOR_HMAC_SECRET: is the placeholder published in the source');
+  });
+
+  it('outside production short secrets are allowed (developer machines)', () => {
+    expect(loadConfig({ NODE_ENV: 'development', TOKEN_SECRET: 'short' }).TOKEN_SECRET).toBe('short');
   });
 });
 

@@ -21,7 +21,7 @@ import {
   ServiceUnavailableError,
   ValidationError,
 } from '../../core/errors.ts';
-import { buildTestApp, createTenantUser, envelope, uniqueDbUri, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, envelope, TEST_SECRETS, uniqueDbUri, type TestApp } from '../helpers/app.ts';
 import { examplePlugin } from '../fixtures/example-plugin.ts';
 
 /** Every error class the kernel maps, raised on demand from REST and GraphQL. */
@@ -219,7 +219,7 @@ describe('errors raised by real endpoints', () => {
     expect(res.status).toBe(409);
     const err = envelope(res);
     expect(err.code).toBe('CONFLICT');
-    expect(err.message).toBe('A document with the same unique value already exists');
+    expect(err.message).toBe('A user with this email already exists in this tenant');
     expect(await t.app.db.conn.collection('users').countDocuments({ email: 'same@example.com' })).toBe(1);
   });
 
@@ -368,7 +368,7 @@ describe('500 INTERNAL_ERROR never leaks the exception', () => {
         cb();
       },
     });
-    const config = loadConfig({ NODE_ENV: 'test', MONGODB_URI: uniqueDbUri() });
+    const config = loadConfig({ NODE_ENV: 'test', MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS });
     const app = await createApp({ config, plugins: [examplePlugin], logger: pino({ level: 'error' }, sink) });
     try {
       const port = await app.listen(0, '127.0.0.1');

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, envelope, uniqueDbUri, type TestApp } from '../helpers/app.ts';
+import { Types } from 'mongoose';
 
 const apps: TestApp[] = [];
 afterAll(async () => {
@@ -80,13 +81,20 @@ describe('bootstrap', () => {
     expect((await second.http('GET', '/auth/me', { key: other })).status).toBe(200);
   });
 
-  it('refuses to start when ADMIN_EMAIL belongs to a user of another tenant', async () => {
+  it('ADMIN_EMAIL of a user of another tenant: starts, and never promotes that user (emails are per tenant)', async () => {
     const uri = uniqueDbUri();
     const first = await build({ MONGODB_URI: uri });
     const tenant = await first.http('POST', '/admin/tenants', { json: { name: 'acme' } });
     const user = await first.http('POST', '/admin/users', { json: { email: 'boss@acme.test', name: 'Boss', tenant_id: tenant.body.id } });
     expect(user.status).toBe(201);
     await first.close();
-    await expect(buildTestApp({ config: { MONGODB_URI: uri, ADMIN_EMAIL: 'boss@acme.test' } })).rejects.toThrow(/ADMIN_EMAIL boss@acme.test belongs to a user of another tenant/);
+    const second = await buildTestApp({ config: { MONGODB_URI: uri, ADMIN_EMAIL: 'boss@acme.test' } });
+    try {
+      const boss = await second.app.db.conn.collection('users').findOne({ _id: new Types.ObjectId(user.body.id as string) });
+      expect(boss).toMatchObject({ scope: null, is_system_user: false, roles: ['user'] });
+      expect(await second.app.db.conn.collection('users').countDocuments({ email: 'boss@acme.test', scope: 'system' })).toBe(1);
+    } finally {
+      await second.close();
+    }
   });
 });

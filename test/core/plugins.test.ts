@@ -12,11 +12,11 @@ import { builtinPlugins, loadPlugins } from '../../config/plugins.ts';
 import { createApp, PluginError } from '../../core/kernel.ts';
 import { definePlugin, type Plugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
-import { ADMIN_KEY, buildTestApp, uniqueDbUri, type TestApp } from '../helpers/app.ts';
+import { ADMIN_KEY, buildTestApp, TEST_SECRETS, uniqueDbUri, type TestApp } from '../helpers/app.ts';
 import { examplePlugin } from '../fixtures/example-plugin.ts';
 
 const testConfig = (extra: Record<string, string> = {}) =>
-  loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', MONGODB_URI: uniqueDbUri(), ...extra });
+  loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS, ...extra });
 
 /** A plugin that records when it is set up and closed. */
 const recorder = (name: string, log: { setup: string[]; close: string[] }, dependsOn: string[] = []): Plugin =>

@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../config/index.ts';
+import type { Logger } from '../../core/logger.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import type { Plugin } from '../../core/plugin.ts';
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef';
+/** Secrets of test apps (so no test writes `.data/secrets.json`); pass `''` to leave one unset. */
+export const TEST_SECRETS = { TOKEN_SECRET: 'test-token-secret-0123456789abcdef0123456789', CURSOR_HMAC_SECRET: 'test-cursor-secret-0123456789abcdef012345678' };
 
 export interface TestApp {
   app: App;
@@ -40,9 +43,9 @@ export const uniqueDbUri = (): string => {
  * A fresh app on its own database, listening on a free port. The bootstrap admin key `ADMIN_KEY`
  * is set unless `config.ADMIN_API_KEY` says otherwise (pass `''` for none).
  */
-export async function buildTestApp({ plugins = [], config = {} }: { plugins?: Plugin[]; config?: Record<string, string> } = {}): Promise<TestApp> {
-  const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...config });
-  const app = await createApp({ config: cfg, plugins });
+export async function buildTestApp({ plugins = [], config = {}, logger }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger } = {}): Promise<TestApp> {
+  const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS, ...config });
+  const app = await createApp({ config: cfg, plugins, ...(logger ? { logger } : {}) });
   const port = await app.listen(0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
 
@@ -64,7 +67,7 @@ export async function buildTestApp({ plugins = [], config = {} }: { plugins?: Pl
   };
 
   return {
-    app, url, config: cfg, http,
+    app, url, config: app.config, http,
     gql: (query, variables, opts = {}) => http('POST', '/graphql', { ...opts, json: { query, variables } }),
     close: () => app.close(),
   };

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
-import { ADMIN_KEY } from './app.ts';
+import { ADMIN_KEY, TEST_SECRETS } from './app.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
@@ -29,7 +29,7 @@ export interface ServerProcess {
 export async function startServerProcess(env: Record<string, string>, opts: { timeoutMs?: number } = {}): Promise<ServerProcess> {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'server.ts'], {
     cwd: ROOT,
-    env: { ...process.env, NODE_ENV: 'test', LOG_LEVEL: 'info', PORT: '0', HOST: '127.0.0.1', ADMIN_API_KEY: ADMIN_KEY, ...env },
+    env: { ...process.env, NODE_ENV: 'test', LOG_LEVEL: 'info', PORT: '0', HOST: '127.0.0.1', ADMIN_API_KEY: ADMIN_KEY, ...TEST_SECRETS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: Record<string, unknown>[] = [];
