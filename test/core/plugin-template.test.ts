@@ -12,6 +12,7 @@ import { onHook } from '../../core/hooks.ts';
 import { AppError } from '../../core/errors.ts';
 import { createApp } from '../../core/kernel.ts';
 import { loadConfig } from '../../config/index.ts';
+import { loadPlugins } from '../../config/plugins.ts';
 import { uniqueDbUri } from '../helpers/app.ts';
 import { notesPlugin, type NoteView } from '../../docs/examples/notes/index.ts';
 
@@ -60,6 +61,18 @@ beforeAll(async () => {
   for (const title of ['b1', 'b2']) await post(B.key, { title });
 });
 afterAll(() => t?.close());
+
+describe('loading', () => {
+  it('PLUGINS=./docs/examples/notes/index.ts loads the template by path (its default export)', async () => {
+    const list = await loadPlugins(loadConfig({ NODE_ENV: 'test', PLUGINS: './docs/examples/notes/index.ts' }));
+    expect(list.map((p) => p.name)).toContain('notes');
+  });
+
+  it('bad options stop start-up naming the plugin and the option', async () => {
+    const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', MONGODB_URI: uniqueDbUri() });
+    await expect(createApp({ config, plugins: [notesPlugin.configure({ archive_after_days: 0 })] })).rejects.toThrow(/"notes"[\s\S]*archive_after_days/);
+  });
+});
 
 describe('REST', () => {
   it('POST /notes stores the note in the caller\'s tenant, with its author', async () => {

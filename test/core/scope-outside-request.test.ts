@@ -180,6 +180,13 @@ describe('a tenant-A user outside any request', () => {
     await col('tasks').deleteOne({ _id: planted.insertedId });
   });
 
+  it('audit reads need the admin role outside requests too', async () => {
+    const plain = { ...A.user, roles: ['user'] };
+    await expect(audit().list(plain, listQ)).rejects.toBeInstanceOf(AccessDeniedError);
+    await expect(audit().stats(plain, statsQ)).rejects.toBeInstanceOf(AccessDeniedError);
+    await expect(audit().export(plain, exportQ)).rejects.toBeInstanceOf(AccessDeniedError);
+  });
+
   it('audit list, stats and export: only A entries and A totals', async () => {
     const aCount = await (async () => {
       await audit().flush();
@@ -225,6 +232,11 @@ describe('systemActor(B) outside any request', () => {
     expect(tenantsOf(bulk.items)).toEqual([B.tenantId]);
     const upd = await projects().update(actor, String(made._id), '"1"', { budget: 9 }, false);
     expect(upd.updated_by).toBeNull();
+    const del = await projects().bulkDelete(actor, [{ id: String(bulk.items[0]!._id), etag: '"1"' }]);
+    expect(del.deleted_count).toBe(1);
+    expect(await col('projects').findOne({ _id: bulk.items[0]!._id as Types.ObjectId })).toMatchObject({
+      is_deleted: true, deleted_by: null, tenant_id: new Types.ObjectId(B.tenantId),
+    });
     await audit().flush();
     const entries = await col('audit_log').find({ item_id: made._id }).sort({ _id: 1 }).toArray();
     expect(entries.map((e) => e.operation)).toEqual(['insert', 'update']);
