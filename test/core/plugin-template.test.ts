@@ -11,6 +11,7 @@ import { definePlugin } from '../../core/plugin.ts';
 import { onHook } from '../../core/hooks.ts';
 import { AppError } from '../../core/errors.ts';
 import { createApp } from '../../core/kernel.ts';
+import { systemActor } from '../../core/context.ts';
 import { loadConfig } from '../../config/index.ts';
 import { loadPlugins } from '../../config/plugins.ts';
 import { uniqueDbUri } from '../helpers/app.ts';
@@ -147,9 +148,12 @@ describe('provider registry: another plugin\'s formatter', () => {
   it('an unknown format is a 422 naming the registered ones', async () => {
     const res = await t.http('GET', '/notes?format=whisper', { key: A.key });
     expect(res.status).toBe(422);
-    expect(JSON.stringify(envelope(res).details)).toContain('shout');
+    const err = envelope(res);
+    expect(err.details.errors).toMatchObject([{ loc: ['query', 'format'], msg: expect.stringContaining('shout') }]);
     const g = await t.gql('{ notes(format: "whisper") { total } }', {}, { key: A.key });
-    expect(g.body.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');
+    expect(g.body.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_ERROR', details: { errors: [{ loc: ['args', 'format'] }] } });
+    // A direct caller of the service (a job, another plugin) gets the same refusal.
+    await expect(t.app.services.get('notes').list(systemActor(A.tenantId), { page: 1, per_page: 5, format: 'whisper' })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
   });
 
   it('registering after start-up is refused', () => {
@@ -209,6 +213,8 @@ describe('job archive_old_notes', () => {
     // The tenant sees it through the API.
     const listed = await t.http('GET', '/notes?archived=true', { key: A.key });
     expect(listed.body.total).toBe(2);
+    const g = await t.gql('{ yes: notes(archived: true) { total } no: notes(archived: false) { total } }', {}, { key: A.key });
+    expect(g.body.data).toEqual({ yes: { total: 2 }, no: { total: 2 } });
   });
 
   it('run without a tenant walks every tenant, each as its own system actor', async () => {

@@ -4,13 +4,14 @@
  */
 import type { Builder } from '../../../core/graphql.ts';
 import { parseInput, requireUser } from '../../../core/graphql.ts';
-import { createNoteInput, listNotesQuery, type NotesPage, type NoteView } from './schemas.ts';
+import { createNoteInput, type listNotesQuery, type NotesPage, type NoteView } from './schemas.ts';
 import type { NotesService } from './service.ts';
 
 /** Drops arguments the client left out or sent as null, so zod applies its defaults. */
 const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
-export function notesGraphQL(builder: Builder, notes: NotesService, defaultPerPage: number): void {
+/** `query` is the same schema object the REST route validates with. */
+export function notesGraphQL(builder: Builder, notes: NotesService, query: ReturnType<typeof listNotesQuery>): void {
   const Note = builder.objectRef<NoteView>('Note');
   Note.implement({
     fields: (t) => ({
@@ -33,7 +34,6 @@ export function notesGraphQL(builder: Builder, notes: NotesService, defaultPerPa
       per_page: t.exposeInt('per_page', { nullable: false }),
     }),
   });
-  const query = listNotesQuery(defaultPerPage);
   builder.queryField('notes', (t) =>
     t.field({
       type: Page, nullable: false, description: 'Notes of the caller\'s tenant, as GET /notes',

@@ -32,7 +32,7 @@ export const notesPlugin = definePlugin({
     const notes = new NotesService(noteModel(db), hooks, { multiTenant: config.MULTI_TENANT_ENABLED });
     services.provide('notes', notes);
     const tags = ['notes'];
-    const listQuery = listNotesQuery(options.default_per_page);
+    const listQuery = listNotesQuery(options.default_per_page, () => notes.formatterNames());
 
     return {
       routes: [
@@ -47,7 +47,7 @@ export const notesPlugin = definePlugin({
           handler: ({ user, body }) => notes.create(user!, body),
         }),
       ],
-      graphql: (builder) => notesGraphQL(builder, notes, options.default_per_page),
+      graphql: (builder) => notesGraphQL(builder, notes, listQuery),
       jobs: [
         {
           name: 'archive_old_notes',

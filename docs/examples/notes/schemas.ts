@@ -23,14 +23,22 @@ export const createNoteInput = z
   .strict();
 export type CreateNoteInput = z.output<typeof createNoteInput>;
 
-/** `GET /notes` and GraphQL `notes`. `format` names a formatter another plugin registered. */
-export const listNotesQuery = (defaultPerPage: number) =>
+/**
+ * `GET /notes` and GraphQL `notes`. `format` names a formatter another plugin registered; the
+ * names are read at validation time, so REST (`loc: ['query', 'format']`) and GraphQL
+ * (`['args', 'format']`) refuse an unknown one the same way.
+ */
+export const listNotesQuery = (defaultPerPage: number, formats: () => readonly string[]) =>
   pageQuery(defaultPerPage, 100)
     .extend({
       archived: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
       format: z.string().min(1).max(50).optional(),
     })
-    .strict();
+    .strict()
+    .superRefine((v, ctx) => {
+      if (v.format === undefined || formats().includes(v.format)) return;
+      ctx.addIssue({ code: 'custom', path: ['format'], message: `unknown format; one of: ${formats().join(', ') || '(none registered)'}` });
+    });
 export type ListNotesQuery = z.output<ReturnType<typeof listNotesQuery>>;
 
 /** Parameters of the `archive_old_notes` job: one tenant, or every tenant when left out. */

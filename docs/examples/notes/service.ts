@@ -126,14 +126,11 @@ export class NotesService implements NotesApi {
     return ids.map(String).sort();
   }
 
+  /** `listNotesQuery` already refused unknown names; this guards direct callers of the service. */
   private formatter(name: string | undefined): NoteFormatter | null {
     if (name === undefined) return null;
     const f = this.formatters.get(name);
-    if (!f) {
-      throw new ValidationError([
-        { loc: ['query', 'format'], msg: `Unknown format; one of: ${this.formatterNames().join(', ') || '(none registered)'}`, type: 'enum' },
-      ]);
-    }
+    if (!f) throw new ValidationError([{ loc: ['format'], msg: `unknown format; one of: ${this.formatterNames().join(', ')}`, type: 'custom' }]);
     return f;
   }
 }
