@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { AccessDeniedError } from './errors.ts';
 import type { Logger } from './logger.ts';
 
 /**
@@ -89,9 +90,14 @@ export const isSystemActor = (user: { id: string } | null | undefined): boolean 
 /**
  * The tenant a caller is confined to: its own for every non-system caller; for a system caller
  * the acting tenant, or null for all tenants. Fails closed: only an explicit system caller gets null.
+ * @throws AccessDeniedError for a non-system caller without a tenant (never widened to all tenants)
  */
 export function scopedTenantId(user: AuthUser): string | null {
-  if (!isSystemCaller(user)) return user.tenant_id;
+  if (!isSystemCaller(user)) {
+    // An empty tenant would read as "no tenant filter": refuse instead of widening the scope.
+    if (!user.tenant_id) throw new AccessDeniedError('The caller belongs to no tenant');
+    return user.tenant_id;
+  }
   return user.acting_tenant_id || null;
 }
 

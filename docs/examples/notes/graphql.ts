@@ -1,0 +1,56 @@
+/**
+ * The GraphQL fragment of the notes plugin: `notes` (query) and `createNote` (mutation). Resolvers
+ * validate with the same zod schemas as REST and call the same service.
+ */
+import type { Builder } from '../../../core/graphql.ts';
+import { parseInput, requireUser } from '../../../core/graphql.ts';
+import { createNoteInput, type listNotesQuery, type NotesPage, type NoteView } from './schemas.ts';
+import type { NotesService } from './service.ts';
+
+/** Drops arguments the client left out or sent as null, so zod applies its defaults. */
+const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
+
+/** `query` is the same schema object the REST route validates with. */
+export function notesGraphQL(builder: Builder, notes: NotesService, query: ReturnType<typeof listNotesQuery>): void {
+  const Note = builder.objectRef<NoteView>('Note');
+  Note.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      title: t.exposeString('title', { nullable: false }),
+      body: t.exposeString('body', { nullable: false }),
+      archived: t.exposeBoolean('archived', { nullable: false }),
+      tenant_id: t.exposeString('tenant_id', { nullable: false }),
+      created_by: t.exposeString('created_by'),
+      created_at: t.expose('created_at', { type: 'DateTime', nullable: false }),
+      formatted: t.exposeString('formatted'),
+    }),
+  });
+  const Page = builder.objectRef<NotesPage>('NotesPage');
+  Page.implement({
+    fields: (t) => ({
+      items: t.expose('items', { type: [Note], nullable: false }),
+      total: t.exposeInt('total', { nullable: false }),
+      page: t.exposeInt('page', { nullable: false }),
+      per_page: t.exposeInt('per_page', { nullable: false }),
+    }),
+  });
+  builder.queryField('notes', (t) =>
+    t.field({
+      type: Page, nullable: false, description: 'Notes of the caller\'s tenant, as GET /notes',
+      args: { page: t.arg.int(), per_page: t.arg.int(), archived: t.arg.boolean(), format: t.arg.string() },
+      resolve: (_r, a, ctx) => {
+        const args = given(a);
+        // REST sends `archived` as a query string; one schema serves both.
+        if (typeof args.archived === 'boolean') args.archived = String(args.archived);
+        return notes.list(requireUser(ctx), parseInput(query, args));
+      },
+    }),
+  );
+  builder.mutationField('createNote', (t) =>
+    t.field({
+      type: Note, nullable: false, description: 'Create a note, as POST /notes',
+      args: { title: t.arg.string({ required: true }), body: t.arg.string() },
+      resolve: (_r, a, ctx) => notes.create(requireUser(ctx), parseInput(createNoteInput, given(a))),
+    }),
+  );
+}

@@ -1,0 +1,136 @@
+/**
+ * The logic of the notes plugin. No Koa or GraphQL here: REST routes, GraphQL resolvers and the
+ * job all call this service with an actor, and the actor alone decides the tenant.
+ */
+import { Types } from 'mongoose';
+import { ValidationError } from '../../../core/errors.ts';
+import { PluginError } from '../../../core/plugin.ts';
+import { isSystemActor, writeTenantId, type AuthUser } from '../../../core/context.ts';
+import { tenantFilter } from '../../../core/identity/guards.ts';
+import type { HookBus } from '../../../core/hooks.ts';
+import type { NoteModel, NoteRecord } from './model.ts';
+import type { CreateNoteInput, ListNotesQuery, NotesPage, NoteView } from './schemas.ts';
+
+/** Events of the notes plugin, typed for every listener by declaration merging. */
+declare module '../../../core/hooks.ts' {
+  interface HookEvents {
+    /** Before a note is stored: return a changed `data` or throw an `AppError` to veto. */
+    BEFORE_NOTE_CREATE: { actor: AuthUser; tenant_id: string; data: CreateNoteInput };
+    /** After a note is stored: side effects only (errors are logged, never shown). */
+    AFTER_NOTE_CREATE: { actor: AuthUser; tenant_id: string; note: NoteView };
+  }
+}
+
+/** Turns a note into text; registered by other plugins under a name clients pass as `format`. */
+export type NoteFormatter = (note: Omit<NoteView, 'formatted'>) => string;
+
+/** What other plugins get from `services.get('notes')`. */
+export interface NotesApi {
+  /**
+   * Register a formatter. Call it from your plugin's `setup()` with `dependsOn: ['notes']`.
+   * @throws PluginError for a taken name, or once the app has started
+   * @example services.get('notes').registerFormatter('shout', (n) => n.title.toUpperCase())
+   */
+  registerFormatter(name: string, formatter: NoteFormatter): void;
+  list(actor: AuthUser, q: ListNotesQuery): Promise<NotesPage>;
+  create(actor: AuthUser, input: CreateNoteInput): Promise<NoteView>;
+}
+
+export interface NotesServiceOptions {
+  /** `MULTI_TENANT_ENABLED`. */
+  multiTenant: boolean;
+}
+
+const view = (n: NoteRecord): Omit<NoteView, 'formatted'> => ({
+  id: String(n._id),
+  title: n.title,
+  body: n.body ?? '',
+  archived: n.archived ?? false,
+  tenant_id: String(n.tenant_id),
+  created_by: n.created_by ? String(n.created_by) : null,
+  created_at: n.created_at.toISOString(),
+});
+
+export class NotesService implements NotesApi {
+  private readonly formatters = new Map<string, NoteFormatter>();
+  private frozen = false;
+
+  constructor(
+    private readonly model: NoteModel,
+    private readonly hooks: HookBus,
+    private readonly opts: NotesServiceOptions,
+  ) {}
+
+  registerFormatter(name: string, formatter: NoteFormatter): void {
+    if (this.frozen) throw new PluginError(`Formatter "${name}" registered after start-up: register it in setup()`);
+    if (this.formatters.has(name)) throw new PluginError(`Formatter "${name}" is already registered`);
+    this.formatters.set(name, formatter);
+  }
+
+  /** Called from `ready()`: the registry is fixed once every plugin is set up. */
+  freeze(): void {
+    this.frozen = true;
+  }
+
+  formatterNames(): string[] {
+    return [...this.formatters.keys()];
+  }
+
+  /** The caller's notes, newest first. Scope comes from the actor: a tenant user sees its tenant only. */
+  async list(actor: AuthUser, q: ListNotesQuery): Promise<NotesPage> {
+    const formatter = this.formatter(q.format);
+    const filter = { ...tenantFilter(actor, this.opts.multiTenant), ...(q.archived === undefined ? {} : { archived: q.archived }) };
+    const [rows, total] = await Promise.all([
+      this.model.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<NoteRecord[]>(),
+      this.model.countDocuments(filter),
+    ]);
+    const items = rows.map((r) => {
+      const v = view(r);
+      return { ...v, formatted: formatter ? formatter(v) : null };
+    });
+    return { items, total, page: q.page, per_page: q.per_page };
+  }
+
+  /**
+   * Stores a note in the actor's tenant (`systemActor(tenantId)` for a job; `systemActor()` alone
+   * has no tenant and throws). `BEFORE_NOTE_CREATE` may change or veto it; `AFTER_NOTE_CREATE` follows.
+   */
+  async create(actor: AuthUser, input: CreateNoteInput): Promise<NoteView> {
+    const tenantId = writeTenantId(actor);
+    const ev = await this.hooks.runBefore('BEFORE_NOTE_CREATE', { actor, tenant_id: tenantId, data: input });
+    const doc = await this.model.create({
+      ...ev.data,
+      tenant_id: new Types.ObjectId(tenantId),
+      created_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id),
+      created_at: new Date(),
+      archived: false,
+    });
+    const note: NoteView = { ...view(doc.toObject() as NoteRecord), formatted: null };
+    await this.hooks.emitAfter('AFTER_NOTE_CREATE', { actor, tenant_id: tenantId, note });
+    return note;
+  }
+
+  /** Archives the actor's notes older than `days` days; `systemActor(tenantId)` confines it to that tenant. */
+  async archiveOlderThan(actor: AuthUser, days: number): Promise<number> {
+    const cutoff = new Date(Date.now() - days * 86_400_000);
+    const res = await this.model.updateMany(
+      { ...tenantFilter(actor, this.opts.multiTenant), archived: false, created_at: { $lt: cutoff } },
+      { $set: { archived: true } },
+    );
+    return res.modifiedCount;
+  }
+
+  /** Tenants that hold notes: what a per-tenant job walks. */
+  async tenantsWithNotes(): Promise<string[]> {
+    const ids = await this.model.distinct('tenant_id');
+    return ids.map(String).sort();
+  }
+
+  /** `listNotesQuery` already refused unknown names; this guards direct callers of the service. */
+  private formatter(name: string | undefined): NoteFormatter | null {
+    if (name === undefined) return null;
+    const f = this.formatters.get(name);
+    if (!f) throw new ValidationError([{ loc: ['format'], msg: `unknown format; one of: ${this.formatterNames().join(', ')}`, type: 'custom' }]);
+    return f;
+  }
+}
