@@ -95,11 +95,19 @@ export const configSchema = z.object({
 
   /** @default true */
   RATE_LIMIT_ENABLED: bool(true),
+  /**
+   * Where rate-limit and failed-authentication counters live: `mongo` (shared by every replica on
+   * the database) or `memory` (this process only: a single server, or benchmarks). @default 'mongo'
+   */
+  RATE_LIMIT_STORE: z.enum(['mongo', 'memory']).default('mongo'),
   /** Requests per window per credential (or per IP when anonymous). @default 1000 */
   RATE_LIMIT_MAX: int(1000, 1),
   /** @default 60 */
   RATE_LIMIT_WINDOW_SECONDS: int(60, 1),
-  /** Failed authentications per client ip and window before credentials from it are refused (429). @default 100 */
+  /**
+   * Failed authentications per window, per client ip and per targeted identity (API key prefix,
+   * email), after which further failures answer 429. Valid credentials always pass. @default 100
+   */
   AUTH_FAILURE_LIMIT: int(100, 1),
   /** Largest accepted JSON body. @default '1mb' */
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 1mb').default('1mb'),

@@ -20,6 +20,8 @@ import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, errorEnvelope, rateLimit, requestContext, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
 import { getContext } from './context.ts';
+import { createLimiter } from './rate-limit.ts';
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import { PluginError, type JobDefinition, type KernelView, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
@@ -123,6 +125,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 
   let schema: GraphQLSchema;
   let router: Router;
+  let requestLimiter: RateLimiterAbstract | null;
   try {
     for (const plugin of ordered) {
       const c = await plugin.setup({
@@ -157,6 +160,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
     router = mountRoutes(routes, createYogaServer(schema, config, log));
+    requestLimiter = config.RATE_LIMIT_ENABLED ? await createLimiter(config, db.conn, 'rate_limits', config.RATE_LIMIT_MAX) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the plugins open.
     await closePlugins();
@@ -177,8 +181,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   });
   koa.use(requestContext(log));
   koa.use(errorEnvelope());
-  koa.use(authenticate(identity, config));
-  koa.use(rateLimit(config, (path) => exempt.has(path)));
+  koa.use(authenticate(identity, services.get('authFailures')));
+  koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path)));
   koa.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
   koa.use(async (ctx, next) => {
     await next();

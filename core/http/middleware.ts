@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type Koa from 'koa';
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { AuthFailureLimiter } from '../rate-limit.ts';
 import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, RateLimitedError } from '../errors.ts';
 import { isSystemCaller, runWithContext, type AuthUser, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
-import { hashKey, type IdentityService } from '../identity/service.ts';
+import { API_KEY_PREFIX, hashKey, type IdentityService } from '../identity/service.ts';
 import { toAppError } from './map-error.ts';
 
 export interface AppState {
@@ -55,22 +56,15 @@ export function errorEnvelope(): Koa.Middleware {
 /**
  * Resolves `X-API-Key` or `Authorization: Bearer`. A bad credential is remembered, not raised, so
  * public routes stay reachable; routes that need a caller raise it. System callers may pick a
- * tenant with `X-Tenant-Id`. Failed attempts are counted per client ip: past
- * `AUTH_FAILURE_LIMIT` per window, credentials from that ip are refused (429) before any lookup,
- * so a flood of guessed keys never reaches the database.
+ * tenant with `X-Tenant-Id`. Failed attempts are counted per client ip and per API key prefix
+ * (`AuthFailureLimiter`): past `AUTH_FAILURE_LIMIT` per window, further failures answer 429
+ * instead of 401. Only failures are refused: a valid credential always passes.
  */
-export function authenticate(identity: IdentityService, config: Config): Koa.Middleware {
-  const failures = config.RATE_LIMIT_ENABLED
-    ? new RateLimiterMemory({ points: config.AUTH_FAILURE_LIMIT, duration: config.RATE_LIMIT_WINDOW_SECONDS })
-    : null;
+export function authenticate(identity: IdentityService, failures: AuthFailureLimiter): Koa.Middleware {
   return async (ctx, next) => {
     const state = ctx.state as AppState;
     const apiKey = ctx.get('X-API-Key');
     const authz = ctx.get('Authorization');
-    if ((apiKey || authz) && failures) {
-      const seen = await failures.get(`ip:${ctx.ip}`);
-      if (seen && seen.remainingPoints <= 0) throw new RateLimitedError(Math.max(1, Math.ceil(seen.msBeforeNext / 1000)));
-    }
     try {
       let user: AuthUser | null = null;
       if (apiKey) {
@@ -95,21 +89,21 @@ export function authenticate(identity: IdentityService, config: Config): Koa.Mid
       }
     } catch (err) {
       if (!(err instanceof AppError) || err.status !== 401) throw err;
+      const wait = await failures.fail(ctx.ip, apiKey ? `key:${apiKey.slice(0, API_KEY_PREFIX.length + 6)}` : null);
+      if (wait !== null) throw new RateLimitedError(wait);
       state.authError = err;
-      await failures?.penalty(`ip:${ctx.ip}`, 1);
     }
     await next();
   };
 }
 
 /**
- * Fixed-window limiter (rate-limiter-flexible: well-tested, and its store swaps to Redis for a
- * cluster): per credential (API key; bearer tokens per user) when authenticated, else per client
+ * Fixed-window limiter (rate-limiter-flexible; `RATE_LIMIT_STORE`: MongoDB, shared by replicas, or
+ * memory): per credential (API key; bearer tokens per user) when authenticated, else per client
  * ip. Adds RateLimit-* headers.
  */
-export function rateLimit(config: Config, exempt: (path: string) => boolean): Koa.Middleware {
-  if (!config.RATE_LIMIT_ENABLED) return (_ctx, next) => next();
-  const limiter = new RateLimiterMemory({ points: config.RATE_LIMIT_MAX, duration: config.RATE_LIMIT_WINDOW_SECONDS });
+export function rateLimit(config: Config, limiter: RateLimiterAbstract | null, exempt: (path: string) => boolean): Koa.Middleware {
+  if (!limiter) return (_ctx, next) => next();
   return async (ctx, next) => {
     if (exempt(ctx.path)) return next();
     const state = ctx.state as AppState;

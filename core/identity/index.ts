@@ -7,10 +7,13 @@ import { idParams, objectId, pageQuery } from '../http/schemas.ts';
 import { parseInput as parse, requireAdmin, requireUser } from '../graphql.ts';
 import { identityModels, ROLES } from './models.ts';
 import { IdentityService } from './service.ts';
+import { AuthFailureLimiter, createLimiter } from '../rate-limit.ts';
 
 declare module '../services.ts' {
   interface Services {
     identity: IdentityService;
+    /** Failed-authentication counters (per ip and per identity) for every plugin that authenticates. */
+    authFailures: AuthFailureLimiter;
   }
 }
 
@@ -50,6 +53,7 @@ export const identityPlugin = definePlugin({
     await Promise.all([models.Tenant.init(), models.User.init(), models.ApiKey.init()]);
     const identity = new IdentityService(models, config, log, hooks);
     services.provide('identity', identity);
+    services.provide('authFailures', new AuthFailureLimiter(config.RATE_LIMIT_ENABLED ? await createLimiter(config, db, 'auth_failures', config.AUTH_FAILURE_LIMIT) : null));
 
     if (config.ADMIN_API_KEY) {
       const res = await identity.bootstrap(config.ADMIN_API_KEY, config.ADMIN_EMAIL);

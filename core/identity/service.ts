@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { Types } from 'mongoose';
 import { SignJWT, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
 import type { Config } from '../../config/index.ts';
@@ -9,6 +10,8 @@ import { tenantFilter, type Filter } from './guards.ts';
 import type { Logger } from '../logger.ts';
 import type { IdentityModels, UserDoc } from './models.ts';
 
+/** Most credentials (and key-use timestamps) one process keeps in memory. */
+const CACHE_MAX_ENTRIES = 10_000;
 export const API_KEY_PREFIX = 'ak_';
 const LAST_USED_THROTTLE_MS = 60_000;
 
@@ -78,8 +81,13 @@ export interface Page {
  * Tenant admins act only inside their own tenant; system callers act anywhere.
  */
 export class IdentityService {
-  private readonly cache = new Map<string, { user: AuthUser; keyId?: string; expires: number }>();
-  private readonly lastUsedWrites = new Map<string, number>();
+  /**
+   * Resolved credentials, per process, for `AUTH_CACHE_TTL_MS` (lru-cache: bounded by entry count
+   * and TTL, least recently used evicted first). Revocation here drops entries at once; other
+   * replicas follow when their entry expires, so the TTL is the revocation delay across replicas.
+   */
+  private readonly cache: LRUCache<string, { user: AuthUser; keyId?: string }> | null;
+  private readonly lastUsedWrites = new LRUCache<string, number>({ max: CACHE_MAX_ENTRIES });
   private readonly secret: Uint8Array;
   private readonly credentialKinds = new Map<string, CredentialResolver>();
 
@@ -90,6 +98,7 @@ export class IdentityService {
     private readonly hooks?: HookBus,
   ) {
     this.secret = new TextEncoder().encode(config.TOKEN_SECRET);
+    this.cache = config.AUTH_CACHE_TTL_MS > 0 ? new LRUCache({ max: CACHE_MAX_ENTRIES, ttl: config.AUTH_CACHE_TTL_MS }) : null;
     this.registerCredentialKind('api_key', async (id) => {
       const key = Types.ObjectId.isValid(id) ? await this.models.ApiKey.findOne({ _id: id, revoked_at: null }, { user_id: 1 }).lean() : null;
       return key ? { user_id: String(key.user_id) } : null;
@@ -361,7 +370,8 @@ export class IdentityService {
 
   /** Drop cached credentials of a user, e.g. after its roles changed. */
   invalidateUser(userId: string): void {
-    for (const [k, v] of this.cache) if (v.user.id === userId) this.cache.delete(k);
+    if (!this.cache) return;
+    for (const [k, v] of this.cache.entries()) if (v.user.id === userId) this.cache.delete(k);
   }
 
   /** A live user the caller administers. @throws NotFoundError outside its scope, AccessDeniedError for a system user and a non-system caller */
@@ -409,24 +419,15 @@ export class IdentityService {
   }
 
   private fromCache(key: string) {
-    const hit = this.cache.get(key);
-    if (!hit) return undefined;
-    if (hit.expires < Date.now()) {
-      this.cache.delete(key);
-      return undefined;
-    }
-    return hit;
+    return this.cache?.get(key);
   }
 
   private toCache(key: string, user: AuthUser, keyId?: string) {
-    const ttl = this.config.AUTH_CACHE_TTL_MS;
-    if (ttl <= 0) return;
-    if (this.cache.size > 10_000) this.cache.clear();
-    this.cache.set(key, { user, ...(keyId ? { keyId } : {}), expires: Date.now() + ttl });
+    this.cache?.set(key, { user, ...(keyId ? { keyId } : {}) });
   }
 
   private invalidate(key: string) {
-    this.cache.delete(key);
+    this.cache?.delete(key);
   }
 
   /** `last_used_at` is informational: write it at most once a minute per key, off the request path. */
