@@ -109,6 +109,24 @@ export const configSchema = z.object({
    * email), after which further failures answer 429. Valid credentials always pass. @default 100
    */
   AUTH_FAILURE_LIMIT: int(100, 1),
+  /** GraphQL: most aliases in one operation (graphql-armor). @default 30 */
+  GRAPHQL_MAX_ALIASES: int(30, 1),
+  /** GraphQL: deepest selection (graphql-armor; introspection exempt). @default 12 */
+  GRAPHQL_MAX_DEPTH: int(12, 1),
+  /** GraphQL: most tokens in the query text, counted while parsing (graphql-armor). @default 2000 */
+  GRAPHQL_MAX_TOKENS: int(2000, 1),
+  /** GraphQL: most directives in one operation (graphql-armor). @default 50 */
+  GRAPHQL_MAX_DIRECTIVES: int(50, 1),
+  /** GraphQL: structural cost budget (graphql-armor cost limit: objects 2, scalars 1, times depth). @default 5000 */
+  GRAPHQL_MAX_COST: int(5000, 1),
+  /** GraphQL: list budget: items a request's lists may return, each list counting by its page size. @default 5000 */
+  GRAPHQL_MAX_LIST_ITEMS: int(5000, 1),
+  /** GraphQL: page size assumed for a list field called without `per_page` / `limit`. @default 100 */
+  GRAPHQL_ASSUMED_PAGE_SIZE: int(100, 1),
+  /** GraphQL: most mutation fields (aliases included) per request: the bulk cap. @default 100 */
+  GRAPHQL_MAX_MUTATION_FIELDS: int(100, 1),
+  /** GraphQL: deepest nesting of the variables. @default 32 */
+  GRAPHQL_MAX_INPUT_DEPTH: int(32, 1),
   /** Largest accepted JSON body. @default '1mb' */
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 1mb').default('1mb'),
   /** Trust `X-Forwarded-For` for the client ip (behind a proxy). @default false */

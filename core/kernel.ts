@@ -21,6 +21,7 @@ import { authenticate, errorEnvelope, rateLimit, requestContext, type AppState }
 import { toAppError } from './http/map-error.ts';
 import { getContext } from './context.ts';
 import { createLimiter } from './rate-limit.ts';
+import { graphqlLimitPlugins } from './graphql-limits.ts';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import { PluginError, type JobDefinition, type KernelView, type Plugin, type PluginContribution } from './plugin.ts';
 
@@ -259,6 +260,7 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
   return createYoga<Record<string, unknown>>({
     schema,
     graphqlEndpoint: '/graphql',
+    plugins: graphqlLimitPlugins(config),
     graphiql: config.NODE_ENV !== 'production',
     landingPage: false,
     logging: false,
