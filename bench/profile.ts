@@ -20,8 +20,9 @@ interface Profile { nodes: Node[]; samples: number[]; timeDeltas: number[] }
 function component(url: string, fn: string): string {
   if (url.includes('/zod/')) return 'validation (zod)';
   if (url.includes('/pino') || url.includes('thread-stream') || url.includes('sonic-boom')) return 'logging (pino)';
-  if (url.includes('/mongoose/')) return 'mongoose (query building, casting)';
+  // Before mongoose: mongoose ships its own copy of the driver under mongoose/node_modules.
   if (url.includes('/mongodb/') || url.includes('/bson/')) return 'driver (mongodb, bson)';
+  if (url.includes('/mongoose/') || url.includes('/mquery/') || url.includes('/kareem/')) return 'mongoose (query building, casting)';
   if (url.includes('/koa') || url.includes('/@koa/') || url.includes('path-to-regexp') || url.includes('/statuses/') || url.includes('/content-') || url.includes('/accepts/') || url.includes('/type-is/') || url.includes('/cookies/')) return 'koa + router';
   if (url.includes('rate-limiter')) return 'rate limiter';
   if (url.includes('/core/identity/')) return 'auth (identity, access filter)';
@@ -60,6 +61,8 @@ async function main() {
     if (!t) continue;
     const { functionName, url: u, lineNumber } = n.callFrame;
     if (functionName === '(idle)') continue;
+    // Start-up (module loading, TypeScript transform) is not request work.
+    if (/node:internal\/modules\/|\/tsx\/|cjs-module-lexer|realm|wasm:/.test(u) || /^(internalModuleStat|readFileUtf8|compileFunction)$/.test(functionName)) continue;
     total += t;
     const short = u.replace(/^file:\/\//, '').replace(/.*node_modules\//, '').replace(/.*\/refactor\//, '');
     const k = `${functionName || '(anonymous)'} ${short}:${lineNumber + 1}`;

@@ -268,10 +268,14 @@ export class ResourceService {
   async get(user: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<Doc> {
     this.checkIncludeDeleted(user, !!opts.includeDeleted);
     if (opts.populate?.length) this.checkPopulate(user, opts.populate);
-    const doc = await this.model
-      .findOne({ _id: this.oid(id), ...this.scope(user, { includeDeleted: opts.includeDeleted }) })
-      .select(this.projection(opts.fields ?? null))
-      .lean<Doc>();
+    const filter = { _id: this.oid(id), ...this.scope(user, { includeDeleted: opts.includeDeleted }) };
+    const projection = this.projection(opts.fields ?? null);
+    // Hot path: a filter of ids and booleans needs no casting, so the driver reads it directly
+    // (mongoose's query building costs more than the read itself). Attribute rules may carry
+    // values that mongoose casts to the field's type: they keep the mongoose path.
+    const doc = this.needsCasting(filter)
+      ? await this.model.findOne(filter).select(projection).lean<Doc>()
+      : ((await this.model.collection.findOne(filter, { projection })) as Doc | null);
     if (!doc) throw new NotFoundError(this.def.name, id);
     const [out] = await this.populate(user, [doc], opts.populate ?? []);
     return out!;
@@ -398,6 +402,12 @@ export class ResourceService {
   private oid(id: string): Types.ObjectId {
     if (!Types.ObjectId.isValid(id) || !/^[0-9a-fA-F]{24}$/.test(id)) throw new NotFoundError(this.def.name, id);
     return new Types.ObjectId(id);
+  }
+
+  /** True unless every key of the filter is one whose value the service itself built with the stored type. */
+  private needsCasting(filter: Filter): boolean {
+    for (const k of Object.keys(filter)) if (k !== '_id' && k !== 'tenant_id' && k !== 'is_deleted') return true;
+    return false;
   }
 
   private projection(fields: string[] | null): Record<string, 0 | 1> {
