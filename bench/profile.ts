@@ -2,7 +2,7 @@
  * `npx tsx bench/profile.ts [path]`: seeds the bench database, runs the app under `--cpu-prof` with
  * autocannon load on one scenario (default: get-one), then prints self time per function and per
  * module, grouped into the request pipeline's components. Not a measurement: profiling slows
- * everything; read the shares, not the rates.
+ * everything; read the shares, not the rates. `PROFILE_MODE=bare` profiles the bare baseline.
  */
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -44,7 +44,7 @@ async function main() {
   const { mem, MONGODB_URI, tenant, key, sample } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
   const dir = mkdtempSync(join(tmpdir(), 'prof-'));
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id };
-  const { child, port } = await startServer('app', env, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+  const { child, port } = await startServer(process.env.PROFILE_MODE ?? 'app', env, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
   const url = `http://127.0.0.1:${port}${path ?? `/projects/${String(sample._id)}`}`;
   const r = await autocannon({ url, connections: 10, duration: DURATION, headers: { 'X-API-Key': key } });
   log(`${url}: ${(r.requests.total / DURATION).toFixed(0)} req/s under the profiler, ${r.non2xx} non-2xx`);

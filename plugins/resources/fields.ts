@@ -39,11 +39,9 @@ export const BASE_FIELDS = {
   version: { kind: 'integer', schema: { type: Number, default: 1 } },
 } as const satisfies Record<string, { kind: FieldKind; schema: SchemaDefinition[string] }>;
 
-export type BaseField = keyof typeof BASE_FIELDS;
-
 /** Fields the server maintains: `_id` plus the base fields. Clients never write them (a body that tries gets 422). */
-export const SYSTEM_FIELDS: readonly string[] = Object.freeze(['_id', ...Object.keys(BASE_FIELDS)]);
-/** Membership test for {@link SYSTEM_FIELDS}; they are always filterable and sortable. */
+const SYSTEM_FIELDS: readonly string[] = Object.freeze(['_id', ...Object.keys(BASE_FIELDS)]);
+/** True for a system field ({@link SYSTEM_FIELDS}); they are always filterable and sortable. */
 export const isSystemField = (path: string): boolean => SYSTEM.has(path);
 const SYSTEM = new Set<string>(SYSTEM_FIELDS);
 
