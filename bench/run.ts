@@ -3,67 +3,28 @@
  * and prints ratios (never absolute targets: the database here may be a stand-in whose absolute
  * speed says nothing). Results also go to bench/results.json.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import autocannon from 'autocannon';
-import mongoose, { Types } from 'mongoose';
-import { MongoMemoryServer } from 'mongodb-memory-server';
-import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../config/plugins.ts';
-import { createApp } from '../core/kernel.ts';
-import { encodeCursor } from '../plugins/resources/cursor.ts';
+import mongoose from 'mongoose';
+import { seed, startServer } from './seed.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const DOCS = Number(process.env.BENCH_DOCS ?? 20_000);
-const ADMIN_KEY = 'bench-admin-key-0123456789abcdef';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 
 async function main() {
-  const mem = process.env.MONGODB_URI ? undefined : await MongoMemoryServer.create();
-  const base = process.env.MONGODB_URI ?? mem!.getUri();
-  const uri = new URL(base);
-  uri.pathname = '/bench';
-  const MONGODB_URI = uri.toString();
-
-  log(`seeding ${DOCS} projects ...`);
-  const seedApp = await createApp({ config: loadConfig({ MONGODB_URI, LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY }), plugins: builtinPlugins() });
-  const identity = seedApp.services.get('identity');
-  const admin = await identity.authenticateApiKey(ADMIN_KEY);
-  const tenant = await identity.createTenant(admin, { name: 'bench' });
-  const user = await identity.createUser(admin, { email: 'bench@example.com', name: 'Bench', tenant_id: tenant.id, roles: ['user'], features: ['tasks'] });
-  const { key } = await identity.createApiKey(admin, { user_id: user.id, name: 'bench' });
-  const projects = seedApp.db.conn.db!.collection('projects');
-  await projects.deleteMany({});
-  const t0 = Date.now() - DOCS * 1000;
-  for (let i = 0; i < DOCS; i += 1000) {
-    await projects.insertMany(
-      Array.from({ length: Math.min(1000, DOCS - i) }, (_, j) => {
-        const n = i + j;
-        const at = new Date(t0 + n * 1000);
-        return {
-          name: `Project ${n}`, description: `seeded project number ${n}`, status: n % 7 ? 'active' : 'archived', tags: [`t${n % 10}`],
-          budget: n % 1000, owner_email: null, tenant_id: new Types.ObjectId(tenant.id), created_at: at, updated_at: at,
-          created_by: new Types.ObjectId(user.id), updated_by: new Types.ObjectId(user.id), is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
-        };
-      }),
-    );
-  }
-  const sample = await projects.find({}).sort({ created_at: -1, _id: -1 }).skip(Math.floor(DOCS / 2)).limit(1).next();
-  const sortSpec: [string, 1 | -1][] = [['created_at', -1], ['_id', -1]];
-  const depthDoc = await projects.find({}).sort({ created_at: -1, _id: -1 }).skip(499 * 25 - 1).limit(1).next();
-  const cursor500 = encodeCursor(sortSpec, depthDoc as Record<string, unknown>, seedApp.config.CURSOR_HMAC_SECRET);
-  // Updates each hit their own document at version 1 (an ETag needs no round trip then).
-  const updIds = (await projects.find({}).sort({ _id: 1 }).limit(20000).project({ _id: 1 }).toArray()).map((d) => String(d._id));
-  await seedApp.close();
-
+  const { mem, MONGODB_URI, tenant, key, sample, cursor500, updIds } = await seed(DOCS, log);
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id };
   const headers = { 'X-API-Key': key };
   const results: Record<string, number> = {};
 
-  const id = String(sample!._id);
+  const id = String(sample._id);
+  // BENCH_ONLY=get,list runs only the scenarios whose name contains one of the words (quick checks).
+  const only = process.env.BENCH_ONLY?.split(',').filter(Boolean) ?? [];
   const measure = async (name: string, mode: string, opts: Omit<autocannon.Options, 'url'> & { path: string }) => {
+    if (only.length && !only.some((w) => name.includes(w))) return;
     const { child, port } = await startServer(mode, env);
     try {
       const url = `http://127.0.0.1:${port}${opts.path}`;
@@ -82,10 +43,22 @@ async function main() {
     }
   };
 
-  await measure('bare get-one', 'bare', { path: `/projects/${id}` });
-  await measure('app get-one', 'app', { path: `/projects/${id}` });
-  await measure('bare list per_page=25', 'bare', { path: '/projects?per_page=25' });
-  await measure('app list per_page=25', 'app', { path: '/projects?per_page=25' });
+  // App and bare alternate twice and are averaged, so load from other processes on the machine
+  // weighs on both sides alike.
+  const versus = async (label: string, path: string) => {
+    if (only.length && !only.some((w) => label.includes(w))) return;
+    for (const round of [0, 1]) {
+      await measure(`bare ${label} #${round}`, 'bare', { path });
+      await measure(`app ${label} #${round}`, 'app', { path });
+    }
+    for (const side of ['bare', 'app']) results[`${side} ${label}`] = (results[`${side} ${label} #0`]! + results[`${side} ${label} #1`]!) / 2;
+  };
+  await versus('get-one', `/projects/${id}`);
+  await versus('list per_page=25', '/projects?per_page=25');
+  // GraphQL asks for every field REST returns, so both serialize the same documents.
+  const gqlFields = '_id etag name description status tags budget owner_email tenant_id created_at updated_at created_by updated_by is_deleted deleted_at deleted_by version';
+  const gqlBody = JSON.stringify({ query: `{ projects(per_page: 25) { total page per_page total_pages items { ${gqlFields} } } }` });
+  await measure('graphql list per_page=25', 'app', { path: '/graphql', method: 'POST', body: gqlBody, headers: { ...headers, 'Content-Type': 'application/json' } });
   await measure('offset page 1', 'app', { path: '/projects?page=1&per_page=25' });
   await measure('offset page 500', 'app', { path: '/projects?page=500&per_page=25' });
   await measure('cursor page 1', 'app', { path: '/projects?limit=25' });
@@ -98,6 +71,7 @@ async function main() {
       await measure(`${label}, audit off #${round}`, 'app-noaudit', opts(round, false));
       await measure(`${label}, audit on #${round}`, 'app', opts(round, true));
     }
+    if (only.length && !only.some((w) => label.includes(w))) return;
     for (const side of ['off', 'on']) {
       results[`${label}, audit ${side}`] = (results[`${label}, audit ${side} #0`]! + results[`${label}, audit ${side} #1`]!) / 2;
     }
@@ -123,33 +97,21 @@ async function main() {
   };
   await pair('update', (round, audit) => updates(updIds.slice((round * 2 + (audit ? 1 : 0)) * quarter, (round * 2 + (audit ? 1 : 0) + 1) * quarter)));
 
-  const ratio = (a: string, b: string) => (results[a]! / results[b]!).toFixed(2);
+  const ratio = (a: string, b: string) => (results[a] && results[b] ? (results[a] / results[b]).toFixed(2) : 'n/a');
   const summary = {
-    'get-one vs bare (aim >= 0.6)': ratio('app get-one', 'bare get-one'),
-    'list vs bare (aim >= 0.5)': ratio('app list per_page=25', 'bare list per_page=25'),
+    'get-one vs bare (aim >= 0.85)': ratio('app get-one', 'bare get-one'),
+    'list vs bare (aim >= 0.84)': ratio('app list per_page=25', 'bare list per_page=25'),
+    'GraphQL list vs REST list (aim >= 0.80)': ratio('graphql list per_page=25', 'app list per_page=25'),
     'cursor page 500 / page 1 throughput (aim: flat, cost within 1.5x)': ratio('cursor page 500', 'cursor page 1'),
     'offset page 500 / page 1 throughput (grows with depth)': ratio('offset page 500', 'offset page 1'),
-    'create audit on / off (aim >= 0.8)': ratio('create, audit on', 'create, audit off'),
-    'update audit on / off (aim >= 0.8)': ratio('update, audit on', 'update, audit off'),
+    'create audit on / off (aim >= 0.83)': ratio('create, audit on', 'create, audit off'),
+    'update audit on / off (aim >= 0.83)': ratio('update, audit on', 'update, audit off'),
   };
   log('\nratios (same run, same database):');
   for (const [k, v] of Object.entries(summary)) log(`  ${k.padEnd(66)} ${v}`);
   writeFileSync(new URL('./results.json', import.meta.url), JSON.stringify({ when: new Date().toISOString(), duration_s: DURATION, connections: CONNECTIONS, docs: DOCS, results, summary }, null, 2));
   await mem?.stop();
   await mongoose.disconnect();
-}
-
-function startServer(mode: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; port: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', new URL('./serve.ts', import.meta.url).pathname], { env: { ...env, BENCH_MODE: mode }, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout!.on('data', (b: Buffer) => {
-      out += b.toString();
-      const m = /READY (\d+)/.exec(out);
-      if (m) resolve({ child, port: Number(m[1]) });
-    });
-    child.once('exit', (code) => reject(new Error(`server (${mode}) exited with ${code}`)));
-  });
 }
 
 main().then(

@@ -50,3 +50,6 @@ if (mode === 'bare') {
   const port = await app.listen(0, '127.0.0.1');
   process.stdout.write(`READY ${port}\n`);
 }
+
+// An orderly exit on SIGINT lets `--cpu-prof` write its profile (bench/profile.ts).
+process.once('SIGINT', () => process.exit(0));

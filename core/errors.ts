@@ -3,6 +3,7 @@
  * turn an `AppError` into the envelope `{ error: { code, message, details }, request_id }`; anything
  * that is not an `AppError` becomes a masked 500 `INTERNAL_ERROR`.
  */
+import type { z } from 'zod';
 
 /** Stable, machine-readable error codes. Clients branch on these; never rename one. */
 export const ErrorCode = {
@@ -140,20 +141,33 @@ export class ServiceUnavailableError extends AppError {
   }
 }
 
-export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
-
 /**
- * Map a zod error (v4) to validation issues under a source prefix (`body`, `query`, `params`).
+ * Map a zod error (v4) to validation issues under a source prefix (`body`, `query`, `params`, or a
+ * path such as `['body', 3]` for one item of a bulk body).
  * An `unrecognized_keys` issue becomes one issue per key, located at that key.
  */
 export function zodIssues(
-  source: string,
+  source: string | readonly (string | number)[],
   issues: readonly { path: readonly PropertyKey[]; message: string; code: string; keys?: readonly string[] }[],
 ): ValidationIssue[] {
+  const prefix = typeof source === 'string' ? [source] : source;
   return issues.flatMap((i) => {
-    const loc = [source, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))];
+    const loc = [...prefix, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))];
     if (i.code === 'unrecognized_keys' && i.keys?.length)
       return i.keys.map((k) => ({ loc: [...loc, k], msg: `Unrecognized key: "${k}"`, type: i.code }));
     return [{ loc, msg: i.message, type: i.code }];
   });
+}
+
+/**
+ * Validate input with a zod schema; every problem becomes a 422 `VALIDATION_ERROR` issue located
+ * under `loc`. Services use it for bodies (`['body']`), GraphQL resolvers for arguments.
+ *
+ * @default loc ['args'] (GraphQL arguments)
+ * @example const input = parseInput(createSchema, body, ['body'])
+ */
+export function parseInput<S extends z.ZodType>(schema: S, value: unknown, loc: readonly (string | number)[] = ['args']): z.output<S> {
+  const res = schema.safeParse(value);
+  if (!res.success) throw new ValidationError(zodIssues(loc, res.error.issues));
+  return res.data;
 }

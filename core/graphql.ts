@@ -1,8 +1,7 @@
 import SchemaBuilder from '@pothos/core';
 import { DateTimeResolver, JSONResolver, ObjectIDResolver } from 'graphql-scalars';
 import type Koa from 'koa';
-import type { z } from 'zod';
-import { AccessDeniedError, AuthRequiredError, ValidationError, zodIssues } from './errors.ts';
+import { AccessDeniedError, AuthRequiredError } from './errors.ts';
 import { isAdmin, type AuthUser } from './context.ts';
 
 export interface GraphQLContext {
@@ -46,8 +45,4 @@ export function requireAdmin(ctx: GraphQLContext): AuthUser {
 }
 
 /** Validate GraphQL arguments with the same zod schema as the REST route (422 VALIDATION_ERROR, loc starting with `args`). */
-export function parseInput<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
-  const res = schema.safeParse(value);
-  if (!res.success) throw new ValidationError(zodIssues('args', res.error.issues));
-  return res.data;
-}
+export { parseInput } from './errors.ts';

@@ -8,8 +8,9 @@ interface MongooseValidationLike {
 /**
  * Classify an error thrown anywhere below a request. Returns the AppError a client may see, or
  * null for an unexpected failure (which is logged and masked as 500 INTERNAL_ERROR).
+ * `loc` prefixes the paths of a mongoose validation error (e.g. `['body', 3]` for a bulk item).
  */
-export function toAppError(err: unknown): AppError | null {
+export function toAppError(err: unknown, loc: readonly (string | number)[] = ['body']): AppError | null {
   if (err instanceof AppError) return err;
   if (!err || typeof err !== 'object') return null;
   const e = err as { name?: string; code?: unknown; status?: unknown; statusCode?: unknown; type?: string; expose?: boolean; message?: string };
@@ -19,7 +20,7 @@ export function toAppError(err: unknown): AppError | null {
   if (e.name === 'ValidationError' && 'errors' in e) {
     const ve = err as MongooseValidationLike;
     return new ValidationError(
-      Object.values(ve.errors).map((x) => ({ loc: ['body', ...x.path.split('.')], msg: x.message, type: x.kind ?? 'invalid' })),
+      Object.values(ve.errors).map((x) => ({ loc: [...loc, ...x.path.split('.')], msg: x.message, type: x.kind ?? 'invalid' })),
     );
   }
   if (e.name === 'CastError' || e.name === 'BSONError' || e.name === 'StrictModeError') {

@@ -26,7 +26,14 @@ export function requestContext(log: Logger): Koa.Middleware {
     const incoming = ctx.get('X-Request-Id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     ctx.set('X-Request-Id', requestId);
-    const rc: RequestContext = { requestId, ip: ctx.ip || null, user: null, log: log.child({ request_id: requestId }) };
+    // The child logger is made on first use: most requests never log (hot path).
+    let child: Logger | undefined;
+    const rc: RequestContext = {
+      requestId, ip: ctx.ip || null, user: null,
+      get log() {
+        return (child ??= log.child({ request_id: requestId }));
+      },
+    };
     const state = ctx.state as AppState;
     state.ctx = rc;
     state.user = null;
@@ -69,7 +76,8 @@ export function authenticate(identity: IdentityService, failures: AuthFailureLim
       let user: AuthUser | null = null;
       if (apiKey) {
         user = await identity.authenticateApiKey(apiKey);
-        state.credential = `key:${hashKey(apiKey).slice(0, 32)}`;
+        // Only the rate limiter reads it: skip the extra SHA-256 per request when it is off.
+        if (config.RATE_LIMIT_ENABLED) state.credential = `key:${hashKey(apiKey).slice(0, 32)}`;
       } else if (authz) {
         const m = /^Bearer\s+(\S+)$/i.exec(authz);
         if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"');

@@ -1,8 +1,8 @@
-import { Schema } from 'mongoose';
+import type { Schema } from 'mongoose';
 import type { z } from 'zod';
 import type { AttributeRule } from '../../core/identity/guards.ts';
 import type { RouteDef } from '../../core/http/route.ts';
-import { describeFields, inputSchemas, type FieldInfo } from './fields.ts';
+import { BASE_FIELDS, describeFields, inputSchemas, type FieldInfo } from './fields.ts';
 
 /** What happens to referencing documents when a referenced one is deleted. */
 export type OnDelete = 'deny' | 'cascade' | 'set_null';
@@ -72,8 +72,11 @@ export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'inpu
   handlers: Partial<Record<Operation, RouteDef['handler']>>;
   routes: RouteDef[];
   graphqlName: string;
-  /** Fields audit and responses must never carry. */
-  secretFields: string[];
+  /**
+   * Private fields (`private: true` on the path): never returned, filterable, sortable or audited.
+   * Hook events carry them as `secret_fields` (the public hook contract).
+   */
+  privateFields: string[];
   hasTags: boolean;
 }
 
@@ -117,7 +120,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     handlers: o.handlers ?? {},
     routes: o.routes ?? [],
     graphqlName: o.graphql_name ?? pascalSingular(o.name),
-    secretFields: fields.filter((f) => f.private).map((f) => f.path),
+    privateFields: fields.filter((f) => f.private).map((f) => f.path),
     hasTags: fields.some((f) => f.path === 'tags' && f.kind === 'array'),
   };
   for (const f of def.searchable_fields) {
@@ -132,23 +135,9 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
   return def;
 }
 
-/**
- * Base fields of both base kinds (spec: "Base document fields"). Types the spec leaves open:
- * `created_by`/`updated_by`/`deleted_by` are user object ids (null for system writes),
- * `deleted_at` a date, `version` an integer starting at 1 and incremented by every write.
- */
+/** Adds the base fields ({@link BASE_FIELDS}) and the indexes every list relies on. */
 function addBaseFields(schema: Schema, tenantScoped: boolean, defaultSort: string) {
-  schema.add({
-    tenant_id: { type: Schema.Types.ObjectId, default: null },
-    created_at: { type: Date },
-    updated_at: { type: Date },
-    created_by: { type: Schema.Types.ObjectId, default: null },
-    updated_by: { type: Schema.Types.ObjectId, default: null },
-    is_deleted: { type: Boolean, default: false },
-    deleted_at: { type: Date, default: null },
-    deleted_by: { type: Schema.Types.ObjectId, default: null },
-    version: { type: Number, default: 1 },
-  });
+  schema.add(Object.fromEntries(Object.entries(BASE_FIELDS).map(([k, v]) => [k, { ...v.schema }])));
   schema.set('versionKey', false);
   schema.set('minimize', false);
   schema.set('strict', 'throw');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Schema, SchemaType } from 'mongoose';
+import { Schema, type SchemaDefinition, type SchemaType } from 'mongoose';
 import { objectId } from '../../core/http/schemas.ts';
 
 /** Scalar kinds a resource field can have; they drive validation, GraphQL types and `/admin/schema`. */
@@ -21,10 +21,28 @@ export interface FieldInfo {
   private: boolean;
 }
 
-/** Fields the server maintains. Clients never write them (a body that tries gets 422). */
-export const SYSTEM_FIELDS = [
-  '_id', 'tenant_id', 'created_at', 'updated_at', 'created_by', 'updated_by', 'is_deleted', 'deleted_at', 'deleted_by', 'version',
-] as const;
+/**
+ * Base document fields (spec: "Base document fields"), defined once: the mongoose schema, the
+ * filter/sort allow-list, the GraphQL object type and the system-field guard all read this table.
+ * Types the spec leaves open: `created_by`/`updated_by`/`deleted_by` are user object ids (null for
+ * system writes), `deleted_at` a date, `version` an integer starting at 1 and incremented by every write.
+ */
+export const BASE_FIELDS = {
+  tenant_id: { kind: 'objectId', schema: { type: Schema.Types.ObjectId, default: null } },
+  created_at: { kind: 'date', schema: { type: Date } },
+  updated_at: { kind: 'date', schema: { type: Date } },
+  created_by: { kind: 'objectId', schema: { type: Schema.Types.ObjectId, default: null } },
+  updated_by: { kind: 'objectId', schema: { type: Schema.Types.ObjectId, default: null } },
+  is_deleted: { kind: 'boolean', schema: { type: Boolean, default: false } },
+  deleted_at: { kind: 'date', schema: { type: Date, default: null } },
+  deleted_by: { kind: 'objectId', schema: { type: Schema.Types.ObjectId, default: null } },
+  version: { kind: 'integer', schema: { type: Number, default: 1 } },
+} as const satisfies Record<string, { kind: FieldKind; schema: SchemaDefinition[string] }>;
+
+/** Fields the server maintains: `_id` plus the base fields. Clients never write them (a body that tries gets 422). */
+const SYSTEM_FIELDS: readonly string[] = Object.freeze(['_id', ...Object.keys(BASE_FIELDS)]);
+/** True for a system field ({@link SYSTEM_FIELDS}); they are always filterable and sortable. */
+export const isSystemField = (path: string): boolean => SYSTEM.has(path);
 const SYSTEM = new Set<string>(SYSTEM_FIELDS);
 
 const kindOf = (instance: string | undefined, options: Record<string, unknown>): Exclude<FieldKind, 'array'> => {

@@ -1,11 +1,12 @@
 import { Types } from 'mongoose';
 import type { Builder } from '../../core/graphql.ts';
 import { requireUser } from '../../core/graphql.ts';
-import { BadRequestError, NotFoundError } from '../../core/errors.ts';
+import { NotFoundError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { FieldInfo } from './fields.ts';
+import { BASE_FIELDS, type FieldInfo } from './fields.ts';
+import type { ListArgs } from './query.ts';
 import type { ResourceRegistry } from './registry.ts';
-import { etagOf, type RawQuery } from './service.ts';
+import { etagOf } from './service.ts';
 
 const lowerFirst = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
 const camel = (s: string) => s.replace(/_(\w)/g, (_m, c: string) => c.toUpperCase());
@@ -23,27 +24,6 @@ const scalarOf = (kind: FieldInfo['kind'] | undefined): ScalarName => {
     default: return 'JSON';
   }
 };
-
-/** GraphQL list arguments → the same raw query object REST receives, so one parser serves both. */
-function toRawQuery(a: Record<string, unknown>): RawQuery {
-  const raw: RawQuery = {};
-  const put = (k: string, v: unknown) => {
-    if (v === undefined || v === null) return;
-    raw[k] = Array.isArray(v) ? v.map(String).join(',') : typeof v === 'object' ? JSON.stringify(v) : String(v);
-  };
-  const filter = a.filter as Record<string, unknown> | null | undefined;
-  if (filter !== undefined && filter !== null && (typeof filter !== 'object' || Array.isArray(filter))) throw new BadRequestError('filter must be an object', { param: 'filter' });
-  // A null filter value is an equality on null (REST `field=null`), not an absent filter.
-  if (filter && typeof filter === 'object' && !Array.isArray(filter)) for (const [k, v] of Object.entries(filter)) put(k, v === null ? 'null' : v);
-  for (const k of ['page', 'per_page', 'cursor', 'limit', 'direction', 'sort', 'q', 'include_deleted', 'populate']) put(k, a[k]);
-  // `etag` (non-null) is computed from `version`: a projection must keep it.
-  if (Array.isArray(a.fields)) put('fields', [...(a.fields as unknown[]), 'version']);
-  if (a.where !== undefined && a.where !== null) raw.where = typeof a.where === 'string' ? a.where : JSON.stringify(a.where);
-  put('tags__in', a.tags_in);
-  put('tags__all', a.tags_all);
-  put('tags__nin', a.tags_nin);
-  return raw;
-}
 
 /**
  * Per resource: an object type, `<name>` list query (both pagination modes, same filters as REST),
@@ -68,27 +48,22 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
     const ref = refs.get(def.name)!;
     ref.implement({
       fields: (t) => {
+        /** A scalar (or list of scalars) field read from the document; ids are returned as hex strings. */
+        const scalarField = (path: string, kind: FieldInfo['kind'], items?: FieldInfo['items']) => {
+          const scalar = scalarOf(kind === 'array' ? items : kind);
+          const conv = (v: unknown) => (scalar === 'ID' ? idString(v) : v ?? null);
+          return kind === 'array'
+            ? t.field({ type: [scalar], resolve: (d) => ((d[path] as unknown[] | undefined) ?? null)?.map(conv) as never })
+            : t.field({ type: scalar, resolve: (d) => conv(d[path]) as never });
+        };
         const fields: Record<string, unknown> = {
           _id: t.id({ nullable: false, resolve: (d) => idString(d._id)! }),
           etag: t.string({ nullable: false, resolve: (d) => etagOf(d.version) }),
-          tenant_id: t.id({ resolve: (d) => idString(d.tenant_id) }),
-          created_at: t.field({ type: 'DateTime', resolve: (d) => (d.created_at as Date | null) ?? null }),
-          updated_at: t.field({ type: 'DateTime', resolve: (d) => (d.updated_at as Date | null) ?? null }),
-          created_by: t.id({ resolve: (d) => idString(d.created_by) }),
-          updated_by: t.id({ resolve: (d) => idString(d.updated_by) }),
-          is_deleted: t.boolean({ resolve: (d) => (d.is_deleted as boolean | undefined) ?? null }),
-          deleted_at: t.field({ type: 'DateTime', resolve: (d) => (d.deleted_at as Date | null) ?? null }),
-          deleted_by: t.id({ resolve: (d) => idString(d.deleted_by) }),
-          version: t.int({ resolve: (d) => (d.version as number | undefined) ?? null }),
         };
+        for (const [name, { kind }] of Object.entries(BASE_FIELDS)) fields[name] = scalarField(name, kind);
         for (const f of def.fields) {
           if (f.private || f.path.includes('.')) continue;
-          const scalar = scalarOf(f.kind === 'array' ? f.items : f.kind);
-          const conv = (v: unknown) => (scalar === 'ID' ? idString(v) : v ?? null);
-          fields[f.path] =
-            f.kind === 'array'
-              ? t.field({ type: [scalar], resolve: (d) => ((d[f.path] as unknown[] | undefined) ?? null)?.map(conv) as never })
-              : t.field({ type: scalar, resolve: (d) => conv(d[f.path]) as never });
+          fields[f.path] = scalarField(f.path, f.kind, f.items);
           const target = f.ref && f.kind === 'objectId' ? refs.get(f.ref) : undefined;
           const targetSvc = f.ref ? registry.get(f.ref) : undefined;
           if (target && targetSvc && def.populatable.includes(f.path)) {
@@ -152,7 +127,8 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
           include_deleted: t.arg.boolean(),
         },
         resolve: async (_r, args, ctx) => {
-          const res = await svc.list(requireUser(ctx), toRawQuery(args as Record<string, unknown>));
+          // `etag` (non-null) is computed from `version`: a `fields` projection keeps it.
+          const res = await svc.listArgs(requireUser(ctx), args as ListArgs, { etags: true });
           return res.mode === 'cursor' ? { items: res.items, cursors: res.cursors } : res;
         },
       }),

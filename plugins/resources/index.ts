@@ -6,7 +6,7 @@ import { ResourceRegistry } from './registry.ts';
 import { resourceRoutes } from './rest.ts';
 import { resourceGraphQL } from './graphql.ts';
 import { demoResources } from './demo.ts';
-import { DEFAULT_QUERY_LIMITS, type QueryLimits } from './query.ts';
+import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
 import type { ResourceService } from './service.ts';
 
 export { defineResource } from './define.ts';
@@ -28,18 +28,6 @@ declare module '../../core/services.ts' {
   }
 }
 
-const limitsSchema = z.object({
-  maxWhereDepth: z.number().int().positive(),
-  maxWhereBytes: z.number().int().positive(),
-  maxWhereNodes: z.number().int().positive(),
-  maxRegexLength: z.number().int().positive(),
-  maxLimit: z.number().int().positive(),
-  defaultLimit: z.number().int().positive(),
-  maxPopulate: z.number().int().nonnegative(),
-  maxInItems: z.number().int().positive(),
-  maxQLength: z.number().int().positive(),
-}) satisfies z.ZodType<QueryLimits>;
-
 /**
  * The resources plugin: every registered resource gets the full API of spec document 1.
  * Options: `resources` (definitions to register; default: the demo `/projects` and `/tasks`),
@@ -49,7 +37,7 @@ export const resourcesPlugin = definePlugin({
   name: 'resources',
   options: z.object({
     resources: z.array(z.custom<ResourceDefinition>((v) => !!v && typeof v === 'object' && 'fields' in v)).default(demoResources),
-    limits: limitsSchema.partial().default({}),
+    limits: queryLimitsSchema.partial().default({}),
   }),
   setup({ db, hooks, config, services, options }) {
     const limits = { ...DEFAULT_QUERY_LIMITS, ...options.limits };

@@ -28,7 +28,8 @@ const listQuery = z
   .catchall(z.union([z.string(), z.array(z.string())]).describe('`<field>` equality or `<field>__<op>` (gt gte lt lte ne in nin exists regex)'));
 
 const oneQuery = z.object({ fields: str('Projection'), populate: str('Relations to expand'), include_deleted: str('Admins only') });
-const idParams = z.object({ id: z.string().describe('24-character hex object id') });
+/** Any string: a malformed id is a 404 like an unknown one (the service decides), unlike core's `idParams` (422). */
+const documentPath = z.object({ id: z.string().describe('24-character hex object id') });
 /** Generated handlers go through `custom()`, which erases the param type; the route schema guarantees it. */
 const idOf = (params: unknown) => (params as { id: string }).id;
 const ifMatch = { 'If-Match': { description: 'ETag of the revision being changed (from GET)', required: true } };
@@ -113,15 +114,11 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one ${def.name} document`, params: idParams, query: oneQuery,
+      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one ${def.name} document`, params: documentPath, query: oneQuery,
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ user, params, ctx }) => {
-        const q = svc.parse({ fields: ctx.query.fields, populate: ctx.query.populate, include_deleted: ctx.query.include_deleted } as Record<string, string | undefined>);
-        // The ETag needs `version` even when `fields` leaves it out; it is stripped again below.
-        const fields = q.fields && !q.fields.includes('version') ? [...q.fields, 'version'] : q.fields;
-        const doc = await svc.get(user!, idOf(params), { includeDeleted: q.includeDeleted, fields, populate: q.populate });
-        ctx.set('ETag', etagOf(doc.version));
-        if (fields !== q.fields) delete doc.version;
+        const { doc, etag } = await svc.getOne(user!, idOf(params), ctx.query);
+        ctx.set('ETag', etag);
         return doc;
       }),
     }),
@@ -136,7 +133,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a ${def.name} document`, params: idParams,
+      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a ${def.name} document`, params: documentPath,
       docs: { body: def.inputs.update, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
@@ -145,7 +142,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a ${def.name} document`, params: idParams,
+      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a ${def.name} document`, params: documentPath,
       docs: { body: def.inputs.replace, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);
@@ -154,7 +151,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     }),
     defineRoute({
-      method: 'DELETE', path: `${base}/:id`, tags, features, status: 204, summary: `Soft-delete a ${def.name} document (204)`, params: idParams,
+      method: 'DELETE', path: `${base}/:id`, tags, features, status: 204, summary: `Soft-delete a ${def.name} document (204)`, params: documentPath,
       docs: { headers: ifMatch, errors: [404, 412, 422, 428] },
       handler: custom('delete', async ({ user, params, ctx }) => {
         await svc.remove(user!, idOf(params), ctx.get('If-Match'));

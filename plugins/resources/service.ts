@@ -1,19 +1,20 @@
 import { Types, type Model } from 'mongoose';
-import type { z } from 'zod';
 import type { Config } from '../../config/index.ts';
+import type { AppError} from '../../core/errors.ts';
 import {
-  AccessDeniedError, AppError, ConflictError, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError, zodIssues,
+  AccessDeniedError, CascadeDenyError, ConflictError, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError, parseInput,
   type ValidationIssue,
 } from '../../core/errors.ts';
+import { toAppError } from '../../core/http/map-error.ts';
 import { getContext, isAdmin, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
 import { accessFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
-import { parseListQuery, type ParsedListQuery, type QueryLimits, type ResourceQueryInfo } from './query.ts';
+import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type QueryLimits, type RawQuery, type ResourceQueryInfo } from './query.ts';
 import { cursorFilter, decodeCursor, encodeCursor, querySort } from './cursor.ts';
 import type { ResourceDefinition } from './define.ts';
+import { isSystemField } from './fields.ts';
 
 export type ResourceModel = Model<Doc>;
-export type RawQuery = Record<string, string | string[] | undefined>;
 
 /** Offset-mode list answer. The same numbers go out as `X-Total-Count`, `X-Page`, `X-Per-Page`, `X-Total-Pages`. */
 export interface OffsetPage {
@@ -66,8 +67,6 @@ export interface ServiceDeps {
   limits: Partial<QueryLimits>;
 }
 
-const BASE_FILTERABLE = new Set(['_id', 'tenant_id', 'created_at', 'updated_at', 'created_by', 'updated_by', 'is_deleted', 'deleted_at', 'deleted_by', 'version']);
-
 /** Strong ETag of a document revision. */
 export const etagOf = (version: unknown): string => `"${String(version)}"`;
 
@@ -75,7 +74,7 @@ export const etagOf = (version: unknown): string => `"${String(version)}"`;
  * Parses `If-Match` (one or more entity tags; weak tags compare by their opaque value).
  * @throws EtagRequiredError when absent
  */
-export function parseIfMatch(header: string | undefined | null): string[] {
+function parseIfMatch(header: string | undefined | null): string[] {
   if (!header?.trim()) throw new EtagRequiredError();
   return header
     .split(',')
@@ -83,25 +82,21 @@ export function parseIfMatch(header: string | undefined | null): string[] {
     .filter(Boolean);
 }
 
-function parseInput<S extends z.ZodType>(schema: S, value: unknown, loc: (string | number)[] = ['body']): z.output<S> {
-  const res = schema.safeParse(value);
-  if (res.success) return res.data;
-  throw new ValidationError(zodIssues('body', res.error.issues).map((i) => ({ ...i, loc: [...loc, ...i.loc.slice(1)] })));
-}
-
-const toError = (err: unknown, loc: (string | number)[] = ['body']): BulkItemError['error'] => {
-  if (err instanceof AppError) return { status: err.status, code: err.code, message: err.message, details: err.details };
-  const e = err as { code?: unknown };
-  if (e?.code === 11000) return { status: 409, code: 'CONFLICT', message: 'A document with the same unique value already exists', details: {} };
-  if ((err as { name?: string })?.name === 'ValidationError') {
-    const ve = err as { errors?: Record<string, { path: string; message: string; kind?: string }> };
-    return {
-      status: 422, code: 'VALIDATION_ERROR', message: 'Validation failed',
-      details: { errors: Object.values(ve.errors ?? {}).map((x) => ({ loc: [...loc, ...x.path.split('.')], msg: x.message, type: x.kind ?? 'invalid' })) },
-    };
-  }
-  throw err;
+/** The error of one rejected bulk item; an unexpected failure (not a client error) fails the whole call. */
+const itemError = (err: unknown, loc: (string | number)[] = ['body']): BulkItemError['error'] => {
+  const e = toAppError(err, loc);
+  if (!e) throw err;
+  return { status: e.status, code: e.code, message: e.message, details: e.details };
 };
+
+/** Options of list and get-one reads. */
+export interface ReadOptions {
+  /**
+   * The caller needs each document's ETag (GraphQL's `etag` field): `version` stays in a `fields`
+   * projection that leaves it out. @default false
+   */
+  etags?: boolean;
+}
 
 /**
  * Every operation of one resource. REST and GraphQL both call this; nothing here knows Koa or
@@ -111,7 +106,8 @@ const toError = (err: unknown, loc: (string | number)[] = ['body']): BulkItemErr
 export class ResourceService {
   readonly queryInfo: ResourceQueryInfo;
   private readonly fieldByPath: Map<string, ResourceDefinition['fields'][number]>;
-  private readonly hidden: Record<string, 0>;
+  /** Projection that leaves out the private fields. */
+  private readonly privateProjection: Record<string, 0>;
   private readonly clientPaths: string[];
 
   constructor(
@@ -120,7 +116,7 @@ export class ResourceService {
     private readonly deps: ServiceDeps,
   ) {
     this.fieldByPath = new Map(def.fields.map((f) => [f.path, f]));
-    this.hidden = Object.fromEntries(def.secretFields.map((f) => [f, 0 as const]));
+    this.privateProjection = Object.fromEntries(def.privateFields.map((f) => [f, 0 as const]));
     this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);
     this.queryInfo = {
       name: def.name,
@@ -136,7 +132,7 @@ export class ResourceService {
   }
 
   private isFilterable(path: string): boolean {
-    if (BASE_FILTERABLE.has(path)) return true;
+    if (isSystemField(path)) return true;
     const f = this.fieldByPath.get(path);
     if (f) return !f.private;
     const root = this.fieldByPath.get(path.split('.')[0] ?? '');
@@ -164,18 +160,55 @@ export class ResourceService {
 
   /** Serialized form of a stored document: private fields removed. */
   view(doc: Doc): Doc {
-    if (!this.def.secretFields.length) return doc;
+    if (!this.def.privateFields.length) return doc;
     const out = { ...doc };
-    for (const f of this.def.secretFields) delete out[f];
+    for (const f of this.def.privateFields) delete out[f];
     return out;
   }
 
+  /** Parses REST list parameters (a query string). */
   parse(raw: RawQuery): ParsedListQuery {
     return parseListQuery(raw, this.queryInfo, this.deps.limits);
   }
 
-  async list(user: AuthUser, raw: RawQuery): Promise<OffsetPage | CursorPage> {
-    const q = this.parse(raw);
+  /** Lists with REST parameters (a query string). */
+  async list(user: AuthUser, raw: RawQuery, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
+    return this.listParsed(user, this.parse(raw), opts);
+  }
+
+  /** Lists with structured arguments (GraphQL); same rules and errors as {@link list}. */
+  async listArgs(user: AuthUser, args: ListArgs, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
+    return this.listParsed(user, parseListArgs(args, this.queryInfo, this.deps.limits), opts);
+  }
+
+  /**
+   * REST get-one: reads `fields`, `populate` and `include_deleted` from the query string and returns
+   * the document with its ETag (computed even when `fields` leaves `version` out, which then stays out).
+   */
+  async getOne(user: AuthUser, id: string, query: RawQuery = {}): Promise<{ doc: Doc; etag: string }> {
+    const { fields, populate, include_deleted } = query;
+    // Most reads carry none of the three: skip the list parser then (hot path).
+    if (fields === undefined && populate === undefined && include_deleted === undefined) return this.read(user, id);
+    const q = this.parse({ fields, populate, include_deleted });
+    return this.read(user, id, { includeDeleted: q.includeDeleted, fields: q.fields, populate: q.populate });
+  }
+
+  /** {@link get} plus the ETag; `version` is projected for it and removed again unless `fields` asked for it. */
+  async read(user: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<{ doc: Doc; etag: string }> {
+    const asked = opts.fields ?? null;
+    const fields = this.withVersion(asked);
+    const doc = await this.get(user, id, { ...opts, fields });
+    const etag = etagOf(doc.version);
+    if (fields !== asked) delete doc.version;
+    return { doc, etag };
+  }
+
+  private withVersion(fields: string[] | null): string[] | null {
+    return fields && !fields.includes('version') ? [...fields, 'version'] : fields;
+  }
+
+  private async listParsed(user: AuthUser, parsed: ParsedListQuery, opts: ReadOptions): Promise<OffsetPage | CursorPage> {
+    const q = opts.etags ? { ...parsed, fields: this.withVersion(parsed.fields) } : parsed;
     this.checkIncludeDeleted(user, q.includeDeleted);
     const scope = this.scope(user, { includeDeleted: q.includeDeleted });
     const filter: Filter = Object.keys(q.filter).length ? { $and: [scope, q.filter] } : scope;
@@ -235,10 +268,14 @@ export class ResourceService {
   async get(user: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<Doc> {
     this.checkIncludeDeleted(user, !!opts.includeDeleted);
     if (opts.populate?.length) this.checkPopulate(user, opts.populate);
-    const doc = await this.model
-      .findOne({ _id: this.oid(id), ...this.scope(user, { includeDeleted: opts.includeDeleted }) })
-      .select(this.projection(opts.fields ?? null))
-      .lean<Doc>();
+    const filter = { _id: this.oid(id), ...this.scope(user, { includeDeleted: opts.includeDeleted }) };
+    const projection = this.projection(opts.fields ?? null);
+    // Hot path: a filter of ids and booleans needs no casting, so the driver reads it directly
+    // (mongoose's query building costs more than the read itself). Attribute rules may carry
+    // values that mongoose casts to the field's type: they keep the mongoose path.
+    const doc = this.needsCasting(filter)
+      ? await this.model.findOne(filter).select(projection).lean<Doc>()
+      : ((await this.model.collection.findOne(filter, { projection })) as Doc | null);
     if (!doc) throw new NotFoundError(this.def.name, id);
     const [out] = await this.populate(user, [doc], opts.populate ?? []);
     return out!;
@@ -246,7 +283,7 @@ export class ResourceService {
 
   async create(user: AuthUser, body: unknown, opts: { bulk?: boolean; loc?: (string | number)[] } = {}): Promise<Doc> {
     const scope = this.scope(user);
-    const input = parseInput(this.def.inputs.create, body, opts.loc) as Doc;
+    const input = parseInput(this.def.inputs.create, body, opts.loc ?? ['body']) as Doc;
     const tenantId = this.def.tenant_scoped ? this.writeTenant(user) : null;
     this.fillGuardedFields(scope, input);
     const ev = await this.deps.hooks.runBefore('BEFORE_CREATE', { ...this.event(user, tenantId, !!opts.bulk), data: input });
@@ -270,7 +307,7 @@ export class ResourceService {
     // Same order for REST and GraphQL: guards (403), If-Match (428), body (422), lookup (404), revision (412).
     const scope = this.scope(user);
     const tags = parseIfMatch(ifMatch);
-    const input = parseInput(replace ? this.def.inputs.replace : this.def.inputs.update, body) as Doc;
+    const input = parseInput(replace ? this.def.inputs.replace : this.def.inputs.update, body, ['body']) as Doc;
     const old = await this.findOwned(id, scope);
     if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
     const tenantId = old.tenant_id ? String(old.tenant_id) : null;
@@ -326,7 +363,7 @@ export class ResourceService {
       try {
         out.items.push(await this.create(user, item, { bulk: true, loc: ['body', index] }));
       } catch (err) {
-        out.errors.push({ index, error: toError(err, ['body', index]) });
+        out.errors.push({ index, error: itemError(err, ['body', index]) });
       }
     }
     out.created_count = out.items.length;
@@ -342,7 +379,7 @@ export class ResourceService {
         await this.remove(user, item.id, item.etag, { bulk: true });
         out.deleted.push(item.id);
       } catch (err) {
-        out.errors.push({ index, id: item.id, error: toError(err) });
+        out.errors.push({ index, id: item.id, error: itemError(err) });
       }
     }
     out.deleted_count = out.deleted.length;
@@ -367,9 +404,15 @@ export class ResourceService {
     return new Types.ObjectId(id);
   }
 
+  /** True unless every key of the filter is one whose value the service itself built with the stored type. */
+  private needsCasting(filter: Filter): boolean {
+    for (const k of Object.keys(filter)) if (k !== '_id' && k !== 'tenant_id' && k !== 'is_deleted') return true;
+    return false;
+  }
+
   private projection(fields: string[] | null): Record<string, 0 | 1> {
     if (fields) return Object.fromEntries([...fields.map((f) => [f, 1 as const]), ['_id', 1 as const]]);
-    return this.hidden;
+    return this.privateProjection;
   }
 
   private async findOwned(id: string, scope: Filter): Promise<Doc> {
@@ -407,9 +450,7 @@ export class ResourceService {
       if (ref.on_delete !== 'deny') continue;
       const count = await ref.service.model.countDocuments(ref.service.childFilter(ref.field, old));
       if (count > 0) {
-        throw new AppError(422, 'CASCADE_DENY', `${this.def.name} ${String(old._id)} is still referenced by ${count} ${ref.service.def.name} document(s)`, {
-          resource: this.def.name, item_id: String(old._id), referenced_by: ref.service.def.name, count,
-        });
+        throw new CascadeDenyError({ resource: this.def.name, item_id: String(old._id), referenced_by: ref.service.def.name, count });
       }
     }
   }
@@ -532,7 +573,7 @@ export class ResourceService {
     const ctx = getContext();
     return {
       resource: this.def.name, actor: user, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null,
-      secret_fields: this.def.secretFields, bulk,
+      secret_fields: this.def.privateFields, bulk,
     };
   }
 }

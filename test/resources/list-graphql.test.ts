@@ -120,6 +120,9 @@ describe('errors carry the REST codes in extensions.code', () => {
     ['filter on an unknown field', 'projects(filter: $v)', { v: { nope: 1 } }, 'BAD_REQUEST'],
     ['filter that is not an object', 'projects(filter: $v)', { v: ['name'] }, 'BAD_REQUEST'],
     ['filter that is a string', 'projects(filter: $v)', { v: 'name=Alpha' }, 'BAD_REQUEST'],
+    ['filter naming a list parameter (use the argument)', 'projects(filter: $v)', { v: { page: 2 } }, 'BAD_REQUEST'],
+    ['page below 1', 'projects(page: $v)', { v: 0 }, 'BAD_REQUEST'],
+    ['filter exists that is not a boolean', 'projects(filter: $v)', { v: { budget__exists: 'yes' } }, 'BAD_REQUEST'],
     ['unknown sort field', 'projects(sort: $v)', { v: 'nope' }, 'BAD_REQUEST'],
     ['invalid cursor', 'projects(cursor: $v)', { v: 'abc.def' }, 'BAD_REQUEST'],
     ['limit above the cap', 'projects(limit: $v)', { v: 101 }, 'BAD_REQUEST'],
@@ -127,7 +130,7 @@ describe('errors carry the REST codes in extensions.code', () => {
     ['populate of a plain field', 'tasks(populate: $v)', { v: ['title'] }, 'BAD_REQUEST'],
   ])('%s → %s', async (_l, call, variables, code) => {
     const arg = /\((\w+):/.exec(call)![1]!;
-    const type = ({ sort: 'String', cursor: 'String', limit: 'Int', per_page: 'Int', populate: '[String!]' } as Record<string, string>)[arg] ?? 'JSON';
+    const type = ({ sort: 'String', cursor: 'String', limit: 'Int', page: 'Int', per_page: 'Int', populate: '[String!]' } as Record<string, string>)[arg] ?? 'JSON';
     const res = await gql(`query($v: ${type}) { x: ${call} { total } }`, variables);
     expect(res.body.data ?? null).toBeNull();
     expect(res.body.errors?.[0]?.extensions?.code).toBe(code);

@@ -5,12 +5,11 @@ import { AppError } from '../../core/errors.ts';
 import { decodeCursor, encodeCursor } from '../../plugins/resources/cursor.ts';
 import {
   DEFAULT_QUERY_LIMITS,
-  WHERE_OPERATORS,
   parseListQuery,
-  validateWhere,
   type ResourceQueryInfo,
   type SortSpec,
 } from '../../plugins/resources/query.ts';
+import { WHERE_OPERATORS, validateWhere } from '../../plugins/resources/where.ts';
 
 const FILTERABLE = new Set(['_id', 'name', 'n', 'status', 'created_at', 'tenant_id', 'project_id', 'tags', 'meta.a', 'items', 'items.price']);
 const withEverything: ResourceQueryInfo = {

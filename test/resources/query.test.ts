@@ -5,16 +5,15 @@ import { AppError } from '../../core/errors.ts';
 import { cursorFilter, decodeCursor, encodeCursor, querySort, sortKey } from '../../plugins/resources/cursor.ts';
 import {
   DEFAULT_QUERY_LIMITS,
-  WHERE_OPERATORS,
-  escapeRegex,
   parseListQuery,
   parseSort,
-  validateWhere,
   type ParsedListQuery,
   type QueryLimits,
   type ResourceQueryInfo,
   type SortSpec,
 } from '../../plugins/resources/query.ts';
+import { WHERE_OPERATORS, validateWhere } from '../../plugins/resources/where.ts';
+import { escapeRegex } from '../../plugins/resources/regex.ts';
 
 const FILTERABLE = new Set([
   '_id',

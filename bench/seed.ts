@@ -1,0 +1,67 @@
+/** Shared by bench/run.ts and bench/profile.ts: seeds the bench database and starts servers under test. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Types } from 'mongoose';
+import { MongoMemoryServer } from 'mongodb-memory-server';
+import { loadConfig } from '../config/index.ts';
+import { builtinPlugins } from '../config/plugins.ts';
+import { createApp } from '../core/kernel.ts';
+import { encodeCursor } from '../plugins/resources/cursor.ts';
+
+const ADMIN_KEY = 'bench-admin-key-0123456789abcdef';
+
+/** Seeds `DOCS` projects in one tenant; returns the credentials and sample ids the scenarios use. */
+export async function seed(DOCS: number, log: (s: string) => void) {
+  const mem = process.env.MONGODB_URI ? undefined : await MongoMemoryServer.create();
+  const base = process.env.MONGODB_URI ?? mem!.getUri();
+  const uri = new URL(base);
+  uri.pathname = '/bench';
+  const MONGODB_URI = uri.toString();
+
+  log(`seeding ${DOCS} projects ...`);
+  const seedApp = await createApp({ config: loadConfig({ MONGODB_URI, LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY }), plugins: builtinPlugins() });
+  const identity = seedApp.services.get('identity');
+  const admin = await identity.authenticateApiKey(ADMIN_KEY);
+  const tenant = await identity.createTenant(admin, { name: 'bench' });
+  const user = await identity.createUser(admin, { email: 'bench@example.com', name: 'Bench', tenant_id: tenant.id, roles: ['user'], features: ['tasks'] });
+  const { key } = await identity.createApiKey(admin, { user_id: user.id, name: 'bench' });
+  const projects = seedApp.db.conn.db!.collection('projects');
+  await projects.deleteMany({});
+  const t0 = Date.now() - DOCS * 1000;
+  for (let i = 0; i < DOCS; i += 1000) {
+    await projects.insertMany(
+      Array.from({ length: Math.min(1000, DOCS - i) }, (_, j) => {
+        const n = i + j;
+        const at = new Date(t0 + n * 1000);
+        return {
+          name: `Project ${n}`, description: `seeded project number ${n}`, status: n % 7 ? 'active' : 'archived', tags: [`t${n % 10}`],
+          budget: n % 1000, owner_email: null, tenant_id: new Types.ObjectId(tenant.id), created_at: at, updated_at: at,
+          created_by: new Types.ObjectId(user.id), updated_by: new Types.ObjectId(user.id), is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
+        };
+      }),
+    );
+  }
+  const sample = await projects.find({}).sort({ created_at: -1, _id: -1 }).skip(Math.floor(DOCS / 2)).limit(1).next();
+  const sortSpec: [string, 1 | -1][] = [['created_at', -1], ['_id', -1]];
+  const depthDoc = await projects.find({}).sort({ created_at: -1, _id: -1 }).skip(499 * 25 - 1).limit(1).next();
+  const cursor500 = encodeCursor(sortSpec, depthDoc as Record<string, unknown>, seedApp.config.CURSOR_HMAC_SECRET);
+  // Updates each hit their own document at version 1 (an ETag needs no round trip then).
+  const updIds = (await projects.find({}).sort({ _id: 1 }).limit(20000).project({ _id: 1 }).toArray()).map((d) => String(d._id));
+  await seedApp.close();
+
+  return { mem, MONGODB_URI, tenant, key, sample: sample!, cursor500, updIds };
+}
+
+/** Starts bench/serve.ts in `mode` (extra node flags first, e.g. `--cpu-prof`); resolves once it listens. */
+export function startServer(mode: string, env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Promise<{ child: ChildProcess; port: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', new URL('./serve.ts', import.meta.url).pathname], { env: { ...env, BENCH_MODE: mode }, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (b: Buffer) => {
+      out += b.toString();
+      const m = /READY (\d+)/.exec(out);
+      if (m) resolve({ child, port: Number(m[1]) });
+    });
+    child.once('exit', (code) => reject(new Error(`server (${mode}) exited with ${code}`)));
+  });
+}
+
