@@ -76,8 +76,8 @@ export function authenticate(identity: IdentityService, failures: AuthFailureLim
       let user: AuthUser | null = null;
       if (apiKey) {
         user = await identity.authenticateApiKey(apiKey);
-        // Only the rate limiter reads it: skip the extra SHA-256 per request when it is off.
-        if (config.RATE_LIMIT_ENABLED) state.credential = `key:${hashKey(apiKey).slice(0, 32)}`;
+        // A hash, never the key: with the Mongo store the limiter's keys are stored in the database.
+        state.credential = `key:${hashKey(apiKey).slice(0, 32)}`;
       } else if (authz) {
         const m = /^Bearer\s+(\S+)$/i.exec(authz);
         if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"');
