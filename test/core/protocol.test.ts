@@ -174,6 +174,15 @@ describe('unknown methods', () => {
     });
   }
 
+  it('TRACE and PROPFIND on /graphql (mounted for every method) answer 405 in the envelope too', async () => {
+    for (const method of ['TRACE', 'PROPFIND']) {
+      const res = await rawExchange((write) => write(`${method} /graphql HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`), 1);
+      const r = res.responses[0]!;
+      expect(r.status, method).toBe(405);
+      expect(rawEnvelope(r).error.code).toBe('METHOD_NOT_ALLOWED');
+    }
+  });
+
   it('a method the HTTP parser does not know answers 400 in the envelope (written by the server, not a route)', async () => {
     const res = await rawExchange((write) => write('FROBNICATE /health HTTP/1.1\r\nHost: x\r\n\r\n'), 1);
     const r = res.responses[0]!;
