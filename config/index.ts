@@ -129,6 +129,13 @@ export const configSchema = z.object({
   GRAPHQL_MAX_INPUT_DEPTH: int(32, 1),
   /** Largest accepted JSON body. @default '1mb' */
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 1mb').default('1mb'),
+  /** Longest request target (path and query) answered normally; longer → 414 `URI_TOO_LONG`. @default 8192 */
+  MAX_URL_LENGTH: int(8192, 256),
+  /**
+   * Largest request head (request line and headers) Node's HTTP parser accepts (`maxHeaderSize`);
+   * larger → 431 `HEADERS_TOO_LARGE`. Keep it above `MAX_URL_LENGTH`. @default 16384
+   */
+  MAX_HEADER_SIZE: int(16384, 1024),
   /** Trust `X-Forwarded-For` for the client ip (behind a proxy). @default false */
   TRUST_PROXY: bool(false),
   /** Time allowed for in-flight requests on SIGTERM/SIGINT. @default 10000 */

@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
 import Router from '@koa/router';
@@ -19,6 +19,7 @@ import { identityPlugin } from './identity/index.ts';
 import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, errorEnvelope, rateLimit, requestContext, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
+import { clientErrorHandler, urlLimit } from './http/protocol.ts';
 import { getContext } from './context.ts';
 import { createLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
@@ -174,20 +175,30 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
   let draining = false;
-  // While shutting down, answer in-flight requests with `Connection: close`: otherwise their
-  // keep-alive connections stay open and close() waits for SHUTDOWN_TIMEOUT_MS.
   koa.use(async (ctx, next) => {
     await next();
-    if (draining) ctx.set('Connection', 'close');
+    // While shutting down, answer in-flight requests with `Connection: close`: otherwise their
+    // keep-alive connections stay open and close() waits for SHUTDOWN_TIMEOUT_MS.
+    // Also when the answer goes out before the request body was read to its end (413 on a chunked
+    // body, a corrupt compressed body): the unread rest would be parsed as the next request and the
+    // connection would hang. Closing beats draining a body of unknown, possibly endless, length.
+    if (draining || !ctx.req.complete) ctx.set('Connection', 'close');
   });
   koa.use(requestContext(log));
   koa.use(errorEnvelope());
+  koa.use(urlLimit(config.MAX_URL_LENGTH));
   koa.use(authenticate(identity, services.get('authFailures')));
   koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path)));
   koa.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
   koa.use(async (ctx, next) => {
     await next();
-    // Nothing below answered: an unknown path (404), or a known path with another method (405, Allow set by the router).
+    // Nothing below answered: an unknown path (404), or a known path with another method (405, Allow
+    // set by the router). The router answers 501 to a method it does not implement (TRACE, PROPFIND,
+    // ...), with Allow listing the methods of the path: that is a 405 on a known path, a 404 otherwise.
+    if (ctx.status === 501) {
+      if (!ctx.response.get('Allow')) throw new NotFoundError('route', undefined, 'Route not found');
+      ctx.status = 405;
+    }
     if (ctx.status === 405) {
       const err = new AppError(405, ErrorCode.METHOD_NOT_ALLOWED, `Method ${ctx.method} not allowed`, { allowed: ctx.response.get('Allow') });
       err.headers = { Allow: String(ctx.response.get('Allow')) };
@@ -204,8 +215,12 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     koa, config, db, hooks, services, schema, log, kernel,
     listen(port = config.PORT, host = config.HOST) {
       return new Promise((resolve, reject) => {
-        server = koa.listen(port, host, () => resolve((server!.address() as AddressInfo).port));
+        // maxHeaderSize: a deliberate limit (MAX_HEADER_SIZE) rather than Node's build default;
+        // clientError: requests the parser refuses still get the error envelope and a request id.
+        server = createServer({ maxHeaderSize: config.MAX_HEADER_SIZE }, koa.callback());
+        server.on('clientError', clientErrorHandler(log));
         server.once('error', reject);
+        server.listen(port, host, () => resolve((server!.address() as AddressInfo).port));
       });
     },
     close() {

@@ -13,7 +13,7 @@ interface MongooseValidationLike {
 export function toAppError(err: unknown, loc: readonly (string | number)[] = ['body']): AppError | null {
   if (err instanceof AppError) return err;
   if (!err || typeof err !== 'object') return null;
-  const e = err as { name?: string; code?: unknown; status?: unknown; statusCode?: unknown; type?: string; expose?: boolean; message?: string };
+  const e = err as { name?: string; code?: unknown; errno?: unknown; status?: unknown; statusCode?: unknown; type?: string; expose?: boolean; message?: string };
   if (e.code === 11000 || e.code === 11001) return new ConflictError('A document with the same unique value already exists');
   // MaxTimeMSExpired: a list/count ran past QUERY_TIMEOUT_MS (typically an expensive regex or filter).
   if (e.code === 50) return new AppError(503, ErrorCode.QUERY_TIMEOUT, 'The query took too long; narrow the filter and retry');
@@ -29,6 +29,12 @@ export function toAppError(err: unknown, loc: readonly (string | number)[] = ['b
   // Query casting of an operator the field type lacks, e.g. `budget__regex=1` on a Number field.
   // mongoose throws a MongooseError or a plain Error here, depending on the schema type.
   if ((e.name === 'MongooseError' || e.name === 'Error') && /^Can't use \$\w+( with \w+)?\.?$/.test(e.message ?? '')) return new BadRequestError(e.message!, {});
+  // A request body sent with Content-Encoding gzip/deflate/br that does not decompress: the body
+  // parser (co-body → inflation → raw-body) passes zlib's own error on, without a status.
+  // zlib codes are Z_* (Z_DATA_ERROR, Z_BUF_ERROR for a truncated stream), brotli's ERR__ERROR_*.
+  if (typeof e.errno === 'number' && typeof e.code === 'string' && /^(Z_|ERR__ERROR_)/.test(e.code)) {
+    return new BadRequestError('Request body does not match its Content-Encoding (corrupt or truncated compressed data)');
+  }
   // http-errors raised by the body parser and router (`expose` is only true for 4xx).
   const status = typeof e.status === 'number' ? e.status : typeof e.statusCode === 'number' ? e.statusCode : undefined;
   if (status && status >= 400 && status < 500 && e.expose !== false) {
@@ -46,11 +52,14 @@ const HTTP_CODES: Record<number, string> = {
   404: ErrorCode.NOT_FOUND,
   405: ErrorCode.METHOD_NOT_ALLOWED,
   409: ErrorCode.CONFLICT,
+  408: ErrorCode.REQUEST_TIMEOUT,
   413: ErrorCode.PAYLOAD_TOO_LARGE,
+  414: ErrorCode.URI_TOO_LONG,
   415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
   429: ErrorCode.RATE_LIMITED,
 };
 const STATUS_MESSAGES: Record<number, string> = {
   413: 'Request body is too large',
   415: 'Unsupported content type',
+  414: 'Request URL is too long',
 };

@@ -4,11 +4,11 @@ import { defineRoute } from '../../core/http/route.ts';
 import { onHook } from '../../core/hooks.ts';
 import { parseInput, requireAdmin } from '../../core/graphql.ts';
 import { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
-import { auditModel } from './model.ts';
+import { AUDIT_FIELDS, auditModel, type AuditEntryView } from './model.ts';
 import {
   exportQuery, exportResponse, listQuery, listResponse, retentionQuery, retentionResponse, statsQuery, statsResponse,
 } from './schemas.ts';
-import { AuditService, type AuditEntryView, type AuditLogger, type AuditStats } from './service.ts';
+import { AuditService, type AuditLogger, type AuditStats } from './service.ts';
 
 export type { AuditActor, AuditLogger, AuditTarget } from './service.ts';
 export { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
@@ -113,20 +113,16 @@ export const auditPlugin = definePlugin({
       ],
       graphql(builder) {
         const Entry = builder.objectRef<AuditEntryView>('AuditEntry');
+        // Every field from the entry's single definition (model.ts): object ids as String (`id` as ID).
+        const GQL_TYPES = { id: 'String', string: 'String', date: 'DateTime', json: 'JSON' } as const;
         Entry.implement({
-          fields: (t) => ({
-            id: t.exposeID('id', { nullable: false }),
-            resource: t.exposeString('resource', { nullable: false }),
-            item_id: t.exposeString('item_id', { nullable: false }),
-            operation: t.exposeString('operation', { nullable: false }),
-            user_id: t.exposeString('user_id'),
-            user_name: t.exposeString('user_name'),
-            ip: t.exposeString('ip'),
-            changes: t.expose('changes', { type: 'JSON' }),
-            snapshot: t.expose('snapshot', { type: 'JSON' }),
-            created_at: t.expose('created_at', { type: 'DateTime', nullable: false }),
-            tenant_id: t.exposeString('tenant_id'),
-          }),
+          fields: (t) =>
+            Object.fromEntries(
+              AUDIT_FIELDS.map((f) => [
+                f.name,
+                t.field({ type: f.name === 'id' ? 'ID' : GQL_TYPES[f.kind], nullable: f.nullable, resolve: (e) => e[f.name] as never }),
+              ]),
+            ),
         });
         const Page = builder.objectRef<{ items: AuditEntryView[]; total: number; page: number; per_page: number }>('AuditLogPage');
         Page.implement({

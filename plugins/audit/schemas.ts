@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
-import { AUDIT_OPERATIONS } from './model.ts';
+import { AUDIT_FIELDS, AUDIT_OPERATIONS, type AuditField } from './model.ts';
 
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -89,19 +89,17 @@ export const retentionQuery = (defaultDays: number) =>
 
 // Response shapes, for the OpenAPI description.
 
-const entryResponse = z.object({
-  id: z.string(),
-  resource: z.string(),
-  item_id: z.string(),
-  operation: z.enum(AUDIT_OPERATIONS),
-  user_id: z.string().nullable(),
-  user_name: z.string().nullable(),
-  ip: z.string().nullable(),
-  changes: z.record(z.string(), z.unknown()).nullable(),
-  snapshot: z.record(z.string(), z.unknown()).nullable(),
-  created_at: z.iso.datetime(),
-  tenant_id: z.string().nullable(),
-});
+/** One API field as zod, from the entry's single definition (model.ts). */
+const fieldSchema = (f: AuditField): z.ZodType => {
+  const base =
+    f.values ? z.enum(f.values as [string, ...string[]])
+    : f.kind === 'date' ? z.iso.datetime()
+    : f.kind === 'json' ? z.record(z.string(), z.unknown())
+    : z.string();
+  return f.nullable ? base.nullable() : base;
+};
+
+const entryResponse = z.object(Object.fromEntries(AUDIT_FIELDS.map((f) => [f.name, fieldSchema(f)])));
 
 export const listResponse = z.object({ items: z.array(entryResponse), total: z.number().int(), page: z.number().int(), per_page: z.number().int() });
 

@@ -8,7 +8,7 @@ import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
 import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
 import { Redactor, diffDocs } from './diff.ts';
-import type { AuditEntryModel, AuditEntryRecord, AuditOperation } from './model.ts';
+import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
 import { DEFAULT_SORT, type AuditFilter, type ExportQuery, type ListQuery, type StatsQuery } from './schemas.ts';
 
 /** Who made a change: anything with an id and optionally a display name (an `AuthUser` fits). */
@@ -72,21 +72,6 @@ export interface AuditServiceOptions {
   buffer: WriteBehindOptions;
 }
 
-/** An entry as the API returns it. */
-export interface AuditEntryView {
-  id: string;
-  resource: string;
-  item_id: string;
-  operation: AuditOperation;
-  user_id: string | null;
-  user_name: string | null;
-  ip: string | null;
-  changes: Doc | null;
-  snapshot: Doc | null;
-  created_at: Date;
-  tenant_id: string | null;
-}
-
 export interface AuditStats {
   total_entries: number;
   by_operation: Record<string, number>;
@@ -100,22 +85,6 @@ export interface AuditExport {
   contentType: string;
   filename: string;
 }
-
-interface NewEntry {
-  resource: string;
-  item_id: Types.ObjectId;
-  operation: AuditOperation;
-  user_id: Types.ObjectId | null;
-  user_name: string | null;
-  ip: string | null;
-  changes: Doc | null;
-  snapshot: Doc | null;
-  created_at: Date;
-  tenant_id: Types.ObjectId | null;
-}
-
-/** Flat columns of the CSV export, in order. */
-export const CSV_COLUMNS = ['id', 'resource', 'item_id', 'operation', 'user_id', 'user_name', 'ip', 'created_at'] as const;
 
 /** `$dateToString` formats of the stats timeline (UTC). `%G-W%V` is the ISO week-numbering year and zero-padded ISO week. */
 const PERIOD_FORMAT = { day: '%Y-%m-%d', week: '%G-W%V', month: '%Y-%m' } as const;
@@ -140,25 +109,10 @@ const eventTarget = (e: DocumentEventBase & { id: string }): AuditTarget => ({
   secret_fields: e.secret_fields,
 });
 
-/** The API shape of a stored entry. */
-export const entryView = (e: AuditEntryRecord): AuditEntryView => ({
-  id: String(e._id),
-  resource: e.resource,
-  item_id: String(e.item_id),
-  operation: e.operation,
-  user_id: e.user_id ? String(e.user_id) : null,
-  user_name: e.user_name ?? null,
-  ip: e.ip ?? null,
-  changes: (e.changes as Doc | null | undefined) ?? null,
-  snapshot: (e.snapshot as Doc | null | undefined) ?? null,
-  created_at: e.created_at,
-  tenant_id: e.tenant_id ? String(e.tenant_id) : null,
-});
-
 /** One CSV record: the flat columns of the API shape, dates as ISO 8601. */
 const csvRow = (e: AuditEntryRecord) => {
   const v = entryView(e);
-  return Object.fromEntries(CSV_COLUMNS.map((c) => [c, c === 'created_at' ? v.created_at.toISOString() : v[c]]));
+  return Object.fromEntries(CSV_COLUMNS.map((c) => [c, v[c] instanceof Date ? v[c].toISOString() : v[c]]));
 };
 
 async function* jsonArray(entries: AsyncIterable<AuditEntryRecord>): AsyncGenerator<string> {
@@ -180,7 +134,7 @@ async function* mapped<T, U>(items: AsyncIterable<T>, fn: (x: T) => U): AsyncGen
  * a write-behind buffer, and answers the admin queries. No Koa or GraphQL here.
  */
 export class AuditService implements AuditLogger {
-  private readonly buffer: WriteBehindBuffer<NewEntry>;
+  private readonly buffer: WriteBehindBuffer<AuditEntryInput>;
   private readonly redactor: Redactor;
   private readonly ignored: ReadonlySet<string>;
 
@@ -191,7 +145,7 @@ export class AuditService implements AuditLogger {
   ) {
     this.redactor = new Redactor(opts.denyFields);
     this.ignored = new Set(opts.ignoredFields);
-    this.buffer = new WriteBehindBuffer<NewEntry>(
+    this.buffer = new WriteBehindBuffer<AuditEntryInput>(
       async (batch) => {
         await this.model.insertMany(batch, { ordered: false, lean: true });
       },
@@ -250,7 +204,7 @@ export class AuditService implements AuditLogger {
     return this.buffer.flush();
   }
 
-  private entry(t: AuditTarget, operation: AuditOperation, changes: Doc | null, snapshot: Doc | null): NewEntry {
+  private entry(t: AuditTarget, operation: AuditOperation, changes: Doc | null, snapshot: Doc | null): AuditEntryInput {
     return {
       resource: t.resource,
       item_id: oid(t.item_id, 'item_id'),

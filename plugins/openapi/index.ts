@@ -7,12 +7,14 @@
  */
 import { readFile } from 'node:fs/promises';
 import type Koa from 'koa';
+import compress from 'koa-compress';
+import send from 'koa-send';
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { NotFoundError } from '../../core/errors.ts';
 import { buildOpenApiDocument, type OpenApiInfo } from './service.ts';
-import { ASSETS_PATH, DOCS_PATH, DocsUi, makeAsset, type StaticAsset } from './ui.ts';
+import { ASSETS_PATH, DOCS_PATH, DocsUi, memoryFile, type DocsFile } from './ui.ts';
 
 /** URL of the OpenAPI document. */
 export const SPEC_PATH = '/openapi.json';
@@ -20,8 +22,9 @@ export const SPEC_PATH = '/openapi.json';
 const CONDITIONAL_GET = { 'If-None-Match': { description: 'ETag of a copy held by the client: 304 Not Modified when it is current.' } };
 
 /**
- * RFC 9110 If-None-Match (weak comparison). Not `ctx.fresh`: that also says "stale" whenever the
- * request carries `Cache-Control: no-cache`, which fetch() adds to every conditional request.
+ * RFC 9110 If-None-Match (weak comparison). Not `ctx.fresh` (the `fresh` package): that also says
+ * "stale" whenever the request carries `Cache-Control: no-cache`, which fetch() adds to every
+ * conditional request, so a browser would never get a 304.
  */
 function notModified(ifNoneMatch: string, etag: string): boolean {
   if (!ifNoneMatch) return false;
@@ -30,29 +33,34 @@ function notModified(ifNoneMatch: string, etag: string): boolean {
   return ifNoneMatch.split(',').some((tag) => opaque(tag) === opaque(etag));
 }
 
+/** koa-compress: br, gzip or deflate by `Accept-Encoding`, for compressible types above 1 KiB. */
+const compressor = compress({ threshold: 1024 });
+
 /**
- * Sends an in-memory file with its ETag (answering 304 to a matching `If-None-Match`), gzip when
- * the client accepts it, and the given `Cache-Control`.
+ * Sends a file with its ETag (304 to a matching `If-None-Match`) and `Cache-Control`: a
+ * swagger-ui-dist file with koa-send, an in-memory one as a buffer, both through koa-compress. As
+ * nginx does, a compressed answer's ETag is made weak (it is another representation); a client
+ * holding either one gets a 304, since If-None-Match compares weakly.
  */
-async function send(ctx: Koa.Context, asset: StaticAsset, cacheControl: string): Promise<void> {
-  const gzip = asset.body.length > 1024 && ctx.acceptsEncodings('gzip', 'identity') === 'gzip';
-  ctx.vary('Accept-Encoding');
+async function serveFile(ctx: Koa.Context, file: DocsFile, cacheControl: string): Promise<void> {
   ctx.set('Cache-Control', cacheControl);
   ctx.set('X-Content-Type-Options', 'nosniff');
-  // One representation per encoding, one validator per representation.
-  const etag = gzip ? `${asset.etag.slice(0, -1)}-gz"` : asset.etag;
-  ctx.set('ETag', etag);
-  ctx.status = 200;
-  if (notModified(ctx.get('If-None-Match'), etag)) {
+  ctx.set('ETag', file.etag);
+  ctx.vary('Accept-Encoding');
+  if (notModified(ctx.get('If-None-Match'), file.etag)) {
     ctx.status = 304;
     ctx.body = null;
     return;
   }
-  ctx.type = asset.contentType;
-  if (gzip) {
-    ctx.set('Content-Encoding', 'gzip');
-    ctx.body = await asset.gzipped();
-  } else ctx.body = asset.body;
+  await compressor(ctx, async () => {
+    if (file.root !== undefined) await send(ctx, file.name, { root: file.root, index: false });
+    else {
+      ctx.type = file.name.slice(file.name.lastIndexOf('.'));
+      ctx.body = file.body;
+    }
+  });
+  const tag = ctx.response.get('ETag');
+  if (ctx.response.get('Content-Encoding') && tag && !tag.startsWith('W/')) ctx.set('ETag', `W/${tag}`);
 }
 
 /** `info` from package.json (read with fs: no JSON import assertions). */
@@ -75,9 +83,9 @@ export const openapiPlugin = definePlugin({
     const info = await packageInfo();
     const ui = new DocsUi(SPEC_PATH);
     const page = ui.html(info);
-    let spec: StaticAsset | undefined;
+    let spec: DocsFile | undefined;
 
-    const generate = (): StaticAsset => {
+    const generate = (): DocsFile => {
       const doc = buildOpenApiDocument(kernel.routes(), {
         info,
         rateLimitEnabled: config.RATE_LIMIT_ENABLED,
@@ -90,7 +98,7 @@ export const openapiPlugin = definePlugin({
       });
       const operations = Object.values(doc.paths).reduce((n, item) => n + Object.keys(item).length, 0);
       log.debug({ paths: Object.keys(doc.paths).length, operations }, 'OpenAPI document generated');
-      return makeAsset('openapi.json', Buffer.from(JSON.stringify(doc)));
+      return memoryFile('openapi.json', Buffer.from(JSON.stringify(doc)));
     };
 
     return {
@@ -108,7 +116,7 @@ export const openapiPlugin = definePlugin({
           },
           handler: async ({ ctx }) => {
             spec ??= generate();
-            await send(ctx, spec, 'no-cache');
+            await serveFile(ctx, spec, 'no-cache');
           },
         }),
         defineRoute({
@@ -117,7 +125,7 @@ export const openapiPlugin = definePlugin({
           description: `An HTML page that renders \`${SPEC_PATH}\`; it loads nothing but \`${ASSETS_PATH}/*\`.`,
           docs: { headers: CONDITIONAL_GET, responseHeaders: { ETag: 'Validator of the page.', 'Cache-Control': '`no-cache`.' } },
           handler: async ({ ctx }) => {
-            await send(ctx, page, 'no-cache');
+            await serveFile(ctx, page, 'no-cache');
           },
         }),
         defineRoute({
@@ -131,9 +139,9 @@ export const openapiPlugin = definePlugin({
             errors: [404],
           },
           handler: async ({ ctx, params, query }) => {
-            const asset = await ui.asset(params.file);
+            const asset = ui.asset(params.file);
             if (!asset) throw new NotFoundError('asset', params.file);
-            await send(ctx, asset, ui.cacheControl(params.file, query.v));
+            await serveFile(ctx, asset, ui.cacheControl(params.file, query.v));
           },
         }),
       ],

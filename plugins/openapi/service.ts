@@ -11,71 +11,37 @@
  * OpenAPI document.
  */
 import { STATUS_CODES } from 'node:http';
+import type { oas31 } from 'openapi3-ts';
 import { z } from 'zod';
 import { ErrorCode } from '../../core/errors.ts';
 import type { HttpMethod, RouteAuth, RouteDef } from '../../core/http/route.ts';
 import type { Logger } from '../../core/logger.ts';
 
 /** A JSON Schema (2020-12) object, as OpenAPI 3.1 embeds it. */
-export type JsonSchema = Record<string, unknown>;
+export type JsonSchema = oas31.SchemaObject;
+
+/** A schema as `z.toJSONSchema` returns it: with its dialect and local definitions. */
+type RawJsonSchema = JsonSchema & { $schema?: string; $defs?: Record<string, JsonSchema> };
 
 /** A route as `KernelView.routes()` lists it. */
 export type DocumentedRoute = RouteDef & { plugin: string };
 
 /** `{ $ref }` to a component of the same document. */
-export type Reference = { $ref: string };
+export type Reference = oas31.ReferenceObject;
 
-/** OpenAPI Parameter Object (the fields this generator writes). */
-export interface ParameterObject {
-  name: string;
-  in: 'path' | 'query' | 'header';
-  required: boolean;
-  description?: string;
-  deprecated?: boolean;
-  style?: 'form';
-  explode?: boolean;
-  schema: JsonSchema;
-}
+export type ParameterObject = oas31.ParameterObject;
+export type HeaderObject = oas31.HeaderObject;
+export type ResponseObject = oas31.ResponseObject;
+export type RequestBodyObject = oas31.RequestBodyObject;
 
-/** OpenAPI Header Object. */
-export interface HeaderObject {
-  description?: string;
-  required?: boolean;
-  schema: JsonSchema;
-}
-
-/** OpenAPI Media Type Object; `examples` are keyed by error code on error responses. */
-export interface MediaTypeObject {
-  schema: JsonSchema;
-  examples?: Record<string, { summary?: string; value: unknown }>;
-}
-
-/** OpenAPI Response Object. */
-export interface ResponseObject {
-  description: string;
-  headers?: Record<string, HeaderObject | Reference>;
-  content?: Record<string, MediaTypeObject>;
-}
-
-/** OpenAPI Request Body Object (always `application/json` here). */
-export interface RequestBodyObject {
-  required: boolean;
-  description?: string;
-  content: Record<string, MediaTypeObject>;
-}
-
-/** OpenAPI Operation Object, with `x-` extensions naming the route's plugin and guards. */
-export interface OperationObject {
+/** An operation (`openapi3-ts` types) with `x-` extensions naming the route's plugin and guards. */
+export interface OperationObject extends oas31.OperationObject {
   operationId: string;
-  summary?: string;
-  description?: string;
   tags: string[];
-  parameters?: (ParameterObject | Reference)[];
+  /** Always inline here. */
   requestBody?: RequestBodyObject;
   /** By status code, ascending: the success response first, then the errors. */
-  responses: Record<string, ResponseObject | Reference>;
-  /** Alternatives: any one entry suffices; `{}` means "no credential". Absent on public routes. */
-  security?: Record<string, string[]>[];
+  responses: oas31.ResponsesObject;
   /** Name of the plugin that contributed the route. */
   'x-plugin'?: string;
   /** The route's `auth` level. */
@@ -84,34 +50,23 @@ export interface OperationObject {
   'x-features'?: string[];
 }
 
-/** OpenAPI Path Item Object: operations by lower-case method. */
+/** Operations by lower-case method. */
 export type PathItemObject = Partial<Record<Lowercase<HttpMethod>, OperationObject>>;
+/** `info` of the document; the plugin fills it from package.json. */
+export type OpenApiInfo = oas31.InfoObject;
 
-/** The two security schemes of the server (`ApiKeyAuth`, `BearerAuth`). */
-export type SecuritySchemeObject =
-  | { type: 'apiKey'; in: 'header'; name: string; description?: string }
-  | { type: 'http'; scheme: 'bearer'; bearerFormat?: string; description?: string };
-
-/** The generated document (the subset of OpenAPI 3.1 this generator writes). */
-export interface OpenApiDocument {
+/** The generated document: OpenAPI 3.1 (types of the `openapi3-ts` package) with every component map present. */
+export interface OpenApiDocument extends oas31.OpenAPIObject {
   openapi: '3.1.0';
-  info: OpenApiInfo;
-  tags: { name: string; description?: string }[];
+  tags: oas31.TagObject[];
   paths: Record<string, PathItemObject>;
   components: {
     schemas: Record<string, JsonSchema>;
     responses: Record<string, ResponseObject>;
     parameters: Record<string, ParameterObject>;
     headers: Record<string, HeaderObject>;
-    securitySchemes: Record<string, SecuritySchemeObject>;
+    securitySchemes: Record<string, oas31.SecuritySchemeObject>;
   };
-}
-
-/** `info` of the document; the plugin fills it from package.json. */
-export interface OpenApiInfo {
-  title: string;
-  version: string;
-  description?: string;
 }
 
 /** Options of {@link buildOpenApiDocument}. */
@@ -473,7 +428,7 @@ class DocumentBuilder {
     const success: ResponseObject = { description: STATUS_CODES[status] ?? 'Success', headers };
     if (status !== 204 && status !== 304) {
       const mediaTypes = this.opts.successMediaTypes?.[where] ?? ['application/json'];
-      const schema = route.response
+      const schema: JsonSchema | Reference = route.response
         ? this.convert(route.response, 'output', where, `${base}Response`)
         : mediaTypes.some((m) => m.includes('json'))
           ? { type: 'object' }
@@ -620,10 +575,10 @@ class DocumentBuilder {
    * zod → JSON Schema 2020-12 with `$defs` hoisted to `components.schemas`. Never throws: a schema
    * that cannot be converted is documented as `{}` (any value) and logged.
    */
-  private convert(schema: z.ZodType, io: 'input' | 'output', where: string, name: string): JsonSchema {
-    let raw: JsonSchema;
+  private convert(schema: z.ZodType, io: 'input' | 'output', where: string, name: string): JsonSchema | Reference {
+    let raw: RawJsonSchema;
     try {
-      raw = z.toJSONSchema(schema, { io, unrepresentable: 'any', override: dateAsString as never }) as JsonSchema;
+      raw = z.toJSONSchema(schema, { io, unrepresentable: 'any', override: dateAsString as never }) as RawJsonSchema;
     } catch (err) {
       this.warn({ route: where, part: name, err }, 'zod schema could not be converted; documented as {}');
       return {};
@@ -631,7 +586,7 @@ class DocumentBuilder {
     return this.hoist(raw, name, io);
   }
 
-  private hoist(raw: JsonSchema, name: string, io: 'input' | 'output'): JsonSchema {
+  private hoist(raw: RawJsonSchema, name: string, io: 'input' | 'output'): JsonSchema | Reference {
     const { $schema: _dialect, $defs, ...root } = raw;
     const defs = isRecord($defs) ? ($defs as Record<string, JsonSchema>) : {};
     const selfRef = hasRef(raw, '#');
@@ -676,10 +631,11 @@ class DocumentBuilder {
   }
 
   /** Follows one `$ref` into `components.schemas` (a hoisted recursive root). */
-  private deref(schema: JsonSchema): JsonSchema {
+  private deref(schema: JsonSchema | Reference): JsonSchema {
     const ref = schema.$ref;
-    if (typeof ref !== 'string' || !ref.startsWith('#/components/schemas/')) return schema;
-    return this.doc.components.schemas[ref.slice('#/components/schemas/'.length)] ?? schema;
+    const target = ref?.startsWith('#/components/schemas/') ? this.doc.components.schemas[ref.slice('#/components/schemas/'.length)] : undefined;
+    // SchemaObject allows `$ref` too: an unresolvable reference stays as it is.
+    return target ?? (schema as JsonSchema);
   }
 }
 

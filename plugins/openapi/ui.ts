@@ -5,42 +5,22 @@
  * The page has no inline script or style, so it also works under a strict
  * `Content-Security-Policy: default-src 'self'`: the initialiser is a served file (`init.js`).
  */
-import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
-import { gzip as gzipCb } from 'node:zlib';
-
-const gzip = promisify(gzipCb);
+import etag from 'etag';
 
 /** Where the page and its assets live. */
 export const DOCS_PATH = '/docs';
 /** Prefix of every asset URL; the file name follows. */
 export const ASSETS_PATH = '/docs/assets';
 
-/** A file ready to serve. */
-export interface StaticAsset {
-  contentType: string;
-  body: Buffer;
-  /** Strong ETag of `body`. */
-  etag: string;
-  /** `body` gzip-compressed, computed once on first call. */
-  gzipped(): Promise<Buffer>;
-}
-
-const CONTENT_TYPES: Record<string, string> = {
-  '.js': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.map': 'application/json; charset=utf-8',
-  '.json': 'application/json; charset=utf-8',
-  '.html': 'text/html; charset=utf-8',
-};
-
-const typeOf = (name: string): string => CONTENT_TYPES[name.slice(name.lastIndexOf('.'))] ?? 'application/octet-stream';
-
-const etagOf = (body: Buffer): string => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
+/**
+ * A servable file: a file of swagger-ui-dist on disk (`root` + `name`, sent with koa-send) or a
+ * generated one in memory (`body`). `etag` is strong (the `etag` package: size and mtime of a
+ * file, size and hash of a body).
+ */
+export type DocsFile = { name: string; etag: string } & ({ root: string; body?: undefined } | { body: Buffer; root?: undefined });
 
 const escapeHtml = (s: string): string =>
   s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -48,18 +28,14 @@ const escapeHtml = (s: string): string =>
 /** Files of swagger-ui-dist the page may load (an allow-list: nothing else of node_modules is reachable). */
 const PACKAGE_FILES = ['swagger-ui.css', 'swagger-ui-bundle.js', 'swagger-ui.css.map', 'swagger-ui-bundle.js.map'];
 
-/** Builds the asset from bytes, with a lazily computed, memoised gzip variant. */
-export function makeAsset(name: string, body: Buffer): StaticAsset {
-  let packed: Promise<Buffer> | undefined;
-  return { contentType: typeOf(name), body, etag: etagOf(body), gzipped: () => (packed ??= gzip(body, { level: 9 })) };
-}
+/** An in-memory file. */
+export const memoryFile = (name: string, body: Buffer): DocsFile => ({ name, body, etag: etag(body) });
 
 /** The Swagger UI page and its assets. */
 export class DocsUi {
   /** Version of swagger-ui-dist, part of the asset URLs (so they can be cached for good). */
   readonly packageVersion: string;
-  private readonly files = new Map<string, () => Promise<Buffer>>();
-  private readonly loaded = new Map<string, Promise<StaticAsset>>();
+  private readonly files = new Map<string, DocsFile>();
   private readonly versions = new Map<string, string>();
 
   /**
@@ -76,17 +52,17 @@ export class DocsUi {
     }
     this.packageVersion = (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { version: string }).version;
     for (const name of PACKAGE_FILES) {
-      const file = join(dir, name);
-      if (!existsSync(file)) {
+      const stats = statSync(join(dir, name), { throwIfNoEntry: false });
+      if (!stats?.isFile()) {
         if (name.endsWith('.map')) continue;
         throw new Error(`swagger-ui-dist ${this.packageVersion} has no ${name}; the openapi plugin cannot serve /docs`);
       }
-      this.files.set(name, () => readFile(file));
+      this.files.set(name, { name, root: dir, etag: etag(stats, { weak: false }) });
       this.versions.set(name, this.packageVersion);
     }
-    const init = Buffer.from(initScript(specUrl));
-    this.files.set('init.js', async () => init);
-    this.versions.set('init.js', etagOf(init).slice(1, 11));
+    const init = memoryFile('init.js', Buffer.from(initScript(specUrl)));
+    this.files.set('init.js', init);
+    this.versions.set('init.js', init.etag.replace(/\W/g, '').slice(-10));
   }
 
   /** Names of every servable asset. */
@@ -99,18 +75,9 @@ export class DocsUi {
     return `${ASSETS_PATH}/${name}?v=${encodeURIComponent(this.versions.get(name) ?? '')}`;
   }
 
-  /** The asset, read from disk once; undefined for a name outside the allow-list. */
-  asset(name: string): Promise<StaticAsset> | undefined {
-    const read = this.files.get(name);
-    if (!read) return undefined;
-    let p = this.loaded.get(name);
-    if (!p) {
-      p = read().then((body) => makeAsset(name, body));
-      // A failed read is retried next time rather than cached.
-      p.catch(() => this.loaded.delete(name));
-      this.loaded.set(name, p);
-    }
-    return p;
+  /** The asset; undefined for a name outside the allow-list. */
+  asset(name: string): DocsFile | undefined {
+    return this.files.get(name);
   }
 
   /**
@@ -122,7 +89,7 @@ export class DocsUi {
   }
 
   /** The HTML page. Every URL in it is local. */
-  html(info: { title: string; version: string }): StaticAsset {
+  html(info: { title: string; version: string }): DocsFile {
     const title = escapeHtml(`${info.title} ${info.version} — API reference`);
     const page = `<!doctype html>
 <html lang="en">
@@ -140,7 +107,7 @@ export class DocsUi {
 </body>
 </html>
 `;
-    return makeAsset('index.html', Buffer.from(page));
+    return memoryFile('index.html', Buffer.from(page));
   }
 }
 

@@ -1,4 +1,5 @@
 import { Types } from 'mongoose';
+import type { AuditEntryInput } from '../../plugins/audit/model.ts';
 import { ADMIN_KEY, createTenantUser, type TestApp } from '../helpers/app.ts';
 
 /** The raw `audit_log` collection of a test app, for seeding and for checks behind the API's back. */
@@ -11,18 +12,8 @@ export async function listEntries(t: TestApp, query: Record<string, string> = {}
   return res.body.items as any[];
 }
 
-export interface SeedEntry {
-  resource?: string;
-  item_id?: Types.ObjectId;
-  operation?: string;
-  user_id?: Types.ObjectId | null;
-  user_name?: string | null;
-  ip?: string | null;
-  changes?: Record<string, unknown> | null;
-  snapshot?: Record<string, unknown> | null;
-  created_at?: Date;
-  tenant_id?: Types.ObjectId | null;
-}
+/** Any stored fields of an entry (the model's own type); the rest gets neutral defaults. */
+export type SeedEntry = Partial<AuditEntryInput>;
 
 /** Inserts entries directly (fixed `created_at` and the like); returns their ids as strings. */
 export async function seedEntries(t: TestApp, entries: SeedEntry[]): Promise<string[]> {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, envelope, type TestApp } from '../helpers/app.ts';
 import { docWriterPlugin } from '../fixtures/doc-writer-plugin.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
-import { seedEntries } from './helpers.ts';
+import { seedEntries, type SeedEntry } from './helpers.ts';
 
 let t: TestApp;
 const u1 = new Types.ObjectId();
@@ -30,7 +30,7 @@ beforeAll(async () => {
     D: { resource: 'tasks', item_id: T1, operation: 'delete', created_at: new Date('2026-11-23T00:00:00Z'), snapshot: { title: 'x' } },
     E: { resource: 'projects', item_id: P2, operation: 'replace', user_id: u2, user_name: 'Bob', created_at: new Date('2026-12-01T00:00:00Z') },
     F: { resource: 'tasks', item_id: T2, operation: 'depersonalize', created_at: new Date('2025-12-29T08:00:00Z') },
-  };
+  } satisfies Record<string, SeedEntry>;
   const inserted = await seedEntries(t, Object.values(seeds).map((s) => ({ tenant_id: tenant, ...s })));
   Object.keys(seeds).forEach((name, i) => (ids[name] = inserted[i]!));
 });

@@ -254,6 +254,24 @@ describe('GET /docs', () => {
     expect(again.status).toBe(304);
   });
 
+  it('compresses with brotli when preferred, weakens the ETag of a compressed answer, and revalidates either form', async () => {
+    const br = await fetch(`${t.url}/openapi.json`, { headers: { 'Accept-Encoding': 'br' } });
+    expect(br.headers.get('content-encoding')).toBe('br');
+    const weak = br.headers.get('etag')!;
+    expect(weak).toMatch(/^W\/"/);
+    expect(JSON.parse(await br.text()).openapi).toBe('3.1.0');
+    const plain = await fetch(`${t.url}/openapi.json`, { headers: { 'Accept-Encoding': 'identity' } });
+    expect(plain.headers.get('etag')).toBe(weak.slice(2));
+    await plain.text();
+    for (const tag of [weak, weak.slice(2)]) {
+      const again = await fetch(`${t.url}/openapi.json`, { headers: { 'Accept-Encoding': 'br', 'If-None-Match': tag } });
+      expect(again.status, tag).toBe(304);
+    }
+    const small = await fetch(`${t.url}/docs/assets/init.js`, { headers: { 'Accept-Encoding': 'gzip' } });
+    expect(small.headers.get('content-encoding')).toBeNull(); // below the 1 KiB threshold
+    expect(small.headers.get('etag')).toMatch(/^"/);
+  });
+
   it('answers 404 with the error envelope for a file outside the allow-list', async () => {
     for (const name of ['package.json', 'index.html', '..%2Fpackage.json', 'swagger-ui.js']) {
       const res = await t.http('GET', `/docs/assets/${name}`, { key: null });

@@ -1,0 +1,69 @@
+/**
+ * Protocol-level guards around the Koa stack: the URL length limit, and the answer to requests
+ * Node's HTTP parser refuses before any middleware runs (`clientError`), so that those too get
+ * the error envelope and a request id. See docs/operations.md, "HTTP limits".
+ */
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type Koa from 'koa';
+import { AppError, ErrorCode } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+
+/**
+ * 414 `URI_TOO_LONG` when the request target (path and query) is longer than `max` characters.
+ * Runs right after the error envelope, before authentication and the body parser.
+ */
+export function urlLimit(max: number): Koa.Middleware {
+  return (ctx, next) => {
+    if (ctx.originalUrl.length > max) {
+      throw new AppError(414, ErrorCode.URI_TOO_LONG, `Request URL is longer than ${max} characters`, { max_length: max });
+    }
+    return next();
+  };
+}
+
+/** Status, code and message for an error of Node's HTTP parser (as Node's own default handler picks the status). */
+function classify(code: string | undefined): { status: number; code: ErrorCode; message: string } {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, code: ErrorCode.HEADERS_TOO_LARGE, message: 'Request line and headers are too large' };
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return { status: 413, code: ErrorCode.PAYLOAD_TOO_LARGE, message: 'Chunk extensions are too large' };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, code: ErrorCode.REQUEST_TIMEOUT, message: 'The request was not received in time' };
+    default:
+      return { status: 400, code: ErrorCode.BAD_REQUEST, message: 'Malformed HTTP request' };
+  }
+}
+
+type ParserError = Error & { code?: string };
+
+/**
+ * `clientError` listener of the HTTP server: answers a request the parser refused (malformed
+ * request line or header, unknown method, head above `maxHeaderSize`, request timeout) with the
+ * error envelope, a generated `X-Request-Id` and `Connection: close`, instead of Node's bare
+ * text response. Nothing is written when the peer is gone or a response is already under way.
+ */
+export function clientErrorHandler(log: Logger): (err: ParserError, socket: Duplex) => void {
+  return (err, socket) => {
+    // A response already started on this socket cannot be replaced (Node's own handler checks the same).
+    const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const { status, code, message } = classify(err.code);
+    const requestId = randomUUID();
+    const body = JSON.stringify({ error: { code, message, details: {} }, request_id: requestId });
+    log.info({ request_id: requestId, status, parser_error: err.code }, `HTTP request refused by the parser: ${message}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
+        'Content-Type: application/json; charset=utf-8\r\n' +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Request-Id: ${requestId}\r\n` +
+        'Connection: close\r\n\r\n' +
+        body,
+    );
+  };
+}
