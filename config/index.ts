@@ -129,8 +129,8 @@ export const configSchema = z.object({
   GRAPHQL_MAX_INPUT_DEPTH: int(32, 1),
   /** Largest accepted JSON body. @default '1mb' */
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 1mb').default('1mb'),
-  /** Longest request target (path and query) answered normally; longer → 414 `URI_TOO_LONG`. @default 8192 */
-  MAX_URL_LENGTH: int(8192, 256),
+  /** Longest request target (path and query) answered normally; longer → 414 `URI_TOO_LONG`. Above the `where` cap (8192 characters), so that cap answers first. @default 12288 */
+  MAX_URL_LENGTH: int(12288, 256),
   /**
    * Largest request head (request line and headers) Node's HTTP parser accepts (`maxHeaderSize`);
    * larger → 431 `HEADERS_TOO_LARGE`. Keep it above `MAX_URL_LENGTH`. @default 16384
