@@ -23,6 +23,25 @@ const csv = z
       .filter(Boolean),
   );
 
+/** One entry of `WEBHOOK_PROVIDERS` (the webhooks plugin validates the rest at registration). */
+export const webhookProviderSetting = z
+  .object({
+    name: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'must be lowercase letters, digits, - or _'),
+    verifier: z.union([
+      z.object({ type: z.enum(['hmac-sha256', 'hmac-sha512']), prefix: z.string().optional(), encoding: z.enum(['hex', 'base64']).optional() }).strict(),
+      z.object({ type: z.enum(['stripe', 'standard-webhooks', 'github']) }).strict(),
+    ]),
+    secret_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
+    event_id_path: z.string().min(1).optional(),
+    event_type_path: z.string().min(1).optional(),
+    event_id_header: z.string().min(1).optional(),
+    event_type_header: z.string().min(1).optional(),
+    signature_header: z.string().min(1).optional(),
+    delivery_id_header: z.string().min(1).optional(),
+    max_retries: z.number().int().min(0).max(100).optional(),
+  })
+  .strict();
+
 /**
  * Every setting the server reads. `config/` is the only place that touches `process.env`.
  * Names are the environment variable names; the README's configuration table lists them.
@@ -66,8 +85,25 @@ export const configSchema = z.object({
   JOBS_AUDIT_RETENTION_DAYS: int(365, 1),
   /** @default false */
   WEBHOOKS_ENABLED: bool(false),
-  /** @default 90 */
+  /** Default `retention_days` of `DELETE /webhooks/events/purge` (only `processed` events are purged). @default 90 */
   WEBHOOK_EVENT_RETENTION_DAYS: int(90, 1),
+  /**
+   * Webhook providers declared without code, as a JSON array; each emits the `WEBHOOK_RECEIVED`
+   * hook. The secret is named by `secret_env` (an environment variable) and resolved here.
+   * @example [{"name":"acme","verifier":{"type":"hmac-sha256","prefix":"sha256="},"secret_env":"ACME_WEBHOOK_SECRET","event_id_path":"id"}]
+   */
+  WEBHOOK_PROVIDERS: z
+    .string()
+    .default('[]')
+    .transform((s, ctx) => {
+      try {
+        return JSON.parse(s) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be a JSON array' });
+        return z.NEVER;
+      }
+    })
+    .pipe(z.array(webhookProviderSetting)),
   /** @default false */
   JOBS_ENABLED: bool(false),
   /** Age after which `purge_soft_deleted` removes soft-deleted documents. @default 30 */
@@ -98,7 +134,10 @@ export const configSchema = z.object({
   DISABLED_PLUGINS: csv,
 });
 
-export type Config = z.infer<typeof configSchema>;
+type ParsedConfig = z.infer<typeof configSchema>;
+/** A `WEBHOOK_PROVIDERS` entry with its secret resolved from `secret_env`. */
+export type WebhookProviderSetting = Omit<z.infer<typeof webhookProviderSetting>, 'secret_env'> & { secret: string };
+export type Config = Omit<ParsedConfig, 'WEBHOOK_PROVIDERS'> & { WEBHOOK_PROVIDERS: WebhookProviderSetting[] };
 export type ConfigInput = Partial<Record<keyof Config, string | undefined>>;
 
 /** Raised for a bad setting; its message names every offending variable. */
@@ -122,7 +161,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const lines = res.error.issues.map((i) => `  ${String(i.path[0] ?? '?')}: ${i.message}`);
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
-  const cfg = res.data;
+  const { WEBHOOK_PROVIDERS: providers, ...rest } = res.data;
+  const secretProblems: string[] = [];
+  const cfg: Config = {
+    ...rest,
+    WEBHOOK_PROVIDERS: providers.map(({ secret_env, ...p }) => {
+      const secret = env[secret_env];
+      if (!secret) secretProblems.push(`  WEBHOOK_PROVIDERS: provider "${p.name}" names secret_env ${secret_env}, which is not set`);
+      return { ...p, secret: secret ?? '' };
+    }),
+  };
+  if (secretProblems.length) throw new ConfigError(`Invalid configuration:\n${secretProblems.join('\n')}`);
   if (cfg.NODE_ENV === 'production') {
     const problems: string[] = [];
     const secrets: [string, string, string][] = [
