@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { pageQuery } from '../../core/http/schemas.ts';
+import type { AuthUser } from '../../core/context.ts';
 import { WEBHOOK_STATUSES } from './model.ts';
 import { PRESET_NAMES } from './presets.ts';
 import { isCustomVerifier, type WebhookVerifier } from './verifiers.ts';
@@ -61,7 +62,7 @@ export interface WebhookEventContext {
   /** Id of the stored WebhookEvent. */
   id: string;
   /** The caller of any service the handler uses: `systemActor()`; webhooks run outside the caller's identity. */
-  actor: import('../../core/context.ts').AuthUser;
+  actor: AuthUser;
 }
 
 /** A provider's handler; a throw (or rejection) marks the event `failed` with the error's message. */
