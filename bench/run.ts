@@ -12,6 +12,7 @@ import { loadConfig } from '../config/index.ts';
 import { builtinPlugins } from '../config/plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { encodeCursor } from '../plugins/resources/cursor.ts';
+import { benchWebhooks } from './webhooks.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
@@ -134,6 +135,7 @@ async function main() {
   };
   log('\nratios (same run, same database):');
   for (const [k, v] of Object.entries(summary)) log(`  ${k.padEnd(66)} ${v}`);
+  Object.assign(summary, (await benchWebhooks(MONGODB_URI, { seconds: DURATION, connections: CONNECTIONS })).summary);
   writeFileSync(new URL('./results.json', import.meta.url), JSON.stringify({ when: new Date().toISOString(), duration_s: DURATION, connections: CONNECTIONS, docs: DOCS, results, summary }, null, 2));
   await mem?.stop();
   await mongoose.disconnect();
