@@ -205,12 +205,14 @@ export class WebhooksService implements WebhookRegistry {
     const now = new Date();
     let created: WebhookEventRecord | undefined;
     try {
-      const doc = await this.model.create({
+      const doc = {
         provider: p.provider, event_id: eventId, event_type: eventType, delivery_id: deliveryId, payload: body, headers: kept,
         status: 'processing', processed_at: null, error: null, retry_count: 0, is_duplicate: false,
         attempts: 1, lease_until: new Date(now.getTime() + this.opts.leaseMs), created_at: now, updated_at: now,
-      });
-      created = doc.toObject() as WebhookEventRecord;
+      };
+      // The driver's insertOne: every field is set here, so mongoose's document layer adds only cost on the hot path.
+      const res = await this.model.collection.insertOne(doc);
+      created = { ...doc, _id: res.insertedId } as unknown as WebhookEventRecord;
     } catch (err) {
       if ((err as { code?: unknown }).code !== 11000) throw err;
     }
