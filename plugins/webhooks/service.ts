@@ -272,7 +272,7 @@ export class WebhooksService implements WebhookRegistry {
         provider: p.provider, event_id: d.event_id, event_type: d.event_type ?? null, delivery_id: d.delivery_id ?? null,
         headers: (d.headers ?? {}) as Record<string, string>, attempt: d.attempts ?? 1, id: String(d._id), actor,
       };
-      const payload = structuredClone(d.payload) as Record<string, unknown>;
+      const payload = d.payload as Record<string, unknown>;
       // Outside the caller's identity: whoever called the receiver (or the retry endpoint), the handler acts as the system.
       await runWithContext({ requestId: outer?.requestId ?? '', ip: outer?.ip ?? null, user: actor, log: outer?.log ?? this.opts.log }, () => p.handler(payload, event));
     } catch (err) {
@@ -284,7 +284,7 @@ export class WebhooksService implements WebhookRegistry {
       ? { status: 'processed', processed_at: now, error: null, lease_until: null, updated_at: now }
       : { status: 'failed', error, lease_until: null, updated_at: now };
     // Only the holder of this attempt may record its outcome (a takeover after lease expiry bumps `attempts`).
-    await this.model.updateOne({ _id: d._id, status: 'processing', attempts: d.attempts ?? 1 }, { $set: set });
+    await this.model.collection.updateOne({ _id: d._id, status: 'processing', attempts: d.attempts ?? 1 }, { $set: set });
     return { ...d, ...set } as WebhookEventRecord;
   }
 
