@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
 import { seed, startServer } from './seed.ts';
+import { benchWebhooks } from './webhooks.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
@@ -109,6 +110,7 @@ async function main() {
   };
   log('\nratios (same run, same database):');
   for (const [k, v] of Object.entries(summary)) log(`  ${k.padEnd(66)} ${v}`);
+  Object.assign(summary, (await benchWebhooks(MONGODB_URI, { seconds: DURATION, connections: CONNECTIONS })).summary);
   writeFileSync(new URL('./results.json', import.meta.url), JSON.stringify({ when: new Date().toISOString(), duration_s: DURATION, connections: CONNECTIONS, docs: DOCS, results, summary }, null, 2));
   await mem?.stop();
   await mongoose.disconnect();

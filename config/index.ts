@@ -33,6 +33,25 @@ const csv = z
       .filter(Boolean),
   );
 
+/** One entry of `WEBHOOK_PROVIDERS` (the webhooks plugin validates the rest at registration). */
+export const webhookProviderSetting = z
+  .object({
+    name: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'must be lowercase letters, digits, - or _'),
+    verifier: z.union([
+      z.object({ type: z.enum(['hmac-sha256', 'hmac-sha512']), prefix: z.string().optional(), encoding: z.enum(['hex', 'base64']).optional() }).strict(),
+      z.object({ type: z.enum(['stripe', 'standard-webhooks', 'github']) }).strict(),
+    ]),
+    secret_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
+    event_id_path: z.string().min(1).optional(),
+    event_type_path: z.string().min(1).optional(),
+    event_id_header: z.string().min(1).optional(),
+    event_type_header: z.string().min(1).optional(),
+    signature_header: z.string().min(1).optional(),
+    delivery_id_header: z.string().min(1).optional(),
+    max_retries: z.number().int().min(0).max(100).optional(),
+  })
+  .strict();
+
 /**
  * Every setting the server reads. `config/` is the only place that touches `process.env`.
  * Names are the environment variable names; the README's configuration table lists them.
@@ -82,8 +101,25 @@ export const configSchema = z.object({
   JOBS_AUDIT_RETENTION_DAYS: int(365, 1),
   /** @default false */
   WEBHOOKS_ENABLED: bool(false),
-  /** @default 90 */
+  /** Default `retention_days` of `DELETE /webhooks/events/purge` (only `processed` events are purged). @default 90 */
   WEBHOOK_EVENT_RETENTION_DAYS: int(90, 1),
+  /**
+   * Webhook providers declared without code, as a JSON array; each emits the `WEBHOOK_RECEIVED`
+   * hook. The secret is named by `secret_env` (an environment variable) and resolved here.
+   * @example [{"name":"acme","verifier":{"type":"hmac-sha256","prefix":"sha256="},"secret_env":"ACME_WEBHOOK_SECRET","event_id_path":"id"}]
+   */
+  WEBHOOK_PROVIDERS: z
+    .string()
+    .default('[]')
+    .transform((s, ctx) => {
+      try {
+        return JSON.parse(s) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be a JSON array' });
+        return z.NEVER;
+      }
+    })
+    .pipe(z.array(webhookProviderSetting)),
   /** @default false */
   JOBS_ENABLED: bool(false),
   /** Age after which `purge_soft_deleted` removes soft-deleted documents. @default 30 */
@@ -147,8 +183,11 @@ export const configSchema = z.object({
   DISABLED_PLUGINS: csv,
 });
 
+type ParsedConfig = z.infer<typeof configSchema>;
+/** A `WEBHOOK_PROVIDERS` entry with its secret resolved from `secret_env`. */
+export type WebhookProviderSetting = Omit<z.infer<typeof webhookProviderSetting>, 'secret_env'> & { secret: string };
 /** Settings as parsed from the environment: secrets may still be missing outside production. */
-export type LoadedConfig = z.infer<typeof configSchema>;
+export type LoadedConfig = Omit<ParsedConfig, 'WEBHOOK_PROVIDERS'> & { WEBHOOK_PROVIDERS: WebhookProviderSetting[] };
 /** Settings of a running app: every secret is set (`createApp` fills missing ones, see core/secrets.ts). */
 export type Config = Omit<LoadedConfig, SecretSetting> & Record<SecretSetting, string>;
 export type ConfigInput = Partial<Record<keyof Config, string | undefined>>;
@@ -176,8 +215,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const lines = res.error.issues.map((i) => `  ${String(i.path[0] ?? '?')}: ${i.message}`);
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
-  const cfg = res.data;
+  const { WEBHOOK_PROVIDERS: providers, ...rest } = res.data;
   const problems: string[] = [];
+  const cfg: LoadedConfig = {
+    ...rest,
+    WEBHOOK_PROVIDERS: providers.map(({ secret_env, ...p }) => {
+      const secret = env[secret_env];
+      if (!secret) problems.push(`  WEBHOOK_PROVIDERS: provider "${p.name}" names secret_env ${secret_env}, which is not set`);
+      return { ...p, secret: secret ?? '' };
+    }),
+  };
   for (const name of SECRET_SETTINGS) {
     const value = cfg[name];
     if (value === PLACEHOLDERS[name]) problems.push(`  ${name}: is the placeholder published in the source; set a random value of at least ${MIN_SECRET_BYTES} bytes`);

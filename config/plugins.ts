@@ -4,6 +4,7 @@ import { isPlugin, PluginError, type Plugin } from '../core/plugin.ts';
 import { openapiPlugin } from '../plugins/openapi/index.ts';
 import { resourcesPlugin } from '../plugins/resources/index.ts';
 import { auditPlugin } from '../plugins/audit/index.ts';
+import { webhooksPlugin } from '../plugins/webhooks/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -12,6 +13,7 @@ import { auditPlugin } from '../plugins/audit/index.ts';
 export const builtinPlugins = (): Plugin[] => [
   resourcesPlugin,
   auditPlugin,
+  webhooksPlugin,
   openapiPlugin,
 ];
 

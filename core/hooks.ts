@@ -47,6 +47,8 @@ export interface HookEvents {
 export type HookName = keyof HookEvents;
 export type BeforeHook = Extract<HookName, `BEFORE_${string}`>;
 export type AfterHook = Extract<HookName, `AFTER_${string}`>;
+/** Events that are neither `BEFORE_*` nor `AFTER_*` (e.g. `WEBHOOK_RECEIVED`): dispatched with `dispatch()`. */
+export type DispatchHook = Exclude<HookName, BeforeHook | AfterHook>;
 
 export type BeforeHandler<K extends BeforeHook> = (
   payload: HookEvents[K],
@@ -56,7 +58,7 @@ export type HookHandler<K extends HookName> = K extends BeforeHook
   ? BeforeHandler<K>
   : K extends AfterHook
     ? AfterHandler<K>
-    : never;
+    : (payload: HookEvents[K]) => void | Promise<void>;
 
 /** A hook subscription as a plugin contributes it from `setup()`. */
 export interface HookRegistration<K extends HookName = HookName> {
@@ -101,6 +103,14 @@ export class HookBus {
       if (next !== undefined) current = next as HookEvents[K];
     }
     return current;
+  }
+
+  /**
+   * Runs the handlers of a dispatch event one after another, in registration order. Unlike
+   * `emitAfter`, a failure propagates to the emitter (and later handlers do not run).
+   */
+  async dispatch<K extends DispatchHook>(event: K, payload: HookEvents[K]): Promise<void> {
+    for (const { handler } of this.handlers.get(event) ?? []) await handler(payload);
   }
 
   /** Runs `AFTER_*` handlers concurrently; a failure is logged with the plugin name and swallowed. */

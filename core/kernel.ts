@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
 import Router from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
+import getRawBody from 'raw-body';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { GraphQLError, validateSchema, type GraphQLSchema } from 'graphql';
 import type { Config, LoadedConfig } from '../config/index.ts';
@@ -161,7 +162,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     schema = builder.toSchema({ sortSchema: true });
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
-    router = mountRoutes(routes, createYogaServer(schema, config, log));
+    router = mountRoutes(routes, createYogaServer(schema, config, log), config.BODY_LIMIT);
     requestLimiter = config.RATE_LIMIT_ENABLED ? await createLimiter(config, db.conn, 'rate_limits', config.RATE_LIMIT_MAX) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the plugins open.
@@ -189,6 +190,13 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   koa.use(urlLimit(config.MAX_URL_LENGTH));
   koa.use(authenticate(identity, services.get('authFailures')));
   koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path)));
+  // Routes with `rawBody` get their bytes untouched (read in mountRoutes), so the JSON parser skips them.
+  const rawRoutes = new Router();
+  for (const r of routes) if (r.rawBody) rawRoutes.register(r.path, [r.method], () => undefined);
+  koa.use((ctx, next) => {
+    if (rawRoutes.match(ctx.path, ctx.method).route) (ctx as { disableBodyParser?: boolean }).disableBodyParser = true;
+    return next();
+  });
   koa.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
   koa.use(async (ctx, next) => {
     await next();
@@ -235,7 +243,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   };
 }
 
-function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>): Router {
+function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string): Router {
   const router = new Router();
   const seen = new Set<string>();
   for (const route of routes) {
@@ -248,7 +256,11 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
       // A non-empty body of another type was skipped by the JSON parser: say so rather than validate `{}`.
       const hasBody = (ctx.request.length ?? (ctx.get('Transfer-Encoding') ? 1 : 0)) > 0;
       if ((route.body ?? route.docs?.body) && hasBody && !ctx.request.is('json', '+json')) throw new UnsupportedMediaTypeError();
-      const input = validateInputs(route, { params: ctx.params, query: ctx.query, body: ctx.request.body });
+      // raw-body raises 413 (entity.too.large) past the limit, mapped like the JSON parser's.
+      const raw = route.rawBody ? await getRawBody(ctx.req, { limit: bodyLimit, length: ctx.get('Content-Length') || undefined }) : undefined;
+      const input = raw
+        ? { ...validateInputs({ ...route, body: undefined }, { params: ctx.params, query: ctx.query, body: undefined }), body: raw }
+        : validateInputs(route, { params: ctx.params, query: ctx.query, body: ctx.request.body });
       const result = await route.handler({ ...input, user: state.user, ctx } as never);
       if (result !== undefined) {
         ctx.status = route.status ?? 200;

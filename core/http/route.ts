@@ -75,6 +75,12 @@ export interface RouteDef<P extends Schema | undefined = Schema | undefined, Q e
   docs?: RouteDocs;
   /** Exempt from the rate limiter (health probes). @default false */
   rateLimitExempt?: boolean;
+  /**
+   * The handler's `body` is the request body as a Buffer, byte for byte as received: the JSON
+   * parser skips this route (signature checks over raw bytes, e.g. webhooks). `BODY_LIMIT` still
+   * applies (413); a `body` schema is not applied. @default false
+   */
+  rawBody?: boolean;
   handler(args: HandlerArgs<Out<P>, Out<Q>, Out<B>>): unknown;
 }
 

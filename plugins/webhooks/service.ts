@@ -1,0 +1,339 @@
+/**
+ * The webhooks service: provider registry, the receiver flow (spec document 2) and the operator
+ * operations. No Koa or GraphQL here; REST and GraphQL call the same methods.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { Types } from 'mongoose';
+import { AuthRequiredError, BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
+import { PluginError } from '../../core/plugin.ts';
+import { getContext, runWithContext, systemActor } from '../../core/context.ts';
+import type { Logger } from '../../core/logger.ts';
+import type { WebhookEventModel, WebhookEventRecord } from './model.ts';
+import { PRESETS, type PresetName } from './presets.ts';
+import {
+  providerRegistration, type ListQuery, type ProviderRegistrationInput, type WebhookEventView, type WebhookHandler,
+} from './schemas.ts';
+import { hmacVerifier, isCustomVerifier, type WebhookVerifier } from './verifiers.ts';
+
+/** Signature header of a plain HMAC provider that names none. */
+export const DEFAULT_SIGNATURE_HEADER = 'x-signature';
+/** Longest stored `error` text. */
+const MAX_ERROR_LENGTH = 2000;
+
+/** A registered provider with its defaults applied. */
+export interface WebhookProvider {
+  provider: string;
+  handler: WebhookHandler;
+  secret: string;
+  verifier: WebhookVerifier;
+  event_id_path: string | undefined;
+  event_type_path: string | undefined;
+  event_id_header: string | undefined;
+  event_type_header: string | undefined;
+  signature_header: string;
+  delivery_id_header: string | undefined;
+  max_retries: number;
+  /** Header names kept on the stored event (lower-case). */
+  keptHeaders: Set<string>;
+}
+
+/** What `services.get('webhooks')` offers other plugins. */
+export interface WebhookRegistry {
+  /**
+   * Registers a provider; call it from your plugin's `setup()` (with `dependsOn: ['webhooks']`).
+   * @throws PluginError on a duplicate name, a missing secret, an unknown verifier or another bad parameter
+   * @example services.get('webhooks').register({ provider: 'acme', secret, verifier: { type: 'hmac-sha256', prefix: 'sha256=' }, event_id_path: 'id', handler: async (payload, event) => {} })
+   */
+  register(input: ProviderRegistrationInput): void;
+  /** Names of the registered providers. */
+  providers(): string[];
+}
+
+/** The receiver's answer: HTTP status and body. */
+export interface ReceiveResult {
+  status: number;
+  body: { status: 'ok' | 'failed' | 'already_processed' | 'processing'; event_id?: string };
+}
+
+export interface WebhooksServiceOptions {
+  /** How long a claimed event stays `processing` before another delivery or a retry may take it over. */
+  leaseMs: number;
+  log: Logger;
+}
+
+/** Headers always kept on a stored event, besides the provider's own (signature, ids, type). Never credentials. */
+export const KEPT_HEADERS = ['content-type', 'content-length', 'user-agent', 'x-request-id'] as const;
+const NEVER_KEPT = new Set(['authorization', 'cookie', 'x-api-key', 'proxy-authorization']);
+
+const headerValue = (headers: IncomingHttpHeaders, name: string | undefined): string | undefined => {
+  if (!name) return undefined;
+  const v = headers[name];
+  return (Array.isArray(v) ? v[0] : v) || undefined;
+};
+
+/** Reads a dotted path (`data.object.id`); ids may be strings or numbers (stringified). */
+function pick(payload: Record<string, unknown>, path: string): string | undefined {
+  let cur: unknown = payload;
+  for (const part of path.split('.')) {
+    if (!cur || typeof cur !== 'object' || Array.isArray(cur)) return undefined;
+    cur = (cur as Record<string, unknown>)[part];
+  }
+  if (typeof cur === 'string') return cur.length ? cur : undefined;
+  if (typeof cur === 'number' && Number.isFinite(cur)) return String(cur);
+  return undefined;
+}
+
+const errorText = (err: unknown): string => {
+  const msg = err instanceof Error ? err.message || err.name : typeof err === 'string' ? err : 'Handler failed';
+  return msg.slice(0, MAX_ERROR_LENGTH);
+};
+
+export function toView(d: WebhookEventRecord): WebhookEventView {
+  return {
+    id: String(d._id),
+    provider: d.provider,
+    event_id: d.event_id,
+    event_type: d.event_type ?? null,
+    delivery_id: d.delivery_id ?? null,
+    payload: (d.payload ?? {}) as Record<string, unknown>,
+    headers: (d.headers ?? {}) as Record<string, string>,
+    status: d.status as WebhookEventView['status'],
+    processed_at: d.processed_at ?? null,
+    error: d.error ?? null,
+    retry_count: d.retry_count ?? 0,
+    is_duplicate: d.is_duplicate ?? false,
+    attempts: d.attempts ?? 0,
+    created_at: d.created_at,
+    updated_at: d.updated_at,
+  };
+}
+
+export class WebhooksService implements WebhookRegistry {
+  private readonly registry = new Map<string, WebhookProvider>();
+
+  constructor(
+    private readonly model: WebhookEventModel,
+    private readonly opts: WebhooksServiceOptions,
+  ) {}
+
+  register(input: ProviderRegistrationInput): void {
+    const res = providerRegistration.safeParse(input);
+    const name = typeof (input as { provider?: unknown })?.provider === 'string' ? (input as { provider: string }).provider : '?';
+    if (!res.success) {
+      const lines = res.error.issues.map((i) => `  ${i.path.join('.') || '(registration)'}: ${i.message}`);
+      throw new PluginError(`Webhook provider "${name}" is invalid:\n${lines.join('\n')}`);
+    }
+    const r = res.data;
+    if (this.registry.has(r.provider)) throw new PluginError(`Webhook provider "${r.provider}" is already registered`);
+    let verifier: WebhookVerifier;
+    let preset: (typeof PRESETS)[PresetName] | undefined;
+    if (isCustomVerifier(r.verifier)) verifier = r.verifier;
+    else if (r.verifier.type === 'hmac-sha256' || r.verifier.type === 'hmac-sha512') verifier = hmacVerifier(r.verifier as Parameters<typeof hmacVerifier>[0]);
+    else {
+      preset = PRESETS[r.verifier.type as PresetName];
+      verifier = preset.verifier;
+    }
+    const p: WebhookProvider = {
+      provider: r.provider,
+      handler: r.handler,
+      secret: r.secret,
+      verifier,
+      event_id_path: r.event_id_path ?? (r.event_id_header ? undefined : preset?.event_id_path),
+      event_type_path: r.event_type_path ?? (r.event_type_header ? undefined : preset?.event_type_path),
+      event_id_header: r.event_id_header ?? (r.event_id_path ? undefined : preset?.event_id_header),
+      event_type_header: r.event_type_header ?? (r.event_type_path ? undefined : preset?.event_type_header),
+      signature_header: r.signature_header ?? preset?.signature_header ?? DEFAULT_SIGNATURE_HEADER,
+      delivery_id_header: r.delivery_id_header ?? preset?.delivery_id_header,
+      max_retries: r.max_retries,
+      keptHeaders: new Set(),
+    };
+    if (!p.event_id_path && !p.event_id_header) {
+      throw new PluginError(`Webhook provider "${r.provider}" is invalid:\n  event_id_path: is required (or event_id_header), the event id is the idempotency key`);
+    }
+    const kept = [...KEPT_HEADERS, p.signature_header, p.delivery_id_header, p.event_id_header, p.event_type_header];
+    if (preset === PRESETS['standard-webhooks']) kept.push('webhook-id', 'webhook-timestamp');
+    for (const h of kept) if (h && !NEVER_KEPT.has(h)) p.keptHeaders.add(h);
+    this.registry.set(p.provider, p);
+  }
+
+  providers(): string[] {
+    return [...this.registry.keys()];
+  }
+
+  /**
+   * The receiver flow, in the spec's order: provider (404), signature over the raw bytes (401),
+   * JSON (400), event id (422), then insert-first deduplication and the handler.
+   */
+  async receive(name: string, raw: Buffer, headers: IncomingHttpHeaders): Promise<ReceiveResult> {
+    const p = this.registry.get(name);
+    if (!p) throw new NotFoundError('webhook_provider', name, `Unknown webhook provider "${name}"`);
+    const signature = headerValue(headers, p.signature_header);
+    let valid = false;
+    if (signature) {
+      try {
+        valid = await p.verifier.verify(raw, signature, p.secret, headers);
+      } catch (err) {
+        // A custom verifier that throws rejects the delivery; its error is ours to log, not the caller's to read.
+        this.opts.log.warn({ err, provider: name }, 'webhook verifier threw');
+      }
+    }
+    if (valid !== true) throw new AuthRequiredError('Missing or invalid webhook signature');
+
+    let payload: unknown;
+    try {
+      payload = JSON.parse(raw.toString('utf8'));
+    } catch {
+      throw new BadRequestError('Malformed JSON body');
+    }
+    if (!payload || typeof payload !== 'object' || Array.isArray(payload)) {
+      throw new ValidationError([{ loc: ['body'], msg: 'must be a JSON object', type: 'invalid_type' }]);
+    }
+    const body = payload as Record<string, unknown>;
+    const eventId = p.event_id_path ? pick(body, p.event_id_path) : headerValue(headers, p.event_id_header);
+    if (!eventId) {
+      const loc = p.event_id_path ? ['body', ...p.event_id_path.split('.')] : ['headers', p.event_id_header!];
+      throw new ValidationError([{ loc, msg: 'the event id is missing', type: 'missing' }]);
+    }
+    const eventType = (p.event_type_path ? pick(body, p.event_type_path) : headerValue(headers, p.event_type_header)) ?? null;
+    const deliveryId = headerValue(headers, p.delivery_id_header) ?? null;
+    const kept: Record<string, string> = {};
+    for (const h of p.keptHeaders) {
+      const v = headerValue(headers, h);
+      if (v !== undefined) kept[h] = v;
+    }
+
+    const now = new Date();
+    let created: WebhookEventRecord | undefined;
+    try {
+      const doc = {
+        provider: p.provider, event_id: eventId, event_type: eventType, delivery_id: deliveryId, payload: body, headers: kept,
+        status: 'processing', processed_at: null, error: null, retry_count: 0, is_duplicate: false,
+        attempts: 1, lease_until: new Date(now.getTime() + this.opts.leaseMs), created_at: now, updated_at: now,
+      };
+      // The driver's insertOne: every field is set here, so mongoose's document layer adds only cost on the hot path.
+      const res = await this.model.collection.insertOne(doc);
+      created = { ...doc, _id: res.insertedId } as unknown as WebhookEventRecord;
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== 11000) throw err;
+    }
+    if (created) return this.answer(await this.run(p, created), eventId);
+    return this.redelivery(p, eventId, deliveryId);
+  }
+
+  /** A delivery of an event already stored: count it, then answer from its state or claim a re-run. */
+  private async redelivery(p: WebhookProvider, eventId: string, deliveryId: string | null): Promise<ReceiveResult> {
+    const now = new Date();
+    const existing = await this.model
+      .findOneAndUpdate(
+        { provider: p.provider, event_id: eventId },
+        { $inc: { retry_count: 1 }, $set: { is_duplicate: true, updated_at: now, ...(deliveryId ? { delivery_id: deliveryId } : {}) } },
+        { returnDocument: 'after' },
+      )
+      .lean<WebhookEventRecord>();
+    // Purged between our insert attempt and now: the provider will redeliver.
+    if (!existing) return { status: 503, body: { status: 'processing', event_id: eventId } };
+    if (existing.status === 'processed') return { status: 200, body: { status: 'already_processed' } };
+    const stale = existing.status === 'processing' && (!existing.lease_until || existing.lease_until < now);
+    const rerun = existing.status === 'failed' && (existing.attempts ?? 0) <= p.max_retries;
+    if (!stale && !rerun) {
+      if (existing.status === 'failed') return { status: 200, body: { status: 'failed', event_id: eventId } };
+      return { status: 200, body: { status: 'processing' } };
+    }
+    const claimed = await this.claim(existing);
+    if (!claimed) return { status: 200, body: { status: 'processing' } };
+    return this.answer(await this.run(p, claimed), eventId);
+  }
+
+  /** Takes an event over for a re-run: one atomic compare-and-set on its status and attempt count. */
+  private claim(d: WebhookEventRecord): Promise<WebhookEventRecord | null> {
+    const now = new Date();
+    return this.model
+      .findOneAndUpdate(
+        { _id: d._id, status: d.status, attempts: d.attempts ?? 0 },
+        { $set: { status: 'processing', lease_until: new Date(now.getTime() + this.opts.leaseMs), updated_at: now }, $inc: { attempts: 1 } },
+        { returnDocument: 'after' },
+      )
+      .lean<WebhookEventRecord>();
+  }
+
+  private answer(outcome: WebhookEventRecord, eventId: string): ReceiveResult {
+    return outcome.status === 'processed'
+      ? { status: 200, body: { status: 'ok', event_id: eventId } }
+      : { status: 500, body: { status: 'failed', event_id: eventId } };
+  }
+
+  /** Runs the handler of an event this process has claimed, as the system actor, and records the outcome. */
+  private async run(p: WebhookProvider, d: WebhookEventRecord): Promise<WebhookEventRecord> {
+    const outer = getContext();
+    const actor = systemActor();
+    let error: string | null = null;
+    try {
+      const event = {
+        provider: p.provider, event_id: d.event_id, event_type: d.event_type ?? null, delivery_id: d.delivery_id ?? null,
+        headers: (d.headers ?? {}) as Record<string, string>, attempt: d.attempts ?? 1, id: String(d._id), actor,
+      };
+      const payload = d.payload as Record<string, unknown>;
+      // Outside the caller's identity: whoever called the receiver (or the retry endpoint), the handler acts as the system.
+      await runWithContext({ requestId: outer?.requestId ?? '', ip: outer?.ip ?? null, user: actor, log: outer?.log ?? this.opts.log }, () => p.handler(payload, event));
+    } catch (err) {
+      error = errorText(err);
+      this.opts.log.warn({ err, provider: p.provider, event_id: d.event_id }, 'webhook handler failed');
+    }
+    const now = new Date();
+    const set = error === null
+      ? { status: 'processed', processed_at: now, error: null, lease_until: null, updated_at: now }
+      : { status: 'failed', error, lease_until: null, updated_at: now };
+    // Only the holder of this attempt may record its outcome (a takeover after lease expiry bumps `attempts`).
+    await this.model.collection.updateOne({ _id: d._id, status: 'processing', attempts: d.attempts ?? 1 }, { $set: set });
+    return { ...d, ...set } as WebhookEventRecord;
+  }
+
+  /** Events, newest first, filtered by provider and status. */
+  async list(q: Pick<ListQuery, 'provider' | 'status' | 'page' | 'per_page'>) {
+    const filter: Record<string, unknown> = {};
+    if (q.provider) filter.provider = q.provider;
+    if (q.status) filter.status = q.status;
+    const [docs, total] = await Promise.all([
+      this.model.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<WebhookEventRecord[]>(),
+      this.model.countDocuments(filter),
+    ]);
+    return { items: docs.map(toView), total, page: q.page, per_page: q.per_page, total_pages: Math.ceil(total / q.per_page) };
+  }
+
+  /** The dead-letter queue: events whose handler failed. */
+  deadLetter(q: { provider?: string | undefined; page: number; per_page: number }) {
+    return this.list({ ...q, status: 'failed' });
+  }
+
+  /**
+   * Re-runs the handler of a `failed` event with its stored payload (or of a `processing` one whose
+   * lease expired). `ref` is the stored id, or the provider's event id when it names exactly one event.
+   * @throws NotFoundError unknown; ConflictError not failed, ambiguous, or its provider is no longer registered
+   */
+  async retry(ref: string) {
+    let d: WebhookEventRecord | null = null;
+    if (Types.ObjectId.isValid(ref) && /^[0-9a-fA-F]{24}$/.test(ref)) d = await this.model.findById(ref).lean<WebhookEventRecord>();
+    if (!d) {
+      const found = await this.model.find({ event_id: ref }).limit(2).lean<WebhookEventRecord[]>();
+      if (found.length > 1) throw new ConflictError('Several providers have an event with this id; retry by the stored event id', { event_id: ref });
+      d = found[0] ?? null;
+    }
+    if (!d) throw new NotFoundError('webhook_event', ref);
+    const p = this.registry.get(d.provider);
+    if (!p) throw new ConflictError(`Webhook provider "${d.provider}" is not registered`, { provider: d.provider });
+    const stale = d.status === 'processing' && (!d.lease_until || d.lease_until < new Date());
+    if (d.status !== 'failed' && !stale) throw new ConflictError(`Only failed events can be retried; this one is ${d.status}`, { status: d.status });
+    const claimed = await this.claim(d);
+    if (!claimed) throw new ConflictError('The event changed while retrying; it is being processed elsewhere', { status: 'processing' });
+    const out = await this.run(p, claimed);
+    return { id: String(out._id), event_id: out.event_id, status: out.status as WebhookEventView['status'], error: out.error ?? null };
+  }
+
+  /** Deletes `processed` events created more than `days` days ago; failed and in-flight events stay. */
+  async purge(days: number) {
+    const cutoff = new Date(Date.now() - days * 86_400_000);
+    const res = await this.model.deleteMany({ status: 'processed', created_at: { $lt: cutoff } });
+    return { deleted_count: res.deletedCount, retention_days: days, cutoff_date: cutoff };
+  }
+}
+
