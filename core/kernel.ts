@@ -189,14 +189,18 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   koa.use(errorEnvelope());
   koa.use(urlLimit(config.MAX_URL_LENGTH));
   koa.use(authenticate(identity, services.get('authFailures')));
-  koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path)));
+  // Each middleware is a frame on every request: mount the optional ones only when they do something.
+  if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path)));
   // Routes with `rawBody` get their bytes untouched (read in mountRoutes), so the JSON parser skips them.
-  const rawRoutes = new Router();
-  for (const r of routes) if (r.rawBody) rawRoutes.register(r.path, [r.method], () => undefined);
-  koa.use((ctx, next) => {
-    if (rawRoutes.match(ctx.path, ctx.method).route) (ctx as { disableBodyParser?: boolean }).disableBodyParser = true;
-    return next();
-  });
+  const raw = routes.filter((r) => r.rawBody);
+  if (raw.length) {
+    const rawRoutes = new Router();
+    for (const r of raw) rawRoutes.register(r.path, [r.method], () => undefined);
+    koa.use((ctx, next) => {
+      if (ctx.method !== 'GET' && rawRoutes.match(ctx.path, ctx.method).route) (ctx as { disableBodyParser?: boolean }).disableBodyParser = true;
+      return next();
+    });
+  }
   koa.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
   koa.use(async (ctx, next) => {
     await next();
