@@ -52,9 +52,9 @@ export async function seed(DOCS: number, log: (s: string) => void) {
 }
 
 /** Starts bench/serve.ts in `mode` (extra node flags first, e.g. `--cpu-prof`); resolves once it listens. */
-export function startServer(mode: string, env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Promise<{ child: ChildProcess; port: number }> {
+export function startServer(mode: string, env: NodeJS.ProcessEnv, nodeFlags: string[] = [], script = './serve.ts'): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', new URL('./serve.ts', import.meta.url).pathname], { env: { ...env, BENCH_MODE: mode }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', new URL(script, import.meta.url).pathname], { env: { ...env, BENCH_MODE: mode }, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout!.on('data', (b: Buffer) => {
       out += b.toString();

@@ -7,9 +7,9 @@
  * Standalone: `npx tsx bench/webhooks.ts` (MONGODB_URI optional; an embedded MongoDB otherwise).
  * From bench/run.ts: `await benchWebhooks(MONGODB_URI)`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
+import { startServer } from './seed.ts';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 
 const BENCH_WEBHOOK_SECRET = 'bench-webhook-secret-0123456789';
@@ -25,7 +25,7 @@ export async function benchWebhooks(mongodbUri: string, opts: { seconds?: number
   const rates: Record<string, number> = {};
 
   const measure = async (name: string, mode: string, path: string) => {
-    const { child, port } = await startServer(mode, env);
+    const { child, port } = await startServer(mode, env, [], './webhooks-serve.ts');
     try {
       const run = randomBytes(4).toString('hex');
       let n = 0;
@@ -67,18 +67,6 @@ export async function benchWebhooks(mongodbUri: string, opts: { seconds?: number
   return { rates, summary };
 }
 
-function startServer(mode: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; port: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', new URL('./webhooks-serve.ts', import.meta.url).pathname], { env: { ...env, BENCH_MODE: mode }, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout!.on('data', (b: Buffer) => {
-      out += b.toString();
-      const m = /READY (\d+)/.exec(out);
-      if (m) resolve({ child, port: Number(m[1]) });
-    });
-    child.once('exit', (code) => reject(new Error(`server (${mode}) exited with ${code}`)));
-  });
-}
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const mem = process.env.MONGODB_URI ? undefined : await MongoMemoryServer.create();

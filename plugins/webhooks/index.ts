@@ -58,26 +58,8 @@ export const webhooksPlugin = definePlugin({
     return {
       routes: [
         // Static paths first: `/webhooks/events` must never be read as a provider named "events" (GET vs POST keeps them apart too).
-        defineRoute({
-          method: 'GET', path: '/webhooks/events', tags, auth: 'system', summary: 'List received webhook events',
-          query: listQuery, response: listResponse,
-          docs: { responseHeaders: { 'X-Total-Count': 'Matching events', 'X-Page': 'Page', 'X-Per-Page': 'Page size', 'X-Total-Pages': 'Pages' } },
-          handler: async ({ query, ctx }) => {
-            const res = await svc.list(query);
-            setPageHeaders(ctx.set.bind(ctx), res);
-            return res;
-          },
-        }),
-        defineRoute({
-          method: 'GET', path: '/webhooks/dead-letter', tags, auth: 'system', summary: 'List failed webhook events (dead-letter queue)',
-          query: deadLetterQuery, response: listResponse,
-          docs: { responseHeaders: { 'X-Total-Count': 'Matching events', 'X-Page': 'Page', 'X-Per-Page': 'Page size', 'X-Total-Pages': 'Pages' } },
-          handler: async ({ query, ctx }) => {
-            const res = await svc.deadLetter(query);
-            setPageHeaders(ctx.set.bind(ctx), res);
-            return res;
-          },
-        }),
+        listRoute('/webhooks/events', 'List received webhook events', listQuery, (q) => svc.list(q)),
+        listRoute('/webhooks/dead-letter', 'List failed webhook events (dead-letter queue)', deadLetterQuery, (q) => svc.deadLetter(q)),
         defineRoute({
           method: 'POST', path: '/webhooks/dead-letter/:event_id/retry', tags, auth: 'system', summary: 'Re-run the handler of a failed event',
           description: '`event_id` is the stored event id, or the provider\'s event id when exactly one event has it.',
@@ -105,11 +87,27 @@ export const webhooksPlugin = definePlugin({
   },
 });
 
-function setPageHeaders(set: (k: string, v: string) => void, r: { total: number; page: number; per_page: number; total_pages: number }) {
-  set('X-Total-Count', String(r.total));
-  set('X-Page', String(r.page));
-  set('X-Per-Page', String(r.per_page));
-  set('X-Total-Pages', String(r.total_pages));
+interface EventPage {
+  total: number;
+  page: number;
+  per_page: number;
+  total_pages: number;
+}
+
+/** A system-admin list of events with the offset-pagination headers of spec document 1. */
+function listRoute<Q extends z.ZodType>(path: string, summary: string, query: Q, list: (q: z.output<Q>) => Promise<EventPage>) {
+  return defineRoute({
+    method: 'GET', path, tags: ['webhooks'], auth: 'system', summary, query, response: listResponse,
+    docs: { responseHeaders: { 'X-Total-Count': 'Matching events', 'X-Page': 'Page', 'X-Per-Page': 'Page size', 'X-Total-Pages': 'Pages' } },
+    handler: async ({ query: q, ctx }) => {
+      const res = await list(q as z.output<Q>);
+      ctx.set('X-Total-Count', String(res.total));
+      ctx.set('X-Page', String(res.page));
+      ctx.set('X-Per-Page', String(res.per_page));
+      ctx.set('X-Total-Pages', String(res.total_pages));
+      return res;
+    },
+  });
 }
 
 export default webhooksPlugin;
