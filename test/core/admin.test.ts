@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, createTenantUser, envelope, type HttpResult, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, expectError, type HttpResult, type TestApp } from '../helpers/app.ts';
 
 type Account = Awaited<ReturnType<typeof createTenantUser>>;
 
@@ -18,12 +18,6 @@ beforeAll(async () => {
 });
 afterAll(() => t?.close());
 
-function expectError(res: HttpResult<any>, status: number, code: string) {
-  expect(res.status).toBe(status);
-  const err = envelope(res);
-  expect(err.code).toBe(code);
-  return err;
-}
 
 const locs = (res: HttpResult<any>) => (expectError(res, 422, 'VALIDATION_ERROR').details.errors as { loc: unknown[] }[]).map((i) => i.loc);
 

@@ -2,7 +2,7 @@ import { Types } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import type { HookEvents } from '../../core/hooks.ts';
-import { buildTestApp, createTenantUser, envelope, type HttpResult, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, expectError, type HttpResult, type TestApp } from '../helpers/app.ts';
 
 type Account = Awaited<ReturnType<typeof createTenantUser>>;
 
@@ -26,12 +26,6 @@ beforeAll(async () => {
 });
 afterAll(() => t?.close());
 
-function expectError(res: HttpResult<any>, status: number, code: string) {
-  expect(res.status).toBe(status);
-  const err = envelope(res);
-  expect(err.code).toBe(code);
-  return err;
-}
 const gqlCode = (res: HttpResult<any>) => res.body.errors?.[0]?.extensions?.code as string | undefined;
 const rawUser = (id: string) => t.app.db.conn.collection('users').findOne({ _id: new Types.ObjectId(id) });
 const token = async (key: string) => (await t.http('POST', '/auth/token', { key })).body.token as string;

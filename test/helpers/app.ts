@@ -111,3 +111,11 @@ export function envelope(res: HttpResult<any>) {
   if (res.headers.get('x-request-id') !== b.request_id) throw new Error('request_id differs from X-Request-Id header');
   return b.error;
 }
+
+/** Asserts status and envelope code; returns the error. */
+export function expectError(res: HttpResult<any>, status: number, code: string) {
+  if (res.status !== status) throw new Error(`expected ${status} ${code}, got ${res.status}: ${JSON.stringify(res.body)}`);
+  const err = envelope(res);
+  if (err.code !== code) throw new Error(`expected code ${code}, got ${err.code}`);
+  return err;
+}
