@@ -10,7 +10,6 @@ import {
 import type { Plugin } from 'graphql-yoga';
 import type { Config } from '../config/index.ts';
 import { ErrorCode } from './errors.ts';
-import { getContext } from './context.ts';
 
 /** Arguments that set how many items a list field returns; a list costs its page size. */
 const PAGE_SIZE_ARGS = ['per_page', 'limit'];
@@ -22,7 +21,7 @@ const PAGE_SIZE_ARGS = ['per_page', 'limit'];
  */
 export function badRequest(message: string, details: Record<string, unknown> = {}): GraphQLError {
   return new GraphQLError(message, {
-    extensions: { code: ErrorCode.BAD_REQUEST, status: 400, details, request_id: getContext()?.requestId, http: { status: 400, spec: false } },
+    extensions: { code: ErrorCode.BAD_REQUEST, status: 400, details, http: { status: 400, spec: false } },
   });
 }
 

@@ -4,7 +4,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
 import getRawBody from 'raw-body';
-import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, type Plugin as YogaPlugin, type YogaServerInstance } from 'graphql-yoga';
 import { GraphQLError, validateSchema, type GraphQLSchema } from 'graphql';
 import type { Config, LoadedConfig } from '../config/index.ts';
 import { resolveSecrets } from './secrets.ts';
@@ -21,7 +21,6 @@ import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, errorEnvelope, rateLimit, requestContext, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
 import { clientErrorHandler, urlLimit } from './http/protocol.ts';
-import { getContext } from './context.ts';
 import { createLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
@@ -288,10 +287,30 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
 }
 
 function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
+  // Masked errors and the originals behind them, logged once the request (and its logger) is known.
+  const unhandled = new WeakMap<GraphQLError, unknown>();
+  /** Every GraphQL error carries its request's id; unhandled resolver errors are logged with the request's logger. */
+  const requestIds: YogaPlugin = {
+    onResultProcess({ result, setResult, serverContext }) {
+      if (Array.isArray(result) || !('errors' in result) || !result.errors?.length) return;
+      const gctx = serverContext as unknown as GraphQLContext;
+      const rlog = (gctx.koa.state as AppState).ctx?.log ?? log;
+      const errors = result.errors.map((e) => {
+        if (unhandled.has(e as GraphQLError)) rlog.error({ err: unhandled.get(e as GraphQLError) }, 'unhandled GraphQL resolver error');
+        if (!(e instanceof GraphQLError) || e.extensions.request_id) return e;
+        // A copy: parse and validation errors are cached and shared by later requests.
+        return new GraphQLError(e.message, {
+          nodes: e.nodes, source: e.source, positions: e.positions, path: e.path, originalError: e.originalError,
+          extensions: { ...e.extensions, request_id: gctx.requestId },
+        });
+      });
+      setResult({ ...result, errors });
+    },
+  };
   return createYoga<Record<string, unknown>>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: graphqlLimitPlugins(config),
+    plugins: [...graphqlLimitPlugins(config), requestIds],
     graphiql: config.NODE_ENV !== 'production',
     landingPage: false,
     logging: false,
@@ -301,15 +320,12 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
         if (!original || original instanceof GraphQLError) return error as Error;
         const appErr = toAppError(original);
         const path = error instanceof GraphQLError ? error.path : undefined;
-        const requestId = getContext()?.requestId;
         if (!appErr) {
-          (getContext()?.log ?? log).error({ err: original }, 'unhandled GraphQL resolver error');
-          return new GraphQLError('Internal server error', { path, extensions: { code: ErrorCode.INTERNAL_ERROR, request_id: requestId } });
+          const masked = new GraphQLError('Internal server error', { path, extensions: { code: ErrorCode.INTERNAL_ERROR } });
+          unhandled.set(masked, original);
+          return masked;
         }
-        return new GraphQLError(appErr.message, {
-          path,
-          extensions: { code: appErr.code, status: appErr.status, details: appErr.details, request_id: requestId },
-        });
+        return new GraphQLError(appErr.message, { path, extensions: { code: appErr.code, status: appErr.status, details: appErr.details } });
       },
     },
   });

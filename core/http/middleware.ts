@@ -4,7 +4,7 @@ import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible'
 import type { AuthFailureLimiter } from '../rate-limit.ts';
 import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, RateLimitedError } from '../errors.ts';
-import { isSystemCaller, runWithContext, type AuthUser, type RequestContext } from '../context.ts';
+import { isSystemCaller, withRequest, type AuthUser, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import { API_KEY_PREFIX, hashKey, type IdentityService } from '../identity/service.ts';
 import { toAppError } from './map-error.ts';
@@ -38,7 +38,7 @@ export function requestContext(log: Logger): Koa.Middleware {
     state.ctx = rc;
     state.user = null;
     state.authError = null;
-    await runWithContext(rc, next);
+    await next();
   };
 }
 
@@ -92,6 +92,8 @@ export function authenticate(identity: IdentityService, failures: AuthFailureLim
           // A copy: the resolved user may be a shared cache entry.
           user = { ...user, acting_tenant_id: asTenant };
         }
+        // Services read the request (id, ip, logger) from the caller they are given, never from ambient state.
+        user = withRequest(user, state.ctx);
         state.user = user;
         state.ctx.user = user;
       }

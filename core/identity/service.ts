@@ -4,7 +4,7 @@ import { Types } from 'mongoose';
 import { SignJWT, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
 import type { Config } from '../../config/index.ts';
 import { AccessDeniedError, AuthRequiredError, ConflictError, NotFoundError } from '../errors.ts';
-import { getContext, isSystemActor, isSystemCaller, scopedTenantId, writeTenantId, type AuthUser, type CredentialRef } from '../context.ts';
+import { isSystemActor, requestOf, isSystemCaller, scopedTenantId, writeTenantId, type AuthUser, type CredentialRef } from '../context.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../hooks.ts';
 import { tenantFilter, type Filter } from './guards.ts';
 import type { Logger } from '../logger.ts';
@@ -384,7 +384,7 @@ export class IdentityService {
   }
 
   private eventBase(caller: AuthUser, tenantId: string): DocumentEventBase {
-    const ctx = getContext();
+    const ctx = requestOf(caller);
     return { resource: 'users', actor: caller, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null, secret_fields: [], bulk: false };
   }
 
@@ -404,7 +404,7 @@ export class IdentityService {
       tenant_id: String(user.tenant_id),
       reason,
       actor: caller,
-      request_id: getContext()?.requestId ?? null,
+      request_id: requestOf(caller)?.requestId ?? null,
     });
   }
 

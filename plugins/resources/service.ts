@@ -6,7 +6,7 @@ import {
   type ValidationIssue,
 } from '../../core/errors.ts';
 import { toAppError } from '../../core/http/map-error.ts';
-import { getContext, isAdmin, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
+import { isAdmin, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
 import { accessFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
 import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type QueryLimits, type RawQuery, type ResourceQueryInfo } from './query.ts';
@@ -570,7 +570,7 @@ export class ResourceService {
   }
 
   event(user: AuthUser | null, tenantId: string | null, bulk: boolean): DocumentEventBase {
-    const ctx = getContext();
+    const ctx = requestOf(user);
     return {
       resource: this.def.name, actor: user, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null,
       secret_fields: this.def.privateFields, bulk,

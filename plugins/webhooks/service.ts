@@ -6,7 +6,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Types } from 'mongoose';
 import { AuthRequiredError, BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { PluginError } from '../../core/plugin.ts';
-import { getContext, runWithContext, systemActor } from '../../core/context.ts';
+import { systemActor } from '../../core/context.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { WebhookEventModel, WebhookEventRecord } from './model.ts';
 import { PRESETS, type PresetName } from './presets.ts';
@@ -264,7 +264,6 @@ export class WebhooksService implements WebhookRegistry {
 
   /** Runs the handler of an event this process has claimed, as the system actor, and records the outcome. */
   private async run(p: WebhookProvider, d: WebhookEventRecord): Promise<WebhookEventRecord> {
-    const outer = getContext();
     const actor = systemActor();
     let error: string | null = null;
     try {
@@ -273,8 +272,8 @@ export class WebhooksService implements WebhookRegistry {
         headers: (d.headers ?? {}) as Record<string, string>, attempt: d.attempts ?? 1, id: String(d._id), actor,
       };
       const payload = d.payload as Record<string, unknown>;
-      // Outside the caller's identity: whoever called the receiver (or the retry endpoint), the handler acts as the system.
-      await runWithContext({ requestId: outer?.requestId ?? '', ip: outer?.ip ?? null, user: actor, log: outer?.log ?? this.opts.log }, () => p.handler(payload, event));
+      // Outside the caller's identity: whoever called the receiver (or the retry endpoint), the handler acts as the system (`event.actor`).
+      await p.handler(payload, event);
     } catch (err) {
       error = errorText(err);
       this.opts.log.warn({ err, provider: p.provider, event_id: d.event_id }, 'webhook handler failed');

@@ -10,7 +10,7 @@ import { Types } from 'mongoose';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
-import { getContext, systemActor, type AuthUser } from '../../core/context.ts';
+import { requestOf, systemActor, type AuthUser } from '../../core/context.ts';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { CursorPage, OffsetPage } from '../../plugins/resources/service.ts';
@@ -78,7 +78,7 @@ afterAll(() => t?.close());
 
 describe('a tenant-A user outside any request', () => {
   it('runs outside a request context (the premise of this file)', () => {
-    expect(getContext()).toBeUndefined();
+    expect(requestOf(A.user)).toBeUndefined();
     expect(A.user.tenant_id).toBe(A.tenantId);
     expect(A.user.scope).toBeNull();
   });
