@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, uniqueDbUri } from '../helpers/app.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/processes.ts';
+import { startReplicas, type ServerProcess } from '../helpers/processes.ts';
 
 describe('two server processes on one database', () => {
   let a: ServerProcess;
   let b: ServerProcess;
   beforeAll(async () => {
     const uri = uniqueDbUri();
-    [a, b] = await Promise.all([startServerProcess({ MONGODB_URI: uri }), startServerProcess({ MONGODB_URI: uri })]);
+    [a, b] = (await startReplicas(2, { MONGODB_URI: uri })) as [ServerProcess, ServerProcess];
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import mongoose from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, createTenantUser, uniqueDbUri, type TestApp } from '../helpers/app.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/processes.ts';
+import { startReplicas, startServerProcess, type ServerProcess } from '../helpers/processes.ts';
 
 const TTL_MS = 500;
 const get = (p: ServerProcess, path: string, key: string, ip?: string) =>
@@ -16,7 +16,7 @@ describe('two replicas on one database', () => {
   let setup: TestApp;
   beforeAll(async () => {
     const env = { MONGODB_URI: uri, RATE_LIMIT_MAX: '10', AUTH_FAILURE_LIMIT: '4', AUTH_CACHE_TTL_MS: String(TTL_MS), TRUST_PROXY: 'true' };
-    [a, b] = await Promise.all([startServerProcess(env), startServerProcess(env)]);
+    [a, b] = (await startReplicas(2, env)) as [ServerProcess, ServerProcess];
     setup = await buildTestApp({ config: { MONGODB_URI: uri, RATE_LIMIT_ENABLED: 'false' } });
   });
   afterAll(async () => {

@@ -77,3 +77,16 @@ export async function startServerProcess(env: Record<string, string>, opts: { ti
     },
   };
 }
+
+/**
+ * `n` server processes on one database, started one after the other (a rolling start). Started all
+ * at once on a fresh database, the DocumentDB stand-in used on these machines fails one start-up
+ * when two processes build the same indexes concurrently ("conflicting key value violates
+ * exclusion constraint documents_rum_index_…"); MongoDB itself accepts concurrent identical index
+ * builds.
+ */
+export async function startReplicas(n: number, env: Record<string, string>): Promise<ServerProcess[]> {
+  const out: ServerProcess[] = [];
+  for (let i = 0; i < n; i++) out.push(await startServerProcess(env));
+  return out;
+}

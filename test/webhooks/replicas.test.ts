@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import mongoose, { type Connection } from 'mongoose';
 import { uniqueDbUri } from '../helpers/app.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/processes.ts';
+import { startReplicas, type ServerProcess } from '../helpers/processes.ts';
 import { COUNTER_SECRET } from '../fixtures/webhook-counter-plugin.ts';
 import { hmac } from './helpers.ts';
 
@@ -15,7 +15,7 @@ let conn: Connection;
 
 beforeAll(async () => {
   const env = { MONGODB_URI: uri, WEBHOOKS_ENABLED: 'true', PLUGINS: './test/fixtures/webhook-counter-plugin.ts', RATE_LIMIT_ENABLED: 'false' };
-  procs = await Promise.all([startServerProcess(env), startServerProcess(env)]);
+  procs = await startReplicas(2, env);
   conn = await mongoose.createConnection(uri).asPromise();
 });
 afterAll(async () => {
