@@ -87,6 +87,12 @@ export async function startServerProcess(env: Record<string, string>, opts: { ti
  */
 export async function startReplicas(n: number, env: Record<string, string>): Promise<ServerProcess[]> {
   const out: ServerProcess[] = [];
-  for (let i = 0; i < n; i++) out.push(await startServerProcess(env));
+  try {
+    for (let i = 0; i < n; i++) out.push(await startServerProcess(env));
+  } catch (err) {
+    // The test never gets the ones already running: stop them here, or they outlive the run.
+    await Promise.all(out.map((p) => p.stop('SIGKILL')));
+    throw err;
+  }
   return out;
 }
