@@ -378,6 +378,15 @@ describe('500 INTERNAL_ERROR never leaks the exception', () => {
       expect(line?.msg).toBe('unhandled error');
       expect(line?.err.message).toBe('secret internal detail at /srv/app.ts:12');
       expect(line?.err.stack).toContain('example-plugin.ts');
+      // GraphQL: the masked resolver error is logged with the request's logger, and answered with its id.
+      const gql = await fetch(`http://127.0.0.1:${port}/graphql`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Request-Id': 'gql-crash-1' }, body: JSON.stringify({ query: '{ exampleCrash }' }),
+      });
+      const body = (await gql.json()) as { errors: { extensions: { code: string; request_id: string } }[] };
+      expect(body.errors[0]?.extensions).toMatchObject({ code: 'INTERNAL_ERROR', request_id: 'gql-crash-1' });
+      const gqlLine = lines.find((l) => l.request_id === 'gql-crash-1');
+      expect(gqlLine?.msg).toBe('unhandled GraphQL resolver error');
+      expect(gqlLine?.err.message).toBe('secret internal detail');
     } finally {
       await app.close();
     }
