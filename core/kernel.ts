@@ -24,7 +24,7 @@ import { clientErrorHandler, urlLimit } from './http/protocol.ts';
 import { createLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
-import { PluginError, type JobDefinition, type KernelView, type Plugin, type PluginContribution } from './plugin.ts';
+import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
 
@@ -112,7 +112,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const services = new ServiceRegistry();
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
-  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, plugins: () => ordered.map((p) => p.name) };
+  const personalData: (PersonalDataDeclaration & { plugin: string })[] = [];
+  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name) };
   const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
 
   const closePlugins = async () => {
@@ -151,6 +152,11 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     for (const { plugin, c } of contributions) {
       const list = typeof c.routes === 'function' ? c.routes() : (c.routes ?? []);
       for (const r of list) routes.push({ ...r, plugin: plugin.name });
+      const decls = typeof c.personalData === 'function' ? c.personalData() : (c.personalData ?? []);
+      for (const d of decls) {
+        if (personalData.some((x) => x.name === d.name)) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" is already declared`);
+        personalData.push({ ...d, plugin: plugin.name });
+      }
     }
     for (const { c } of contributions) await c.ready?.();
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.

@@ -6,6 +6,7 @@ import type { Logger } from './logger.ts';
 import type { ServiceRegistry } from './services.ts';
 import type { RouteDef } from './http/route.ts';
 import type { Builder } from './graphql.ts';
+import type { AuthUser } from './context.ts';
 
 /**
  * A health check: resolve (or return `true`) when healthy. Return `false` or throw a
@@ -19,21 +20,94 @@ export class PluginError extends Error {
   override name = 'PluginError';
 }
 
-/** A job function a plugin offers to the jobs plugin (spec document 3). */
-export interface JobDefinition {
+/**
+ * A job function a plugin offers to the jobs plugin (spec document 3). The jobs plugin registers
+ * every plugin's jobs when `JOBS_ENABLED` is on; without it they are simply not scheduled.
+ *
+ * @example
+ * jobs: [{
+ *   name: 'send_digest', description: 'Mail the daily digest', timeout: 600,
+ *   params: z.object({ day: z.string().describe('YYYY-MM-DD') }),
+ *   per_tenant: true,
+ *   async run(ctx, params) { ctx.log(`digest for ${params.day}`); return { sent: 0 }; },
+ * }]
+ */
+export interface JobDefinition<P extends z.ZodType<Record<string, unknown>> = z.ZodType<Record<string, unknown>>> {
+  /** Unique across plugins, snake_case. */
   name: string;
   /** @default '' */
   description?: string;
-  /** Seconds before the run is killed. @default 3600 */
+  /** Seconds before the run is aborted and counted as a failed attempt. @default 3600 */
   timeout?: number;
   /** Total tries including the first. @default 3 */
   max_attempts?: number;
-  run(ctx: JobRunContext, params: Record<string, unknown>): Promise<unknown>;
+  /**
+   * Parameters, validated before the run is queued (422 on failure). The registry derives its
+   * `params` map (`{type, required, description, enum?}`) from this schema.
+   * @default z.object({}).passthrough()
+   */
+  params?: P;
+  /** Run once per enabled tenant, each as `systemActor(tenantId)`. @default false */
+  per_tenant?: boolean;
+  run(ctx: JobRunContext, params: z.output<P>): Promise<unknown>;
 }
 
 export interface JobRunContext {
-  log(line: string): void;
+  /** The job_runs id of this run. */
+  run_id: string;
+  /** 1 for the first try. */
+  attempt: number;
+  /** Aborted on cancel or timeout; a function that ignores it has its result discarded. */
+  signal: AbortSignal;
+  /** Who the job acts as: `systemActor(tenant_id)` for per-tenant runs, else `systemActor()`. */
+  actor: AuthUser;
+  /** The tenant of a per-tenant run (or of a run triggered for one tenant), else null. */
+  tenant_id: string | null;
+  log(line: string, level?: 'debug' | 'info' | 'warning' | 'error'): void;
   progress(current: number, total?: number | null, message?: string | null): void | Promise<void>;
+}
+
+/**
+ * What the jobs plugin offers other plugins, as `services.maybe('jobs')` (absent when
+ * `JOBS_ENABLED` is off: run the work inline then).
+ */
+export interface JobRunner {
+  /**
+   * Queue a run of a registered job as `actor`. Resolves once the run document exists (`pending`).
+   * @throws NotFoundError for an unknown job, ValidationError when params fail its schema.
+   */
+  trigger(name: string, params: Record<string, unknown>, opts: { actor: AuthUser; tenant_id?: string | null }): Promise<{ run_id: string; status: string }>;
+}
+
+/**
+ * Personal data a plugin stores, declared so the privacy plugin can export and depersonalize it
+ * without knowing the plugin (spec document 2, audit rule 3). Collected by the kernel from every
+ * plugin's `personalData` contribution.
+ *
+ * @example
+ * personalData: [{ name: 'payments', model: 'Payment', subject_field: 'user_id', gdpr_fields: ['user_name'], retain: true }]
+ */
+export interface PersonalDataDeclaration {
+  /** Unique label used in exports and erasure previews (a resource's name, `payments`...). */
+  name: string;
+  /** The mongoose model name registered on the app's connection. */
+  model: string;
+  /** The field holding the data subject's user id. @default 'created_by' */
+  subject_field?: string;
+  /** Fields holding personal data, replaced by neutral values on erasure. */
+  gdpr_fields: string[];
+  /** The field holding the tenant id (null when the collection is not tenant-scoped). @default 'tenant_id' */
+  tenant_field?: string | null;
+  /** Neutral value per field on erasure. @default null for every field */
+  neutral?: Record<string, unknown>;
+  /**
+   * What erasure does with a linked document: `depersonalize` (keep it, neutralise `gdpr_fields`;
+   * money records kept for legal retention) or `delete` (e.g. credentials).
+   * @default 'depersonalize'
+   */
+  on_erasure?: 'depersonalize' | 'delete';
+  /** Fields left out of the subject's export (secrets such as public keys or hashes). @default [] */
+  export_exclude?: string[];
 }
 
 /** What `setup()` returns. Every member is optional. */
@@ -46,6 +120,8 @@ export interface PluginContribution {
   /** Health checks by unique name (a duplicate name fails start-up). */
   health?: Record<string, HealthCheck>;
   jobs?: JobDefinition[];
+  /** Personal data this plugin stores (see `PersonalDataDeclaration`); a function is evaluated after every `setup()`. */
+  personalData?: PersonalDataDeclaration[] | (() => PersonalDataDeclaration[]);
   /** Called after every plugin's `setup()`, before the server listens. */
   ready?: () => void | Promise<void>;
   /** Called on shutdown, in reverse plugin order. */
@@ -56,6 +132,8 @@ export interface PluginContribution {
 export interface KernelView {
   routes(): readonly (RouteDef & { plugin: string })[];
   jobs(): readonly (JobDefinition & { plugin: string })[];
+  /** Every plugin's personal-data declarations (available once every plugin has run `setup()`). */
+  personalData(): readonly (PersonalDataDeclaration & { plugin: string })[];
   plugins(): readonly string[];
 }
 

@@ -1,3 +1,5 @@
+import type { JobRunner } from './plugin.ts';
+
 /**
  * Services plugins expose to each other. Plugins add entries by declaration merging:
  *
@@ -8,8 +10,10 @@
  * ctx.services.provide('audit', logger);
  * ctx.services.get('audit').logInsert(...)
  */
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface Services {}
+export interface Services {
+  /** Provided by the jobs plugin when `JOBS_ENABLED` is on; use `services.maybe('jobs')`. */
+  jobs: JobRunner;
+}
 
 export class ServiceRegistry {
   private readonly items = new Map<string, unknown>();

@@ -1,6 +1,6 @@
 /** `DELETE /admin/audit-log/retention` (system administrators only) and the `cleanup_audit_log` job. */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, envelope, jobContext, type TestApp } from '../helpers/app.ts';
 import { docWriterPlugin } from '../fixtures/doc-writer-plugin.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { auditCollection, seedEntries } from './helpers.ts';
@@ -64,7 +64,7 @@ it('cleanup_audit_log deletes entries older than JOBS_AUDIT_RETENTION_DAYS', asy
   const job = t.app.kernel.jobs().find((j) => j.name === 'cleanup_audit_log');
   expect(job).toMatchObject({ plugin: 'audit', timeout: 600 });
   const lines: string[] = [];
-  const res = (await job!.run({ log: (l) => lines.push(l), progress: () => undefined }, {})) as { deleted_count: number; cutoff_date: Date };
+  const res = (await job!.run(jobContext({ log: (l) => void lines.push(l) }), {})) as { deleted_count: number; cutoff_date: Date };
   expect(res.deleted_count).toBe(2);
   expect(Math.abs(Date.now() - 200 * DAY - res.cutoff_date.getTime())).toBeLessThan(60_000);
   expect(lines).toHaveLength(1);

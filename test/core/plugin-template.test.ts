@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
-import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, envelope, jobContext, type TestApp } from '../helpers/app.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { onHook } from '../../core/hooks.ts';
 import { AppError } from '../../core/errors.ts';
@@ -195,7 +195,7 @@ describe('GraphQL', () => {
 describe('job archive_old_notes', () => {
   const job = () => t.app.kernel.jobs().find((j) => j.name === 'archive_old_notes')!;
   const lines: string[] = [];
-  const ctx = { log: (l: string) => void lines.push(l), progress: () => undefined };
+  const ctx = jobContext({ log: (l: string) => void lines.push(l) });
   const archivedOf = async (tenantId: string) =>
     (await notesCol().find({ tenant_id: new Types.ObjectId(tenantId), archived: true }).toArray()).map((n) => n.title).sort();
 

@@ -151,6 +151,22 @@ describe('start-up failures after set-up release everything', () => {
     expect(openConnections()).toBe(before);
   });
 
+  it('personal-data declarations are collected from every plugin; a duplicate name fails start-up', async () => {
+    const decl = (name: string) => ({ name, model: 'X', gdpr_fields: ['email'] });
+    let seen: unknown[] = [];
+    const a = definePlugin({ name: 'pd-a', setup: () => ({ personalData: [decl('a')] }) });
+    const b = definePlugin({ name: 'pd-b', setup: ({ kernel }) => ({ personalData: () => [decl('b')], ready: () => void (seen = [...kernel.personalData()]) }) });
+    const app = await createApp({ config: testConfig(), plugins: [a, b] });
+    await app.close();
+    expect(seen).toEqual([{ ...decl('a'), plugin: 'pd-a' }, { ...decl('b'), plugin: 'pd-b' }]);
+    const c = definePlugin({ name: 'pd-c', setup: () => ({ personalData: [decl('a')] }) });
+    const before = openConnections();
+    const err = await createApp({ config: testConfig(), plugins: [a, c] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PluginError);
+    expect((err as Error).message).toBe('Personal data "a" of plugin "pd-c" is already declared');
+    expect(openConnections()).toBe(before);
+  });
+
   it('a route registered twice fails start-up, closes the plugins and the database', async () => {
     const log = { setup: [] as string[], close: [] as string[] };
     const route = (p: string) => defineRoute({ method: 'GET', path: p, auth: 'public', handler: () => ({}) });

@@ -3,7 +3,8 @@ import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../config/index.ts';
 import type { Logger } from '../../core/logger.ts';
 import { createApp, type App } from '../../core/kernel.ts';
-import type { Plugin } from '../../core/plugin.ts';
+import type { JobRunContext, Plugin } from '../../core/plugin.ts';
+import { systemActor } from '../../core/context.ts';
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef';
 /** Secrets of test apps (so no test writes `.data/secrets.json`); pass `''` to leave one unset. */
@@ -118,4 +119,13 @@ export function expectError(res: HttpResult<any>, status: number, code: string) 
   const err = envelope(res);
   if (err.code !== code) throw new Error(`expected code ${code}, got ${err.code}`);
   return err;
+}
+
+/** A job context for calling a `JobDefinition.run` directly (no jobs plugin): logs go to `lines`. */
+export function jobContext(overrides: Partial<JobRunContext> = {}): JobRunContext & { lines: string[] } {
+  const lines: string[] = [];
+  return {
+    run_id: 'test-run', attempt: 1, signal: new AbortController().signal, actor: systemActor(), tenant_id: null,
+    log: (l: string) => void lines.push(l), progress: () => undefined, lines, ...overrides,
+  };
 }

@@ -5,7 +5,7 @@
  * collection for set-up.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, jobContext, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import type { JobRunContext } from '../../core/plugin.ts';
 import { col, ifMatch, oid } from './write-helpers.ts';
@@ -27,7 +27,7 @@ beforeEach(async () => {
   await col(t, 'tasks').deleteMany({});
 });
 
-const ctx: JobRunContext = { log: () => undefined, progress: () => undefined };
+const ctx: JobRunContext = jobContext();
 const job = () => t.app.kernel.jobs().find((j) => j.name === 'purge_soft_deleted')!;
 
 /** Creates a document through the API; `deletedDaysAgo` soft-deletes it through the API and backdates deleted_at. */
