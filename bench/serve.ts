@@ -8,8 +8,13 @@ import mongoose, { Types } from 'mongoose';
 import { loadConfig } from '../config/index.ts';
 import { builtinPlugins } from '../config/plugins.ts';
 import { createApp } from '../core/kernel.ts';
+import { definePlugin } from '../core/plugin.ts';
+import { defineRoute } from '../core/http/route.ts';
+import { z } from 'zod';
 
 const mode = process.env.BENCH_MODE ?? 'app';
+/** The body of `/ping/:id` on both sides: the size of a seeded project. */
+const PING = { name: 'Project 1', description: 'seeded project number 1', status: 'active', tags: ['t1'], budget: 1, owner_email: null, version: 1, padding: 'x'.repeat(200) };
 const uri = process.env.MONGODB_URI!;
 const tenantId = process.env.BENCH_TENANT_ID!;
 
@@ -19,6 +24,10 @@ if (mode === 'bare') {
   const koa = new Koa();
   koa.use(async (ctx) => {
     const tenant = new Types.ObjectId(tenantId);
+    if (ctx.path.startsWith('/ping/')) {
+      ctx.body = PING;
+      return;
+    }
     const m = /^\/projects\/([0-9a-f]{24})$/.exec(ctx.path);
     if (m) {
       ctx.body = await projects.findOne({ _id: new Types.ObjectId(m[1]), tenant_id: tenant, is_deleted: false });
@@ -46,10 +55,23 @@ if (mode === 'bare') {
     RATE_LIMIT_ENABLED: 'false',
     AUDIT_LOG_ENABLED: mode === 'app-noaudit' ? 'false' : 'true',
   });
-  const app = await createApp({ config, plugins: builtinPlugins() });
+  // `/ping/:id`: the request pipeline alone (auth, validation, routing, envelope), no database.
+  const ping = definePlugin({
+    name: 'bench-ping',
+    setup: () => ({
+      routes: [defineRoute({ method: 'GET', path: '/ping/:id', params: z.object({ id: z.string().regex(/^[0-9a-f]{24}$/) }), handler: () => PING })],
+    }),
+  });
+  const app = await createApp({ config, plugins: [...builtinPlugins(), ping] });
   const port = await app.listen(0, '127.0.0.1');
   process.stdout.write(`READY ${port}\n`);
 }
+
+// CPU time of this process so far, for bench/cpu.ts (µs of user + system time).
+process.on('SIGUSR2', () => {
+  const u = process.cpuUsage();
+  process.stdout.write(`CPU ${u.user + u.system}\n`);
+});
 
 // An orderly exit on SIGINT lets `--cpu-prof` write its profile (bench/profile.ts).
 process.once('SIGINT', () => process.exit(0));

@@ -8,7 +8,7 @@ import { createYoga, type Plugin as YogaPlugin, type YogaServerInstance } from '
 import { GraphQLError, validateSchema, type GraphQLSchema } from 'graphql';
 import type { Config, LoadedConfig } from '../config/index.ts';
 import { resolveSecrets } from './secrets.ts';
-import { AppError, ErrorCode, NotFoundError, UnsupportedMediaTypeError } from './errors.ts';
+import { ErrorCode, UnsupportedMediaTypeError } from './errors.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HookBus } from './hooks.ts';
 import { ServiceRegistry } from './services.ts';
@@ -18,9 +18,9 @@ import { HealthRegistry } from './health.ts';
 import { healthPlugin } from './health-plugin.ts';
 import { identityPlugin } from './identity/index.ts';
 import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
-import { authenticate, errorEnvelope, rateLimit, requestContext, type AppState } from './http/middleware.ts';
+import { authenticate, rateLimit, requestHead, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
-import { clientErrorHandler, urlLimit } from './http/protocol.ts';
+import { clientErrorHandler } from './http/protocol.ts';
 import { createLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
@@ -181,50 +181,23 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
   let draining = false;
-  koa.use(async (ctx, next) => {
-    await next();
-    // While shutting down, answer in-flight requests with `Connection: close`: otherwise their
-    // keep-alive connections stay open and close() waits for SHUTDOWN_TIMEOUT_MS.
-    // Also when the answer goes out before the request body was read to its end (413 on a chunked
-    // body, a corrupt compressed body): the unread rest would be parsed as the next request and the
-    // connection would hang. Closing beats draining a body of unknown, possibly endless, length.
-    if (draining || !ctx.req.complete) ctx.set('Connection', 'close');
-  });
-  koa.use(requestContext(log));
-  koa.use(errorEnvelope());
-  koa.use(urlLimit(config.MAX_URL_LENGTH));
+  const allowedMethods = router.allowedMethods();
+  koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
   koa.use(authenticate(identity, services.get('authFailures')));
   // Each middleware is a frame on every request: mount the optional ones only when they do something.
   if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path)));
-  // Routes with `rawBody` get their bytes untouched (read in mountRoutes), so the JSON parser skips them.
+  // Routes with `rawBody` get their bytes untouched (read in mountRoutes), so the JSON parser skips
+  // them; GET, HEAD and OPTIONS carry no body to parse and skip the parser's frame altogether.
   const raw = routes.filter((r) => r.rawBody);
-  if (raw.length) {
-    const rawRoutes = new Router();
-    for (const r of raw) rawRoutes.register(r.path, [r.method], () => undefined);
-    koa.use((ctx, next) => {
-      if (ctx.method !== 'GET' && rawRoutes.match(ctx.path, ctx.method).route) (ctx as { disableBodyParser?: boolean }).disableBodyParser = true;
-      return next();
-    });
-  }
-  koa.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
-  koa.use(async (ctx, next) => {
-    await next();
-    // Nothing below answered: an unknown path (404), or a known path with another method (405, Allow
-    // set by the router). The router answers 501 to a method it does not implement (TRACE, PROPFIND,
-    // ...), with Allow listing the methods of the path: that is a 405 on a known path, a 404 otherwise.
-    if (ctx.status === 501) {
-      if (!ctx.response.get('Allow')) throw new NotFoundError('route', undefined, 'Route not found');
-      ctx.status = 405;
-    }
-    if (ctx.status === 405) {
-      const err = new AppError(405, ErrorCode.METHOD_NOT_ALLOWED, `Method ${ctx.method} not allowed`, { allowed: ctx.response.get('Allow') });
-      err.headers = { Allow: String(ctx.response.get('Allow')) };
-      throw err;
-    }
-    if (ctx.status === 404 && ctx.body == null) throw new NotFoundError('route', undefined, 'Route not found');
+  const rawRoutes = new Router();
+  for (const r of raw) rawRoutes.register(r.path, [r.method], () => undefined);
+  const parseBody = bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] });
+  koa.use((ctx, next) => {
+    if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS') return next();
+    if (raw.length && rawRoutes.match(ctx.path, ctx.method).route) (ctx as { disableBodyParser?: boolean }).disableBodyParser = true;
+    return parseBody(ctx, next);
   });
-  koa.use(router.routes());
-  koa.use(router.allowedMethods());
+  koa.use(dispatch(router));
 
   let server: Server | undefined;
   let closing: Promise<void> | undefined;
@@ -252,6 +225,23 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   };
 }
 
+/**
+ * Runs the matched route's handler directly. The router still decides what matches (its path
+ * syntax, its order: the first route registered for a path and method wins); what this skips is
+ * its per-request work on a hit (a middleware array composed per request, host and debug checks).
+ * Misses go through the router itself, so `allowedMethods` sees what matched (405 with `Allow`).
+ */
+function dispatch(router: Router): Koa.Middleware {
+  const routed = router.routes() as unknown as Koa.Middleware;
+  return (ctx, next) => {
+    const path = ctx.path;
+    const layer = router.match(path, ctx.method).pathAndMethod[0];
+    if (!layer) return routed(ctx, next);
+    (ctx as Koa.Context & { params: Record<string, string> }).params = layer.params(path, layer.captures(path));
+    return (layer.stack[0] as unknown as Koa.Middleware)(ctx, next);
+  };
+}
+
 function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string): Router {
   const router = new Router();
   const seen = new Set<string>();
@@ -263,8 +253,9 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
       const state = ctx.state as AppState;
       checkAuth(route, state.user, state.authError);
       // A non-empty body of another type was skipped by the JSON parser: say so rather than validate `{}`.
-      const hasBody = (ctx.request.length ?? (ctx.get('Transfer-Encoding') ? 1 : 0)) > 0;
-      if ((route.body ?? route.docs?.body) && hasBody && !ctx.request.is('json', '+json')) throw new UnsupportedMediaTypeError();
+      if ((route.body ?? route.docs?.body) && (ctx.request.length ?? (ctx.get('Transfer-Encoding') ? 1 : 0)) > 0 && !ctx.request.is('json', '+json')) {
+        throw new UnsupportedMediaTypeError();
+      }
       // raw-body raises 413 (entity.too.large) past the limit, mapped like the JSON parser's.
       const raw = route.rawBody ? await getRawBody(ctx.req, { limit: bodyLimit, length: ctx.get('Content-Length') || undefined }) : undefined;
       const input = raw

@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { AuthFailureLimiter } from '../rate-limit.ts';
 import type { Config } from '../../config/index.ts';
-import { AppError, BadRequestError, RateLimitedError } from '../errors.ts';
+import { AppError, BadRequestError, ErrorCode, NotFoundError, RateLimitedError } from '../errors.ts';
 import { isSystemCaller, withRequest, type AuthUser, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import { API_KEY_PREFIX, hashKey, type IdentityService } from '../identity/service.ts';
@@ -20,8 +20,28 @@ export interface AppState {
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
-/** Request id, client ip and the async-local request context. Runs first. */
-export function requestContext(log: Logger): Koa.Middleware {
+export interface RequestHeadOptions {
+  /** Longest accepted request URL (414 past it). */
+  maxUrlLength: number;
+  /**
+   * Called when no route answered (status 404 without a body); sets 404/405/501 and `Allow` the way
+   * the router would (`router.allowedMethods()`), run only on misses instead of on every request.
+   */
+  unmatched(ctx: Koa.Context): Promise<unknown> | unknown;
+  /** True while the server shuts down: answers then carry `Connection: close`. */
+  draining(): boolean;
+}
+
+/**
+ * The head of every request, in one middleware: each middleware is an async frame and a promise on
+ * every request, so the request id and context, the URL length limit, the error envelope and the
+ * answer to unmatched routes share one. Runs first.
+ *
+ * - Request id (`X-Request-Id`, echoed when well-formed) and the per-request context.
+ * - The one place that writes the error envelope. Unexpected errors are logged and masked.
+ * - No route answered: 404 `NOT_FOUND`, or 405 `METHOD_NOT_ALLOWED` with `Allow` on a known path.
+ */
+export function requestHead(log: Logger, opts: RequestHeadOptions): Koa.Middleware {
   return async (ctx, next) => {
     const incoming = ctx.get('X-Request-Id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
@@ -38,17 +58,14 @@ export function requestContext(log: Logger): Koa.Middleware {
     state.ctx = rc;
     state.user = null;
     state.authError = null;
-    await next();
-  };
-}
-
-/** The one place that writes the error envelope. Unexpected errors are logged and masked. */
-export function errorEnvelope(): Koa.Middleware {
-  return async (ctx, next) => {
     try {
+      if (ctx.originalUrl.length > opts.maxUrlLength) {
+        throw new AppError(414, ErrorCode.URI_TOO_LONG, `Request URL is longer than ${opts.maxUrlLength} characters`, { max_length: opts.maxUrlLength });
+      }
       await next();
+      // 405 also from a handler mounted for every method (GraphQL answers TRACE with a bare 405).
+      if ((ctx.status === 404 && ctx.body == null) || ctx.status === 405) await unmatched(ctx, opts);
     } catch (err) {
-      const rc = (ctx.state as AppState).ctx;
       const appErr = toAppError(err);
       if (!appErr) rc.log.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
       else if (appErr.status >= 500) rc.log.error({ err }, appErr.message);
@@ -57,7 +74,32 @@ export function errorEnvelope(): Koa.Middleware {
       for (const [k, v] of Object.entries(e.headers ?? {})) ctx.set(k, v);
       ctx.body = { error: { code: e.code, message: e.message, details: e.details }, request_id: rc.requestId };
     }
+    // While shutting down, answer in-flight requests with `Connection: close`: otherwise their
+    // keep-alive connections stay open and close() waits for SHUTDOWN_TIMEOUT_MS.
+    // Also when the answer goes out before the request body was read to its end (413 on a chunked
+    // body, a corrupt compressed body): the unread rest would be parsed as the next request and the
+    // connection would hang. Closing beats draining a body of unknown, possibly endless, length.
+    if (opts.draining() || !ctx.req.complete) ctx.set('Connection', 'close');
   };
+}
+
+/**
+ * Nothing answered: an unknown path (404), or a known path with another method (405, `Allow` set by
+ * the router). The router answers 501 to a method it does not implement (TRACE, PROPFIND, ...),
+ * with `Allow` listing the methods of the path: that is a 405 on a known path, a 404 otherwise.
+ */
+async function unmatched(ctx: Koa.Context, opts: RequestHeadOptions): Promise<void> {
+  if (ctx.status === 404) await opts.unmatched(ctx);
+  if (ctx.status === 501) {
+    if (!ctx.response.get('Allow')) throw new NotFoundError('route', undefined, 'Route not found');
+    ctx.status = 405;
+  }
+  if (ctx.status === 405) {
+    const err = new AppError(405, ErrorCode.METHOD_NOT_ALLOWED, `Method ${ctx.method} not allowed`, { allowed: ctx.response.get('Allow') });
+    err.headers = { Allow: String(ctx.response.get('Allow')) };
+    throw err;
+  }
+  if (ctx.status === 404 && ctx.body == null) throw new NotFoundError('route', undefined, 'Route not found');
 }
 
 /**
@@ -75,9 +117,10 @@ export function authenticate(identity: IdentityService, failures: AuthFailureLim
     try {
       let user: AuthUser | null = null;
       if (apiKey) {
-        user = await identity.authenticateApiKey(apiKey);
+        const hash = hashKey(apiKey);
+        user = await identity.authenticateApiKey(apiKey, hash);
         // A hash, never the key: with the Mongo store the limiter's keys are stored in the database.
-        state.credential = `key:${hashKey(apiKey).slice(0, 32)}`;
+        state.credential = `key:${hash.slice(0, 32)}`;
       } else if (authz) {
         const m = /^Bearer\s+(\S+)$/i.exec(authz);
         if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"');

@@ -1,27 +1,13 @@
 /**
- * Protocol-level guards around the Koa stack: the URL length limit, and the answer to requests
+ * Protocol-level guards around the Koa stack: the answer to requests
  * Node's HTTP parser refuses before any middleware runs (`clientError`), so that those too get
  * the error envelope and a request id. See docs/operations.md, "HTTP limits".
  */
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type Koa from 'koa';
-import { AppError, ErrorCode } from '../errors.ts';
+import { ErrorCode } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-
-/**
- * 414 `URI_TOO_LONG` when the request target (path and query) is longer than `max` characters.
- * Runs right after the error envelope, before authentication and the body parser.
- */
-export function urlLimit(max: number): Koa.Middleware {
-  return (ctx, next) => {
-    if (ctx.originalUrl.length > max) {
-      throw new AppError(414, ErrorCode.URI_TOO_LONG, `Request URL is longer than ${max} characters`, { max_length: max });
-    }
-    return next();
-  };
-}
 
 /** Status, code and message for an error of Node's HTTP parser (as Node's own default handler picks the status). */
 function classify(code: string | undefined): { status: number; code: ErrorCode; message: string } {

@@ -122,8 +122,7 @@ export class IdentityService {
   }
 
   /** Resolve an `X-API-Key`. @throws AuthRequiredError when unknown, revoked, or its user is inactive */
-  async authenticateApiKey(key: string): Promise<AuthUser> {
-    const hash = hashKey(key);
+  async authenticateApiKey(key: string, hash = hashKey(key)): Promise<AuthUser> {
     const hit = this.fromCache(`k:${hash}`);
     if (hit) {
       this.touchKey(hit.keyId);
