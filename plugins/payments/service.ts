@@ -6,7 +6,7 @@
 import { Types, type Model } from 'mongoose';
 import { AppError, ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { isSystemActor, requestOf, systemActor, type AuthUser } from '../../core/context.ts';
-import type { HookBus } from '../../core/hooks.ts';
+import type { HookBus, HookEvents } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
 import { PluginError } from '../../core/plugin.ts';
 import type { ResourceService } from '../resources/service.ts';
@@ -244,7 +244,7 @@ export class PaymentsService implements PaymentsApi {
   }
 
   /** Domain events never fail the payment operation that already happened: a subscriber's error is logged. */
-  private async emit<K extends 'PAYMENT_COMPLETED' | 'PAYMENT_REFUNDED'>(event: K, payload: import('../../core/hooks.ts').HookEvents[K]) {
+  private async emit<K extends 'PAYMENT_COMPLETED' | 'PAYMENT_REFUNDED'>(event: K, payload: HookEvents[K]) {
     try {
       await this.deps.hooks.dispatch(event, payload);
     } catch (err) {
