@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin } from '../../core/plugin.ts';
+import { definePlugin, type JobRunContext } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { onHook } from '../../core/hooks.ts';
 import { ConflictError } from '../../core/errors.ts';
@@ -104,6 +104,10 @@ export const paymentsPlugin = definePlugin({
             handler: ({ user, params, body }) => svc.cancel(user!, params.id, body.reason ?? null),
           }),
           defineRoute({
+            method: 'GET', path: '/payments/:id/refunds', tags, params: id, summary: 'Refund attempts of a payment, oldest first', docs: { errors: [404] },
+            handler: ({ user, params }) => svc.refundsOf(user!, params.id),
+          }),
+          defineRoute({
             method: 'POST', path: '/payments/:id/refund', tags, auth: 'admin', params: id, body: refundInput,
             summary: 'Full or partial refund; a total above the captured amount is 400', docs: { errors: [400, 404, 409, 502] },
             handler: ({ user, params, body }) => svc.refund(user!, params.id, body),
@@ -122,7 +126,8 @@ export const paymentsPlugin = definePlugin({
       hooks: [
         onHook('BEFORE_UPDATE', (e) => {
           // The provider reference identifies the capture: once captured it changes only through completion.
-          if (e.resource === 'payments' && e.data.provider_reference !== undefined && !['pending', 'processing'].includes(String(e.old.status))) {
+          const ref = e.data.provider_reference;
+          if (e.resource === 'payments' && ref !== undefined && ref !== e.old.provider_reference && !['pending', 'processing'].includes(String(e.old.status))) {
             throw new ConflictError(`provider_reference cannot change on a payment that is ${String(e.old.status)}`, { status: e.old.status, field: 'provider_reference' });
           }
         }),
@@ -188,6 +193,20 @@ export const paymentsPlugin = definePlugin({
             return res;
           },
         },
+        ...(ledger
+          ? [
+              {
+                name: 'reconcile_payment_ledger',
+                description: 'Post ledger entries a crash left out (captures and refunds without their posting)',
+                timeout: 1800,
+                async run(ctx: JobRunContext) {
+                  const res = await svc.reconcileLedger();
+                  ctx.log(`posted ${res.captures} missing captures and ${res.refunds} missing refunds`);
+                  return res;
+                },
+              },
+            ]
+          : []),
       ],
       personalData: [
         {

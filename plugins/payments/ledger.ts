@@ -63,6 +63,12 @@ export class LedgerService {
     }
   }
 
+  /** Which of these postings exist. */
+  async existing(transactionIds: string[]): Promise<Set<string>> {
+    const rows = await this.model.find({ transaction_id: { $in: transactionIds } }).select({ transaction_id: 1 }).lean<{ transaction_id: string }[]>();
+    return new Set(rows.map((r) => r.transaction_id));
+  }
+
   private tenantMatch(user: AuthUser): Record<string, unknown> {
     const t = scopedTenantId(user);
     return t ? { tenant_id: new Types.ObjectId(t) } : {};

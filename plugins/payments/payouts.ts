@@ -156,7 +156,9 @@ export class PayoutsService {
     const start = params.period_start ? new Date(params.period_start) : new Date(end.getTime() - 86_400_000);
     await this.finishStale();
     const scope = scopedTenantId(actor);
-    const tenant = params.tenant_id ?? scope;
+    // An actor confined to one tenant settles that tenant only.
+    if (scope && params.tenant_id && params.tenant_id !== scope) throw new AccessDeniedError('The caller acts in another tenant', { tenant_id: params.tenant_id });
+    const tenant = scope ?? params.tenant_id;
     const match: Record<string, unknown> = {
       status: { $in: SETTLED_STATUSES }, is_deleted: false, payout_batch_id: null, refund_reserved_minor: 0, paid_at: { $gte: start, $lt: end },
       ...(tenant ? { tenant_id: new Types.ObjectId(tenant) } : {}),

@@ -371,6 +371,18 @@ export class PaymentsService implements PaymentsApi {
     }
   }
 
+  /** `GET /payments/{id}/refunds`: the payment's refund attempts, oldest first. */
+  async refundsOf(user: AuthUser, id: string) {
+    const p = await this.owned(user, id);
+    const rows = await this.deps.refunds.find({ payment_id: p._id }).sort({ created_at: 1, _id: 1 }).lean<RefundRecord[]>();
+    return {
+      items: rows.map((r) => ({
+        id: String(r._id), payment_id: String(r.payment_id), amount: r.amount, currency: r.currency, reason: r.reason ?? null, status: r.status,
+        provider_refund_id: r.provider_refund_id ?? null, error: r.error ?? null, created_at: r.created_at, updated_at: r.updated_at,
+      })),
+    };
+  }
+
   /**
    * A verified webhook of provider `name` (run by the webhooks plugin, exactly once per event id).
    * Writes act as `systemActor(tenant of the payment)`, so audit records them as the system.
@@ -417,6 +429,48 @@ export class PaymentsService implements PaymentsApi {
     if (!p && o.provider_reference) p = await this.model.findOne({ provider: name, provider_reference: o.provider_reference, is_deleted: false }).lean<PaymentRecord>();
     if (!p) throw new Error(`no ${name} payment matches ${o.payment_id ?? o.provider_reference ?? '(no id)'}`);
     return p;
+  }
+
+  /**
+   * Posts what a crash between a transition and its ledger posting left out: the capture of every
+   * captured payment and every succeeded refund without their posting (posting is idempotent).
+   */
+  async reconcileLedger(): Promise<{ captures: number; refunds: number }> {
+    const ledger = this.deps.ledger;
+    const out = { captures: 0, refunds: 0 };
+    if (!ledger) return out;
+    const BATCH = 500;
+    let page: PaymentRecord[] = [];
+    const flushCaptures = async () => {
+      const have = await ledger.existing(page.map((p) => `capture:${String(p._id)}`));
+      for (const p of page) {
+        if (have.has(`capture:${String(p._id)}`)) continue;
+        await ledger.postCapture(p);
+        out.captures++;
+      }
+      page = [];
+    };
+    for await (const p of this.model.find({ status: { $in: ['completed', 'partially_refunded', 'refunded'] }, is_deleted: false }).lean<PaymentRecord[]>().cursor()) {
+      page.push(p as PaymentRecord);
+      if (page.length >= BATCH) await flushCaptures();
+    }
+    await flushCaptures();
+    let refunds: RefundRecord[] = [];
+    const flushRefunds = async () => {
+      const have = await ledger.existing(refunds.map((r) => `refund:${String(r._id)}`));
+      for (const r of refunds) {
+        if (have.has(`refund:${String(r._id)}`)) continue;
+        await ledger.postRefund({ _id: r.payment_id, tenant_id: r.tenant_id ?? null, currency: r.currency } as PaymentRecord, String(r._id), r.amount_minor);
+        out.refunds++;
+      }
+      refunds = [];
+    };
+    for await (const r of this.deps.refunds.find({ status: 'succeeded' }).lean<RefundRecord[]>().cursor()) {
+      refunds.push(r as RefundRecord);
+      if (refunds.length >= BATCH) await flushRefunds();
+    }
+    await flushRefunds();
+    return out;
   }
 
   /**

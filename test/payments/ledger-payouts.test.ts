@@ -51,6 +51,21 @@ describe('ledger', () => {
     );
   });
 
+  it('reconcile_payment_ledger posts what a crash left out, once', async () => {
+    const p = await completed(t, B.admin, { amount: '8.00' });
+    await post(`/payments/${p._id}/refund`, { amount: '3.00' }, B.admin);
+    const pid = new Types.ObjectId(p._id);
+    const before = await col(t, 'ledger_entries').find({ payment_id: pid }, { projection: { _id: 0, created_at: 0 } }).sort({ transaction_id: 1, direction: 1 }).toArray();
+    expect(before).toHaveLength(4);
+    // The state a crash between the transitions and their postings leaves.
+    await col(t, 'ledger_entries').deleteMany({ payment_id: pid });
+    const job = t.app.kernel.jobs().find((j) => j.name === 'reconcile_payment_ledger')!;
+    expect(await job.run(jobContext(), {})).toEqual({ captures: 1, refunds: 1 });
+    const after = await col(t, 'ledger_entries').find({ payment_id: pid }, { projection: { _id: 0, created_at: 0 } }).sort({ transaction_id: 1, direction: 1 }).toArray();
+    expect(after).toEqual(before);
+    expect(await job.run(jobContext(), {})).toEqual({ captures: 0, refunds: 0 });
+  });
+
   it('is read by admins only, each tenant its own; a system admin sees every tenant', async () => {
     expectError(await t.http('GET', '/ledger/balance', { key: A.user }), 403, 'ACCESS_DENIED');
     expectError(await t.http('GET', '/ledger/entries', { key: A.user }), 403, 'ACCESS_DENIED');

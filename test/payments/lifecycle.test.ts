@@ -225,6 +225,10 @@ describe('lifecycle', () => {
     const r2 = await post(`/payments/${p._id}/refund`, { amount: 30 });
     expect(r2.body).toMatchObject({ status: 'refunded', refunded_amount: '50.00' });
     expect(r2.body.refunded_at).toBeTruthy();
+    const list = await t.http('GET', `/payments/${p._id}/refunds`, { key: A.user });
+    expect(list.body.items.map((r: any) => [r.amount, r.reason, r.status])).toEqual([['20.00', 'damaged', 'succeeded'], ['30.00', null, 'succeeded']]);
+    const B = await tenant(t);
+    expectError(await t.http('GET', `/payments/${p._id}/refunds`, { key: B.admin }), 404, 'NOT_FOUND');
   });
 
   it('refund and complete need the admin role; a plain user gets 403', async () => {

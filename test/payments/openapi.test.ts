@@ -33,7 +33,7 @@ describe('payments in OpenAPI', () => {
   });
 
   it('offers its jobs to the jobs plugin', () => {
-    expect(t.app.kernel.jobs().filter((j) => j.plugin === 'payments').map((j) => j.name)).toEqual(['settle_payouts', 'reconcile_payment_refunds']);
+    expect(t.app.kernel.jobs().filter((j) => j.plugin === 'payments').map((j) => j.name)).toEqual(['settle_payouts', 'reconcile_payment_refunds', 'reconcile_payment_ledger']);
   });
 });
 
