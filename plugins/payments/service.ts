@@ -398,7 +398,8 @@ export class PaymentsService implements PaymentsApi {
       const known = p.refunded_minor + (p.refund_reserved_minor ?? 0);
       const extra = outcome.refunded_total_minor - known;
       // Our own refunds are already counted (applied or reserved); only a refund made at the provider directly is new.
-      if (extra > 0 && REFUNDABLE.includes(p.status)) await this.refundDoc(actor, p, Math.min(extra, p.refundable_minor ?? 0), 'refunded at the provider', null);
+      const applicable = Math.min(extra, p.refundable_minor ?? 0);
+      if (applicable > 0 && REFUNDABLE.includes(p.status)) await this.refundDoc(actor, p, applicable, 'refunded at the provider', null);
       return;
     }
     const target = this.normalise(provider, outcome.status);
