@@ -115,10 +115,10 @@ export const paymentsPlugin = definePlugin({
         ],
       }),
     );
-    svc.attach(resource);
     const payouts = new PayoutsService(payoutModel(db), () => resource, hooks, {
       feePercent: config.PAYOUT_FEE_PERCENT, autoApproveThreshold: config.PAYOUT_AUTO_APPROVE_THRESHOLD,
     });
+    svc.attach(resource, payouts);
     const ptags = ['payouts'];
     const payoutId = z.object({ id: z.string().describe('Payout batch id') });
 

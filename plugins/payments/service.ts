@@ -16,6 +16,7 @@ import { PAYMENT_STATUSES, REFUNDABLE, type PaymentRecord, type PaymentStatus, t
 import type { PaymentIntent, PaymentProvider, WebhookOutcome } from './providers.ts';
 import type { CompleteInput, RefundInput } from './schemas.ts';
 import type { LedgerService } from './ledger.ts';
+import type { PayoutsService, PayoutView } from './payouts.ts';
 
 /** A payment as the API returns it (private bookkeeping removed). */
 export type PaymentView = Record<string, unknown>;
@@ -29,6 +30,13 @@ export interface PaymentsApi {
   registerProvider(provider: PaymentProvider): void;
   /** Names of the registered providers. */
   providers(): string[];
+  /**
+   * The spec's `approve_payout(payout_id)`, as `actor` (the same rules as `POST /payouts/{id}/approve`).
+   * @throws ConflictError when payments are not enabled (`PAYMENTS_ENABLED`)
+   */
+  approve_payout(actor: AuthUser, payoutId: string): Promise<PayoutView>;
+  /** The spec's `execute_payout(payout_id, bank_reference)`, as `actor` (same rules as `POST /payouts/{id}/execute`). */
+  execute_payout(actor: AuthUser, payoutId: string, bankReference: string): Promise<PayoutView>;
 }
 
 /** The provider failed or answered something we cannot use: 502 `PROVIDER_ERROR`. */
@@ -82,9 +90,25 @@ export class PaymentsService implements PaymentsApi {
 
   constructor(private readonly deps: PaymentsServiceDeps) {}
 
-  /** Set once the `payments` resource is registered. */
-  attach(resource: ResourceService): void {
+  private payouts: PayoutsService | null = null;
+
+  /** Set once the `payments` resource is registered (`PAYMENTS_ENABLED`). */
+  attach(resource: ResourceService, payouts: PayoutsService): void {
     this.resource = resource;
+    this.payouts = payouts;
+  }
+
+  private payoutService(): PayoutsService {
+    if (!this.payouts) throw new ConflictError('Payments are not enabled on this server (PAYMENTS_ENABLED)');
+    return this.payouts;
+  }
+
+  approve_payout(actor: AuthUser, payoutId: string): Promise<PayoutView> {
+    return this.payoutService().approve(actor, payoutId);
+  }
+
+  execute_payout(actor: AuthUser, payoutId: string, bankReference: string): Promise<PayoutView> {
+    return this.payoutService().execute(actor, payoutId, bankReference);
   }
 
   get model(): Model<PaymentRecord> {

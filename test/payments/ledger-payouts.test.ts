@@ -178,6 +178,10 @@ describe('payouts and settlement', () => {
     await completed(t, H.admin, { amount: '150.00' });
     const res = (await settleJob().run(jobContext(), { ...window(), tenant_id: H.tenantId })) as { batch_ids: string[] };
     expect((await t.http('GET', `/payouts/${res.batch_ids[0]}`)).body).toMatchObject({ status: 'draft', created_by: null, net_amount: '146.25' });
+    // The service operation of the spec, as the system actor (what a job would call): refused above the threshold.
+    const payments = t.app.services.get('payments');
+    await expect(payments.approve_payout(systemActor(), res.batch_ids[0]!)).rejects.toMatchObject({ status: 403, code: 'ACCESS_DENIED' });
+    await expect(payments.execute_payout(systemActor(), res.batch_ids[0]!, 'X')).rejects.toMatchObject({ status: 409, code: 'CONFLICT', details: { status: 'draft' } });
   });
 
   it('the job acting for one tenant settles that tenant only', async () => {
