@@ -125,6 +125,27 @@ export const configSchema = z.object({
   /** Age after which `purge_soft_deleted` removes soft-deleted documents. @default 30 */
   SOFT_DELETE_RETENTION_DAYS: int(30, 1),
 
+  // --- payments ---
+  /** Mounts the payments API (`/payments`, `/payouts`, `/ledger`) and GraphQL fields. The `payments` service (provider registry) exists either way. @default false */
+  PAYMENTS_ENABLED: bool(false),
+  /** Double-entry ledger: completions and refunds post balanced entries; `/ledger/*` is mounted. @default false */
+  PAYMENTS_LEDGER_ENABLED: bool(false),
+  /** Stripe secret API key; the `stripe` provider is registered only when this and `STRIPE_WEBHOOK_SECRET` are set. */
+  STRIPE_SECRET_KEY: z.string().min(1).optional(),
+  /** Stripe webhook signing secret (`whsec_...`), checked on `POST /webhooks/stripe`. */
+  STRIPE_WEBHOOK_SECRET: z.string().min(1).optional(),
+  /** Base URL of the Stripe API (default Stripe's own); tests point it at a local server. */
+  STRIPE_API_URL: z.string().url().optional(),
+  /** Fee withheld from each payout batch, in percent of its gross amount (decimal string). @default '0' */
+  PAYOUT_FEE_PERCENT: z.string().regex(/^\d{1,3}(\.\d{1,4})?$/, 'must be a percentage such as 2.5').default('0'),
+  /**
+   * Settlement approves a batch whose net amount is below this (in the batch's currency, decimal
+   * string) by itself; others need a system administrator other than the batch's creator. '0' = never. @default '0'
+   */
+  PAYOUT_AUTO_APPROVE_THRESHOLD: z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal such as 500.00').default('0'),
+  /** Refunds still `reserved` after this many seconds are reconciled by `reconcile_payment_refunds`. @default 900 */
+  PAYMENT_REFUND_RECONCILE_SECONDS: int(900, 1),
+
   WEBAUTHN_RP_ID: z.string().default('localhost'),
   WEBAUTHN_RP_NAME: z.string().default('Plugin API Server'),
   WEBAUTHN_ORIGIN: z.string().url().default('http://localhost:3000'),

@@ -56,6 +56,11 @@ export interface ResourceOptions {
   populatable?: string[];
   /** Replace the zod input schemas derived from the mongoose schema. */
   input?: { create?: z.ZodType; update?: z.ZodType; replace?: z.ZodType };
+  /**
+   * Generated operations to offer, on REST and GraphQL alike; the others get no route and no
+   * GraphQL field (e.g. a ledger-like resource without `delete`). @default every operation
+   */
+  operations?: Operation[];
   /** Replace a generated REST handler (the route, its validation and auth stay). */
   handlers?: Partial<Record<Operation, RouteDef['handler']>>;
   /** Extra routes under any path (they go through the same auth and validation). */
@@ -64,7 +69,8 @@ export interface ResourceOptions {
   graphql_name?: string;
 }
 
-export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable'>> {
+export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations'>> {
+  operations: ReadonlySet<Operation>;
   guards: { features: string[]; attributes: AttributeRule[] };
   populatable: string[];
   fields: FieldInfo[];
@@ -117,6 +123,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     populatable: o.populatable ?? fields.filter((f) => f.ref && f.kind === 'objectId').map((f) => f.path),
     fields,
     inputs: { create: o.input?.create ?? derived.create, update: o.input?.update ?? derived.update, replace: o.input?.replace ?? derived.replace },
+    operations: new Set(o.operations ?? ['list', 'get', 'create', 'update', 'replace', 'delete']),
     handlers: o.handlers ?? {},
     routes: o.routes ?? [],
     graphqlName: o.graphql_name ?? pascalSingular(o.name),

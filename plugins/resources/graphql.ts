@@ -5,6 +5,7 @@ import { NotFoundError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { BASE_FIELDS, type FieldInfo } from './fields.ts';
 import type { ListArgs } from './query.ts';
+import type { Operation } from './define.ts';
 import type { ResourceRegistry } from './registry.ts';
 import { etagOf } from './service.ts';
 
@@ -104,8 +105,9 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
     const oneName = lowerFirst(def.graphqlName);
     // e.g. name 'regional' → list and get-one would both be `regional`, and one would silently replace the other.
     if (listName === oneName) throw new Error(`Resource "${def.name}": GraphQL list and get-one fields would both be named "${listName}"; set graphql_name`);
+    const offers = (op: Operation) => def.operations.has(op);
     builder.queryFields((t) => ({
-      [listName]: t.field({
+      ...(offers('list') ? { [listName]: t.field({
         type: Page,
         nullable: false,
         description: `List ${def.name}; arguments mirror the REST query parameters`,
@@ -131,33 +133,33 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
           const res = await svc.listArgs(requireUser(ctx), args as ListArgs, { etags: true });
           return res.mode === 'cursor' ? { items: res.items, cursors: res.cursors } : res;
         },
-      }),
-      [oneName]: t.field({
+      }) } : {}),
+      ...(offers('get') ? { [oneName]: t.field({
         type: ref,
         args: { id: t.arg.id({ required: true }), include_deleted: t.arg.boolean() },
         resolve: async (_r, args, ctx) => svc.get(requireUser(ctx), String(args.id), { includeDeleted: !!args.include_deleted }),
-      }),
+      }) } : {}),
     }));
     builder.mutationFields((t) => ({
-      [`create${def.graphqlName}`]: t.field({
+      ...(offers('create') ? { [`create${def.graphqlName}`]: t.field({
         type: ref, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }) },
         resolve: (_r, args, ctx) => svc.create(requireUser(ctx), args.input),
-      }),
-      [`update${def.graphqlName}`]: t.field({
+      }) } : {}),
+      ...(offers('update') ? { [`update${def.graphqlName}`]: t.field({
         type: ref, nullable: false,
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
         resolve: (_r, args, ctx) => svc.update(requireUser(ctx), String(args.id), args.if_match, args.input, false),
-      }),
-      [`replace${def.graphqlName}`]: t.field({
+      }) } : {}),
+      ...(offers('replace') ? { [`replace${def.graphqlName}`]: t.field({
         type: ref, nullable: false,
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
         resolve: (_r, args, ctx) => svc.update(requireUser(ctx), String(args.id), args.if_match, args.input, true),
-      }),
-      [`delete${def.graphqlName}`]: t.field({
+      }) } : {}),
+      ...(offers('delete') ? { [`delete${def.graphqlName}`]: t.field({
         type: ref, nullable: false, description: 'Soft delete; returns the deleted document',
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
         resolve: (_r, args, ctx) => svc.remove(requireUser(ctx), String(args.id), args.if_match),
-      }),
+      }) } : {}),
     }));
   }
 }

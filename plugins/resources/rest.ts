@@ -53,7 +53,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
   const custom = (op: Operation, fallback: RouteDef['handler']): RouteDef['handler'] => def.handlers[op] ?? fallback;
   const routes: RouteDef[] = [];
 
-  if (def.allow_bulk_create) {
+  const offers = (op: Operation) => def.operations.has(op);
+  if (def.allow_bulk_create && offers('create')) {
     routes.push(
       defineRoute({
         method: 'POST', path: `${base}/bulk`, tags, features, status: 201,
@@ -79,7 +80,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     );
   }
-  if (def.allow_bulk_delete) {
+  if (def.allow_bulk_delete && offers('delete')) {
     routes.push(
       defineRoute({
         method: 'DELETE', path: `${base}/bulk`, tags, features,
@@ -99,8 +100,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
     );
   }
 
-  routes.push(
-    defineRoute({
+  const generated: [Operation, RouteDef][] = [
+    ['list', defineRoute({
       method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuery,
       docs: { responseHeaders: { 'X-Total-Count': 'Offset mode: matching rows', 'X-Page': 'Offset mode: page', 'X-Per-Page': 'Offset mode: page size', 'X-Total-Pages': 'Offset mode: pages' } },
       handler: custom('list', async ({ user, ctx }) => {
@@ -112,8 +113,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
         ctx.set('X-Total-Pages', String(res.total_pages));
         return { items: res.items, page: res.page, per_page: res.per_page, total: res.total, total_pages: res.total_pages };
       }),
-    }),
-    defineRoute({
+    })],
+    ['get', defineRoute({
       method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one ${def.name} document`, params: documentPath, query: oneQuery,
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ user, params, ctx }) => {
@@ -121,8 +122,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
         ctx.set('ETag', etag);
         return doc;
       }),
-    }),
-    defineRoute({
+    })],
+    ['create', defineRoute({
       method: 'POST', path: base, tags, features, status: 201, summary: `Create a ${def.name} document`,
       docs: { body: def.inputs.create, responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
       handler: custom('create', async ({ user, ctx }) => {
@@ -131,8 +132,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
         ctx.set('Location', `${base}/${String(doc._id)}`);
         return doc;
       }),
-    }),
-    defineRoute({
+    })],
+    ['update', defineRoute({
       method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a ${def.name} document`, params: documentPath,
       docs: { body: def.inputs.update, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ user, params, ctx }) => {
@@ -140,8 +141,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
         ctx.set('ETag', etagOf(doc.version));
         return doc;
       }),
-    }),
-    defineRoute({
+    })],
+    ['replace', defineRoute({
       method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a ${def.name} document`, params: documentPath,
       docs: { body: def.inputs.replace, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ user, params, ctx }) => {
@@ -149,16 +150,17 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
         ctx.set('ETag', etagOf(doc.version));
         return doc;
       }),
-    }),
-    defineRoute({
+    })],
+    ['delete', defineRoute({
       method: 'DELETE', path: `${base}/:id`, tags, features, status: 204, summary: `Soft-delete a ${def.name} document (204)`, params: documentPath,
       docs: { headers: ifMatch, errors: [404, 412, 422, 428] },
       handler: custom('delete', async ({ user, params, ctx }) => {
         await svc.remove(user!, idOf(params), ctx.get('If-Match'));
         return undefined;
       }),
-    }),
-  );
+    })],
+  ];
+  for (const [op, route] of generated) if (offers(op)) routes.push(route);
   return [...def.routes, ...routes];
 }
 

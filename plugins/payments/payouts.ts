@@ -1,0 +1,238 @@
+/**
+ * Payout batches (spec document 3, PayoutBatch): settlement builds drafts from completed payments,
+ * `approve_payout` and `execute_payout` move them on. Every state change is one conditional update.
+ */
+import { Types, type Model } from 'mongoose';
+import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
+import { isSystemActor, scopedTenantId, type AuthUser } from '../../core/context.ts';
+import type { HookBus } from '../../core/hooks.ts';
+import type { ResourceService } from '../resources/service.ts';
+import { compareToMinor, fromMinor, percentOf } from './money.ts';
+import type { PaymentRecord, PayoutRecord, PayoutStatus, payoutModel } from './model.ts';
+import type { SettleParams } from './schemas.ts';
+
+type PayoutModel = ReturnType<typeof payoutModel>;
+
+/** A batch as the API returns it. */
+export interface PayoutView {
+  id: string;
+  recipient_type: string;
+  recipient_id: string;
+  tenant_id: string | null;
+  gross_amount: string;
+  fee_amount: string;
+  net_amount: string;
+  currency: string;
+  period_start: Date;
+  period_end: Date;
+  status: PayoutStatus;
+  payment_count: number;
+  payment_ids: string[];
+  bank_reference: string | null;
+  paid_at: Date | null;
+  auto_approved: boolean;
+  created_by: string | null;
+  approved_by: string | null;
+  approved_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export const payoutView = (b: PayoutRecord): PayoutView => ({
+  id: String(b._id), recipient_type: b.recipient_type, recipient_id: b.recipient_id, tenant_id: b.tenant_id ? String(b.tenant_id) : null,
+  gross_amount: b.gross_amount, fee_amount: b.fee_amount, net_amount: b.net_amount, currency: b.currency,
+  period_start: b.period_start, period_end: b.period_end, status: b.status as PayoutStatus, payment_count: b.payment_count,
+  payment_ids: (b.payment_ids ?? []).map(String), bank_reference: b.bank_reference ?? null, paid_at: b.paid_at ?? null,
+  auto_approved: !!b.auto_approved, created_by: b.created_by ? String(b.created_by) : null, approved_by: b.approved_by ? String(b.approved_by) : null,
+  approved_at: b.approved_at ?? null, created_at: b.created_at, updated_at: b.updated_at,
+});
+
+/** A batch whose settlement run has not finished after this long is finished by the next run. */
+const STALE_BUILD_MS = 10 * 60_000;
+const SETTLED_STATUSES = ['completed', 'partially_refunded', 'refunded'];
+
+export interface PayoutOptions {
+  feePercent: string;
+  autoApproveThreshold: string;
+}
+
+export class PayoutsService {
+  constructor(
+    private readonly model: PayoutModel,
+    private readonly payments: () => ResourceService,
+    private readonly hooks: HookBus,
+    private readonly opts: PayoutOptions,
+  ) {}
+
+  private get paymentModel(): Model<PaymentRecord> {
+    return this.payments().model as unknown as Model<PaymentRecord>;
+  }
+
+  private oid(id: string): Types.ObjectId {
+    if (!/^[0-9a-fA-F]{24}$/.test(id)) throw new NotFoundError('payouts', id);
+    return new Types.ObjectId(id);
+  }
+
+  private tenantFilter(user: AuthUser): Record<string, unknown> {
+    const t = scopedTenantId(user);
+    return t ? { tenant_id: new Types.ObjectId(t) } : {};
+  }
+
+  async list(user: AuthUser, q: { status?: string | undefined; tenant_id?: string | undefined; page: number; per_page: number }) {
+    const filter: Record<string, unknown> = { ...this.tenantFilter(user) };
+    if (q.status) filter.status = q.status;
+    if (q.tenant_id) filter.tenant_id = filter.tenant_id && String(filter.tenant_id) !== q.tenant_id ? null : new Types.ObjectId(q.tenant_id);
+    const [rows, total] = await Promise.all([
+      this.model.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<PayoutRecord[]>(),
+      this.model.countDocuments(filter),
+    ]);
+    return { items: rows.map(payoutView), total, page: q.page, per_page: q.per_page, total_pages: Math.ceil(total / q.per_page) };
+  }
+
+  async get(user: AuthUser, id: string): Promise<PayoutView> {
+    const b = await this.model.findOne({ _id: this.oid(id), ...this.tenantFilter(user) }).lean<PayoutRecord>();
+    if (!b) throw new NotFoundError('payouts', id);
+    return payoutView(b);
+  }
+
+  /** True when `net` is below the auto-approve threshold (a threshold of 0 approves nothing). */
+  private belowThreshold(b: Pick<PayoutRecord, 'net_minor' | 'currency'>): boolean {
+    return compareToMinor(this.opts.autoApproveThreshold, b.net_minor, b.currency) > 0;
+  }
+
+  /**
+   * `approve_payout`: draft → approved. Above the threshold only a person may approve, and never
+   * the batch's creator; the settlement runner (system actor) approves only batches below it.
+   */
+  async approve(actor: AuthUser, id: string): Promise<PayoutView> {
+    const b = await this.model.findOne({ _id: this.oid(id), ...this.tenantFilter(actor) }).lean<PayoutRecord>();
+    if (!b) throw new NotFoundError('payouts', id);
+    if (b.status !== 'draft' || b.building) throw new ConflictError(`Cannot approve a payout that is ${b.building ? 'still being built' : b.status}`, { status: b.status, operation: 'approve', allowed_from: ['draft'] });
+    const system = isSystemActor(actor);
+    if (system && !this.belowThreshold(b)) throw new AccessDeniedError('This payout is above the auto-approve threshold: a person must approve it', { threshold: this.opts.autoApproveThreshold });
+    if (!system && b.created_by && String(b.created_by) === actor.id) throw new AccessDeniedError('The creator of a payout cannot approve it', { created_by: String(b.created_by) });
+    const now = new Date();
+    const done = await this.model
+      .findOneAndUpdate(
+        { _id: b._id, status: 'draft', building: false },
+        { $set: { status: 'approved', approved_by: system ? null : new Types.ObjectId(actor.id), approved_at: now, auto_approved: system, updated_at: now } },
+        { returnDocument: 'after' },
+      )
+      .lean<PayoutRecord>();
+    if (!done) throw await this.conflict(b._id, 'approve', ['draft']);
+    return payoutView(done);
+  }
+
+  /** `execute_payout`: approved → completed with `bank_reference` and `paid_at`. Repeating it with the same reference is a no-op. */
+  async execute(actor: AuthUser, id: string, bankReference: string): Promise<PayoutView> {
+    const _id = this.oid(id);
+    const b = await this.model.findOne({ _id, ...this.tenantFilter(actor) }).lean<PayoutRecord>();
+    if (!b) throw new NotFoundError('payouts', id);
+    const now = new Date();
+    const done = await this.model
+      .findOneAndUpdate({ _id, status: 'approved' }, { $set: { status: 'completed', bank_reference: bankReference, paid_at: now, updated_at: now } }, { returnDocument: 'after' })
+      .lean<PayoutRecord>();
+    if (done) return payoutView(done);
+    const cur = await this.model.findById(_id).lean<PayoutRecord>();
+    if (cur?.status === 'completed' && cur.bank_reference === bankReference) return payoutView(cur);
+    throw await this.conflict(_id, 'execute', ['approved']);
+  }
+
+  private async conflict(id: Types.ObjectId, operation: string, from: string[]) {
+    const cur = await this.model.findById(id).lean<PayoutRecord>();
+    return new ConflictError(`Cannot ${operation} a payout that is ${cur?.status ?? 'gone'}`, { status: cur?.status ?? null, operation, allowed_from: from });
+  }
+
+  /**
+   * Settlement: one draft batch per tenant and currency for the period, from completed payments
+   * not yet in a batch, less refunds and the payout fee. Each payment is claimed by one atomic
+   * conditional update (`payout_batch_id: null`), so concurrent runs split payments between their
+   * batches and none lands in two. Batches below the threshold are approved at once.
+   */
+  async settle(actor: AuthUser, params: SettleParams): Promise<{ period_start: Date; period_end: Date; batches: PayoutView[]; payment_count: number }> {
+    const today = new Date();
+    today.setUTCHours(0, 0, 0, 0);
+    const end = params.period_end ? new Date(params.period_end) : today;
+    const start = params.period_start ? new Date(params.period_start) : new Date(end.getTime() - 86_400_000);
+    await this.finishStale();
+    const scope = scopedTenantId(actor);
+    // An actor confined to one tenant settles that tenant only.
+    if (scope && params.tenant_id && params.tenant_id !== scope) throw new AccessDeniedError('The caller acts in another tenant', { tenant_id: params.tenant_id });
+    const tenant = scope ?? params.tenant_id;
+    const match: Record<string, unknown> = {
+      status: { $in: SETTLED_STATUSES }, is_deleted: false, payout_batch_id: null, refund_reserved_minor: 0, paid_at: { $gte: start, $lt: end },
+      ...(tenant ? { tenant_id: new Types.ObjectId(tenant) } : {}),
+    };
+    const groups = await this.paymentModel.aggregate<{ _id: { tenant_id: Types.ObjectId; currency: string } }>([{ $match: match }, { $group: { _id: { tenant_id: '$tenant_id', currency: '$currency' } } }]);
+    const batches: PayoutView[] = [];
+    let count = 0;
+    for (const g of groups) {
+      const now = new Date();
+      const created = await this.model.create({
+        recipient_type: 'tenant', recipient_id: String(g._id.tenant_id), tenant_id: g._id.tenant_id, currency: g._id.currency,
+        gross_amount: '0', fee_amount: '0', net_amount: '0', gross_minor: 0, fee_minor: 0, net_minor: 0,
+        period_start: start, period_end: end, status: 'draft', payment_count: 0, payment_ids: [], building: true,
+        created_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id), created_at: now, updated_at: now,
+      });
+      const candidates = await this.paymentModel.find({ ...match, tenant_id: g._id.tenant_id, currency: g._id.currency }).select({ _id: 1 }).lean<{ _id: Types.ObjectId }[]>();
+      for (const c of candidates) await this.claim(actor, c._id, created._id, match);
+      const b = await this.finish(created._id);
+      if (!b) continue;
+      count += b.payment_count;
+      batches.push(payoutView(b.status === 'draft' && this.belowThreshold(b) ? await this.autoApprove(b) : b));
+    }
+    return { period_start: start, period_end: end, batches, payment_count: count };
+  }
+
+  /** One payment into one batch: atomic on `payout_batch_id: null`; audited like every Payment write. */
+  private async claim(actor: AuthUser, paymentId: Types.ObjectId, batchId: Types.ObjectId, match: Record<string, unknown>) {
+    const now = new Date();
+    const set = { payout_batch_id: batchId, updated_at: now, updated_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id) };
+    const old = await this.paymentModel
+      .findOneAndUpdate({ ...match, _id: paymentId }, { $set: set, $inc: { version: 1 } }, { returnDocument: 'before' })
+      .lean<PaymentRecord>();
+    if (!old) return;
+    const doc = { ...old, ...set, version: old.version + 1 };
+    const tenantId = old.tenant_id ? String(old.tenant_id) : null;
+    await this.hooks.emitAfter('AFTER_UPDATE', { ...this.payments().event(actor, tenantId, true), id: String(old._id), old: old as never, doc: doc as never, replace: false });
+  }
+
+  /** Totals from the payments the batch claimed; an empty batch is removed. */
+  private async finish(batchId: Types.ObjectId): Promise<PayoutRecord | null> {
+    const claimed = await this.paymentModel.find({ payout_batch_id: batchId }).select({ amount_minor: 1, refunded_minor: 1, currency: 1 }).lean<PaymentRecord[]>();
+    if (!claimed.length) {
+      await this.model.deleteOne({ _id: batchId, building: true });
+      return null;
+    }
+    const currency = claimed[0]!.currency;
+    const gross = claimed.reduce((n, p) => n + p.amount_minor - p.refunded_minor, 0);
+    const fee = Math.min(gross, percentOf(gross, this.opts.feePercent));
+    const net = gross - fee;
+    return this.model
+      .findOneAndUpdate(
+        { _id: batchId, building: true },
+        {
+          $set: {
+            gross_minor: gross, fee_minor: fee, net_minor: net, gross_amount: fromMinor(gross, currency), fee_amount: fromMinor(fee, currency), net_amount: fromMinor(net, currency),
+            payment_count: claimed.length, payment_ids: claimed.map((p) => p._id), building: false, updated_at: new Date(),
+          },
+        },
+        { returnDocument: 'after' },
+      )
+      .lean<PayoutRecord>();
+  }
+
+  private async autoApprove(b: PayoutRecord): Promise<PayoutRecord> {
+    const now = new Date();
+    const done = await this.model
+      .findOneAndUpdate({ _id: b._id, status: 'draft', building: false }, { $set: { status: 'approved', auto_approved: true, approved_at: now, updated_at: now } }, { returnDocument: 'after' })
+      .lean<PayoutRecord>();
+    return done ?? b;
+  }
+
+  /** Batches left `building` by a crashed run: their claimed payments are totalled now. */
+  private async finishStale() {
+    const stale = await this.model.find({ building: true, created_at: { $lt: new Date(Date.now() - STALE_BUILD_MS) } }).select({ _id: 1 }).lean<{ _id: Types.ObjectId }[]>();
+    for (const s of stale) await this.finish(s._id);
+  }
+}

@@ -1,0 +1,109 @@
+/** Zod inputs of the payments plugin, shared by REST and GraphQL. */
+import { z } from 'zod';
+import { currencyDigits, fromMinor, toMinor } from './money.ts';
+
+/** A decimal amount: a string such as `"12.50"` or a JSON number. */
+export const amountInput = z.union([z.string(), z.number()]).describe('Decimal amount: a string such as "12.50" (preferred) or a JSON number');
+const currencyInput = z.string().describe('ISO 4217 code, upper case, e.g. USD');
+const text = (max: number) => z.string().trim().min(1).max(max);
+
+/**
+ * `POST /payments` (and GraphQL `createPayment`): validated, then turned into the stored fields of a
+ * new pending payment. `providers()` names the registered providers.
+ */
+export function createPaymentInput(providers: () => string[]) {
+  return z
+    .object({
+      resource_type: text(100),
+      resource_id: text(200),
+      user_id: text(200),
+      user_name: z.string().trim().max(200).nullable().optional(),
+      amount: amountInput,
+      currency: currencyInput,
+      provider: z.string(),
+      metadata: z.record(z.string(), z.unknown()).optional(),
+    })
+    .strict()
+    .transform((v, ctx) => {
+      if (currencyDigits(v.currency) === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['currency'], message: 'must be an ISO 4217 currency code (upper case)' });
+        return z.NEVER;
+      }
+      const minor = toMinor(v.amount, v.currency);
+      if (typeof minor === 'string') {
+        ctx.addIssue({ code: 'custom', path: ['amount'], message: minor });
+        return z.NEVER;
+      }
+      if (!providers().includes(v.provider)) {
+        ctx.addIssue({ code: 'custom', path: ['provider'], message: `unknown provider; registered: ${providers().join(', ')}` });
+        return z.NEVER;
+      }
+      return {
+        resource_type: v.resource_type, resource_id: v.resource_id, user_id: v.user_id, user_name: v.user_name ?? null,
+        amount: fromMinor(minor, v.currency), amount_minor: minor, currency: v.currency, provider: v.provider,
+        status: 'pending', refunded_amount: fromMinor(0, v.currency), refunded_minor: 0, refundable_minor: 0,
+        metadata: v.metadata ?? {},
+      };
+    });
+}
+
+/** `PUT /payments/{id}`: only these three fields; any other is a 422. */
+export const updatePaymentInput = z
+  .object({
+    provider_reference: text(255).nullable().optional(),
+    receipt_url: z.url().max(2048).nullable().optional(),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+/** `POST /payments/{id}/complete`. */
+export const completeInput = z
+  .object({
+    provider_reference: text(255),
+    provider_status: text(100).describe("The provider's status word, normalised through its status_map (manual: paid, received, completed...)"),
+    receipt_url: z.url().max(2048).nullable().optional(),
+  })
+  .strict();
+export type CompleteInput = z.output<typeof completeInput>;
+
+/** `POST /payments/{id}/refund`. */
+export const refundInput = z.object({ amount: amountInput, reason: z.string().trim().max(500).nullable().optional() }).strict();
+export type RefundInput = z.output<typeof refundInput>;
+
+/** `POST /payments/{id}/cancel`. */
+export const cancelInput = z.object({ reason: z.string().trim().max(500).nullable().optional() }).strict();
+
+export const paymentIdParams = z.object({ id: z.string().describe('Payment id (24 hex characters)') });
+
+/** `GET /ledger/entries`. */
+export const ledgerQuery = z
+  .object({
+    payment_id: z.string().regex(/^[0-9a-f]{24}$/i).optional(),
+    account: z.string().optional(),
+    currency: z.string().optional(),
+    page: z.coerce.number().int().min(1).default(1),
+    per_page: z.coerce.number().int().min(1).max(100).default(50),
+  })
+  .strict();
+
+/** `GET /payouts`. */
+export const payoutListQuery = z
+  .object({
+    status: z.enum(['draft', 'approved', 'processing', 'completed', 'failed']).optional(),
+    tenant_id: z.string().regex(/^[0-9a-f]{24}$/i).optional(),
+    page: z.coerce.number().int().min(1).default(1),
+    per_page: z.coerce.number().int().min(1).max(100).default(25),
+  })
+  .strict();
+
+export const executeInput = z.object({ bank_reference: text(255) }).strict();
+
+/** Parameters of the `settle_payouts` job and `POST /payouts/settle`. */
+export const settleParams = z
+  .object({
+    period_start: z.iso.datetime({ offset: true }).or(z.iso.date()).optional().describe('Start of the period (inclusive); default: the start of yesterday (UTC)'),
+    period_end: z.iso.datetime({ offset: true }).or(z.iso.date()).optional().describe('End of the period (exclusive); default: the start of today (UTC)'),
+    tenant_id: z.string().regex(/^[0-9a-f]{24}$/i).optional().describe('Only this tenant; default: every tenant'),
+  })
+  .strict();
+export type SettleParams = z.output<typeof settleParams>;

@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Types } from 'mongoose';
+import { expectError, jobContext, type TestApp } from '../helpers/app.ts';
+import { systemActor } from '../../core/context.ts';
+import { col, completed, create, paymentsApp, tenant } from './helpers.ts';
+
+let t: TestApp;
+let A: Awaited<ReturnType<typeof tenant>>;
+let B: Awaited<ReturnType<typeof tenant>>;
+
+beforeAll(async () => {
+  t = await paymentsApp({ config: { PAYMENTS_LEDGER_ENABLED: 'true', PAYOUT_FEE_PERCENT: '2.5', PAYOUT_AUTO_APPROVE_THRESHOLD: '100.00' } });
+  A = await tenant(t);
+  B = await tenant(t);
+});
+afterAll(() => t?.close());
+
+const post = (path: string, json: unknown, key = A.admin) => t.http('POST', path, { key, json });
+
+describe('ledger', () => {
+  it('balances after a mix of payments and refunds; a refund posts reversing entries', async () => {
+    const p1 = await completed(t, A.admin, { amount: '100.00' });
+    const p2 = await completed(t, A.admin, { amount: '0.30' });
+    const p3 = await completed(t, A.admin, { amount: '1000', currency: 'JPY' });
+    await create(t, A.user, { amount: '999.00' }); // pending: posts nothing
+    await post(`/payments/${p1._id}/refund`, { amount: '33.33' });
+    await post(`/payments/${p2._id}/refund`, { amount: '0.10' });
+    await post(`/payments/${p2._id}/refund`, { amount: '0.20' });
+    await post(`/payments/${p3._id}/refund`, { amount: '1' });
+    await completed(t, B.admin, { amount: '5.00' });
+
+    const bal = await t.http('GET', '/ledger/balance', { key: A.admin });
+    expect(bal.status).toBe(200);
+    expect(bal.body.balanced).toBe(true);
+    expect(bal.body.items).toEqual([
+      { tenant_id: A.tenantId, account: 'provider_clearing', currency: 'JPY', debit: '1000', credit: '1', balance: '999' },
+      { tenant_id: A.tenantId, account: 'sales', currency: 'JPY', debit: '1', credit: '1000', balance: '-999' },
+      { tenant_id: A.tenantId, account: 'provider_clearing', currency: 'USD', debit: '100.30', credit: '33.63', balance: '66.67' },
+      { tenant_id: A.tenantId, account: 'sales', currency: 'USD', debit: '33.63', credit: '100.30', balance: '-66.67' },
+    ]);
+    // Per posting, debits equal credits.
+    const entries = await col(t, 'ledger_entries').find({ tenant_id: new Types.ObjectId(A.tenantId) }).toArray();
+    const byTx = new Map<string, number>();
+    for (const e of entries) byTx.set(e.transaction_id, (byTx.get(e.transaction_id) ?? 0) + (e.direction === 'debit' ? e.amount_minor : -e.amount_minor));
+    expect(byTx.size).toBe(3 + 4);
+    expect([...byTx.values()].every((v) => v === 0)).toBe(true);
+
+    const list = await t.http('GET', `/ledger/entries?payment_id=${p1._id}`, { key: A.admin });
+    expect(list.body.items.map((e: any) => [e.entry_type, e.account, e.direction, e.amount])).toEqual(
+      expect.arrayContaining([['capture', 'provider_clearing', 'debit', '100.00'], ['capture', 'sales', 'credit', '100.00'], ['refund', 'sales', 'debit', '33.33'], ['refund', 'provider_clearing', 'credit', '33.33']]),
+    );
+  });
+
+  it('reconcile_payment_ledger posts what a crash left out, once', async () => {
+    const p = await completed(t, B.admin, { amount: '8.00' });
+    await post(`/payments/${p._id}/refund`, { amount: '3.00' }, B.admin);
+    const pid = new Types.ObjectId(p._id);
+    const before = await col(t, 'ledger_entries').find({ payment_id: pid }, { projection: { _id: 0, created_at: 0 } }).sort({ transaction_id: 1, direction: 1 }).toArray();
+    expect(before).toHaveLength(4);
+    // The state a crash between the transitions and their postings leaves.
+    await col(t, 'ledger_entries').deleteMany({ payment_id: pid });
+    const job = t.app.kernel.jobs().find((j) => j.name === 'reconcile_payment_ledger')!;
+    expect(await job.run(jobContext(), {})).toEqual({ captures: 1, refunds: 1 });
+    const after = await col(t, 'ledger_entries').find({ payment_id: pid }, { projection: { _id: 0, created_at: 0 } }).sort({ transaction_id: 1, direction: 1 }).toArray();
+    expect(after).toEqual(before);
+    expect(await job.run(jobContext(), {})).toEqual({ captures: 0, refunds: 0 });
+  });
+
+  it('is read by admins only, each tenant its own; a system admin sees every tenant', async () => {
+    expectError(await t.http('GET', '/ledger/balance', { key: A.user }), 403, 'ACCESS_DENIED');
+    expectError(await t.http('GET', '/ledger/entries', { key: A.user }), 403, 'ACCESS_DENIED');
+    const b = await t.http('GET', '/ledger/balance', { key: B.admin });
+    expect(b.body.items.every((r: any) => r.tenant_id === B.tenantId)).toBe(true);
+    expect((await t.http('GET', '/ledger/entries', { key: B.admin })).body.items.every((e: any) => e.tenant_id === B.tenantId)).toBe(true);
+    const all = await t.http('GET', '/ledger/balance');
+    expect(new Set(all.body.items.map((r: any) => r.tenant_id))).toEqual(new Set([A.tenantId, B.tenantId]));
+    const onlyB = await t.http('GET', '/ledger/balance', { headers: { 'X-Tenant-Id': B.tenantId } });
+    expect(onlyB.body.items.every((r: any) => r.tenant_id === B.tenantId)).toBe(true);
+  });
+});
+
+describe('payouts and settlement', () => {
+  const settleJob = () => t.app.kernel.jobs().find((j) => j.name === 'settle_payouts')!;
+  const window = () => ({ period_start: new Date(Date.now() - 3600_000).toISOString(), period_end: new Date(Date.now() + 3600_000).toISOString() });
+
+  it('settle_payouts builds batches per tenant and currency, less refunds and fees, and never double-counts', async () => {
+    const C = await tenant(t);
+    const p1 = await completed(t, C.admin, { amount: '40.00' });
+    const p2 = await completed(t, C.admin, { amount: '10.00' });
+    await completed(t, C.admin, { amount: '7.00', currency: 'EUR' });
+    await create(t, C.user, { amount: '70.00' }); // pending: not settled
+    await post(`/payments/${p2._id}/refund`, { amount: '4.00' }, C.admin);
+    const params = { ...window(), tenant_id: C.tenantId };
+
+    // Concurrent runs: each payment lands in exactly one batch.
+    const runs = await Promise.all(Array.from({ length: 4 }, () => settleJob().run(jobContext(), params))) as { batch_ids: string[]; payment_count: number }[];
+    expect(runs.reduce((n, r) => n + r.payment_count, 0)).toBe(3);
+    const batches = await col(t, 'payout_batches').find({ tenant_id: new Types.ObjectId(C.tenantId) }).toArray();
+    const ids = batches.flatMap((b) => b.payment_ids.map(String));
+    expect(ids.sort()).toEqual([...new Set(ids)].sort());
+    expect(ids).toHaveLength(3);
+    const usd = batches.filter((b) => b.currency === 'USD');
+    const sum = (k: string) => usd.reduce((n, b) => n + b[k], 0);
+    // gross = 40.00 + (10.00 - 4.00) = 46.00; fee 2.5% per batch, rounded half-up to the cent.
+    expect(sum('gross_minor')).toBe(4600);
+    expect(sum('net_minor') + sum('fee_minor')).toBe(4600);
+    expect(batches.every((b) => !b.building && b.payment_count === b.payment_ids.length && b.recipient_type === 'tenant' && b.recipient_id === C.tenantId)).toBe(true);
+    const paidOut = await col(t, 'payments').find({ _id: { $in: [p1._id, p2._id].map((x) => new Types.ObjectId(x)) } }).toArray();
+    expect(paidOut.every((p) => p.payout_batch_id)).toBe(true);
+
+    // Run again: nothing left.
+    const again = (await settleJob().run(jobContext(), params)) as { payment_count: number };
+    expect(again.payment_count).toBe(0);
+  });
+
+  it('one batch shows every spec field; below the threshold it is approved automatically', async () => {
+    const D = await tenant(t);
+    await completed(t, D.admin, { amount: '19.99' });
+    await completed(t, D.admin, { amount: '30.01' });
+    const res = (await settleJob().run(jobContext(), { ...window(), tenant_id: D.tenantId })) as { batch_ids: string[] };
+    const one = await t.http('GET', `/payouts/${res.batch_ids[0]}`);
+    expect(one.body).toMatchObject({
+      recipient_type: 'tenant', recipient_id: D.tenantId, gross_amount: '50.00', fee_amount: '1.25', net_amount: '48.75', currency: 'USD',
+      status: 'approved', auto_approved: true, payment_count: 2, bank_reference: null, paid_at: null, created_by: null,
+    });
+    for (const k of ['period_start', 'period_end', 'payment_ids']) expect(one.body[k]).toBeTruthy();
+    const exec = await t.http('POST', `/payouts/${res.batch_ids[0]}/execute`, { json: { bank_reference: 'SEPA-123' } });
+    expect(exec.body).toMatchObject({ status: 'completed', bank_reference: 'SEPA-123' });
+    expect(exec.body.paid_at).toBeTruthy();
+    // Executing again with the same reference is a no-op; another is 409.
+    expect((await t.http('POST', `/payouts/${res.batch_ids[0]}/execute`, { json: { bank_reference: 'SEPA-123' } })).body.paid_at).toBe(exec.body.paid_at);
+    expectError(await t.http('POST', `/payouts/${res.batch_ids[0]}/execute`, { json: { bank_reference: 'SEPA-999' } }), 409, 'CONFLICT');
+  });
+
+  it('above the threshold a person approves, never the creator; draft → approved → completed', async () => {
+    const E = await tenant(t);
+    await completed(t, E.admin, { amount: '500.00' });
+    // A system admin runs settlement by hand: the batch records them as creator.
+    const settled = await t.http('POST', '/payouts/settle', { json: { ...window(), tenant_id: E.tenantId } });
+    expect(settled.status).toBe(200);
+    const batch = settled.body.batches[0];
+    expect(batch).toMatchObject({ status: 'draft', net_amount: '487.50', auto_approved: false });
+    expect(batch.created_by).toEqual(expect.any(String));
+    expectError(await t.http('POST', `/payouts/${batch.id}/execute`, { json: { bank_reference: 'x' } }), 409, 'CONFLICT');
+    // Its creator may not approve it.
+    const own = expectError(await t.http('POST', `/payouts/${batch.id}/approve`, { json: {} }), 403, 'ACCESS_DENIED');
+    expect(own.message).toMatch(/creator/);
+
+    // Another system administrator approves (the admin API cannot mint system users: promoted in the database).
+    const other = await t.http('POST', '/admin/users', { json: { email: `ops-${Date.now()}@example.com`, name: 'Ops', tenant_id: E.tenantId, roles: ['admin'] } });
+    expect(other.status).toBe(201);
+    await col(t, 'users').updateOne({ _id: new Types.ObjectId(other.body.id) }, { $set: { scope: 'system', is_system_user: true } });
+    const key = (await t.http('POST', '/admin/api-keys', { json: { user_id: other.body.id, name: 'ops' } })).body.key;
+    const approved = await t.http('POST', `/payouts/${batch.id}/approve`, { key, json: {} });
+    expect(approved.body).toMatchObject({ status: 'approved', approved_by: other.body.id, auto_approved: false });
+    expectError(await t.http('POST', `/payouts/${batch.id}/approve`, { key, json: {} }), 409, 'CONFLICT');
+    const done = await t.http('POST', `/payouts/${batch.id}/execute`, { key, json: { bank_reference: 'WIRE-1' } });
+    expect(done.body).toMatchObject({ status: 'completed', bank_reference: 'WIRE-1' });
+  });
+
+  it('payout routes are for system administrators only; bad input is 422, unknown ids 404', async () => {
+    for (const key of [A.admin, A.user]) {
+      expectError(await t.http('GET', '/payouts', { key }), 403, 'ACCESS_DENIED');
+      expectError(await t.http('POST', '/payouts/settle', { key, json: {} }), 403, 'ACCESS_DENIED');
+    }
+    expectError(await t.http('GET', `/payouts/${new Types.ObjectId()}`), 404, 'NOT_FOUND');
+    expectError(await t.http('GET', '/payouts/nope'), 404, 'NOT_FOUND');
+    expectError(await t.http('POST', `/payouts/${new Types.ObjectId()}/execute`, { json: {} }), 422, 'VALIDATION_ERROR');
+    expectError(await t.http('GET', '/payouts?status=paid'), 422, 'VALIDATION_ERROR');
+    const list = await t.http('GET', '/payouts?per_page=100');
+    expect(list.body.total).toBeGreaterThan(0);
+    const scoped = await t.http('GET', '/payouts', { headers: { 'X-Tenant-Id': A.tenantId } });
+    expect(scoped.body.items.every((b: any) => b.tenant_id === A.tenantId)).toBe(true);
+  });
+
+  it('the settlement runner approves nothing above the threshold', async () => {
+    const H = await tenant(t);
+    await completed(t, H.admin, { amount: '150.00' });
+    const res = (await settleJob().run(jobContext(), { ...window(), tenant_id: H.tenantId })) as { batch_ids: string[] };
+    expect((await t.http('GET', `/payouts/${res.batch_ids[0]}`)).body).toMatchObject({ status: 'draft', created_by: null, net_amount: '146.25' });
+    // The service operation of the spec, as the system actor (what a job would call): refused above the threshold.
+    const payments = t.app.services.get('payments');
+    await expect(payments.approve_payout(systemActor(), res.batch_ids[0]!)).rejects.toMatchObject({ status: 403, code: 'ACCESS_DENIED' });
+    await expect(payments.execute_payout(systemActor(), res.batch_ids[0]!, 'X')).rejects.toMatchObject({ status: 409, code: 'CONFLICT', details: { status: 'draft' } });
+  });
+
+  it('the job acting for one tenant settles that tenant only', async () => {
+    const F = await tenant(t);
+    const G = await tenant(t);
+    await completed(t, F.admin, { amount: '1.00' });
+    await completed(t, G.admin, { amount: '1.00' });
+    const res = (await settleJob().run(jobContext({ tenant_id: F.tenantId, actor: systemActor(F.tenantId) }), window())) as { batch_ids: string[] };
+    const batches = await col(t, 'payout_batches').find({ _id: { $in: res.batch_ids.map((x) => new Types.ObjectId(x)) } }).toArray();
+    expect(batches.map((b) => String(b.tenant_id))).toEqual([F.tenantId]);
+  });
+});
