@@ -394,7 +394,7 @@ export class PrivacyService {
     const user = await User.findOne({ _id: req.user_id }).lean();
     if (!user) throw new NotFoundError('user', String(req.user_id));
     const tenantId = String(user.tenant_id);
-    const total = (req.preview?.collections ?? []).reduce((n, c) => n + c.count, 0) + (req.preview?.consents ?? 0) + 1;
+    const total = (req.preview?.collections ?? []).reduce((n, c) => n + c.count, 0) + (req.preview?.consents ?? 0);
     let done = 0;
     let lastRenew = Date.now();
     const step = async (message: string) => {
