@@ -11,7 +11,7 @@ import type { JobRunner, PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { AuditActor, AuditLogger } from '../audit/index.ts';
 import {
   CONSENT_COLLECTION, consentView, erasureView,
-  type CollectionCount, type ConsentRecord, type ConsentView, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels,
+  type CollectionCount, type ConsentRecord, type ErasureItemDoc, type ConsentView, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels,
 } from './model.ts';
 import type { ConsentsQuery, ErasureListQuery, GrantInput } from './schemas.ts';
 
@@ -51,6 +51,10 @@ export interface RunControl {
 
 type Page<T> = { items: T[]; total: number; page: number; per_page: number };
 type ErasureAction = 'depersonalize' | 'delete' | 'revoke_consent' | 'disable';
+type ErasureItemRecord = ErasureItemDoc & { _id: Types.ObjectId };
+
+/** Least interval between two progress reports of one execution. */
+const PROGRESS_MS = 250;
 
 /**
  * A service account drove the change: the one case where a depersonalization entry names its actor
@@ -397,26 +401,36 @@ export class PrivacyService {
     const total = (req.preview?.collections ?? []).reduce((n, c) => n + c.count, 0) + (req.preview?.consents ?? 0);
     let done = 0;
     let lastRenew = Date.now();
-    const step = async (message: string) => {
+    /** A long execution keeps its claim; an execution that stops renewing is taken over after the lease. */
+    const renew = async (force = false) => {
       if (control.signal?.aborted) throw new Error('Erasure aborted');
+      if (!force && Date.now() - lastRenew <= settings.leaseMs / 3) return;
+      lastRenew = Date.now();
+      await ErasureRequest.updateOne({ _id: req._id, status: 'running' }, { $set: { lease_until: new Date(lastRenew + settings.leaseMs) } });
+    };
+    let lastProgress = 0;
+    /** Progress is reported at most every `PROGRESS_MS` (a job runner may write each report), and always at the end. */
+    const step = async (message: string, last = false) => {
       done += 1;
-      await control.progress?.(done, Math.max(total, done), message);
-      // A long execution keeps its claim; an execution that stops renewing is taken over after the lease.
-      if (Date.now() - lastRenew > settings.leaseMs / 3) {
-        lastRenew = Date.now();
-        await ErasureRequest.updateOne({ _id: req._id, status: 'running' }, { $set: { lease_until: new Date(lastRenew + settings.leaseMs) } });
+      if (last || Date.now() - lastProgress >= PROGRESS_MS) {
+        lastProgress = Date.now();
+        await control.progress?.(done, Math.max(total, done), message);
       }
+      await renew();
     };
     /** The ledger row of an item, created on first sight (before the item is changed). */
     const ledger = async (resource: string, itemId: Types.ObjectId, action: ErasureAction, extra: { fields?: string[]; tenant_id?: unknown; snapshot?: Doc | null } = {}) => {
       const key = { request_id: req._id, resource, item_id: itemId, action };
       const insert = { fields: extra.fields ?? [], tenant_id: extra.tenant_id ? oid(extra.tenant_id) : null, snapshot: extra.snapshot ?? null, logged: false };
+      // The common case (a new row) takes one round trip; only a row left by an earlier run is read back.
+      // (findOneAndUpdate's `lastErrorObject.updatedExisting` is not relied on: the database stand-in reports it unreliably for a no-op upsert.)
       const res = await ErasureItem.updateOne(key, { $setOnInsert: insert }, { upsert: true });
-      const row = (await ErasureItem.findOne(key).lean())!;
+      const created = res.upsertedCount > 0;
+      const row: ErasureItemRecord = created ? { ...key, ...insert, _id: res.upsertedId as unknown as Types.ObjectId } as ErasureItemRecord : (await ErasureItem.findOne(key).lean<ErasureItemRecord>())!;
       return {
         row,
         /** True when this run created the row: the item was not touched by an earlier (crashed) run. */
-        created: res.upsertedCount > 0,
+        created,
         logged: async () => void (await ErasureItem.updateOne({ _id: row._id }, { $set: { logged: true } })),
         /** The item needed no change (already neutral before this request): no ledger row, no entry. */
         drop: async () => void (await ErasureItem.deleteOne({ _id: row._id })),
@@ -505,6 +519,7 @@ export class PrivacyService {
     identity.invalidateUser(String(user._id));
 
     // 4. The audit log: entries by or about the subject keep their place but lose the personal values.
+    await renew(true);
     const deleted = await ErasureItem.find({ request_id: req._id, action: 'delete' }, { resource: 1, item_id: 1, fields: 1 }).lean();
     const pseudoEmail = this.pseudoEmail(user._id);
     if (audit) {
@@ -522,6 +537,7 @@ export class PrivacyService {
     }
 
     // 5. Last, the user document itself (its email and name were needed to scrub the audit log).
+    await renew(true);
     const userItem = await ledger(User.collection.collectionName, user._id, 'depersonalize', { fields: [...USER_GDPR_FIELDS], tenant_id: user.tenant_id });
     const userRes = await User.updateOne(
       { _id: user._id, $or: [{ email: { $ne: pseudoEmail } }, { name: { $ne: settings.pseudonym } }, { attributes: { $ne: {} } }] },
@@ -531,7 +547,7 @@ export class PrivacyService {
     await settle(userItem, userRes.modifiedCount > 0, () =>
       audit?.logDepersonalize({ resource: User.collection.collectionName, item_id: user._id, gdpr_fields: [...USER_GDPR_FIELDS], subject_user_id: user._id, user: auditUser, tenant_id: user.tenant_id }) ?? Promise.resolve(),
     );
-    await step('account depersonalized');
+    await step('account depersonalized', true);
     await audit?.flush();
 
     // 6. Never `completed` while a declared personal value or an active consent remains.
