@@ -499,6 +499,12 @@ export class PrivacyService {
       }
     }
 
+    // Documents deleted by an earlier run that crashed before their entry: found only in the ledger.
+    for await (const row of ErasureItem.find({ request_id: req._id, action: 'delete', logged: false }).lean<ErasureItemRecord[]>().cursor()) {
+      await audit?.logDelete({ resource: row.resource, item_id: row.item_id, user: auditUser, tenant_id: row.tenant_id ?? null, old: (row.snapshot as Doc | null) ?? { _id: row.item_id } });
+      await ErasureItem.updateOne({ _id: row._id }, { $set: { logged: true } });
+    }
+
     // 3. The account: keys revoked, account disabled (identity audits the disable as an update of the user).
     const keys = await ApiKey.find({ user_id: user._id, revoked_at: null }, { _id: 1 }).lean();
     for (const k of keys) {

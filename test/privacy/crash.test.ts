@@ -66,6 +66,26 @@ describe.each(['before', 'after'] as const)('a crash %s the write of the second 
   });
 });
 
+describe('a crash after deleting a document, before its entry', () => {
+  it('the resumed execution writes the delete entry from the ledger, once', async () => {
+    const s = await createSubject(t, admin.tenantId);
+    const seeded = await seedSubject(t, s, { notes: 1 });
+    const id = await requestFor(s.userId);
+    pdCrash.afterDelete = true;
+    expectError(await execute(id), 500, 'INTERNAL_ERROR');
+    expect(await pdModels(t.app.db.conn).Credential.countDocuments({ user_id: s.userId })).toBe(0);
+    expect((await get(id)).status).toBe('failed');
+    expect((await execute(id)).body).toMatchObject({ status: 'completed', result: { documents_deleted: 1 } });
+    expect((await execute(id)).status).toBe(200);
+    await t.app.services.get('audit').flush();
+    const deletes = (await auditEntries(t, { operation: 'delete', resource: 'pd_credentials' })).filter((e) => e.item_id === seeded.credential);
+    expect(deletes).toHaveLength(1);
+    expect(deletes[0]).toMatchObject({ user_id: null, tenant_id: admin.tenantId });
+    expect(deletes[0].snapshot).toMatchObject({ _id: seeded.credential, user_id: s.userId });
+    expect(deletes[0].snapshot).not.toHaveProperty('device_name');
+  });
+});
+
 describe('never completed while data remains', () => {
   it('a write that silently did not take leaves the request failed, naming what remains', async () => {
     const s = await createSubject(t, admin.tenantId);
