@@ -136,6 +136,8 @@ describe('GraphQL', () => {
     expect(other.body.errors![0]!.extensions!.code).toBe('NOT_FOUND');
     const rv = await t.gql('mutation($id: String!) { revokeConsent(id: $id) { active revoked_at } }', { id: g.body.data.grantConsent.id }, { key: bob.key });
     expect(rv.body.data.revokeConsent).toMatchObject({ active: false, revoked_at: expect.any(String) });
+    const byState = async (active: boolean) => (await t.gql('query($a: Boolean) { consents(active: $a) { total } }', { a: active }, { key: bob.key })).body.data.consents.total;
+    expect([await byState(true), await byState(false)]).toEqual([0, 1]);
   });
 
   it('validation and access errors carry the same codes', async () => {
