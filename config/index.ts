@@ -198,6 +198,16 @@ export const configSchema = z.object({
   /** Time allowed for in-flight requests on SIGTERM/SIGINT. @default 10000 */
   SHUTDOWN_TIMEOUT_MS: int(10000, 0),
 
+  // --- privacy ---
+  /** Neutral value of required text fields and the user's name on erasure; replaces personal values in audit entries. @default 'deleted-user' */
+  PRIVACY_PSEUDONYM: z.string().min(1).max(100).default('deleted-user'),
+  /** Domain of the pseudonymous email an erased user keeps (`erased-<user id>@<domain>`; `.invalid` never resolves). @default 'deleted.invalid' */
+  PRIVACY_ERASED_EMAIL_DOMAIN: z.string().regex(/^[a-z0-9.-]+\.[a-z]{2,}$/, 'must be a domain name').default('deleted.invalid'),
+  /** A running erasure not renewed for this long is taken to have crashed; executing it again resumes it. @default 300 */
+  PRIVACY_ERASURE_LEASE_SECONDS: int(300, 1),
+  /** Allowed consent purposes, comma-separated; empty = any well-formed purpose. @default '' */
+  PRIVACY_CONSENT_PURPOSES: csv,
+
   /** Extra plugin modules (paths or package names), comma-separated; each exports a plugin object. */
   PLUGINS: csv,
   /** Names of built-in plugins to leave out, comma-separated. */

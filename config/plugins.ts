@@ -6,6 +6,7 @@ import { resourcesPlugin } from '../plugins/resources/index.ts';
 import { auditPlugin } from '../plugins/audit/index.ts';
 import { webhooksPlugin } from '../plugins/webhooks/index.ts';
 import { paymentsPlugin } from '../plugins/payments/index.ts';
+import { privacyPlugin } from '../plugins/privacy/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -16,6 +17,7 @@ export const builtinPlugins = (): Plugin[] => [
   auditPlugin,
   webhooksPlugin,
   paymentsPlugin,
+  privacyPlugin,
   openapiPlugin,
 ];
 

@@ -10,7 +10,7 @@ import {
 } from './schemas.ts';
 import { AuditService, type AuditLogger, type AuditStats } from './service.ts';
 
-export type { AuditActor, AuditLogger, AuditTarget } from './service.ts';
+export type { AuditActor, AuditLogger, AuditTarget, ScrubInput } from './service.ts';
 export { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
 
 declare module '../../core/services.ts' {

@@ -58,8 +58,29 @@ export interface AuditLogger {
    * account), null when omitted.
    */
   logDepersonalize(target: AuditTarget & { gdpr_fields: readonly string[]; subject_user_id: string | Types.ObjectId }): Promise<void>;
+  /**
+   * Remove a data subject's personal data from existing entries without deleting them (privacy
+   * erasure, docs/privacy.md). In every entry made by the subject (`user_id`) or about one of
+   * `documents`: `user_name` of the subject's own entries becomes `replacement`; the listed
+   * `fields` of a document, in `changes` (`old`/`new`) and `snapshot`, become `replacement`
+   * (nulls stay null); any string in `changes`/`snapshot` equal to one of `values` (case-insensitive,
+   * e.g. the subject's email and name) becomes `replacement`. Idempotent. Resolves the number of
+   * entries changed.
+   */
+  scrubSubject(input: ScrubInput): Promise<{ scrubbed: number }>;
   /** Resolves once everything queued so far is written. */
   flush(): Promise<void>;
+}
+
+/** What `scrubSubject` removes. */
+export interface ScrubInput {
+  subject_user_id: string | Types.ObjectId;
+  /** Documents whose entries may hold the subject's data, with the fields that hold it. */
+  documents: readonly { resource: string; item_id: string | Types.ObjectId; fields: readonly string[] }[];
+  /** Whole string values to replace wherever they occur (compared case-insensitively, trimmed). */
+  values: readonly string[];
+  /** @default 'deleted-user' */
+  replacement?: string;
 }
 
 export interface AuditServiceOptions {
@@ -202,6 +223,59 @@ export class AuditService implements AuditLogger {
 
   flush(): Promise<void> {
     return this.buffer.flush();
+  }
+
+  async scrubSubject(input: ScrubInput): Promise<{ scrubbed: number }> {
+    // Runs whether or not recording is enabled: entries written earlier still hold the data.
+    await this.flush();
+    const replacement = input.replacement ?? 'deleted-user';
+    const subject = oid(input.subject_user_id, 'subject_user_id');
+    const values = new Set(input.values.filter(Boolean).map((v) => v.trim().toLowerCase()));
+    const fieldsOf = new Map<string, ReadonlySet<string>>();
+    const byResource = new Map<string, Types.ObjectId[]>();
+    for (const d of input.documents) {
+      const id = oid(d.item_id, 'item_id');
+      fieldsOf.set(`${d.resource}:${String(id)}`, new Set(d.fields));
+      byResource.set(d.resource, [...(byResource.get(d.resource) ?? []), id]);
+    }
+    const CHUNK = 1000;
+    const clauses: Filter[] = [{ user_id: subject }];
+    for (const [resource, ids] of byResource) {
+      for (let i = 0; i < ids.length; i += CHUNK) clauses.push({ resource, item_id: { $in: ids.slice(i, i + CHUNK) } });
+    }
+    const scrubValue = (v: unknown): unknown => {
+      if (typeof v === 'string') return values.has(v.trim().toLowerCase()) ? replacement : v;
+      if (Array.isArray(v)) return v.map(scrubValue);
+      if (v && typeof v === 'object' && !(v instanceof Date) && !(v instanceof Types.ObjectId)) {
+        return Object.fromEntries(Object.entries(v as Doc).map(([k, x]) => [k, scrubValue(x)]));
+      }
+      return v;
+    };
+    const hide = (v: unknown) => (v === null || v === undefined ? v : replacement);
+    let scrubbed = 0;
+    for (let i = 0; i < clauses.length; i += 50) {
+      const ops: { updateOne: { filter: Filter; update: Filter } }[] = [];
+      for await (const e of this.model.find({ $or: clauses.slice(i, i + 50) }).lean<AuditEntryRecord[]>().cursor({ batchSize: 500 })) {
+        const fields = fieldsOf.get(`${e.resource}:${String(e.item_id)}`) ?? new Set<string>();
+        let changes = scrubValue(e.changes) as Doc | null;
+        let snapshot = scrubValue(e.snapshot) as Doc | null;
+        if (changes && fields.size) {
+          changes = Object.fromEntries(
+            Object.entries(changes).map(([k, c]) => [k, fields.has(k) && c && typeof c === 'object' ? { ...c, old: hide((c as Doc).old), new: hide((c as Doc).new) } : c]),
+          );
+        }
+        if (snapshot && fields.size) snapshot = Object.fromEntries(Object.entries(snapshot).map(([k, v]) => [k, fields.has(k) ? hide(v) : v]));
+        const userName =
+          e.user_name != null && (String(e.user_id) === String(subject) || values.has(e.user_name.trim().toLowerCase())) ? replacement : e.user_name;
+        const set: Doc = {};
+        if (userName !== e.user_name) set.user_name = userName;
+        if (JSON.stringify(changes) !== JSON.stringify(e.changes)) set.changes = changes;
+        if (JSON.stringify(snapshot) !== JSON.stringify(e.snapshot)) set.snapshot = snapshot;
+        if (Object.keys(set).length) ops.push({ updateOne: { filter: { _id: e._id }, update: { $set: set } } });
+      }
+      if (ops.length) scrubbed += (await this.model.bulkWrite(ops, { ordered: false })).modifiedCount;
+    }
+    return { scrubbed };
   }
 
   private entry(t: AuditTarget, operation: AuditOperation, changes: Doc | null, snapshot: Doc | null): AuditEntryInput {

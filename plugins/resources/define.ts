@@ -4,6 +4,9 @@ import type { AttributeRule } from '../../core/identity/guards.ts';
 import type { RouteDef } from '../../core/http/route.ts';
 import { BASE_FIELDS, describeFields, inputSchemas, type FieldInfo } from './fields.ts';
 
+/** Neutral value of a required string `gdpr_field` on erasure (optional fields become null). */
+export const GDPR_PSEUDONYM = 'deleted-user';
+
 /** What happens to referencing documents when a referenced one is deleted. */
 export type OnDelete = 'deny' | 'cascade' | 'set_null';
 
@@ -67,6 +70,16 @@ export interface ResourceOptions {
   routes?: RouteDef[];
   /** GraphQL type name. @default singular PascalCase of name */
   graphql_name?: string;
+  /**
+   * Fields holding personal data (top-level paths): exported with the data subject's documents and
+   * replaced by neutral values on erasure (privacy plugin, docs/privacy.md). Neutral value: `[]`
+   * for arrays, {@link GDPR_PSEUDONYM} for required strings, null otherwise.
+   * @default []
+   * @example ['owner_email']
+   */
+  gdpr_fields?: string[];
+  /** The field linking a document to its data subject (a user id). @default 'created_by' */
+  subject_field?: string;
 }
 
 export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations'>> {
@@ -129,6 +142,8 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     graphqlName: o.graphql_name ?? pascalSingular(o.name),
     privateFields: fields.filter((f) => f.private).map((f) => f.path),
     hasTags: fields.some((f) => f.path === 'tags' && f.kind === 'array'),
+    gdpr_fields: [...new Set(o.gdpr_fields ?? [])],
+    subject_field: o.subject_field ?? 'created_by',
   };
   for (const f of def.searchable_fields) {
     if (!fields.some((x) => x.path === f && x.kind === 'string' && !x.private)) throw new Error(`Resource "${o.name}": searchable field "${f}" is not a public string field`);
@@ -136,6 +151,14 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
   for (const r of def.cascade) {
     if (!fields.some((x) => x.path === r.field)) throw new Error(`Resource "${o.name}": cascade field "${r.field}" does not exist`);
   }
+  for (const g of def.gdpr_fields) {
+    const f = fields.find((x) => x.path === g);
+    if (!f) throw new Error(`Resource "${o.name}": gdpr field "${g}" does not exist`);
+    // A required field must keep a valid value once neutralised: only strings have one (the pseudonym).
+    if (f.required && (f.kind !== 'string' || f.enum)) throw new Error(`Resource "${o.name}": gdpr field "${g}" is required and not a free string, so it has no neutral value`);
+  }
+  if (def.subject_field !== 'created_by' && !fields.some((x) => x.path === def.subject_field && x.kind === 'objectId'))
+    throw new Error(`Resource "${o.name}": subject_field "${def.subject_field}" is not an object id field`);
   for (const p of def.populatable) {
     if (!fields.some((x) => x.path === p && x.ref)) throw new Error(`Resource "${o.name}": populatable field "${p}" has no ref`);
   }

@@ -15,6 +15,8 @@ export const projectsResource = defineResource({
   searchable_fields: ['name', 'description'],
   allow_bulk_create: true,
   allow_bulk_delete: true,
+  // The owner's address is personal data; the rest describes the project, not a person.
+  gdpr_fields: ['owner_email'],
 });
 
 /** `/tasks`: needs feature `tasks`; references projects, whose deletion it denies while live tasks exist. */
@@ -32,6 +34,8 @@ export const tasksResource = defineResource({
   populatable: ['project_id'],
   guards: { features: ['tasks'] },
   cascade: [{ field: 'project_id', references: 'projects', on_delete: 'deny' }],
+  // No field is designed to hold personal data; tasks are still exported with their creator's data.
+  gdpr_fields: [],
 });
 
 export const demoResources = [projectsResource, tasksResource];

@@ -64,13 +64,14 @@ export const resourcesPlugin = definePlugin({
         registry.seal();
         return [
           defineRoute({
-            method: 'GET', path: '/admin/schema', auth: 'admin', tags: ['admin'], summary: 'Every registered resource: fields, search, sort, paging, bulk, guards, cascade',
+            method: 'GET', path: '/admin/schema', auth: 'admin', tags: ['admin'], summary: 'Every registered resource: fields, search, sort, paging, bulk, guards, cascade, personal data',
             handler: () => registry.describe(),
           }),
           ...registry.list().flatMap(resourceRoutes),
         ];
       },
       graphql: (builder) => resourceGraphQL(builder, registry),
+      personalData: () => registry.personalData(),
       jobs: [
         {
           name: 'purge_soft_deleted',

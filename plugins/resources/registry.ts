@@ -1,6 +1,7 @@
 import type { Connection, Model } from 'mongoose';
 import type { Doc } from '../../core/hooks.ts';
-import type { ResourceDefinition } from './define.ts';
+import type { PersonalDataDeclaration } from '../../core/plugin.ts';
+import { GDPR_PSEUDONYM, type ResourceDefinition } from './define.ts';
 import { ResourceService, type ResourceLookup, type ServiceDeps } from './service.ts';
 
 /**
@@ -87,7 +88,32 @@ export class ResourceRegistry implements ResourceLookup {
         guards: def.guards,
         cascade: def.cascade,
         referenced_by: this.referencing(def.name).map((r) => ({ resource: r.service.def.name, field: r.field, on_delete: r.on_delete })),
+        gdpr_fields: def.gdpr_fields,
+        subject_field: def.subject_field,
       })),
     };
+  }
+
+  /**
+   * One personal-data declaration per resource (privacy plugin): every resource's documents are
+   * linked to a subject by `subject_field`, so each is exported; only `gdpr_fields` are neutralised
+   * on erasure. Private fields never leave in an export.
+   */
+  personalData(): PersonalDataDeclaration[] {
+    return this.list().map(({ def, model }) => ({
+      name: def.name,
+      model: model.modelName,
+      subject_field: def.subject_field,
+      gdpr_fields: def.gdpr_fields,
+      tenant_field: def.tenant_scoped ? 'tenant_id' : null,
+      neutral: Object.fromEntries(
+        def.gdpr_fields.map((g) => {
+          const f = def.fields.find((x) => x.path === g)!;
+          return [g, f.kind === 'array' ? [] : f.required ? GDPR_PSEUDONYM : null];
+        }),
+      ),
+      on_erasure: 'depersonalize',
+      export_exclude: def.privateFields,
+    }));
   }
 }

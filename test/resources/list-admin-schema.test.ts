@@ -86,6 +86,8 @@ describe('content', () => {
       cascade: [],
       populatable: [],
       referenced_by: [{ resource: 'tasks', field: 'project_id', on_delete: 'deny' }],
+      gdpr_fields: ['owner_email'],
+      subject_field: 'created_by',
     });
   });
 
@@ -101,6 +103,8 @@ describe('content', () => {
       cascade: [{ field: 'project_id', references: 'projects', on_delete: 'deny' }],
       populatable: ['project_id'],
       referenced_by: [],
+      gdpr_fields: [],
+      subject_field: 'created_by',
     });
   });
 });

@@ -1,0 +1,148 @@
+import type { Builder } from '../../core/graphql.ts';
+import { parseInput, requireAdmin, requireUser } from '../../core/graphql.ts';
+import type { ConsentView, ErasureRequestView } from './model.ts';
+import { consentsQuery, erasureBody, erasureListQuery, grantBody } from './schemas.ts';
+import type { PrivacyService } from './service.ts';
+import { objectId } from '../../core/http/schemas.ts';
+import { z } from 'zod';
+
+/** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
+const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
+const idArgs = z.object({ id: objectId });
+
+/**
+ * GraphQL fragment: `consents`, `erasureRequests`, `erasureRequest`; mutations `grantConsent`,
+ * `revokeConsent`, `requestErasure`, `executeErasure`. Same service and rules as REST.
+ */
+export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
+  const Consent = builder.objectRef<ConsentView>('Consent');
+  Consent.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      user_id: t.exposeString('user_id', { nullable: false }),
+      tenant_id: t.exposeString('tenant_id', { nullable: false }),
+      purpose: t.exposeString('purpose', { nullable: false }),
+      granted_at: t.expose('granted_at', { type: 'DateTime', nullable: false }),
+      revoked_at: t.expose('revoked_at', { type: 'DateTime' }),
+      source: t.exposeString('source', { nullable: false }),
+      active: t.exposeBoolean('active', { nullable: false }),
+    }),
+  });
+  const ConsentPage = builder.objectRef<{ items: ConsentView[]; total: number; page: number; per_page: number }>('ConsentPage');
+  ConsentPage.implement({
+    fields: (t) => ({
+      items: t.expose('items', { type: [Consent], nullable: false }),
+      total: t.exposeInt('total', { nullable: false }),
+      page: t.exposeInt('page', { nullable: false }),
+      per_page: t.exposeInt('per_page', { nullable: false }),
+    }),
+  });
+  type Count = ErasureRequestView['preview']['collections'][number];
+  const CollectionCount = builder.objectRef<Count>('ErasureCollectionCount');
+  CollectionCount.implement({
+    fields: (t) => ({
+      name: t.exposeString('name', { nullable: false }),
+      action: t.exposeString('action', { nullable: false }),
+      count: t.exposeInt('count', { nullable: false }),
+      fields: t.exposeStringList('fields', { nullable: false }),
+    }),
+  });
+  const Preview = builder.objectRef<ErasureRequestView['preview']>('ErasurePreview');
+  Preview.implement({
+    fields: (t) => ({
+      collections: t.expose('collections', { type: [CollectionCount], nullable: false }),
+      consents: t.exposeInt('consents', { nullable: false }),
+      api_keys: t.exposeInt('api_keys', { nullable: false }),
+      account: t.exposeBoolean('account', { nullable: false }),
+    }),
+  });
+  const Result = builder.objectRef<NonNullable<ErasureRequestView['result']>>('ErasureResult');
+  Result.implement({
+    fields: (t) => ({
+      documents_depersonalized: t.exposeInt('documents_depersonalized', { nullable: false }),
+      documents_deleted: t.exposeInt('documents_deleted', { nullable: false }),
+      consents_revoked: t.exposeInt('consents_revoked', { nullable: false }),
+      api_keys_revoked: t.exposeInt('api_keys_revoked', { nullable: false }),
+      account_disabled: t.exposeBoolean('account_disabled', { nullable: false }),
+      audit_entries_scrubbed: t.exposeInt('audit_entries_scrubbed', { nullable: false }),
+    }),
+  });
+  const Request = builder.objectRef<ErasureRequestView>('ErasureRequest');
+  Request.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      tenant_id: t.exposeString('tenant_id', { nullable: false }),
+      user_id: t.exposeString('user_id', { nullable: false }),
+      requested_by: t.exposeString('requested_by'),
+      status: t.exposeString('status', { nullable: false }),
+      preview: t.expose('preview', { type: Preview, nullable: false }),
+      result: t.expose('result', { type: Result }),
+      error: t.exposeString('error'),
+      attempts: t.exposeInt('attempts', { nullable: false }),
+      job_run_id: t.exposeString('job_run_id'),
+      created_at: t.expose('created_at', { type: 'DateTime', nullable: false }),
+      started_at: t.expose('started_at', { type: 'DateTime' }),
+      completed_at: t.expose('completed_at', { type: 'DateTime' }),
+    }),
+  });
+  const RequestPage = builder.objectRef<{ items: ErasureRequestView[]; total: number; page: number; per_page: number }>('ErasureRequestPage');
+  RequestPage.implement({
+    fields: (t) => ({
+      items: t.expose('items', { type: [Request], nullable: false }),
+      total: t.exposeInt('total', { nullable: false }),
+      page: t.exposeInt('page', { nullable: false }),
+      per_page: t.exposeInt('per_page', { nullable: false }),
+    }),
+  });
+  const Execution = builder.objectRef<{ request: ErasureRequestView; queued: boolean }>('ErasureExecution');
+  Execution.implement({
+    fields: (t) => ({
+      request: t.expose('request', { type: Request, nullable: false }),
+      queued: t.exposeBoolean('queued', { nullable: false }),
+    }),
+  });
+
+  builder.queryFields((t) => ({
+    consents: t.field({
+      type: ConsentPage, nullable: false, description: "The current user's consents (administrators: `user_id` of their tenant), as GET /privacy/consents",
+      args: { user_id: t.arg.string(), purpose: t.arg.string(), active: t.arg.boolean(), page: t.arg.int(), per_page: t.arg.int() },
+      resolve: (_r, a, ctx) => {
+        const args = given(a);
+        if (typeof args.active === 'boolean') args.active = String(args.active);
+        return svc.listConsents(requireUser(ctx), parseInput(consentsQuery, args));
+      },
+    }),
+    erasureRequests: t.field({
+      type: RequestPage, nullable: false, description: 'Erasure requests of the caller\'s tenant (administrators), as GET /privacy/erasure-requests',
+      args: { status: t.arg.string(), user_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
+      resolve: (_r, a, ctx) => svc.listErasures(requireAdmin(ctx), parseInput(erasureListQuery, given(a))),
+    }),
+    erasureRequest: t.field({
+      type: Request, nullable: false, description: 'One erasure request (administrators), as GET /privacy/erasure-requests/{id}',
+      args: { id: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => svc.getErasure(requireAdmin(ctx), parseInput(idArgs, a).id),
+    }),
+  }));
+  builder.mutationFields((t) => ({
+    grantConsent: t.field({
+      type: Consent, nullable: false, description: "Grant the current user's consent to a purpose (idempotent while active)",
+      args: { purpose: t.arg.string({ required: true }), source: t.arg.string() },
+      resolve: async (_r, a, ctx) => (await svc.grantConsent(requireUser(ctx), parseInput(grantBody, given(a)), 'graphql', ['args'])).consent,
+    }),
+    revokeConsent: t.field({
+      type: Consent, nullable: false, description: "Revoke one of the current user's consents (idempotent)",
+      args: { id: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => svc.revokeConsent(requireUser(ctx), parseInput(idArgs, a).id),
+    }),
+    requestErasure: t.field({
+      type: Request, nullable: false, description: 'Create an erasure request with its preview (administrators)',
+      args: { user_id: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => svc.createErasure(requireAdmin(ctx), parseInput(erasureBody, a).user_id),
+    }),
+    executeErasure: t.field({
+      type: Execution, nullable: false, description: 'Execute an erasure request: as a job when the jobs plugin is enabled (queued), inline otherwise',
+      args: { id: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => svc.executeErasure(requireAdmin(ctx), parseInput(idArgs, a).id),
+    }),
+  }));
+}

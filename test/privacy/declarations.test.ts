@@ -1,0 +1,103 @@
+/** Personal data is declared, not guessed: resource options, the resources plugin's declarations, /admin/schema, start-up checks. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Schema } from 'mongoose';
+import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
+import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
+import { demoResources } from '../../plugins/resources/demo.ts';
+import { auditPlugin } from '../../plugins/audit/index.ts';
+import { privacyPlugin } from '../../plugins/privacy/index.ts';
+import { definePlugin } from '../../core/plugin.ts';
+import { auditEntries, collectionsHolding, createSubject } from './helpers.ts';
+
+/** A resource linked to its subject by `owner_id` (not the creator), with a required personal field and a private one. */
+const profiles = defineResource({
+  name: 'profiles',
+  schema: new Schema({
+    owner_id: { type: Schema.Types.ObjectId, required: true },
+    display_name: { type: String, required: true },
+    phone: { type: String, default: null },
+    nicknames: { type: [String], default: [] },
+    bio: { type: String, default: null },
+    pin: { type: String, default: null, private: true },
+  }),
+  gdpr_fields: ['display_name', 'phone', 'nicknames'],
+  subject_field: 'owner_id',
+});
+const shared = defineResource({ name: 'shared_notes', schema: new Schema({ text: String }), tenant_scoped: false });
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...demoResources, profiles, shared] }), auditPlugin, privacyPlugin] });
+});
+afterAll(() => t?.close());
+
+describe('resource options', () => {
+  it.each([
+    ['an unknown gdpr field', () => defineResource({ name: 'x', schema: new Schema({ a: String }), gdpr_fields: ['b'] }), /gdpr field "b" does not exist/],
+    ['a required gdpr field that is not a free string', () => defineResource({ name: 'x', schema: new Schema({ n: { type: Number, required: true } }), gdpr_fields: ['n'] }), /no neutral value/],
+    ['a required enum gdpr field', () => defineResource({ name: 'x', schema: new Schema({ k: { type: String, enum: ['a'], required: true } }), gdpr_fields: ['k'] }), /no neutral value/],
+    ['a subject_field that is not an object id', () => defineResource({ name: 'x', schema: new Schema({ a: String }), subject_field: 'a' }), /subject_field "a"/],
+  ])('%s is refused at definition', (_label, fn, message) => {
+    expect(fn).toThrow(message);
+  });
+
+  it('defaults: no gdpr fields, linked by created_by', () => {
+    expect(shared).toMatchObject({ gdpr_fields: [], subject_field: 'created_by' });
+  });
+});
+
+describe('declarations the resources plugin contributes', () => {
+  it('one per resource, with neutral values by field kind, private fields excluded from exports', () => {
+    const decl = Object.fromEntries(t.app.kernel.personalData().map((d) => [d.name, d]));
+    expect(Object.keys(decl)).toEqual(['projects', 'tasks', 'profiles', 'shared_notes']);
+    expect(decl.projects).toEqual({
+      name: 'projects', plugin: 'resources', model: 'projects', subject_field: 'created_by', gdpr_fields: ['owner_email'], tenant_field: 'tenant_id',
+      neutral: { owner_email: null }, on_erasure: 'depersonalize', export_exclude: [],
+    });
+    expect(decl.profiles).toMatchObject({
+      subject_field: 'owner_id', gdpr_fields: ['display_name', 'phone', 'nicknames'],
+      neutral: { display_name: 'deleted-user', phone: null, nicknames: [] }, export_exclude: ['pin'],
+    });
+    expect(decl.shared_notes).toMatchObject({ tenant_field: null, gdpr_fields: [] });
+  });
+
+  it('/admin/schema shows gdpr_fields and subject_field', async () => {
+    const res = await t.http('GET', '/admin/schema');
+    const byName = Object.fromEntries(res.body.resources.map((r: any) => [r.name, r]));
+    expect(byName.profiles).toMatchObject({ gdpr_fields: ['display_name', 'phone', 'nicknames'], subject_field: 'owner_id' });
+    expect(byName.projects).toMatchObject({ gdpr_fields: ['owner_email'], subject_field: 'created_by' });
+    expect(byName.tasks).toMatchObject({ gdpr_fields: [], subject_field: 'created_by' });
+  });
+});
+
+describe('erasure follows subject_field and the neutral values', () => {
+  it('a profile an admin created for the subject is found by owner_id and neutralised; bio (undeclared) and the private pin stay', async () => {
+    const admin = await createTenantUser(t, { roles: ['admin'] });
+    const s = await createSubject(t, admin.tenantId);
+    const p = await t.http('POST', '/profiles', {
+      key: admin.key,
+      json: { owner_id: s.userId, display_name: s.name, phone: '+33 6 12 34 56 78', nicknames: [s.email], bio: 'likes tea' },
+    });
+    expect(p.status).toBe(201);
+    // Private fields are server-set; put one in place directly.
+    await t.app.db.conn.db!.collection('profiles').updateOne({}, { $set: { pin: '1234' } });
+    const r = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
+    expect(r.body.preview.collections.find((c: any) => c.name === 'profiles')).toEqual({ name: 'profiles', action: 'depersonalize', count: 1, fields: ['display_name', 'phone', 'nicknames'] });
+    // Resources without gdpr fields have nothing to erase and are not previewed.
+    expect(r.body.preview.collections.map((c: any) => c.name)).toEqual(['projects', 'profiles', 'users']);
+    const ex = await t.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, { key: admin.key });
+    expect(ex.body.status).toBe('completed');
+    const raw = await t.app.db.conn.db!.collection('profiles').findOne({});
+    expect(raw).toMatchObject({ display_name: 'deleted-user', phone: null, nicknames: [], bio: 'likes tea', pin: '1234', version: 2 });
+    expect(await collectionsHolding(t, [s.email, s.name, '+33 6 12 34 56 78'])).toEqual([]);
+    const entry = (await auditEntries(t, { resource: 'profiles', operation: 'depersonalize' }))[0];
+    expect(entry.changes).toEqual({ gdpr_fields: ['display_name', 'phone', 'nicknames'], user_id: s.userId });
+  });
+});
+
+describe('start-up checks', () => {
+  it('a declaration naming a model nobody registered stops start-up', async () => {
+    const bad = definePlugin({ name: 'bad-decl', setup: () => ({ personalData: [{ name: 'ghosts', model: 'Ghost', gdpr_fields: ['x'] }] }) });
+    await expect(buildTestApp({ plugins: [privacyPlugin, bad] })).rejects.toThrow(/model "Ghost" is not registered/);
+  });
+});

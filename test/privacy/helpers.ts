@@ -1,0 +1,82 @@
+import { randomBytes } from 'node:crypto';
+import { Types } from 'mongoose';
+import { expect } from 'vitest';
+import { ADMIN_KEY, createTenantUser, type TestApp } from '../helpers/app.ts';
+import { pdModels } from '../fixtures/privacy-data-plugin.ts';
+
+/** A user with a distinctive email and name (so a raw search finds nothing else) and an API key. */
+export async function createSubject(t: TestApp, tenantId: string, opts: { roles?: ('user' | 'admin')[]; features?: string[] } = {}) {
+  const tag = randomBytes(4).toString('hex');
+  const email = `zelda.${tag}@example.com`;
+  const name = `Zelda Quintero ${tag}`;
+  const ur = await t.http('POST', '/admin/users', { json: { email, name, tenant_id: tenantId, roles: opts.roles ?? ['user'], features: opts.features ?? ['tasks'] } });
+  expect(ur.status).toBe(201);
+  const kr = await t.http('POST', '/admin/api-keys', { json: { user_id: ur.body.id, name: 'subject key' } });
+  expect(kr.status).toBe(201);
+  return { userId: ur.body.id as string, tenantId, email, name, key: kr.body.key as string, keyId: kr.body.id as string };
+}
+
+export type Subject = Awaited<ReturnType<typeof createSubject>>;
+
+/**
+ * Personal data of a subject across the stack: two projects (owner_email) of which one updated
+ * (audit `changes` hold the email), a task, two consents, notes (depersonalized, amount kept), a
+ * credential (deleted), and a rename of the user by an admin (audit `changes` hold both names).
+ */
+export async function seedSubject(t: TestApp, s: Subject, opts: { notes?: number } = {}) {
+  const projects: string[] = [];
+  const etags: string[] = [];
+  for (const n of [1, 2]) {
+    const r = await t.http('POST', '/projects', { key: s.key, json: { name: `Project ${n}`, owner_email: s.email } });
+    expect(r.status).toBe(201);
+    projects.push(r.body._id);
+    etags.push(r.headers.get('etag')!);
+  }
+  const up = await t.http('PATCH', `/projects/${projects[0]}`, { key: s.key, json: { owner_email: `alt.${s.email}` }, headers: { 'If-Match': etags[0]! } });
+  expect(up.status).toBe(200);
+  const task = await t.http('POST', '/tasks', { key: s.key, json: { project_id: projects[1], title: 'Write report' } });
+  expect(task.status).toBe(201);
+  for (const purpose of ['marketing', 'analytics']) expect((await t.http('POST', '/privacy/consents', { key: s.key, json: { purpose } })).status).toBe(201);
+  const { Note, Credential } = pdModels(t.app.db.conn);
+  const notes = [];
+  for (let i = 0; i < (opts.notes ?? 2); i++) {
+    notes.push(await Note.create({ tenant_id: s.tenantId, author_id: s.userId, author_name: s.name, author_email: s.email, amount: 100 + i }));
+  }
+  const credential = await Credential.create({ tenant_id: s.tenantId, user_id: s.userId, device_name: `${s.name}'s phone`, secret: 'pk-secret-bytes' });
+  const oldName = s.name;
+  const newName = `${s.name} Renamed`;
+  expect((await t.http('PATCH', `/admin/users/${s.userId}`, { json: { name: newName } })).status).toBe(200);
+  s.name = newName;
+  return { projects, task: task.body._id as string, notes: notes.map((n) => String(n._id)), credential: String(credential._id), oldName };
+}
+
+/** Every document of every collection of the app's database, raw (no model, no projection), as one lowercase JSON text per collection. */
+export async function rawDump(t: TestApp): Promise<Record<string, string>> {
+  const db = t.app.db.conn.db!;
+  const out: Record<string, string> = {};
+  for (const c of await db.listCollections().toArray()) {
+    const docs = await db.collection(c.name).find({}).toArray();
+    out[c.name] = JSON.stringify(docs).toLowerCase();
+  }
+  return out;
+}
+
+/** Collections whose raw content contains any of the needles (case-insensitive). */
+export async function collectionsHolding(t: TestApp, needles: string[]): Promise<string[]> {
+  const dump = await rawDump(t);
+  return Object.entries(dump)
+    .filter(([, text]) => needles.some((n) => text.includes(n.toLowerCase())))
+    .map(([name]) => name);
+}
+
+/** Audit entries as the admin API returns them (system admin: every tenant). */
+export async function auditEntries(t: TestApp, query: Record<string, string> = {}) {
+  const qs = new URLSearchParams({ per_page: '500', ...query }).toString();
+  const res = await t.http('GET', `/admin/audit-log?${qs}`, { key: ADMIN_KEY });
+  expect(res.status).toBe(200);
+  return res.body.items as any[];
+}
+
+export const oid = (s: string) => new Types.ObjectId(s);
+
+export { createTenantUser };
