@@ -77,6 +77,9 @@ export const paymentsPlugin = definePlugin({
         name: 'payments',
         schema: paymentSchema,
         operations: ['list', 'get', 'create'],
+        // Personal data for the privacy plugin: money records are kept, only the payer's name goes.
+        gdpr_fields: ['user_name'],
+        subject_field: 'user_id',
         input: { create: createPaymentInput(() => svc.providers()), update: updatePaymentInput },
         routes: [
           defineRoute({
@@ -207,16 +210,6 @@ export const paymentsPlugin = definePlugin({
               },
             ]
           : []),
-      ],
-      personalData: [
-        {
-          name: 'payments',
-          model: 'payments',
-          subject_field: 'user_id',
-          gdpr_fields: ['user_name'],
-          neutral: { user_name: null },
-          on_erasure: 'depersonalize',
-        },
       ],
     };
   },

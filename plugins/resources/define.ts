@@ -78,7 +78,7 @@ export interface ResourceOptions {
    * @example ['owner_email']
    */
   gdpr_fields?: string[];
-  /** The field linking a document to its data subject (a user id). @default 'created_by' */
+  /** The field linking a document to its data subject: a user id, as an object id or a string field. @default 'created_by' */
   subject_field?: string;
 }
 
@@ -157,8 +157,9 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     // A required field must keep a valid value once neutralised: only strings have one (the pseudonym).
     if (f.required && (f.kind !== 'string' || f.enum)) throw new Error(`Resource "${o.name}": gdpr field "${g}" is required and not a free string, so it has no neutral value`);
   }
-  if (def.subject_field !== 'created_by' && !fields.some((x) => x.path === def.subject_field && x.kind === 'objectId'))
-    throw new Error(`Resource "${o.name}": subject_field "${def.subject_field}" is not an object id field`);
+  // A user id, as an object id or as its hex string (e.g. payments' `user_id`, a string in the spec).
+  if (def.subject_field !== 'created_by' && !fields.some((x) => x.path === def.subject_field && (x.kind === 'objectId' || (x.kind === 'string' && !x.enum))))
+    throw new Error(`Resource "${o.name}": subject_field "${def.subject_field}" is not an object id or string field`);
   for (const p of def.populatable) {
     if (!fields.some((x) => x.path === p && x.ref)) throw new Error(`Resource "${o.name}": populatable field "${p}" has no ref`);
   }

@@ -36,7 +36,8 @@ describe('resource options', () => {
     ['an unknown gdpr field', () => defineResource({ name: 'x', schema: new Schema({ a: String }), gdpr_fields: ['b'] }), /gdpr field "b" does not exist/],
     ['a required gdpr field that is not a free string', () => defineResource({ name: 'x', schema: new Schema({ n: { type: Number, required: true } }), gdpr_fields: ['n'] }), /no neutral value/],
     ['a required enum gdpr field', () => defineResource({ name: 'x', schema: new Schema({ k: { type: String, enum: ['a'], required: true } }), gdpr_fields: ['k'] }), /no neutral value/],
-    ['a subject_field that is not an object id', () => defineResource({ name: 'x', schema: new Schema({ a: String }), subject_field: 'a' }), /subject_field "a"/],
+    ['a subject_field that is neither an object id nor a string', () => defineResource({ name: 'x', schema: new Schema({ a: Number }), subject_field: 'a' }), /subject_field "a"/],
+    ['an unknown subject_field', () => defineResource({ name: 'x', schema: new Schema({ a: String }), subject_field: 'b' }), /subject_field "b"/],
   ])('%s is refused at definition', (_label, fn, message) => {
     expect(fn).toThrow(message);
   });
