@@ -15,6 +15,13 @@ export const AGENDA_RUN = 'jobs:run';
 export const AGENDA_SCHEDULE = 'jobs:schedule';
 export const AGENDA_COLLECTION = 'agenda_jobs';
 
+/**
+ * A lost holder (crash, SIGKILL) is not the job's failure: the attempt runs again elsewhere with
+ * the same number. Past this many takeovers the run fails, so a job that kills its process
+ * cannot loop forever.
+ */
+export const MAX_TAKEOVERS = 3;
+
 /** An attempt that must not be retried (invalid result, a chain or fan-out whose part failed). */
 class FinalError extends Error {}
 class StopSignal extends Error {
@@ -161,8 +168,8 @@ export class Engine implements Dispatcher {
       { _id: runId, status: 'running', lock_token: cur.lock_token },
       {
         $set: { lock_token: token, lease_until: lease, worker: this.worker },
-        $inc: { attempt: 1 },
-        $push: { logs: { timestamp: now, level: 'warning', message: `the worker running attempt ${cur.attempt} stopped renewing its lock; taken over by ${this.worker}`, percentage: null } },
+        $inc: { takeovers: 1 },
+        $push: { logs: { timestamp: now, level: 'warning', message: `the worker running attempt ${cur.attempt} stopped renewing its lock; ${this.worker} runs it again`, percentage: null } },
       },
       { returnDocument: 'after' },
     ).lean<JobRunRecord>();
@@ -199,8 +206,8 @@ export class Engine implements Dispatcher {
     }, this.opts.pollMs);
     const writer = new RunWriter(this.svc, runId, token);
     try {
-      if (run.attempt > run.max_attempts) {
-        await this.finish(run, token, writer, { status: 'failed', error: 'The worker running this job stopped and no attempts remain', traceback: null });
+      if ((run.takeovers ?? 0) > MAX_TAKEOVERS) {
+        await this.finish(run, token, writer, { status: 'failed', error: `The workers running this job stopped ${run.takeovers} times (a job that crashes its process?)`, traceback: null });
         return;
       }
       for (;;) {

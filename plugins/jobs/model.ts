@@ -80,6 +80,8 @@ export const jobRunSchema = new Schema(
     lock_token: { type: String, default: null },
     lease_until: { type: Date, default: null },
     worker: { type: String, default: null },
+    /** Times another worker took this run over from a holder that stopped renewing its lock. */
+    takeovers: { type: Number, default: 0 },
   },
   { timestamps, versionKey: false, minimize: false, collection: 'job_runs' },
 );
