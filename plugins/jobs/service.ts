@@ -384,6 +384,9 @@ export class JobsService implements JobRunner {
   async updateSchedule(user: AuthUser, id: string, body: ScheduleBody): Promise<ScheduleView> {
     const current = await this.findSchedule(user, id);
     const set = await this.scheduleFields(user, body, current);
+    // Answer a rename onto a taken name before writing (the unique index still decides races).
+    if (set.job_name && (await this.models.Schedule.exists({ job_name: set.job_name, _id: { $ne: current._id } })))
+      throw new ConflictError(`A schedule named "${String(set.job_name)}" exists already`, { field: 'job_name' });
     let doc: JobScheduleRecord | null;
     try {
       doc = await this.models.Schedule.findOneAndUpdate({ _id: current._id }, { $set: set }, { returnDocument: 'after' }).lean<JobScheduleRecord>();
@@ -564,6 +567,8 @@ export class JobsService implements JobRunner {
   async updateChain(user: AuthUser, id: string, body: z.output<typeof chainPatch>): Promise<ChainView> {
     await this.findChain(user, id);
     if (body.steps) this.checkSteps(body.steps, 'steps');
+    if (body.name && (await this.models.Chain.exists({ name: body.name, _id: { $ne: id } })))
+      throw new ConflictError(`A chain named "${body.name}" exists already`, { field: 'name' });
     try {
       const doc = await this.models.Chain.findOneAndUpdate({ _id: id }, { $set: body }, { returnDocument: 'after' }).lean<JobChainRecord>();
       if (!doc) throw new NotFoundError('job_chain', id);
