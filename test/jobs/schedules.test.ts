@@ -47,7 +47,7 @@ describe('fields', () => {
     const e1 = expectError(await create({ job_name: 'bad1', job_type: 'count', cron_expression: '61 * * * *' }), 422, 'VALIDATION_ERROR');
     expect(e1.details.errors).toEqual([{ loc: ['body', 'cron_expression'], msg: expect.stringMatching(/^invalid cron expression: .*61/), type: 'invalid_cron' }]);
     const e2 = expectError(await create({ job_name: 'bad2', job_type: 'count', cron_expression: '* * *' }), 422, 'VALIDATION_ERROR');
-    expect(e2.details.errors[0].msg).toMatch(/expected 5 fields/);
+    expect((e2.details.errors as { msg: string }[])[0]!.msg).toMatch(/expected 5 fields/);
     expectError(await create({ job_name: 'bad3', job_type: 'count', cron_expression: '* * * * *', timezone: 'Mars/Olympus' }), 422, 'VALIDATION_ERROR');
     expectError(await create({ job_name: 'bad4', job_type: 'nope', cron_expression: '* * * * *' }), 422, 'VALIDATION_ERROR');
     expectError(await create({ job_name: 'bad5', job_type: 'echo', cron_expression: '* * * * *', parameters: { message: 3 } }), 422, 'VALIDATION_ERROR');
@@ -90,7 +90,7 @@ describe('parameter templates', () => {
     expect(run.body).toMatchObject({ schedule_id: r.body.id, trigger: 'manual' });
     expect((await waitRun(t, run.body.id)).result).toEqual({ echoed: { message: `report-${v.previous_month}`, day: v.yesterday } });
     const e = expectError(await t.http('POST', `/jobs/schedules/${r.body.id}/run`, { json: { params: { message: 'other' } } }), 422, 'VALIDATION_ERROR');
-    expect(e.details.errors[0]).toMatchObject({ loc: ['body', 'params'], type: 'override_not_allowed' });
+    expect((e.details.errors as unknown[])[0]).toMatchObject({ loc: ['body', 'params'], type: 'override_not_allowed' });
     await t.http('PATCH', `/jobs/schedules/${r.body.id}`, { json: { allow_param_override: true } });
     const o = await t.http('POST', `/jobs/schedules/${r.body.id}/run`, { json: { params: { message: 'other' } } });
     expect(o.body.parameters).toEqual({ message: 'other', day: v.yesterday });
