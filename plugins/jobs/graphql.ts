@@ -142,6 +142,12 @@ export function jobsGraphql(builder: Builder, svc: JobsService): void {
     }),
   });
 
+  const Filter = builder.inputType('JobRunFilter', {
+    fields: (t) => ({
+      job_name: t.string(), status: t.string(), tenant_id: t.string(), schedule_id: t.string(), chain_run_id: t.string(), parent_job_id: t.string(),
+    }),
+  });
+
   builder.queryFields((t) => ({
     jobRegistry: t.field({
       type: [Entry], nullable: false, description: 'Registered jobs, as GET /jobs/registry',
@@ -153,11 +159,8 @@ export function jobsGraphql(builder: Builder, svc: JobsService): void {
     }),
     jobRuns: t.field({
       type: Page, nullable: false, description: 'Runs, newest first, as GET /jobs/runs',
-      args: {
-        job_name: t.arg.string(), status: t.arg.string(), tenant_id: t.arg.string(), schedule_id: t.arg.string(), chain_run_id: t.arg.string(),
-        parent_job_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int(),
-      },
-      resolve: (_r, a, ctx) => svc.listRuns(requireUser(ctx), parseInput(listRunsQuery, given(a))),
+      args: { filter: t.arg({ type: Filter }), page: t.arg.int(), per_page: t.arg.int() },
+      resolve: (_r, a, ctx) => svc.listRuns(requireUser(ctx), parseInput(listRunsQuery, given({ ...(a.filter ?? {}), page: a.page, per_page: a.per_page }))),
     }),
     jobRun: t.field({
       type: Run, nullable: false, description: 'One run with progress and logs, as GET /jobs/runs/{run_id}',

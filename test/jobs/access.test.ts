@@ -152,6 +152,13 @@ describe('GraphQL', () => {
     const runs = await q('{ jobRuns(per_page: 100) { total items { id tenant_id } } }', {}, A.key);
     expect(runs.body.data.jobRuns.items.every((r: { tenant_id: string }) => r.tenant_id === A.tenantId)).toBe(true);
     expect(runs.body.data.jobRuns.items.map((r: { id: string }) => r.id)).toContain(runA);
+    const forced = await q('query($t: String) { jobRuns(filter: {tenant_id: $t, job_name: "tenant_job"}) { items { id } } }', { t: B.tenantId }, A.key);
+    expect(forced.body.data.jobRuns.items.map((r: { id: string }) => r.id)).not.toContain(runB);
+    const sys = await q('query($t: String) { jobRuns(filter: {tenant_id: $t}) { items { id } } }', { t: B.tenantId }, null);
+    expect(sys.body.errors?.[0]?.extensions?.code).toBe('AUTH_REQUIRED');
+    const adminView = await t.gql('query($t: String) { jobRuns(filter: {tenant_id: $t, status: "completed"}) { items { id } } }', { t: B.tenantId });
+    expect(adminView.body.data.jobRuns.items.map((r: { id: string }) => r.id)).toContain(runB);
+    expect((await t.gql('{ jobRuns(filter: {status: "weird"}) { total } }')).body.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');
     expect(code(await q('query($id: String!) { jobRun(id: $id) { id } }', { id: runB }, A.key))).toBe('NOT_FOUND');
     const own = await q('query($id: String!) { jobRun(id: $id) { id status logs { level message } } }', { id: runA }, A.key);
     expect(own.body.data.jobRun).toMatchObject({ id: runA, status: 'completed' });
