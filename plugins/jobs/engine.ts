@@ -70,7 +70,8 @@ export interface EngineOptions {
 export class Engine implements Dispatcher {
   readonly agenda: Agenda;
   private readonly local = new Map<string, AbortController>();
-  private readonly worker = `${hostname()}:${process.pid}`;
+  /** `host:pid:random`: tells processes, and apps within one process, apart. */
+  readonly worker = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private started = false;
 
   constructor(

@@ -50,7 +50,7 @@ function paramsError(job: string, issues: readonly { path: readonly PropertyKey[
  */
 export class JobsService implements JobRunner {
   private jobs = new Map<string, RegisteredJob>();
-  dispatcher!: Dispatcher;
+  dispatcher!: Dispatcher & { readonly worker: string };
 
   constructor(
     readonly models: JobModels,

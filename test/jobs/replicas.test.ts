@@ -102,7 +102,7 @@ describe('a killed holder', () => {
       const d = await conn.collection('job_runs').findOne({ _id: new mongoose.Types.ObjectId(id) });
       return d?.status === 'running' ? d : null;
     });
-    const holderPid = Number(String(runDoc.worker).split(':').pop());
+    const holderPid = Number(String(runDoc.worker).split(':')[1]);
     const holder = procs.find((p) => p.proc.pid === holderPid)!;
     expect(holder).toBeTruthy();
     // Alive and renewing its lock: past the 2 s ttl nobody else starts it.

@@ -5,22 +5,26 @@
  * the run.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Types } from 'mongoose';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { ADMIN_KEY, buildTestApp, uniqueDbUri, type TestApp } from '../helpers/app.ts';
-import { jobsPlugin } from '../../plugins/jobs/index.ts';
+import { jobsPlugin, type JobsService } from '../../plugins/jobs/index.ts';
 import { jobsFixturePlugin } from '../fixtures/jobs-fixture-plugin.ts';
 import { FAST, trigger, waitRun } from './helpers.ts';
 
 const uri = uniqueDbUri();
 let a: TestApp;
-let b: TestApp | undefined;
+let b: TestApp;
 beforeAll(async () => {
   a = await buildTestApp({ plugins: [jobsPlugin, jobsFixturePlugin], config: { ...FAST, MONGODB_URI: uri } });
+  b = await buildTestApp({ plugins: [jobsPlugin, jobsFixturePlugin], config: { ...FAST, MONGODB_URI: uri } });
 });
 afterAll(async () => {
   await b?.close();
   await a?.close();
 });
+
+const workerOf = (t: TestApp) => (t.app.services.get('jobs') as unknown as JobsService).dispatcher.worker;
 
 /** Reads the stream as it arrives; resolves with every event once the server ends it. */
 async function readStream(t: TestApp, runId: string, onEvent?: (e: EventSourceMessage, at: number) => void) {
@@ -48,9 +52,11 @@ describe('run log stream', () => {
   it('sends lines and progress while the run goes on, then ends with the run; works from another process', async () => {
     const r = await trigger(a, 'sleepy', { ms: 3000, steps: 6 });
     await waitRun(a, r.body.id, ['running']);
-    // A second server on the same database, started after the run: it never executes it.
-    b = await buildTestApp({ plugins: [jobsPlugin, jobsFixturePlugin], config: { ...FAST, MONGODB_URI: uri } });
-    const events = await readStream(b, r.body.id);
+    // Stream from the app (same database) that does not execute the run.
+    const holder = (await a.app.db.conn.collection('job_runs').findOne({ _id: new Types.ObjectId(r.body.id as string) }))!.worker;
+    const reader = holder === workerOf(a) ? b : a;
+    expect(workerOf(reader)).not.toBe(holder);
+    const events = await readStream(reader, r.body.id);
     const final = await waitRun(a, r.body.id);
     const logs = events.filter((e) => e.event === 'log').map((e) => JSON.parse(e.data));
     const progress = events.filter((e) => e.event === 'progress').map((e) => JSON.parse(e.data));
