@@ -9,7 +9,6 @@ import {
   scheduleBody, scheduleRunBody, triggerBody, triggerResponse,
 } from './schemas.ts';
 import { JobsService } from './service.ts';
-import { Engine } from './engine.ts';
 import { registerJob } from './registry.ts';
 import { builtinJobs } from './builtins.ts';
 import { jobsGraphql } from './graphql.ts';
@@ -31,8 +30,10 @@ export const jobsOptions = z.object({
 export const jobsPlugin = definePlugin({
   name: 'jobs',
   options: jobsOptions,
-  setup({ db, config, options, services, kernel, log }) {
+  async setup({ db, config, options, services, kernel, log }) {
     if (!config.JOBS_ENABLED) return {};
+    // Agenda loads only when the plugin is on: servers without jobs do not pay its start-up time.
+    const { Engine } = await import('./engine.ts');
     const models = jobModels(db);
     const listTenants = async () => {
       const identity = services.get('identity');
