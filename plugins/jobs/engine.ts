@@ -95,14 +95,40 @@ export class Engine implements Dispatcher {
     });
   }
 
+  private sweeper: NodeJS.Timeout | undefined;
+
   async start(): Promise<void> {
     await this.agenda.start();
     this.started = true;
+    const every = Math.max(this.opts.pollMs * 50, 5000);
+    this.sweeper = setInterval(() => {
+      this.requeueOrphans(every).catch((err: unknown) => this.svc.log.warn({ err }, 'job sweep failed'));
+    }, every);
+    this.sweeper.unref();
+  }
+
+  /**
+   * A run still pending `olderThanMs` after it was created with no Agenda job to carry it (the
+   * process died between the insert and the enqueue) is queued again. Extra deliveries are
+   * harmless: only one claim of a pending run succeeds.
+   */
+  async requeueOrphans(olderThanMs: number): Promise<number> {
+    const stale = await this.svc.models.Run.find({ status: 'pending', created_at: { $lt: new Date(Date.now() - olderThanMs) } }, { _id: 1 }).limit(100).lean();
+    let n = 0;
+    const queued = this.opts.db.collection(AGENDA_COLLECTION);
+    for (const r of stale) {
+      if (await queued.findOne({ name: AGENDA_RUN, 'data.run_id': String(r._id) }, { projection: { _id: 1 } })) continue;
+      await this.enqueue(String(r._id));
+      n++;
+    }
+    if (n) this.svc.log.warn({ count: n }, 'queued pending runs that had lost their Agenda job');
+    return n;
   }
 
   async stop(): Promise<void> {
     if (!this.started) return;
     this.started = false;
+    clearInterval(this.sweeper);
     // Runs of this process stop; their leases end now so another replica takes them over at once.
     for (const [id, ac] of this.local) {
       ac.abort(new StopSignal('lost', 'this process is shutting down'));
@@ -428,10 +454,8 @@ class RunWriter {
   progress(current: number, total: number | null, message: string | null): Promise<void> {
     const pct = total ? Math.max(0, Math.min(100, Math.round((current / total) * 100))) : null;
     const line = { timestamp: new Date(), level: 'progress', message: message ?? `${current}${total ? ` / ${total}` : ''}`, percentage: pct };
-    return this.push({
-      $set: { progress_current: current, progress_total: total, progress_message: message },
-      $push: { logs: line },
-    });
+    void this.push({ $set: { progress_current: current, progress_total: total, progress_message: message } });
+    return this.push({ $push: { logs: line } }, { [`logs.${MAX_LOG_LINES - 1}`]: { $exists: false } });
   }
 
   flush(): Promise<void> {

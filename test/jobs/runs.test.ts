@@ -192,3 +192,15 @@ describe('GET /jobs/runs', () => {
     expectError(await t.http('GET', '/jobs/runs?status=weird'), 422, 'VALIDATION_ERROR');
   });
 });
+
+describe('recovery', () => {
+  it('a pending run that lost its Agenda job (crash between insert and enqueue) is queued again by the sweep', async () => {
+    const res = await t.app.db.conn.collection('job_runs').insertOne({
+      job_name: 'count', job_type: 'manual', status: 'pending', parameters: {}, attempt: 1, max_attempts: 1, timeout_seconds: 30, retry_delay_ms: 0,
+      logs: [], chain_next: [], takeovers: 0, progress_current: 0, trigger: 'manual', created_at: new Date(Date.now() - 60_000), updated_at: new Date(),
+    });
+    // The sweep runs every 50 poll intervals (at least 5 s).
+    const run = await waitRun(t, String(res.insertedId), ['completed', 'failed'], undefined, 25_000);
+    expect(run.status).toBe('completed');
+  });
+});
