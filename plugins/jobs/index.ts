@@ -137,6 +137,8 @@ export const jobsPlugin = definePlugin({
             ctx.set({ 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no' });
             ctx.body = stream;
             stream.write(': run log stream\n\n');
+            // A comment line now and then keeps proxies from closing a quiet stream.
+            const ping = setInterval(() => stream.write(': ping\n\n'), 15_000);
             void (async () => {
               let n = 0;
               try {
@@ -146,6 +148,7 @@ export const jobsPlugin = definePlugin({
               } catch (err) {
                 log.warn({ err, run_id: params.run_id }, 'run log stream failed');
               } finally {
+                clearInterval(ping);
                 stream.end();
               }
             })();
