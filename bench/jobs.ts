@@ -22,7 +22,7 @@ const log = (s: string) => process.stdout.write(`${s}\n`);
 const JOBS = Number(process.env.BENCH_JOBS ?? 500);
 const LATENCY_SAMPLES = Number(process.env.BENCH_JOB_LATENCY_SAMPLES ?? 100);
 const POLL_MS = 200;
-const CONCURRENCY = 10;
+const CONCURRENCY = Number(process.env.BENCH_JOB_CONCURRENCY ?? 10);
 const SECRETS = { TOKEN_SECRET: 'bench-token-secret-0123456789abcdef0123456789', CURSOR_HMAC_SECRET: 'bench-cursor-secret-0123456789abcdef01234567' };
 
 /** The trivial job both sides run. */
