@@ -8,6 +8,7 @@ import autocannon from 'autocannon';
 import mongoose from 'mongoose';
 import { seed, startServer } from './seed.ts';
 import { benchWebhooks } from './webhooks.ts';
+import { benchJobs } from './jobs.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
@@ -114,6 +115,7 @@ async function main() {
   log('\nratios (same run, same database):');
   for (const [k, v] of Object.entries(summary)) log(`  ${k.padEnd(66)} ${v}`);
   Object.assign(summary, (await benchWebhooks(MONGODB_URI, { seconds: DURATION, connections: CONNECTIONS })).summary);
+  Object.assign(summary, (await benchJobs(MONGODB_URI)).summary);
   writeFileSync(new URL('./results.json', import.meta.url), JSON.stringify({ when: new Date().toISOString(), duration_s: DURATION, connections: CONNECTIONS, docs: DOCS, results, summary }, null, 2));
   await mem?.stop();
   await mongoose.disconnect();

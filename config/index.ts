@@ -124,6 +124,31 @@ export const configSchema = z.object({
   JOBS_ENABLED: bool(false),
   /** Age after which `purge_soft_deleted` removes soft-deleted documents. @default 30 */
   SOFT_DELETE_RETENTION_DAYS: int(30, 1),
+  // --- jobs ---
+  /** `cleanup_job_runs` deletes finished job runs older than this. @default 90 */
+  JOBS_CLEANUP_DAYS: int(90, 1),
+  /**
+   * Lock ttl (spec `ttl_seconds`): a run whose holder stops renewing its lock (crash) is taken
+   * over by another replica after this long. Holders renew it while they run. @default 3600
+   */
+  JOBS_LOCK_TTL_SECONDS: int(3600, 1),
+  /** How often workers look for due work, running runs check for cancellation and SSE streams read new log lines. @default 1000 */
+  JOBS_POLL_INTERVAL_MS: int(1000, 10),
+  /** First wait before a retry; doubled for each further attempt, at most 60 s. @default 2000 */
+  JOBS_RETRY_DELAY_MS: int(2000, 0),
+  /** Runs one process executes at once. @default 10 */
+  JOBS_CONCURRENCY: int(10, 1),
+  /** Time zone of schedules created without one (IANA name). @default 'Europe/Stockholm' */
+  JOBS_DEFAULT_TIMEZONE: z.string().refine((tz) => {
+    try {
+      new Intl.DateTimeFormat('en', { timeZone: tz });
+      return true;
+    } catch {
+      return false;
+    }
+  }, 'must be an IANA time zone').default('Europe/Stockholm'),
+  /** `cleanup_expired_tokens` deletes API keys revoked longer ago than this. @default 30 */
+  JOBS_REVOKED_KEY_RETENTION_DAYS: int(30, 1),
 
   // --- payments ---
   /** Mounts the payments API (`/payments`, `/payouts`, `/ledger`) and GraphQL fields. The `payments` service (provider registry) exists either way. @default false */

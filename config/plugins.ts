@@ -5,6 +5,7 @@ import { openapiPlugin } from '../plugins/openapi/index.ts';
 import { resourcesPlugin } from '../plugins/resources/index.ts';
 import { auditPlugin } from '../plugins/audit/index.ts';
 import { webhooksPlugin } from '../plugins/webhooks/index.ts';
+import { jobsPlugin } from '../plugins/jobs/index.ts';
 import { paymentsPlugin } from '../plugins/payments/index.ts';
 import { privacyPlugin } from '../plugins/privacy/index.ts';
 
@@ -16,6 +17,7 @@ export const builtinPlugins = (): Plugin[] => [
   resourcesPlugin,
   auditPlugin,
   webhooksPlugin,
+  jobsPlugin,
   paymentsPlugin,
   privacyPlugin,
   openapiPlugin,

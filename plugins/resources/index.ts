@@ -76,7 +76,9 @@ export const resourcesPlugin = definePlugin({
         {
           name: 'purge_soft_deleted',
           description: 'Permanently removes documents soft-deleted longer ago than SOFT_DELETE_RETENTION_DAYS',
-          run: async (_ctx, params) => purgeSoftDeleted(typeof params.days === 'number' ? params.days : undefined),
+          timeout: 600,
+          params: z.object({ days: z.number().int().min(1).optional().describe('Override SOFT_DELETE_RETENTION_DAYS') }),
+          run: async (_ctx, params: { days?: number | undefined }) => purgeSoftDeleted(params.days),
         },
       ],
     };

@@ -1,0 +1,202 @@
+import type { Builder } from '../../core/graphql.ts';
+import { parseInput, requireUser } from '../../core/graphql.ts';
+import type { ChainView, RunView, ScheduleView } from './model.ts';
+import type { RegistryEntry } from './registry.ts';
+import { idParams, listRunsQuery, runBody, runIdParams, scheduleBody } from './schemas.ts';
+import type { JobsService } from './service.ts';
+
+/** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
+const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
+
+type LogView = NonNullable<RunView['logs']>[number];
+type RunPage = { items: RunView[]; total: number; page: number; per_page: number; total_pages: number };
+
+/**
+ * GraphQL fragment (the dashboard): `jobRegistry`, `jobSchedules`, `jobRuns(filter)`, `jobRun(id)`,
+ * `jobChains`; mutations `triggerJob`, `cancelJobRun`, `upsertJobSchedule`. Same service, same
+ * access rules as REST.
+ */
+export function jobsGraphql(builder: Builder, svc: JobsService): void {
+  const Entry = builder.objectRef<RegistryEntry>('JobRegistryEntry');
+  Entry.implement({
+    fields: (t) => ({
+      name: t.exposeString('name', { nullable: false }),
+      description: t.exposeString('description', { nullable: false }),
+      timeout: t.exposeInt('timeout', { nullable: false }),
+      max_attempts: t.exposeInt('max_attempts', { nullable: false }),
+      params: t.expose('params', { type: 'JSON', nullable: false, description: 'name → {type, required, description, enum?}' }),
+      per_tenant: t.exposeBoolean('per_tenant', { nullable: false }),
+      timeout_seconds: t.exposeInt('timeout_seconds', { nullable: false }),
+      retries: t.exposeInt('retries', { nullable: false }),
+      plugin: t.exposeString('plugin', { nullable: false }),
+    }),
+  });
+
+  const Log = builder.objectRef<LogView>('JobLogLine');
+  Log.implement({
+    fields: (t) => ({
+      timestamp: t.expose('timestamp', { type: 'DateTime', nullable: false }),
+      level: t.exposeString('level', { nullable: false }),
+      message: t.exposeString('message', { nullable: false }),
+      percentage: t.exposeFloat('percentage'),
+    }),
+  });
+
+  const Run = builder.objectRef<RunView>('JobRun');
+  Run.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      job_name: t.exposeString('job_name', { nullable: false }),
+      job_type: t.exposeString('job_type', { nullable: false }),
+      status: t.exposeString('status', { nullable: false }),
+      started_at: t.expose('started_at', { type: 'DateTime' }),
+      completed_at: t.expose('completed_at', { type: 'DateTime' }),
+      duration_ms: t.exposeInt('duration_ms'),
+      duration_seconds: t.exposeFloat('duration_seconds'),
+      parameters: t.expose('parameters', { type: 'JSON', nullable: false }),
+      result: t.expose('result', { type: 'JSON' }),
+      error: t.exposeString('error'),
+      error_traceback: t.exposeString('error_traceback'),
+      progress_current: t.exposeFloat('progress_current', { nullable: false }),
+      progress_total: t.exposeFloat('progress_total'),
+      progress_message: t.exposeString('progress_message'),
+      percentage: t.exposeInt('percentage'),
+      parent_job_id: t.exposeString('parent_job_id'),
+      chain_index: t.exposeInt('chain_index'),
+      attempt: t.exposeInt('attempt', { nullable: false }),
+      max_attempts: t.exposeInt('max_attempts', { nullable: false }),
+      triggered_by: t.exposeString('triggered_by'),
+      trigger: t.exposeString('trigger', { nullable: false }),
+      triggered_by_user: t.exposeString('triggered_by_user'),
+      tenant_id: t.exposeString('tenant_id'),
+      chain_id: t.exposeString('chain_id'),
+      chain_run_id: t.exposeString('chain_run_id'),
+      schedule_id: t.exposeString('schedule_id'),
+      timeout_seconds: t.exposeInt('timeout_seconds', { nullable: false }),
+      created_at: t.expose('created_at', { type: 'DateTime', nullable: false }),
+      logs: t.field({ type: [Log], nullable: false, description: 'Empty in lists; ask jobRun(id) for them', resolve: (r) => r.logs ?? [] }),
+    }),
+  });
+
+  const Page = builder.objectRef<RunPage>('JobRunPage');
+  Page.implement({
+    fields: (t) => ({
+      items: t.expose('items', { type: [Run], nullable: false }),
+      total: t.exposeInt('total', { nullable: false }),
+      page: t.exposeInt('page', { nullable: false }),
+      per_page: t.exposeInt('per_page', { nullable: false }),
+      total_pages: t.exposeInt('total_pages', { nullable: false }),
+    }),
+  });
+
+  const Schedule = builder.objectRef<ScheduleView>('JobSchedule');
+  Schedule.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      job_name: t.exposeString('job_name', { nullable: false }),
+      description: t.exposeString('description'),
+      cron_expression: t.exposeString('cron_expression', { nullable: false }),
+      timezone: t.exposeString('timezone', { nullable: false }),
+      is_enabled: t.exposeBoolean('is_enabled', { nullable: false }),
+      type: t.exposeString('type', { nullable: false }),
+      job_type: t.exposeString('job_type'),
+      target: t.exposeString('target'),
+      parameters: t.expose('parameters', { type: 'JSON', nullable: false }),
+      allow_param_override: t.exposeBoolean('allow_param_override', { nullable: false }),
+      max_attempts: t.exposeInt('max_attempts'),
+      timeout_seconds: t.exposeInt('timeout_seconds'),
+      chain: t.exposeStringList('chain', { nullable: false }),
+      depends_on_schedules: t.exposeStringList('depends_on_schedules', { nullable: false }),
+      dependency_mode: t.exposeString('dependency_mode', { nullable: false }),
+      tenant_id: t.exposeString('tenant_id'),
+      per_tenant: t.exposeBoolean('per_tenant', { nullable: false }),
+      last_run_id: t.exposeString('last_run_id'),
+      last_run_at: t.expose('last_run_at', { type: 'DateTime' }),
+      last_run_status: t.exposeString('last_run_status'),
+      next_run_at: t.expose('next_run_at', { type: 'DateTime' }),
+      dependency_unmet: t.exposeBoolean('dependency_unmet', { nullable: false }),
+    }),
+  });
+
+  type StepView = ChainView['steps'][number];
+  const Step = builder.objectRef<StepView>('JobChainStep');
+  Step.implement({
+    fields: (t) => ({
+      job: t.exposeString('job', { nullable: false }),
+      params: t.expose('params', { type: 'JSON', nullable: false }),
+      depends_on: t.exposeStringList('depends_on', { nullable: false }),
+      on_failure: t.exposeString('on_failure'),
+      retries: t.exposeInt('retries', { nullable: false }),
+      retry_delay_seconds: t.exposeInt('retry_delay_seconds', { nullable: false }),
+    }),
+  });
+  const Chain = builder.objectRef<ChainView>('JobChain');
+  Chain.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      name: t.exposeString('name', { nullable: false }),
+      description: t.exposeString('description', { nullable: false }),
+      is_system: t.exposeBoolean('is_system', { nullable: false }),
+      default_on_failure: t.exposeString('default_on_failure', { nullable: false }),
+      steps: t.expose('steps', { type: [Step], nullable: false }),
+    }),
+  });
+
+  const Filter = builder.inputType('JobRunFilter', {
+    fields: (t) => ({
+      job_name: t.string(), status: t.string(), tenant_id: t.string(), schedule_id: t.string(), chain_run_id: t.string(), parent_job_id: t.string(),
+    }),
+  });
+
+  builder.queryFields((t) => ({
+    jobRegistry: t.field({
+      type: [Entry], nullable: false, description: 'Registered jobs, as GET /jobs/registry',
+      resolve: (_r, _a, ctx) => svc.registry(requireUser(ctx)),
+    }),
+    jobSchedules: t.field({
+      type: [Schedule], nullable: false, description: 'Schedules, as GET /jobs/schedules',
+      resolve: (_r, _a, ctx) => svc.listSchedules(requireUser(ctx)),
+    }),
+    jobRuns: t.field({
+      type: Page, nullable: false, description: 'Runs, newest first, as GET /jobs/runs',
+      args: { filter: t.arg({ type: Filter }), page: t.arg.int(), per_page: t.arg.int() },
+      resolve: (_r, a, ctx) => svc.listRuns(requireUser(ctx), parseInput(listRunsQuery, given({ ...(a.filter ?? {}), page: a.page, per_page: a.per_page }))),
+    }),
+    jobRun: t.field({
+      type: Run, nullable: false, description: 'One run with progress and logs, as GET /jobs/runs/{run_id}',
+      args: { id: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => svc.getRun(requireUser(ctx), parseInput(runIdParams, { run_id: a.id }).run_id),
+    }),
+    jobChains: t.field({
+      type: [Chain], nullable: false, description: 'Stored chains, as GET /jobs/chains (system administrators)',
+      resolve: (_r, _a, ctx) => svc.listChains(requireUser(ctx)),
+    }),
+  }));
+
+  builder.mutationFields((t) => ({
+    triggerJob: t.field({
+      type: Run, nullable: false, description: 'Queue a run, as POST /jobs/run',
+      args: { job: t.arg.string({ required: true }), params: t.arg({ type: 'JSON' }), tenant_id: t.arg.string() },
+      resolve: (_r, a, ctx) => {
+        const user = requireUser(ctx);
+        const input = parseInput(runBody, given(a));
+        return svc.triggerAs(user, input.job, input.params, input.tenant_id, ['args', 'params']);
+      },
+    }),
+    cancelJobRun: t.field({
+      type: Run, nullable: false, description: 'Cancel a pending or running run, as POST /jobs/runs/{run_id}/cancel',
+      args: { id: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => svc.cancel(requireUser(ctx), parseInput(runIdParams, { run_id: a.id }).run_id),
+    }),
+    upsertJobSchedule: t.field({
+      type: Schedule, nullable: false,
+      description: 'Create a schedule (no id) or update one, as POST / PATCH /jobs/schedules; `input` takes the same fields as the REST body',
+      args: { id: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
+      resolve: (_r, a, ctx) => {
+        const user = requireUser(ctx);
+        const input = parseInput(scheduleBody, a.input, ['args', 'input']);
+        return a.id ? svc.updateSchedule(user, parseInput(idParams, { id: a.id }).id, input) : svc.createSchedule(user, input);
+      },
+    }),
+  }));
+}

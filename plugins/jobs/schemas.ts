@@ -1,0 +1,102 @@
+import { z } from 'zod';
+import { DEPENDENCY_MODES, ON_FAILURE, RUN_STATUSES } from './model.ts';
+
+/** Shared by REST and GraphQL: every input of the jobs plugin. */
+
+export const objectId = z.string().regex(/^[0-9a-fA-F]{24}$/, 'must be an object id');
+const jsonObject = z.record(z.string(), z.unknown());
+const jobName = z.string().min(1).max(200);
+
+export const jobNameParams = z.object({ job_name: jobName });
+export const idParams = z.object({ id: objectId });
+export const runIdParams = z.object({ run_id: objectId });
+
+/** `POST /jobs/run/{job_name}`. */
+export const triggerBody = z.object({ parameters: jsonObject.default({}) }).strict().default({ parameters: {} });
+/** `POST /jobs/run` (extended model). `tenant_id`: a system administrator's run for one tenant. */
+export const runBody = z.object({ job: jobName, params: jsonObject.default({}), tenant_id: objectId.optional() }).strict();
+
+export const PER_PAGE_MAX = 100;
+export const listRunsQuery = z
+  .object({
+    job_name: jobName.optional(),
+    status: z.enum(RUN_STATUSES).optional(),
+    tenant_id: objectId.optional(),
+    schedule_id: objectId.optional(),
+    chain_run_id: objectId.optional(),
+    parent_job_id: objectId.optional(),
+    page: z.coerce.number().int().min(1).default(1),
+    per_page: z.coerce.number().int().min(1).max(PER_PAGE_MAX).default(20),
+  })
+  .strict();
+export type ListRunsQuery = z.output<typeof listRunsQuery>;
+
+const cronText = z.string().min(1).max(200);
+const scheduleShape = {
+  job_name: jobName.optional(),
+  name: jobName.optional(),
+  description: z.string().max(2000).nullable().optional(),
+  cron_expression: cronText.optional(),
+  cron: cronText.optional(),
+  timezone: z.string().min(1).max(100).optional(),
+  is_enabled: z.boolean().optional(),
+  type: z.enum(['job', 'chain']).optional(),
+  job_type: jobName.optional(),
+  target: z.string().min(1).max(200).optional(),
+  parameters: jsonObject.optional(),
+  params: jsonObject.optional(),
+  allow_param_override: z.boolean().optional(),
+  max_attempts: z.number().int().min(1).max(100).nullable().optional(),
+  timeout_seconds: z.number().int().min(1).max(7 * 86_400).nullable().optional(),
+  chain: z.array(jobName).max(50).optional(),
+  depends_on_schedules: z.array(objectId).max(50).optional(),
+  dependency_mode: z.enum(DEPENDENCY_MODES).optional(),
+  tenant_id: objectId.nullable().optional(),
+  per_tenant: z.boolean().optional(),
+};
+/** Schedule create/update body: the primary fields, or the extended names for the same values (see docs/jobs.md). */
+export const scheduleBody = z.object(scheduleShape).strict();
+export type ScheduleBody = z.output<typeof scheduleBody>;
+export const scheduleRunBody = z.object({ params: jsonObject.optional() }).strict().default({});
+
+export const chainStepInput = z
+  .object({
+    job: jobName,
+    params: jsonObject.default({}),
+    depends_on: z.array(jobName).max(50).default([]),
+    on_failure: z.enum(ON_FAILURE).optional(),
+    retries: z.number().int().min(0).max(20).default(0),
+    retry_delay_seconds: z.number().int().min(0).max(86_400).default(60),
+  })
+  .strict();
+export const chainBody = z
+  .object({
+    name: z.string().min(1).max(200),
+    description: z.string().max(2000).default(''),
+    steps: z.array(chainStepInput).min(1).max(50),
+    default_on_failure: z.enum(ON_FAILURE).default('stop'),
+  })
+  .strict();
+export const chainPatch = z
+  .object({
+    name: z.string().min(1).max(200).optional(),
+    description: z.string().max(2000).optional(),
+    steps: z.array(chainStepInput).min(1).max(50).optional(),
+    default_on_failure: z.enum(ON_FAILURE).optional(),
+  })
+  .strict();
+export type ChainBody = z.output<typeof chainBody>;
+export type ChainStepInput = z.output<typeof chainStepInput>;
+export const chainRunBody = z.object({ params: jsonObject.default({}) }).strict().default({ params: {} });
+
+/** One entry of the registry's `params` map, derived from the job's zod schema. */
+export interface ParamInfo {
+  type: string;
+  required: boolean;
+  description: string;
+  enum?: unknown[];
+}
+
+export const runResponse = z.object({ id: z.string(), job_name: z.string(), status: z.enum(RUN_STATUSES) }).passthrough();
+export const runsPageResponse = z.object({ items: z.array(runResponse), total: z.number(), page: z.number(), per_page: z.number(), total_pages: z.number() });
+export const triggerResponse = z.object({ run_id: z.string(), status: z.literal('pending'), message: z.string() });

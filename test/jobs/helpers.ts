@@ -1,0 +1,40 @@
+import { expect } from 'vitest';
+import { ADMIN_KEY, buildTestApp, type TestApp } from '../helpers/app.ts';
+import { jobsPlugin } from '../../plugins/jobs/index.ts';
+import { auditPlugin } from '../../plugins/audit/index.ts';
+import { resourcesPlugin } from '../../plugins/resources/index.ts';
+import { jobsFixturePlugin } from '../fixtures/jobs-fixture-plugin.ts';
+
+/** Short intervals so tests wait little (never asserted as speed). */
+export const FAST = { JOBS_ENABLED: 'true', JOBS_POLL_INTERVAL_MS: '100', JOBS_RETRY_DELAY_MS: '100', RATE_LIMIT_ENABLED: 'false' };
+
+export function jobsApp(config: Record<string, string> = {}): Promise<TestApp> {
+  return buildTestApp({ plugins: [resourcesPlugin, auditPlugin, jobsPlugin, jobsFixturePlugin], config: { ...FAST, ...config } });
+}
+
+export type Run = { id: string; status: string; attempt: number; [k: string]: any };
+
+/** Poll a run until its status is one of `statuses`. */
+export async function waitRun(t: TestApp | { http: TestApp['http'] }, id: string, statuses: string[] = ['completed', 'failed', 'cancelled'], key: string = ADMIN_KEY, ms = 20_000): Promise<Run> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const r = await t.http('GET', `/jobs/runs/${id}`, { key });
+    expect(r.status).toBe(200);
+    if (statuses.includes(r.body.status)) return r.body as Run;
+    if (Date.now() > end) throw new Error(`run ${id} still ${r.body.status} (waiting for ${statuses.join('/')})`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
+export async function until<T>(fn: () => Promise<T | null | undefined | false>, ms = 20_000, what = 'condition'): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
+export const trigger = (t: TestApp, job: string, parameters: Record<string, unknown> = {}, key = ADMIN_KEY) =>
+  t.http('POST', `/jobs/run/${job}`, { key, json: { parameters } });
