@@ -5,6 +5,7 @@ import { openapiPlugin } from '../plugins/openapi/index.ts';
 import { resourcesPlugin } from '../plugins/resources/index.ts';
 import { auditPlugin } from '../plugins/audit/index.ts';
 import { webhooksPlugin } from '../plugins/webhooks/index.ts';
+import { webauthnPlugin } from '../plugins/webauthn/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -14,6 +15,7 @@ export const builtinPlugins = (): Plugin[] => [
   resourcesPlugin,
   auditPlugin,
   webhooksPlugin,
+  webauthnPlugin,
   openapiPlugin,
 ];
 
