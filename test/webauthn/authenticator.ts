@@ -87,9 +87,9 @@ export class SoftAuthenticator {
     };
   }
 
-  /** A `navigator.credentials.get()` result (without email). Raises the sign count unless `counter` is given. */
+  /** A `navigator.credentials.get()` result (without email). Raises the sign count, or reports `counter` (which becomes the current count). */
   getAssertion(challenge: string, o: CeremonyOverrides = {}) {
-    const counter = o.counter ?? ++this.signCount;
+    const counter = (this.signCount = o.counter ?? this.signCount + 1);
     const clientData = this.clientData(o.type ?? 'webauthn.get', o.challenge ?? challenge, o.origin ?? this.origin);
     const authData = this.authData({ rpId: o.rpId, flags: o.flags ?? FLAGS.UP | FLAGS.UV, counter });
     const signature = sign('sha256', Buffer.concat([authData, sha256(clientData)]), this.privateKey);

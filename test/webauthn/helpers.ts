@@ -1,7 +1,8 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import type { TestApp } from '../helpers/app.ts';
-import { SoftAuthenticator, type CeremonyOverrides } from './authenticator.ts';
+import type { SoftAuthenticator} from './authenticator.ts';
+import { type CeremonyOverrides } from './authenticator.ts';
 
 export const ORIGIN = 'http://localhost:3000';
 export const PASSKEY_CONFIG = { WEBAUTHN_RP_ID: 'localhost', WEBAUTHN_RP_NAME: 'Test RP', WEBAUTHN_ORIGIN: `${ORIGIN},https://admin.example.test` };
