@@ -2,7 +2,7 @@
  * Who sees and removes which passkeys (REST and GraphQL, across users and tenants), logins with
  * one email in two tenants, the failed-auth limiter, personal-data declaration, GraphQL schema.
  */
-import { printType } from 'graphql';
+import { printType, type GraphQLObjectType } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, createTenantUser, expectError, type TestApp } from '../helpers/app.ts';
 import { webauthnPlugin } from '../../plugins/webauthn/index.ts';
@@ -134,7 +134,7 @@ describe('personal data and schema', () => {
   it('the GraphQL schema pieces', () => {
     const s = t.app.schema;
     expect(printType(s.getType('Passkey')!)).toMatchSnapshot();
-    const user = (s.getType('User') as import('graphql').GraphQLObjectType).getFields().passkeys!;
+    const user = (s.getType('User') as GraphQLObjectType).getFields().passkeys!;
     expect(String(user.type)).toBe('[Passkey!]!');
     const q = s.getQueryType()!.getFields().userPasskeys!;
     expect(q.args.map((a) => `${a.name}: ${String(a.type)}`)).toEqual(['user_id: String!']);
