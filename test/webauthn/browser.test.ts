@@ -20,7 +20,7 @@ const haveBrowser = existsSync(CHROMIUM);
 const inCI = !!process.env.CI;
 const INSTALL = 'apt-get install -y chromium';
 
-if (!haveBrowser && !inCI) console.warn(`browser.test.ts skipped: no Chromium at ${CHROMIUM}; install it with \`${INSTALL}\``);
+if (!haveBrowser && !inCI) process.stderr.write(`browser.test.ts skipped: no Chromium at ${CHROMIUM}; install it with \`${INSTALL}\`\n`);
 
 it.runIf(!haveBrowser && inCI)('Chromium is installed (required in CI)', () => {
   throw new Error(`No Chromium at ${CHROMIUM}: CI must run the browser test; install it with \`${INSTALL}\` (.ci/run does when root)`);
