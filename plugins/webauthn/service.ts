@@ -1,10 +1,8 @@
 import { createHmac } from 'node:crypto';
 import { Types } from 'mongoose';
-import {
-  generateAuthenticationOptions, generateRegistrationOptions, verifyAuthenticationResponse, verifyRegistrationResponse,
-  type AuthenticatorTransport, type PublicKeyCredentialCreationOptionsJSON, type PublicKeyCredentialRequestOptionsJSON,
-} from '@simplewebauthn/server';
-import { decodeCredentialPublicKey } from '@simplewebauthn/server/helpers';
+import type * as Server from '@simplewebauthn/server';
+import type * as Helpers from '@simplewebauthn/server/helpers';
+import type { AuthenticatorTransport, PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server';
 import { AppError, AuthRequiredError, NotFoundError, RateLimitedError } from '../../core/errors.ts';
 import { isAdmin, requestOf, type AuthUser } from '../../core/context.ts';
 import { tenantFilter } from '../../core/identity/guards.ts';
@@ -30,6 +28,14 @@ export interface WebAuthnSettings {
   /** Key for decoy credential ids of unknown emails. */
   decoySecret: string;
 }
+
+/**
+ * @simplewebauthn/server, loaded on first use: it pulls in ASN.1 and certificate parsing that
+ * costs about as much start-up time as mongoose, which a server that never sees a passkey
+ * ceremony (or fails on a bad setting) should not pay.
+ */
+let library: Promise<[typeof Server, typeof Helpers]> | undefined;
+const webauthnLib = () => (library ??= Promise.all([import('@simplewebauthn/server'), import('@simplewebauthn/server/helpers')]));
 
 /** Registration refusal: 422 `VALIDATION_ERROR` with the machine-readable `details.reason`. */
 class RegistrationError extends AppError {
@@ -85,6 +91,7 @@ export class WebAuthnService {
   /** `POST /auth/webauthn/register/options`: creation options; the challenge replaces any pending one of this user. */
   async registerOptions(user: AuthUser): Promise<PublicKeyCredentialCreationOptionsJSON> {
     const existing = await this.models.Credential.find({ user_id: user.id }, { credential_id: 1, transports: 1 }).lean();
+    const [{ generateRegistrationOptions }] = await webauthnLib();
     const options = await generateRegistrationOptions({
       rpName: this.settings.rpName,
       rpID: this.settings.rpId,
@@ -117,6 +124,7 @@ export class WebAuthnService {
     if (typeof clientData.origin !== 'string' || !this.settings.origins.includes(clientData.origin))
       throw new RegistrationError('origin_mismatch', `client data origin is not one of ${this.settings.origins.join(', ')}`);
 
+    const [{ verifyRegistrationResponse }, { decodeCredentialPublicKey }] = await webauthnLib();
     let info;
     try {
       const res = await verifyRegistrationResponse({
@@ -143,7 +151,7 @@ export class WebAuthnService {
     if (info.credential.id !== body.credential_id)
       throw new RegistrationError('credential_id_mismatch', 'credential_id differs from the id in the authenticator data', 'credential_id');
 
-    const alg = coseAlg(info.credential.publicKey);
+    const alg = coseAlg(decodeCredentialPublicKey(new Uint8Array(info.credential.publicKey)));
     try {
       const doc = await this.models.Credential.create({
         credential_id: body.credential_id,
@@ -179,6 +187,7 @@ export class WebAuthnService {
     const allow = creds.length
       ? creds.map((c) => ({ id: c.credential_id, transports: c.transports as AuthenticatorTransport[] }))
       : [{ id: this.decoyId(email), transports: ['internal' as const] }];
+    const [{ generateAuthenticationOptions }] = await webauthnLib();
     const options = await generateAuthenticationOptions({
       rpID: this.settings.rpId,
       allowCredentials: allow,
@@ -225,6 +234,7 @@ export class WebAuthnService {
     if (cred.disabled_at) throw new LoginFailure('credential_disabled');
     const user = users.find((u) => u.id === String(cred.user_id))!;
 
+    const [{ verifyAuthenticationResponse }] = await webauthnLib();
     let newCounter: number;
     try {
       const res = await verifyAuthenticationResponse({
@@ -335,9 +345,8 @@ function bytes(v: unknown): Uint8Array<ArrayBuffer> {
   throw new Error('stored passkey public key is not binary');
 }
 
-/** COSE `alg` (label 3) of a COSE_Key, read through the library's decoder. */
-function coseAlg(publicKey: Uint8Array): number {
-  const key = decodeCredentialPublicKey(new Uint8Array(publicKey));
+/** COSE `alg` (label 3) of a COSE_Key decoded by the library. */
+function coseAlg(key: { get(label: number): unknown }): number {
   const alg = key.get(3);
   return typeof alg === 'number' ? alg : 0;
 }
