@@ -8,6 +8,7 @@ import { webhooksPlugin } from '../plugins/webhooks/index.ts';
 import { jobsPlugin } from '../plugins/jobs/index.ts';
 import { paymentsPlugin } from '../plugins/payments/index.ts';
 import { privacyPlugin } from '../plugins/privacy/index.ts';
+import { webauthnPlugin } from '../plugins/webauthn/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -20,6 +21,7 @@ export const builtinPlugins = (): Plugin[] => [
   jobsPlugin,
   paymentsPlugin,
   privacyPlugin,
+  webauthnPlugin,
   openapiPlugin,
 ];
 

@@ -1,0 +1,52 @@
+import type { Builder } from '../../core/graphql.ts';
+import { parseInput, requireAdmin, requireUser } from '../../core/graphql.ts';
+import type { CredentialView } from './model.ts';
+import { credentialParams, userPasskeysArgs } from './schemas.ts';
+import type { WebAuthnService } from './service.ts';
+
+/**
+ * GraphQL fragment: `Passkey`, `User.passkeys` (own ones on `me`; an administrator's view of users
+ * in their tenant on `users`), `userPasskeys(user_id)` for administrators and `deletePasskey`.
+ */
+export function webauthnGraphql(builder: Builder, service: WebAuthnService): void {
+  const Passkey = builder.objectRef<CredentialView>('Passkey');
+  Passkey.implement({
+    description: 'A registered passkey (WebAuthn credential); the public key is never exposed',
+    fields: (t) => ({
+      credential_id: t.exposeString('credential_id', { nullable: false }),
+      device_name: t.exposeString('device_name', { nullable: false }),
+      registered_at: t.expose('registered_at', { type: 'DateTime', nullable: false }),
+      last_used_at: t.expose('last_used_at', { type: 'DateTime' }),
+    }),
+  });
+  // `User` is the identity plugin's type; it is extended by name (plugins never import each other's refs).
+  builder.objectField('User' as never, 'passkeys', (t) =>
+    t.field({
+      type: [Passkey],
+      nullable: false,
+      description: "The user's passkeys: your own, or as an administrator those of users in your tenant",
+      resolve: (parent, _a, ctx) => service.listForUser(requireUser(ctx), (parent as { id: string }).id),
+    }),
+  );
+  builder.queryFields((t) => ({
+    userPasskeys: t.field({
+      type: [Passkey],
+      nullable: false,
+      description: "Administrators: a user's passkeys (users of your own tenant only)",
+      args: { user_id: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => service.listForUser(requireAdmin(ctx), parseInput(userPasskeysArgs, a).user_id),
+    }),
+  }));
+  builder.mutationFields((t) => ({
+    deletePasskey: t.field({
+      type: 'Boolean',
+      nullable: false,
+      description: 'Remove one of your own passkeys (true when done); tokens issued from it stop working',
+      args: { credential_id: t.arg.string({ required: true }) },
+      resolve: async (_r, a, ctx) => {
+        await service.deleteOwn(requireUser(ctx), parseInput(credentialParams, a).credential_id);
+        return true;
+      },
+    }),
+  }));
+}

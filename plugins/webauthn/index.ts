@@ -1,0 +1,111 @@
+import { createHmac } from 'node:crypto';
+import { z } from 'zod';
+import { definePlugin } from '../../core/plugin.ts';
+import { defineRoute } from '../../core/http/route.ts';
+import { onHook } from '../../core/hooks.ts';
+import type { AppState } from '../../core/http/middleware.ts';
+import { webauthnModels } from './model.ts';
+import { authenticateBody, authenticateOptionsBody, credentialParams, credentialResponse, registerBody, tokenResponse } from './schemas.ts';
+import { PASSKEY_CREDENTIAL_KIND, WebAuthnService } from './service.ts';
+import { webauthnGraphql } from './graphql.ts';
+import { DEMO_CSP, DEMO_HTML } from './demo.ts';
+
+export { PASSKEY_CLONE_DETECTED, PASSKEY_CREDENTIAL_KIND, WebAuthnService } from './service.ts';
+
+/** Options of the webauthn plugin: `webauthnPlugin.configure({ ... })`. */
+export const webauthnOptions = z.object({
+  /** Option `timeout` sent to browsers, and the lifetime of a stored challenge (ms). @default 60000 (spec) */
+  timeout_ms: z.number().int().min(1_000).max(600_000).default(60_000),
+});
+
+/**
+ * Passkeys (spec document 2): WebAuthn registration for an authenticated user and passwordless
+ * login returning the same bearer token as `POST /auth/token`, bound to the passkey. Options and
+ * verification by @simplewebauthn/server; challenges in MongoDB (TTL), shared by replicas.
+ */
+export const webauthnPlugin = definePlugin({
+  name: 'webauthn',
+  options: webauthnOptions,
+  setup({ db, config, options, services, log }) {
+    const identity = services.get('identity');
+    const service = new WebAuthnService(
+      webauthnModels(db),
+      identity,
+      services.get('authFailures'),
+      {
+        rpId: config.WEBAUTHN_RP_ID,
+        rpName: config.WEBAUTHN_RP_NAME,
+        origins: config.WEBAUTHN_ORIGIN,
+        timeoutMs: options.timeout_ms,
+        decoySecret: createHmac('sha256', config.TOKEN_SECRET).update('webauthn-decoy').digest('hex'),
+      },
+      log,
+    );
+    identity.registerCredentialKind(PASSKEY_CREDENTIAL_KIND, (id) => service.resolveCredential(id));
+    const tags = ['passkeys'];
+    const demo = config.WEBAUTHN_DEMO_ENABLED ?? config.NODE_ENV === 'development';
+
+    return {
+      routes: [
+        defineRoute({
+          method: 'POST', path: '/auth/webauthn/register/options', tags, summary: 'Start passkey registration: creation options with a fresh challenge',
+          handler: ({ user }) => service.registerOptions(user!),
+        }),
+        defineRoute({
+          method: 'POST', path: '/auth/webauthn/register', tags, status: 201, summary: 'Finish passkey registration (attestation verified, format none)',
+          body: registerBody, response: credentialResponse, docs: { errors: [422] },
+          handler: ({ user, body }) => service.register(user!, body),
+        }),
+        defineRoute({
+          method: 'POST', path: '/auth/webauthn/authenticate/options', tags, auth: 'public', summary: 'Start passkey login: request options with a fresh challenge',
+          body: authenticateOptionsBody,
+          handler: ({ body }) => service.authenticateOptions(body.email),
+        }),
+        defineRoute({
+          method: 'POST', path: '/auth/webauthn/authenticate', tags, auth: 'public', summary: 'Finish passkey login: a bearer token bound to the passkey',
+          body: authenticateBody, response: tokenResponse, docs: { errors: [401, 429] },
+          handler: ({ body, ctx }) => service.authenticate(body, ctx.ip || null, (ctx.state as AppState).ctx.log),
+        }),
+        defineRoute({
+          method: 'GET', path: '/auth/webauthn/credentials', tags, summary: "The caller's passkeys",
+          response: z.array(credentialResponse),
+          handler: ({ user }) => service.listOwn(user!),
+        }),
+        defineRoute({
+          method: 'DELETE', path: '/auth/webauthn/credentials/:credential_id', tags, status: 204, summary: 'Remove one of your passkeys',
+          params: credentialParams, docs: { errors: [404] },
+          handler: async ({ user, params }) => {
+            await service.deleteOwn(user!, params.credential_id);
+          },
+        }),
+        ...(demo
+          ? [
+              defineRoute({
+                method: 'GET', path: '/auth/webauthn/demo', tags, auth: 'public', summary: 'Passkey demo page (development)',
+                handler: ({ ctx }) => {
+                  ctx.set('Content-Security-Policy', DEMO_CSP);
+                  ctx.set('Cache-Control', 'no-store');
+                  ctx.type = 'html';
+                  ctx.body = DEMO_HTML;
+                },
+              }),
+            ]
+          : []),
+      ],
+      hooks: [onHook('AFTER_USER_DISABLED', (e) => service.onUserDisabled(e))],
+      graphql: (builder) => webauthnGraphql(builder, service),
+      personalData: [
+        {
+          name: 'passkeys',
+          model: 'WebAuthnCredential',
+          subject_field: 'user_id',
+          gdpr_fields: ['device_name'],
+          on_erasure: 'delete',
+          export_exclude: ['public_key', 'attestation_object'],
+        },
+      ],
+    };
+  },
+});
+
+export default webauthnPlugin;
