@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { Types } from 'mongoose';
 import type * as Server from '@simplewebauthn/server';
 import type * as Helpers from '@simplewebauthn/server/helpers';
@@ -11,6 +11,12 @@ import type { AuthFailureLimiter } from '../../core/rate-limit.ts';
 import type { Logger } from '../../core/logger.ts';
 import { credentialView, type CredentialRecord, type CredentialView, type WebAuthnModels } from './model.ts';
 import type { AuthenticateBody, RegisterBody } from './schemas.ts';
+
+/**
+ * The key of an email in stored login state (challenges, the failed-login limiter): a hash, never
+ * the address, so that no collection outside the user's own records holds it (privacy erasure).
+ */
+export const emailKey = (email: string): string => `email:${createHash('sha256').update(email.trim().toLowerCase()).digest('hex').slice(0, 32)}`;
 
 /** Error code of a login refused because the sign count did not increase (possible cloned authenticator). */
 export const PASSKEY_CLONE_DETECTED = 'PASSKEY_CLONE_DETECTED';
@@ -194,7 +200,7 @@ export class WebAuthnService {
       timeout: this.settings.timeoutMs,
       userVerification: 'preferred',
     });
-    await this.storeChallenge('authenticate', `email:${email}`, options.challenge);
+    await this.storeChallenge('authenticate', emailKey(email), options.challenge);
     return options;
   }
 
@@ -205,7 +211,7 @@ export class WebAuthnService {
    * @throws AuthRequiredError 401 for any failure; AppError 401 `PASSKEY_CLONE_DETECTED`; RateLimitedError 429
    */
   async authenticate(body: AuthenticateBody, ip: string | null, log: Logger = this.log) {
-    const who = `email:${body.email}`;
+    const who = emailKey(body.email);
     // As for API keys, only failures are refused (429 past AUTH_FAILURE_LIMIT): a valid passkey
     // always logs in, so nobody can lock a user out by failing on purpose.
     try {
@@ -223,7 +229,7 @@ export class WebAuthnService {
   }
 
   private async login(body: AuthenticateBody) {
-    const stored = await this.takeChallenge('authenticate', `email:${body.email}`);
+    const stored = await this.takeChallenge('authenticate', emailKey(body.email));
     if (!stored) throw new LoginFailure('challenge_not_found');
     // Inactive and deleted users are not returned: their passkeys cannot log in.
     const users = await this.identity.usersByEmail(body.email);

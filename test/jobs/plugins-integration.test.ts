@@ -52,11 +52,11 @@ describe('privacy erasure as a job', () => {
 });
 
 describe('payments jobs in the registry', () => {
-  it('settle_payouts and the reconcilers are registered with their plugin and run', async () => {
+  it('settle_payouts, the refund reconciler and the erasure job are registered with their plugin and run', async () => {
     const reg = await t.http('GET', '/jobs/registry');
     expect(reg.status).toBe(200);
     const names = (Array.isArray(reg.body) ? reg.body : reg.body.jobs ?? reg.body.items).map((j: { name: string }) => j.name);
-    expect(names).toEqual(expect.arrayContaining(['settle_payouts', 'reconcile_payment_refunds', 'reconcile_payment_ledger', 'execute_erasure']));
+    expect(names).toEqual(expect.arrayContaining(['settle_payouts', 'reconcile_payment_refunds', 'execute_erasure']));
     const res = await trigger(t, 'settle_payouts');
     expect(res.status).toBe(202);
     const run = await waitRun(t, res.body.id);

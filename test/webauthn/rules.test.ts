@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import { buildTestApp, createTenantUser, envelope, expectError, type HttpResult, type TestApp } from '../helpers/app.ts';
 import { webauthnPlugin } from '../../plugins/webauthn/index.ts';
+import { emailKey } from '../../plugins/webauthn/service.ts';
 import { FLAGS, SoftAuthenticator } from './authenticator.ts';
 import { PASSKEY_CONFIG, captureLogger, loginWith, registerPasskey } from './helpers.ts';
 
@@ -235,7 +236,7 @@ describe('login', () => {
       expect(a.body.allowCredentials[0]).toEqual({ id: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), type: 'public-key', transports: ['internal'] });
       expect(b.body.allowCredentials).toEqual(a.body.allowCredentials);
       expect(b.body.challenge).not.toBe(a.body.challenge);
-      expect(await challenges().countDocuments({ subject: `email:${email}` })).toBe(1);
+      expect(await challenges().countDocuments({ subject: emailKey(email) })).toBe(1);
     }
     // The login that follows fails exactly like a wrong signature.
     const stranger = new SoftAuthenticator();
@@ -306,7 +307,7 @@ describe('login', () => {
   it('an expired challenge is refused', async () => {
     const { u, a } = await enrolled();
     const o = await loginOptions(u.email);
-    await challenges().updateOne({ subject: `email:${u.email}` }, { $set: { expires_at: new Date(Date.now() - 1) } });
+    await challenges().updateOne({ subject: emailKey(u.email) }, { $set: { expires_at: new Date(Date.now() - 1) } });
     await expectLoginRefused(await authenticate({ email: u.email, ...a.getAssertion(o.body.challenge) }), a.id);
   });
 
