@@ -1,13 +1,14 @@
 /**
  * A software WebAuthn authenticator for tests, made with node:crypto: ES256 (P-256) or RS256
- * (RSA 2048) keys, real `none` attestation objects (CBOR via cbor-x) and real assertion
+ * (RSA 2048) keys, real `none` attestation objects (CBOR via cborg, pure JavaScript) and real assertion
  * signatures over `authenticatorData || sha256(clientDataJSON)`. Every output can be bent
  * (type, origin, challenge, rp id, counter) to exercise one verification rule at a time.
  */
 import { createHash, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
-import { Encoder } from 'cbor-x';
+import { encode } from 'cborg';
 
-const cbor = new Encoder({ useRecords: false, mapsAsObjects: false, variableMapSize: true });
+/** CBOR with byte strings as such (cborg takes Uint8Array; Buffers are passed as plain views). */
+const bytes = (b: Buffer) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest();
 const b64u = (b: Buffer) => b.toString('base64url');
 
@@ -50,11 +51,11 @@ export class SoftAuthenticator {
     const jwk = this.publicKey.export({ format: 'jwk' });
     const m = new Map<number, unknown>();
     if (this.alg === 'ES256') {
-      m.set(1, 2).set(3, -7).set(-1, 1).set(-2, Buffer.from(jwk.x!, 'base64url')).set(-3, Buffer.from(jwk.y!, 'base64url'));
+      m.set(1, 2).set(3, -7).set(-1, 1).set(-2, bytes(Buffer.from(jwk.x!, 'base64url'))).set(-3, bytes(Buffer.from(jwk.y!, 'base64url')));
     } else {
-      m.set(1, 3).set(3, -257).set(-1, Buffer.from(jwk.n!, 'base64url')).set(-2, Buffer.from(jwk.e!, 'base64url'));
+      m.set(1, 3).set(3, -257).set(-1, bytes(Buffer.from(jwk.n!, 'base64url'))).set(-2, bytes(Buffer.from(jwk.e!, 'base64url')));
     }
-    return Buffer.from(cbor.encode(m));
+    return Buffer.from(encode(m));
   }
 
   authData(o: { rpId?: string; flags: number; counter: number; attested?: boolean }): Buffer {
@@ -77,7 +78,7 @@ export class SoftAuthenticator {
   makeCredential(challenge: string, o: CeremonyOverrides & { device_name?: string; transports?: string[] } = {}) {
     const clientData = this.clientData(o.type ?? 'webauthn.create', o.challenge ?? challenge, o.origin ?? this.origin);
     const authData = this.authData({ rpId: o.rpId, flags: o.flags ?? FLAGS.UP | FLAGS.UV | FLAGS.AT, counter: o.counter ?? this.signCount, attested: true });
-    const attestationObject = Buffer.from(cbor.encode(new Map<string, unknown>([['fmt', 'none'], ['attStmt', new Map()], ['authData', authData]])));
+    const attestationObject = Buffer.from(encode(new Map<string, unknown>([['fmt', 'none'], ['attStmt', new Map()], ['authData', bytes(authData)]])));
     return {
       credential_id: this.id,
       client_data_json: b64u(clientData),
