@@ -2,7 +2,9 @@
  * `npx tsx bench/profile.ts [path]`: seeds the bench database, runs the app under `--cpu-prof` with
  * autocannon load on one scenario (default: get-one), then prints self time per function and per
  * module, grouped into the request pipeline's components. Not a measurement: profiling slows
- * everything; read the shares, not the rates. `PROFILE_MODE=bare` profiles the bare baseline.
+ * everything; read the shares, not the rates. `PROFILE_MODE=bare` profiles the bare baseline,
+ * `PROFILE_MODE=app-noaudit` the app without audit. `PROFILE_BODY='{"name":"x"}'` POSTs that JSON
+ * body instead of GETting (e.g. `npx tsx bench/profile.ts /projects` profiles create).
  */
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -46,7 +48,11 @@ async function main() {
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id };
   const { child, port } = await startServer(process.env.PROFILE_MODE ?? 'app', env, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
   const url = `http://127.0.0.1:${port}${path ?? `/projects/${String(sample._id)}`}`;
-  const r = await autocannon({ url, connections: 10, duration: DURATION, headers: { 'X-API-Key': key } });
+  const body = process.env.PROFILE_BODY;
+  const r = await autocannon({
+    url, connections: 10, duration: DURATION,
+    ...(body ? { method: 'POST' as const, body, headers: { 'X-API-Key': key, 'Content-Type': 'application/json' } } : { headers: { 'X-API-Key': key } }),
+  });
   log(`${url}: ${(r.requests.total / DURATION).toFixed(0)} req/s under the profiler, ${r.non2xx} non-2xx`);
   await new Promise((res) => { child.once('exit', res); child.kill('SIGINT'); });
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))!;
@@ -71,6 +77,7 @@ async function main() {
     byComp.set(c, (byComp.get(c) ?? 0) + t);
   }
   const pct = (t: number) => `${((100 * t) / total).toFixed(1).padStart(5)}%`;
+  log(`\nbusy time ${(total / 1000).toFixed(0)} ms, ${(total / r.requests.total).toFixed(0)} µs per request (profiled)`);
   log('\nself time by component (busy time, idle excluded):');
   for (const [k, t] of [...byComp].sort((a, b) => b[1] - a[1])) log(`  ${pct(t)}  ${k}`);
   log('\ntop functions by self time:');

@@ -9,13 +9,18 @@ export interface WriteBehindOptions {
 
 /**
  * Write-behind queue: items are written in batches, off the caller's path, in the order pushed.
- * Writes run one at a time. A failed batch is handed to `onError` and not retried, so a broken
- * database cannot grow memory; nothing else is ever dropped.
+ * A write starts when `flushIntervalMs` has passed since the oldest unwritten item arrived, when
+ * `batchSize` items are waiting, or on `flush()`. Writes run one at a time; items that arrive during
+ * a write wait for their own interval or a full batch rather than following at once, so under load
+ * the database sees one large write per interval, not a stream of small ones. A failed batch is
+ * handed to `onError` and not retried, so a broken database cannot grow memory; nothing else is
+ * ever dropped.
  */
 export class WriteBehindBuffer<T> {
   private queue: T[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private draining = false;
+  /** A drain is chained on `tail` and has not started yet. */
+  private drainQueued = false;
   private tail: Promise<void> = Promise.resolve();
 
   constructor(
@@ -36,10 +41,11 @@ export class WriteBehindBuffer<T> {
   push(item: T): Promise<void> | undefined {
     this.queue.push(item);
     if (this.queue.length >= this.opts.maxQueue) return this.flush();
-    // A running drain picks up what arrives meanwhile.
-    if (this.draining) return undefined;
-    if (this.queue.length >= this.opts.batchSize) void this.flush();
-    else this.timer ??= setTimeout(() => void this.flush(), this.opts.flushIntervalMs).unref();
+    if (this.queue.length >= this.opts.batchSize) {
+      if (!this.drainQueued) void this.flush();
+    } else {
+      this.timer ??= setTimeout(() => void this.flush(), this.opts.flushIntervalMs).unref();
+    }
     return undefined;
   }
 
@@ -47,24 +53,24 @@ export class WriteBehindBuffer<T> {
   flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
+    this.drainQueued = true;
     // `drain` only rejects if `onError` itself throws; the chain must survive that.
     this.tail = this.tail.then(() => this.drain()).catch(() => undefined);
     return this.tail;
   }
 
+  /** Writes what is queued when it starts; later items have armed their own timer (see `push`). */
   private async drain(): Promise<void> {
-    this.draining = true;
-    try {
-      while (this.queue.length) {
-        const batch = this.queue.splice(0, this.opts.batchSize);
-        try {
-          await this.write(batch);
-        } catch (err) {
-          this.onError(err, batch);
-        }
+    this.drainQueued = false;
+    let left = this.queue.length;
+    while (left > 0) {
+      const batch = this.queue.splice(0, Math.min(left, this.opts.batchSize));
+      left -= batch.length;
+      try {
+        await this.write(batch);
+      } catch (err) {
+        this.onError(err, batch);
       }
-    } finally {
-      this.draining = false;
     }
   }
 }
