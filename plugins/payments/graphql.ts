@@ -11,7 +11,7 @@ import type { ResourceService } from '../resources/service.ts';
 import type { PaymentsService } from './service.ts';
 import type { PayoutsService, PayoutView } from './payouts.ts';
 import type { LedgerService, BalanceRow } from './ledger.ts';
-import { cancelInput, completeInput, executeInput, payoutListQuery, refundInput } from './schemas.ts';
+import { cancelInput, completeInput, executeInput, failPayoutInput, payoutListQuery, refundInput } from './schemas.ts';
 
 const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
@@ -51,6 +51,7 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
       payment_ids: t.exposeStringList('payment_ids', { nullable: false }),
       bank_reference: t.exposeString('bank_reference'),
       paid_at: t.field({ type: 'DateTime', resolve: (b) => b.paid_at }),
+      failure_reason: t.exposeString('failure_reason'),
       auto_approved: t.exposeBoolean('auto_approved', { nullable: false }),
       created_by: t.exposeString('created_by'),
       approved_by: t.exposeString('approved_by'),
@@ -130,6 +131,14 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
     executePayout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), bank_reference: t.arg.string({ required: true }) },
       resolve: (_r, { id, ...rest }, ctx) => payouts.execute(system(ctx), String(id), parseInput(executeInput, given(rest)).bank_reference),
+    }),
+    processPayout: t.field({
+      type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
+      resolve: (_r, args, ctx) => payouts.process(system(ctx), String(args.id)),
+    }),
+    failPayout: t.field({
+      type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
+      resolve: (_r, { id, ...rest }, ctx) => payouts.fail(system(ctx), String(id), parseInput(failPayoutInput, given(rest)).reason),
     }),
   }));
 }

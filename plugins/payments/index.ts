@@ -9,7 +9,7 @@ import { etagOf } from '../resources/service.ts';
 import type { AuthUser } from '../../core/context.ts';
 import { ledgerModel, payoutModel, paymentSchema, refundModel } from './model.ts';
 import {
-  cancelInput, completeInput, createPaymentInput, executeInput, ledgerQuery, paymentIdParams, payoutListQuery, refundInput, settleParams, updatePaymentInput,
+  cancelInput, completeInput, createPaymentInput, executeInput, failPayoutInput, ledgerQuery, paymentIdParams, payoutListQuery, refundInput, settleParams, updatePaymentInput,
 } from './schemas.ts';
 import { PaymentsService, type PaymentsApi, type PaymentView } from './service.ts';
 import { LedgerService } from './ledger.ts';
@@ -166,8 +166,18 @@ export const paymentsPlugin = definePlugin({
           handler: ({ user, params }) => payouts.approve(user!, params.id),
         }),
         defineRoute({
+          method: 'POST', path: '/payouts/:id/process', tags: ptags, auth: 'system', params: payoutId,
+          summary: 'process_payout: approved (or failed, to retry) → processing: the transfer was handed to the bank', docs: { errors: [404, 409] },
+          handler: ({ user, params }) => payouts.process(user!, params.id),
+        }),
+        defineRoute({
+          method: 'POST', path: '/payouts/:id/fail', tags: ptags, auth: 'system', params: payoutId, body: failPayoutInput,
+          summary: 'fail_payout: processing → failed with a reason (the bank rejected the transfer)', docs: { errors: [404, 409] },
+          handler: ({ user, params, body }) => payouts.fail(user!, params.id, body.reason),
+        }),
+        defineRoute({
           method: 'POST', path: '/payouts/:id/execute', tags: ptags, auth: 'system', params: payoutId, body: executeInput,
-          summary: 'execute_payout: approved → completed with bank_reference and paid_at', docs: { errors: [404, 409] },
+          summary: 'execute_payout: approved or processing → completed with bank_reference and paid_at', docs: { errors: [404, 409] },
           handler: ({ user, params, body }) => payouts.execute(user!, params.id, body.bank_reference),
         }),
       ],

@@ -128,7 +128,7 @@ export const ledgerModel = (conn: Connection): Model<InferSchemaType<typeof ledg
 export const PAYOUT_STATUSES = ['draft', 'approved', 'processing', 'completed', 'failed'] as const;
 export type PayoutStatus = (typeof PAYOUT_STATUSES)[number];
 
-/** A PayoutBatch: every spec field, plus who created and approved it and `building` (settlement in progress). */
+/** A PayoutBatch: every spec field, plus who created and approved it, `failure_reason`, and `building` (settlement in progress). */
 export const payoutSchema = new Schema(
   {
     recipient_type: { type: String, enum: ['tenant', 'partner'], required: true },
@@ -148,6 +148,8 @@ export const payoutSchema = new Schema(
     payment_ids: { type: [Schema.Types.ObjectId], default: [] },
     bank_reference: { type: String, default: null },
     paid_at: { type: Date, default: null },
+    /** Why the last transfer failed (`fail_payout`); cleared when it is retried. */
+    failure_reason: { type: String, default: null },
     /** True while the settlement run that created the batch is still claiming payments. */
     building: { type: Boolean, default: true },
     auto_approved: { type: Boolean, default: false },

@@ -1,6 +1,6 @@
 /**
  * Payout batches (spec document 3, PayoutBatch): settlement builds drafts from completed payments,
- * `approve_payout` and `execute_payout` move them on. Every state change is one conditional update.
+ * `approve_payout`, `process_payout`, `fail_payout` and `execute_payout` move them on. Every state change is one conditional update.
  */
 import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
@@ -30,6 +30,7 @@ export interface PayoutView {
   payment_ids: string[];
   bank_reference: string | null;
   paid_at: Date | null;
+  failure_reason: string | null;
   auto_approved: boolean;
   created_by: string | null;
   approved_by: string | null;
@@ -43,7 +44,7 @@ export const payoutView = (b: PayoutRecord): PayoutView => ({
   gross_amount: b.gross_amount, fee_amount: b.fee_amount, net_amount: b.net_amount, currency: b.currency,
   period_start: b.period_start, period_end: b.period_end, status: b.status as PayoutStatus, payment_count: b.payment_count,
   payment_ids: (b.payment_ids ?? []).map(String), bank_reference: b.bank_reference ?? null, paid_at: b.paid_at ?? null,
-  auto_approved: !!b.auto_approved, created_by: b.created_by ? String(b.created_by) : null, approved_by: b.approved_by ? String(b.approved_by) : null,
+  failure_reason: b.failure_reason ?? null, auto_approved: !!b.auto_approved, created_by: b.created_by ? String(b.created_by) : null, approved_by: b.approved_by ? String(b.approved_by) : null,
   approved_at: b.approved_at ?? null, created_at: b.created_at, updated_at: b.updated_at,
 });
 
@@ -81,7 +82,8 @@ export class PayoutsService {
   async list(user: AuthUser, q: { status?: string | undefined; tenant_id?: string | undefined; page: number; per_page: number }) {
     const filter: Record<string, unknown> = { ...this.tenantFilter(user) };
     if (q.status) filter.status = q.status;
-    if (q.tenant_id) filter.tenant_id = filter.tenant_id && String(filter.tenant_id) !== q.tenant_id ? null : new Types.ObjectId(q.tenant_id);
+    // A caller confined to one tenant asking for another gets an empty page, never another tenant's batches.
+    if (q.tenant_id) filter.tenant_id = filter.tenant_id && String(filter.tenant_id) !== q.tenant_id ? { $in: [] } : new Types.ObjectId(q.tenant_id);
     const [rows, total] = await Promise.all([
       this.model.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<PayoutRecord[]>(),
       this.model.countDocuments(filter),
@@ -90,9 +92,7 @@ export class PayoutsService {
   }
 
   async get(user: AuthUser, id: string): Promise<PayoutView> {
-    const b = await this.model.findOne({ _id: this.oid(id), ...this.tenantFilter(user) }).lean<PayoutRecord>();
-    if (!b) throw new NotFoundError('payouts', id);
-    return payoutView(b);
+    return payoutView(await this.owned(user, id));
   }
 
   /** True when `net` is below the auto-approve threshold (a threshold of 0 approves nothing). */
@@ -105,8 +105,7 @@ export class PayoutsService {
    * the batch's creator; the settlement runner (system actor) approves only batches below it.
    */
   async approve(actor: AuthUser, id: string): Promise<PayoutView> {
-    const b = await this.model.findOne({ _id: this.oid(id), ...this.tenantFilter(actor) }).lean<PayoutRecord>();
-    if (!b) throw new NotFoundError('payouts', id);
+    const b = await this.owned(actor, id);
     if (b.status !== 'draft' || b.building) throw new ConflictError(`Cannot approve a payout that is ${b.building ? 'still being built' : b.status}`, { status: b.status, operation: 'approve', allowed_from: ['draft'] });
     const system = isSystemActor(actor);
     if (system && !this.belowThreshold(b)) throw new AccessDeniedError('This payout is above the auto-approve threshold: a person must approve it', { threshold: this.opts.autoApproveThreshold });
@@ -123,19 +122,62 @@ export class PayoutsService {
     return payoutView(done);
   }
 
-  /** `execute_payout`: approved → completed with `bank_reference` and `paid_at`. Repeating it with the same reference is a no-op. */
-  async execute(actor: AuthUser, id: string, bankReference: string): Promise<PayoutView> {
-    const _id = this.oid(id);
-    const b = await this.model.findOne({ _id, ...this.tenantFilter(actor) }).lean<PayoutRecord>();
-    if (!b) throw new NotFoundError('payouts', id);
+  /**
+   * `process_payout`: approved → processing (the transfer was handed to the bank), or failed →
+   * processing (a retry of a failed transfer; `failure_reason` is cleared). The spec shows no
+   * trigger for `processing`; this is ours. Repeating it on a processing batch is a no-op.
+   */
+  async process(actor: AuthUser, id: string): Promise<PayoutView> {
+    const b = await this.owned(actor, id);
     const now = new Date();
     const done = await this.model
-      .findOneAndUpdate({ _id, status: 'approved' }, { $set: { status: 'completed', bank_reference: bankReference, paid_at: now, updated_at: now } }, { returnDocument: 'after' })
+      .findOneAndUpdate({ _id: b._id, status: { $in: ['approved', 'failed'] } }, { $set: { status: 'processing', failure_reason: null, updated_at: now } }, { returnDocument: 'after' })
+      .lean<PayoutRecord>();
+    if (done) return payoutView(done);
+    const cur = await this.model.findById(b._id).lean<PayoutRecord>();
+    if (cur?.status === 'processing') return payoutView(cur);
+    throw await this.conflict(b._id, 'process', ['approved', 'failed']);
+  }
+
+  /**
+   * `fail_payout`: processing → failed with `failure_reason` (the bank rejected the transfer). The
+   * batch keeps its payments, so none can be paid out twice; `process_payout` retries it.
+   */
+  async fail(actor: AuthUser, id: string, reason: string): Promise<PayoutView> {
+    const b = await this.owned(actor, id);
+    const now = new Date();
+    const done = await this.model
+      .findOneAndUpdate({ _id: b._id, status: 'processing' }, { $set: { status: 'failed', failure_reason: reason, updated_at: now } }, { returnDocument: 'after' })
+      .lean<PayoutRecord>();
+    if (done) return payoutView(done);
+    throw await this.conflict(b._id, 'fail', ['processing']);
+  }
+
+  /**
+   * `execute_payout`: approved (or processing) → completed with `bank_reference` and `paid_at`.
+   * Repeating it with the same reference is a no-op; another reference is 409.
+   */
+  async execute(actor: AuthUser, id: string, bankReference: string): Promise<PayoutView> {
+    const { _id } = await this.owned(actor, id);
+    const now = new Date();
+    const done = await this.model
+      .findOneAndUpdate(
+        { _id, status: { $in: ['approved', 'processing'] } },
+        { $set: { status: 'completed', bank_reference: bankReference, paid_at: now, failure_reason: null, updated_at: now } },
+        { returnDocument: 'after' },
+      )
       .lean<PayoutRecord>();
     if (done) return payoutView(done);
     const cur = await this.model.findById(_id).lean<PayoutRecord>();
     if (cur?.status === 'completed' && cur.bank_reference === bankReference) return payoutView(cur);
-    throw await this.conflict(_id, 'execute', ['approved']);
+    throw await this.conflict(_id, 'execute', ['approved', 'processing']);
+  }
+
+  /** The batch, if the actor's tenant scope reaches it (404 otherwise). */
+  private async owned(actor: AuthUser, id: string): Promise<PayoutRecord> {
+    const b = await this.model.findOne({ _id: this.oid(id), ...this.tenantFilter(actor) }).lean<PayoutRecord>();
+    if (!b) throw new NotFoundError('payouts', id);
+    return b;
   }
 
   private async conflict(id: Types.ObjectId, operation: string, from: string[]) {

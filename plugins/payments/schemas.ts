@@ -97,6 +97,7 @@ export const payoutListQuery = z
   .strict();
 
 export const executeInput = z.object({ bank_reference: text(255) }).strict();
+export const failPayoutInput = z.object({ reason: text(1000) }).strict();
 
 /** Parameters of the `settle_payouts` job and `POST /payouts/settle`. */
 export const settleParams = z

@@ -37,6 +37,10 @@ export interface PaymentsApi {
   approve_payout(actor: AuthUser, payoutId: string): Promise<PayoutView>;
   /** The spec's `execute_payout(payout_id, bank_reference)`, as `actor` (same rules as `POST /payouts/{id}/execute`). */
   execute_payout(actor: AuthUser, payoutId: string, bankReference: string): Promise<PayoutView>;
+  /** approved (or failed, to retry) → processing: the transfer was handed to the bank (`POST /payouts/{id}/process`). */
+  process_payout(actor: AuthUser, payoutId: string): Promise<PayoutView>;
+  /** processing → failed with a reason: the bank rejected the transfer (`POST /payouts/{id}/fail`). */
+  fail_payout(actor: AuthUser, payoutId: string, reason: string): Promise<PayoutView>;
 }
 
 /** The provider failed or answered something we cannot use: 502 `PROVIDER_ERROR`. */
@@ -109,6 +113,14 @@ export class PaymentsService implements PaymentsApi {
 
   execute_payout(actor: AuthUser, payoutId: string, bankReference: string): Promise<PayoutView> {
     return this.payoutService().execute(actor, payoutId, bankReference);
+  }
+
+  process_payout(actor: AuthUser, payoutId: string): Promise<PayoutView> {
+    return this.payoutService().process(actor, payoutId);
+  }
+
+  fail_payout(actor: AuthUser, payoutId: string, reason: string): Promise<PayoutView> {
+    return this.payoutService().fail(actor, payoutId, reason);
   }
 
   get model(): Model<PaymentRecord> {

@@ -84,7 +84,7 @@ describe('races', () => {
     for (const r of results.filter((x) => x.status !== 200)) expectError(r, 409, 'CONFLICT');
   });
 
-  it('cancel racing complete: exactly one of them wins', async () => {
+  it('cancel racing process on a pending payment: exactly one of them wins', async () => {
     const p = await create(t, A.user);
     const [cancel, proc] = await Promise.all([post(`/payments/${p._id}/cancel`, {}), post(`/payments/${p._id}/process`, {})]);
     expect([cancel.status, proc.status].sort()).toEqual([200, 409]);
@@ -137,6 +137,10 @@ describe('provider failures', () => {
     expect(await col(t, 'payments').findOne({ _id: new Types.ObjectId(p._id) })).toMatchObject({ refunded_amount: '3.00', status: 'partially_refunded', refund_reserved_minor: 0, refundable_minor: 500 });
     expect(await col(t, 'payment_refunds').findOne({ _id: rid })).toMatchObject({ status: 'succeeded', provider_refund_id: `re_${String(rid)}` });
     expect(await col(t, 'payment_refunds').findOne({ _id: orphan })).toMatchObject({ status: 'abandoned' });
+    // The refund the reconciler applied is audited like any other, as the system (user_id null).
+    await t.app.services.get('audit').flush();
+    const entries = await col(t, 'audit_log').find({ resource: 'payments', item_id: new Types.ObjectId(p._id) }).sort({ created_at: 1, _id: 1 }).toArray();
+    expect(entries.at(-1)).toMatchObject({ operation: 'update', user_id: null, changes: { refunded_amount: { old: '0.00', new: '3.00' }, status: { old: 'completed', new: 'partially_refunded' } } });
     // Run again: nothing left to do.
     expect(await job.run(jobContext(), { older_than_seconds: 60 })).toMatchObject({ examined: 0 });
   });

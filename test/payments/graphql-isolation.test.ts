@@ -28,7 +28,7 @@ describe('GraphQL: the same service and the same rules', () => {
     for (const type of ['Payment', 'PaymentPage', 'ProcessedPayment', 'PayoutBatch', 'PayoutBatchPage', 'LedgerBalance']) expect(printType(s.getType(type)!)).toMatchSnapshot(type);
     const mut = s.getMutationType()!.getFields();
     const sig = (name: string) => `${name}(${mut[name]!.args.map((a) => `${a.name}: ${String(a.type)}`).join(', ')}): ${String(mut[name]!.type)}`;
-    expect(['createPayment', 'updatePayment', 'processPayment', 'completePayment', 'cancelPayment', 'refundPayment', 'approvePayout', 'executePayout'].map(sig)).toMatchSnapshot('mutations');
+    expect(['createPayment', 'updatePayment', 'processPayment', 'completePayment', 'cancelPayment', 'refundPayment', 'approvePayout', 'executePayout', 'processPayout', 'failPayout'].map(sig)).toMatchSnapshot('mutations');
     const query = s.getQueryType()!.getFields();
     expect(['payments', 'payment', 'payouts', 'payout', 'ledgerBalance'].every((f) => f in query)).toBe(true);
   });
@@ -92,6 +92,19 @@ describe('GraphQL: the same service and the same rules', () => {
     const badExec = await t.gql(`mutation($id: ID!) { executePayout(id: $id, bank_reference: "") { status } }`, { id: batch.id });
     expect(code(badExec.body)).toBe('VALIDATION_ERROR');
   });
+
+  it('payouts: processing and failed through processPayout and failPayout', async () => {
+    const C = await tenant(t);
+    await completed(t, C.admin, { amount: '3.00' });
+    const settled = await t.http('POST', '/payouts/settle', { json: { tenant_id: C.tenantId, period_start: new Date(Date.now() - 3600_000).toISOString(), period_end: new Date(Date.now() + 3600_000).toISOString() } });
+    const id = settled.body.batches[0].id;
+    await col(t, 'payout_batches').updateOne({ _id: new Types.ObjectId(id) }, { $set: { status: 'approved' } });
+    const run = (q: string) => t.gql(q, { id });
+    expect((await run('mutation($id: ID!) { processPayout(id: $id) { status } }')).body.data.processPayout.status).toBe('processing');
+    expect(code((await run('mutation($id: ID!) { failPayout(id: $id, reason: "") { status } }')).body)).toBe('VALIDATION_ERROR');
+    expect((await run('mutation($id: ID!) { failPayout(id: $id, reason: "closed account") { status failure_reason } }')).body.data.failPayout).toEqual({ status: 'failed', failure_reason: 'closed account' });
+    expect(code((await run('mutation($id: ID!) { executePayout(id: $id, bank_reference: "Z") { status } }')).body)).toBe('CONFLICT');
+  });
 });
 
 describe('tenant isolation on every route', () => {
@@ -121,6 +134,27 @@ describe('tenant isolation on every route', () => {
     const sys = await t.http('GET', '/payments?resource_id=iso', { headers: { 'X-Tenant-Id': B.tenantId } });
     expect(sys.body.total).toBe(0);
     expect((await t.http('GET', '/payments?resource_id=iso')).body.total).toBe(2);
+  });
+
+  it('GraphQL payouts: tenant staff are refused; a system admin acting in another tenant finds nothing and changes nothing', async () => {
+    await completed(t, A.admin, { amount: '6.00' });
+    const settled = await t.http('POST', '/payouts/settle', { json: { tenant_id: A.tenantId, period_start: new Date(Date.now() - 3600_000).toISOString(), period_end: new Date(Date.now() + 3600_000).toISOString() } });
+    const id = settled.body.batches[0].id;
+    const before = await col(t, 'payout_batches').findOne({ _id: new Types.ObjectId(id) });
+    const ops = [
+      'query($id: ID!) { payout(id: $id) { id } }',
+      'mutation($id: ID!) { approvePayout(id: $id) { id } }',
+      'mutation($id: ID!) { processPayout(id: $id) { id } }',
+      'mutation($id: ID!) { failPayout(id: $id, reason: "r") { id } }',
+      'mutation($id: ID!) { executePayout(id: $id, bank_reference: "b") { id } }',
+    ];
+    for (const q of ops) {
+      for (const key of [A.admin, A.user, B.admin]) expect(code(await gql(q, { id }, key))).toBe('ACCESS_DENIED');
+      expect(code((await t.gql(q, { id }, { headers: { 'X-Tenant-Id': B.tenantId } })).body)).toBe('NOT_FOUND');
+    }
+    const list = await t.gql('{ payouts(per_page: 100) { total items { id tenant_id } } }', {}, { headers: { 'X-Tenant-Id': B.tenantId } });
+    expect(list.body.data.payouts.items.every((b: any) => b.tenant_id === B.tenantId)).toBe(true);
+    expect(await col(t, 'payout_batches').findOne({ _id: new Types.ObjectId(id) })).toEqual(before);
   });
 
   it('GraphQL: the same', async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import { expectError, jobContext, type TestApp } from '../helpers/app.ts';
-import { systemActor } from '../../core/context.ts';
+import { systemActor, type AuthUser } from '../../core/context.ts';
 import { col, completed, create, paymentsApp, tenant } from './helpers.ts';
 
 let t: TestApp;
@@ -182,6 +182,110 @@ describe('payouts and settlement', () => {
     const payments = t.app.services.get('payments');
     await expect(payments.approve_payout(systemActor(), res.batch_ids[0]!)).rejects.toMatchObject({ status: 403, code: 'ACCESS_DENIED' });
     await expect(payments.execute_payout(systemActor(), res.batch_ids[0]!, 'X')).rejects.toMatchObject({ status: 409, code: 'CONFLICT', details: { status: 'draft' } });
+  });
+
+  it('processing and failed: approved → processing → failed (reason) → processing (retry) → completed; other moves are 409', async () => {
+    const K = await tenant(t);
+    await completed(t, K.admin, { amount: '20.00' });
+    const id = ((await settleJob().run(jobContext(), { ...window(), tenant_id: K.tenantId })) as { batch_ids: string[] }).batch_ids[0]!;
+    const move = (op: string, json: unknown = {}) => t.http('POST', `/payouts/${id}/${op}`, { json });
+    expect((await t.http('GET', `/payouts/${id}`)).body.status).toBe('approved');
+    // fail only from processing
+    expect(expectError(await move('fail', { reason: 'x' }), 409, 'CONFLICT').details).toMatchObject({ status: 'approved', operation: 'fail', allowed_from: ['processing'] });
+    expect((await move('process')).body).toMatchObject({ status: 'processing', failure_reason: null });
+    expect((await move('process')).body.status).toBe('processing'); // repeating is a no-op
+    expectError(await move('approve'), 409, 'CONFLICT');
+    expectError(await move('fail', {}), 422, 'VALIDATION_ERROR');
+    const failed = await move('fail', { reason: 'IBAN rejected by the bank' });
+    expect(failed.body).toMatchObject({ status: 'failed', failure_reason: 'IBAN rejected by the bank', bank_reference: null, paid_at: null });
+    expect(expectError(await move('execute', { bank_reference: 'W' }), 409, 'CONFLICT').details).toMatchObject({ status: 'failed', allowed_from: ['approved', 'processing'] });
+    // The batch keeps its payments while failed: a new settlement does not take them again.
+    expect(((await settleJob().run(jobContext(), { ...window(), tenant_id: K.tenantId })) as { payment_count: number }).payment_count).toBe(0);
+    expect((await move('process')).body).toMatchObject({ status: 'processing', failure_reason: null });
+    const done = await move('execute', { bank_reference: 'WIRE-2' });
+    expect(done.body).toMatchObject({ status: 'completed', bank_reference: 'WIRE-2', failure_reason: null });
+    for (const op of ['process', 'fail', 'approve']) expectError(await move(op, op === 'fail' ? { reason: 'late' } : {}), 409, 'CONFLICT');
+  });
+
+  it('the spec service operations succeed as well as refuse: approve_payout, process_payout, fail_payout, execute_payout', async () => {
+    const L = await tenant(t);
+    await completed(t, L.admin, { amount: '300.00' });
+    const id = ((await settleJob().run(jobContext(), { ...window(), tenant_id: L.tenantId })) as { batch_ids: string[] }).batch_ids[0]!;
+    const payments = t.app.services.get('payments');
+    // A person (a system administrator who did not create the batch) approves above the threshold.
+    const person: AuthUser = { ...systemActor(), id: String(new Types.ObjectId()), name: 'Ops', email: 'ops@example.com' };
+    expect(await payments.approve_payout(person, id)).toMatchObject({ status: 'approved', approved_by: person.id, auto_approved: false });
+    expect(await payments.process_payout(systemActor(), id)).toMatchObject({ status: 'processing' });
+    expect(await payments.fail_payout(systemActor(), id, 'timeout at the bank')).toMatchObject({ status: 'failed', failure_reason: 'timeout at the bank' });
+    expect(await payments.process_payout(systemActor(), id)).toMatchObject({ status: 'processing' });
+    const done = await payments.execute_payout(systemActor(L.tenantId), id, 'SEPA-9');
+    expect(done).toMatchObject({ status: 'completed', bank_reference: 'SEPA-9' });
+    expect(done.paid_at).toBeInstanceOf(Date);
+    // Another tenant's system actor does not reach it.
+    const M = await tenant(t);
+    await expect(payments.execute_payout(systemActor(M.tenantId), id, 'SEPA-9')).rejects.toMatchObject({ status: 404, code: 'NOT_FOUND' });
+  });
+
+  it('tenant isolation: tenant staff get 403 on every payout route; a system admin acting in another tenant gets 404 and changes nothing', async () => {
+    const N = await tenant(t);
+    const O = await tenant(t);
+    await completed(t, N.admin, { amount: '2.00' });
+    const id = ((await settleJob().run(jobContext(), { ...window(), tenant_id: N.tenantId })) as { batch_ids: string[] }).batch_ids[0]!;
+    const before = await col(t, 'payout_batches').findOne({ _id: new Types.ObjectId(id) });
+    const routes: [string, string, unknown][] = [
+      ['GET', `/payouts/${id}`, undefined], ['POST', `/payouts/${id}/approve`, {}], ['POST', `/payouts/${id}/process`, {}],
+      ['POST', `/payouts/${id}/fail`, { reason: 'r' }], ['POST', `/payouts/${id}/execute`, { bank_reference: 'b' }],
+    ];
+    for (const key of [N.admin, N.user, O.admin]) {
+      for (const [method, path, json] of routes) expectError(await t.http(method, path, { key, json }), 403, 'ACCESS_DENIED');
+    }
+    for (const [method, path, json] of routes) {
+      expectError(await t.http(method, path, { json, headers: { 'X-Tenant-Id': O.tenantId } }), 404, 'NOT_FOUND');
+    }
+    expect(await col(t, 'payout_batches').findOne({ _id: new Types.ObjectId(id) })).toEqual(before);
+    // Listing while acting in O: O's batches only, even when asking for N's (and never a batch of no tenant, e.g. a partner's).
+    const now = new Date();
+    await col(t, 'payout_batches').insertOne({
+      recipient_type: 'partner', recipient_id: 'partner-1', tenant_id: null, gross_amount: '1.00', fee_amount: '0.00', net_amount: '1.00', gross_minor: 100, fee_minor: 0, net_minor: 100,
+      currency: 'USD', period_start: now, period_end: now, status: 'draft', payment_count: 0, payment_ids: [], bank_reference: null, paid_at: null, failure_reason: null,
+      building: false, auto_approved: false, created_by: null, approved_by: null, approved_at: null, created_at: now, updated_at: now,
+    });
+    const scoped = await t.http('GET', `/payouts?tenant_id=${N.tenantId}`, { headers: { 'X-Tenant-Id': O.tenantId } });
+    expect(scoped.body).toMatchObject({ items: [], total: 0 });
+    const mine = await t.http('GET', `/payouts?tenant_id=${N.tenantId}`);
+    expect(mine.body.items.map((b: any) => b.id)).toEqual([id]);
+  });
+
+  it('settlement takes the period: paid outside it is left out, the default is yesterday (UTC), a refund in flight waits; each claim is audited', async () => {
+    const P = await tenant(t);
+    const day = 86_400_000;
+    const midnight = new Date();
+    midnight.setUTCHours(0, 0, 0, 0);
+    const paidAt = async (p: Record<string, any>, at: Date, extra: Record<string, unknown> = {}) =>
+      col(t, 'payments').updateOne({ _id: new Types.ObjectId(String(p._id)) }, { $set: { paid_at: at, ...extra } });
+    const yesterday = await completed(t, P.admin, { amount: '1.00' });
+    await paidAt(yesterday, new Date(midnight.getTime() - day / 2));
+    const twoDaysAgo = await completed(t, P.admin, { amount: '2.00' });
+    await paidAt(twoDaysAgo, new Date(midnight.getTime() - day - 1));
+    const today = await completed(t, P.admin, { amount: '4.00' });
+    await paidAt(today, midnight);
+    const inFlight = await completed(t, P.admin, { amount: '8.00' });
+    await paidAt(inFlight, new Date(midnight.getTime() - 1), { refund_reserved_minor: 100 });
+
+    const res = (await settleJob().run(jobContext(), { tenant_id: P.tenantId })) as { batch_ids: string[]; payment_count: number; period_start: Date; period_end: Date };
+    expect(res.payment_count).toBe(1);
+    expect(new Date(res.period_start).getTime()).toBe(midnight.getTime() - day);
+    expect(new Date(res.period_end).getTime()).toBe(midnight.getTime());
+    const batch = (await t.http('GET', `/payouts/${res.batch_ids[0]}`)).body;
+    expect(batch).toMatchObject({ payment_ids: [yesterday._id], gross_amount: '1.00' });
+    // The claim is a Payment write: audited, as the system for a job.
+    await t.app.services.get('audit').flush();
+    const entry = await col(t, 'audit_log').findOne({ resource: 'payments', item_id: new Types.ObjectId(yesterday._id), 'changes.payout_batch_id': { $exists: true } });
+    expect(entry).toMatchObject({ operation: 'update', user_id: null });
+    expect(String(entry!.changes.payout_batch_id.new)).toBe(res.batch_ids[0]);
+    // Once the refund settles, the waiting payment goes into the next run.
+    await col(t, 'payments').updateOne({ _id: new Types.ObjectId(inFlight._id) }, { $set: { refund_reserved_minor: 0 } });
+    expect(((await settleJob().run(jobContext(), { tenant_id: P.tenantId })) as { payment_count: number }).payment_count).toBe(1);
   });
 
   it('the job acting for one tenant settles that tenant only', async () => {

@@ -15,7 +15,7 @@ const events: { name: string; payload: any }[] = [];
 /** Declines everything at create_payment; counts calls so "nothing charged on create" is visible. */
 const declining: PaymentProvider = {
   name: 'decliner',
-  status_map: { OK: 'processing', DECLINED: 'failed' },
+  status_map: { OK: 'processing', PAID: 'completed', DECLINED: 'failed' },
   async create_payment(intent) {
     calls.push(`create:${intent.payment_id}`);
     return { status: 'DECLINED', failure_reason: 'insufficient funds' };
@@ -36,6 +36,17 @@ const inline: PaymentProvider = {
     return {};
   },
 };
+/** Answers a status its map does not know. */
+const confused: PaymentProvider = {
+  name: 'confused',
+  status_map: { OK: 'processing' },
+  async create_payment() {
+    return { status: 'WHO_KNOWS' };
+  },
+  async refund_payment() {
+    return {};
+  },
+};
 const listener = definePlugin({
   name: 'payment-listener',
   setup: () => ({
@@ -47,7 +58,7 @@ const listener = definePlugin({
 });
 
 beforeAll(async () => {
-  t = await paymentsApp({ plugins: [providerPlugin(declining, inline), listener] });
+  t = await paymentsApp({ plugins: [providerPlugin(declining, inline, confused), listener] });
   A = await tenant(t);
 });
 afterAll(() => t?.close());
@@ -166,6 +177,13 @@ describe('lifecycle', () => {
     for (const op of ['process', 'cancel']) expectError(await post(`/payments/${p._id}/${op}`, {}), 409, 'CONFLICT');
   });
 
+  it('a status the provider map does not know is 502 PROVIDER_ERROR and leaves the payment pending', async () => {
+    const p = await create(t, A.user, { provider: 'confused' });
+    const err = expectError(await post(`/payments/${p._id}/process`, {}, A.user), 502, 'PROVIDER_ERROR');
+    expect(err.details).toMatchObject({ provider: 'confused' });
+    expect((await t.http('GET', `/payments/${p._id}`, { key: A.user })).body.status).toBe('pending');
+  });
+
   it('complete with a declining provider_status fails a processing payment; an unmapped one is 422', async () => {
     const p = await create(t, A.user);
     await post(`/payments/${p._id}/process`, {});
@@ -193,6 +211,11 @@ describe('lifecycle', () => {
     const done = await completed(t, A.admin);
     const refunded = await completed(t, A.admin, { amount: '2.00' });
     await post(`/payments/${refunded._id}/refund`, { amount: '2.00' });
+    const partial = await completed(t, A.admin, { amount: '2.00' });
+    await post(`/payments/${partial._id}/refund`, { amount: '1.00' });
+    const failed = await create(t, A.user, { provider: 'decliner' });
+    await post(`/payments/${failed._id}/process`, {}, A.user);
+    const complete = { provider_reference: 'r', provider_status: 'paid' };
     const cases: [any, string, unknown, string][] = [
       [pending, 'complete', { provider_reference: 'r', provider_status: 'paid' }, 'pending'],
       [pending, 'refund', { amount: '1.00' }, 'pending'],
@@ -204,6 +227,14 @@ describe('lifecycle', () => {
       [refunded, 'refund', { amount: '0.01' }, 'refunded'],
       [refunded, 'cancel', {}, 'refunded'],
       [refunded, 'process', {}, 'refunded'],
+      [refunded, 'complete', complete, 'refunded'],
+      [partial, 'process', {}, 'partially_refunded'],
+      [partial, 'cancel', {}, 'partially_refunded'],
+      [partial, 'complete', complete, 'partially_refunded'],
+      [failed, 'process', {}, 'failed'],
+      [failed, 'cancel', {}, 'failed'],
+      [failed, 'complete', { provider_reference: 'r', provider_status: 'PAID' }, 'failed'],
+      [failed, 'refund', { amount: '1.00' }, 'failed'],
     ];
     for (const [p, op, json, status] of cases) {
       const before = await col(t, 'payments').findOne({ _id: new Types.ObjectId(p._id) });
@@ -211,6 +242,12 @@ describe('lifecycle', () => {
       expect(err.details).toMatchObject({ status, operation: op });
       expect(await col(t, 'payments').findOne({ _id: new Types.ObjectId(p._id) })).toEqual(before);
     }
+    // A decline reported again for a failed payment is a no-op, like a repeated completion.
+    const before = await col(t, 'payments').findOne({ _id: new Types.ObjectId(failed._id) });
+    const again = await post(`/payments/${failed._id}/complete`, { provider_reference: 'r', provider_status: 'DECLINED' });
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ status: 'failed', version: before!.version });
+    expect(await col(t, 'payments').findOne({ _id: new Types.ObjectId(failed._id) })).toEqual(before);
   });
 
   it('refunds: partial then the rest; above the captured amount is 400; bad amounts 422', async () => {
@@ -221,6 +258,8 @@ describe('lifecycle', () => {
     expect(over.details).toMatchObject({ requested: '30.01', refundable: '30.00', refunded_amount: '20.00', amount: '50.00' });
     expectError(await post(`/payments/${p._id}/refund`, { amount: '1.001' }), 422, 'VALIDATION_ERROR');
     expectError(await post(`/payments/${p._id}/refund`, { amount: '0' }), 422, 'VALIDATION_ERROR');
+    expectError(await post(`/payments/${p._id}/refund`, { amount: '-1.00' }), 422, 'VALIDATION_ERROR');
+    expectError(await post(`/payments/${p._id}/refund`, { amount: -1 }), 422, 'VALIDATION_ERROR');
     expectError(await post(`/payments/${p._id}/refund`, { amount: '1', extra: 1 }), 422, 'VALIDATION_ERROR');
     const r2 = await post(`/payments/${p._id}/refund`, { amount: 30 });
     expect(r2.body).toMatchObject({ status: 'refunded', refunded_amount: '50.00' });
@@ -289,6 +328,22 @@ describe('audit and domain events', () => {
     expect(entries[3]!.changes).toMatchObject({ status: { old: 'completed', new: 'partially_refunded' }, refunded_amount: { old: '0.00', new: '1.00' } });
     expect(JSON.stringify(entries)).not.toMatch(/refundable_minor|open_refund_ids/);
     expect(String(entries[1]!.user_id)).toBe(A.adminId);
+  });
+
+  it('cancel and a decline are audited too', async () => {
+    const c = await create(t, A.user);
+    await post(`/payments/${c._id}/cancel`, { reason: 'no' }, A.user);
+    const d = await create(t, A.user, { provider: 'decliner' });
+    await post(`/payments/${d._id}/process`, {}, A.user);
+    await t.app.services.get('audit').flush();
+    const last = async (id: string) =>
+      (await col(t, 'audit_log').find({ resource: 'payments', item_id: new Types.ObjectId(id) }).sort({ created_at: 1, _id: 1 }).toArray()).at(-1)!;
+    const cancelled = await last(c._id);
+    expect(cancelled.operation).toBe('update');
+    expect(cancelled.changes).toMatchObject({ status: { old: 'pending', new: 'cancelled' } });
+    expect(String(cancelled.user_id)).toBe(A.userId);
+    const declined = await last(d._id);
+    expect(declined.changes).toMatchObject({ status: { old: 'pending', new: 'failed' }, failure_reason: { old: null, new: 'insufficient funds' } });
   });
 
   it('PAYMENT_COMPLETED and PAYMENT_REFUNDED carry the payment, the actor and the tenant', async () => {

@@ -18,7 +18,7 @@ describe('payments in OpenAPI', () => {
     expect(Object.keys(doc.paths['/payments/{id}']).sort()).toEqual(['get', 'put']);
     for (const op of ['process', 'complete', 'cancel', 'refund']) expect(doc.paths[`/payments/{id}/${op}`].post).toBeDefined();
     for (const p of ['/ledger/entries', '/ledger/balance', '/payouts', '/payouts/{id}']) expect(doc.paths[p].get).toBeDefined();
-    for (const p of ['/payouts/settle', '/payouts/{id}/approve', '/payouts/{id}/execute']) expect(doc.paths[p].post).toBeDefined();
+    for (const p of ['/payouts/settle', '/payouts/{id}/approve', '/payouts/{id}/process', '/payouts/{id}/fail', '/payouts/{id}/execute']) expect(doc.paths[p].post).toBeDefined();
     expect(doc.paths['/payments/{id}/refund'].post.responses).toHaveProperty('400');
     const res = await new Validator().validate(structuredClone(doc));
     expect(res.errors).toBeUndefined();

@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import Stripe from 'stripe';
 import { expectError, type TestApp } from '../helpers/app.ts';
+import { definePlugin } from '../../core/plugin.ts';
+import { onHook } from '../../core/hooks.ts';
+import { isSystemActor } from '../../core/context.ts';
 import { col, create, paymentsApp, tenant } from './helpers.ts';
 import { startFakeStripe, type FakeStripe } from './stripe-server.ts';
 
@@ -9,10 +12,21 @@ const WEBHOOK_SECRET = 'whsec_test_0123456789abcdef';
 let t: TestApp;
 let fake: FakeStripe;
 let A: Awaited<ReturnType<typeof tenant>>;
+const events: { name: string; payment_id: string; system: boolean; tenant_id: string | null }[] = [];
+const listener = definePlugin({
+  name: 'stripe-event-listener',
+  setup: () => ({
+    hooks: [
+      onHook('PAYMENT_COMPLETED', (e) => void events.push({ name: 'completed', payment_id: String(e.payment._id), system: isSystemActor(e.actor), tenant_id: e.tenant_id })),
+      onHook('PAYMENT_REFUNDED', (e) => void events.push({ name: 'refunded', payment_id: String(e.payment._id), system: isSystemActor(e.actor), tenant_id: e.tenant_id })),
+    ],
+  }),
+});
 
 beforeAll(async () => {
   fake = await startFakeStripe();
   t = await paymentsApp({
+    plugins: [listener],
     config: { WEBHOOKS_ENABLED: 'true', STRIPE_SECRET_KEY: 'sk_test_fake', STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, STRIPE_API_URL: fake.url },
   });
   A = await tenant(t);
@@ -37,8 +51,11 @@ describe('registration', () => {
     expect(t.app.services.get('webhooks').providers()).toContain('stripe');
   });
 
-  it('without them it is not (a payment naming it is 422)', async () => {
-    const bare = await paymentsApp({ config: { STRIPE_SECRET_KEY: 'sk_test_only' } });
+  it.each([
+    ['only the secret key', { STRIPE_SECRET_KEY: 'sk_test_only' }],
+    ['only the webhook secret', { WEBHOOKS_ENABLED: 'true', STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET }],
+  ])('without both it is not (%s): a payment naming it is 422', async (_label, config) => {
+    const bare = await paymentsApp({ config });
     try {
       expect(bare.app.services.get('payments').providers()).toEqual(['manual']);
       const B = await tenant(bare);
@@ -119,6 +136,8 @@ describe('the asynchronous flow of the spec, end to end', () => {
     const entries = await col(t, 'audit_log').find({ resource: 'payments', item_id: new Types.ObjectId(p._id), operation: 'update' }).sort({ created_at: 1, _id: 1 }).toArray();
     expect(entries.map((e) => [e.user_id, e.changes.status?.new ?? null])).toEqual([[new Types.ObjectId(A.userId), null], [null, 'processing'], [null, 'completed']]);
     expect(entries.every((e) => String(e.tenant_id) === A.tenantId)).toBe(true);
+    // One domain event for the webhook's completion, by the system actor of the payment's tenant.
+    expect(events.filter((e) => e.payment_id === p._id)).toEqual([{ name: 'completed', payment_id: p._id, system: true, tenant_id: A.tenantId }]);
 
     // A late failure event for a captured payment changes nothing.
     await deliver('payment_intent.payment_failed', { id: pi.id, status: 'requires_payment_method', metadata: {} });
@@ -140,6 +159,10 @@ describe('the asynchronous flow of the spec, end to end', () => {
     const pi = (await t.http('POST', `/payments/${p._id}/process`, { key: A.user, json: {} })).body.payment.provider_reference;
     await deliver('payment_intent.payment_failed', { id: pi, status: 'requires_payment_method', metadata: { payment_id: p._id }, last_payment_error: { message: 'Your card was declined.' } });
     expect(await stored(p._id)).toMatchObject({ status: 'failed', failure_reason: 'Your card was declined.' });
+    // Written by the webhook handler as the system: audited with user_id null.
+    await t.app.services.get('audit').flush();
+    const entries = await col(t, 'audit_log').find({ resource: 'payments', item_id: new Types.ObjectId(p._id) }).sort({ created_at: 1, _id: 1 }).toArray();
+    expect(entries.at(-1)).toMatchObject({ operation: 'update', user_id: null, changes: { status: { old: 'processing', new: 'failed' } } });
   });
 
   it('a webhook never touches a payment of another provider', async () => {
@@ -163,5 +186,11 @@ describe('the asynchronous flow of the spec, end to end', () => {
     expect(await stored(p._id)).toMatchObject({ refunded_amount: '15.00', status: 'partially_refunded', refundable_minor: 1500 });
     await deliver('charge.refunded', { id: 'ch_1', object: 'charge', payment_intent: pi, amount_refunded: 1500, metadata: {} });
     expect((await stored(p._id))!.refunded_minor).toBe(1500);
+    // The dashboard refund is audited as a system change (user_id null), after our own refund by the admin.
+    await t.app.services.get('audit').flush();
+    const entries = await col(t, 'audit_log').find({ resource: 'payments', item_id: new Types.ObjectId(p._id) }).sort({ created_at: 1, _id: 1 }).toArray();
+    expect(events.filter((e) => e.payment_id === p._id && e.name === 'refunded').map((e) => e.system)).toEqual([false, true]);
+    const refunds = entries.filter((e) => e.changes?.refunded_amount);
+    expect(refunds.map((e) => [e.changes.refunded_amount.new, e.user_id === null ? null : String(e.user_id)])).toEqual([['10.00', A.adminId], ['15.00', null]]);
   });
 });
