@@ -223,7 +223,7 @@ export class WebAuthnService {
       const locked = await this.failures.fail(ip, who);
       if (locked !== null) throw new RateLimitedError(locked);
       if (err.clone)
-        throw new AppError(401, PASSKEY_CLONE_DETECTED, 'The authenticator reported a sign count that did not increase; this passkey is disabled, register it again', {});
+        throw new AppError(401, PASSKEY_CLONE_DETECTED, 'The authenticator reported a sign count that did not increase; this passkey is disabled: delete it and register a new one', {});
       throw new AuthRequiredError('Passkey login failed');
     }
   }

@@ -69,9 +69,11 @@ describe('isolation', () => {
 
   it('GraphQL deletePasskey of anyone else’s is NOT_FOUND; one’s own is removed', async () => {
     const q = 'mutation($id: String!) { deletePasskey(credential_id: $id) }';
-    for (const key of [bob.key, carol.key, adminT1.key]) {
+    // Same tenant, other tenant, tenant admin, other tenant's admin, system administrator.
+    for (const key of [bob.key, carol.key, adminT1.key, adminT2.key, ADMIN_KEY]) {
       const r = await t.gql(q, { id: alice.a.id }, { key });
       expect(r.body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+      expect(r.body.data ?? null).toBeNull();
     }
     expect(await creds().countDocuments({ credential_id: alice.a.id })).toBe(1);
     const bad = await t.gql(q, { id: 'not base64url!' }, { key: alice.key });
@@ -80,6 +82,22 @@ describe('isolation', () => {
     const r = await t.gql(q, { id: extra.a.id }, { key: extra.key });
     expect(r.body).toEqual({ data: { deletePasskey: true } });
     expect(await creds().countDocuments({ credential_id: extra.a.id })).toBe(0);
+  });
+
+  it('register/options excludeCredentials lists exactly the caller’s own passkeys (not same-tenant or other-tenant users’)', async () => {
+    const email = `excl-${Math.random().toString(36).slice(2)}@example.com`;
+    const a = await userWithPasskey({ email });
+    const second = new SoftAuthenticator('RS256');
+    expect((await registerPasskey(t, a.key, second)).status).toBe(201);
+    // A colleague in the same tenant, and a user with the same email in another tenant.
+    const colleague = await userWithPasskey({ tenantId: a.tenantId });
+    const namesake = await userWithPasskey({ email });
+    const ids = (r: { body: { excludeCredentials: { id: string }[] } }) => r.body.excludeCredentials.map((c) => c.id).sort();
+    const mine = await t.http('POST', '/auth/webauthn/register/options', { key: a.key });
+    expect(mine.status).toBe(200);
+    expect(ids(mine)).toEqual([a.a.id, second.id].sort());
+    expect(ids(await t.http('POST', '/auth/webauthn/register/options', { key: colleague.key }))).toEqual([colleague.a.id]);
+    expect(ids(await t.http('POST', '/auth/webauthn/register/options', { key: namesake.key }))).toEqual([namesake.a.id]);
   });
 
   it('an admin lists a user’s passkeys in their own tenant only; users cannot', async () => {

@@ -20,7 +20,7 @@ export function captureLogger(level = 'info') {
 }
 
 /** register/options then register, as the browser would; returns the register answer. */
-export async function registerPasskey(t: TestApp, key: string, auth: SoftAuthenticator, o: CeremonyOverrides & { device_name?: string } = {}) {
+export async function registerPasskey(t: TestApp, key: string, auth: SoftAuthenticator, o: CeremonyOverrides & { device_name?: string; transports?: string[] } = {}) {
   const opts = await t.http('POST', '/auth/webauthn/register/options', { key });
   if (opts.status !== 200) throw new Error(`register/options: ${opts.status} ${JSON.stringify(opts.body)}`);
   return t.http('POST', '/auth/webauthn/register', { key, json: auth.makeCredential(opts.body.challenge, o) });

@@ -165,8 +165,9 @@ describe('registration', () => {
     const o = await regOptions(u.key);
     const r = await t.http('POST', '/auth/webauthn/register', { key: u.key, json: new SoftAuthenticator('ES256', 'evil.example').makeCredential(o.body.challenge) });
     const err = expectError(r, 422, 'VALIDATION_ERROR');
-    expect(err.details.reason).toBe('attestation_invalid');
     expect(String((err.details.errors as { msg: string }[])[0]!.msg)).toMatch(/RP ID/i);
+    // Nothing written: the user still has no credential.
+    await expectRegistrationRefused(r, 'attestation_invalid', u.userId);
   });
 
   it('a credential_id that differs from the attested one is refused', async () => {
@@ -205,9 +206,52 @@ describe('registration', () => {
 
   it('the same credential cannot be registered twice', async () => {
     const { u, a } = await enrolled();
+    const before = await creds().findOne({ credential_id: a.id });
     const o = await regOptions(u.key);
-    const r = await t.http('POST', '/auth/webauthn/register', { key: u.key, json: a.makeCredential(o.body.challenge) });
+    const r = await t.http('POST', '/auth/webauthn/register', { key: u.key, json: a.makeCredential(o.body.challenge, { device_name: 'Second try' }) });
     expect(expectError(r, 422, 'VALIDATION_ERROR').details.reason).toBe('credential_exists');
+    // Nothing written: still one credential, the stored one untouched.
+    expect(await creds().countDocuments({ user_id: new Types.ObjectId(u.userId) })).toBe(1);
+    expect(await creds().countDocuments({ credential_id: a.id })).toBe(1);
+    expect(await creds().findOne({ credential_id: a.id })).toEqual(before);
+  });
+
+  it('checks run in the spec order (challenge stored, type, challenge, origin): with two faults the first is reported', async () => {
+    const u = await newUser();
+    const wrongChallenge = 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+    const evil = 'https://evil.example';
+    for (const [faults, reason] of [
+      [{ type: 'webauthn.get', origin: evil }, 'type_mismatch'],
+      [{ challenge: wrongChallenge, origin: evil }, 'challenge_mismatch'],
+      [{ type: 'webauthn.get', challenge: wrongChallenge }, 'type_mismatch'],
+    ] as const) {
+      const o = await regOptions(u.key);
+      const r = await t.http('POST', '/auth/webauthn/register', { key: u.key, json: new SoftAuthenticator().makeCredential(o.body.challenge, faults) });
+      await expectRegistrationRefused(r, reason, u.userId);
+    }
+    // No challenge pending (the last attempt consumed it) comes before everything else.
+    const r = await t.http('POST', '/auth/webauthn/register', {
+      key: u.key,
+      json: new SoftAuthenticator().makeCredential(wrongChallenge, { type: 'webauthn.get', origin: evil }),
+    });
+    await expectRegistrationRefused(r, 'challenge_not_found', u.userId);
+  });
+
+  it('transports may be empty or omitted: the credential is stored with []', async () => {
+    const u = await newUser();
+    const empty = new SoftAuthenticator();
+    const omitted = new SoftAuthenticator();
+    expect((await registerPasskey(t, u.key, empty, { transports: [] })).status).toBe(201);
+    const o = await regOptions(u.key);
+    const { transports, ...body } = omitted.makeCredential(o.body.challenge);
+    expect(transports).toBeDefined();
+    expect(Object.keys(body)).not.toContain('transports');
+    const r = await t.http('POST', '/auth/webauthn/register', { key: u.key, json: body });
+    expect(r.status).toBe(201);
+    for (const a of [empty, omitted]) expect((await creds().findOne({ credential_id: a.id }))!.transports).toEqual([]);
+    // Both log in.
+    expect((await loginWith(t, u.email, empty)).status).toBe(200);
+    expect((await loginWith(t, u.email, omitted)).status).toBe(200);
   });
 });
 
@@ -281,13 +325,50 @@ describe('login', () => {
     expect((await loginWith(t, u.email, a, { counter: 0 })).status).toBe(200);
   });
 
-  /** One refused login: 401 AUTH_REQUIRED, sign count and last use untouched. */
-  async function expectLoginRefused(res: HttpResult<any>, credentialId: string) {
+  /**
+   * One refused login: 401 AUTH_REQUIRED and nothing written to the credential: sign count and last
+   * use as they were (`before`; default: as registered) and not disabled.
+   */
+  async function expectLoginRefused(res: HttpResult<any>, credentialId: string, before: { sign_count: number; last_used_at: Date | null } = { sign_count: 0, last_used_at: null }) {
     expectError(res, 401, 'AUTH_REQUIRED');
     expect(res.body.token).toBeUndefined();
     const doc = await creds().findOne({ credential_id: credentialId });
-    if (doc) expect(doc.last_used_at).toBeNull();
+    expect(doc).not.toBeNull();
+    expect({ sign_count: doc!.sign_count, last_used_at: doc!.last_used_at, disabled_at: doc!.disabled_at }).toEqual({ ...before, disabled_at: null });
   }
+
+  it('a login from the second configured origin succeeds', async () => {
+    const { u, a } = await enrolled();
+    const r = await loginWith(t, u.email, a, { origin: 'https://admin.example.test' });
+    expect(r.status).toBe(200);
+    expect((await t.http('GET', '/auth/me', { token: r.body.token })).body.id).toBe(u.userId);
+    expect((await creds().findOne({ credential_id: a.id }))!.sign_count).toBe(1);
+  });
+
+  it('authenticate/options without an email is 422 VALIDATION_ERROR', async () => {
+    for (const json of [{}, { email: null }, { e_mail: 'x@example.com' }]) {
+      const err = expectError(await t.http('POST', '/auth/webauthn/authenticate/options', { key: null, json }), 422, 'VALIDATION_ERROR');
+      expect((err.details.errors as { loc: string[] }[]).some((e) => e.loc.join('.') === 'body.email')).toBe(true);
+    }
+    expectError(await t.http('POST', '/auth/webauthn/authenticate/options', { key: null }), 422, 'VALIDATION_ERROR');
+  });
+
+  it("an unknown credential id under the email of a user with passkeys fails exactly like a wrong signature", async () => {
+    const { u, a } = await enrolled();
+    const stranger = new SoftAuthenticator();
+    // A random credential id (the stranger's own) with a valid signature by its own key.
+    let o = await loginOptions(u.email);
+    const unknown = await authenticate({ email: u.email, ...stranger.getAssertion(o.body.challenge) });
+    const errUnknown = expectError(unknown, 401, 'AUTH_REQUIRED');
+    // The real credential with a signature by another key.
+    o = await loginOptions(u.email);
+    const badSig = await authenticate({ email: u.email, ...a.getAssertion(o.body.challenge), signature: stranger.getAssertion(o.body.challenge).signature });
+    const errSig = expectError(badSig, 401, 'AUTH_REQUIRED');
+    expect(errUnknown).toEqual(errSig);
+    expect(errUnknown.details).toEqual({});
+    expect(await creds().countDocuments({ credential_id: stranger.id })).toBe(0);
+    await expectLoginRefused(unknown, a.id);
+  });
 
   it('wrong type is refused', async () => {
     const { u, a } = await enrolled();
@@ -392,6 +473,49 @@ describe('login', () => {
     expect((await loginOptions(u.email)).body.allowCredentials.map((c: { id: string }) => c.id)).not.toContain(a.id);
     const warn = lines.find((l) => l.level === 40 && l.credential_id === a.id);
     expect(warn).toMatchObject({ security: true, msg: expect.stringMatching(/clone/) });
+  });
+
+  it('counter regression to a LOWER count (stored 5, presented 3): 401 PASSKEY_CLONE_DETECTED, the credential is disabled', async () => {
+    const { u, a } = await enrolled();
+    expect((await loginWith(t, u.email, a, { counter: 5 })).status).toBe(200);
+    const clone = await loginWith(t, u.email, a, { counter: 3 });
+    expectError(clone, 401, 'PASSKEY_CLONE_DETECTED');
+    expect(clone.body.token).toBeUndefined();
+    const doc = (await creds().findOne({ credential_id: a.id }))!;
+    expect(doc).toMatchObject({ disabled_reason: 'clone_detected', sign_count: 5 });
+    expect(doc.disabled_at).toBeInstanceOf(Date);
+    // Disabled: a higher count afterwards does not bring it back.
+    expectError(await loginWith(t, u.email, a, { counter: 6 }), 401, 'AUTH_REQUIRED');
+  });
+
+  it('re-enrolment after a clone: the disabled passkey stays in excludeCredentials until deleted; then a new one registers and logs in', async () => {
+    const { u, a } = await enrolled();
+    expect((await loginWith(t, u.email, a, { counter: 5 })).status).toBe(200);
+    expectError(await loginWith(t, u.email, a, { counter: 3 }), 401, 'PASSKEY_CLONE_DETECTED');
+    // Decision (docs/passkeys.md): excludeCredentials still lists the disabled credential, so the
+    // browser will not make a second credential on that authenticator until the old one is deleted.
+    const before = await regOptions(u.key);
+    expect(before.body.excludeCredentials.map((c: { id: string }) => c.id)).toEqual([a.id]);
+    // Not even a client ignoring excludeCredentials can store the same credential again.
+    const same = await t.http('POST', '/auth/webauthn/register', { key: u.key, json: a.makeCredential(before.body.challenge) });
+    expect(expectError(same, 422, 'VALIDATION_ERROR').details.reason).toBe('credential_exists');
+    // The disabled passkey is listed, so the user can find and delete it.
+    const list = await t.http('GET', '/auth/webauthn/credentials', { key: u.key });
+    expect(list.body.map((c: { credential_id: string }) => c.credential_id)).toEqual([a.id]);
+    expect((await t.http('DELETE', `/auth/webauthn/credentials/${a.id}`, { key: u.key })).status).toBe(204);
+    expect(await creds().countDocuments({ credential_id: a.id })).toBe(0);
+    expect((await regOptions(u.key)).body.excludeCredentials).toEqual([]);
+
+    const b = new SoftAuthenticator();
+    expect((await registerPasskey(t, u.key, b, { device_name: 'New laptop' })).status).toBe(201);
+    expect((await loginOptions(u.email)).body.allowCredentials.map((c: { id: string }) => c.id)).toEqual([b.id]);
+    const login = await loginWith(t, u.email, b);
+    expect(login.status).toBe(200);
+    const me = await t.http('GET', '/auth/me', { token: login.body.token });
+    expect(me.body.id).toBe(u.userId);
+    expect((await creds().findOne({ credential_id: b.id }))!).toMatchObject({ sign_count: 1, disabled_at: null });
+    // The old credential stays refused.
+    expectError(await loginWith(t, u.email, a, { counter: 50 }), 401, 'AUTH_REQUIRED');
   });
 
   it('a forged assertion with a low counter does not disable anyone (the clone check runs only on a valid signature)', async () => {
