@@ -416,10 +416,18 @@ export class JobsService implements JobRunner {
 
   async dependenciesMet(s: JobScheduleRecord): Promise<boolean> {
     if (!s.depends_on_schedules?.length || s.dependency_mode === 'none') return true;
-    const deps = await this.models.Schedule.find({ _id: { $in: s.depends_on_schedules } }, { last_run_status: 1, last_run_at: 1 }).lean();
+    const deps = await this.models.Schedule.find({ _id: { $in: s.depends_on_schedules } }, { last_run_status: 1, last_run_id: 1 }).lean();
     if (deps.length < s.depends_on_schedules.length) return false;
+    if (!deps.every((d) => d.last_run_status === 'completed' && d.last_run_id)) return false;
+    if (s.dependency_mode === 'last_run') return true;
+    // same_day: the day each last run completed (not the day it was started: `last_run_at`), in this schedule's zone.
+    const runs = await this.models.Run.find({ _id: { $in: deps.map((d) => d.last_run_id!) } }, { completed_at: 1 }).lean();
+    const completed = new Map(runs.map((r) => [String(r._id), r.completed_at]));
     const today = localDay(new Date(), s.timezone);
-    return deps.every((d) => d.last_run_status === 'completed' && (s.dependency_mode === 'last_run' || (!!d.last_run_at && localDay(d.last_run_at, s.timezone) === today)));
+    return deps.every((d) => {
+      const at = completed.get(String(d.last_run_id));
+      return !!at && localDay(at, s.timezone) === today;
+    });
   }
 
   /**

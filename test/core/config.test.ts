@@ -61,6 +61,16 @@ describe('defaults', () => {
       BODY_LIMIT: '1mb',
       PLUGINS: [],
       DISABLED_PLUGINS: [],
+      // Jobs (README.md and docs/jobs.md, Settings).
+      JOBS_ENABLED: false,
+      JOBS_AUDIT_RETENTION_DAYS: 365,
+      JOBS_CLEANUP_DAYS: 90,
+      JOBS_LOCK_TTL_SECONDS: 3600,
+      JOBS_POLL_INTERVAL_MS: 1000,
+      JOBS_RETRY_DELAY_MS: 2000,
+      JOBS_CONCURRENCY: 10,
+      JOBS_DEFAULT_TIMEZONE: 'Europe/Stockholm',
+      JOBS_REVOKED_KEY_RETENTION_DAYS: 30,
     });
     expect(cfg.MONGODB_URI).toBeUndefined();
     // No secret defaults: createApp fills them from DATA_DIR outside production (test/core/secrets.test.ts).

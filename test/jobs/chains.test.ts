@@ -71,6 +71,43 @@ describe('chains', () => {
     expect(step).toMatchObject({ job_name: 'flaky', attempt: 2, max_attempts: 2, status: 'completed' });
   });
 
+  it('retry_delay_seconds: the retry of a step starts at least that long after the failed attempt', async () => {
+    const { run } = await runChain({ name: 'retry-delay', steps: [{ job: 'flaky', params: { succeed_on: 2 }, on_failure: 'retry', retries: 1, retry_delay_seconds: 1 }] });
+    expect(run.status).toBe('completed');
+    const [step] = await steps(run.id);
+    expect(step).toMatchObject({ attempt: 2, max_attempts: 2, status: 'completed' });
+    const attempts = (await calls({ job: 'flaky', run_id: step.id })).sort((a, b) => a.attempt - b.attempt);
+    expect(attempts.map((c) => c.attempt)).toEqual([1, 2]);
+    // 1 s, not JOBS_RETRY_DELAY_MS (100 ms here); a little slack for clocks.
+    expect(attempts[1]!.at.getTime() - attempts[0]!.at.getTime()).toBeGreaterThanOrEqual(900);
+    const full = await waitRun(t, step.id);
+    expect(full.logs.map((l: { message: string }) => l.message)).toContainEqual(expect.stringMatching(/retrying in 1000 ms$/));
+  });
+
+  it('default_on_failure continue applies to steps without on_failure: dependents run, the chain completes', async () => {
+    const { run } = await runChain({ name: 'default-continue', default_on_failure: 'continue', steps: [{ job: 'fail' }, { job: 'count', depends_on: ['fail'] }] });
+    expect(run.status).toBe('completed');
+    expect(run.result.steps.map((x: { job: string; status: string }) => [x.job, x.status])).toEqual([['fail', 'failed'], ['count', 'completed']]);
+    const s = await steps(run.id);
+    expect(s.find((x: { job_name: string }) => x.job_name === 'fail')).toMatchObject({ status: 'failed', attempt: 1, max_attempts: 1 });
+  });
+
+  it('default_on_failure retry applies to steps without on_failure: at least one more attempt, then the policy stops', async () => {
+    // retries 0 (the default) still gets one retry under `retry`.
+    const ok = await runChain({ name: 'default-retry', default_on_failure: 'retry', steps: [{ job: 'flaky', params: { succeed_on: 2 }, retry_delay_seconds: 0 }, { job: 'count', depends_on: ['flaky'] }] });
+    expect(ok.run.status).toBe('completed');
+    const okSteps = await steps(ok.run.id);
+    expect(okSteps.find((x: { job_name: string }) => x.job_name === 'flaky')).toMatchObject({ status: 'completed', attempt: 2, max_attempts: 2 });
+    expect(okSteps.find((x: { job_name: string }) => x.job_name === 'count')).toMatchObject({ status: 'completed' });
+    // Retries used up: it stops like `stop`.
+    const ko = await runChain({ name: 'default-retry-fails', default_on_failure: 'retry', steps: [{ job: 'fail', retries: 2, retry_delay_seconds: 0 }, { job: 'count', depends_on: ['fail'] }] });
+    expect(ko.run.status).toBe('failed');
+    expect(ko.run.error).toMatch(/step 0 \(fail\) failed: step failed on purpose; chain stopped, skipped: count/);
+    const [failed] = await steps(ko.run.id);
+    expect(failed).toMatchObject({ job_name: 'fail', status: 'failed', attempt: 3, max_attempts: 3 });
+    expect(await calls({ job: 'fail', run_id: failed.id })).toHaveLength(3);
+  });
+
   it('validates steps: unknown job, unknown dependency, cycle, step params (422); names are unique (409)', async () => {
     expectError(await t.http('POST', '/jobs/chains', { json: { name: 'x', steps: [{ job: 'nope' }] } }), 422, 'VALIDATION_ERROR');
     expectError(await t.http('POST', '/jobs/chains', { json: { name: 'x', steps: [{ job: 'count', depends_on: ['echo'] }] } }), 422, 'VALIDATION_ERROR');

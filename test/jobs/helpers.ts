@@ -4,12 +4,46 @@ import { jobsPlugin } from '../../plugins/jobs/index.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { jobsFixturePlugin } from '../fixtures/jobs-fixture-plugin.ts';
+import { definePlugin, type JobDefinition } from '../../core/plugin.ts';
+import { z } from 'zod';
 
 /** Short intervals so tests wait little (never asserted as speed). */
 export const FAST = { JOBS_ENABLED: 'true', JOBS_POLL_INTERVAL_MS: '100', JOBS_RETRY_DELAY_MS: '100', RATE_LIMIT_ENABLED: 'false' };
 
+/**
+ * Jobs of these tests beside the shared fixtures (test/fixtures/jobs-fixture-plugin.ts): `bare`
+ * declares nothing but its name and function (the registry applies the defaults); `deaf_timeout`
+ * ignores its signal past its 1 s timeout. Both record their calls in `jobs_fixture_calls`.
+ */
+export const jobsTestPlugin = definePlugin({
+  name: 'jobs-test',
+  setup({ db }) {
+    const jobs = [
+      {
+        name: 'bare',
+        async run(ctx) {
+          await db.collection('jobs_fixture_calls').insertOne({ job: 'bare', run_id: ctx.run_id, attempt: ctx.attempt, at: new Date() });
+          return { bare: true };
+        },
+      },
+      {
+        name: 'deaf_timeout', description: 'Ignores its signal past its 1 s timeout', timeout: 1, max_attempts: 1,
+        params: z.object({ ms: z.number().int() }),
+        async run(ctx, p) {
+          await new Promise((r) => setTimeout(r, p.ms));
+          ctx.log('deaf_timeout finished anyway');
+          await ctx.progress(1, 1, 'deaf_timeout progress after its timeout');
+          await db.collection('jobs_fixture_calls').insertOne({ job: 'deaf_timeout', run_id: ctx.run_id, attempt: ctx.attempt, phase: 'end', at: new Date() });
+          return { finished: true };
+        },
+      } satisfies JobDefinition<z.ZodObject<{ ms: z.ZodNumber }>>,
+    ] as JobDefinition[];
+    return { jobs };
+  },
+});
+
 export function jobsApp(config: Record<string, string> = {}): Promise<TestApp> {
-  return buildTestApp({ plugins: [resourcesPlugin, auditPlugin, jobsPlugin, jobsFixturePlugin], config: { ...FAST, ...config } });
+  return buildTestApp({ plugins: [resourcesPlugin, auditPlugin, jobsPlugin, jobsFixturePlugin, jobsTestPlugin], config: { ...FAST, ...config } });
 }
 
 export type Run = { id: string; status: string; attempt: number; [k: string]: any };

@@ -17,12 +17,18 @@ describe('JOBS_ENABLED false (the default)', () => {
   afterAll(() => t?.close());
 
   it('offers no route, no GraphQL field, no service and no built-in job', async () => {
-    expectError(await t.http('GET', '/jobs/registry'), 404, 'NOT_FOUND');
+    for (const [m, p] of [
+      ['GET', '/jobs/registry'], ['GET', '/jobs/registry/cleanup_job_runs'], ['GET', '/jobs/runs'], ['GET', '/jobs/schedules'], ['GET', '/jobs/chains'],
+      ['POST', '/jobs/run/cleanup_job_runs'], ['POST', '/jobs/run'], ['POST', '/jobs/check-schedules'],
+    ] as const)
+      expectError(await t.http(m, p, m === 'POST' ? { json: {} } : {}), 404, 'NOT_FOUND');
     expect(t.app.services.maybe('jobs')).toBeUndefined();
     const names = t.app.kernel.jobs().map((j) => j.name);
-    expect(names).not.toContain('cleanup_job_runs');
+    // None of the jobs plugin's own built-ins is offered to any engine; other plugins' jobs stay declared.
+    for (const builtin of ['cleanup_expired_tokens', 'cleanup_job_runs', 'calculate_next_schedules']) expect(names).not.toContain(builtin);
     expect(names).toContain('cleanup_audit_log');
     expect(t.app.schema.getQueryType()!.getFields().jobRuns).toBeUndefined();
+    expect(t.app.schema.getMutationType()?.getFields().triggerJob).toBeUndefined();
     expect(await t.app.db.conn.db!.listCollections({ name: 'agenda_jobs' }).toArray()).toEqual([]);
   });
 });

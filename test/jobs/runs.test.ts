@@ -3,6 +3,7 @@
  * the same document, timeouts, cancellation through the AbortSignal, results), errors.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Types } from 'mongoose';
 import { expectError, type TestApp } from '../helpers/app.ts';
 import { jobsApp, trigger, until, waitRun } from './helpers.ts';
 
@@ -39,6 +40,14 @@ describe('registry', () => {
     expect(r.body).toMatchObject({ timeout: 600, max_attempts: 3 });
     const count = await t.http('GET', '/jobs/registry/count');
     expect(count.body).toMatchObject({ name: 'count', max_attempts: 1 });
+    // `bare` (test/jobs/helpers.ts) declares neither description nor timeout nor max_attempts nor params.
+    const expected = { name: 'bare', description: '', timeout: 3600, max_attempts: 3, timeout_seconds: 3600, retries: 2, per_tenant: false, params: {}, plugin: 'jobs-test' };
+    expect((await t.http('GET', '/jobs/registry')).body.find((j: { name: string }) => j.name === 'bare')).toEqual(expected);
+    expect((await t.http('GET', '/jobs/registry/bare')).body).toEqual(expected);
+    // Its runs take them.
+    const run = await trigger(t, 'bare');
+    expect(run.body).toMatchObject({ max_attempts: 3, timeout_seconds: 3600 });
+    expect(await waitRun(t, run.body.id)).toMatchObject({ status: 'completed', result: { bare: true } });
   });
 
   it('an unknown job is 404 in the envelope', async () => {
@@ -156,6 +165,41 @@ describe('state machine', () => {
     expect(run.logs.map((l: { message: string }) => l.message)).not.toContain('deaf finished anyway');
   });
 
+  it('a function that ignores its signal past its timeout has its result, logs and progress discarded', async () => {
+    // deaf_timeout: timeout 1 s, max_attempts 1; it goes on for 2.5 s, then logs, reports progress and returns.
+    const r = await trigger(t, 'deaf_timeout', { ms: 2500 });
+    const failed = await waitRun(t, r.body.id, ['completed', 'failed', 'cancelled']);
+    expect(failed).toMatchObject({ status: 'failed', attempt: 1, result: null });
+    expect(failed.error).toMatch(/timed out after 1 s/);
+    // The function did finish, later.
+    await until(async () => (await calls({ run_id: r.body.id, phase: 'end' })).length === 1);
+    await new Promise((res) => setTimeout(res, 500));
+    const run = await waitRun(t, r.body.id);
+    expect(run).toMatchObject({ status: 'failed', result: null, error: failed.error, completed_at: failed.completed_at, progress_current: 0, progress_message: null });
+    const messages = run.logs.map((l: { message: string }) => l.message);
+    expect(messages).not.toContain('deaf_timeout finished anyway');
+    expect(messages).not.toContain('deaf_timeout progress after its timeout');
+    expect(messages).toEqual(failed.logs.map((l: { message: string }) => l.message));
+  });
+
+  it('every log line carries its timestamp (an ISO date within the run)', async () => {
+    const r = await trigger(t, 'sleepy', { ms: 200, steps: 2 });
+    const run = await waitRun(t, r.body.id);
+    expect(run.status).toBe('completed');
+    expect(run.logs.length).toBeGreaterThanOrEqual(5); // 2 progress, 2 step lines, completed
+    const start = new Date(run.started_at).getTime();
+    const end = new Date(run.completed_at).getTime();
+    let previous = 0;
+    for (const l of run.logs as { timestamp: string }[]) {
+      expect(l.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+      const at = new Date(l.timestamp).getTime();
+      expect(at).toBeGreaterThanOrEqual(start);
+      expect(at).toBeLessThanOrEqual(end);
+      expect(at).toBeGreaterThanOrEqual(previous);
+      previous = at;
+    }
+  });
+
   it('a non-JSON-serialisable result fails the run with a clear error, without retrying', async () => {
     const r = await trigger(t, 'bad_result');
     const run = await waitRun(t, r.body.id);
@@ -184,11 +228,18 @@ describe('GET /jobs/runs', () => {
     expect(r.status).toBe(200);
     expect(r.headers.get('x-total-count')).toBe('3');
     expect(r.headers.get('x-total-pages')).toBe('2');
+    expect(r.headers.get('x-page')).toBe('1');
+    expect(r.headers.get('x-per-page')).toBe('2');
     expect(r.body).toMatchObject({ total: 3, page: 1, per_page: 2, total_pages: 2 });
     expect(r.body.items.map((x: { id: string }) => x.id)).toEqual([ids[2], ids[1]]);
     expect(r.body.items[0].logs).toBeUndefined();
     const p2 = await t.http('GET', '/jobs/runs?job_name=count&page=2&per_page=2');
     expect(p2.body.items.map((x: { id: string }) => x.id)).toEqual([ids[0]]);
+    expect([p2.headers.get('x-page'), p2.headers.get('x-per-page'), p2.headers.get('x-total-count'), p2.headers.get('x-total-pages')]).toEqual(['2', '2', '3', '2']);
+    // Defaults: page 1, 20 per page.
+    const d = await t.http('GET', '/jobs/runs?job_name=count');
+    expect([d.headers.get('x-page'), d.headers.get('x-per-page')]).toEqual(['1', '20']);
+    expect(d.body).toMatchObject({ page: 1, per_page: 20 });
     expectError(await t.http('GET', '/jobs/runs?status=weird'), 422, 'VALIDATION_ERROR');
   });
 });
@@ -202,5 +253,51 @@ describe('recovery', () => {
     // The sweep runs every 50 poll intervals (at least 5 s).
     const run = await waitRun(t, String(res.insertedId), ['completed', 'failed'], undefined, 25_000);
     expect(run.status).toBe('completed');
+  });
+});
+
+describe('job_runs collection', () => {
+  it('has the indexes of the model: (job_name, started_at desc), status, (tenant_id, created_at desc), parent_job_id, created_at desc, unique dedupe_key', async () => {
+    const indexes = await t.app.db.conn.collection('job_runs').listIndexes().toArray();
+    const byKey = new Map(indexes.map((i) => [JSON.stringify(i.key), i]));
+    for (const key of [{ job_name: 1, started_at: -1 }, { status: 1 }, { tenant_id: 1, created_at: -1 }, { parent_job_id: 1 }, { created_at: -1 }, { dedupe_key: 1 }])
+      expect(byKey.has(JSON.stringify(key)), `index ${JSON.stringify(key)} in ${[...byKey.keys()].join(' ')}`).toBe(true);
+    const dedupe = byKey.get(JSON.stringify({ dedupe_key: 1 }))!;
+    expect(dedupe.unique).toBe(true);
+    // Only runs that carry a key take part (plain manual runs have none).
+    expect(dedupe.partialFilterExpression).toEqual({ dedupe_key: { $type: 'string' } });
+  });
+});
+
+describe('a pending run (queued behind the concurrency limit)', () => {
+  let one: TestApp;
+  beforeAll(async () => {
+    one = await jobsApp({ JOBS_CONCURRENCY: '1' });
+  });
+  afterAll(() => one?.close());
+
+  it('cancelled while pending ends cancelled; its function never runs, even when a slot frees up', async () => {
+    const oneCalls = (filter: Record<string, unknown>) => one.app.db.conn.collection('jobs_fixture_calls').find(filter).toArray();
+    const blocker = await trigger(one, 'sleepy', { ms: 30_000, steps: 600 });
+    await waitRun(one, blocker.body.id, ['running']);
+    const queued = await trigger(one, 'count');
+    expect(queued.status).toBe(202);
+    // The only slot is taken: the run stays pending (several poll intervals).
+    await new Promise((res) => setTimeout(res, 1000));
+    expect((await one.http('GET', `/jobs/runs/${queued.body.id}`)).body.status).toBe('pending');
+    const c = await one.http('POST', `/jobs/runs/${queued.body.id}/cancel`);
+    expect(c.status).toBe(200);
+    expect(c.body).toMatchObject({ status: 'cancelled', started_at: null, duration_ms: null });
+    expect(c.body.completed_at).toBeTruthy();
+    // Free the slot: Agenda now delivers the cancelled run's job, whose claim finds it no longer pending.
+    expect((await one.http('POST', `/jobs/runs/${blocker.body.id}/cancel`)).status).toBe(200);
+    const agenda = one.app.db.conn.collection('agenda_jobs');
+    await until(async () => !(await agenda.findOne({ name: 'jobs:run', 'data.run_id': queued.body.id })), 20_000, 'the Agenda job of the cancelled run to be processed');
+    await new Promise((res) => setTimeout(res, 300));
+    expect(await oneCalls({ run_id: queued.body.id })).toHaveLength(0);
+    const run = await waitRun(one, queued.body.id);
+    expect(run).toMatchObject({ status: 'cancelled', started_at: null, attempt: 1, result: null });
+    expect(run.logs.map((l: { message: string }) => l.message)).toEqual([expect.stringMatching(/^cancelled by /)]);
+    expect((await one.app.db.conn.collection('job_runs').findOne({ _id: new Types.ObjectId(queued.body.id as string) }))!.worker).toBeNull();
   });
 });

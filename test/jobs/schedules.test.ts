@@ -3,6 +3,7 @@
  * time zones and parameter templates, overrides, primary chains, dependencies between schedules.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Types } from 'mongoose';
 import { expectError, type TestApp } from '../helpers/app.ts';
 import { templateValues, resolveTemplates } from '../../plugins/jobs/cron.ts';
 import { jobsApp, until, waitRun } from './helpers.ts';
@@ -15,6 +16,10 @@ afterAll(() => t?.close());
 
 const create = (json: Record<string, unknown>) => t.http('POST', '/jobs/schedules', { json });
 const runsOf = (scheduleId: string) => t.http('GET', `/jobs/runs?schedule_id=${scheduleId}&per_page=100`);
+const oid = (id: string) => new Types.ObjectId(id);
+const schedules = () => t.app.db.conn.collection('job_schedules');
+const makeDue = (id: string) => schedules().updateOne({ _id: oid(id) }, { $set: { next_run_at: new Date(Date.now() - 1000) } });
+const getSchedule = async (id: string) => (await t.http('GET', `/jobs/schedules/${id}`)).body;
 
 describe('fields', () => {
   it('primary fields create a schedule; the view shows the extended names beside them', async () => {
@@ -150,5 +155,114 @@ describe('dependencies', () => {
     const chk = await t.http('POST', '/jobs/check-schedules');
     expect(chk.body.triggered.map((x: { schedule_id: string }) => x.schedule_id)).toContain(b.body.id);
     expectError(await create({ name: 'dep-bad', target: 'count', cron: '0 0 1 1 *', depends_on_schedules: ['5f0000000000000000000000'] }), 422, 'VALIDATION_ERROR');
+  });
+});
+
+describe('last run', () => {
+  it('a schedule run sets last_run_at, last_run_id and last_run_status (pending, then the run\'s final status)', async () => {
+    const s = await create({ name: 'last-run', target: 'count', cron: '0 0 1 1 *', timezone: 'UTC' });
+    expect(s.body).toMatchObject({ last_run_at: null, last_run_id: null, last_run_status: null });
+    await makeDue(s.body.id);
+    const before = Date.now();
+    const chk = await t.http('POST', '/jobs/check-schedules');
+    const fired = chk.body.triggered.find((x: { schedule_id: string }) => x.schedule_id === s.body.id);
+    expect(fired).toBeTruthy();
+    const now = await getSchedule(s.body.id);
+    expect(now.last_run_id).toBe(fired.run_id);
+    expect(['pending', 'completed']).toContain(now.last_run_status);
+    const at = new Date(now.last_run_at).getTime();
+    expect(at).toBeGreaterThanOrEqual(before);
+    expect(at).toBeLessThanOrEqual(Date.now());
+    expect(new Date(now.next_run_at).getTime()).toBeGreaterThan(Date.now());
+    const run = await waitRun(t, fired.run_id);
+    expect(run).toMatchObject({ status: 'completed', schedule_id: s.body.id, trigger: 'schedule', triggered_by: 'scheduler', job_type: 'scheduled' });
+    const after = await until(async () => {
+      const v = await getSchedule(s.body.id);
+      return v.last_run_status === 'completed' ? v : null;
+    });
+    expect(after).toMatchObject({ last_run_id: fired.run_id, last_run_at: now.last_run_at });
+  });
+});
+
+describe('cron firing (Agenda)', () => {
+  it('two schedules of the same job both fire, each its own Agenda job; disabling one stops it, the other goes on', async () => {
+    const one = await create({ name: 'every-second-1', target: 'count', cron: '* * * * * *', timezone: 'UTC' });
+    const two = await create({ name: 'every-second-2', target: 'count', cron: '* * * * * *', timezone: 'UTC' });
+    expect([one.status, two.status]).toEqual([201, 201]);
+    const agendaJobs = () => t.app.db.conn.collection('agenda_jobs').find({ name: 'jobs:schedule', 'data.schedule_id': { $in: [one.body.id, two.body.id] } }).toArray();
+    expect((await agendaJobs()).map((j) => j.data.schedule_id).sort()).toEqual([one.body.id, two.body.id].sort());
+    const fired = async (id: string) => (await runsOf(id)).body.items.filter((r: { trigger: string }) => r.trigger === 'schedule');
+    try {
+      await until(async () => (await fired(one.body.id)).length >= 2 && (await fired(two.body.id)).length >= 2, 30_000, 'both schedules to fire twice');
+      for (const id of [one.body.id, two.body.id]) {
+        const v = await getSchedule(id);
+        expect(v.last_run_at).toBeTruthy();
+        expect(v.last_run_id).toBeTruthy();
+      }
+      const off = await t.http('PATCH', `/jobs/schedules/${one.body.id}`, { json: { is_enabled: false } });
+      expect(off.body).toMatchObject({ is_enabled: false, next_run_at: null });
+      expect((await agendaJobs()).find((j) => j.data.schedule_id === one.body.id)!.disabled).toBe(true);
+      // A tick already under way when it was disabled may still finish; then nothing more.
+      await new Promise((res) => setTimeout(res, 1500));
+      const oneBefore = (await fired(one.body.id)).length;
+      const twoBefore = (await fired(two.body.id)).length;
+      await new Promise((res) => setTimeout(res, 3500));
+      expect((await fired(one.body.id)).length).toBe(oneBefore);
+      expect((await fired(two.body.id)).length).toBeGreaterThan(twoBefore);
+    } finally {
+      await t.http('PATCH', `/jobs/schedules/${one.body.id}`, { json: { is_enabled: false } });
+      await t.http('PATCH', `/jobs/schedules/${two.body.id}`, { json: { is_enabled: false } });
+    }
+  });
+});
+
+describe('dependency modes and days', () => {
+  /** A schedule whose last run completed, then moved back in time by the given hours (started, completed, last_run_at). */
+  async function dependencyRanAgo(name: string, started: number, completed: number) {
+    const a = await create({ name, target: 'count', cron: '0 0 1 1 *' });
+    const run = await t.http('POST', `/jobs/schedules/${a.body.id}/run`, { json: {} });
+    expect((await waitRun(t, run.body.id)).status).toBe('completed');
+    await until(async () => (await getSchedule(a.body.id)).last_run_status === 'completed');
+    const hoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000);
+    await t.app.db.conn.collection('job_runs').updateOne({ _id: oid(run.body.id) }, { $set: { started_at: hoursAgo(started), completed_at: hoursAgo(completed) } });
+    await schedules().updateOne({ _id: oid(a.body.id) }, { $set: { last_run_at: hoursAgo(started) } });
+    return a.body.id as string;
+  }
+
+  it('a dependency that completed yesterday: same_day is unmet (skipped, flagged), last_run is met', async () => {
+    // 30 hours ago is another day in every time zone.
+    const a = await dependencyRanAgo('day-dep-a', 30, 30);
+    const same = await create({ name: 'day-same', target: 'count', cron: '0 0 1 1 *', depends_on_schedules: [a], dependency_mode: 'same_day' });
+    const last = await create({ name: 'day-last', target: 'count', cron: '0 0 1 1 *', depends_on_schedules: [a], dependency_mode: 'last_run' });
+    await makeDue(same.body.id);
+    await makeDue(last.body.id);
+    const chk = await t.http('POST', '/jobs/check-schedules');
+    expect(chk.body.skipped).toContain(same.body.id);
+    expect(chk.body.triggered.map((x: { schedule_id: string }) => x.schedule_id)).toContain(last.body.id);
+    expect(await getSchedule(same.body.id)).toMatchObject({ dependency_unmet: true, last_run_status: 'skipped', last_run_id: null });
+    expect((await runsOf(same.body.id)).body.total).toBe(0);
+    const lastRun = chk.body.triggered.find((x: { schedule_id: string }) => x.schedule_id === last.body.id).run_id;
+    expect(await waitRun(t, lastRun)).toMatchObject({ status: 'completed', schedule_id: last.body.id, trigger: 'schedule' });
+    expect(await getSchedule(last.body.id)).toMatchObject({ dependency_unmet: false });
+  });
+
+  it('last_run: unmet while the dependency\'s last run has not completed (failed)', async () => {
+    const a = await create({ name: 'failing-dep', target: 'fail', cron: '0 0 1 1 *' });
+    const run = await t.http('POST', `/jobs/schedules/${a.body.id}/run`, { json: {} });
+    expect((await waitRun(t, run.body.id)).status).toBe('failed');
+    await until(async () => (await getSchedule(a.body.id)).last_run_status === 'failed');
+    const last = await create({ name: 'after-failing', target: 'count', cron: '0 0 1 1 *', depends_on_schedules: [a.body.id], dependency_mode: 'last_run' });
+    await makeDue(last.body.id);
+    const chk = await t.http('POST', '/jobs/check-schedules');
+    expect(chk.body.skipped).toContain(last.body.id);
+    expect(await getSchedule(last.body.id)).toMatchObject({ dependency_unmet: true, last_run_status: 'skipped' });
+  });
+
+  it('same_day counts the day the dependency\'s run completed: started yesterday, completed today is met', async () => {
+    const a = await dependencyRanAgo('midnight-dep', 30, 0);
+    const same = await create({ name: 'after-midnight', target: 'count', cron: '0 0 1 1 *', depends_on_schedules: [a], dependency_mode: 'same_day' });
+    await makeDue(same.body.id);
+    const chk = await t.http('POST', '/jobs/check-schedules');
+    expect(chk.body.triggered.map((x: { schedule_id: string }) => x.schedule_id)).toContain(same.body.id);
   });
 });

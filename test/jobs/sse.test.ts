@@ -65,6 +65,9 @@ describe('run log stream', () => {
     expect(JSON.parse(end.data)).toEqual({ status: 'completed', result: { steps: 6 }, error: null });
     // Every stored line, in order, exactly once.
     expect(logs.map((l) => l.message)).toEqual(final.logs.map((l: { message: string }) => l.message));
+    // Each line carries its timestamp: an ISO date, the stored one.
+    for (const l of logs) expect(l.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    expect(logs.map((l) => l.timestamp)).toEqual(final.logs.map((l: { timestamp: string }) => l.timestamp));
     expect(logs.filter((l) => l.level === 'progress').map((l) => l.percentage)).toEqual([17, 33, 50, 67, 83, 100]);
     // Progress arrived in several events over time, not all at once at the end.
     expect(progress.length).toBeGreaterThanOrEqual(3);
@@ -80,7 +83,7 @@ describe('run log stream', () => {
     await waitRun(a, r.body.id);
     const events = await readStream(a, r.body.id);
     expect(events.map((e) => e.event)).toEqual(['log', 'log', 'progress', 'end']);
-    expect(JSON.parse(events[0]!.data)).toMatchObject({ level: 'info', message: 'echo old', percentage: null });
+    expect(JSON.parse(events[0]!.data)).toMatchObject({ level: 'info', message: 'echo old', percentage: null, timestamp: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/) });
   });
 
   it('an unknown run is 404 in the envelope, not a stream', async () => {
