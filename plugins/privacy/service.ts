@@ -289,13 +289,18 @@ export class PrivacyService {
     return { ...filter, $or: d.gdpr_fields.map((f) => ({ [f]: { $ne: neutral[f] } })) };
   }
 
-  private async preview(user: { _id: Types.ObjectId; tenant_id: Types.ObjectId; email: string; name: string; is_active?: boolean | null; is_deleted?: boolean | null }) {
+  /** The user document holds nothing personal any more: pseudonymous name and email, no attributes. */
+  private isPseudonymous(user: { _id: Types.ObjectId; email?: string | null; name?: string | null; attributes?: unknown }): boolean {
+    const attrs = user.attributes;
+    return user.name === this.deps.settings.pseudonym && user.email === this.pseudoEmail(user._id) && (!attrs || (typeof attrs === 'object' && Object.keys(attrs).length === 0));
+  }
+
+  private async preview(user: { _id: Types.ObjectId; tenant_id: Types.ObjectId; email: string; name: string; attributes?: unknown; is_active?: boolean | null; is_deleted?: boolean | null }) {
     const collections: CollectionCount[] = [];
     for (const d of this.erasable()) {
       collections.push({ name: d.name, action: d.on_erasure ?? 'depersonalize', count: await this.modelOf(d).countDocuments(this.remaining(d, user)), fields: [...d.gdpr_fields] });
     }
-    const pseudonymous = user.name === this.deps.settings.pseudonym && user.email === this.pseudoEmail(user._id);
-    collections.push({ name: 'users', action: 'depersonalize', count: pseudonymous ? 0 : 1, fields: [...USER_GDPR_FIELDS] });
+    collections.push({ name: 'users', action: 'depersonalize', count: this.isPseudonymous(user) ? 0 : 1, fields: [...USER_GDPR_FIELDS] });
     const [consents, apiKeys] = await Promise.all([
       this.models.Consent.countDocuments({ user_id: user._id, active: true }),
       this.identityModels.ApiKey.countDocuments({ user_id: user._id, revoked_at: null }),
@@ -579,8 +584,8 @@ export class PrivacyService {
       if (n) left.push(`${d.name}: ${n}`);
     }
     if (await this.models.Consent.exists({ user_id: user._id, active: true })) left.push('active consents');
-    const u = await this.identityModels.User.findById(user._id, { is_active: 1, name: 1, email: 1 }).lean();
-    if (u?.is_active !== false || u.name !== this.deps.settings.pseudonym || u.email !== this.pseudoEmail(user._id)) left.push('account');
+    const u = await this.identityModels.User.findById(user._id, { is_active: 1, name: 1, email: 1, attributes: 1 }).lean();
+    if (u?.is_active !== false || !this.isPseudonymous(u)) left.push('account');
     if (left.length) throw new Error(`Personal data remains after erasure (${left.join(', ')})`);
   }
 }

@@ -11,6 +11,7 @@ let alice: Awaited<ReturnType<typeof createTenantUser>>;
 let bob: Awaited<ReturnType<typeof createTenantUser>>;
 let adminA: Awaited<ReturnType<typeof createTenantUser>>;
 let adminB: Awaited<ReturnType<typeof createTenantUser>>;
+let carol: Awaited<ReturnType<typeof createTenantUser>>;
 
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [auditPlugin, privacyPlugin], config: { PRIVACY_CONSENT_PURPOSES: 'marketing,analytics,newsletter' } });
@@ -18,6 +19,7 @@ beforeAll(async () => {
   bob = await createTenantUser(t, { tenantId: alice.tenantId });
   adminA = await createTenantUser(t, { tenantId: alice.tenantId, roles: ['admin'] });
   adminB = await createTenantUser(t, { roles: ['admin'] });
+  carol = await createTenantUser(t, { tenantId: adminB.tenantId });
 });
 afterAll(() => t?.close());
 
@@ -138,6 +140,34 @@ describe('GraphQL', () => {
     expect(rv.body.data.revokeConsent).toMatchObject({ active: false, revoked_at: expect.any(String) });
     const byState = async (active: boolean) => (await t.gql('query($a: Boolean) { consents(active: $a) { total } }', { a: active }, { key: bob.key })).body.data.consents.total;
     expect([await byState(true), await byState(false)]).toEqual([0, 1]);
+  });
+
+  it('revokeConsent of someone else’s consent: NOT_FOUND for a user of another tenant and for administrators of either tenant; nothing changes', async () => {
+    const c = (await t.http('GET', '/privacy/consents?purpose=analytics&active=true', { key: alice.key })).body.items[0];
+    expect(c).toMatchObject({ active: true, revoked_at: null });
+    const entries = async () => (await auditEntries(t, { resource: CONSENT_COLLECTION, resource_id: c.id })).length;
+    const before = await entries();
+    for (const key of [carol.key, adminA.key, adminB.key]) {
+      const res = await t.gql('mutation($id: String!) { revokeConsent(id: $id) { id active } }', { id: c.id }, { key });
+      expect(res.body.data).toBeNull();
+      expect(res.body.errors![0]!.extensions).toMatchObject({ code: 'NOT_FOUND', details: { resource: 'consent', item_id: c.id } });
+    }
+    const after = (await t.http('GET', '/privacy/consents?purpose=analytics', { key: alice.key })).body.items;
+    expect(after).toEqual([c]);
+    expect(await entries()).toBe(before);
+  });
+
+  it('an administrator reads the consents of a user of their tenant, as REST answers them', async () => {
+    const rest = await t.http('GET', `/privacy/consents?user_id=${alice.userId}`, { key: adminA.key });
+    expect(rest.body.total).toBeGreaterThan(0);
+    const g = await t.gql(
+      'query($u: String) { consents(user_id: $u) { total page per_page items { id user_id tenant_id purpose granted_at revoked_at source active } } }',
+      { u: alice.userId },
+      { key: adminA.key },
+    );
+    expect(g.body.errors).toBeUndefined();
+    expect(g.body.data.consents).toEqual(rest.body);
+    expect(new Set(g.body.data.consents.items.map((x: any) => x.user_id))).toEqual(new Set([alice.userId]));
   });
 
   it('validation and access errors carry the same codes', async () => {

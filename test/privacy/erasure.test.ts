@@ -5,7 +5,7 @@ import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { privacyPlugin } from '../../plugins/privacy/index.ts';
 import { pdModels, privacyDataPlugin } from '../fixtures/privacy-data-plugin.ts';
-import { auditEntries, collectionsHolding, createSubject, seedSubject, type Subject } from './helpers.ts';
+import { auditEntries, collectionsHolding, createSubject, declaredData, expectExportCovers, oid, seedSubject, type Subject } from './helpers.ts';
 
 let t: TestApp;
 let admin: { key: string; tenantId: string; userId: string };
@@ -13,6 +13,8 @@ let s: Subject;
 let seeded: Awaited<ReturnType<typeof seedSubject>>;
 let bystander: Subject;
 let exported: any;
+let raw: Awaited<ReturnType<typeof declaredData>>;
+let phoneBefore: string[];
 let token: string;
 let request: any;
 let executed: any;
@@ -34,7 +36,9 @@ beforeAll(async () => {
   const ex = await t.http('GET', `/privacy/users/${s.userId}/export`, { key: s.key });
   expect(ex.status).toBe(200);
   exported = ex.body;
+  raw = await declaredData(t, s.userId);
 
+  phoneBefore = await collectionsHolding(t, [s.phone]);
   holdingBefore = await collectionsHolding(t, [s.email, s.name, seeded.oldName]);
   const created = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
   expect(created.status).toBe(201);
@@ -82,8 +86,9 @@ describe('execution', () => {
     expect(holdingBefore.sort()).toEqual(['audit_log', 'pd_credentials', 'pd_notes', 'projects', 'users']);
   });
 
-  it('no collection of the database holds the subject’s email or any of its names afterwards', async () => {
-    expect(await collectionsHolding(t, [s.email, s.name, seeded.oldName, `alt.${s.email}`])).toEqual([]);
+  it('no collection of the database holds the subject’s email, any of its names or its attributes afterwards', async () => {
+    expect(phoneBefore).toEqual(['users']);
+    expect(await collectionsHolding(t, [s.email, s.name, seeded.oldName, `alt.${s.email}`, s.phone])).toEqual([]);
   });
 
   it('kept documents keep their non-personal fields; neutral values are the documented ones', async () => {
@@ -99,7 +104,8 @@ describe('execution', () => {
 
   it('the user document stays, disabled, with a pseudonym', async () => {
     const u = await t.app.db.conn.db!.collection('users').findOne({ _id: new (await import('mongoose')).Types.ObjectId(s.userId) });
-    expect(u).toMatchObject({ name: 'deleted-user', email: `erased-${s.userId}@deleted.invalid`, attributes: {}, is_active: false });
+    expect(u).toMatchObject({ name: 'deleted-user', email: `erased-${s.userId}@deleted.invalid`, is_active: false });
+    expect(u!.attributes).toEqual({});
   });
 
   it('someone else’s data is untouched', async () => {
@@ -221,6 +227,15 @@ describe('export before erasure', () => {
     expect(exported.collections.pd_credentials[0]).not.toHaveProperty('secret');
   });
 
+  it('for every collection and field the erasure preview lists, the export holds the subject’s values', () => {
+    expectExportCovers(exported, request.preview, raw);
+  });
+
+  it('the account with its attributes (erased by the request) is exported', () => {
+    expect(exported.user).toMatchObject({ id: s.userId, tenant_id: admin.tenantId, roles: ['user'], features: ['tasks'], is_active: true, is_deleted: false });
+    expect(exported.user.attributes).toEqual(s.attributes);
+  });
+
   it('has every declared collection, and only the subject’s documents', () => {
     expect(Object.keys(exported.collections)).toEqual(['projects', 'tasks', 'pd_notes', 'pd_credentials']);
     expect(JSON.stringify(exported)).not.toContain(bystander.email);
@@ -239,5 +254,72 @@ describe('a service account drives it', () => {
     const entries = (await auditEntries(t, { operation: 'depersonalize' })).filter((e) => e.changes.user_id === other.userId);
     expect(entries).toHaveLength(2);
     for (const e of entries) expect(e.user_id).toBe(me.body.id);
+  });
+});
+
+describe('the actor on every entry of an execution: consents, account disable, depersonalizations, deletions', () => {
+  let serviceAccount: string;
+  let human: { userId: string; key: string };
+
+  beforeAll(async () => {
+    const me = await t.http('GET', '/auth/me', { key: ADMIN_KEY });
+    expect(me.body).toMatchObject({ scope: 'system', is_system_user: true });
+    serviceAccount = me.body.id;
+    // A human system administrator: `scope: system` without `is_system_user`. No API makes one
+    // (only the bootstrap sets scope, and then also is_system_user), so the field is set directly.
+    const u = await t.http('POST', '/admin/users', { json: { email: `ops.${Date.now()}@example.com`, name: 'Olga Ops', tenant_id: me.body.tenant_id, roles: ['admin'] } });
+    expect(u.status).toBe(201);
+    await t.app.db.conn.db!.collection('users').updateOne({ _id: oid(u.body.id) }, { $set: { scope: 'system' } });
+    const k = await t.http('POST', '/admin/api-keys', { json: { user_id: u.body.id, name: 'ops' } });
+    expect(k.status).toBe(201);
+    human = { userId: u.body.id, key: k.body.key };
+    expect((await t.http('GET', '/auth/me', { key: human.key })).body).toMatchObject({ scope: 'system', is_system_user: false });
+  });
+
+  /** A subject with a project and a consent, erased with the credential; the entries that execution wrote about it. */
+  const eraseWith = async (cred: { key: string } | { token: string }) => {
+    const subject = await createSubject(t, admin.tenantId);
+    expect((await t.http('POST', '/projects', { key: subject.key, json: { name: 'x', owner_email: subject.email } })).status).toBe(201);
+    const consent = await t.http('POST', '/privacy/consents', { key: subject.key, json: { purpose: 'marketing' } });
+    expect(consent.status).toBe(201);
+    const credential = await pdModels(t.app.db.conn).Credential.create({ tenant_id: subject.tenantId, user_id: subject.userId, device_name: 'phone', secret: 's' });
+    const r = await t.http('POST', '/privacy/erasure-requests', { ...cred, json: { user_id: subject.userId } });
+    expect(r.status).toBe(201);
+    const ex = await t.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, cred);
+    expect(ex.body).toMatchObject({ status: 'completed', result: { consents_revoked: 1, documents_deleted: 1, account_disabled: true } });
+    await t.app.services.get('audit').flush();
+    const all = await auditEntries(t);
+    const entries = {
+      depersonalize: all.filter((e) => e.operation === 'depersonalize' && e.changes.user_id === subject.userId),
+      consent: all.filter((e) => e.resource === 'privacy_consents' && e.item_id === consent.body.id && e.operation === 'update'),
+      disable: all.filter((e) => e.resource === 'users' && e.item_id === subject.userId && e.operation === 'update' && e.changes.is_active),
+      deleted: all.filter((e) => e.resource === 'pd_credentials' && e.item_id === String(credential._id) && e.operation === 'delete'),
+    };
+    expect(entries.depersonalize).toHaveLength(2);
+    expect(entries.consent).toHaveLength(1);
+    expect(entries.consent[0].changes.revoked_at).toMatchObject({ old: null });
+    expect(entries.disable).toHaveLength(1);
+    expect(entries.disable[0].changes.is_active).toEqual({ old: true, new: false });
+    expect(entries.deleted).toHaveLength(1);
+    return [...entries.depersonalize, ...entries.consent, ...entries.disable, ...entries.deleted];
+  };
+  const tokenOf = async (key: string) => {
+    const r = await t.http('POST', '/auth/token', { key });
+    expect(r.status).toBe(200);
+    return r.body.token as string;
+  };
+
+  it('a service account (is_system_user) with its API key: every entry carries its id', async () => {
+    for (const e of await eraseWith({ key: ADMIN_KEY })) expect(e.user_id).toBe(serviceAccount);
+  });
+
+  it('a service account with a bearer token: every entry carries its id', async () => {
+    for (const e of await eraseWith({ token: await tokenOf(ADMIN_KEY) })) expect(e.user_id).toBe(serviceAccount);
+  });
+
+  it('a human system administrator (scope system, not is_system_user), with its API key or a token: every entry null', async () => {
+    for (const cred of [{ key: human.key }, { token: await tokenOf(human.key) }]) {
+      for (const e of await eraseWith(cred)) expect(e).toMatchObject({ user_id: null, user_name: null });
+    }
   });
 });

@@ -4,16 +4,21 @@ import { expect } from 'vitest';
 import { ADMIN_KEY, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { pdModels } from '../fixtures/privacy-data-plugin.ts';
 
-/** A user with a distinctive email and name (so a raw search finds nothing else) and an API key. */
+/**
+ * A user with a distinctive email, name and attributes (so a raw search finds nothing else) and an
+ * API key. `phone` is the distinctive value held in the user's `attributes` only.
+ */
 export async function createSubject(t: TestApp, tenantId: string, opts: { roles?: ('user' | 'admin')[]; features?: string[] } = {}) {
   const tag = randomBytes(4).toString('hex');
   const email = `zelda.${tag}@example.com`;
   const name = `Zelda Quintero ${tag}`;
-  const ur = await t.http('POST', '/admin/users', { json: { email, name, tenant_id: tenantId, roles: opts.roles ?? ['user'], features: opts.features ?? ['tasks'] } });
+  const phone = `+46 70 555 ${tag}`;
+  const attributes = { phone, department: 'finance' };
+  const ur = await t.http('POST', '/admin/users', { json: { email, name, tenant_id: tenantId, roles: opts.roles ?? ['user'], features: opts.features ?? ['tasks'], attributes } });
   expect(ur.status).toBe(201);
   const kr = await t.http('POST', '/admin/api-keys', { json: { user_id: ur.body.id, name: 'subject key' } });
   expect(kr.status).toBe(201);
-  return { userId: ur.body.id as string, tenantId, email, name, key: kr.body.key as string, keyId: kr.body.id as string };
+  return { userId: ur.body.id as string, tenantId, email, name, phone, attributes, key: kr.body.key as string, keyId: kr.body.id as string };
 }
 
 export type Subject = Awaited<ReturnType<typeof createSubject>>;
@@ -78,5 +83,53 @@ export async function auditEntries(t: TestApp, query: Record<string, string> = {
 }
 
 export const oid = (s: string) => new Types.ObjectId(s);
+
+/** JSON as the export writes it (object ids as hex strings, dates as ISO strings, undefined as null). */
+const asJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v ?? null));
+
+/**
+ * What erasure will work on, read raw before it runs: for every personal-data declaration, the
+ * documents linked to the subject by its `subject_field` (object id or hex string), and under
+ * `users` the raw user document.
+ */
+export async function declaredData(t: TestApp, userId: string): Promise<Record<string, Record<string, unknown>[]>> {
+  const conn = t.app.db.conn;
+  const out: Record<string, Record<string, unknown>[]> = {};
+  for (const d of t.app.kernel.personalData()) {
+    out[d.name] = await conn.models[d.model]!.collection.find({ [d.subject_field ?? 'created_by']: { $in: [oid(userId), userId] } }).toArray();
+  }
+  out.users = [(await conn.db!.collection('users').findOne({ _id: oid(userId) }))!];
+  return out;
+}
+
+/**
+ * The export holds everything erasure removes: for every collection the erasure preview lists, each
+ * linked document (read raw by `declaredData` before erasure) is in the export with the subject's
+ * value of every field the preview names; for `users`, the exported account holds them. A preview
+ * entry counting more documents than the export holds, a missing collection, or a previewed field
+ * left out of the export fails.
+ */
+export function expectExportCovers(exported: any, preview: { collections: { name: string; count: number; fields: string[] }[] }, raw: Record<string, Record<string, unknown>[]>) {
+  expect(preview.collections.length).toBeGreaterThan(0);
+  for (const c of preview.collections) {
+    const docs = raw[c.name];
+    expect(docs, `raw documents of ${c.name}`).toBeDefined();
+    expect(docs!.length, `linked documents of ${c.name}`).toBeGreaterThanOrEqual(c.count);
+    if (c.name === 'users') {
+      for (const f of c.fields) expect(asJson(exported.user[f]), `users.${f}`).toEqual(asJson(docs![0]![f]));
+      continue;
+    }
+    const byId = new Map<string, any>((exported.collections[c.name] ?? []).map((x: any) => [String(x._id), x]));
+    expect(byId.size, `exported documents of ${c.name}`).toBeGreaterThanOrEqual(c.count);
+    for (const doc of docs!) {
+      const x = byId.get(String(doc._id));
+      expect(x, `${c.name} ${String(doc._id)} is exported`).toBeDefined();
+      for (const f of c.fields) {
+        expect(x, `${c.name}.${f} is exported`).toHaveProperty(f);
+        expect(asJson(x[f]), `${c.name}.${f}`).toEqual(asJson(doc[f]));
+      }
+    }
+  }
+}
 
 export { createTenantUser };

@@ -55,6 +55,39 @@ describe('with resources and audit', () => {
     expect((await t.http('GET', `/projects/${theirs.body._id}`, { key: other.key })).body.owner_email).toBe(`x.${other.email}`);
   });
 
+  it('a delete entry whose snapshot held the subject’s email is kept after erasure, the email replaced by deleted-user', async () => {
+    const s = await createSubject(t, admin.tenantId);
+    const p = await t.http('POST', '/projects', { key: s.key, json: { name: 'Gone', owner_email: s.email } });
+    // Deleted by an administrator, not the subject: the entry is found as one about the subject's document.
+    expect((await t.http('DELETE', `/projects/${p.body._id}`, { key: admin.key, headers: { 'If-Match': p.headers.get('etag')! } })).status).toBe(204);
+    const query = { resource: 'projects', resource_id: p.body._id as string, operation: 'delete' };
+    const before = await auditEntries(t, query);
+    expect(before).toHaveLength(1);
+    expect(before[0]).toMatchObject({ user_id: admin.userId, snapshot: { _id: p.body._id, name: 'Gone', owner_email: s.email } });
+    const r = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
+    expect((await t.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, { key: admin.key })).body.status).toBe('completed');
+    const after = await auditEntries(t, query);
+    expect(after).toHaveLength(1);
+    expect(after[0]).toMatchObject({
+      id: before[0].id, operation: 'delete', user_id: admin.userId, created_at: before[0].created_at,
+      snapshot: { _id: p.body._id, name: 'Gone', owner_email: 'deleted-user', created_by: s.userId },
+    });
+    expect(JSON.stringify(after[0]).toLowerCase()).not.toContain(s.email.toLowerCase());
+  });
+
+  it('attributes given to an erased account afterwards: a new request previews the account and clears them', async () => {
+    const s = await createSubject(t, admin.tenantId);
+    const first = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
+    expect((await t.http('POST', `/privacy/erasure-requests/${first.body.id}/execute`, { key: admin.key })).body.status).toBe('completed');
+    const phone = `+46 70 999 ${s.userId.slice(-6)}`;
+    expect((await t.http('PATCH', `/admin/users/${s.userId}`, { key: admin.key, json: { attributes: { phone } } })).status).toBe(200);
+    const again = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
+    expect(again.body.preview.collections).toContainEqual({ name: 'users', action: 'depersonalize', count: 1, fields: ['email', 'name', 'attributes'] });
+    const ex = await t.http('POST', `/privacy/erasure-requests/${again.body.id}/execute`, { key: admin.key });
+    expect(ex.body).toMatchObject({ status: 'completed', result: { documents_depersonalized: 1 } });
+    expect(await collectionsHolding(t, [phone])).toEqual([]);
+  });
+
   it('OpenAPI documents every privacy route', async () => {
     const doc = await t.http('GET', '/openapi.json');
     expect(doc.status).toBe(200);

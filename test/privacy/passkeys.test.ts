@@ -7,7 +7,7 @@ import { privacyPlugin } from '../../plugins/privacy/index.ts';
 import { webauthnPlugin } from '../../plugins/webauthn/index.ts';
 import { SoftAuthenticator } from '../webauthn/authenticator.ts';
 import { loginWith, PASSKEY_CONFIG, registerPasskey } from '../webauthn/helpers.ts';
-import { collectionsHolding, createSubject, type Subject } from './helpers.ts';
+import { collectionsHolding, createSubject, declaredData, expectExportCovers, type Subject } from './helpers.ts';
 
 let t: TestApp;
 let admin: { key: string; tenantId: string; userId: string };
@@ -17,6 +17,7 @@ const auth = new SoftAuthenticator('ES256');
 const otherAuth = new SoftAuthenticator('ES256');
 let exported: any;
 let preview: any;
+let raw: Awaited<ReturnType<typeof declaredData>>;
 let passkeyToken: string;
 
 beforeAll(async () => {
@@ -33,6 +34,7 @@ beforeAll(async () => {
   const ex = await t.http('GET', `/privacy/users/${s.userId}/export`, { key: s.key });
   expect(ex.status).toBe(200);
   exported = ex.body;
+  raw = await declaredData(t, s.userId);
   const req = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
   expect(req.status).toBe(201);
   preview = req.body.preview;
@@ -50,6 +52,10 @@ describe("a subject's passkeys", () => {
 
   it('the preview counts one passkey to delete', () => {
     expect(preview.collections).toContainEqual({ name: 'passkeys', action: 'delete', count: 1, fields: ['device_name'] });
+  });
+
+  it('the export holds the subject’s value of every field, in every collection, the erasure preview lists', () => {
+    expectExportCovers(exported, preview, raw);
   });
 
   it('after erasure: the passkey no longer logs in, the token it issued is refused, nothing holds the name', async () => {

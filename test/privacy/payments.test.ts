@@ -1,4 +1,4 @@
-/** Erasure across plugins: a completed payment of the subject keeps its money and loses the payer's name. */
+/** Erasure across plugins: a completed payment of the subject is exported with the payer's name, then keeps its money and loses the name. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
@@ -6,7 +6,7 @@ import { auditPlugin } from '../../plugins/audit/index.ts';
 import { privacyPlugin } from '../../plugins/privacy/index.ts';
 import { paymentsPlugin } from '../../plugins/payments/index.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
-import { auditEntries, collectionsHolding, createSubject, type Subject } from './helpers.ts';
+import { auditEntries, collectionsHolding, createSubject, declaredData, expectExportCovers, type Subject } from './helpers.ts';
 
 let t: TestApp;
 let admin: { key: string; tenantId: string; userId: string };
@@ -14,6 +14,9 @@ let s: Subject;
 let other: Subject;
 let paid: any;
 let othersPayment: any;
+let exported: any;
+let raw: Awaited<ReturnType<typeof declaredData>>;
+let preview: any;
 
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [resourcesPlugin, auditPlugin, webhooksPlugin, paymentsPlugin, privacyPlugin], config: { PAYMENTS_ENABLED: 'true' } });
@@ -31,12 +34,31 @@ beforeAll(async () => {
   const done = await t.http('POST', `/payments/${paid._id}/complete`, { key: admin.key, json: { provider_reference: 'bank-1', provider_status: 'paid' } });
   expect(done.status).toBe(200);
 
+  const ex = await t.http('GET', `/privacy/users/${s.userId}/export`, { key: s.key });
+  expect(ex.status).toBe(200);
+  exported = ex.body;
+  raw = await declaredData(t, s.userId);
   const req = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
   expect(req.status).toBe(201);
+  preview = req.body.preview;
   expect(req.body.preview.collections).toContainEqual({ name: 'payments', action: 'depersonalize', count: 1, fields: ['user_name'] });
   expect((await t.http('POST', `/privacy/erasure-requests/${req.body.id}/execute`, { key: admin.key })).status).toBe(200);
 });
 afterAll(() => t?.close());
+
+describe('the export before erasure', () => {
+  it('lists the subject’s payment with its payer name and money fields, and not another payer’s', () => {
+    expect(exported.collections.payments).toEqual([
+      expect.objectContaining({ _id: String(paid._id), user_id: s.userId, user_name: s.name, currency: 'EUR', status: 'completed', provider_reference: 'bank-1' }),
+    ]);
+    expect(JSON.stringify(exported)).not.toContain(other.name);
+  });
+
+  it('holds the subject’s value of every field, in every collection, the erasure preview lists', () => {
+    expect(preview.collections.map((c: any) => c.name)).toEqual(expect.arrayContaining(['payments', 'users']));
+    expectExportCovers(exported, preview, raw);
+  });
+});
 
 describe('a payment of an erased subject', () => {
   it('keeps its amount, currency, status and references; its payer name is null', async () => {
