@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import mongoose, { type Connection } from 'mongoose';
 import { ADMIN_KEY, uniqueDbUri } from '../helpers/app.ts';
 import { startReplicas, type ServerProcess } from '../helpers/processes.ts';
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { until, waitRun } from './helpers.ts';
 
 const uri = uniqueDbUri();
@@ -91,6 +92,38 @@ describe('three replicas', () => {
     const c = await calls({ job: 'count', run_id: { $in: runs.map((r) => String(r._id)) } });
     expect(c).toHaveLength(runs.filter((r) => r.status === 'completed').length);
   });
+});
+
+describe('the log stream across processes', () => {
+  it('streams lines and progress of a run that executes in another server process, and ends with it', async () => {
+    const r = await http(procs[1]!).http('POST', '/jobs/run/sleepy', { json: { parameters: { ms: 3000, steps: 6 } } });
+    expect(r.status).toBe(202);
+    const id = r.body.id as string;
+    const running = await until(async () => {
+      const d = await conn.collection('job_runs').findOne({ _id: new mongoose.Types.ObjectId(id) });
+      return d?.status === 'running' ? d : null;
+    });
+    const holderPid = Number(String(running.worker).split(':')[1]);
+    const reader = procs.find((p) => p.proc.pid !== holderPid)!;
+    const res = await fetch(`${reader.url}/jobs/runs/${id}/logs`, { headers: { 'X-API-Key': ADMIN_KEY, Accept: 'text/event-stream' } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const events: (EventSourceMessage & { at: number })[] = [];
+    const parser = createParser({ onEvent: (e) => void events.push({ ...e, at: Date.now() }) });
+    const body = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    for (;;) {
+      const { done, value } = await body.read();
+      if (done) break;
+      parser.feed(value);
+    }
+    const final = await waitRun(http(reader), id);
+    expect(JSON.parse(events.at(-1)!.data)).toMatchObject({ status: 'completed', result: { steps: 6 } });
+    expect(events.filter((e) => e.event === 'log').map((e) => JSON.parse(e.data).message)).toEqual(final.logs.map((l: { message: string }) => l.message));
+    // Progress reached the client in several events while the run was still going on the other process.
+    const progress = events.filter((e) => e.event === 'progress');
+    expect(progress.length).toBeGreaterThanOrEqual(3);
+    expect(progress[0]!.at).toBeLessThan(new Date(final.completed_at as string).getTime());
+  }, 60_000);
 });
 
 describe('a killed holder', () => {
