@@ -70,7 +70,7 @@ export const isAdmin = (user: AuthUser | null | undefined): boolean =>
   !!user && (user.roles.includes('admin') || isSystemCaller(user));
 
 /** `id` of the actor returned by `systemActor()`; audit stores it as `user_id` null. */
-export const SYSTEM_ACTOR_ID = 'system';
+const SYSTEM_ACTOR_ID = 'system';
 
 /**
  * The actor for code outside requests (jobs, webhook handlers, migrations). Pass it to any service

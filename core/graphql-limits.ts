@@ -19,7 +19,7 @@ const PAGE_SIZE_ARGS = ['per_page', 'limit'];
  * resolver runs. `spec: false` keeps the 400 even for `application/json` clients, where Yoga
  * answers ordinary validation errors with 200 (GraphQL over HTTP).
  */
-export function badRequest(message: string, details: Record<string, unknown> = {}): GraphQLError {
+function badRequest(message: string, details: Record<string, unknown> = {}): GraphQLError {
   return new GraphQLError(message, {
     extensions: { code: ErrorCode.BAD_REQUEST, status: 400, details, http: { status: 400, spec: false } },
   });
@@ -29,7 +29,7 @@ const isLimitError = (e: { extensions?: Record<string, unknown> }): boolean =>
   e.extensions?.code === ErrorCode.BAD_REQUEST && (e.extensions.http as { status?: number } | undefined)?.status === 400;
 
 /** Depth of a JSON value, counted without recursion (so 20,000 levels cannot overflow the stack). */
-export function jsonDepth(value: unknown, stopAt: number): number {
+function jsonDepth(value: unknown, stopAt: number): number {
   let max = 0;
   const stack: [unknown, number][] = [[value, 0]];
   while (stack.length) {

@@ -35,7 +35,7 @@ const CORE_PLUGINS = ['identity', 'health'];
  * Orders plugins so that each comes after its dependencies (stable: otherwise the given order).
  * @throws PluginError on a duplicate name, a missing dependency or a cycle
  */
-export function orderPlugins(plugins: readonly Plugin[]): Plugin[] {
+function orderPlugins(plugins: readonly Plugin[]): Plugin[] {
   const byName = new Map<string, Plugin>();
   for (const p of plugins) {
     if (byName.has(p.name)) throw new PluginError(`Plugin "${p.name}" is enabled twice`);

@@ -5,7 +5,7 @@ import { ConfigError, MIN_SECRET_BYTES, SECRET_SETTINGS, type Config, type Loade
 import type { Logger } from './logger.ts';
 
 /** File under `DATA_DIR` holding generated secrets (JSON, mode 0600). */
-export const SECRETS_FILE = 'secrets.json';
+const SECRETS_FILE = 'secrets.json';
 
 const generate = (): string => randomBytes(48).toString('base64url');
 

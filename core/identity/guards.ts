@@ -28,7 +28,7 @@ export interface AccessPolicy {
 export type Filter = QueryFilter<any>;
 
 /** System callers act anywhere, so they hold every feature. */
-export const hasFeature = (user: AuthUser, feature: string): boolean =>
+const hasFeature = (user: AuthUser, feature: string): boolean =>
   isSystemCaller(user) || user.features.includes(feature);
 
 export function requireFeatures(user: AuthUser, features: readonly string[]): void {
@@ -41,7 +41,7 @@ export function requireFeatures(user: AuthUser, features: readonly string[]): vo
  * Checks attribute rules and returns the document filter they imply (empty when none restricts).
  * @throws AccessDeniedError when a yes/no rule fails or a filtering rule's attribute is missing
  */
-export function attributeFilter(user: AuthUser, rules: readonly AttributeRule[] = []): Filter {
+function attributeFilter(user: AuthUser, rules: readonly AttributeRule[] = []): Filter {
   if (isSystemCaller(user)) return {};
   const filter: Filter = {};
   for (const rule of rules) {

@@ -2,7 +2,7 @@ import { Schema, type Connection, type InferSchemaType, type Model } from 'mongo
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
-export const tenantSchema = new Schema(
+const tenantSchema = new Schema(
   {
     name: { type: String, required: true, trim: true, maxlength: 200 },
     is_system: { type: Boolean, default: false },
@@ -12,7 +12,7 @@ export const tenantSchema = new Schema(
 
 export const ROLES = ['user', 'admin'] as const;
 
-export const userSchema = new Schema(
+const userSchema = new Schema(
   {
     /** Unique per tenant among users not deleted (docs/auth.md, "Emails"). */
     email: { type: String, required: true, lowercase: true, trim: true },
@@ -32,11 +32,11 @@ export const userSchema = new Schema(
   { timestamps, versionKey: false, minimize: false },
 );
 /** Emails are per tenant, so nothing a tenant does reveals another tenant's users; a deleted user's address is free again. */
-export const USER_EMAIL_INDEX = 'tenant_email_unique';
+const USER_EMAIL_INDEX = 'tenant_email_unique';
 userSchema.index({ tenant_id: 1, email: 1 }, { unique: true, name: USER_EMAIL_INDEX, partialFilterExpression: { is_deleted: false } });
 userSchema.index({ email: 1 });
 
-export const apiKeySchema = new Schema(
+const apiKeySchema = new Schema(
   {
     name: { type: String, required: true, trim: true },
     user_id: { type: Schema.Types.ObjectId, ref: 'User', required: true, index: true },

@@ -16,11 +16,11 @@ export const API_KEY_PREFIX = 'ak_';
 const LAST_USED_THROTTLE_MS = 60_000;
 
 export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
-export const generateApiKey = (): string => API_KEY_PREFIX + randomBytes(32).toString('base64url');
+const generateApiKey = (): string => API_KEY_PREFIX + randomBytes(32).toString('base64url');
 
 type UserRecord = UserDoc & { _id: Types.ObjectId; created_at?: Date };
 
-export const toAuthUser = (u: UserRecord): AuthUser => ({
+const toAuthUser = (u: UserRecord): AuthUser => ({
   id: String(u._id),
   email: u.email,
   name: u.name,
@@ -36,7 +36,7 @@ export const toAuthUser = (u: UserRecord): AuthUser => ({
 const LIVE = { is_deleted: { $ne: true } } as const;
 
 /** Public shape of a user in admin responses. */
-export const userView = (u: UserRecord) => ({
+const userView = (u: UserRecord) => ({
   ...toAuthUser(u),
   is_active: u.is_active !== false,
   created_at: u.created_at ?? null,
@@ -59,7 +59,7 @@ export interface CreateUserInput {
 export type CredentialResolver = (id: string) => Promise<{ user_id: string } | null>;
 
 /** Claim naming a token's root credential: `<kind>:<id>`, e.g. `api_key:65f0…`. */
-export const CREDENTIAL_CLAIM = 'cid';
+const CREDENTIAL_CLAIM = 'cid';
 const CREDENTIAL_KIND = /^[a-z][a-z0-9_]{0,31}$/;
 
 /** Fields `PATCH /admin/users/{id}` (GraphQL `updateUser`) may change; anything else is refused (422). */

@@ -4,7 +4,7 @@ import { Schema, type Connection, type InferSchemaType, type Model, type Types }
 export const AUDIT_OPERATIONS = ['insert', 'update', 'replace', 'delete', 'depersonalize'] as const;
 export type AuditOperation = (typeof AUDIT_OPERATIONS)[number];
 
-export const AUDIT_COLLECTION = 'audit_log';
+const AUDIT_COLLECTION = 'audit_log';
 
 /**
  * One audit entry (spec document 2, AuditEntry); `tenant_id` is the tenant of the audited document.

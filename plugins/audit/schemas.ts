@@ -42,7 +42,7 @@ const filterShape = {
 };
 
 /** Top-level entry fields a listing may sort on; `_id` always breaks ties in the same direction. */
-export const SORT_FIELDS = ['created_at', 'resource', 'item_id', 'operation', 'user_id', 'user_name', 'ip', 'tenant_id'] as const;
+const SORT_FIELDS = ['created_at', 'resource', 'item_id', 'operation', 'user_id', 'user_name', 'ip', 'tenant_id'] as const;
 export const DEFAULT_SORT = '-created_at';
 
 /** `GET /admin/audit-log` and GraphQL `auditLog`. Unknown parameters are refused (422). */
@@ -58,7 +58,7 @@ export type ListQuery = z.output<typeof listQuery>;
 /** The filter part of a listing or export. */
 export type AuditFilter = Pick<ListQuery, 'resource' | 'resource_id' | 'user_id' | 'operation' | 'date_from' | 'date_to'>;
 
-export const GROUP_BY = ['day', 'week', 'month'] as const;
+const GROUP_BY = ['day', 'week', 'month'] as const;
 
 /** `GET /admin/audit-log/stats` and GraphQL `auditStats`. */
 export const statsQuery = z

@@ -1,14 +1,14 @@
 import { z } from 'zod';
+import { idParams, objectId } from '../../core/http/schemas.ts';
 import { DEPENDENCY_MODES, ON_FAILURE, RUN_STATUSES } from './model.ts';
 
 /** Shared by REST and GraphQL: every input of the jobs plugin. */
 
-export const objectId = z.string().regex(/^[0-9a-fA-F]{24}$/, 'must be an object id');
 const jsonObject = z.record(z.string(), z.unknown());
 const jobName = z.string().min(1).max(200);
 
 export const jobNameParams = z.object({ job_name: jobName });
-export const idParams = z.object({ id: objectId });
+export { idParams };
 export const runIdParams = z.object({ run_id: objectId });
 
 /** `POST /jobs/run/{job_name}`. */

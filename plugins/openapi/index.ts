@@ -17,7 +17,7 @@ import { buildOpenApiDocument, type OpenApiInfo } from './service.ts';
 import { ASSETS_PATH, DOCS_PATH, DocsUi, memoryFile, type DocsFile } from './ui.ts';
 
 /** URL of the OpenAPI document. */
-export const SPEC_PATH = '/openapi.json';
+const SPEC_PATH = '/openapi.json';
 
 const CONDITIONAL_GET = { 'If-None-Match': { description: 'ETag of a copy held by the client: 304 Not Modified when it is current.' } };
 

@@ -91,7 +91,7 @@ export interface BuildOptions {
 }
 
 /** Security requirement of every non-public route: an API key or a bearer token. */
-export const AUTH_SECURITY: readonly Readonly<Record<string, string[]>>[] = [{ ApiKeyAuth: [] }, { BearerAuth: [] }];
+const AUTH_SECURITY: readonly Readonly<Record<string, string[]>>[] = [{ ApiKeyAuth: [] }, { BearerAuth: [] }];
 
 const schemaRef = (name: string): Reference => ({ $ref: `#/components/schemas/${name}` });
 const headerRef = (name: string): Reference => ({ $ref: `#/components/headers/${name}` });
@@ -109,7 +109,7 @@ export interface ErrorStatusDoc {
  * Domain errors may carry any status and code; a status listed in `docs.errors` but not here is
  * still documented, with the envelope and the reason phrase.
  */
-export const ERROR_STATUSES: Readonly<Record<number, ErrorStatusDoc>> = {
+const ERROR_STATUSES: Readonly<Record<number, ErrorStatusDoc>> = {
   400: {
     name: 'BadRequest', summary: 'Bad request',
     codes: [{ code: ErrorCode.BAD_REQUEST, message: 'Malformed JSON body' }],

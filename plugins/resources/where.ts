@@ -4,6 +4,7 @@
  */
 import { Types } from 'mongoose';
 import { BadRequestError } from '../../core/errors.ts';
+import type { Filter } from '../../core/identity/guards.ts';
 import type { QueryLimits, ResourceQueryInfo } from './query.ts';
 import { checkRegex } from './regex.ts';
 
@@ -38,7 +39,6 @@ export const HEX24 = /^[0-9a-fA-F]{24}$/;
 const INT32_MAX = 2 ** 31 - 1;
 const REGEX_OPTIONS = /^[imsx]*$/;
 
-type Filter = Record<string, unknown>;
 
 /**
  * Validate a parsed `where` value and return a sanitized copy that is safe to pass to MongoDB.
