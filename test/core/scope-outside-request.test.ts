@@ -110,6 +110,21 @@ describe('a tenant-A user outside any request', () => {
     await expect(tasks().get(A.user, B.task)).rejects.toBeInstanceOf(NotFoundError);
   });
 
+  it('the other read entry points (listArgs as GraphQL calls it, getOne and read as REST does) stay in A', async () => {
+    const page = (await projects().listArgs(A.user, { per_page: 100 })) as OffsetPage;
+    expect(tenantsOf(page.items)).toEqual([A.tenantId]);
+    expect(page.total).toBe(await col('projects').countDocuments({ tenant_id: new Types.ObjectId(A.tenantId), is_deleted: false }));
+    const cursor = (await projects().listArgs(A.user, { limit: 100 })) as CursorPage;
+    expect(tenantsOf(cursor.items)).toEqual([A.tenantId]);
+    expect(String((await projects().getOne(A.user, A.projects[0]!)).doc.tenant_id)).toBe(A.tenantId);
+    await expect(projects().getOne(A.user, B.projects[0]!)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(projects().getOne(A.user, B.projects[0]!, { include_deleted: 'true' })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(projects().read(A.user, B.projects[0]!, { includeDeleted: true })).rejects.toBeInstanceOf(NotFoundError);
+    // Populating from A never reaches B's documents.
+    const withTask = await tasks().read(A.user, A.task, { populate: ['project_id'] });
+    expect(String((withTask.doc.project_id as Doc).tenant_id)).toBe(A.tenantId);
+  });
+
   it('a forged acting tenant on a non-system user is ignored', async () => {
     const forged: AuthUser = { ...A.user, acting_tenant_id: B.tenantId };
     const page = (await projects().list(forged, { per_page: '100' })) as OffsetPage;
