@@ -1,12 +1,15 @@
 /**
  * The plugin template of docs/plugins.md (docs/examples/notes) compiles, loads and works: REST and
  * GraphQL share one validation and one tenant scope, its hook events can change or veto a write,
- * another plugin registers a formatter through the typed service, and its job runs tenant by
- * tenant as `systemActor(tenantId)` without leaving that tenant.
+ * another plugin registers a formatter through the typed service, and its per-tenant job
+ * `archive_old_notes` keeps to the `JobDefinition` contract: called directly, `ctx.actor` alone
+ * decides the scope and `ctx.signal` stops it; through the real jobs plugin (Agenda, job_runs,
+ * HTTP), its zod `params` are the registry's and refuse bad values with 422, and a run fans out
+ * into one run per tenant, each archiving only its own tenant's notes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
-import { buildTestApp, createTenantUser, envelope, jobContext, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, envelope, expectError, jobContext, type TestApp } from '../helpers/app.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { onHook } from '../../core/hooks.ts';
 import { AppError } from '../../core/errors.ts';
@@ -16,6 +19,9 @@ import { loadConfig } from '../../config/index.ts';
 import { loadPlugins } from '../../config/plugins.ts';
 import { uniqueDbUri } from '../helpers/app.ts';
 import { notesPlugin, type NoteView } from '../../docs/examples/notes/index.ts';
+import { archiveJobParams } from '../../docs/examples/notes/schemas.ts';
+import { jobsPlugin } from '../../plugins/jobs/index.ts';
+import { FAST, waitRun, type Run } from '../jobs/helpers.ts';
 
 const created: NoteView[] = [];
 
@@ -52,8 +58,9 @@ const post = async (key: string, json: unknown) => {
 };
 
 beforeAll(async () => {
-  // Listed before the plugin it depends on: the kernel orders by dependsOn.
-  t = await buildTestApp({ plugins: [shoutPlugin, notesPlugin.configure({ archive_after_days: 10, default_per_page: 2 })] });
+  // Listed before the plugin it depends on: the kernel orders by dependsOn. The jobs plugin is
+  // loaded but off (JOBS_ENABLED defaults to false).
+  t = await buildTestApp({ plugins: [shoutPlugin, notesPlugin.configure({ archive_after_days: 10, default_per_page: 2 }), jobsPlugin] });
   A = await createTenantUser(t);
   A2 = await createTenantUser(t, { tenantId: A.tenantId });
   B = await createTenantUser(t);
@@ -192,22 +199,27 @@ describe('GraphQL', () => {
   });
 });
 
-describe('job archive_old_notes', () => {
+describe('job archive_old_notes, called directly (no jobs plugin)', () => {
   const job = () => t.app.kernel.jobs().find((j) => j.name === 'archive_old_notes')!;
-  const lines: string[] = [];
-  const ctx = jobContext({ log: (l: string) => void lines.push(l) });
   const archivedOf = async (tenantId: string) =>
     (await notesCol().find({ tenant_id: new Types.ObjectId(tenantId), archived: true }).toArray()).map((n) => n.title).sort();
 
-  it('is offered to the kernel by the plugin', () => {
-    expect(job()).toMatchObject({ plugin: 'notes', timeout: 600 });
+  it('is offered to the kernel as a per-tenant job with its zod params; with JOBS_ENABLED=false nothing runs it', async () => {
+    expect(job()).toMatchObject({ plugin: 'notes', timeout: 600, per_tenant: true, params: archiveJobParams });
+    expect(t.app.services.maybe('jobs')).toBeUndefined();
+    expectError(await t.http('POST', '/jobs/run/archive_old_notes', { json: {} }), 404, 'NOT_FOUND');
+    expect(await notesCol().countDocuments({ archived: true })).toBe(0);
   });
 
-  it('run for one tenant (systemActor(tenantId)) archives only that tenant\'s old notes', async () => {
+  it('ctx.actor alone decides the scope: as systemActor(A) it archives only A\'s old notes', async () => {
     const old = new Date(Date.now() - 20 * 86_400_000);
     await notesCol().updateMany({ title: { $in: ['a1', 'a2', 'b1'] } }, { $set: { created_at: old } });
     const bBefore = await notesCol().find({ tenant_id: new Types.ObjectId(B.tenantId) }).sort({ _id: 1 }).toArray();
-    expect(await job().run(ctx, { tenant_id: A.tenantId })).toEqual({ tenants: 1, archived: 2 });
+    const progress: [number, number | null | undefined][] = [];
+    const ctx = jobContext({ actor: systemActor(A.tenantId), tenant_id: A.tenantId, progress: (c, total) => void progress.push([c, total]) });
+    expect(await job().run(ctx, archiveJobParams.parse({ batch_size: 1 }))).toMatchObject({ archived: 2 });
+    expect(progress).toEqual([[1, 2], [2, 2]]);
+    expect(ctx.lines).toEqual(['archived 2 notes older than 10 days']);
     expect(await archivedOf(A.tenantId)).toEqual(['a1', 'a2']);
     expect(await notesCol().find({ tenant_id: new Types.ObjectId(B.tenantId) }).sort({ _id: 1 }).toArray()).toEqual(bBefore);
     // The tenant sees it through the API.
@@ -217,15 +229,133 @@ describe('job archive_old_notes', () => {
     expect(g.body.data).toEqual({ yes: { total: 2 }, no: { total: 2 } });
   });
 
-  it('run without a tenant walks every tenant, each as its own system actor', async () => {
-    expect(await job().run(ctx, {})).toEqual({ tenants: 2, archived: 1 });
+  it('stops before its next write once ctx.signal aborts (cancel or timeout)', async () => {
+    await notesCol().updateMany({ title: 'b2' }, { $set: { created_at: new Date(Date.now() - 20 * 86_400_000) } });
+    const ac = new AbortController();
+    const ctx = jobContext({ actor: systemActor(B.tenantId), tenant_id: B.tenantId, signal: ac.signal, progress: () => ac.abort(new Error('cancelled')) });
+    await expect(job().run(ctx, archiveJobParams.parse({ batch_size: 1 }))).rejects.toThrow('cancelled');
+    // One batch of one (the oldest, b1) was written before the abort; b2 was not.
     expect(await archivedOf(B.tenantId)).toEqual(['b1']);
     expect(await archivedOf(A.tenantId)).toEqual(['a1', 'a2']);
-    expect(lines.some((l) => l.includes(B.tenantId))).toBe(true);
+  });
+});
+
+describe('job archive_old_notes through the jobs plugin (JOBS_ENABLED=true)', () => {
+  let j: TestApp;
+  let JA: Awaited<ReturnType<typeof createTenantUser>>;
+  let JB: Awaited<ReturnType<typeof createTenantUser>>;
+  let adminA: Awaited<ReturnType<typeof createTenantUser>>;
+  const jNotes = () => j.app.db.conn.collection('notes');
+  /** A note posted by `key`, then aged `days` days in the database. */
+  const seed = async (key: string, title: string, days: number) => {
+    const res = await j.http('POST', '/notes', { key, json: { title } });
+    expect(res.status).toBe(201);
+    await jNotes().updateOne({ _id: new Types.ObjectId(res.body.id as string) }, { $set: { created_at: new Date(Date.now() - days * 86_400_000) } });
+  };
+  const titles = async (tenantId: string, archived: boolean) =>
+    (await jNotes().find({ tenant_id: new Types.ObjectId(tenantId), archived }).toArray()).map((n) => n.title).sort();
+  const tenantCount = async () => (await j.http('GET', '/admin/tenants?per_page=100')).body.total as number;
+
+  beforeAll(async () => {
+    j = await buildTestApp({ plugins: [notesPlugin.configure({ archive_after_days: 10 }), jobsPlugin], config: FAST });
+    JA = await createTenantUser(j);
+    JB = await createTenantUser(j);
+    adminA = await createTenantUser(j, { tenantId: JA.tenantId, roles: ['admin'] });
+    for (const [title, days] of [['a-old-1', 30], ['a-old-2', 20], ['a-old-3', 15], ['a-new', 0]] as const) await seed(JA.key, title, days);
+    for (const [title, days] of [['b-old', 30], ['b-new', 0]] as const) await seed(JB.key, title, days);
+  });
+  afterAll(() => j?.close());
+
+  it('the registry lists it as per-tenant, with params derived from its zod schema', async () => {
+    const res = await j.http('GET', '/jobs/registry/archive_old_notes');
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ name: 'archive_old_notes', plugin: 'notes', per_tenant: true, timeout: 600, max_attempts: 3 });
+    expect(res.body.params).toEqual({
+      older_than_days: { type: 'integer', required: false, description: expect.stringContaining('older than this many days') },
+      batch_size: { type: 'integer', required: false, description: expect.stringContaining('Notes archived per write') },
+    });
+    // A per-tenant job is one a tenant administrator may see (and run for their tenant).
+    const asTenantAdmin = await j.http('GET', '/jobs/registry', { key: adminA.key });
+    expect(asTenantAdmin.body.map((e: { name: string }) => e.name)).toContain('archive_old_notes');
   });
 
-  it('bad job parameters are refused before any write', async () => {
-    await expect(job().run(ctx, { tenant_id: 'nope' })).rejects.toThrow();
-    await expect(job().run(ctx, { other: 1 })).rejects.toThrow();
+  it('bad params are a 422 listing each problem, and nothing is queued or archived', async () => {
+    const bad = await j.http('POST', '/jobs/run/archive_old_notes', { json: { parameters: { older_than_days: 0, batch_size: 'all' } } });
+    const err = expectError(bad, 422, 'VALIDATION_ERROR');
+    expect((err.details.errors as { loc: unknown[] }[]).map((e) => e.loc)).toEqual(
+      expect.arrayContaining([['body', 'parameters', 'older_than_days'], ['body', 'parameters', 'batch_size']]),
+    );
+    // The tenant is the run's, never a parameter: the schema is strict.
+    const tenantParam = await j.http('POST', '/jobs/run', { json: { job: 'archive_old_notes', params: { tenant_id: JB.tenantId } } });
+    expect(expectError(tenantParam, 422, 'VALIDATION_ERROR').details.errors).toMatchObject([{ loc: ['body', 'params', 'tenant_id'] }]);
+    expect(await j.app.db.conn.collection('job_runs').countDocuments({})).toBe(0);
+    expect(await jNotes().countDocuments({ archived: true })).toBe(0);
+  });
+
+  it('a system administrator\'s run fans out: one run per tenant, each archiving only its own tenant\'s old notes', async () => {
+    const res = await j.http('POST', '/jobs/run', { json: { job: 'archive_old_notes', params: { batch_size: 2 } } });
+    expect(res.status).toBe(202);
+    expect(res.body).toMatchObject({ run_id: expect.any(String), status: 'pending' });
+    const parent = await waitRun(j, res.body.run_id as string);
+    const n = await tenantCount();
+    expect(n).toBeGreaterThanOrEqual(3); // the bootstrap tenant, A and B
+    expect(parent).toMatchObject({ status: 'completed', tenant_id: null, result: { tenants: n, completed: n, failed: 0, failed_tenants: [] } });
+
+    const children = (await j.http('GET', `/jobs/runs?parent_job_id=${parent.id}&per_page=100`)).body.items as Run[];
+    expect(children).toHaveLength(n);
+    const byTenant = Object.fromEntries(children.map((c) => [c.tenant_id as string, c]));
+    expect(Object.keys(byTenant)).toHaveLength(n);
+    // Each child acted as its tenant's system actor: had one of them acted in every tenant, it
+    // would have archived other tenants' notes and the others would report 0.
+    for (const c of children) {
+      expect(c).toMatchObject({ status: 'completed', job_name: 'archive_old_notes' });
+      expect(c.result.archived).toBe(c.tenant_id === JA.tenantId ? 3 : c.tenant_id === JB.tenantId ? 1 : 0);
+    }
+    expect(await titles(JA.tenantId, true)).toEqual(['a-old-1', 'a-old-2', 'a-old-3']);
+    expect(await titles(JA.tenantId, false)).toEqual(['a-new']);
+    expect(await titles(JB.tenantId, true)).toEqual(['b-old']);
+    expect(await titles(JB.tenantId, false)).toEqual(['b-new']);
+
+    // Two batches of at most 2 in A, reported through ctx.progress and ctx.log on A's run.
+    const a = (await j.http('GET', `/jobs/runs/${byTenant[JA.tenantId]!.id}`)).body as Run;
+    expect(a).toMatchObject({ progress_current: 3, progress_total: 3, percentage: 100 });
+    expect(a.logs.map((l: { message: string }) => l.message)).toContain('archived 3 notes older than 10 days');
+  });
+
+  it('a tenant\'s run can be watched as a server-sent event stream: its log lines, then the end', async () => {
+    const children = (await j.http('GET', `/jobs/runs?job_name=archive_old_notes&tenant_id=${JA.tenantId}&per_page=100`)).body.items as Run[];
+    expect(children.length).toBeGreaterThan(0);
+    const res = await j.http('GET', `/jobs/runs/${children[0]!.id}/logs`, { headers: { Accept: 'text/event-stream' } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const text = res.body as unknown as string;
+    expect(text).toMatch(/event: log\ndata: .*archived 3 notes older than 10 days/);
+    expect(text).toMatch(/event: end\ndata: \{"status":"completed","result":\{"archived":3,/);
+  });
+
+  it('a tenant administrator runs it for their own tenant only, with a parameter overriding the option', async () => {
+    await seed(JA.key, 'a-week', 7);
+    await seed(JB.key, 'b-week', 7);
+    const res = await j.http('POST', '/jobs/run/archive_old_notes', { key: adminA.key, json: { parameters: { older_than_days: 5 } } });
+    expect(res.status).toBe(202);
+    expect(res.body).toMatchObject({ tenant_id: JA.tenantId, parameters: { older_than_days: 5, batch_size: 200 } });
+    const run = await waitRun(j, res.body.id as string, undefined, adminA.key);
+    expect(run).toMatchObject({ status: 'completed', tenant_id: JA.tenantId, parent_job_id: null, result: { archived: 1 } });
+    expect(await titles(JA.tenantId, false)).toEqual(['a-new']);
+    expect(await titles(JB.tenantId, false)).toEqual(['b-new', 'b-week']);
+    expectError(await j.http('POST', '/jobs/run', { key: adminA.key, json: { job: 'archive_old_notes', tenant_id: JB.tenantId } }), 403, 'ACCESS_DENIED');
+  });
+
+  it('the guide\'s schedule is validated against the same schema; run now, it fans out over every tenant', async () => {
+    const body = { name: 'archive-old-notes', target: 'archive_old_notes', cron: '0 3 * * *', params: { batch_size: 500 } };
+    expectError(await j.http('POST', '/jobs/schedules', { json: { ...body, params: { batch_size: 0 } } }), 422, 'VALIDATION_ERROR');
+    const created = await j.http('POST', '/jobs/schedules', { json: body });
+    expect(created.status).toBe(201);
+    const now = await j.http('POST', `/jobs/schedules/${created.body.id}/run`, { json: {} });
+    expect(now.status).toBe(202);
+    const n = await tenantCount();
+    expect(await waitRun(j, now.body.id as string)).toMatchObject({ status: 'completed', result: { tenants: n, completed: n, failed: 0 } });
+    // Default archive_after_days (10): B's week-old note stays.
+    expect(await titles(JB.tenantId, false)).toEqual(['b-new', 'b-week']);
   });
 });

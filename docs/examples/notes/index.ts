@@ -3,9 +3,8 @@
  * the model (model.ts), the zod inputs (schemas.ts), the logic (service.ts) and the GraphQL
  * fragment (graphql.ts) come from their own files.
  */
-import { definePlugin } from '../../../core/plugin.ts';
+import { definePlugin, type JobDefinition } from '../../../core/plugin.ts';
 import { defineRoute } from '../../../core/http/route.ts';
-import { systemActor } from '../../../core/context.ts';
 import { noteModel } from './model.ts';
 import { archiveJobParams, createNoteInput, listNotesQuery, noteView, notesOptions, notesPage } from './schemas.ts';
 import { NotesService, type NotesApi } from './service.ts';
@@ -20,10 +19,12 @@ declare module '../../../core/services.ts' {
   }
 }
 
+const DAY_MS = 86_400_000;
+
 /**
  * Tenant-scoped notes: `GET/POST /notes`, GraphQL `notes` / `createNote`, events
- * `BEFORE_NOTE_CREATE` / `AFTER_NOTE_CREATE`, the job `archive_old_notes`, and a formatter registry
- * other plugins fill through `services.get('notes').registerFormatter()`.
+ * `BEFORE_NOTE_CREATE` / `AFTER_NOTE_CREATE`, the per-tenant job `archive_old_notes`, and a
+ * formatter registry other plugins fill through `services.get('notes').registerFormatter()`.
  */
 export const notesPlugin = definePlugin({
   name: 'notes',
@@ -33,6 +34,33 @@ export const notesPlugin = definePlugin({
     services.provide('notes', notes);
     const tags = ['notes'];
     const listQuery = listNotesQuery(options.default_per_page, () => notes.formatterNames());
+
+    // Run by the jobs plugin (docs/jobs.md) when JOBS_ENABLED=true; without it nothing runs it.
+    const archiveOldNotes: JobDefinition<typeof archiveJobParams> = {
+      name: 'archive_old_notes',
+      description: 'Archive each tenant\'s notes older than archive_after_days',
+      timeout: 600,
+      // Once per tenant, each run as systemActor(tenant): the job never walks tenants itself.
+      per_tenant: true,
+      // Checked before a run is queued (422); `run` receives the parsed, defaulted value.
+      params: archiveJobParams,
+      async run(ctx, { older_than_days, batch_size }) {
+        const days = older_than_days ?? options.archive_after_days;
+        const cutoff = new Date(Date.now() - days * DAY_MS);
+        // ctx.actor is the caller: the service's tenant filter, not this job, decides the scope.
+        const total = await notes.countArchivable(ctx.actor, cutoff);
+        let archived = 0;
+        for (;;) {
+          ctx.signal.throwIfAborted(); // cancelled or timed out: stop before the next write
+          const n = await notes.archiveBatch(ctx.actor, cutoff, batch_size);
+          if (n === 0) break;
+          archived += n;
+          await ctx.progress(archived, total);
+        }
+        ctx.log(`archived ${archived} notes older than ${days} days`);
+        return { archived, cutoff_date: cutoff.toISOString() }; // the run's result (JSON)
+      },
+    };
 
     return {
       routes: [
@@ -48,27 +76,7 @@ export const notesPlugin = definePlugin({
         }),
       ],
       graphql: (builder) => notesGraphQL(builder, notes, listQuery),
-      jobs: [
-        {
-          name: 'archive_old_notes',
-          description: 'Archive notes older than archive_after_days, tenant by tenant (params: tenant_id to run one tenant)',
-          timeout: 600,
-          async run(ctx, params) {
-            const { tenant_id } = archiveJobParams.parse(params);
-            const tenants = tenant_id ? [tenant_id] : await notes.tenantsWithNotes();
-            let archived = 0;
-            for (const [i, tenant] of tenants.entries()) {
-              // No request here: the system actor of that one tenant is the caller, so the
-              // service's tenant filter confines every write to it.
-              const n = await notes.archiveOlderThan(systemActor(tenant), options.archive_after_days);
-              archived += n;
-              ctx.log(`tenant ${tenant}: archived ${n}`);
-              await ctx.progress(i + 1, tenants.length);
-            }
-            return { tenants: tenants.length, archived };
-          },
-        },
-      ],
+      jobs: [archiveOldNotes],
       // Providers register in their setup(); after that the registry is fixed.
       ready: () => notes.freeze(),
     };

@@ -3,7 +3,7 @@
  * zod schemas, so both answer a bad value with the same 422 `VALIDATION_ERROR`.
  */
 import { z } from 'zod';
-import { objectId, pageQuery } from '../../../core/http/schemas.ts';
+import { pageQuery } from '../../../core/http/schemas.ts';
 
 /** Options of the plugin: `notesPlugin.configure({ ... })`, checked by the kernel at start-up. */
 export const notesOptions = z.object({
@@ -41,8 +41,19 @@ export const listNotesQuery = (defaultPerPage: number, formats: () => readonly s
     });
 export type ListNotesQuery = z.output<ReturnType<typeof listNotesQuery>>;
 
-/** Parameters of the `archive_old_notes` job: one tenant, or every tenant when left out. */
-export const archiveJobParams = z.object({ tenant_id: objectId.optional() }).strict();
+/**
+ * Parameters of the `archive_old_notes` job. The jobs plugin validates them before it queues a run
+ * (422 `VALIDATION_ERROR`, nothing queued) and derives its registry's `params` from this schema:
+ * `.describe()` is the description shown there. No `tenant_id`: the tenant is the run's
+ * (`per_tenant`), never a parameter.
+ */
+export const archiveJobParams = z
+  .object({
+    older_than_days: z.number().int().min(1).optional().describe('Archive notes older than this many days; default: the plugin option archive_after_days'),
+    batch_size: z.number().int().min(1).max(1000).default(200).describe('Notes archived per write; cancellation is checked between writes'),
+  })
+  .strict();
+export type ArchiveJobParams = z.output<typeof archiveJobParams>;
 
 // Output shapes: the REST response schema (OpenAPI) and the service's return types.
 

@@ -110,20 +110,21 @@ export class NotesService implements NotesApi {
     return note;
   }
 
-  /** Archives the actor's notes older than `days` days; `systemActor(tenantId)` confines it to that tenant. */
-  async archiveOlderThan(actor: AuthUser, days: number): Promise<number> {
-    const cutoff = new Date(Date.now() - days * 86_400_000);
-    const res = await this.model.updateMany(
-      { ...tenantFilter(actor, this.opts.multiTenant), archived: false, created_at: { $lt: cutoff } },
-      { $set: { archived: true } },
-    );
-    return res.modifiedCount;
+  /** How many of the actor's notes `archiveBatch` would archive: the total a job reports progress against. */
+  countArchivable(actor: AuthUser, cutoff: Date): Promise<number> {
+    return this.model.countDocuments({ ...tenantFilter(actor, this.opts.multiTenant), archived: false, created_at: { $lt: cutoff } });
   }
 
-  /** Tenants that hold notes: what a per-tenant job walks. */
-  async tenantsWithNotes(): Promise<string[]> {
-    const ids = await this.model.distinct('tenant_id');
-    return ids.map(String).sort();
+  /**
+   * Archives up to `limit` of the actor's notes created before `cutoff`, oldest first, and returns
+   * how many. `systemActor(tenantId)` (a per-tenant job's `ctx.actor`) confines it to that tenant.
+   */
+  async archiveBatch(actor: AuthUser, cutoff: Date, limit: number): Promise<number> {
+    const filter = { ...tenantFilter(actor, this.opts.multiTenant), archived: false, created_at: { $lt: cutoff } };
+    const batch = await this.model.find(filter, { _id: 1 }).sort({ created_at: 1, _id: 1 }).limit(limit).lean();
+    if (!batch.length) return 0;
+    const res = await this.model.updateMany({ ...filter, _id: { $in: batch.map((n) => n._id) } }, { $set: { archived: true } });
+    return res.modifiedCount;
   }
 
   /** `listNotesQuery` already refused unknown names; this guards direct callers of the service. */
