@@ -331,6 +331,21 @@ export class IdentityService {
   }
 
   /**
+   * Deletes dead API keys (the `cleanup_expired_tokens` job): keys revoked before `cutoff`, and
+   * keys of users deleted before `cutoff`, within the caller's tenant scope: `systemActor()` every
+   * tenant, `systemActor(tenantId)` that tenant only. Live keys are never touched.
+   * @throws AccessDeniedError for a non-system caller, tenant administrators included (nothing deleted)
+   */
+  async purgeDeadApiKeys(caller: AuthUser, cutoff: Date): Promise<{ revoked_keys_deleted: number; deleted_user_keys_deleted: number }> {
+    if (!isSystemCaller(caller)) throw new AccessDeniedError('System administrator required');
+    const scope = this.tenantScope(caller);
+    const revoked = await this.models.ApiKey.deleteMany({ ...scope, revoked_at: { $ne: null, $lt: cutoff } });
+    const goneUsers = await this.models.User.find({ ...scope, is_deleted: true, deleted_at: { $lt: cutoff } }, { _id: 1 }).lean();
+    const orphaned = goneUsers.length ? await this.models.ApiKey.deleteMany({ ...scope, user_id: { $in: goneUsers.map((u) => u._id) } }) : { deletedCount: 0 };
+    return { revoked_keys_deleted: revoked.deletedCount, deleted_user_keys_deleted: orphaned.deletedCount };
+  }
+
+  /**
    * Make sure a system tenant, a system administrator and an API key equal to `adminKey` exist.
    * Idempotent: a restart with the same key changes nothing; a new key is added alongside.
    */

@@ -2,13 +2,13 @@ import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { onHook } from '../../core/hooks.ts';
-import { parseInput, requireAdmin } from '../../core/graphql.ts';
 import { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
-import { AUDIT_FIELDS, auditModel, type AuditEntryView } from './model.ts';
+import { auditModel } from './model.ts';
 import {
   exportQuery, exportResponse, listQuery, listResponse, retentionQuery, retentionResponse, statsQuery, statsResponse,
 } from './schemas.ts';
-import { AuditService, type AuditLogger, type AuditStats } from './service.ts';
+import { AuditService, type AuditLogger } from './service.ts';
+import { auditGraphql } from './graphql.ts';
 
 export type { AuditActor, AuditLogger, AuditTarget, ScrubInput } from './service.ts';
 export { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
@@ -32,9 +32,6 @@ export const auditOptions = z.object({
   /** Queued entries at which a recording caller waits for the write instead of returning at once. */
   max_queue: z.number().int().min(1).default(10_000),
 });
-
-/** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
-const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
 /**
  * The audit log (spec document 2): records every document insert, update, replace and delete
@@ -93,8 +90,9 @@ export const auditPlugin = definePlugin({
         defineRoute({
           method: 'DELETE', path: '/admin/audit-log/retention', tags, auth: 'system', summary: 'Delete audit entries older than N days',
           query: retentionQuery(config.AUDIT_LOG_RETENTION_DAYS), response: retentionResponse,
-          handler: async ({ query }) => {
-            const res = await audit.purge(query.older_than_days);
+          // The caller's scope: every tenant, or the one named by `X-Tenant-Id`.
+          handler: async ({ user, query }) => {
+            const res = await audit.purge(user!, query.older_than_days);
             return { message: `Deleted ${res.deleted_count} audit entries older than ${query.older_than_days} days`, ...res };
           },
         }),
@@ -105,75 +103,13 @@ export const auditPlugin = definePlugin({
           description: 'Delete audit entries older than JOBS_AUDIT_RETENTION_DAYS',
           timeout: 600,
           async run(ctx) {
-            const res = await audit.purge(config.JOBS_AUDIT_RETENTION_DAYS);
+            const res = await audit.purge(ctx.actor, config.JOBS_AUDIT_RETENTION_DAYS);
             ctx.log(`deleted ${res.deleted_count} audit entries created before ${res.cutoff_date.toISOString()}`);
             return res;
           },
         },
       ],
-      graphql(builder) {
-        const Entry = builder.objectRef<AuditEntryView>('AuditEntry');
-        // Every field from the entry's single definition (model.ts): object ids as String (`id` as ID).
-        const GQL_TYPES = { id: 'String', string: 'String', date: 'DateTime', json: 'JSON' } as const;
-        Entry.implement({
-          fields: (t) =>
-            Object.fromEntries(
-              AUDIT_FIELDS.map((f) => [
-                f.name,
-                t.field({ type: f.name === 'id' ? 'ID' : GQL_TYPES[f.kind], nullable: f.nullable, resolve: (e) => e[f.name] as never }),
-              ]),
-            ),
-        });
-        const Page = builder.objectRef<{ items: AuditEntryView[]; total: number; page: number; per_page: number }>('AuditLogPage');
-        Page.implement({
-          fields: (t) => ({
-            items: t.expose('items', { type: [Entry], nullable: false }),
-            total: t.exposeInt('total', { nullable: false }),
-            page: t.exposeInt('page', { nullable: false }),
-            per_page: t.exposeInt('per_page', { nullable: false }),
-          }),
-        });
-        const UserCount = builder.objectRef<AuditStats['by_user'][number]>('AuditUserCount');
-        UserCount.implement({
-          fields: (t) => ({
-            user_id: t.exposeString('user_id'),
-            user_name: t.exposeString('user_name'),
-            count: t.exposeInt('count', { nullable: false }),
-          }),
-        });
-        const PeriodCount = builder.objectRef<AuditStats['timeline'][number]>('AuditPeriodCount');
-        PeriodCount.implement({
-          fields: (t) => ({
-            period: t.exposeString('period', { nullable: false }),
-            count: t.exposeInt('count', { nullable: false }),
-          }),
-        });
-        const Stats = builder.objectRef<AuditStats>('AuditStats');
-        Stats.implement({
-          fields: (t) => ({
-            total_entries: t.exposeInt('total_entries', { nullable: false }),
-            by_operation: t.expose('by_operation', { type: 'JSON', nullable: false }),
-            by_resource: t.expose('by_resource', { type: 'JSON', nullable: false }),
-            by_user: t.expose('by_user', { type: [UserCount], nullable: false }),
-            timeline: t.expose('timeline', { type: [PeriodCount], nullable: false }),
-          }),
-        });
-        builder.queryFields((t) => ({
-          auditLog: t.field({
-            type: Page, nullable: false, description: 'Audit entries, as GET /admin/audit-log',
-            args: {
-              resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(),
-              date_from: t.arg.string(), date_to: t.arg.string(), page: t.arg.int(), per_page: t.arg.int(), sort: t.arg.string(),
-            },
-            resolve: (_r, a, ctx) => audit.list(requireAdmin(ctx), parseInput(listQuery, given(a))),
-          }),
-          auditStats: t.field({
-            type: Stats, nullable: false, description: 'Audit aggregates, as GET /admin/audit-log/stats',
-            args: { resource: t.arg.string(), user_id: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string(), group_by: t.arg.string() },
-            resolve: (_r, a, ctx) => audit.stats(requireAdmin(ctx), parseInput(statsQuery, given(a))),
-          }),
-        }));
-      },
+      graphql: (builder) => auditGraphql(builder, { audit }),
       // Shutdown writes what is still queued.
       close: () => audit.flush(),
     };

@@ -2,7 +2,7 @@ import { Readable, pipeline } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
 import { AccessDeniedError } from '../../core/errors.ts';
-import { isAdmin, isSystemActor, type AuthUser } from '../../core/context.ts';
+import { isAdmin, isSystemActor, isSystemCaller, type AuthUser } from '../../core/context.ts';
 import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
 import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -372,11 +372,22 @@ export class AuditService implements AuditLogger {
     return { stream, contentType: 'text/csv; charset=utf-8', filename: `audit-log-${stamp}.csv` };
   }
 
-  /** Deletes entries older than `days` days, in every tenant (retention endpoint and cleanup job). */
-  async purge(days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
+  /**
+   * Deletes entries older than `days` days in the actor's scope (retention endpoint and the
+   * `cleanup_audit_log` job): `systemActor()` or a system administrator without `X-Tenant-Id`
+   * purges every tenant (entries without a tenant included), `systemActor(tenantId)` or
+   * `X-Tenant-Id` only that tenant. Retention is an operator's decision: any other caller is
+   * refused, tenant administrators included (as `DELETE /admin/audit-log/retention`, `auth: 'system'`).
+   *
+   * @example await audit.purge(ctx.actor, 365)   // in a job: per-tenant runs purge their tenant only
+   * @throws AccessDeniedError for a non-system caller (nothing deleted)
+   */
+  async purge(actor: AuthUser, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
+    if (!isSystemCaller(actor)) throw new AccessDeniedError('System administrator required');
+    const scope = tenantFilter(actor, this.opts.multiTenant);
     await this.flush();
     const cutoff = new Date(Date.now() - days * DAY_MS);
-    const res = await this.model.deleteMany({ created_at: { $lt: cutoff } });
+    const res = await this.model.deleteMany({ ...scope, created_at: { $lt: cutoff } });
     return { deleted_count: res.deletedCount, cutoff_date: cutoff };
   }
 

@@ -1,8 +1,7 @@
 import { z } from 'zod';
-import type { Connection } from 'mongoose';
 import type { Config } from '../../config/index.ts';
 import type { JobDefinition } from '../../core/plugin.ts';
-import { identityModels } from '../../core/identity/models.ts';
+import type { IdentityService } from '../../core/identity/service.ts';
 import type { JobsService } from './service.ts';
 
 const DAY_MS = 86_400_000;
@@ -10,9 +9,10 @@ const days = (what: string) => z.object({ days: z.number().int().min(1).optional
 
 /**
  * The jobs plugin's own maintenance jobs (spec document 3, built-in jobs; `cleanup_audit_log`
- * comes from the audit plugin, `purge_soft_deleted` from resources).
+ * comes from the audit plugin, `purge_soft_deleted` from resources). Each deletes within the run's
+ * actor (`ctx.actor`): every tenant for a run without a tenant, one tenant for a per-tenant run.
  */
-export function builtinJobs(svc: JobsService, config: Config, db: Connection): JobDefinition[] {
+export function builtinJobs(svc: JobsService, config: Config, identity: IdentityService): JobDefinition[] {
   return [
     {
       name: 'cleanup_expired_tokens',
@@ -21,12 +21,10 @@ export function builtinJobs(svc: JobsService, config: Config, db: Connection): J
       params: days('Override JOBS_REVOKED_KEY_RETENTION_DAYS'),
       async run(ctx, params) {
         const cutoff = new Date(Date.now() - (params.days ?? config.JOBS_REVOKED_KEY_RETENTION_DAYS) * DAY_MS);
-        const { ApiKey, User } = identityModels(db);
-        const revoked = await ApiKey.deleteMany({ revoked_at: { $ne: null, $lt: cutoff } });
-        const goneUsers = await User.find({ is_deleted: true, deleted_at: { $lt: cutoff } }, { _id: 1 }).lean();
-        const orphaned = goneUsers.length ? await ApiKey.deleteMany({ user_id: { $in: goneUsers.map((u) => u._id) } }) : { deletedCount: 0 };
-        ctx.log(`deleted ${revoked.deletedCount} revoked API keys and ${orphaned.deletedCount} keys of deleted users (before ${cutoff.toISOString()})`);
-        return { revoked_keys_deleted: revoked.deletedCount, deleted_user_keys_deleted: orphaned.deletedCount, cutoff_date: cutoff.toISOString() };
+        // As the run's actor: a per-tenant run deletes its tenant's keys only.
+        const res = await identity.purgeDeadApiKeys(ctx.actor, cutoff);
+        ctx.log(`deleted ${res.revoked_keys_deleted} revoked API keys and ${res.deleted_user_keys_deleted} keys of deleted users (before ${cutoff.toISOString()})`);
+        return { ...res, cutoff_date: cutoff.toISOString() };
       },
     } satisfies JobDefinition<ReturnType<typeof days>>,
     {
@@ -35,7 +33,7 @@ export function builtinJobs(svc: JobsService, config: Config, db: Connection): J
       timeout: 300,
       params: days('Override JOBS_CLEANUP_DAYS'),
       async run(ctx, params) {
-        const res = await svc.purgeRuns(params.days ?? config.JOBS_CLEANUP_DAYS);
+        const res = await svc.purgeRuns(ctx.actor, params.days ?? config.JOBS_CLEANUP_DAYS);
         ctx.log(`deleted ${res.deleted_count} job runs created before ${res.cutoff_date.toISOString()}`);
         return { deleted_count: res.deleted_count, cutoff_date: res.cutoff_date.toISOString() };
       },

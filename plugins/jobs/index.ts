@@ -62,7 +62,7 @@ export const jobsPlugin = definePlugin({
     const tags = ['jobs'];
 
     return {
-      jobs: builtinJobs(svc, config, db),
+      jobs: builtinJobs(svc, config, services.get('identity')),
       async ready() {
         svc.setJobs(kernel.jobs().map(registerJob));
         // The unique dedupe index must exist before the first run is queued.

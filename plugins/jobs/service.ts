@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { AccessDeniedError, ConflictError, NotFoundError, ValidationError, zodIssues, type ValidationIssue } from '../../core/errors.ts';
 import { isAdmin, isSystemCaller, scopedTenantId, systemActor, type AuthUser } from '../../core/context.ts';
 import type { JobRunner } from '../../core/plugin.ts';
+import { tenantFilter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
 import {
   FINISHED, chainView, runView, scheduleView,
@@ -675,10 +676,17 @@ export class JobsService implements JobRunner {
     return this.listTenants();
   }
 
-  /** `cleanup_job_runs`: finished runs created more than `days` ago. */
-  async purgeRuns(days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
+  /**
+   * `cleanup_job_runs`: finished runs created more than `days` ago, in the actor's tenant scope:
+   * `systemActor()` every run (runs without a tenant included), `systemActor(tenantId)` only that
+   * tenant's runs (a per-tenant run of the job passes its `ctx.actor`).
+   * @throws AccessDeniedError for a non-system caller, tenant administrators included (nothing deleted)
+   */
+  async purgeRuns(actor: AuthUser, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
+    this.system(actor);
+    const scope = tenantFilter(actor, this.settings.multiTenant);
     const cutoff = new Date(Date.now() - days * 86_400_000);
-    const res = await this.models.Run.deleteMany({ status: { $in: FINISHED }, created_at: { $lt: cutoff } });
+    const res = await this.models.Run.deleteMany({ ...scope, status: { $in: FINISHED }, created_at: { $lt: cutoff } });
     return { deleted_count: res.deletedCount, cutoff_date: cutoff };
   }
 }

@@ -5,7 +5,8 @@
  * again (a retry, a reconciliation) adds nothing.
  */
 import { Types } from 'mongoose';
-import { scopedTenantId, type AuthUser } from '../../core/context.ts';
+import type { AuthUser } from '../../core/context.ts';
+import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
 import { fromMinor } from './money.ts';
 import type { LedgerEntryRecord, PaymentRecord, ledgerModel } from './model.ts';
 
@@ -39,6 +40,12 @@ const view = (e: LedgerEntryRecord): LedgerEntryView => ({
   payment_id: String(e.payment_id), account: e.account, direction: e.direction, amount: e.amount, currency: e.currency, created_at: e.created_at,
 });
 
+/**
+ * The core tenant filter (`{tenant_id: ObjectId}`, or `{}` for a system caller in every tenant).
+ * Ledger entries are always confined per tenant, whatever `MULTI_TENANT_ENABLED` says.
+ */
+const scopeOf = (user: AuthUser): Filter => tenantFilter(user, true);
+
 export class LedgerService {
   constructor(private readonly model: LedgerModel) {}
 
@@ -69,13 +76,8 @@ export class LedgerService {
     return new Set(rows.map((r) => r.transaction_id));
   }
 
-  private tenantMatch(user: AuthUser): Record<string, unknown> {
-    const t = scopedTenantId(user);
-    return t ? { tenant_id: new Types.ObjectId(t) } : {};
-  }
-
   async entries(user: AuthUser, q: { payment_id?: string | undefined; account?: string | undefined; currency?: string | undefined; page: number; per_page: number }) {
-    const filter: Record<string, unknown> = { ...this.tenantMatch(user) };
+    const filter: Filter = { ...scopeOf(user) };
     if (q.payment_id) filter.payment_id = new Types.ObjectId(q.payment_id);
     if (q.account) filter.account = q.account;
     if (q.currency) filter.currency = q.currency;
@@ -89,7 +91,8 @@ export class LedgerService {
   /** Per tenant, account and currency: debits, credits and their difference, summed exactly in minor units. */
   async balance(user: AuthUser): Promise<{ items: BalanceRow[]; balanced: boolean }> {
     const rows = await this.model.aggregate<{ _id: { tenant_id: Types.ObjectId | null; account: string; currency: string }; debit: number; credit: number }>([
-      { $match: this.tenantMatch(user) },
+      // Aggregation does not cast: the filter's ObjectId matches the stored ObjectId as it is.
+      { $match: scopeOf(user) },
       {
         $group: {
           _id: { tenant_id: '$tenant_id', account: '$account', currency: '$currency' },

@@ -6,6 +6,7 @@ import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, scopedTenantId, type AuthUser } from '../../core/context.ts';
 import type { HookBus } from '../../core/hooks.ts';
+import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
 import type { ResourceService } from '../resources/service.ts';
 import { compareToMinor, fromMinor, percentOf } from './money.ts';
 import type { PaymentRecord, PayoutRecord, PayoutStatus, payoutModel } from './model.ts';
@@ -57,6 +58,12 @@ export interface PayoutOptions {
   autoApproveThreshold: string;
 }
 
+/**
+ * The core tenant filter (`{tenant_id: ObjectId}`, or `{}` for a system caller in every tenant).
+ * Payout batches are always confined per tenant, whatever `MULTI_TENANT_ENABLED` says.
+ */
+const scopeOf = (user: AuthUser): Filter => tenantFilter(user, true);
+
 export class PayoutsService {
   constructor(
     private readonly model: PayoutModel,
@@ -74,13 +81,8 @@ export class PayoutsService {
     return new Types.ObjectId(id);
   }
 
-  private tenantFilter(user: AuthUser): Record<string, unknown> {
-    const t = scopedTenantId(user);
-    return t ? { tenant_id: new Types.ObjectId(t) } : {};
-  }
-
   async list(user: AuthUser, q: { status?: string | undefined; tenant_id?: string | undefined; page: number; per_page: number }) {
-    const filter: Record<string, unknown> = { ...this.tenantFilter(user) };
+    const filter: Filter = { ...scopeOf(user) };
     if (q.status) filter.status = q.status;
     // A caller confined to one tenant asking for another gets an empty page, never another tenant's batches.
     if (q.tenant_id) filter.tenant_id = filter.tenant_id && String(filter.tenant_id) !== q.tenant_id ? { $in: [] } : new Types.ObjectId(q.tenant_id);
@@ -175,7 +177,7 @@ export class PayoutsService {
 
   /** The batch, if the actor's tenant scope reaches it (404 otherwise). */
   private async owned(actor: AuthUser, id: string): Promise<PayoutRecord> {
-    const b = await this.model.findOne({ _id: this.oid(id), ...this.tenantFilter(actor) }).lean<PayoutRecord>();
+    const b = await this.model.findOne({ _id: this.oid(id), ...scopeOf(actor) }).lean<PayoutRecord>();
     if (!b) throw new NotFoundError('payouts', id);
     return b;
   }

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
+import { isSystemCaller, type AuthUser } from '../../core/context.ts';
+import { AccessDeniedError } from '../../core/errors.ts';
 import type { ResourceDefinition } from './define.ts';
 import { ResourceRegistry } from './registry.ts';
 import { resourceRoutes } from './rest.ts';
@@ -18,8 +20,14 @@ export interface ResourcesApi {
   register(def: ResourceDefinition): ResourceService;
   get(name: string): ResourceService | undefined;
   list(): ResourceService[];
-  /** Permanently remove documents soft-deleted longer ago than `SOFT_DELETE_RETENTION_DAYS` (or `days`). */
-  purgeSoftDeleted(days?: number): Promise<{ deleted_count: number; cutoff_date: Date; resources: Record<string, number> }>;
+  /**
+   * Permanently remove documents soft-deleted longer ago than `SOFT_DELETE_RETENTION_DAYS` (or
+   * `days`), in every resource, within the actor's tenant scope: `systemActor()` purges every
+   * tenant, `systemActor(tenantId)` that tenant only (a job passes `ctx.actor`).
+   * @throws AccessDeniedError for a non-system caller, tenant administrators included (nothing deleted)
+   * @example await services.get('resources').purgeSoftDeleted(systemActor(tenantId), 30)
+   */
+  purgeSoftDeleted(actor: AuthUser, days?: number): Promise<{ deleted_count: number; cutoff_date: Date; resources: Record<string, number> }>;
 }
 
 declare module '../../core/services.ts' {
@@ -44,8 +52,10 @@ export const resourcesPlugin = definePlugin({
     const registry = new ResourceRegistry(db, { hooks, config, limits });
     for (const def of options.resources) registry.register(def);
 
-    const purgeSoftDeleted: ResourcesApi['purgeSoftDeleted'] = async (days = config.SOFT_DELETE_RETENTION_DAYS) => {
-      const results = await Promise.all(registry.list().map((s) => s.purgeSoftDeleted(days)));
+    const purgeSoftDeleted: ResourcesApi['purgeSoftDeleted'] = async (actor, days = config.SOFT_DELETE_RETENTION_DAYS) => {
+      // Refused before any resource is touched, not half-way through.
+      if (!isSystemCaller(actor)) throw new AccessDeniedError('System administrator required');
+      const results = await Promise.all(registry.list().map((s) => s.purgeSoftDeleted(actor, days)));
       return {
         deleted_count: results.reduce((n, r) => n + r.deleted_count, 0),
         cutoff_date: new Date(Date.now() - days * 86_400_000),
@@ -78,7 +88,8 @@ export const resourcesPlugin = definePlugin({
           description: 'Permanently removes documents soft-deleted longer ago than SOFT_DELETE_RETENTION_DAYS',
           timeout: 600,
           params: z.object({ days: z.number().int().min(1).optional().describe('Override SOFT_DELETE_RETENTION_DAYS') }),
-          run: async (_ctx, params: { days?: number | undefined }) => purgeSoftDeleted(params.days),
+          // As the run's actor: a per-tenant run purges its tenant only.
+          run: async (ctx, params: { days?: number | undefined }) => purgeSoftDeleted(ctx.actor, params.days),
         },
       ],
     };

@@ -6,7 +6,7 @@ import {
   type ValidationIssue,
 } from '../../core/errors.ts';
 import { toAppError } from '../../core/http/map-error.ts';
-import { isAdmin, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
+import { isAdmin, isSystemCaller, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
 import { accessFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
 import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type QueryLimits, type RawQuery, type ResourceQueryInfo } from './query.ts';
@@ -391,10 +391,18 @@ export class ResourceService {
     return out;
   }
 
-  /** Permanently removes documents soft-deleted more than `olderThanDays` ago (all tenants). */
-  async purgeSoftDeleted(olderThanDays: number): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
+  /**
+   * Permanently removes documents soft-deleted more than `olderThanDays` ago, in the actor's scope
+   * (the one access filter, `scope()`): `systemActor()` every tenant, `systemActor(tenantId)` that
+   * tenant only. A maintenance operation (the `purge_soft_deleted` job): non-system callers are
+   * refused, tenant administrators included.
+   * @throws AccessDeniedError for a non-system caller (nothing deleted)
+   */
+  async purgeSoftDeleted(actor: AuthUser, olderThanDays: number): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
+    if (!isSystemCaller(actor)) throw new AccessDeniedError('System administrator required');
+    const scope = this.scope(actor, { includeDeleted: true });
     const cutoff = new Date(Date.now() - olderThanDays * 86_400_000);
-    const res = await this.model.deleteMany({ is_deleted: true, deleted_at: { $lt: cutoff } });
+    const res = await this.model.deleteMany({ ...scope, is_deleted: true, deleted_at: { $lt: cutoff } });
     return { resource: this.def.name, deleted_count: res.deletedCount, cutoff_date: cutoff };
   }
 

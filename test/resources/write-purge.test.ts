@@ -1,13 +1,14 @@
 /**
  * Write path, permanent removal: the `purge_soft_deleted` job and the `resources` service's
- * `purgeSoftDeleted(days)` remove only documents soft-deleted longer ago than the window, across
- * every resource and tenant, and never live documents. Deletion times are backdated in the
- * collection for set-up.
+ * `purgeSoftDeleted(actor, days)` remove only documents soft-deleted longer ago than the window,
+ * here as `systemActor()` (every resource and tenant; per-tenant scope: test/core/purge-scope.test.ts),
+ * and never live documents. Deletion times are backdated in the collection for set-up.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, jobContext, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import type { JobRunContext } from '../../core/plugin.ts';
+import { systemActor } from '../../core/context.ts';
 import { col, ifMatch, oid } from './write-helpers.ts';
 
 const DAY = 86_400_000;
@@ -77,7 +78,7 @@ describe('purge_soft_deleted', () => {
   it('never removes a live document, even one carrying an old deleted_at', async () => {
     const odd = await seed('/projects', { name: 'live with stale deleted_at' }, alice);
     await col(t, 'projects').updateOne({ _id: oid(odd) }, { $set: { deleted_at: new Date(Date.now() - 1000 * DAY) } });
-    const res = await t.app.services.get('resources').purgeSoftDeleted(1);
+    const res = await t.app.services.get('resources').purgeSoftDeleted(systemActor(), 1);
     expect(res.deleted_count).toBe(0);
     expect(await exists('projects', odd)).toBe(true);
   });
@@ -85,7 +86,7 @@ describe('purge_soft_deleted', () => {
   it('the service honours its window: 10 days removes the 15-day-old deletion, keeps the 5-day-old one', async () => {
     const p15 = await seed('/projects', { name: '15' }, bob, 15);
     const p5 = await seed('/projects', { name: '5' }, bob, 5);
-    const res = await t.app.services.get('resources').purgeSoftDeleted(10);
+    const res = await t.app.services.get('resources').purgeSoftDeleted(systemActor(), 10);
     expect(res).toMatchObject({ deleted_count: 1, resources: { projects: 1, tasks: 0 } });
     expect(await exists('projects', p15)).toBe(false);
     expect(await exists('projects', p5)).toBe(true);
@@ -100,7 +101,7 @@ describe('purge_soft_deleted', () => {
     expect(await exists('projects', p6)).toBe(true);
 
     const p9 = await seed('/projects', { name: '9' }, alice, 9);
-    expect((await t.app.services.get('resources').purgeSoftDeleted()).deleted_count).toBe(1);
+    expect((await t.app.services.get('resources').purgeSoftDeleted(systemActor())).deleted_count).toBe(1);
     expect(await exists('projects', p9)).toBe(false);
     expect(await exists('projects', p6)).toBe(true);
   });
@@ -109,7 +110,7 @@ describe('purge_soft_deleted', () => {
     const admin = await createTenantUser(t, { tenantId: alice.tenantId, roles: ['admin'] });
     const id = await seed('/projects', { name: 'vanishing' }, alice, 60);
     expect((await t.http('GET', `/projects/${id}?include_deleted=true`, { key: admin.key })).status).toBe(200);
-    await t.app.services.get('resources').purgeSoftDeleted(30);
+    await t.app.services.get('resources').purgeSoftDeleted(systemActor(), 30);
     expect((await t.http('GET', `/projects/${id}?include_deleted=true`, { key: admin.key })).status).toBe(404);
   });
 });

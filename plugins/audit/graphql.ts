@@ -1,0 +1,77 @@
+import type { Builder } from '../../core/graphql.ts';
+import { parseInput, requireAdmin } from '../../core/graphql.ts';
+import { AUDIT_FIELDS, type AuditEntryView } from './model.ts';
+import { listQuery, statsQuery } from './schemas.ts';
+import type { AuditService, AuditStats } from './service.ts';
+
+/** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
+const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
+
+/**
+ * GraphQL fragment: queries `auditLog` and `auditStats`, the same service and the same zod inputs
+ * (and so the same access rules and `VALIDATION_ERROR`s) as `GET /admin/audit-log` and
+ * `GET /admin/audit-log/stats`.
+ */
+export function auditGraphql(builder: Builder, { audit }: { audit: AuditService }): void {
+  const Entry = builder.objectRef<AuditEntryView>('AuditEntry');
+  // Every field from the entry's single definition (model.ts): object ids as String (`id` as ID).
+  const GQL_TYPES = { id: 'String', string: 'String', date: 'DateTime', json: 'JSON' } as const;
+  Entry.implement({
+    fields: (t) =>
+      Object.fromEntries(
+        AUDIT_FIELDS.map((f) => [
+          f.name,
+          t.field({ type: f.name === 'id' ? 'ID' : GQL_TYPES[f.kind], nullable: f.nullable, resolve: (e) => e[f.name] as never }),
+        ]),
+      ),
+  });
+  const Page = builder.objectRef<{ items: AuditEntryView[]; total: number; page: number; per_page: number }>('AuditLogPage');
+  Page.implement({
+    fields: (t) => ({
+      items: t.expose('items', { type: [Entry], nullable: false }),
+      total: t.exposeInt('total', { nullable: false }),
+      page: t.exposeInt('page', { nullable: false }),
+      per_page: t.exposeInt('per_page', { nullable: false }),
+    }),
+  });
+  const UserCount = builder.objectRef<AuditStats['by_user'][number]>('AuditUserCount');
+  UserCount.implement({
+    fields: (t) => ({
+      user_id: t.exposeString('user_id'),
+      user_name: t.exposeString('user_name'),
+      count: t.exposeInt('count', { nullable: false }),
+    }),
+  });
+  const PeriodCount = builder.objectRef<AuditStats['timeline'][number]>('AuditPeriodCount');
+  PeriodCount.implement({
+    fields: (t) => ({
+      period: t.exposeString('period', { nullable: false }),
+      count: t.exposeInt('count', { nullable: false }),
+    }),
+  });
+  const Stats = builder.objectRef<AuditStats>('AuditStats');
+  Stats.implement({
+    fields: (t) => ({
+      total_entries: t.exposeInt('total_entries', { nullable: false }),
+      by_operation: t.expose('by_operation', { type: 'JSON', nullable: false }),
+      by_resource: t.expose('by_resource', { type: 'JSON', nullable: false }),
+      by_user: t.expose('by_user', { type: [UserCount], nullable: false }),
+      timeline: t.expose('timeline', { type: [PeriodCount], nullable: false }),
+    }),
+  });
+  builder.queryFields((t) => ({
+    auditLog: t.field({
+      type: Page, nullable: false, description: 'Audit entries, as GET /admin/audit-log',
+      args: {
+        resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(),
+        date_from: t.arg.string(), date_to: t.arg.string(), page: t.arg.int(), per_page: t.arg.int(), sort: t.arg.string(),
+      },
+      resolve: (_r, a, ctx) => audit.list(requireAdmin(ctx), parseInput(listQuery, given(a))),
+    }),
+    auditStats: t.field({
+      type: Stats, nullable: false, description: 'Audit aggregates, as GET /admin/audit-log/stats',
+      args: { resource: t.arg.string(), user_id: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string(), group_by: t.arg.string() },
+      resolve: (_r, a, ctx) => audit.stats(requireAdmin(ctx), parseInput(statsQuery, given(a))),
+    }),
+  }));
+}
