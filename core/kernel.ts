@@ -155,6 +155,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       const decls = typeof c.personalData === 'function' ? c.personalData() : (c.personalData ?? []);
       for (const d of decls) {
         if (personalData.some((x) => x.name === d.name)) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" is already declared`);
+        const account = d.on_erasure === 'account' && personalData.find((x) => x.on_erasure === 'account');
+        if (account) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" declares the account, already declared by "${account.name}" of plugin "${account.plugin}"`);
         personalData.push({ ...d, plugin: plugin.name });
       }
     }

@@ -103,9 +103,19 @@ export interface PersonalDataDeclaration {
   /**
    * What erasure does with a linked document: `depersonalize` (keep it, neutralise `gdpr_fields`;
    * money records kept for legal retention) or `delete` (e.g. credentials).
+   *
+   * `account`: the record is the subject's account itself (`subject_field` is its `_id`; declared
+   * by identity, at most one in an app: a second fails start-up). It is not one of the linked
+   * collections: it is exported as the top-level `user` object (not under `collections`) and erased
+   * after every other declaration and after the audit scrub, which reads its personal values
+   * (its string `gdpr_fields`). Erasure revokes the account's API keys, disables it (identity emits
+   * `AFTER_USER_DISABLED` for credential plugins) and then pseudonymises the declared `gdpr_fields`
+   * with per-user values: `email` becomes `erased-<user id>@<PRIVACY_ERASED_EMAIL_DOMAIN>` (unique,
+   * as emails are unique per tenant), `name` becomes `PRIVACY_PSEUDONYM`, any other field its
+   * `neutral` value (null by default).
    * @default 'depersonalize'
    */
-  on_erasure?: 'depersonalize' | 'delete';
+  on_erasure?: 'depersonalize' | 'delete' | 'account';
   /** Fields left out of the subject's export (secrets such as public keys or hashes). @default [] */
   export_exclude?: string[];
 }

@@ -66,6 +66,11 @@ export const identityPlugin = definePlugin({
     }
 
     return {
+      // The account itself (docs/privacy.md, "The account"): the privacy plugin pseudonymises these
+      // fields last, with per-user values, and disables the account. `attributes` are emptied.
+      personalData: [
+        { name: 'users', model: models.User.modelName, subject_field: '_id', gdpr_fields: ['email', 'name', 'attributes'], tenant_field: 'tenant_id', neutral: { attributes: {} }, on_erasure: 'account' },
+      ],
       routes: [
         defineRoute({
           method: 'POST', path: '/auth/token', tags: ['auth'], summary: 'Exchange the presented credential for a bearer token',

@@ -9,7 +9,7 @@ import {
 import { ERASURE_JOB, PrivacyService } from './service.ts';
 import { privacyGraphql } from './graphql.ts';
 
-export { ERASURE_JOB, USER_GDPR_FIELDS, auditActorOf } from './service.ts';
+export { ERASURE_JOB, auditActorOf } from './service.ts';
 export type { PrivacyService } from './service.ts';
 
 declare module '../../core/services.ts' {

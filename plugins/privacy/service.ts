@@ -18,9 +18,6 @@ import type { ConsentsQuery, ErasureListQuery, GrantInput } from './schemas.ts';
 /** The job that executes an erasure request when the jobs plugin is enabled. */
 export const ERASURE_JOB = 'execute_erasure';
 
-/** Fields of the user document erasure neutralises (identity has no declaration of its own). */
-export const USER_GDPR_FIELDS = ['email', 'name', 'attributes'] as const;
-
 export interface PrivacySettings {
   /** Neutral value of required text fields, the user's name and scrubbed audit values. */
   pseudonym: string;
@@ -68,6 +65,12 @@ const oid = (v: unknown) => new Types.ObjectId(String(v));
 /** A subject or tenant reference stored as an object id or as its hex string. */
 const either = (id: Types.ObjectId) => ({ $in: [id, String(id)] });
 
+/** A user's value of an account field is its pseudonymised value; an empty object or array accepts a missing value too. */
+const isNeutral = (value: unknown, neutral: unknown): boolean => {
+  if (neutral && typeof neutral === 'object' && Object.keys(neutral).length === 0) return !value || (typeof value === 'object' && Object.keys(value).length === 0);
+  return neutral === null ? value == null : value === neutral;
+};
+
 const omit = (doc: Doc, fields: readonly string[]): Doc => {
   const out: Doc = { ...doc };
   for (const f of fields) delete out[f];
@@ -111,9 +114,32 @@ export class PrivacyService {
     return filter;
   }
 
-  /** Declarations an erasure changes: every `delete` one, and `depersonalize` ones with fields. */
+  /** The declaration of the account itself (`on_erasure: 'account'`, identity's `users`); undefined when nobody declares it. */
+  private account(): PersonalDataDeclaration | undefined {
+    return this.deps.declarations().find((d) => d.on_erasure === 'account');
+  }
+
+  /** Declarations of documents linked to the subject: every one but the account's. */
+  private linked() {
+    return this.deps.declarations().filter((d): d is PersonalDataDeclaration & { on_erasure?: 'depersonalize' | 'delete' } => d.on_erasure !== 'account');
+  }
+
+  /** Linked declarations an erasure changes: every `delete` one, and `depersonalize` ones with fields. */
   private erasable() {
-    return this.deps.declarations().filter((d) => (d.on_erasure ?? 'depersonalize') === 'delete' || d.gdpr_fields.length > 0);
+    return this.linked().filter((d) => (d.on_erasure ?? 'depersonalize') === 'delete' || d.gdpr_fields.length > 0);
+  }
+
+  /**
+   * The erased account's value of each declared field: a unique pseudonymous `email`, the pseudonym
+   * as `name`, the declared neutral value (null by default) for any other field.
+   */
+  private accountValues(d: PersonalDataDeclaration, userId: Types.ObjectId): Doc {
+    const value = (f: string) => {
+      if (f === 'email') return this.pseudoEmail(userId);
+      if (f === 'name') return this.deps.settings.pseudonym;
+      return d.neutral && f in d.neutral ? d.neutral[f] : null;
+    };
+    return Object.fromEntries(d.gdpr_fields.map((f) => [f, value(f)]));
   }
 
   private neutralOf(d: PersonalDataDeclaration): Doc {
@@ -215,7 +241,7 @@ export class PrivacyService {
   async exportData(caller: AuthUser, userId: string): Promise<{ stream: Readable; filename: string; contentType: string }> {
     if (caller.id !== userId && !isAdmin(caller)) throw new AccessDeniedError("Only administrators export other users' data");
     const user = await this.subjectFor(caller, userId);
-    const declarations = this.deps.declarations();
+    const declarations = this.linked();
     const { Consent } = this.models;
     const modelOf = (d: PersonalDataDeclaration) => this.modelOf(d);
     const linkFilter = (d: PersonalDataDeclaration) => this.linkFilter(d, user);
@@ -289,10 +315,10 @@ export class PrivacyService {
     return { ...filter, $or: d.gdpr_fields.map((f) => ({ [f]: { $ne: neutral[f] } })) };
   }
 
-  /** The user document holds nothing personal any more: pseudonymous name and email, no attributes. */
-  private isPseudonymous(user: { _id: Types.ObjectId; email?: string | null; name?: string | null; attributes?: unknown }): boolean {
-    const attrs = user.attributes;
-    return user.name === this.deps.settings.pseudonym && user.email === this.pseudoEmail(user._id) && (!attrs || (typeof attrs === 'object' && Object.keys(attrs).length === 0));
+  /** The user document holds nothing personal any more: every declared account field has its pseudonymised value. */
+  private isPseudonymous(d: PersonalDataDeclaration, user: { _id: Types.ObjectId }): boolean {
+    const values = this.accountValues(d, user._id);
+    return d.gdpr_fields.every((f) => isNeutral((user as Doc)[f], values[f]));
   }
 
   private async preview(user: { _id: Types.ObjectId; tenant_id: Types.ObjectId; email: string; name: string; attributes?: unknown; is_active?: boolean | null; is_deleted?: boolean | null }) {
@@ -300,12 +326,13 @@ export class PrivacyService {
     for (const d of this.erasable()) {
       collections.push({ name: d.name, action: d.on_erasure ?? 'depersonalize', count: await this.modelOf(d).countDocuments(this.remaining(d, user)), fields: [...d.gdpr_fields] });
     }
-    collections.push({ name: 'users', action: 'depersonalize', count: this.isPseudonymous(user) ? 0 : 1, fields: [...USER_GDPR_FIELDS] });
+    const account = this.account();
+    if (account) collections.push({ name: account.name, action: 'depersonalize', count: this.isPseudonymous(account, user) ? 0 : 1, fields: [...account.gdpr_fields] });
     const [consents, apiKeys] = await Promise.all([
       this.models.Consent.countDocuments({ user_id: user._id, active: true }),
-      this.identityModels.ApiKey.countDocuments({ user_id: user._id, revoked_at: null }),
+      account ? this.identityModels.ApiKey.countDocuments({ user_id: user._id, revoked_at: null }) : 0,
     ]);
-    return { collections, consents, api_keys: apiKeys, account: user.is_active !== false && !user.is_deleted };
+    return { collections, consents, api_keys: apiKeys, account: !!account && user.is_active !== false && !user.is_deleted };
   }
 
   async listErasures(caller: AuthUser, q: ErasureListQuery): Promise<Page<ErasureRequestView>> {
@@ -510,8 +537,11 @@ export class PrivacyService {
       await ErasureItem.updateOne({ _id: row._id }, { $set: { logged: true } });
     }
 
-    // 3. The account: keys revoked, account disabled (identity audits the disable as an update of the user).
-    const keys = await ApiKey.find({ user_id: user._id, revoked_at: null }, { _id: 1 }).lean();
+    // 3. The account (when declared, `on_erasure: 'account'`): keys revoked, account disabled (identity audits the disable as an update of the user).
+    const account = this.account();
+    const accountValues = account ? this.accountValues(account, user._id) : {};
+    const accountFields = account ? [...account.gdpr_fields] : [];
+    const keys = account ? await ApiKey.find({ user_id: user._id, revoked_at: null }, { _id: 1 }).lean() : [];
     for (const k of keys) {
       try {
         await identity.revokeApiKey(systemActor(tenantId), String(k._id));
@@ -521,7 +551,7 @@ export class PrivacyService {
         if (!(err instanceof NotFoundError)) throw err;
       }
     }
-    if (user.is_active !== false && !user.is_deleted) {
+    if (account && user.is_active !== false && !user.is_deleted) {
       const item = await ledger(User.collection.collectionName, user._id, 'disable', { tenant_id: user.tenant_id });
       const caller = auditUser ? actor : systemActor(tenantId);
       // Identity writes the audit entry of the disable itself (an `update` of the user, through its AFTER_UPDATE event).
@@ -532,16 +562,16 @@ export class PrivacyService {
     // 4. The audit log: entries by or about the subject keep their place but lose the personal values.
     await renew(true);
     const deleted = await ErasureItem.find({ request_id: req._id, action: 'delete' }, { resource: 1, item_id: 1, fields: 1 }).lean();
-    const pseudoEmail = this.pseudoEmail(user._id);
     if (audit) {
       const res = await audit.scrubSubject({
         subject_user_id: user._id,
         documents: [
           ...scrubDocs,
           ...deleted.map((x) => ({ resource: x.resource, item_id: x.item_id, fields: [...x.fields] })),
-          { resource: User.collection.collectionName, item_id: user._id, fields: [...USER_GDPR_FIELDS] },
+          ...(account ? [{ resource: User.collection.collectionName, item_id: user._id, fields: accountFields }] : []),
         ],
-        values: [user.email, user.name].filter((v) => v !== pseudoEmail && v !== settings.pseudonym),
+        // The account's personal values as stored (a resumed execution finds them still there: the account is depersonalized last).
+        values: accountFields.map((f) => (user as Doc)[f]).filter((v): v is string => typeof v === 'string' && !Object.values(accountValues).includes(v)),
         replacement: settings.pseudonym,
       });
       await ErasureRequest.updateOne({ _id: req._id }, { $inc: { 'counters.audit_entries_scrubbed': res.scrubbed } });
@@ -549,16 +579,18 @@ export class PrivacyService {
 
     // 5. Last, the user document itself (its email and name were needed to scrub the audit log).
     await renew(true);
-    const userItem = await ledger(User.collection.collectionName, user._id, 'depersonalize', { fields: [...USER_GDPR_FIELDS], tenant_id: user.tenant_id });
-    const userRes = await User.updateOne(
-      { _id: user._id, $or: [{ email: { $ne: pseudoEmail } }, { name: { $ne: settings.pseudonym } }, { attributes: { $ne: {} } }] },
-      { $set: { email: pseudoEmail, name: settings.pseudonym, attributes: {} } },
-    );
-    identity.invalidateUser(String(user._id));
-    await settle(userItem, userRes.modifiedCount > 0, () =>
-      audit?.logDepersonalize({ resource: User.collection.collectionName, item_id: user._id, gdpr_fields: [...USER_GDPR_FIELDS], subject_user_id: user._id, user: auditUser, tenant_id: user.tenant_id }) ?? Promise.resolve(),
-    );
-    await step('account depersonalized', true);
+    if (account && accountFields.length) {
+      const userItem = await ledger(User.collection.collectionName, user._id, 'depersonalize', { fields: accountFields, tenant_id: user.tenant_id });
+      const userRes = await User.updateOne(
+        { _id: user._id, $or: accountFields.map((f) => ({ [f]: { $ne: accountValues[f] } })) },
+        { $set: accountValues },
+      );
+      identity.invalidateUser(String(user._id));
+      await settle(userItem, userRes.modifiedCount > 0, () =>
+        audit?.logDepersonalize({ resource: User.collection.collectionName, item_id: user._id, gdpr_fields: accountFields, subject_user_id: user._id, user: auditUser, tenant_id: user.tenant_id }) ?? Promise.resolve(),
+      );
+    }
+    await step(account ? 'account depersonalized' : 'declared data erased', true);
     await audit?.flush();
 
     // 6. Never `completed` while a declared personal value or an active consent remains.
@@ -584,8 +616,11 @@ export class PrivacyService {
       if (n) left.push(`${d.name}: ${n}`);
     }
     if (await this.models.Consent.exists({ user_id: user._id, active: true })) left.push('active consents');
-    const u = await this.identityModels.User.findById(user._id, { is_active: 1, name: 1, email: 1, attributes: 1 }).lean();
-    if (u?.is_active !== false || !this.isPseudonymous(u)) left.push('account');
+    const account = this.account();
+    if (account) {
+      const u = await this.identityModels.User.findById(user._id, { is_active: 1, ...Object.fromEntries(account.gdpr_fields.map((f) => [f, 1])) }).lean();
+      if (u?.is_active !== false || !this.isPseudonymous(account, u)) left.push('account');
+    }
     if (left.length) throw new Error(`Personal data remains after erasure (${left.join(', ')})`);
   }
 }

@@ -158,12 +158,26 @@ describe('start-up failures after set-up release everything', () => {
     const b = definePlugin({ name: 'pd-b', setup: ({ kernel }) => ({ personalData: () => [decl('b')], ready: () => void (seen = [...kernel.personalData()]) }) });
     const app = await createApp({ config: testConfig(), plugins: [a, b] });
     await app.close();
-    expect(seen).toEqual([{ ...decl('a'), plugin: 'pd-a' }, { ...decl('b'), plugin: 'pd-b' }]);
+    // Identity (core) declares the account itself; every other entry is what the plugins contribute.
+    expect(seen).toEqual([
+      { name: 'users', plugin: 'identity', model: 'User', subject_field: '_id', gdpr_fields: ['email', 'name', 'attributes'], tenant_field: 'tenant_id', neutral: { attributes: {} }, on_erasure: 'account' },
+      { ...decl('a'), plugin: 'pd-a' },
+      { ...decl('b'), plugin: 'pd-b' },
+    ]);
     const c = definePlugin({ name: 'pd-c', setup: () => ({ personalData: [decl('a')] }) });
     const before = openConnections();
     const err = await createApp({ config: testConfig(), plugins: [a, c] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PluginError);
     expect((err as Error).message).toBe('Personal data "a" of plugin "pd-c" is already declared');
+    expect(openConnections()).toBe(before);
+  });
+
+  it("a second declaration of the account (on_erasure: 'account') fails start-up and releases the database", async () => {
+    const other = definePlugin({ name: 'pd-account', setup: () => ({ personalData: [{ name: 'members', model: 'X', subject_field: '_id', gdpr_fields: ['email'], on_erasure: 'account' as const }] }) });
+    const before = openConnections();
+    const err = await createApp({ config: testConfig(), plugins: [other] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PluginError);
+    expect((err as Error).message).toBe('Personal data "members" of plugin "pd-account" declares the account, already declared by "users" of plugin "identity"');
     expect(openConnections()).toBe(before);
   });
 

@@ -7,7 +7,10 @@ import { demoResources } from '../../plugins/resources/demo.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { privacyPlugin } from '../../plugins/privacy/index.ts';
 import { definePlugin } from '../../core/plugin.ts';
-import { auditEntries, collectionsHolding, createSubject } from './helpers.ts';
+import { systemActor } from '../../core/context.ts';
+import { PrivacyService } from '../../plugins/privacy/service.ts';
+import { privacyModels } from '../../plugins/privacy/model.ts';
+import { auditEntries, collectionsHolding, createSubject, oid } from './helpers.ts';
 
 /** A resource linked to its subject by `owner_id` (not the creator), with a required personal field and a private one. */
 const profiles = defineResource({
@@ -50,7 +53,7 @@ describe('resource options', () => {
 describe('declarations the resources plugin contributes', () => {
   it('one per resource, with neutral values by field kind, private fields excluded from exports', () => {
     const decl = Object.fromEntries(t.app.kernel.personalData().map((d) => [d.name, d]));
-    expect(Object.keys(decl)).toEqual(['projects', 'tasks', 'profiles', 'shared_notes']);
+    expect(Object.keys(decl)).toEqual(['users', 'projects', 'tasks', 'profiles', 'shared_notes']);
     expect(decl.projects).toEqual({
       name: 'projects', plugin: 'resources', model: 'projects', subject_field: 'created_by', gdpr_fields: ['owner_email'], tenant_field: 'tenant_id',
       neutral: { owner_email: null }, on_erasure: 'depersonalize', export_exclude: [],
@@ -68,6 +71,60 @@ describe('declarations the resources plugin contributes', () => {
     expect(byName.profiles).toMatchObject({ gdpr_fields: ['display_name', 'phone', 'nicknames'], subject_field: 'owner_id' });
     expect(byName.projects).toMatchObject({ gdpr_fields: ['owner_email'], subject_field: 'created_by' });
     expect(byName.tasks).toMatchObject({ gdpr_fields: [], subject_field: 'created_by' });
+  });
+});
+
+describe('the account is declared by identity', () => {
+  const account = () => t.app.kernel.personalData().find((d) => d.name === 'users')!;
+
+  it("users: the account itself (subject_field _id), on_erasure 'account', email, name and attributes", () => {
+    expect(account()).toEqual({
+      name: 'users', plugin: 'identity', model: 'User', subject_field: '_id', gdpr_fields: ['email', 'name', 'attributes'], tenant_field: 'tenant_id',
+      neutral: { attributes: {} }, on_erasure: 'account',
+    });
+    expect(t.app.kernel.personalData().filter((d) => d.on_erasure === 'account')).toHaveLength(1);
+  });
+
+  it("the preview's users row names the declared fields; the export keeps the account as `user`, not under collections", async () => {
+    const admin = await createTenantUser(t, { roles: ['admin'] });
+    const s = await createSubject(t, admin.tenantId);
+    const r = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
+    expect(r.status).toBe(201);
+    const users = r.body.preview.collections.filter((c: any) => c.name === 'users');
+    expect(users).toEqual([{ name: 'users', action: 'depersonalize', count: 1, fields: account().gdpr_fields }]);
+    // The account comes last, after every linked declaration.
+    expect(r.body.preview.collections.at(-1).name).toBe('users');
+    const ex = await t.http('GET', `/privacy/users/${s.userId}/export`, { key: admin.key });
+    expect(ex.status).toBe(200);
+    const body = typeof ex.body === 'string' ? JSON.parse(ex.body) : ex.body;
+    expect(body.user).toMatchObject({ id: s.userId, email: s.email, name: s.name, attributes: s.attributes });
+    expect(Object.keys(body.collections)).not.toContain('users');
+  });
+
+  it('without an account declaration, privacy still erases the other declarations and leaves the account alone', async () => {
+    const admin = await createTenantUser(t, { roles: ['admin'] });
+    const s = await createSubject(t, admin.tenantId);
+    const p = await t.http('POST', '/projects', { key: s.key, json: { name: 'p', owner_email: s.email } });
+    expect(p.status).toBe(201);
+    const conn = t.app.db.conn;
+    const svc = new PrivacyService(privacyModels(conn), {
+      db: conn,
+      identity: t.app.services.get('identity'),
+      audit: () => t.app.services.maybe('audit'),
+      jobs: () => undefined,
+      declarations: () => t.app.kernel.personalData().filter((d) => d.on_erasure !== 'account'),
+      log: t.app.log,
+      settings: { pseudonym: 'deleted-user', emailDomain: 'erased.invalid', leaseMs: 60_000, purposes: [] },
+    });
+    const req = await svc.createErasure(systemActor(), s.userId);
+    // No users row, no keys to revoke, no account to disable.
+    expect(req.preview.collections.map((c: any) => [c.name, c.count])).toEqual([['projects', 1], ['profiles', 0]]);
+    expect(req.preview).toMatchObject({ consents: 0, api_keys: 0, account: false });
+    const done = await svc.runErasure(systemActor(), req.id);
+    expect(done.status).toBe('completed');
+    expect(done.result).toMatchObject({ documents_depersonalized: 1, api_keys_revoked: 0, account_disabled: false });
+    expect(await conn.db!.collection('projects').findOne({ created_by: oid(s.userId) })).toMatchObject({ owner_email: null });
+    expect(await conn.db!.collection('users').findOne({ _id: oid(s.userId) })).toMatchObject({ email: s.email, name: s.name, is_active: true });
   });
 });
 
