@@ -1,8 +1,18 @@
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
-import mongoose, { type Connection } from 'mongoose';
+import mongoose, { type Connection, type InferSchemaType, type Model, type Schema } from 'mongoose';
 import type { Config } from '../config/index.ts';
 import type { Logger } from './logger.ts';
+
+/**
+ * The model `name` on this connection, registered on first use (each app has its own connection,
+ * so every plugin's models exist once per app). `collection` defaults to mongoose's pluralised name.
+ * @example
+ * export const auditModel = (conn: Connection) => modelOn(conn, 'AuditEntry', auditEntrySchema, 'audit_log');
+ */
+export function modelOn<S extends Schema>(conn: Connection, name: string, schema: S, collection?: string): Model<InferSchemaType<S>> {
+  return (conn.models[name] ?? conn.model(name, schema, collection)) as Model<InferSchemaType<S>>;
+}
 
 export interface Database {
   conn: Connection;

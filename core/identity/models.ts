@@ -1,4 +1,5 @@
 import { Schema, type Connection, type InferSchemaType, type Model } from 'mongoose';
+import { modelOn } from '../db.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
@@ -64,7 +65,7 @@ export interface IdentityModels {
 
 /** Registers (once per connection) and returns the identity models. */
 export const identityModels = (conn: Connection): IdentityModels => ({
-  Tenant: (conn.models.Tenant ?? conn.model('Tenant', tenantSchema, 'tenants')) as Model<TenantDoc>,
-  User: (conn.models.User ?? conn.model('User', userSchema, 'users')) as Model<UserDoc>,
-  ApiKey: (conn.models.ApiKey ?? conn.model('ApiKey', apiKeySchema, 'api_keys')) as Model<ApiKeyDoc>,
+  Tenant: modelOn(conn, 'Tenant', tenantSchema, 'tenants'),
+  User: modelOn(conn, 'User', userSchema, 'users'),
+  ApiKey: modelOn(conn, 'ApiKey', apiKeySchema, 'api_keys'),
 });

@@ -1,4 +1,5 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
+import { modelOn } from '../../core/db.ts';
 
 /** Every value of `operation` (spec document 2, AuditEntry). */
 export const AUDIT_OPERATIONS = ['insert', 'update', 'replace', 'delete', 'depersonalize'] as const;
@@ -105,4 +106,4 @@ export function entryView(e: AuditEntryRecord): AuditEntryView {
 
 /** Registers (once per connection) and returns the audit model on collection `audit_log`. */
 export const auditModel = (conn: Connection): AuditEntryModel =>
-  (conn.models.AuditEntry ?? conn.model('AuditEntry', auditEntrySchema, AUDIT_COLLECTION)) as AuditEntryModel;
+  modelOn(conn, 'AuditEntry', auditEntrySchema, AUDIT_COLLECTION);

@@ -1,4 +1,5 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
+import { modelOn } from '../../core/db.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
@@ -160,9 +161,9 @@ export interface JobModels {
 }
 
 export const jobModels = (conn: Connection): JobModels => ({
-  Run: (conn.models.JobRun ?? conn.model('JobRun', jobRunSchema)) as Model<JobRunDoc>,
-  Schedule: (conn.models.JobSchedule ?? conn.model('JobSchedule', jobScheduleSchema)) as Model<JobScheduleDoc>,
-  Chain: (conn.models.JobChain ?? conn.model('JobChain', jobChainSchema)) as Model<JobChainDoc>,
+  Run: modelOn(conn, 'JobRun', jobRunSchema),
+  Schedule: modelOn(conn, 'JobSchedule', jobScheduleSchema),
+  Chain: modelOn(conn, 'JobChain', jobChainSchema),
 });
 
 const iso = (d: Date | null | undefined) => d ?? null;

@@ -4,6 +4,7 @@
  * (`amount`, `refunded_amount`, what the API answers), written in the same update.
  */
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
+import { modelOn } from '../../core/db.ts';
 
 /** Payment lifecycle states (spec document 3, Payment state table). */
 export const PAYMENT_STATUSES = ['pending', 'processing', 'completed', 'partially_refunded', 'refunded', 'cancelled', 'failed'] as const;
@@ -91,7 +92,7 @@ refundSchema.index({ payment_id: 1, created_at: 1 });
 refundSchema.index({ status: 1, created_at: 1 });
 export type RefundRecord = InferSchemaType<typeof refundSchema> & { _id: Types.ObjectId };
 export const refundModel = (conn: Connection): Model<InferSchemaType<typeof refundSchema>> =>
-  (conn.models.PaymentRefund ?? conn.model('PaymentRefund', refundSchema, 'payment_refunds')) as Model<InferSchemaType<typeof refundSchema>>;
+  modelOn(conn, 'PaymentRefund', refundSchema, 'payment_refunds');
 
 /** Ledger accounts: money held at the provider (asset) and sales (revenue). */
 export const LEDGER_ACCOUNTS = ['provider_clearing', 'sales'] as const;
@@ -122,7 +123,7 @@ ledgerEntrySchema.index({ tenant_id: 1, created_at: -1 });
 ledgerEntrySchema.index({ payment_id: 1 });
 export type LedgerEntryRecord = InferSchemaType<typeof ledgerEntrySchema> & { _id: Types.ObjectId };
 export const ledgerModel = (conn: Connection): Model<InferSchemaType<typeof ledgerEntrySchema>> =>
-  (conn.models.LedgerEntry ?? conn.model('LedgerEntry', ledgerEntrySchema, 'ledger_entries')) as Model<InferSchemaType<typeof ledgerEntrySchema>>;
+  modelOn(conn, 'LedgerEntry', ledgerEntrySchema, 'ledger_entries');
 
 /** PayoutBatch states (spec document 3). */
 export const PAYOUT_STATUSES = ['draft', 'approved', 'processing', 'completed', 'failed'] as const;
@@ -165,4 +166,4 @@ payoutSchema.index({ tenant_id: 1, created_at: -1 });
 payoutSchema.index({ status: 1 });
 export type PayoutRecord = InferSchemaType<typeof payoutSchema> & { _id: Types.ObjectId };
 export const payoutModel = (conn: Connection): Model<InferSchemaType<typeof payoutSchema>> =>
-  (conn.models.PayoutBatch ?? conn.model('PayoutBatch', payoutSchema, 'payout_batches')) as Model<InferSchemaType<typeof payoutSchema>>;
+  modelOn(conn, 'PayoutBatch', payoutSchema, 'payout_batches');

@@ -1,4 +1,5 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
+import { modelOn } from '../../core/db.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
@@ -132,9 +133,9 @@ export interface PrivacyModels {
 
 /** Registers (once per connection) and returns the privacy models. */
 export const privacyModels = (conn: Connection): PrivacyModels => ({
-  Consent: (conn.models.PrivacyConsent ?? conn.model('PrivacyConsent', consentSchema, CONSENT_COLLECTION)) as Model<ConsentDoc>,
-  ErasureRequest: (conn.models.PrivacyErasureRequest ?? conn.model('PrivacyErasureRequest', erasureRequestSchema, ERASURE_COLLECTION)) as Model<ErasureRequestDoc>,
-  ErasureItem: (conn.models.PrivacyErasureItem ?? conn.model('PrivacyErasureItem', erasureItemSchema, ERASURE_ITEM_COLLECTION)) as Model<ErasureItemDoc>,
+  Consent: modelOn(conn, 'PrivacyConsent', consentSchema, CONSENT_COLLECTION),
+  ErasureRequest: modelOn(conn, 'PrivacyErasureRequest', erasureRequestSchema, ERASURE_COLLECTION),
+  ErasureItem: modelOn(conn, 'PrivacyErasureItem', erasureItemSchema, ERASURE_ITEM_COLLECTION),
 });
 
 /** API shape of a consent. */

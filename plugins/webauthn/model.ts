@@ -1,4 +1,5 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
+import { modelOn } from '../../core/db.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
@@ -78,6 +79,6 @@ export interface WebAuthnModels {
 
 /** Registers (once per connection) and returns the models on `webauthn_credentials` and `webauthn_challenges`. */
 export const webauthnModels = (conn: Connection): WebAuthnModels => ({
-  Credential: (conn.models.WebAuthnCredential ?? conn.model('WebAuthnCredential', credentialSchema, 'webauthn_credentials')) as Model<CredentialDoc>,
-  Challenge: (conn.models.WebAuthnChallenge ?? conn.model('WebAuthnChallenge', challengeSchema, 'webauthn_challenges')) as Model<ChallengeDoc>,
+  Credential: modelOn(conn, 'WebAuthnCredential', credentialSchema, 'webauthn_credentials'),
+  Challenge: modelOn(conn, 'WebAuthnChallenge', challengeSchema, 'webauthn_challenges'),
 });

@@ -1,4 +1,5 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
+import { modelOn } from '../../core/db.ts';
 
 /** Every value of `status` (spec document 2, WebhookEvent). `received` is never written (spec: "not shown"). */
 export const WEBHOOK_STATUSES = ['received', 'processing', 'processed', 'failed'] as const;
@@ -43,4 +44,4 @@ export type WebhookEventModel = Model<WebhookEventDoc>;
 
 /** Registers (once per connection) and returns the model on collection `webhook_events`. */
 export const webhookEventModel = (conn: Connection): WebhookEventModel =>
-  (conn.models.WebhookEvent ?? conn.model('WebhookEvent', webhookEventSchema, WEBHOOK_COLLECTION)) as WebhookEventModel;
+  modelOn(conn, 'WebhookEvent', webhookEventSchema, WEBHOOK_COLLECTION);

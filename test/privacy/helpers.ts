@@ -133,3 +133,17 @@ export function expectExportCovers(exported: any, preview: { collections: { name
 }
 
 export { createTenantUser };
+
+/**
+ * The flow the cross-plugin tests share: the subject exports their data, the raw declared data is
+ * read, an admin requests the erasure (201) and executes it (200). Returns what was seen before.
+ */
+export async function exportThenErase(t: TestApp, s: Subject, adminKey: string) {
+  const ex = await t.http('GET', `/privacy/users/${s.userId}/export`, { key: s.key });
+  expect(ex.status).toBe(200);
+  const raw = await declaredData(t, s.userId);
+  const req = await t.http('POST', '/privacy/erasure-requests', { key: adminKey, json: { user_id: s.userId } });
+  expect(req.status).toBe(201);
+  expect((await t.http('POST', `/privacy/erasure-requests/${req.body.id}/execute`, { key: adminKey })).status).toBe(200);
+  return { exported: ex.body, raw, preview: req.body.preview };
+}

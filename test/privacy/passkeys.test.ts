@@ -7,7 +7,8 @@ import { privacyPlugin } from '../../plugins/privacy/index.ts';
 import { webauthnPlugin } from '../../plugins/webauthn/index.ts';
 import { SoftAuthenticator } from '../webauthn/authenticator.ts';
 import { loginWith, PASSKEY_CONFIG, registerPasskey } from '../webauthn/helpers.ts';
-import { collectionsHolding, createSubject, declaredData, expectExportCovers, type Subject } from './helpers.ts';
+import type { declaredData} from './helpers.ts';
+import { collectionsHolding, createSubject, expectExportCovers, exportThenErase, type Subject } from './helpers.ts';
 
 let t: TestApp;
 let admin: { key: string; tenantId: string; userId: string };
@@ -31,14 +32,7 @@ beforeAll(async () => {
   expect(login.status).toBe(200);
   passkeyToken = login.body.token;
 
-  const ex = await t.http('GET', `/privacy/users/${s.userId}/export`, { key: s.key });
-  expect(ex.status).toBe(200);
-  exported = ex.body;
-  raw = await declaredData(t, s.userId);
-  const req = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
-  expect(req.status).toBe(201);
-  preview = req.body.preview;
-  expect((await t.http('POST', `/privacy/erasure-requests/${req.body.id}/execute`, { key: admin.key })).status).toBe(200);
+  ({ exported, raw, preview } = await exportThenErase(t, s, admin.key));
 });
 afterAll(() => t?.close());
 

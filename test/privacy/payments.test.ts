@@ -6,7 +6,8 @@ import { auditPlugin } from '../../plugins/audit/index.ts';
 import { privacyPlugin } from '../../plugins/privacy/index.ts';
 import { paymentsPlugin } from '../../plugins/payments/index.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
-import { auditEntries, collectionsHolding, createSubject, declaredData, expectExportCovers, type Subject } from './helpers.ts';
+import type { declaredData} from './helpers.ts';
+import { auditEntries, collectionsHolding, createSubject, expectExportCovers, exportThenErase, type Subject } from './helpers.ts';
 
 let t: TestApp;
 let admin: { key: string; tenantId: string; userId: string };
@@ -34,15 +35,8 @@ beforeAll(async () => {
   const done = await t.http('POST', `/payments/${paid._id}/complete`, { key: admin.key, json: { provider_reference: 'bank-1', provider_status: 'paid' } });
   expect(done.status).toBe(200);
 
-  const ex = await t.http('GET', `/privacy/users/${s.userId}/export`, { key: s.key });
-  expect(ex.status).toBe(200);
-  exported = ex.body;
-  raw = await declaredData(t, s.userId);
-  const req = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
-  expect(req.status).toBe(201);
-  preview = req.body.preview;
-  expect(req.body.preview.collections).toContainEqual({ name: 'payments', action: 'depersonalize', count: 1, fields: ['user_name'] });
-  expect((await t.http('POST', `/privacy/erasure-requests/${req.body.id}/execute`, { key: admin.key })).status).toBe(200);
+  ({ exported, raw, preview } = await exportThenErase(t, s, admin.key));
+  expect(preview.collections).toContainEqual({ name: 'payments', action: 'depersonalize', count: 1, fields: ['user_name'] });
 });
 afterAll(() => t?.close());
 

@@ -2,6 +2,7 @@
  * The mongoose schema of the notes plugin and the types derived from it (never written twice).
  */
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
+import { modelOn } from '../../../core/db.ts';
 
 export const NOTES_COLLECTION = 'notes';
 
@@ -28,4 +29,4 @@ export type NoteModel = Model<NoteDoc>;
 
 /** Registers (once per connection) and returns the model; each app has its own connection. */
 export const noteModel = (conn: Connection): NoteModel =>
-  (conn.models.ExampleNote ?? conn.model('ExampleNote', noteSchema, NOTES_COLLECTION)) as NoteModel;
+  modelOn(conn, 'ExampleNote', noteSchema, NOTES_COLLECTION);
