@@ -335,10 +335,11 @@ export class Engine implements Dispatcher {
       });
     }
     ctx.log(`started one run per tenant (${tenants.length})`);
+    const report = progressOnChange(ctx);
     for (;;) {
       const children = await this.svc.models.Run.find({ parent_job_id: run._id }, { status: 1, tenant_id: 1, error: 1 }).lean();
       const done = children.filter((c) => FINISHED.includes(c.status));
-      await ctx.progress(done.length, children.length, `${done.length} of ${children.length} tenants done`);
+      await report(done.length, children.length, `${done.length} of ${children.length} tenants done`);
       if (done.length === children.length) {
         const failed = children.filter((c) => c.status !== 'completed');
         const result = { tenants: children.length, completed: children.length - failed.length, failed: failed.length, failed_tenants: failed.map((c) => String(c.tenant_id)) };
@@ -359,8 +360,10 @@ export class Engine implements Dispatcher {
     const steps = (run.chain_steps ?? []) as ChainStepDoc[];
     const policy = (i: number) => steps[i]!.on_failure ?? run.chain_default_on_failure ?? 'stop';
     const index = new Map(steps.map((s, i) => [s.job, i]));
+    const report = progressOnChange(ctx);
     for (;;) {
-      const children = await this.svc.models.Run.find({ chain_run_id: run._id, _id: { $ne: run._id } }, { status: 1, chain_index: 1, error: 1 }).lean();
+      // The steps: only this coordinator starts runs with it as their parent (indexed, unlike chain_run_id).
+      const children = await this.svc.models.Run.find({ parent_job_id: run._id }, { status: 1, chain_index: 1, error: 1 }).lean();
       const byStep = new Map(children.map((c) => [c.chain_index!, c]));
       const status = (i: number) => byStep.get(i)?.status ?? 'not_started';
       const failedStop = steps.findIndex((_, i) => (status(i) === 'failed' || status(i) === 'cancelled') && policy(i) !== 'continue');
@@ -388,7 +391,7 @@ export class Engine implements Dispatcher {
         }
       }
       const active = [...byStep.values()].some((c) => c.status === 'pending' || c.status === 'running');
-      await ctx.progress([...byStep.values()].filter((c) => FINISHED.includes(c.status)).length, steps.length);
+      await report([...byStep.values()].filter((c) => FINISHED.includes(c.status)).length, steps.length);
       if (!active) {
         const summary = steps.map((s, i) => ({ job: s.job, status: status(i) === 'not_started' ? 'skipped' : status(i), run_id: byStep.get(i) ? String(byStep.get(i)!._id) : null }));
         if (failedStop >= 0) {
@@ -424,6 +427,21 @@ export class Engine implements Dispatcher {
     // Null: cancelled or taken over meanwhile; this attempt's outcome is discarded.
     if (done) await this.svc.afterFinish(done);
   }
+}
+
+/**
+ * A coordinator's `ctx.progress` that writes only when (current, total) changed since its last
+ * call: a poll that finds nothing new adds no log line (a long run would otherwise fill its log
+ * with identical lines and lose the real ones past MAX_LOG_LINES).
+ */
+function progressOnChange(ctx: JobRunContext): (current: number, total: number, message?: string) => Promise<void> {
+  let last: string | undefined;
+  return async (current, total, message) => {
+    const key = `${current}/${total}`;
+    if (key === last) return;
+    last = key;
+    await ctx.progress(current, total, message);
+  };
 }
 
 /** Most log lines kept per run; later lines are dropped (the last kept line says so). */

@@ -48,7 +48,6 @@ export const jobsPlugin = definePlugin({
       models,
       {
         multiTenant: config.MULTI_TENANT_ENABLED,
-        lockTtlMs: config.JOBS_LOCK_TTL_SECONDS * 1000,
         pollMs: config.JOBS_POLL_INTERVAL_MS,
         retryDelayMs: config.JOBS_RETRY_DELAY_MS,
         defaultTimezone: config.JOBS_DEFAULT_TIMEZONE,

@@ -66,7 +66,7 @@ export const jobRunSchema = new Schema(
     schedule_id: { type: Schema.Types.ObjectId, default: null },
     logs: { type: [logLine], default: [] },
     timeout_seconds: { type: Number, required: true },
-    /** Wait before the first retry (doubled per further attempt, capped). */
+    /** Wait between a failed attempt and the next one (the same before every retry). */
     retry_delay_ms: { type: Number, required: true },
     /** Primary chain: job names still to run after this one succeeds. */
     chain_next: { type: [String], default: [] },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { idParams, objectId } from '../../core/http/schemas.ts';
+import { idParams, objectId, pageQuery } from '../../core/http/schemas.ts';
 import { DEPENDENCY_MODES, ON_FAILURE, RUN_STATUSES } from './model.ts';
 
 /** Shared by REST and GraphQL: every input of the jobs plugin. */
@@ -17,16 +17,14 @@ export const triggerBody = z.object({ parameters: jsonObject.default({}) }).stri
 export const runBody = z.object({ job: jobName, params: jsonObject.default({}), tenant_id: objectId.optional() }).strict();
 
 export const PER_PAGE_MAX = 100;
-export const listRunsQuery = z
-  .object({
+export const listRunsQuery = pageQuery(20, PER_PAGE_MAX)
+  .extend({
     job_name: jobName.optional(),
     status: z.enum(RUN_STATUSES).optional(),
     tenant_id: objectId.optional(),
     schedule_id: objectId.optional(),
     chain_run_id: objectId.optional(),
     parent_job_id: objectId.optional(),
-    page: z.coerce.number().int().min(1).default(1),
-    per_page: z.coerce.number().int().min(1).max(PER_PAGE_MAX).default(20),
   })
   .strict();
 export type ListRunsQuery = z.output<typeof listRunsQuery>;

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { AccessDeniedError, ConflictError, NotFoundError, ValidationError, zodIssues, type ValidationIssue } from '../../core/errors.ts';
 import { isAdmin, isSystemCaller, scopedTenantId, systemActor, type AuthUser } from '../../core/context.ts';
 import type { JobRunner } from '../../core/plugin.ts';
+import { objectId } from '../../core/http/schemas.ts';
 import { tenantFilter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
 import {
@@ -16,7 +17,6 @@ import { checkCron, isTimeZone, localDay, nextOccurrence, resolveTemplates, temp
 
 export interface JobsSettings {
   multiTenant: boolean;
-  lockTtlMs: number;
   pollMs: number;
   retryDelayMs: number;
   defaultTimezone: string;
@@ -32,7 +32,7 @@ export interface Dispatcher {
 }
 
 /** Fields of a new run; everything else takes the model's defaults. */
-export type NewRun = Partial<JobRunDoc> & Pick<JobRunDoc, 'job_name' | 'job_type' | 'max_attempts' | 'timeout_seconds'>;
+export type NewRun = Partial<JobRunDoc> & { _id?: Types.ObjectId } & Pick<JobRunDoc, 'job_name' | 'job_type' | 'max_attempts' | 'timeout_seconds'>;
 
 /** Coordinating runs (per-tenant parents, stored chains) outlive their children: a day, retried on a lost worker only. */
 export const COORDINATOR_TIMEOUT_S = 86_400;
@@ -46,8 +46,8 @@ function paramsError(job: string, issues: readonly { path: readonly PropertyKey[
 
 /**
  * The jobs plugin's logic: registry, runs, schedules, chains, access rules. No Koa or GraphQL
- * here; REST, GraphQL and other plugins (through `JobRunner`) call it. Execution lives in
- * executor.ts, dispatch (Agenda) in dispatcher.ts.
+ * here; REST, GraphQL and other plugins (through `JobRunner`) call it. Execution and dispatch
+ * (Agenda) live in engine.ts.
  */
 export class JobsService implements JobRunner {
   private jobs = new Map<string, RegisteredJob>();
@@ -89,8 +89,8 @@ export class JobsService implements JobRunner {
   }
 
   private tenantScope(user: AuthUser, field = 'tenant_id'): Record<string, unknown> {
-    const tenant = this.admin(user);
-    return tenant ? { [field]: oid(tenant) } : {};
+    this.admin(user);
+    return tenantFilter(user, this.settings.multiTenant, field);
   }
 
   // ----- registry -----
@@ -288,7 +288,7 @@ export class JobsService implements JobRunner {
       if (body.job_type !== undefined) issues.push({ loc: ['body', 'job_type'], msg: 'a chain schedule names its chain in target', type: 'invalid' });
       const t = body.target;
       if (t !== undefined) {
-        if (!/^[0-9a-fA-F]{24}$/.test(t) || !(await this.models.Chain.exists({ _id: t }))) issues.push({ loc: ['body', 'target'], msg: `chain ${t} not found`, type: 'not_found' });
+        if (!objectId.safeParse(t).success || !(await this.models.Chain.exists({ _id: t }))) issues.push({ loc: ['body', 'target'], msg: `chain ${t} not found`, type: 'not_found' });
         else chainId = oid(t);
       } else if (!current || current.type !== 'chain') issues.push({ loc: ['body', 'target'], msg: 'required: the chain id', type: 'missing' });
       jobType = null;
@@ -385,7 +385,9 @@ export class JobsService implements JobRunner {
   async updateSchedule(user: AuthUser, id: string, body: ScheduleBody): Promise<ScheduleView> {
     const current = await this.findSchedule(user, id);
     const set = await this.scheduleFields(user, body, current);
-    // Answer a rename onto a taken name before writing (the unique index still decides races).
+    // Answer a rename onto a taken name before writing (the unique index still decides races). Not
+    // redundant with the catch below: a DocumentDB-based server (the one the tests run on) reports a
+    // unique violation of findAndModify as code 1 (InternalError), not E11000; only this makes it a 409 there.
     if (set.job_name && (await this.models.Schedule.exists({ job_name: set.job_name, _id: { $ne: current._id } })))
       throw new ConflictError(`A schedule named "${String(set.job_name)}" exists already`, { field: 'job_name' });
     let doc: JobScheduleRecord | null;
@@ -576,6 +578,7 @@ export class JobsService implements JobRunner {
   async updateChain(user: AuthUser, id: string, body: z.output<typeof chainPatch>): Promise<ChainView> {
     await this.findChain(user, id);
     if (body.steps) this.checkSteps(body.steps, 'steps');
+    // Checked before writing, as in updateSchedule (DocumentDB: findAndModify's unique violation is not E11000).
     if (body.name && (await this.models.Chain.exists({ name: body.name, _id: { $ne: id } })))
       throw new ConflictError(`A chain named "${body.name}" exists already`, { field: 'name' });
     try {
@@ -600,7 +603,7 @@ export class JobsService implements JobRunner {
     return runView(await this.startChain(chain, params, { actor: user, trigger: 'manual', tenant_id: null }));
   }
 
-  /** The coordinating run of a stored chain: its steps run as child runs (see executor.ts). */
+  /** The coordinating run of a stored chain: its steps run as child runs (see `Engine.chain` in engine.ts). */
   private async startChain(
     chain: JobChainRecord, params: Record<string, unknown>,
     o: { actor: AuthUser | null; trigger: JobRunDoc['trigger']; tenant_id: string | null; schedule_id?: Types.ObjectId; dedupe_key?: string },
@@ -616,7 +619,11 @@ export class JobsService implements JobRunner {
     });
     if (issues.length) throw new ValidationError(issues, `Chain "${chain.name}" cannot run with these parameters`);
     const byUser = o.actor && o.actor.id !== 'system' ? o.actor.id : null;
+    // Its own id is its chain_run_id: chosen here so the run is inserted complete.
+    const id = new Types.ObjectId();
     const run = await this.createRun({
+      _id: id,
+      chain_run_id: id,
       job_name: chain.name,
       job_type: 'chain',
       parameters: params,
@@ -634,8 +641,7 @@ export class JobsService implements JobRunner {
       ...(o.dedupe_key ? { dedupe_key: o.dedupe_key } : {}),
     });
     if (!run) throw new ConflictError('This run exists already');
-    await this.models.Run.updateOne({ _id: run._id }, { $set: { chain_run_id: run._id } });
-    return { ...run, chain_run_id: run._id };
+    return run;
   }
 
   // ----- live view -----

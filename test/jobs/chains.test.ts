@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, buildTestApp, type TestApp } from '../helpers/app.ts';
 import { jobsPlugin } from '../../plugins/jobs/index.ts';
 import { jobsFixturePlugin } from '../fixtures/jobs-fixture-plugin.ts';
+import { Types } from 'mongoose';
 import { FAST, waitRun } from './helpers.ts';
 
 let t: TestApp;
@@ -49,6 +50,21 @@ describe('chains', () => {
       { job: 'nap', status: 'completed', run_id: expect.any(String) },
       { job: 'count', status: 'completed', run_id: countRun.id },
     ] });
+  });
+
+  it('the coordinator writes a progress line only when its progress changes, not on every poll', async () => {
+    // sleepy takes about 6 poll intervals (100 ms here): the coordinator polls all along at 0 of 2.
+    const { run } = await runChain({ name: 'quiet-progress', steps: [{ job: 'sleepy', params: { ms: 600 } }, { job: 'count', depends_on: ['sleepy'] }] });
+    expect(run.status).toBe('completed');
+    expect(run.duration_ms).toBeGreaterThanOrEqual(600);
+    const lines = run.logs.filter((l: { level: string }) => l.level === 'progress').map((l: { message: string }) => l.message);
+    // One line per distinct (done, total) state, none repeated.
+    expect(lines).toEqual(['0 / 2', '1 / 2', '2 / 2']);
+    expect(lines.filter((m: string, i: number) => i > 0 && m === lines[i - 1])).toEqual([]);
+    expect(run).toMatchObject({ progress_current: 2, progress_total: 2 });
+    // Inserted with its own id as chain_run_id (no second write).
+    const doc = await t.app.db.conn.collection('job_runs').findOne({ _id: new Types.ObjectId(run.id) });
+    expect(String(doc!.chain_run_id)).toBe(run.id);
   });
 
   it('a failed step stops the chain (default stop): dependent steps are skipped, the chain fails', async () => {
@@ -126,6 +142,10 @@ describe('chains', () => {
     const c = await t.http('POST', '/jobs/chains', { json: { name: 'temp', steps: [{ job: 'count' }] } });
     const p = await t.http('PATCH', `/jobs/chains/${c.body.id}`, { json: { description: 'changed', default_on_failure: 'continue' } });
     expect(p.body).toMatchObject({ description: 'changed', default_on_failure: 'continue', is_system: false });
+    // Renaming onto a taken name: the unique index answers 409.
+    const taken = expectError(await t.http('PATCH', `/jobs/chains/${c.body.id}`, { json: { name: 'parallel' } }), 409, 'CONFLICT');
+    expect(taken).toMatchObject({ message: 'A chain named "parallel" exists already', details: { field: 'name' } });
+    expect((await t.http('PATCH', `/jobs/chains/${c.body.id}`, { json: { name: 'temp' } })).status).toBe(200);
     expect((await t.http('GET', `/jobs/chains/${c.body.id}`)).body.description).toBe('changed');
     expect((await t.http('DELETE', `/jobs/chains/${c.body.id}`)).status).toBe(204);
     expectError(await t.http('GET', `/jobs/chains/${c.body.id}`), 404, 'NOT_FOUND');

@@ -68,9 +68,27 @@ describe('fields', () => {
     expectError(await t.http('PATCH', `/jobs/schedules/${r.body.id}`, { json: { cron_expression: 'nope nope' } }), 422, 'VALIDATION_ERROR');
     const off = await t.http('PATCH', `/jobs/schedules/${r.body.id}`, { json: { is_enabled: false } });
     expect(off.body).toMatchObject({ is_enabled: false, next_run_at: null });
-    expectError(await t.http('PATCH', `/jobs/schedules/${r.body.id}`, { json: { job_name: 'nightly-echo' } }), 409, 'CONFLICT');
+    const taken = expectError(await t.http('PATCH', `/jobs/schedules/${r.body.id}`, { json: { job_name: 'nightly-echo' } }), 409, 'CONFLICT');
+    expect(taken).toMatchObject({ message: 'A schedule named "nightly-echo" exists already', details: { field: 'job_name' } });
+    expect((await getSchedule(r.body.id)).job_name).toBe('patch-me');
     expect((await t.http('DELETE', `/jobs/schedules/${r.body.id}`)).status).toBe(204);
     expectError(await t.http('GET', `/jobs/schedules/${r.body.id}`), 404, 'NOT_FOUND');
+  });
+});
+
+describe('attempts and timeout', () => {
+  it("a schedule's max_attempts and timeout_seconds reach its runs (over the job's own)", async () => {
+    // `fail` declares max_attempts 1, timeout 30.
+    const s = await create({ name: 'fail-twice', target: 'fail', cron: '0 0 1 1 *', timezone: 'UTC', max_attempts: 2, timeout_seconds: 60 });
+    expect(s.status).toBe(201);
+    await makeDue(s.body.id);
+    const chk = await t.http('POST', '/jobs/check-schedules');
+    const fired = chk.body.triggered.find((x: { schedule_id: string }) => x.schedule_id === s.body.id);
+    expect(fired).toBeTruthy();
+    const run = await waitRun(t, fired.run_id);
+    expect(run).toMatchObject({ max_attempts: 2, timeout_seconds: 60, status: 'failed', attempt: 2, error: 'step failed on purpose', schedule_id: s.body.id, trigger: 'schedule' });
+    const attempts = await t.app.db.conn.collection('jobs_fixture_calls').find({ job: 'fail', run_id: fired.run_id }).toArray();
+    expect(attempts.map((c) => c.attempt).sort()).toEqual([1, 2]);
   });
 });
 
