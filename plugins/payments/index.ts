@@ -62,7 +62,7 @@ export const paymentsPlugin = definePlugin({
   dependsOn: ['resources', 'webhooks'],
   setup({ db, config, services, hooks, log }) {
     const ledger = config.PAYMENTS_LEDGER_ENABLED ? new LedgerService(ledgerModel(db)) : null;
-    const svc = new PaymentsService({ hooks, log, refunds: refundModel(db), webhooks: services.maybe('webhooks'), ledger });
+    const svc = new PaymentsService({ hooks, log, refunds: refundModel(db), webhooks: services.get('webhooks'), ledger });
     services.provide('payments', svc);
     svc.registerProvider(manualProvider);
     if (config.STRIPE_SECRET_KEY && config.STRIPE_WEBHOOK_SECRET) {

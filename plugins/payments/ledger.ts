@@ -42,9 +42,9 @@ const view = (e: LedgerEntryRecord): LedgerEntryView => ({
 
 /**
  * The core tenant filter (`{tenant_id: ObjectId}`, or `{}` for a system caller in every tenant).
- * Ledger entries are always confined per tenant, whatever `MULTI_TENANT_ENABLED` says.
+ * Ledger entries and payout batches are always confined per tenant, whatever `MULTI_TENANT_ENABLED` says.
  */
-const scopeOf = (user: AuthUser): Filter => tenantFilter(user, true);
+export const scopeOf = (user: AuthUser): Filter => tenantFilter(user, true);
 
 export class LedgerService {
   constructor(private readonly model: LedgerModel) {}

@@ -6,11 +6,12 @@ import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, scopedTenantId, type AuthUser } from '../../core/context.ts';
 import type { HookBus } from '../../core/hooks.ts';
-import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/identity/guards.ts';
 import type { ResourceService } from '../resources/service.ts';
 import { compareToMinor, fromMinor, percentOf } from './money.ts';
 import type { PaymentRecord, PayoutRecord, PayoutStatus, payoutModel } from './model.ts';
 import type { SettleParams } from './schemas.ts';
+import { scopeOf } from './ledger.ts';
 
 type PayoutModel = ReturnType<typeof payoutModel>;
 
@@ -57,12 +58,6 @@ export interface PayoutOptions {
   feePercent: string;
   autoApproveThreshold: string;
 }
-
-/**
- * The core tenant filter (`{tenant_id: ObjectId}`, or `{}` for a system caller in every tenant).
- * Payout batches are always confined per tenant, whatever `MULTI_TENANT_ENABLED` says.
- */
-const scopeOf = (user: AuthUser): Filter => tenantFilter(user, true);
 
 export class PayoutsService {
   constructor(

@@ -1,5 +1,6 @@
 /** Zod inputs of the payments plugin, shared by REST and GraphQL. */
 import { z } from 'zod';
+import { objectId, pageQuery } from '../../core/http/schemas.ts';
 import { currencyDigits, fromMinor, toMinor } from './money.ts';
 
 /** A decimal amount: a string such as `"12.50"` or a JSON number. */
@@ -78,11 +79,10 @@ export const paymentIdParams = z.object({ id: z.string().describe('Payment id (2
 /** `GET /ledger/entries`. */
 export const ledgerQuery = z
   .object({
-    payment_id: z.string().regex(/^[0-9a-f]{24}$/i).optional(),
+    payment_id: objectId.optional(),
     account: z.string().optional(),
     currency: z.string().optional(),
-    page: z.coerce.number().int().min(1).default(1),
-    per_page: z.coerce.number().int().min(1).max(100).default(50),
+    ...pageQuery(50, 100).shape,
   })
   .strict();
 
@@ -90,9 +90,8 @@ export const ledgerQuery = z
 export const payoutListQuery = z
   .object({
     status: z.enum(['draft', 'approved', 'processing', 'completed', 'failed']).optional(),
-    tenant_id: z.string().regex(/^[0-9a-f]{24}$/i).optional(),
-    page: z.coerce.number().int().min(1).default(1),
-    per_page: z.coerce.number().int().min(1).max(100).default(25),
+    tenant_id: objectId.optional(),
+    ...pageQuery(25, 100).shape,
   })
   .strict();
 
@@ -104,7 +103,7 @@ export const settleParams = z
   .object({
     period_start: z.iso.datetime({ offset: true }).or(z.iso.date()).optional().describe('Start of the period (inclusive); default: the start of yesterday (UTC)'),
     period_end: z.iso.datetime({ offset: true }).or(z.iso.date()).optional().describe('End of the period (exclusive); default: the start of today (UTC)'),
-    tenant_id: z.string().regex(/^[0-9a-f]{24}$/i).optional().describe('Only this tenant; default: every tenant'),
+    tenant_id: objectId.optional().describe('Only this tenant; default: every tenant'),
   })
   .strict();
 export type SettleParams = z.output<typeof settleParams>;

@@ -84,7 +84,7 @@ export interface PaymentsServiceDeps {
   hooks: HookBus;
   log: Logger;
   refunds: ReturnType<typeof refundModel>;
-  webhooks: WebhookRegistry | undefined;
+  webhooks: WebhookRegistry;
   ledger: LedgerService | null;
 }
 
@@ -138,7 +138,6 @@ export class PaymentsService implements PaymentsApi {
     }
     if (p.webhook) {
       if (typeof p.handle_webhook !== 'function') throw new PluginError(`Payment provider "${p.name}": webhook needs handle_webhook`);
-      if (!this.deps.webhooks) throw new PluginError(`Payment provider "${p.name}": webhooks need the webhooks plugin`);
       this.deps.webhooks.register({ ...p.webhook, provider: p.name, handler: (payload, event) => this.applyWebhook(p.name, payload, event.headers) });
     }
     this.registry.set(p.name, p);
@@ -345,21 +344,29 @@ export class PaymentsService implements PaymentsApi {
         amount: cur.amount, refunded_amount: cur.refunded_amount, reserved: fromMinor(cur.refund_reserved_minor ?? 0, cur.currency),
       });
     }
-    let providerRefundId: string | null = null;
-    if (provider) {
-      try {
-        const res = await provider.refund_payment({
-          payment_id: String(p._id), provider_reference: p.provider_reference ?? null, amount: fromMinor(minor, p.currency), amount_minor: minor,
-          currency: p.currency, reason, idempotency_key: String(rid),
-        });
-        providerRefundId = res?.provider_refund_id ?? null;
-      } catch (err) {
-        await this.release(p._id, String(rid), minor, errorText(err));
-        this.deps.log.warn({ err, provider: provider.name, payment_id: String(p._id) }, 'refund_payment failed; reservation released');
-        throw new ProviderError(provider.name, errorText(err));
-      }
+    const providerRefundId = provider ? await this.refundAtProvider(provider, reserved, String(rid), minor, reason) : null;
+    return this.applyRefund(actor, reserved, rid, minor, reason, providerRefundId);
+  }
+
+  /**
+   * Asks the provider to refund `minor` of `p` under the refund id `rid` (its idempotency key, so a
+   * repeated call refunds once) and answers the provider's refund id. When the provider is missing or
+   * fails, the reservation is released (the refund record turns `failed`).
+   * @throws ProviderError after releasing
+   */
+  private async refundAtProvider(provider: PaymentProvider | undefined, p: PaymentRecord, rid: string, minor: number, reason: string | null): Promise<string | null> {
+    try {
+      if (!provider) throw new Error(`provider ${p.provider} is not registered`);
+      const res = await provider.refund_payment({
+        payment_id: String(p._id), provider_reference: p.provider_reference ?? null, amount: fromMinor(minor, p.currency), amount_minor: minor,
+        currency: p.currency, reason, idempotency_key: rid,
+      });
+      return res?.provider_refund_id ?? null;
+    } catch (err) {
+      await this.release(p._id, rid, minor, errorText(err));
+      this.deps.log.warn({ err, provider: p.provider, payment_id: String(p._id), refund_id: rid }, 'refund_payment failed; reservation released');
+      throw new ProviderError(p.provider, errorText(err));
     }
-    return this.applyRefund(actor, p._id, rid, minor, reason, providerRefundId);
   }
 
   /** Gives a reserved amount back (the provider refused). Idempotent: only an open reservation is released. */
@@ -374,12 +381,13 @@ export class PaymentsService implements PaymentsApi {
   /**
    * Moves a reserved refund into `refunded_minor`: compare-and-set on `refunded_minor` (the decimal
    * string and the status are derived from it in the same update), retried when another refund
-   * landed first. Idempotent through `applied_refund_ids`.
+   * landed first. Idempotent through `applied_refund_ids`. `payment` is the caller's latest copy; it
+   * is read again only when the compare-and-set finds it out of date.
    */
-  private async applyRefund(actor: AuthUser, paymentId: Types.ObjectId, rid: Types.ObjectId, minor: number, reason: string | null, providerRefundId: string | null): Promise<PaymentRecord> {
+  private async applyRefund(actor: AuthUser, payment: PaymentRecord, rid: Types.ObjectId, minor: number, reason: string | null, providerRefundId: string | null): Promise<PaymentRecord> {
     const key = String(rid);
-    for (;;) {
-      const cur = await this.current(paymentId);
+    const paymentId = payment._id;
+    for (let cur = payment; ; cur = await this.current(paymentId)) {
       if ((cur.applied_refund_ids ?? []).includes(key)) return cur;
       if (!(cur.open_refund_ids ?? []).includes(key)) throw new ConflictError('The refund reservation is gone', { refund_id: key });
       const total = cur.refunded_minor + minor;
@@ -534,14 +542,15 @@ export class PaymentsService implements PaymentsApi {
         continue;
       }
       const actor = systemActor(p.tenant_id ? String(p.tenant_id) : null);
-      const provider = this.registry.get(p.provider);
+      let providerRefundId: string | null;
       try {
-        if (!provider) throw new Error(`provider ${p.provider} is not registered`);
-        const res = await provider.refund_payment({
-          payment_id: String(p._id), provider_reference: p.provider_reference ?? null, amount: r.amount, amount_minor: r.amount_minor,
-          currency: r.currency, reason: r.reason ?? null, idempotency_key: key,
-        });
-        await this.applyRefund(actor, p._id, r._id, r.amount_minor, r.reason ?? null, res?.provider_refund_id ?? null);
+        providerRefundId = await this.refundAtProvider(this.registry.get(p.provider), p, key, r.amount_minor, r.reason ?? null);
+      } catch {
+        out.released++; // refundAtProvider released the reservation
+        continue;
+      }
+      try {
+        await this.applyRefund(actor, p, r._id, r.amount_minor, r.reason ?? null, providerRefundId);
         out.succeeded++;
       } catch (err) {
         await this.release(p._id, key, r.amount_minor, errorText(err));

@@ -144,4 +144,27 @@ describe('provider failures', () => {
     // Run again: nothing left to do.
     expect(await job.run(jobContext(), { older_than_seconds: 60 })).toMatchObject({ examined: 0 });
   });
+
+  it('reconcile_payment_refunds releases the reservation when the provider fails the retried refund again', async () => {
+    const p = await completed(t, A.admin, { amount: '6.00', provider: 'flaky' });
+    const pid = new Types.ObjectId(p._id);
+    // A crash right after the reservation (as above), then the provider still failing on the retry.
+    const rid = new Types.ObjectId();
+    const old = new Date(Date.now() - 3600_000);
+    await col(t, 'payment_refunds').insertOne({ _id: rid, payment_id: pid, tenant_id: new Types.ObjectId(A.tenantId), amount: '4.00', amount_minor: 400, currency: 'USD', reason: 'crash', status: 'reserved', provider_refund_id: null, error: null, requested_by: null, created_at: old, updated_at: old });
+    await col(t, 'payments').updateOne({ _id: pid }, { $inc: { refundable_minor: -400, refund_reserved_minor: 400 }, $push: { open_refund_ids: String(rid) } } as never);
+    flaky.failNext = 1;
+    const job = t.app.kernel.jobs().find((j) => j.name === 'reconcile_payment_refunds')!;
+    expect(await job.run(jobContext(), { older_than_seconds: 60 })).toEqual({ examined: 1, succeeded: 0, released: 1, abandoned: 0 });
+    expect(flaky.failNext).toBe(0);
+    expect(flaky.refundCalls.filter((k) => k === String(rid))).toHaveLength(1);
+    // The hold is given back, nothing was refunded, and the record is failed with the provider's error.
+    expect(await col(t, 'payments').findOne({ _id: pid })).toMatchObject({ status: 'completed', refunded_minor: 0, refunded_amount: '0.00', refund_reserved_minor: 0, refundable_minor: 600, open_refund_ids: [], applied_refund_ids: [] });
+    expect(await col(t, 'payment_refunds').findOne({ _id: rid })).toMatchObject({ status: 'failed', error: 'provider timeout', provider_refund_id: null });
+    expect(await col(t, 'ledger_entries').countDocuments({ payment_id: pid, entry_type: 'refund' })).toBe(0);
+    // Nothing left for the next run, and the full amount can be refunded.
+    expect(await job.run(jobContext(), { older_than_seconds: 60 })).toMatchObject({ examined: 0 });
+    expect((await post(`/payments/${p._id}/refund`, { amount: '6.00' })).body).toMatchObject({ status: 'refunded', refunded_amount: '6.00' });
+    expect(await col(t, 'payments').findOne({ _id: pid })).toMatchObject({ refunded_minor: 600, refund_reserved_minor: 0, refundable_minor: 0 });
+  });
 });

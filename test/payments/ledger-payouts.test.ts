@@ -256,6 +256,31 @@ describe('payouts and settlement', () => {
     expect(mine.body.items.map((b: any) => b.id)).toEqual([id]);
   });
 
+  it('POST /payouts/settle: a system admin acting in one tenant cannot settle another (403, nothing settled) and settles only its own', async () => {
+    const N = await tenant(t);
+    const O = await tenant(t);
+    const pn = await completed(t, N.admin, { amount: '3.00' });
+    const po = await completed(t, O.admin, { amount: '4.00' });
+    const unsettled = async (id: string) => (await col(t, 'payments').findOne({ _id: new Types.ObjectId(id) }))!.payout_batch_id ?? null;
+    const batchesOf = (tenantId: string) => col(t, 'payout_batches').countDocuments({ tenant_id: new Types.ObjectId(tenantId) });
+
+    const denied = await t.http('POST', '/payouts/settle', { json: { ...window(), tenant_id: N.tenantId }, headers: { 'X-Tenant-Id': O.tenantId } });
+    expect(expectError(denied, 403, 'ACCESS_DENIED').message).toMatch(/another tenant/);
+    expect(await unsettled(pn._id)).toBeNull();
+    expect(await unsettled(po._id)).toBeNull();
+    expect(await batchesOf(N.tenantId)).toBe(0);
+    expect(await batchesOf(O.tenantId)).toBe(0);
+
+    const own = await t.http('POST', '/payouts/settle', { json: window(), headers: { 'X-Tenant-Id': O.tenantId } });
+    expect(own.status).toBe(200);
+    expect(own.body.payment_count).toBe(1);
+    expect(own.body.batches).toHaveLength(1);
+    expect(own.body.batches[0]).toMatchObject({ tenant_id: O.tenantId, recipient_id: O.tenantId, payment_ids: [po._id], gross_amount: '4.00' });
+    expect(String(await unsettled(po._id))).toBe(own.body.batches[0].id);
+    expect(await unsettled(pn._id)).toBeNull();
+    expect(await batchesOf(N.tenantId)).toBe(0);
+  });
+
   it('settlement takes the period: paid outside it is left out, the default is yesterday (UTC), a refund in flight waits; each claim is audited', async () => {
     const P = await tenant(t);
     const day = 86_400_000;

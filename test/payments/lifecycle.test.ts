@@ -381,3 +381,17 @@ describe('listing (standard list filtering of the resources plugin)', () => {
     expectError(await q('refundable_minor=0'), 400, 'BAD_REQUEST');
   });
 });
+
+describe('PAYMENTS_LEDGER_ENABLED off (the default)', () => {
+  it('completing and refunding post no ledger entries, and the ledger routes and job are absent', async () => {
+    const p = await completed(t, A.admin, { amount: '9.00' });
+    expect((await post(`/payments/${p._id}/refund`, { amount: '4.00' })).body).toMatchObject({ status: 'partially_refunded', refunded_amount: '4.00' });
+    expect((await post(`/payments/${p._id}/refund`, { amount: '5.00' })).body).toMatchObject({ status: 'refunded', refunded_amount: '9.00' });
+    expect(await col(t, 'ledger_entries').countDocuments({})).toBe(0);
+    for (const path of ['/ledger/entries', '/ledger/balance']) {
+      expect((await t.http('GET', path, { key: A.admin })).status).toBe(404);
+      expect((await t.http('GET', path)).status).toBe(404);
+    }
+    expect(t.app.kernel.jobs().map((j) => j.name)).not.toContain('reconcile_payment_ledger');
+  });
+});
