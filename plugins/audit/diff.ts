@@ -26,9 +26,11 @@ export const DEFAULT_IGNORED_FIELDS: readonly string[] = Object.freeze(['_id', '
 
 const normalizeName = (name: string): string => name.toLowerCase().replace(/[_-]/g, '');
 
-const isBson = (v: object): boolean => typeof (v as { _bsontype?: unknown })._bsontype === 'string';
+/** A BSON value (ObjectId, Decimal128, Binary, Long, Timestamp...): a leaf, never walked into. */
+export const isBson = (v: object): boolean => typeof (v as { _bsontype?: unknown })._bsontype === 'string';
 
-const isPlainObject = (v: object): v is Doc => {
+/** An object literal (or null-prototype object): the only objects walked into, besides arrays. */
+export const isPlainObject = (v: object): v is Doc => {
   const proto = Object.getPrototypeOf(v) as unknown;
   return proto === Object.prototype || proto === null;
 };

@@ -7,7 +7,7 @@ import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
 import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
 import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
-import { Redactor, diffDocs } from './diff.ts';
+import { Redactor, diffDocs, isPlainObject } from './diff.ts';
 import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
 import { DEFAULT_SORT, type AuditFilter, type ExportQuery, type ListQuery, type StatsQuery } from './schemas.ts';
 
@@ -79,8 +79,8 @@ export interface ScrubInput {
   documents: readonly { resource: string; item_id: string | Types.ObjectId; fields: readonly string[] }[];
   /** Whole string values to replace wherever they occur (compared case-insensitively, trimmed). */
   values: readonly string[];
-  /** @default 'deleted-user' */
-  replacement?: string;
+  /** What replaces a personal value (privacy's `PRIVACY_PSEUDONYM`). */
+  replacement: string;
 }
 
 export interface AuditServiceOptions {
@@ -228,7 +228,7 @@ export class AuditService implements AuditLogger {
   async scrubSubject(input: ScrubInput): Promise<{ scrubbed: number }> {
     // Runs whether or not recording is enabled: entries written earlier still hold the data.
     await this.flush();
-    const replacement = input.replacement ?? 'deleted-user';
+    const { replacement } = input;
     const subject = oid(input.subject_user_id, 'subject_user_id');
     const values = new Set(input.values.filter(Boolean).map((v) => v.trim().toLowerCase()));
     const fieldsOf = new Map<string, ReadonlySet<string>>();
@@ -236,22 +236,46 @@ export class AuditService implements AuditLogger {
     for (const d of input.documents) {
       const id = oid(d.item_id, 'item_id');
       fieldsOf.set(`${d.resource}:${String(id)}`, new Set(d.fields));
-      byResource.set(d.resource, [...(byResource.get(d.resource) ?? []), id]);
+      const ids = byResource.get(d.resource);
+      if (ids) ids.push(id);
+      else byResource.set(d.resource, [id]);
     }
     const CHUNK = 1000;
     const clauses: Filter[] = [{ user_id: subject }];
     for (const [resource, ids] of byResource) {
       for (let i = 0; i < ids.length; i += CHUNK) clauses.push({ resource, item_id: { $in: ids.slice(i, i + CHUNK) } });
     }
+    /**
+     * The value with every personal string replaced; the very same value (===) when nothing was.
+     * Walks into arrays and plain objects only: BSON values (Decimal128, Binary, Long, ObjectId),
+     * dates and buffers are leaves, written back untouched.
+     */
     const scrubValue = (v: unknown): unknown => {
       if (typeof v === 'string') return values.has(v.trim().toLowerCase()) ? replacement : v;
-      if (Array.isArray(v)) return v.map(scrubValue);
-      if (v && typeof v === 'object' && !(v instanceof Date) && !(v instanceof Types.ObjectId)) {
-        return Object.fromEntries(Object.entries(v as Doc).map(([k, x]) => [k, scrubValue(x)]));
+      if (Array.isArray(v)) {
+        const out = v.map(scrubValue);
+        return out.some((x, i) => x !== v[i]) ? out : v;
+      }
+      if (v && typeof v === 'object' && isPlainObject(v)) {
+        let out: Doc | null = null;
+        for (const [k, x] of Object.entries(v)) {
+          const y = scrubValue(x);
+          if (y !== x) (out ??= { ...v })[k] = y;
+        }
+        return out ?? v;
       }
       return v;
     };
     const hide = (v: unknown) => (v === null || v === undefined ? v : replacement);
+    /** `doc` with `f(key, value)` applied to every entry, or `doc` itself when no value changes. */
+    const mapEntries = (doc: Doc, f: (k: string, v: unknown) => unknown): Doc => {
+      let out: Doc | null = null;
+      for (const [k, v] of Object.entries(doc)) {
+        const w = f(k, v);
+        if (w !== v) (out ??= { ...doc })[k] = w;
+      }
+      return out ?? doc;
+    };
     let scrubbed = 0;
     for (let i = 0; i < clauses.length; i += 50) {
       const ops: { updateOne: { filter: Filter; update: Filter } }[] = [];
@@ -260,17 +284,20 @@ export class AuditService implements AuditLogger {
         let changes = scrubValue(e.changes) as Doc | null;
         let snapshot = scrubValue(e.snapshot) as Doc | null;
         if (changes && fields.size) {
-          changes = Object.fromEntries(
-            Object.entries(changes).map(([k, c]) => [k, fields.has(k) && c && typeof c === 'object' ? { ...c, old: hide((c as Doc).old), new: hide((c as Doc).new) } : c]),
-          );
+          changes = mapEntries(changes, (k, c) => {
+            if (!fields.has(k) || !c || typeof c !== 'object' || !isPlainObject(c)) return c;
+            const old = hide(c.old);
+            const nu = hide(c.new);
+            return old === c.old && nu === c.new ? c : { ...c, old, new: nu };
+          });
         }
-        if (snapshot && fields.size) snapshot = Object.fromEntries(Object.entries(snapshot).map(([k, v]) => [k, fields.has(k) ? hide(v) : v]));
+        if (snapshot && fields.size) snapshot = mapEntries(snapshot, (k, v) => (fields.has(k) ? hide(v) : v));
         const userName =
           e.user_name != null && (String(e.user_id) === String(subject) || values.has(e.user_name.trim().toLowerCase())) ? replacement : e.user_name;
         const set: Doc = {};
         if (userName !== e.user_name) set.user_name = userName;
-        if (JSON.stringify(changes) !== JSON.stringify(e.changes)) set.changes = changes;
-        if (JSON.stringify(snapshot) !== JSON.stringify(e.snapshot)) set.snapshot = snapshot;
+        if (changes !== e.changes) set.changes = changes;
+        if (snapshot !== e.snapshot) set.snapshot = snapshot;
         if (Object.keys(set).length) ops.push({ updateOne: { filter: { _id: e._id }, update: { $set: set } } });
       }
       if (ops.length) scrubbed += (await this.model.bulkWrite(ops, { ordered: false })).modifiedCount;

@@ -3,12 +3,10 @@ import { parseInput, requireAdmin, requireUser } from '../../core/graphql.ts';
 import type { ConsentView, ErasureRequestView } from './model.ts';
 import { consentsQuery, erasureBody, erasureListQuery, grantBody } from './schemas.ts';
 import type { PrivacyService } from './service.ts';
-import { objectId } from '../../core/http/schemas.ts';
-import { z } from 'zod';
+import { idParams } from '../../core/http/schemas.ts';
 
 /** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
 const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
-const idArgs = z.object({ id: objectId });
 
 /**
  * GraphQL fragment: `consents`, `erasureRequests`, `erasureRequest`; mutations `grantConsent`,
@@ -120,7 +118,7 @@ export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
     erasureRequest: t.field({
       type: Request, nullable: false, description: 'One erasure request (administrators), as GET /privacy/erasure-requests/{id}',
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.getErasure(requireAdmin(ctx), parseInput(idArgs, a).id),
+      resolve: (_r, a, ctx) => svc.getErasure(requireAdmin(ctx), parseInput(idParams, a).id),
     }),
   }));
   builder.mutationFields((t) => ({
@@ -132,7 +130,7 @@ export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
     revokeConsent: t.field({
       type: Consent, nullable: false, description: "Revoke one of the current user's consents (idempotent)",
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.revokeConsent(requireUser(ctx), parseInput(idArgs, a).id),
+      resolve: (_r, a, ctx) => svc.revokeConsent(requireUser(ctx), parseInput(idParams, a).id),
     }),
     requestErasure: t.field({
       type: Request, nullable: false, description: 'Create an erasure request with its preview (administrators)',
@@ -142,7 +140,7 @@ export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
     executeErasure: t.field({
       type: Execution, nullable: false, description: 'Execute an erasure request: as a job when the jobs plugin is enabled (queued), inline otherwise',
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.executeErasure(requireAdmin(ctx), parseInput(idArgs, a).id),
+      resolve: (_r, a, ctx) => svc.executeErasure(requireAdmin(ctx), parseInput(idParams, a).id),
     }),
   }));
 }

@@ -88,6 +88,13 @@ export const erasureRequestSchema = new Schema(
     job_run_id: { type: String, default: null },
     open: { type: Boolean },
     lease_until: { type: Date, default: null },
+    /**
+     * Jobs plugin: set when an execution is queued as a job, until its run claims the request (or,
+     * if it never does, for one lease): meanwhile another execute is a 409, not a second job.
+     */
+    queued_until: { type: Date, default: null },
+    /** Which queuing owns the request: only that one records its job run id. */
+    queue_token: { type: Schema.Types.ObjectId, default: null },
     started_at: { type: Date, default: null },
     completed_at: { type: Date, default: null },
   },

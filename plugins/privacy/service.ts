@@ -363,17 +363,49 @@ export class PrivacyService {
    * `POST /privacy/erasure-requests/{id}/execute`. A completed request is returned unchanged (a
    * no-op). With the jobs plugin, the execution is queued as job `execute_erasure` (`queued: true`,
    * progress on the job run); otherwise it runs inline and the finished request is returned.
+   * A request is queued at most once: while its lease is live, or it is queued and its run has not
+   * claimed it yet (`queued_until`), executing it again is a 409 and triggers nothing.
+   * @throws ConflictError while another execution holds or has queued the request
    */
   async executeErasure(caller: AuthUser, id: string): Promise<{ request: ErasureRequestView; queued: boolean }> {
     const r = await this.findErasure(caller, id);
     if (r.status === 'completed') return { request: erasureView(r), queued: false };
     const jobs = this.deps.jobs();
-    if (jobs) {
-      const run = await jobs.trigger(ERASURE_JOB, { request_id: id }, { actor: caller, tenant_id: String(r.tenant_id) });
-      const updated = await this.models.ErasureRequest.findOneAndUpdate({ _id: r._id }, { $set: { job_run_id: run.run_id } }, { returnDocument: 'after' }).lean<ErasureRequestRecord>();
-      return { request: erasureView(updated ?? r), queued: true };
+    if (!jobs) return { request: await this.runErasure(caller, id), queued: false };
+    const { ErasureRequest } = this.models;
+    // Reserve the request before triggering: one conditional update that sees it claimable (as
+    // `runErasure` would) and not already queued, so two concurrent executes queue one job.
+    const now = new Date();
+    const token = new Types.ObjectId();
+    const reserved = await ErasureRequest.findOneAndUpdate(
+      {
+        _id: r._id,
+        $and: [
+          { $or: [{ status: { $in: ['pending', 'failed'] } }, { status: 'running', lease_until: { $lt: now } }] },
+          { $or: [{ queued_until: null }, { queued_until: { $lte: now } }] },
+        ],
+      },
+      { $set: { queued_until: new Date(now.getTime() + this.deps.settings.leaseMs), queue_token: token } },
+      { returnDocument: 'after' },
+    ).lean<ErasureRequestRecord>();
+    if (!reserved) {
+      const current = await ErasureRequest.findOne({ _id: r._id }).lean<ErasureRequestRecord>();
+      if (!current) throw new NotFoundError('erasure_request', id);
+      if (current.status === 'completed') return { request: erasureView(current), queued: false };
+      throw new ConflictError('This erasure request is being executed', { status: current.status });
     }
-    return { request: await this.runErasure(caller, id), queued: false };
+    let run: { run_id: string };
+    try {
+      run = await jobs.trigger(ERASURE_JOB, { request_id: id }, { actor: caller, tenant_id: String(r.tenant_id) });
+    } catch (err) {
+      await ErasureRequest.updateOne({ _id: r._id, queue_token: token }, { $set: { queued_until: null, queue_token: null } });
+      throw err;
+    }
+    // Only the queuing that still owns the request names its run (the run may have claimed it already).
+    const updated =
+      (await ErasureRequest.findOneAndUpdate({ _id: r._id, queue_token: token }, { $set: { job_run_id: run.run_id } }, { returnDocument: 'after' }).lean<ErasureRequestRecord>()) ??
+      (await ErasureRequest.findOne({ _id: r._id }).lean<ErasureRequestRecord>());
+    return { request: erasureView(updated ?? reserved), queued: true };
   }
 
   /**
@@ -390,7 +422,7 @@ export class PrivacyService {
     const now = new Date();
     const claimed = await ErasureRequest.findOneAndUpdate(
       { _id: id, ...scope, $or: [{ status: { $in: ['pending', 'failed'] } }, { status: 'running', lease_until: { $lt: now } }] },
-      { $set: { status: 'running', lease_until: new Date(now.getTime() + this.deps.settings.leaseMs), error: null }, $inc: { attempts: 1 } },
+      { $set: { status: 'running', lease_until: new Date(now.getTime() + this.deps.settings.leaseMs), queued_until: null, error: null }, $inc: { attempts: 1 } },
       { returnDocument: 'after' },
     ).lean<ErasureRequestRecord>();
     if (!claimed) {

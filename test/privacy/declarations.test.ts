@@ -153,6 +153,31 @@ describe('erasure follows subject_field and the neutral values', () => {
   });
 });
 
+describe('PRIVACY_PSEUDONYM', () => {
+  let u: TestApp;
+  beforeAll(async () => {
+    u = await buildTestApp({
+      plugins: [resourcesPlugin.configure({ resources: [...demoResources, profiles] }), auditPlugin, privacyPlugin],
+      config: { PRIVACY_PSEUDONYM: 'anonymous' },
+    });
+  });
+  afterAll(() => u?.close());
+
+  it("is the neutral value of a resource's required gdpr field, as of the account's name and the audit entries", async () => {
+    expect(u.app.kernel.personalData().find((d) => d.name === 'profiles')!.neutral).toEqual({ display_name: 'anonymous', phone: null, nicknames: [] });
+    const admin = await createTenantUser(u, { roles: ['admin'] });
+    const s = await createSubject(u, admin.tenantId);
+    const p = await u.http('POST', '/profiles', { key: admin.key, json: { owner_id: s.userId, display_name: s.name, phone: '+33 6 12 34 56 78' } });
+    expect(p.status).toBe(201);
+    const r = await u.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
+    const ex = await u.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, { key: admin.key });
+    expect(ex.body.status).toBe('completed');
+    expect(await u.app.db.conn.db!.collection('profiles').findOne({ _id: oid(p.body._id) })).toMatchObject({ display_name: 'anonymous', phone: null });
+    expect(await u.app.db.conn.db!.collection('users').findOne({ _id: oid(s.userId) })).toMatchObject({ name: 'anonymous' });
+    expect(await collectionsHolding(u, [s.email, s.name, 'deleted-user'])).toEqual([]);
+  });
+});
+
 describe('start-up checks', () => {
   it('a declaration naming a model nobody registered stops start-up', async () => {
     const bad = definePlugin({ name: 'bad-decl', setup: () => ({ personalData: [{ name: 'ghosts', model: 'Ghost', gdpr_fields: ['x'] }] }) });

@@ -1,13 +1,14 @@
 /** Execution as a job: the job function itself (jobContext), and the delegation to a JobRunner when one is provided. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, createTenantUser, jobContext, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, expectError, jobContext, type TestApp } from '../helpers/app.ts';
 import { systemActor } from '../../core/context.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { ERASURE_JOB, privacyPlugin } from '../../plugins/privacy/index.ts';
+import { ERASURE_COLLECTION } from '../../plugins/privacy/model.ts';
 import { privacyDataPlugin } from '../fixtures/privacy-data-plugin.ts';
 import { fakeJobRunnerPlugin, fakeRuns } from '../fixtures/fake-job-runner-plugin.ts';
-import { collectionsHolding, createSubject, seedSubject } from './helpers.ts';
+import { collectionsHolding, createSubject, oid, seedSubject } from './helpers.ts';
 
 describe('without the jobs plugin', () => {
   let t: TestApp;
@@ -105,5 +106,69 @@ describe('with a job runner', () => {
     expect(g.body.data.executeErasure).toEqual({ queued: true, request: { id: r.body.id, job_run_id: fakeRuns.at(-1)!.run_id } });
     await fakeRuns.at(-1)!.done;
     expect(fakeRuns.at(-1)!.status).toBe('completed');
+  });
+
+  it('two concurrent executes of a pending request queue one job: one 202, one 409; job_run_id names the run that completes', async () => {
+    const s = await createSubject(t, admin.tenantId);
+    await seedSubject(t, s, { notes: 2 });
+    const r = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
+    const count = fakeRuns.length;
+    const [a, b] = await Promise.all([
+      t.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, { key: admin.key }),
+      t.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, { key: admin.key }),
+    ]);
+    // The second one is refused while the first is queued or running (or, had the job already
+    // finished, answered 200 with the completed request): never a second job.
+    const statuses = [a.status, b.status].sort();
+    expect([[202, 409], [200, 202]]).toContainEqual(statuses);
+    const refused = a.status === 409 ? a : b;
+    if (statuses[1] === 409) expect(['pending', 'running']).toContain(expectError(refused, 409, 'CONFLICT').details.status);
+    expect(fakeRuns).toHaveLength(count + 1);
+    const run = fakeRuns.at(-1)!;
+    await run.done;
+    expect(run.status).toBe('completed');
+    expect((await t.http('GET', `/privacy/erasure-requests/${r.body.id}`, { key: admin.key })).body).toMatchObject({ status: 'completed', job_run_id: run.run_id });
+  });
+
+  it('a queued request whose run has not claimed it yet answers 409 to a second execute and queues nothing', async () => {
+    const s = await createSubject(t, admin.tenantId);
+    const r = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
+    const coll = t.app.db.conn.db!.collection(ERASURE_COLLECTION);
+    // Queued a moment ago; its run is still waiting for a worker.
+    await coll.updateOne({ _id: oid(r.body.id) }, { $set: { queued_until: new Date(Date.now() + 60_000), job_run_id: 'queued-run' } });
+    const count = fakeRuns.length;
+    const again = await t.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, { key: admin.key });
+    expect(expectError(again, 409, 'CONFLICT').details).toEqual({ status: 'pending' });
+    expect(fakeRuns).toHaveLength(count);
+    expect(await coll.findOne({ _id: oid(r.body.id) })).toMatchObject({ status: 'pending', job_run_id: 'queued-run' });
+    // A run that did not claim it within the lease is taken to be lost: executing queues a new one.
+    await coll.updateOne({ _id: oid(r.body.id) }, { $set: { queued_until: new Date(Date.now() - 1000) } });
+    const requeued = await t.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, { key: admin.key });
+    expect(requeued.status).toBe(202);
+    expect(fakeRuns).toHaveLength(count + 1);
+    const run = fakeRuns.at(-1)!;
+    expect(requeued.body.job_run_id).toBe(run.run_id);
+    await run.done;
+    expect(run.status).toBe('completed');
+  });
+
+  it('a running request whose lease is live answers 409 {status: running}, triggers nothing and keeps its job_run_id', async () => {
+    const s = await createSubject(t, admin.tenantId);
+    const r = await t.http('POST', '/privacy/erasure-requests', { key: admin.key, json: { user_id: s.userId } });
+    const coll = t.app.db.conn.db!.collection(ERASURE_COLLECTION);
+    await coll.updateOne({ _id: oid(r.body.id) }, { $set: { status: 'running', lease_until: new Date(Date.now() + 60_000), job_run_id: 'earlier-run' } });
+    const count = fakeRuns.length;
+    const busy = await t.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, { key: admin.key });
+    expect(expectError(busy, 409, 'CONFLICT').details).toEqual({ status: 'running' });
+    expect(fakeRuns).toHaveLength(count);
+    expect(await coll.findOne({ _id: oid(r.body.id) })).toMatchObject({ status: 'running', job_run_id: 'earlier-run' });
+    // The runner died: once its lease passed, executing queues a run that resumes it.
+    await coll.updateOne({ _id: oid(r.body.id) }, { $set: { lease_until: new Date(Date.now() - 1000) } });
+    const resumed = await t.http('POST', `/privacy/erasure-requests/${r.body.id}/execute`, { key: admin.key });
+    expect(resumed.status).toBe(202);
+    const run = fakeRuns.at(-1)!;
+    await run.done;
+    expect(run.status).toBe('completed');
+    expect((await t.http('GET', `/privacy/erasure-requests/${r.body.id}`, { key: admin.key })).body).toMatchObject({ status: 'completed', job_run_id: run.run_id });
   });
 });
