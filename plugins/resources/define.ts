@@ -4,9 +4,6 @@ import type { AttributeRule } from '../../core/identity/guards.ts';
 import type { RouteDef } from '../../core/http/route.ts';
 import { BASE_FIELDS, describeFields, inputSchemas, type FieldInfo } from './fields.ts';
 
-/** Neutral value of a required string `gdpr_field` on erasure (optional fields become null). */
-export const GDPR_PSEUDONYM = 'deleted-user';
-
 /** What happens to referencing documents when a referenced one is deleted. */
 export type OnDelete = 'deny' | 'cascade' | 'set_null';
 
@@ -73,7 +70,7 @@ export interface ResourceOptions {
   /**
    * Fields holding personal data (top-level paths): exported with the data subject's documents and
    * replaced by neutral values on erasure (privacy plugin, docs/privacy.md). Neutral value: `[]`
-   * for arrays, {@link GDPR_PSEUDONYM} for required strings, null otherwise.
+   * for arrays, the `PRIVACY_PSEUDONYM` setting for required strings, null otherwise.
    * @default []
    * @example ['owner_email']
    */

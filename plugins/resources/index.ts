@@ -53,7 +53,7 @@ export const resourcesPlugin = definePlugin({
     for (const def of options.resources) registry.register(def);
 
     const purgeSoftDeleted: ResourcesApi['purgeSoftDeleted'] = async (actor, days = config.SOFT_DELETE_RETENTION_DAYS) => {
-      // Refused before any resource is touched, not half-way through.
+      // Refused up front: also when no resource is registered, so the answer never depends on the registry.
       if (!isSystemCaller(actor)) throw new AccessDeniedError('System administrator required');
       const results = await Promise.all(registry.list().map((s) => s.purgeSoftDeleted(actor, days)));
       return {

@@ -1,7 +1,7 @@
 import type { Connection, Model } from 'mongoose';
 import type { Doc } from '../../core/hooks.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
-import { GDPR_PSEUDONYM, type ResourceDefinition } from './define.ts';
+import type { ResourceDefinition } from './define.ts';
 import { ResourceService, type ResourceLookup, type ServiceDeps } from './service.ts';
 
 /**
@@ -97,9 +97,11 @@ export class ResourceRegistry implements ResourceLookup {
   /**
    * One personal-data declaration per resource (privacy plugin): every resource's documents are
    * linked to a subject by `subject_field`, so each is exported; only `gdpr_fields` are neutralised
-   * on erasure. Private fields never leave in an export.
+   * on erasure: `[]` for arrays, the `PRIVACY_PSEUDONYM` setting for required strings (a required
+   * field must stay valid), null otherwise. Private fields never leave in an export.
    */
   personalData(): PersonalDataDeclaration[] {
+    const pseudonym = this.deps.config.PRIVACY_PSEUDONYM;
     return this.list().map(({ def, model }) => ({
       name: def.name,
       model: model.modelName,
@@ -109,7 +111,7 @@ export class ResourceRegistry implements ResourceLookup {
       neutral: Object.fromEntries(
         def.gdpr_fields.map((g) => {
           const f = def.fields.find((x) => x.path === g)!;
-          return [g, f.kind === 'array' ? [] : f.required ? GDPR_PSEUDONYM : null];
+          return [g, f.kind === 'array' ? [] : f.required ? pseudonym : null];
         }),
       ),
       on_erasure: 'depersonalize',

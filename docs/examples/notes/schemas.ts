@@ -53,7 +53,6 @@ export const archiveJobParams = z
     batch_size: z.number().int().min(1).max(1000).default(200).describe('Notes archived per write; cancellation is checked between writes'),
   })
   .strict();
-export type ArchiveJobParams = z.output<typeof archiveJobParams>;
 
 // Output shapes: the REST response schema (OpenAPI) and the service's return types.
 
