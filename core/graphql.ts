@@ -46,3 +46,10 @@ export function requireAdmin(ctx: GraphQLContext): AuthUser {
 
 /** Validate GraphQL arguments with the same zod schema as the REST route (422 VALIDATION_ERROR, loc starting with `args`). */
 export { parseInput } from './errors.ts';
+
+/**
+ * GraphQL arguments the client left out or sent as null removed, so the zod schema shared with
+ * REST applies its defaults (`parseInput(schema, givenArgs(args))`).
+ */
+export const givenArgs = (args: Record<string, unknown>): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));

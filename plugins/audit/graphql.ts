@@ -1,11 +1,8 @@
 import type { Builder } from '../../core/graphql.ts';
-import { parseInput, requireAdmin } from '../../core/graphql.ts';
+import { parseInput, requireAdmin, givenArgs } from '../../core/graphql.ts';
 import { AUDIT_FIELDS, type AuditEntryView } from './model.ts';
 import { listQuery, statsQuery } from './schemas.ts';
 import type { AuditService, AuditStats } from './service.ts';
-
-/** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
-const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
 /**
  * GraphQL fragment: queries `auditLog` and `auditStats`, the same service and the same zod inputs
@@ -66,12 +63,12 @@ export function auditGraphql(builder: Builder, { audit }: { audit: AuditService 
         resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(),
         date_from: t.arg.string(), date_to: t.arg.string(), page: t.arg.int(), per_page: t.arg.int(), sort: t.arg.string(),
       },
-      resolve: (_r, a, ctx) => audit.list(requireAdmin(ctx), parseInput(listQuery, given(a))),
+      resolve: (_r, a, ctx) => audit.list(requireAdmin(ctx), parseInput(listQuery, givenArgs(a))),
     }),
     auditStats: t.field({
       type: Stats, nullable: false, description: 'Audit aggregates, as GET /admin/audit-log/stats',
       args: { resource: t.arg.string(), user_id: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string(), group_by: t.arg.string() },
-      resolve: (_r, a, ctx) => audit.stats(requireAdmin(ctx), parseInput(statsQuery, given(a))),
+      resolve: (_r, a, ctx) => audit.stats(requireAdmin(ctx), parseInput(statsQuery, givenArgs(a))),
     }),
   }));
 }

@@ -1,12 +1,9 @@
 import type { Builder } from '../../core/graphql.ts';
-import { parseInput, requireUser } from '../../core/graphql.ts';
+import { parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
 import type { ChainView, RunView, ScheduleView } from './model.ts';
 import type { RegistryEntry } from './registry.ts';
 import { idParams, listRunsQuery, runBody, runIdParams, scheduleBody } from './schemas.ts';
 import type { JobsService } from './service.ts';
-
-/** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
-const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
 type LogView = NonNullable<RunView['logs']>[number];
 type RunPage = { items: RunView[]; total: number; page: number; per_page: number; total_pages: number };
@@ -160,7 +157,7 @@ export function jobsGraphql(builder: Builder, svc: JobsService): void {
     jobRuns: t.field({
       type: Page, nullable: false, description: 'Runs, newest first, as GET /jobs/runs',
       args: { filter: t.arg({ type: Filter }), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => svc.listRuns(requireUser(ctx), parseInput(listRunsQuery, given({ ...(a.filter ?? {}), page: a.page, per_page: a.per_page }))),
+      resolve: (_r, a, ctx) => svc.listRuns(requireUser(ctx), parseInput(listRunsQuery, givenArgs({ ...(a.filter ?? {}), page: a.page, per_page: a.per_page }))),
     }),
     jobRun: t.field({
       type: Run, nullable: false, description: 'One run with progress and logs, as GET /jobs/runs/{run_id}',
@@ -179,7 +176,7 @@ export function jobsGraphql(builder: Builder, svc: JobsService): void {
       args: { job: t.arg.string({ required: true }), params: t.arg({ type: 'JSON' }), tenant_id: t.arg.string() },
       resolve: (_r, a, ctx) => {
         const user = requireUser(ctx);
-        const input = parseInput(runBody, given(a));
+        const input = parseInput(runBody, givenArgs(a));
         return svc.triggerAs(user, input.job, input.params, input.tenant_id, ['args', 'params']);
       },
     }),

@@ -4,7 +4,7 @@
  * services with the same rules as REST.
  */
 import type { Builder } from '../../core/graphql.ts';
-import { requireAdmin, requireUser, parseInput } from '../../core/graphql.ts';
+import { requireAdmin, requireUser, parseInput, givenArgs } from '../../core/graphql.ts';
 import { AccessDeniedError } from '../../core/errors.ts';
 import { isSystemCaller } from '../../core/context.ts';
 import type { ResourceService } from '../resources/service.ts';
@@ -12,8 +12,6 @@ import type { PaymentsService } from './service.ts';
 import type { PayoutsService, PayoutView } from './payouts.ts';
 import type { LedgerService, BalanceRow } from './ledger.ts';
 import { cancelInput, completeInput, executeInput, failPayoutInput, payoutListQuery, refundInput } from './schemas.ts';
-
-const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
 export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; resource: ResourceService; payouts: PayoutsService; ledger: LedgerService | null }) {
   const { svc, resource, payouts, ledger } = deps;
@@ -75,7 +73,7 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
     payouts: t.field({
       type: PayoutPage, nullable: false, description: 'Payout batches (system administrators)',
       args: { status: t.arg.string(), tenant_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, args, ctx) => payouts.list(system(ctx), parseInput(payoutListQuery, given(args))),
+      resolve: (_r, args, ctx) => payouts.list(system(ctx), parseInput(payoutListQuery, givenArgs(args))),
     }),
     payout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
@@ -113,16 +111,16 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
     completePayment: t.field({
       type: Payment, nullable: false,
       args: { id: t.arg.id({ required: true }), provider_reference: t.arg.string({ required: true }), provider_status: t.arg.string({ required: true }), receipt_url: t.arg.string() },
-      resolve: (_r, { id, ...rest }, ctx) => svc.complete(requireAdmin(ctx), String(id), parseInput(completeInput, given(rest))) as never,
+      resolve: (_r, { id, ...rest }, ctx) => svc.complete(requireAdmin(ctx), String(id), parseInput(completeInput, givenArgs(rest))) as never,
     }),
     cancelPayment: t.field({
       type: Payment, nullable: false, args: { id: t.arg.id({ required: true }), reason: t.arg.string() },
-      resolve: (_r, { id, ...rest }, ctx) => svc.cancel(requireUser(ctx), String(id), parseInput(cancelInput, given(rest)).reason ?? null) as never,
+      resolve: (_r, { id, ...rest }, ctx) => svc.cancel(requireUser(ctx), String(id), parseInput(cancelInput, givenArgs(rest)).reason ?? null) as never,
     }),
     refundPayment: t.field({
       type: Payment, nullable: false, description: 'amount is a decimal string such as "12.50"',
       args: { id: t.arg.id({ required: true }), amount: t.arg.string({ required: true }), reason: t.arg.string() },
-      resolve: (_r, { id, ...rest }, ctx) => svc.refund(requireAdmin(ctx), String(id), parseInput(refundInput, given(rest))) as never,
+      resolve: (_r, { id, ...rest }, ctx) => svc.refund(requireAdmin(ctx), String(id), parseInput(refundInput, givenArgs(rest))) as never,
     }),
     approvePayout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
@@ -130,7 +128,7 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
     }),
     executePayout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), bank_reference: t.arg.string({ required: true }) },
-      resolve: (_r, { id, ...rest }, ctx) => payouts.execute(system(ctx), String(id), parseInput(executeInput, given(rest)).bank_reference),
+      resolve: (_r, { id, ...rest }, ctx) => payouts.execute(system(ctx), String(id), parseInput(executeInput, givenArgs(rest)).bank_reference),
     }),
     processPayout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
@@ -138,7 +136,7 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
     }),
     failPayout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
-      resolve: (_r, { id, ...rest }, ctx) => payouts.fail(system(ctx), String(id), parseInput(failPayoutInput, given(rest)).reason),
+      resolve: (_r, { id, ...rest }, ctx) => payouts.fail(system(ctx), String(id), parseInput(failPayoutInput, givenArgs(rest)).reason),
     }),
   }));
 }

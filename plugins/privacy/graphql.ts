@@ -1,12 +1,9 @@
 import type { Builder } from '../../core/graphql.ts';
-import { parseInput, requireAdmin, requireUser } from '../../core/graphql.ts';
+import { parseInput, requireAdmin, requireUser, givenArgs } from '../../core/graphql.ts';
 import type { ConsentView, ErasureRequestView } from './model.ts';
 import { consentsQuery, erasureBody, erasureListQuery, grantBody } from './schemas.ts';
 import type { PrivacyService } from './service.ts';
 import { idParams } from '../../core/http/schemas.ts';
-
-/** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
-const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
 /**
  * GraphQL fragment: `consents`, `erasureRequests`, `erasureRequest`; mutations `grantConsent`,
@@ -105,7 +102,7 @@ export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
       type: ConsentPage, nullable: false, description: "The current user's consents (administrators: `user_id` of their tenant), as GET /privacy/consents",
       args: { user_id: t.arg.string(), purpose: t.arg.string(), active: t.arg.boolean(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => {
-        const args = given(a);
+        const args = givenArgs(a);
         if (typeof args.active === 'boolean') args.active = String(args.active);
         return svc.listConsents(requireUser(ctx), parseInput(consentsQuery, args));
       },
@@ -113,7 +110,7 @@ export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
     erasureRequests: t.field({
       type: RequestPage, nullable: false, description: 'Erasure requests of the caller\'s tenant (administrators), as GET /privacy/erasure-requests',
       args: { status: t.arg.string(), user_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => svc.listErasures(requireAdmin(ctx), parseInput(erasureListQuery, given(a))),
+      resolve: (_r, a, ctx) => svc.listErasures(requireAdmin(ctx), parseInput(erasureListQuery, givenArgs(a))),
     }),
     erasureRequest: t.field({
       type: Request, nullable: false, description: 'One erasure request (administrators), as GET /privacy/erasure-requests/{id}',
@@ -125,7 +122,7 @@ export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
     grantConsent: t.field({
       type: Consent, nullable: false, description: "Grant the current user's consent to a purpose (idempotent while active)",
       args: { purpose: t.arg.string({ required: true }), source: t.arg.string() },
-      resolve: async (_r, a, ctx) => (await svc.grantConsent(requireUser(ctx), parseInput(grantBody, given(a)), 'graphql', ['args'])).consent,
+      resolve: async (_r, a, ctx) => (await svc.grantConsent(requireUser(ctx), parseInput(grantBody, givenArgs(a)), 'graphql', ['args'])).consent,
     }),
     revokeConsent: t.field({
       type: Consent, nullable: false, description: "Revoke one of the current user's consents (idempotent)",

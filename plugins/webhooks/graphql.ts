@@ -1,5 +1,5 @@
 import type { Builder, GraphQLContext } from '../../core/graphql.ts';
-import { parseInput, requireUser } from '../../core/graphql.ts';
+import { parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
 import { isSystemCaller, type AuthUser } from '../../core/context.ts';
 import { AccessDeniedError } from '../../core/errors.ts';
 import { deadLetterQuery, listQuery, retryParams, type WebhookEventView } from './schemas.ts';
@@ -11,9 +11,6 @@ function requireSystem(ctx: GraphQLContext): AuthUser {
   if (!isSystemCaller(user)) throw new AccessDeniedError('System administrator required');
   return user;
 }
-
-/** Drops GraphQL arguments the client left out or sent as null, so zod applies its defaults. */
-const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
 /** GraphQL fragment: `webhookEvents`, `webhookDeadLetter`, `retryWebhookEvent` (system administrators only). */
 export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
@@ -64,7 +61,7 @@ export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
       args: { provider: t.arg.string(), status: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => {
         requireSystem(ctx);
-        return svc.list(parseInput(listQuery, given(a)));
+        return svc.list(parseInput(listQuery, givenArgs(a)));
       },
     }),
     webhookDeadLetter: t.field({
@@ -72,7 +69,7 @@ export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
       args: { provider: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => {
         requireSystem(ctx);
-        return svc.deadLetter(parseInput(deadLetterQuery, given(a)));
+        return svc.deadLetter(parseInput(deadLetterQuery, givenArgs(a)));
       },
     }),
   }));

@@ -3,12 +3,9 @@
  * validate with the same zod schemas as REST and call the same service.
  */
 import type { Builder } from '../../../core/graphql.ts';
-import { parseInput, requireUser } from '../../../core/graphql.ts';
+import { parseInput, requireUser, givenArgs } from '../../../core/graphql.ts';
 import { createNoteInput, type listNotesQuery, type NotesPage, type NoteView } from './schemas.ts';
 import type { NotesService } from './service.ts';
-
-/** Drops arguments the client left out or sent as null, so zod applies its defaults. */
-const given = (args: Record<string, unknown>) => Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
 /** `query` is the same schema object the REST route validates with. */
 export function notesGraphQL(builder: Builder, notes: NotesService, query: ReturnType<typeof listNotesQuery>): void {
@@ -39,7 +36,7 @@ export function notesGraphQL(builder: Builder, notes: NotesService, query: Retur
       type: Page, nullable: false, description: 'Notes of the caller\'s tenant, as GET /notes',
       args: { page: t.arg.int(), per_page: t.arg.int(), archived: t.arg.boolean(), format: t.arg.string() },
       resolve: (_r, a, ctx) => {
-        const args = given(a);
+        const args = givenArgs(a);
         // REST sends `archived` as a query string; one schema serves both.
         if (typeof args.archived === 'boolean') args.archived = String(args.archived);
         return notes.list(requireUser(ctx), parseInput(query, args));
@@ -50,7 +47,7 @@ export function notesGraphQL(builder: Builder, notes: NotesService, query: Retur
     t.field({
       type: Note, nullable: false, description: 'Create a note, as POST /notes',
       args: { title: t.arg.string({ required: true }), body: t.arg.string() },
-      resolve: (_r, a, ctx) => notes.create(requireUser(ctx), parseInput(createNoteInput, given(a))),
+      resolve: (_r, a, ctx) => notes.create(requireUser(ctx), parseInput(createNoteInput, givenArgs(a))),
     }),
   );
 }
