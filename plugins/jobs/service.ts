@@ -263,8 +263,9 @@ export class JobsService implements JobRunner {
     }
     if (run.schedule_id && run.status === 'completed' && !run.chain_next?.length) {
       const waiting = await this.models.Schedule.find({ depends_on_schedules: run.schedule_id, dependency_unmet: true, is_enabled: true }).lean<JobScheduleRecord[]>();
+      // The occurrence is this run's completion, so firing a dependent for it twice (see `fire`) starts one run.
       for (const s of waiting) {
-        if (await this.dependenciesMet(s)) await this.fire(s, new Date(), 'dependency');
+        if (await this.dependenciesMet(s)) await this.fire(s, run.completed_at ?? new Date(), 'dependency');
       }
     }
   }
@@ -480,6 +481,10 @@ export class JobsService implements JobRunner {
       { _id: s._id },
       { $set: { last_run_id: run._id, last_run_at: new Date(), last_run_status: 'pending', dependency_unmet: false, skipped_at: null } },
     );
+    // A quick run can finish before the line above names it the schedule's last run: its own
+    // `afterFinish` then found another last_run_id and changed nothing. Repeat it (every step is idempotent).
+    const now = await this.models.Run.findById(run._id).lean<JobRunRecord>();
+    if (now && ['completed', 'failed', 'cancelled'].includes(now.status)) await this.afterFinish(now);
     return run;
   }
 
