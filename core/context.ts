@@ -62,12 +62,16 @@ export const withRequest = (user: AuthUser, request: RequestContext): AuthUser =
  */
 export const requestOf = (user: AuthUser | null | undefined): RequestContext | undefined => user?.[REQUEST];
 
-/** True for callers allowed to act across tenants (`scope: system` or `is_system_user`). */
-export const isSystemCaller = (user: AuthUser | null | undefined): boolean =>
+/**
+ * True for actors holding system scope (`scope: system` or `is_system_user`): system
+ * administrators and `systemActor()`. They may act across tenants. Compare `isSystemActor`, which
+ * is true only for the synthetic actor `systemActor()` returns (no user behind it).
+ */
+export const hasSystemScope = (user: AuthUser | null | undefined): boolean =>
   !!user && (user.scope === 'system' || user.is_system_user);
 
 export const isAdmin = (user: AuthUser | null | undefined): boolean =>
-  !!user && (user.roles.includes('admin') || isSystemCaller(user));
+  !!user && (user.roles.includes('admin') || hasSystemScope(user));
 
 /** `id` of the actor returned by `systemActor()`; audit stores it as `user_id` null. */
 const SYSTEM_ACTOR_ID = 'system';
@@ -94,7 +98,10 @@ export function systemActor(tenantId?: string | null): AuthUser {
   };
 }
 
-/** True for the actor made by `systemActor()` (no user behind it). */
+/**
+ * True only for the synthetic actor made by `systemActor()`: no user stands behind it, so audit and
+ * `created_by` record null. Not a permission check: use `hasSystemScope` (or `requireRole`) for that.
+ */
 export const isSystemActor = (user: { id: string } | null | undefined): boolean => !!user && user.id === SYSTEM_ACTOR_ID;
 
 /**
@@ -103,7 +110,7 @@ export const isSystemActor = (user: { id: string } | null | undefined): boolean 
  * @throws AccessDeniedError for a non-system caller without a tenant (never widened to all tenants)
  */
 export function scopedTenantId(user: AuthUser): string | null {
-  if (!isSystemCaller(user)) {
+  if (!hasSystemScope(user)) {
     // An empty tenant would read as "no tenant filter": refuse instead of widening the scope.
     if (!user.tenant_id) throw new AccessDeniedError('The caller belongs to no tenant');
     return user.tenant_id;

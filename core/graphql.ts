@@ -1,8 +1,10 @@
 import SchemaBuilder from '@pothos/core';
 import { DateTimeResolver, JSONResolver, ObjectIDResolver } from 'graphql-scalars';
 import type Koa from 'koa';
-import { AccessDeniedError, AuthRequiredError } from './errors.ts';
-import { isAdmin, type AuthUser } from './context.ts';
+import { AuthRequiredError } from './errors.ts';
+import type { AuthUser } from './context.ts';
+import type { Page } from './page.ts';
+import { requireRole, type RequiredRole } from './identity/guards.ts';
 
 export interface GraphQLContext {
   user: AuthUser | null;
@@ -38,11 +40,13 @@ export function requireUser(ctx: GraphQLContext): AuthUser {
   return ctx.user;
 }
 
-export function requireAdmin(ctx: GraphQLContext): AuthUser {
-  const user = requireUser(ctx);
-  if (!isAdmin(user)) throw new AccessDeniedError('Administrator role required');
-  return user;
+/** The GraphQL caller, required to hold `role` (the same check as services and routes). */
+export function requireUserRole(ctx: GraphQLContext, role: RequiredRole): AuthUser {
+  return requireRole(requireUser(ctx), role);
 }
+
+/** Shorthand for `requireUserRole(ctx, 'admin')`. */
+export const requireAdmin = (ctx: GraphQLContext): AuthUser => requireUserRole(ctx, 'admin');
 
 /** Validate GraphQL arguments with the same zod schema as the REST route (422 VALIDATION_ERROR, loc starting with `args`). */
 export { parseInput } from './errors.ts';
@@ -53,3 +57,21 @@ export { parseInput } from './errors.ts';
  */
 export const givenArgs = (args: Record<string, unknown>): Record<string, unknown> =>
   Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
+
+/**
+ * The GraphQL object of a `Page<T>` (core/page.ts): `items` of `item` plus the four page numbers,
+ * all non-null, named `name` (e.g. `JobRunPage`). Every offset-paginated list uses it.
+ */
+export function pageObject<T>(builder: Builder, name: string, item: PothosSchemaTypes.ObjectRef<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>, T>) {
+  const ref = builder.objectRef<Page<T>>(name);
+  ref.implement({
+    fields: (t) => ({
+      items: t.field({ type: [item], nullable: false, resolve: (p) => p.items }),
+      total: t.exposeInt('total', { nullable: false }),
+      page: t.exposeInt('page', { nullable: false }),
+      per_page: t.exposeInt('per_page', { nullable: false }),
+      total_pages: t.exposeInt('total_pages', { nullable: false }),
+    }),
+  });
+  return ref;
+}

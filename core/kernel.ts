@@ -12,6 +12,7 @@ import { ErrorCode, UnsupportedMediaTypeError } from './errors.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HookBus } from './hooks.ts';
 import { ServiceRegistry } from './services.ts';
+import { Tenancy } from './tenancy.ts';
 import { openDatabase, type Database } from './db.ts';
 import { createBuilder, type GraphQLContext } from './graphql.ts';
 import { HealthRegistry } from './health.ts';
@@ -110,6 +111,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const db = await openDatabase(config, log);
   const hooks = new HookBus(log);
   const services = new ServiceRegistry();
+  const tenancy = new Tenancy(config.MULTI_TENANT_ENABLED);
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
   const personalData: (PersonalDataDeclaration & { plugin: string })[] = [];
@@ -138,6 +140,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         db: db.conn,
         hooks,
         services,
+        tenancy,
         log: log.child({ plugin: plugin.name }),
         kernel,
       });

@@ -7,6 +7,7 @@ import type { ServiceRegistry } from './services.ts';
 import type { RouteDef } from './http/route.ts';
 import type { Builder } from './graphql.ts';
 import type { AuthUser } from './context.ts';
+import type { Tenancy } from './tenancy.ts';
 
 /**
  * A health check: resolve (or return `true`) when healthy. Return `false` or throw a
@@ -155,6 +156,8 @@ export interface PluginContext<O = unknown> {
   db: Connection;
   hooks: HookBus;
   services: ServiceRegistry;
+  /** The app's tenant policy (`MULTI_TENANT_ENABLED`): the one source of every tenant filter. */
+  tenancy: Tenancy;
   log: Logger;
   kernel: KernelView;
 }

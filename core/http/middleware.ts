@@ -4,7 +4,7 @@ import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible'
 import type { AuthFailureLimiter } from '../rate-limit.ts';
 import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, ErrorCode, NotFoundError, RateLimitedError } from '../errors.ts';
-import { isSystemCaller, withRequest, type AuthUser, type RequestContext } from '../context.ts';
+import { hasSystemScope, withRequest, type AuthUser, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import { API_KEY_PREFIX, hashKey, type IdentityService } from '../identity/service.ts';
 import { toAppError } from './map-error.ts';
@@ -130,7 +130,7 @@ export function authenticate(identity: IdentityService, failures: AuthFailureLim
       }
       if (user) {
         const asTenant = ctx.get('X-Tenant-Id');
-        if (isSystemCaller(user) && asTenant) {
+        if (hasSystemScope(user) && asTenant) {
           if (!/^[0-9a-fA-F]{24}$/.test(asTenant)) throw new BadRequestError('X-Tenant-Id must be an object id');
           // A copy: the resolved user may be a shared cache entry.
           user = { ...user, acting_tenant_id: asTenant };

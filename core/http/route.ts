@@ -1,8 +1,8 @@
 import type Koa from 'koa';
 import type { z } from 'zod';
-import { AccessDeniedError, AuthRequiredError, ValidationError, zodIssues, type ValidationIssue } from '../errors.ts';
-import { isAdmin, isSystemCaller, type AuthUser } from '../context.ts';
-import { requireFeatures } from '../identity/guards.ts';
+import { AuthRequiredError, ValidationError, zodIssues, type ValidationIssue } from '../errors.ts';
+import type { AuthUser } from '../context.ts';
+import { requireFeatures, requireRole } from '../identity/guards.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -95,8 +95,7 @@ export function checkAuth(route: Pick<RouteDef, 'auth' | 'features'>, user: Auth
   const auth = route.auth ?? 'user';
   if (auth === 'public') return;
   if (!user) throw authError ?? new AuthRequiredError();
-  if (auth === 'admin' && !isAdmin(user)) throw new AccessDeniedError('Administrator role required');
-  if (auth === 'system' && !isSystemCaller(user)) throw new AccessDeniedError('System administrator required');
+  if (auth === 'admin' || auth === 'system') requireRole(user, auth);
   if (route.features?.length) requireFeatures(user, route.features);
 }
 

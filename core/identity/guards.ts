@@ -1,6 +1,6 @@
 import { Types, type QueryFilter } from 'mongoose';
 import { AccessDeniedError } from '../errors.ts';
-import { isSystemCaller, scopedTenantId, type AuthUser } from '../context.ts';
+import { hasSystemScope, isAdmin, scopedTenantId, type AuthUser } from '../context.ts';
 
 /**
  * An attribute rule. `equals` / `oneOf` are plain yes/no checks on the caller; `field` restricts
@@ -27,9 +27,32 @@ export interface AccessPolicy {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Filter = QueryFilter<any>;
 
-/** System callers act anywhere, so they hold every feature. */
+/**
+ * A role an operation demands: `admin` (a tenant administrator, or any system-scoped actor) or
+ * `system` (a system administrator or `systemActor()`).
+ */
+export type RequiredRole = 'admin' | 'system';
+
+/** The refusal message of each role: stated once, so REST, GraphQL and jobs answer alike. */
+export const ROLE_REQUIRED_MESSAGE: Record<RequiredRole, string> = {
+  admin: 'Administrator role required',
+  system: 'System administrator required',
+};
+
+/**
+ * The one authorization check by role, called by services (so REST, GraphQL and jobs share it)
+ * and by the route and GraphQL guards. Returns the actor for chaining.
+ * @throws AccessDeniedError (403 ACCESS_DENIED) when the actor lacks the role
+ */
+export function requireRole(actor: AuthUser, role: RequiredRole): AuthUser {
+  const ok = role === 'system' ? hasSystemScope(actor) : isAdmin(actor);
+  if (!ok) throw new AccessDeniedError(ROLE_REQUIRED_MESSAGE[role]);
+  return actor;
+}
+
+/** System actors act anywhere, so they hold every feature. */
 const hasFeature = (user: AuthUser, feature: string): boolean =>
-  isSystemCaller(user) || user.features.includes(feature);
+  hasSystemScope(user) || user.features.includes(feature);
 
 export function requireFeatures(user: AuthUser, features: readonly string[]): void {
   for (const feature of features) {
@@ -42,7 +65,7 @@ export function requireFeatures(user: AuthUser, features: readonly string[]): vo
  * @throws AccessDeniedError when a yes/no rule fails or a filtering rule's attribute is missing
  */
 function attributeFilter(user: AuthUser, rules: readonly AttributeRule[] = []): Filter {
-  if (isSystemCaller(user)) return {};
+  if (hasSystemScope(user)) return {};
   const filter: Filter = {};
   for (const rule of rules) {
     const value = user.attributes[rule.attribute];

@@ -4,7 +4,7 @@ import { Types } from 'mongoose';
 import { SignJWT, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
 import type { Config } from '../../config/index.ts';
 import { AccessDeniedError, AuthRequiredError, ConflictError, NotFoundError } from '../errors.ts';
-import { isSystemActor, requestOf, isSystemCaller, scopedTenantId, writeTenantId, type AuthUser, type CredentialRef } from '../context.ts';
+import { isSystemActor, requestOf, hasSystemScope, scopedTenantId, writeTenantId, type AuthUser, type CredentialRef } from '../context.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../hooks.ts';
 import { tenantFilter, type Filter } from './guards.ts';
 import type { Logger } from '../logger.ts';
@@ -195,7 +195,7 @@ export class IdentityService {
   }
 
   async createTenant(caller: AuthUser, input: { name: string }) {
-    if (!isSystemCaller(caller)) throw new AccessDeniedError('Only system administrators create tenants');
+    if (!hasSystemScope(caller)) throw new AccessDeniedError('Only system administrators create tenants');
     const t = await this.models.Tenant.create({ name: input.name });
     return tenantView(t.toObject());
   }
@@ -304,7 +304,7 @@ export class IdentityService {
     const user = await this.models.User.findOne({ _id: input.user_id, ...LIVE, ...this.tenantScope(caller) }).lean();
     if (!user) throw new NotFoundError('user', input.user_id);
     // A tenant admin of the system tenant must not mint keys that act as a system administrator.
-    if (!isSystemCaller(caller) && isSystemCaller(toAuthUser(user)))
+    if (!hasSystemScope(caller) && hasSystemScope(toAuthUser(user)))
       throw new AccessDeniedError('Only system administrators create keys for system administrators');
     const key = generateApiKey();
     const doc = await this.models.ApiKey.create({
@@ -337,7 +337,7 @@ export class IdentityService {
    * @throws AccessDeniedError for a non-system caller, tenant administrators included (nothing deleted)
    */
   async purgeDeadApiKeys(caller: AuthUser, cutoff: Date): Promise<{ revoked_keys_deleted: number; deleted_user_keys_deleted: number }> {
-    if (!isSystemCaller(caller)) throw new AccessDeniedError('System administrator required');
+    if (!hasSystemScope(caller)) throw new AccessDeniedError('System administrator required');
     const scope = this.tenantScope(caller);
     const revoked = await this.models.ApiKey.deleteMany({ ...scope, revoked_at: { $ne: null, $lt: cutoff } });
     const goneUsers = await this.models.User.find({ ...scope, is_deleted: true, deleted_at: { $lt: cutoff } }, { _id: 1 }).lean();
@@ -392,7 +392,7 @@ export class IdentityService {
   private async managedUser(caller: AuthUser, id: string) {
     const user = await this.models.User.findOne({ _id: id, ...LIVE, ...this.tenantScope(caller) }).lean();
     if (!user) throw new NotFoundError('user', id);
-    if (!isSystemCaller(caller) && isSystemCaller(toAuthUser(user)))
+    if (!hasSystemScope(caller) && hasSystemScope(toAuthUser(user)))
       throw new AccessDeniedError('Only system administrators change system administrators');
     return user;
   }

@@ -2,7 +2,7 @@ import { Readable, pipeline } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
 import { AccessDeniedError } from '../../core/errors.ts';
-import { isAdmin, isSystemActor, isSystemCaller, type AuthUser } from '../../core/context.ts';
+import { isAdmin, isSystemActor, hasSystemScope, type AuthUser } from '../../core/context.ts';
 import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
 import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -410,7 +410,7 @@ export class AuditService implements AuditLogger {
    * @throws AccessDeniedError for a non-system caller (nothing deleted)
    */
   async purge(actor: AuthUser, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
-    if (!isSystemCaller(actor)) throw new AccessDeniedError('System administrator required');
+    if (!hasSystemScope(actor)) throw new AccessDeniedError('System administrator required');
     const scope = tenantFilter(actor, this.opts.multiTenant);
     await this.flush();
     const cutoff = new Date(Date.now() - days * DAY_MS);

@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import type { z } from 'zod';
 import { AccessDeniedError, ConflictError, NotFoundError, ValidationError, zodIssues, type ValidationIssue } from '../../core/errors.ts';
-import { isAdmin, isSystemCaller, scopedTenantId, systemActor, type AuthUser } from '../../core/context.ts';
+import { isAdmin, hasSystemScope, scopedTenantId, systemActor, type AuthUser } from '../../core/context.ts';
 import type { JobRunner } from '../../core/plugin.ts';
 import { objectId } from '../../core/http/schemas.ts';
 import { tenantFilter } from '../../core/identity/guards.ts';
@@ -77,14 +77,14 @@ export class JobsService implements JobRunner {
   }
 
   private system(user: AuthUser): void {
-    if (!isSystemCaller(user)) throw new AccessDeniedError('System administrator required');
+    if (!hasSystemScope(user)) throw new AccessDeniedError('System administrator required');
   }
 
   /** A job the caller may see and run: every job for system callers, per-tenant jobs for tenant admins. */
   private visibleJob(user: AuthUser, name: string): RegisteredJob {
     const tenant = this.admin(user);
     const j = this.jobs.get(name);
-    if (!j || (tenant && !isSystemCaller(user) && !j.per_tenant)) throw new NotFoundError('job', name, `Job "${name}" is not registered`);
+    if (!j || (tenant && !hasSystemScope(user) && !j.per_tenant)) throw new NotFoundError('job', name, `Job "${name}" is not registered`);
     return j;
   }
 
@@ -97,7 +97,7 @@ export class JobsService implements JobRunner {
 
   registry(user: AuthUser): RegistryEntry[] {
     const tenant = this.admin(user);
-    return [...this.jobs.values()].filter((j) => !tenant || isSystemCaller(user) || j.per_tenant).map(registryView);
+    return [...this.jobs.values()].filter((j) => !tenant || hasSystemScope(user) || j.per_tenant).map(registryView);
   }
 
   registryEntry(user: AuthUser, name: string): RegistryEntry {
@@ -129,7 +129,7 @@ export class JobsService implements JobRunner {
   async trigger(name: string, params: Record<string, unknown>, opts: { actor: AuthUser; tenant_id?: string | null }) {
     const job = this.jobs.get(name);
     if (!job) throw new NotFoundError('job', name, `Job "${name}" is not registered`);
-    const tenant = opts.tenant_id !== undefined ? opts.tenant_id : isSystemCaller(opts.actor) ? (opts.actor.acting_tenant_id ?? null) : opts.actor.tenant_id;
+    const tenant = opts.tenant_id !== undefined ? opts.tenant_id : hasSystemScope(opts.actor) ? (opts.actor.acting_tenant_id ?? null) : opts.actor.tenant_id;
     const run = await this.startJob(job, params, { actor: opts.actor, tenant_id: tenant || null, trigger: 'manual', job_type: 'manual', loc: ['params'] });
     return { run_id: String(run._id), status: run.status };
   }
@@ -309,7 +309,7 @@ export class JobsService implements JobRunner {
       if (reason) issues.push({ loc: ['body', body.cron_expression !== undefined ? 'cron_expression' : 'cron'], msg: `invalid cron expression: ${reason}`, type: 'invalid_cron' });
     }
     const scope = this.admin(user);
-    const tenantAdmin = !!scope && !isSystemCaller(user);
+    const tenantAdmin = !!scope && !hasSystemScope(user);
     let tenantId: string | null | undefined = body.tenant_id;
     if (tenantAdmin) {
       if (tenantId && tenantId !== scope) throw new AccessDeniedError('Schedules for another tenant need a system administrator');

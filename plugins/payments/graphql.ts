@@ -6,7 +6,7 @@
 import type { Builder } from '../../core/graphql.ts';
 import { requireAdmin, requireUser, parseInput, givenArgs } from '../../core/graphql.ts';
 import { AccessDeniedError } from '../../core/errors.ts';
-import { isSystemCaller } from '../../core/context.ts';
+import { hasSystemScope } from '../../core/context.ts';
 import type { ResourceService } from '../resources/service.ts';
 import type { PaymentsService } from './service.ts';
 import type { PayoutsService, PayoutView } from './payouts.ts';
@@ -19,7 +19,7 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
   const Payment = 'Payment' as never;
   const system = (ctx: Parameters<typeof requireUser>[0]) => {
     const user = requireUser(ctx);
-    if (!isSystemCaller(user)) throw new AccessDeniedError('System administrator required');
+    if (!hasSystemScope(user)) throw new AccessDeniedError('System administrator required');
     return user;
   };
 

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { Types, type Connection, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
-import { isAdmin, isSystemActor, isSystemCaller, requestOf, systemActor, type AuthUser } from '../../core/context.ts';
+import { isAdmin, isSystemActor, hasSystemScope, requestOf, systemActor, type AuthUser } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
 import { identityModels, type IdentityModels } from '../../core/identity/models.ts';
@@ -286,7 +286,7 @@ export class PrivacyService {
     if (!isAdmin(caller)) throw new AccessDeniedError('Administrator role required');
     const user = await this.subjectFor(caller, userId);
     if (caller.id === userId) throw new AccessDeniedError('You cannot erase your own account', { reason: 'self' });
-    if ((user.is_system_user || user.scope === 'system') && !isSystemCaller(caller))
+    if ((user.is_system_user || user.scope === 'system') && !hasSystemScope(caller))
       throw new AccessDeniedError('Only system administrators erase system administrators');
     const preview = await this.preview(user);
     const { ErasureRequest } = this.models;

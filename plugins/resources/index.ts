@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
-import { isSystemCaller, type AuthUser } from '../../core/context.ts';
+import { hasSystemScope, type AuthUser } from '../../core/context.ts';
 import { AccessDeniedError } from '../../core/errors.ts';
 import type { ResourceDefinition } from './define.ts';
 import { ResourceRegistry } from './registry.ts';
@@ -54,7 +54,7 @@ export const resourcesPlugin = definePlugin({
 
     const purgeSoftDeleted: ResourcesApi['purgeSoftDeleted'] = async (actor, days = config.SOFT_DELETE_RETENTION_DAYS) => {
       // Refused up front: also when no resource is registered, so the answer never depends on the registry.
-      if (!isSystemCaller(actor)) throw new AccessDeniedError('System administrator required');
+      if (!hasSystemScope(actor)) throw new AccessDeniedError('System administrator required');
       const results = await Promise.all(registry.list().map((s) => s.purgeSoftDeleted(actor, days)));
       return {
         deleted_count: results.reduce((n, r) => n + r.deleted_count, 0),

@@ -6,7 +6,7 @@ import {
   type ValidationIssue,
 } from '../../core/errors.ts';
 import { toAppError } from '../../core/http/map-error.ts';
-import { isAdmin, isSystemCaller, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
+import { isAdmin, hasSystemScope, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
 import { accessFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
 import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type QueryLimits, type RawQuery, type ResourceQueryInfo } from './query.ts';
@@ -399,7 +399,7 @@ export class ResourceService {
    * @throws AccessDeniedError for a non-system caller (nothing deleted)
    */
   async purgeSoftDeleted(actor: AuthUser, olderThanDays: number): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
-    if (!isSystemCaller(actor)) throw new AccessDeniedError('System administrator required');
+    if (!hasSystemScope(actor)) throw new AccessDeniedError('System administrator required');
     const scope = this.scope(actor, { includeDeleted: true });
     const cutoff = new Date(Date.now() - olderThanDays * 86_400_000);
     const res = await this.model.deleteMany({ ...scope, is_deleted: true, deleted_at: { $lt: cutoff } });

@@ -1,6 +1,6 @@
 import type { Builder, GraphQLContext } from '../../core/graphql.ts';
 import { parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
-import { isSystemCaller, type AuthUser } from '../../core/context.ts';
+import { hasSystemScope, type AuthUser } from '../../core/context.ts';
 import { AccessDeniedError } from '../../core/errors.ts';
 import { deadLetterQuery, listQuery, retryParams, type WebhookEventView } from './schemas.ts';
 import type { WebhooksService } from './service.ts';
@@ -8,7 +8,7 @@ import type { WebhooksService } from './service.ts';
 /** Same rule as `auth: 'system'` on the REST routes: anonymous 401, anyone but a system administrator 403. */
 function requireSystem(ctx: GraphQLContext): AuthUser {
   const user = requireUser(ctx);
-  if (!isSystemCaller(user)) throw new AccessDeniedError('System administrator required');
+  if (!hasSystemScope(user)) throw new AccessDeniedError('System administrator required');
   return user;
 }
 
