@@ -1,8 +1,27 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/** The plugin folders: each may reach another only through `import type` of its `index.ts`. */
+const PLUGINS = ['audit', 'jobs', 'openapi', 'payments', 'privacy', 'resources', 'webauthn', 'webhooks', 'admin-console'];
+
+/** Files of a plugin allowed to import Koa, GraphQL or Pothos: the wiring (index.ts), REST routes and the GraphQL fragment. */
+const WIRING = ['index.ts', 'routes.ts', 'rest.ts', 'graphql.ts', 'http.ts'];
+
+const HTTP_AND_GRAPHQL = [
+  { group: ['koa', 'koa-*', '@koa/*', 'graphql', 'graphql-*', '@graphql-*', '@pothos/*'], message: 'Service logic stays free of Koa and GraphQL: move this code to index.ts, routes.ts or graphql.ts (docs/plugins.md "Layout").' },
+];
+
+/** Other plugins' files are off limits; their index.ts is allowed for types only. */
+const crossPlugin = (self) => {
+  const others = PLUGINS.filter((p) => p !== self).join('|');
+  return [
+    { regex: `^\\.\\./(${others})/(?!index\\.ts$)`, message: 'A plugin never imports another plugin\'s internals: use its service (services.get) or the hook bus, or put the shared piece in core/.' },
+    { regex: `^\\.\\./(${others})/index\\.ts$`, allowTypeImports: true, message: 'Only types may be imported from another plugin\'s index.ts; reach its code through services.get(...).' },
+  ];
+};
+
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', '.data/**', 'coverage/**', 'dist/**', 'test-results/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -11,6 +30,20 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': 'error',
       'no-console': 'error',
     },
+  },
+  ...PLUGINS.map((p) => ({
+    files: [`plugins/${p}/**/*.ts`],
+    ignores: WIRING.map((f) => `plugins/${p}/${f}`),
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [...crossPlugin(p), ...HTTP_AND_GRAPHQL] }] },
+  })),
+  ...PLUGINS.map((p) => ({
+    files: WIRING.map((f) => `plugins/${p}/${f}`),
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: crossPlugin(p) }] },
+  })),
+  {
+    // The kernel knows no plugin: plugins are listed in config/plugins.ts and reached through services.
+    files: ['core/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/plugins/**'], message: 'core/ never imports a plugin.' }] }] },
   },
   {
     // Response bodies in tests are asserted field by field; typing each one adds nothing.
