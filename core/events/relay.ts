@@ -37,6 +37,17 @@ export interface OutboxSource {
   view(doc: Doc): Doc;
 }
 
+/**
+ * A durable sink: code that must see every event of a change at least once and whose effect is
+ * idempotent by event id (e.g. audit entries keyed by their event). It runs inside the relay, in the
+ * same batch, before the outboxes are cleared; if it throws, the batch is retried.
+ */
+export interface EventSink {
+  name: string;
+  types: string[] | '*';
+  write(events: EventDoc[]): Promise<void>;
+}
+
 /** An event document as stored in `events`. */
 export interface EventDoc {
   _id: string;
@@ -124,6 +135,7 @@ export class Relay {
   private flushing: Promise<void> | null = null;
   private readonly sources = new Map<string, OutboxSource>();
   private readonly listeners: ((events: EventDoc[]) => void)[] = [];
+  private readonly sinks: EventSink[] = [];
 
   constructor(
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -134,6 +146,11 @@ export class Relay {
 
   addSource(source: OutboxSource): void {
     this.sources.set(source.name, source);
+  }
+
+  /** Adds a durable sink: it sees every batch before the outboxes are cleared (see `EventSink`). */
+  addSink(sink: EventSink): void {
+    this.sinks.push(sink);
   }
 
   /** Called with every batch this process stored in the log (in-process fan-out). */
@@ -194,6 +211,12 @@ export class Relay {
       await this.events.collection.insertMany(docs as never[], { ordered: false });
     } catch (err) {
       if (!isDuplicateOnly(err)) throw err;
+    }
+    // Sinks run before the outboxes are cleared: a process dying here leaves the outboxes for the
+    // sweep, which stores (duplicates ignored) and runs the sinks again.
+    for (const sink of this.sinks) {
+      const mine = sink.types === '*' ? docs : docs.filter((d) => (sink.types as string[]).includes(d.type));
+      if (mine.length) await sink.write(mine);
     }
     const bySource = new Map<OutboxSource, Pending[]>();
     for (const b of batch) bySource.set(b.source, [...(bySource.get(b.source) ?? []), b]);

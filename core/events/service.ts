@@ -8,7 +8,7 @@ import type { Doc } from '../hooks.ts';
 import { cursorFilter, decodeCursor, encodeCursor, querySort, type SortSpec } from '../cursor.ts';
 import { EventCatalogue, type EventTypeView } from './catalogue.ts';
 import { eventClaimModel, eventCursorModel, eventModel, newEventId } from './model.ts';
-import { Relay, supersede, type EventDoc, type OutboxEntry, type OutboxSource, type RelaySettings } from './relay.ts';
+import { Relay, supersede, type EventDoc, type EventSink, type OutboxEntry, type OutboxSource, type RelaySettings } from './relay.ts';
 import { ConsumerRunner, toRecord, type ConsumerSettings, type EventConsumer, type EventRecord } from './consumers.ts';
 import type { EventListQuery } from './schemas.ts';
 
@@ -114,6 +114,14 @@ export class EventLog {
   /** Calls `listener` with every batch this process stores (in-process fan-out, e.g. realtime). */
   onStored(listener: (events: EventDoc[]) => void): void {
     this.relay.onStored(listener);
+  }
+
+  /**
+   * Adds a durable sink (runs in the relay before outboxes are cleared; must be idempotent by event
+   * id). For in-process effects that must survive a crash at the relay's cost, such as audit entries.
+   */
+  addSink(sink: EventSink): void {
+    this.relay.addSink(sink);
   }
 
   /** Starts a durable consumer in this process. */
