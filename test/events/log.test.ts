@@ -5,11 +5,11 @@ import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
 import type { EventConsumer } from '../../core/events/index.ts';
 
 /** Polls `fn` until it returns a truthy value (or fails after `ms`). */
-async function until<T>(fn: () => Promise<T>, ms = 10_000): Promise<T> {
+async function until<T>(fn: () => Promise<T | null | undefined | false>, ms = 10_000): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await fn();
-    if (v) return v;
+    if (v) return v as T;
     if (Date.now() > end) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, 50));
   }
