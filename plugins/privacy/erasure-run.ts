@@ -50,7 +50,7 @@ interface LedgerItem {
 /** One execution of one claimed erasure request. */
 export class ErasureRun {
   private readonly audit: AuditLogger | undefined;
-  private readonly auditUser: AuditActor | null;
+  private readonly auditActor: AuditActor | null;
   private readonly tenantId: string;
   private readonly total: number;
   private readonly account: PersonalDataDeclaration | undefined;
@@ -70,7 +70,7 @@ export class ErasureRun {
     private readonly control: RunControl,
   ) {
     this.audit = env.deps.audit();
-    this.auditUser = auditActorOf(actor);
+    this.auditActor = auditActorOf(actor);
     this.tenantId = String(user.tenant_id);
     this.total = (req.preview?.collections ?? []).reduce((n, c) => n + c.count, 0) + (req.preview?.consents ?? 0);
     this.account = env.personal.account();
@@ -88,7 +88,7 @@ export class ErasureRun {
   /** Revokes (and audits) every active consent one by one; those this request revoked before a crash are found again. */
   async revokeConsents(): Promise<void> {
     const { Consent } = this.env.models;
-    const { req, user, audit, auditUser } = this;
+    const { req, user, audit, auditActor } = this;
     for await (const c of Consent.find({ user_id: user._id, $or: [{ active: true }, { revoked_by_erasure: req._id }] }).lean<ConsentRecord[]>().cursor()) {
       const item = await this.ledger(CONSENT_COLLECTION, c._id, 'revoke_consent', { tenant_id: c.tenant_id });
       const revokedAt = c.revoked_at ?? new Date();
@@ -96,7 +96,7 @@ export class ErasureRun {
       await this.settle(item, res.modifiedCount > 0, async () => {
         const old = { ...c, active: true, revoked_at: null, revoked_by_erasure: null };
         const doc = { ...c, active: undefined, revoked_at: revokedAt, revoked_by_erasure: req._id };
-        await audit?.logUpdate({ resource: CONSENT_COLLECTION, item_id: c._id, user: auditUser, tenant_id: c.tenant_id, old: old as unknown as Doc, doc: doc as unknown as Doc });
+        await audit?.logUpdate({ resource: CONSENT_COLLECTION, item_id: c._id, user: auditActor, tenant_id: c.tenant_id, old: old as unknown as Doc, doc: doc as unknown as Doc });
       });
       await this.step(`consent ${String(c._id)} revoked`);
     }
@@ -121,7 +121,7 @@ export class ErasureRun {
       const snapshot = omit(doc, [...fields, ...(d.export_exclude ?? [])]);
       const item = await this.ledger(resource, id, 'delete', { fields, tenant_id: tenantField ? doc[tenantField] : null, snapshot });
       const res = await model.deleteOne({ _id: id });
-      await this.settle(item, res.deletedCount > 0, () => this.audit?.logDelete({ resource, item_id: id, user: this.auditUser, tenant_id: item.row.tenant_id, old: snapshot }) ?? Promise.resolve());
+      await this.settle(item, res.deletedCount > 0, () => this.audit?.logDelete({ resource, item_id: id, user: this.auditActor, tenant_id: item.row.tenant_id, old: snapshot }) ?? Promise.resolve());
       await this.step(`${d.name} ${String(id)} deleted`);
     }
   }
@@ -145,7 +145,7 @@ export class ErasureRun {
         { strict: false },
       );
       await this.settle(item, res.modifiedCount > 0, () =>
-        this.audit?.logDepersonalize({ resource, item_id: id, gdpr_fields: fields, subject_user_id: this.user._id, user: this.auditUser, tenant_id: item.row.tenant_id }) ?? Promise.resolve(),
+        this.audit?.logDepersonalize({ resource, item_id: id, gdpr_fields: fields, subject_user_id: this.user._id, user: this.auditActor, tenant_id: item.row.tenant_id }) ?? Promise.resolve(),
       );
       this.depersonalized.push({ resource, item_id: id, fields });
       await this.step(`${d.name} ${String(id)} depersonalized`);
@@ -156,7 +156,7 @@ export class ErasureRun {
   async auditDeletionsOfEarlierRuns(): Promise<void> {
     const { ErasureItem } = this.env.models;
     for await (const row of ErasureItem.find({ request_id: this.req._id, action: 'delete', logged: false }).lean<ErasureItemRecord[]>().cursor()) {
-      await this.audit?.logDelete({ resource: row.resource, item_id: row.item_id, user: this.auditUser, tenant_id: row.tenant_id ?? null, old: (row.snapshot as Doc | null) ?? { _id: row.item_id } });
+      await this.audit?.logDelete({ resource: row.resource, item_id: row.item_id, user: this.auditActor, tenant_id: row.tenant_id ?? null, old: (row.snapshot as Doc | null) ?? { _id: row.item_id } });
       await ErasureItem.updateOne({ _id: row._id }, { $set: { logged: true } });
     }
   }
@@ -187,7 +187,7 @@ export class ErasureRun {
     const { user } = this;
     if (this.account && user.is_active !== false && !user.is_deleted) {
       const item = await this.ledger(this.env.personal.identity.User.collection.collectionName, user._id, 'disable', { tenant_id: user.tenant_id });
-      const disabledBy = this.auditUser ? this.actor : systemActor(this.tenantId);
+      const disabledBy = this.auditActor ? this.actor : systemActor(this.tenantId);
       await this.settle(item, true, () => identity.updateUser(disabledBy, String(user._id), { is_active: false }));
     }
     identity.invalidateUser(String(user._id));
@@ -225,7 +225,7 @@ export class ErasureRun {
     const res = await User.updateOne({ _id: user._id, $or: accountFields.map((f) => ({ [f]: { $ne: accountValues[f] } })) }, { $set: accountValues });
     this.env.deps.identity.invalidateUser(String(user._id));
     await this.settle(item, res.modifiedCount > 0, () =>
-      this.audit?.logDepersonalize({ resource: User.collection.collectionName, item_id: user._id, gdpr_fields: accountFields, subject_user_id: user._id, user: this.auditUser, tenant_id: user.tenant_id }) ?? Promise.resolve(),
+      this.audit?.logDepersonalize({ resource: User.collection.collectionName, item_id: user._id, gdpr_fields: accountFields, subject_user_id: user._id, user: this.auditActor, tenant_id: user.tenant_id }) ?? Promise.resolve(),
     );
   }
 
