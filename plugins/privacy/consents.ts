@@ -5,7 +5,7 @@ import { isAdmin, isSystemActor, requestOf, type AuthUser } from '../../core/con
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/identity/guards.ts';
 import { CONSENT_COLLECTION, consentView, type ConsentRecord, type ConsentView, type PrivacyModels } from './model.ts';
-import { oid, privacyPage, type PrivacyPage } from './personal-data.ts';
+import { findPage, oid, type PrivacyPage } from './personal-data.ts';
 import type { ConsentsQuery, GrantInput } from './schemas.ts';
 import type { PrivacyDeps } from './service.ts';
 
@@ -57,12 +57,7 @@ export class ConsentsService {
     const filter: Filter = self ? { user_id: this.personOf(actor) } : { user_id: oid(q.user_id), ...this.deps.tenancy.filter(actor) };
     if (q.purpose) filter.purpose = q.purpose;
     if (q.active !== undefined) filter.active = q.active ? true : { $ne: true };
-    const { Consent } = this.models;
-    const [items, total] = await Promise.all([
-      Consent.find(filter).sort({ granted_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<ConsentRecord[]>(),
-      Consent.countDocuments(filter),
-    ]);
-    return privacyPage(items.map(consentView), total, q);
+    return findPage(this.models.Consent, filter, { granted_at: -1, _id: -1 }, q, consentView);
   }
 
   /**

@@ -110,13 +110,16 @@ export class ErasureRun {
     }
   }
 
-  private async deleteLinkedDocuments(d: PersonalDataDeclaration): Promise<void> {
-    const { personal } = this.env;
-    const model = personal.modelOf(d);
-    const resource = model.collection.collectionName;
+  /** The collection of a declaration as the erasure steps use it. */
+  private collectionOf(d: PersonalDataDeclaration) {
+    const model = this.env.personal.modelOf(d);
     const tenantField = d.tenant_field === undefined ? 'tenant_id' : d.tenant_field;
-    const fields = [...d.gdpr_fields];
-    for await (const doc of model.find(personal.linkFilter(d, this.user)).lean<Doc[]>().cursor({ batchSize: 100 })) {
+    return { model, resource: model.collection.collectionName, tenantField, fields: [...d.gdpr_fields], linked: this.env.personal.linkFilter(d, this.user) };
+  }
+
+  private async deleteLinkedDocuments(d: PersonalDataDeclaration): Promise<void> {
+    const { model, resource, tenantField, fields, linked } = this.collectionOf(d);
+    for await (const doc of model.find(linked).lean<Doc[]>().cursor({ batchSize: 100 })) {
       const id = doc._id as Types.ObjectId;
       const snapshot = omit(doc, [...fields, ...(d.export_exclude ?? [])]);
       const item = await this.ledger(resource, id, 'delete', { fields, tenant_id: tenantField ? doc[tenantField] : null, snapshot });
@@ -127,15 +130,11 @@ export class ErasureRun {
   }
 
   private async depersonalizeLinkedDocuments(d: PersonalDataDeclaration): Promise<void> {
-    const { personal } = this.env;
-    const model = personal.modelOf(d);
-    const resource = model.collection.collectionName;
-    const tenantField = d.tenant_field === undefined ? 'tenant_id' : d.tenant_field;
-    const fields = [...d.gdpr_fields];
-    const neutral = personal.neutralOf(d);
+    const { model, resource, tenantField, fields, linked } = this.collectionOf(d);
+    const neutral = this.env.personal.neutralOf(d);
     const versioned = !!model.schema.path('version');
     const touched = !!model.schema.path('updated_at');
-    for await (const doc of model.find(personal.linkFilter(d, this.user), { _id: 1, ...(tenantField ? { [tenantField]: 1 } : {}) }).lean<Doc[]>().cursor({ batchSize: 100 })) {
+    for await (const doc of model.find(linked, { _id: 1, ...(tenantField ? { [tenantField]: 1 } : {}) }).lean<Doc[]>().cursor({ batchSize: 100 })) {
       const id = doc._id as Types.ObjectId;
       const item = await this.ledger(resource, id, 'depersonalize', { fields, tenant_id: tenantField ? doc[tenantField] : null });
       // Conditional: a document already neutral is left alone (its version does not move again on resume).

@@ -9,7 +9,7 @@ import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/erro
 import { hasSystemScope, isSystemActor, type AuthUser } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import { erasureView, type CollectionCount, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels } from './model.ts';
-import { oid, privacyPage, subjectAsActor, type PersonalData, type PrivacyPage, type Subject } from './personal-data.ts';
+import { findPage, oid, subjectAsActor, type PersonalData, type PrivacyPage, type Subject } from './personal-data.ts';
 import { ErasureRun, type ErasureEnv } from './erasure-run.ts';
 import type { ErasureListQuery } from './schemas.ts';
 import type { PrivacyDeps, RunControl } from './service.ts';
@@ -85,12 +85,7 @@ export class ErasureService {
     const filter: Filter = this.deps.tenancy.filter(actor);
     if (q.status) filter.status = q.status;
     if (q.user_id) filter.user_id = oid(q.user_id);
-    const { ErasureRequest } = this.models;
-    const [items, total] = await Promise.all([
-      ErasureRequest.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<ErasureRequestRecord[]>(),
-      ErasureRequest.countDocuments(filter),
-    ]);
-    return privacyPage(items.map(erasureView), total, q);
+    return findPage(this.models.ErasureRequest, filter, { created_at: -1, _id: -1 }, q, erasureView);
   }
 
   /** @throws NotFoundError for an unknown id or one outside the actor's tenant scope */

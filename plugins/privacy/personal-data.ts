@@ -34,8 +34,13 @@ export type Subject = UserDoc & { _id: Types.ObjectId };
  */
 export type PrivacyPage<T> = Omit<Page<T>, 'total_pages'>;
 
-export function privacyPage<T>(items: T[], total: number, q: { page: number; per_page: number }): PrivacyPage<T> {
-  const { total_pages: _notSent, ...page } = pageOf(items, total, q);
+/** One page of `model`'s documents matching `filter` in `sort` order, each shown as `view` shows it. */
+export async function findPage<D, R extends D, V>(model: Model<D>, filter: Filter, sort: Record<string, 1 | -1>, q: { page: number; per_page: number }, view: (r: R) => V): Promise<PrivacyPage<V>> {
+  const [items, total] = await Promise.all([
+    model.find(filter).sort(sort).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<R[]>(),
+    model.countDocuments(filter),
+  ]);
+  const { total_pages: _notSent, ...page } = pageOf(items.map(view), total, q);
   return page;
 }
 
