@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint';
 /** The plugin folders: each may reach another only through `import type` of its `index.ts`. */
 const PLUGINS = ['audit', 'jobs', 'openapi', 'payments', 'privacy', 'resources', 'webauthn', 'webhooks', 'admin-console'];
 
-/** Files of a plugin allowed to import Koa, GraphQL or Pothos: the wiring (index.ts), REST routes and the GraphQL fragment. */
+/** Files of a plugin allowed to import Koa, GraphQL or Pothos: the wiring (index.ts), REST routes (routes.ts, rest.ts, http.ts) and the GraphQL fragment. */
 const WIRING = ['index.ts', 'routes.ts', 'rest.ts', 'graphql.ts', 'http.ts'];
 
 const HTTP_AND_GRAPHQL = [
@@ -40,6 +40,12 @@ export default tseslint.config(
     files: WIRING.map((f) => `plugins/${p}/${f}`),
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: crossPlugin(p) }] },
   })),
+  {
+    // The template (docs/examples/notes) follows the layout it teaches; it imports no plugin at all.
+    files: ['docs/examples/notes/**/*.ts'],
+    ignores: WIRING.map((f) => `docs/examples/notes/${f}`),
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/plugins/**'], message: 'The template imports no plugin.' }, ...HTTP_AND_GRAPHQL] }] },
+  },
   {
     // The kernel knows no plugin: plugins are listed in config/plugins.ts and reached through services.
     files: ['core/**/*.ts'],

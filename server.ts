@@ -1,11 +1,12 @@
-import { ConfigError, loadConfig } from './config/index.ts';
+import { ConfigError, readConfig } from './config/index.ts';
 import { loadPlugins } from './config/plugins.ts';
 import { createApp, PluginError } from './core/kernel.ts';
 import { createLogger } from './core/logger.ts';
 
 async function main() {
-  const config = loadConfig();
+  const { config, warnings } = readConfig();
   const log = createLogger(config.LOG_LEVEL);
+  for (const { setting, replacement, message } of warnings) log.warn({ setting, replacement }, message);
   const app = await createApp({ config, plugins: await loadPlugins(config), logger: log });
   const port = await app.listen();
   log.info({ port, plugins: app.kernel.plugins() }, `listening on http://localhost:${port}`);

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
 /**
- * The placeholder `CURSOR_HMAC_SECRET` earlier versions shipped as a default (spec, document 1,
- * cursor rule 5). It is public, so it is refused in every mode.
+ * The placeholder `CURSOR_HMAC_SECRET` earlier versions shipped as a default. It is public (anyone
+ * could forge cursors with it), so it is refused in every mode.
  */
 export const PLACEHOLDER_CURSOR_SECRET = 'change-me-cursor-hmac-secret-placeholder-000000';
 /** The placeholder `TOKEN_SECRET` earlier versions shipped as a default; refused in every mode. */
@@ -101,9 +101,15 @@ export const configSchema = z.object({
   MULTI_TENANT_ENABLED: bool(true),
   /** @default true */
   AUDIT_LOG_ENABLED: bool(true),
-  /** Advisory only: the spec says nothing purges on it; it is the default of the retention endpoint. @default 90 */
+  /**
+   * Advisory: nothing purges on it by itself; it is the default `retention_days` of
+   * `DELETE /admin/audit-log/retention`. @default 90
+   */
   AUDIT_LOG_RETENTION_DAYS: int(90, 1),
-  /** Retention of the `cleanup_audit_log` job. @default 365 */
+  /**
+   * What the `cleanup_audit_log` job deletes (entries older than this). Kept apart from
+   * `AUDIT_LOG_RETENTION_DAYS`: the scheduled job keeps a year by default, the manual purge 90 days. @default 365
+   */
   JOBS_AUDIT_RETENTION_DAYS: int(365, 1),
   /** @default false */
   WEBHOOKS_ENABLED: bool(false),
@@ -131,10 +137,10 @@ export const configSchema = z.object({
   /** Age after which `purge_soft_deleted` removes soft-deleted documents. @default 30 */
   SOFT_DELETE_RETENTION_DAYS: int(30, 1),
   // --- jobs ---
-  /** `cleanup_job_runs` deletes finished job runs older than this. @default 90 */
-  JOBS_CLEANUP_DAYS: int(90, 1),
+  /** `cleanup_job_runs` deletes finished job runs older than this. Formerly `JOBS_CLEANUP_DAYS`. @default 90 */
+  JOB_RUN_RETENTION_DAYS: int(90, 1),
   /**
-   * Lock ttl (spec `ttl_seconds`): a run whose holder stops renewing its lock (crash) is taken
+   * Lock ttl (a lock's `ttl_seconds`): a run whose holder stops renewing its lock (crash) is taken
    * over by another replica after this long. Holders renew it while they run. @default 3600
    */
   JOBS_LOCK_TTL_SECONDS: int(3600, 1),
@@ -153,8 +159,11 @@ export const configSchema = z.object({
       return false;
     }
   }, 'must be an IANA time zone').default('Europe/Stockholm'),
-  /** `cleanup_expired_tokens` deletes API keys revoked longer ago than this. @default 30 */
-  JOBS_REVOKED_KEY_RETENTION_DAYS: int(30, 1),
+  /**
+   * `cleanup_expired_tokens` deletes API keys revoked (or of users deleted) longer ago than this.
+   * Formerly `JOBS_REVOKED_KEY_RETENTION_DAYS`. @default 30
+   */
+  REVOKED_API_KEY_RETENTION_DAYS: int(30, 1),
 
   // --- payments ---
   /** Mounts the payments API (`/payments`, `/payouts`, `/ledger`) and GraphQL fields. The `payments` service (provider registry) exists either way. @default false */
@@ -270,15 +279,52 @@ export const configSchema = z.object({
 
   /** Extra plugin modules (paths or package names), comma-separated; each exports a plugin object. */
   PLUGINS: csv,
-  /** Names of built-in plugins to leave out, comma-separated. */
+  /**
+   * Names of built-in plugins to leave out, comma-separated. It wins over a plugin's own
+   * `*_ENABLED` flag: a disabled plugin is not loaded at all.
+   */
   DISABLED_PLUGINS: csv,
 });
+
+/**
+ * Settings renamed to the `<THING>_RETENTION_DAYS` pattern, old name → new name. The old name is
+ * still read when the new one is unset; either way start-up logs a warning naming both.
+ */
+export const DEPRECATED_SETTINGS = {
+  JOBS_CLEANUP_DAYS: 'JOB_RUN_RETENTION_DAYS',
+  JOBS_REVOKED_KEY_RETENTION_DAYS: 'REVOKED_API_KEY_RETENTION_DAYS',
+} as const satisfies Record<string, keyof z.input<typeof configSchema>>;
+type DeprecatedSetting = keyof typeof DEPRECATED_SETTINGS;
+
+/** Something start-up should log at `warn` level: today only a deprecated variable name in use. */
+export interface ConfigWarning {
+  /** The variable the environment sets. */
+  setting: DeprecatedSetting;
+  /** The variable to set instead. */
+  replacement: (typeof DEPRECATED_SETTINGS)[DeprecatedSetting];
+  message: string;
+}
 
 type ParsedConfig = z.infer<typeof configSchema>;
 /** A `WEBHOOK_PROVIDERS` entry with its secret resolved from `secret_env`. */
 export type WebhookProviderSetting = Omit<z.infer<typeof webhookProviderSetting>, 'secret_env'> & { secret: string };
+/**
+ * The old property names, mirroring the new ones until the plugins that read them are renamed
+ * (`config.JOBS_CLEANUP_DAYS` → `config.JOB_RUN_RETENTION_DAYS`, `config.JOBS_REVOKED_KEY_RETENTION_DAYS`
+ * → `config.REVOKED_API_KEY_RETENTION_DAYS`); then delete this type and `mirrorDeprecated`.
+ */
+type DeprecatedProperties = {
+  /** @deprecated read `JOB_RUN_RETENTION_DAYS` */
+  JOBS_CLEANUP_DAYS: number;
+  /** @deprecated read `REVOKED_API_KEY_RETENTION_DAYS` */
+  JOBS_REVOKED_KEY_RETENTION_DAYS: number;
+};
+const mirrorDeprecated = (c: ParsedConfig): DeprecatedProperties => ({
+  JOBS_CLEANUP_DAYS: c.JOB_RUN_RETENTION_DAYS,
+  JOBS_REVOKED_KEY_RETENTION_DAYS: c.REVOKED_API_KEY_RETENTION_DAYS,
+});
 /** Settings as parsed from the environment: secrets may still be missing outside production. */
-export type LoadedConfig = Omit<ParsedConfig, 'WEBHOOK_PROVIDERS'> & { WEBHOOK_PROVIDERS: WebhookProviderSetting[] };
+export type LoadedConfig = Omit<ParsedConfig, 'WEBHOOK_PROVIDERS'> & { WEBHOOK_PROVIDERS: WebhookProviderSetting[] } & DeprecatedProperties;
 /** Settings of a running app: every secret is set (`createApp` fills missing ones, see core/secrets.ts). */
 export type Config = Omit<LoadedConfig, SecretSetting> & Record<SecretSetting, string>;
 export type ConfigInput = Partial<Record<keyof Config, string | undefined>>;
@@ -296,20 +342,52 @@ export class ConfigError extends Error {
  *   missing or short (< 32 bytes) secret in production
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): LoadedConfig {
+  return readConfig(env).config;
+}
+
+/**
+ * `loadConfig` plus the warnings start-up logs (server.ts): one per deprecated variable name the
+ * environment sets. A deprecated name is read only when its replacement is unset.
+ * @throws ConfigError as `loadConfig`; a bad value set under a deprecated name is reported under that name
+ */
+export function readConfig(env: Record<string, string | undefined> = process.env): { config: LoadedConfig; warnings: ConfigWarning[] } {
+  const given = (key: string) => (env[key] === undefined || env[key] === '' ? undefined : env[key]);
   const picked: Record<string, string> = {};
   for (const key of Object.keys(configSchema.shape)) {
-    const v = env[key];
-    if (v !== undefined && v !== '') picked[key] = v;
+    const v = given(key);
+    if (v !== undefined) picked[key] = v;
+  }
+  const warnings: ConfigWarning[] = [];
+  const setAs = new Map<string, string>();
+  for (const [setting, replacement] of Object.entries(DEPRECATED_SETTINGS) as [DeprecatedSetting, ConfigWarning['replacement']][]) {
+    const v = given(setting);
+    if (v === undefined) continue;
+    const used = picked[replacement] === undefined;
+    if (used) {
+      picked[replacement] = v;
+      setAs.set(replacement, setting);
+    }
+    warnings.push({
+      setting,
+      replacement,
+      message: used
+        ? `${setting} is deprecated: rename it to ${replacement} (its value is used for now)`
+        : `${setting} is deprecated and ignored: ${replacement} is set too; remove ${setting}`,
+    });
   }
   const res = configSchema.safeParse(picked);
   if (!res.success) {
-    const lines = res.error.issues.map((i) => `  ${String(i.path[0] ?? '?')}: ${i.message}`);
+    const lines = res.error.issues.map((i) => {
+      const key = String(i.path[0] ?? '?');
+      return `  ${setAs.get(key) ?? key}: ${i.message}`;
+    });
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const { WEBHOOK_PROVIDERS: providers, ...rest } = res.data;
   const problems: string[] = [];
   const cfg: LoadedConfig = {
     ...rest,
+    ...mirrorDeprecated(res.data),
     WEBHOOK_PROVIDERS: providers.map(({ secret_env, ...p }) => {
       const secret = env[secret_env];
       if (!secret) problems.push(`  WEBHOOK_PROVIDERS: provider "${p.name}" names secret_env ${secret_env}, which is not set`);
@@ -324,5 +402,5 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     else if (Buffer.byteLength(value) < MIN_SECRET_BYTES) problems.push(`  ${name}: must be at least ${MIN_SECRET_BYTES} bytes in production`);
   }
   if (problems.length) throw new ConfigError(`Invalid configuration:\n${problems.join('\n')}`);
-  return cfg;
+  return { config: cfg, warnings };
 }

@@ -1,15 +1,34 @@
-import type { Builder } from '../../core/graphql.ts';
+import type { Builder, BuilderTypes } from '../../core/graphql.ts';
 import { parseInput, requireAdmin, requireUser, givenArgs } from '../../core/graphql.ts';
+import { idParams } from '../../core/http/schemas.ts';
 import type { ConsentView, ErasureRequestView } from './model.ts';
+import type { ErasureExecution } from './erasure.ts';
+import type { PrivacyPage } from './personal-data.ts';
 import { consentsQuery, erasureBody, erasureListQuery, grantBody } from './schemas.ts';
 import type { PrivacyService } from './service.ts';
-import { idParams } from '../../core/http/schemas.ts';
+
+/**
+ * The GraphQL object of a `PrivacyPage`: core's `pageObject` minus `total_pages`, which the
+ * privacy pages have never had (their printed schema stays as it is).
+ */
+function privacyPageObject<T>(builder: Builder, name: string, item: PothosSchemaTypes.ObjectRef<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>, T>) {
+  const ref = builder.objectRef<PrivacyPage<T>>(name);
+  ref.implement({
+    fields: (t) => ({
+      items: t.field({ type: [item], nullable: false, resolve: (p) => p.items }),
+      total: t.exposeInt('total', { nullable: false }),
+      page: t.exposeInt('page', { nullable: false }),
+      per_page: t.exposeInt('per_page', { nullable: false }),
+    }),
+  });
+  return ref;
+}
 
 /**
  * GraphQL fragment: `consents`, `erasureRequests`, `erasureRequest`; mutations `grantConsent`,
  * `revokeConsent`, `requestErasure`, `executeErasure`. Same service and rules as REST.
  */
-export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
+export function privacyGraphql(builder: Builder, { consents, erasures }: PrivacyService): void {
   const Consent = builder.objectRef<ConsentView>('Consent');
   Consent.implement({
     fields: (t) => ({
@@ -23,15 +42,7 @@ export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
       active: t.exposeBoolean('active', { nullable: false }),
     }),
   });
-  const ConsentPage = builder.objectRef<{ items: ConsentView[]; total: number; page: number; per_page: number }>('ConsentPage');
-  ConsentPage.implement({
-    fields: (t) => ({
-      items: t.expose('items', { type: [Consent], nullable: false }),
-      total: t.exposeInt('total', { nullable: false }),
-      page: t.exposeInt('page', { nullable: false }),
-      per_page: t.exposeInt('per_page', { nullable: false }),
-    }),
-  });
+  const ConsentPage = privacyPageObject(builder, 'ConsentPage', Consent);
   type Count = ErasureRequestView['preview']['collections'][number];
   const CollectionCount = builder.objectRef<Count>('ErasureCollectionCount');
   CollectionCount.implement({
@@ -80,16 +91,8 @@ export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
       completed_at: t.expose('completed_at', { type: 'DateTime' }),
     }),
   });
-  const RequestPage = builder.objectRef<{ items: ErasureRequestView[]; total: number; page: number; per_page: number }>('ErasureRequestPage');
-  RequestPage.implement({
-    fields: (t) => ({
-      items: t.expose('items', { type: [Request], nullable: false }),
-      total: t.exposeInt('total', { nullable: false }),
-      page: t.exposeInt('page', { nullable: false }),
-      per_page: t.exposeInt('per_page', { nullable: false }),
-    }),
-  });
-  const Execution = builder.objectRef<{ request: ErasureRequestView; queued: boolean }>('ErasureExecution');
+  const RequestPage = privacyPageObject(builder, 'ErasureRequestPage', Request);
+  const Execution = builder.objectRef<ErasureExecution>('ErasureExecution');
   Execution.implement({
     fields: (t) => ({
       request: t.expose('request', { type: Request, nullable: false }),
@@ -104,40 +107,40 @@ export function privacyGraphql(builder: Builder, svc: PrivacyService): void {
       resolve: (_r, a, ctx) => {
         const args = givenArgs(a);
         if (typeof args.active === 'boolean') args.active = String(args.active);
-        return svc.listConsents(requireUser(ctx), parseInput(consentsQuery, args));
+        return consents.list(requireUser(ctx), parseInput(consentsQuery, args));
       },
     }),
     erasureRequests: t.field({
       type: RequestPage, nullable: false, description: 'Erasure requests of the caller\'s tenant (administrators), as GET /privacy/erasure-requests',
       args: { status: t.arg.string(), user_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => svc.listErasures(requireAdmin(ctx), parseInput(erasureListQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => erasures.list(requireAdmin(ctx), parseInput(erasureListQuery, givenArgs(a))),
     }),
     erasureRequest: t.field({
       type: Request, nullable: false, description: 'One erasure request (administrators), as GET /privacy/erasure-requests/{id}',
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.getErasure(requireAdmin(ctx), parseInput(idParams, a).id),
+      resolve: (_r, a, ctx) => erasures.get(requireAdmin(ctx), parseInput(idParams, a).id),
     }),
   }));
   builder.mutationFields((t) => ({
     grantConsent: t.field({
       type: Consent, nullable: false, description: "Grant the current user's consent to a purpose (idempotent while active)",
       args: { purpose: t.arg.string({ required: true }), source: t.arg.string() },
-      resolve: async (_r, a, ctx) => (await svc.grantConsent(requireUser(ctx), parseInput(grantBody, givenArgs(a)), 'graphql', ['args'])).consent,
+      resolve: async (_r, a, ctx) => (await consents.grant(requireUser(ctx), parseInput(grantBody, givenArgs(a)), 'graphql', ['args'])).consent,
     }),
     revokeConsent: t.field({
       type: Consent, nullable: false, description: "Revoke one of the current user's consents (idempotent)",
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.revokeConsent(requireUser(ctx), parseInput(idParams, a).id),
+      resolve: (_r, a, ctx) => consents.revoke(requireUser(ctx), parseInput(idParams, a).id),
     }),
     requestErasure: t.field({
       type: Request, nullable: false, description: 'Create an erasure request with its preview (administrators)',
       args: { user_id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.createErasure(requireAdmin(ctx), parseInput(erasureBody, a).user_id),
+      resolve: (_r, a, ctx) => erasures.create(requireAdmin(ctx), parseInput(erasureBody, a).user_id),
     }),
     executeErasure: t.field({
       type: Execution, nullable: false, description: 'Execute an erasure request: as a job when the jobs plugin is enabled (queued), inline otherwise',
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.executeErasure(requireAdmin(ctx), parseInput(idParams, a).id),
+      resolve: (_r, a, ctx) => erasures.execute(requireAdmin(ctx), parseInput(idParams, a).id),
     }),
   }));
 }

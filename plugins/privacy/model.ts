@@ -34,11 +34,17 @@ consentSchema.index({ tenant_id: 1, user_id: 1, granted_at: -1 });
 export const ERASURE_STATUSES = ['pending', 'running', 'completed', 'failed'] as const;
 export type ErasureStatus = (typeof ERASURE_STATUSES)[number];
 
+/** What an erasure does to a linked document: keep it with neutral values, or delete it. */
+export const LINKED_ACTIONS = ['depersonalize', 'delete'] as const;
+/** What an erasure did to one item, as its ledger row records it. */
+export const ERASURE_ACTIONS = [...LINKED_ACTIONS, 'revoke_consent', 'disable'] as const;
+export type ErasureAction = (typeof ERASURE_ACTIONS)[number];
+
 /** What an erasure will do (at creation) or did (result), per collection; never the personal values themselves. */
 const collectionCount = new Schema(
   {
     name: { type: String, required: true },
-    action: { type: String, enum: ['depersonalize', 'delete'], required: true },
+    action: { type: String, enum: LINKED_ACTIONS, required: true },
     count: { type: Number, required: true },
     fields: { type: [String], default: [] },
   },
@@ -114,7 +120,7 @@ export const erasureItemSchema = new Schema(
     request_id: { type: Schema.Types.ObjectId, required: true },
     resource: { type: String, required: true },
     item_id: { type: Schema.Types.ObjectId, required: true },
-    action: { type: String, enum: ['depersonalize', 'delete', 'revoke_consent', 'disable'], required: true },
+    action: { type: String, enum: ERASURE_ACTIONS, required: true },
     fields: { type: [String], default: [] },
     tenant_id: { type: Schema.Types.ObjectId, default: null },
     /** Delete only: the document minus its personal and excluded fields, for the audit entry. */
@@ -166,7 +172,7 @@ export const erasureView = (r: ErasureRequestRecord) => ({
   requested_by: r.requested_by ? String(r.requested_by) : null,
   status: r.status as ErasureStatus,
   preview: {
-    collections: (r.preview?.collections ?? []).map((c) => ({ name: c.name, action: c.action as 'depersonalize' | 'delete', count: c.count, fields: [...c.fields] })),
+    collections: (r.preview?.collections ?? []).map((c) => ({ name: c.name, action: c.action as (typeof LINKED_ACTIONS)[number], count: c.count, fields: [...c.fields] })),
     consents: r.preview?.consents ?? 0,
     api_keys: r.preview?.api_keys ?? 0,
     account: r.preview?.account ?? true,

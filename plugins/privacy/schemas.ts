@@ -4,7 +4,8 @@
  */
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
-import { ERASURE_STATUSES } from './model.ts';
+import { pageSchema } from '../../core/page.ts';
+import { ERASURE_STATUSES, LINKED_ACTIONS } from './model.ts';
 
 /** A consent purpose: a short machine label, e.g. `marketing_email`, `analytics`. */
 export const purpose = z.string().regex(/^[a-z0-9][a-z0-9_.:-]{0,63}$/, 'must be 1-64 lowercase letters, digits, _ . : or -, starting with a letter or digit');
@@ -21,7 +22,7 @@ export const grantBody = z
   .strict();
 export type GrantInput = z.output<typeof grantBody>;
 
-/** `GET /privacy/consents`: own consents; an administrator may name a user of their tenant. */
+/** `GET /privacy/consents`: own consents; an administrator may name a user within their tenant scope. */
 export const consentsQuery = pageQuery(50, 500)
   .extend({
     user_id: objectId.optional(),
@@ -45,6 +46,15 @@ export type ErasureListQuery = z.output<typeof erasureListQuery>;
 
 export const userParams = z.object({ user_id: objectId });
 
+/** Parameters of the `execute_erasure` job. */
+export const erasureJobParams = z.object({ request_id: objectId.describe('The erasure request to execute') });
+
+/**
+ * The pages of the privacy lists: core's page without `total_pages`, which these responses have
+ * never carried (see `PrivacyPage`).
+ */
+const privacyPageSchema = <T extends z.ZodType>(item: T) => pageSchema(item).omit({ total_pages: true });
+
 // Response shapes, for the OpenAPI description.
 
 export const consentResponse = z.object({
@@ -57,9 +67,9 @@ export const consentResponse = z.object({
   source: z.string(),
   active: z.boolean(),
 });
-export const consentPageResponse = z.object({ items: z.array(consentResponse), total: z.number().int(), page: z.number().int(), per_page: z.number().int() });
+export const consentPageResponse = privacyPageSchema(consentResponse);
 
-const collectionCount = z.object({ name: z.string(), action: z.enum(['depersonalize', 'delete']), count: z.number().int(), fields: z.array(z.string()) });
+const collectionCount = z.object({ name: z.string(), action: z.enum(LINKED_ACTIONS), count: z.number().int(), fields: z.array(z.string()) });
 
 export const erasureResponse = z.object({
   id: z.string(),
@@ -85,7 +95,7 @@ export const erasureResponse = z.object({
   started_at: z.iso.datetime().nullable(),
   completed_at: z.iso.datetime().nullable(),
 });
-export const erasurePageResponse = z.object({ items: z.array(erasureResponse), total: z.number().int(), page: z.number().int(), per_page: z.number().int() });
+export const erasurePageResponse = privacyPageSchema(erasureResponse);
 
 export const exportResponse = z.object({
   generated_at: z.iso.datetime(),

@@ -1,6 +1,10 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, PLACEHOLDER_CURSOR_SECRET, PLACEHOLDER_TOKEN_SECRET } from '../../config/index.ts';
+import { ConfigError, DEPRECATED_SETTINGS, loadConfig, PLACEHOLDER_CURSOR_SECRET, PLACEHOLDER_TOKEN_SECRET, readConfig } from '../../config/index.ts';
+import { loadPlugins } from '../../config/plugins.ts';
+import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
+import { buildTestApp, uniqueDbUri } from '../helpers/app.ts';
+import { startServerProcess } from '../helpers/processes.ts';
 
 const SECRET_32 = 'x'.repeat(32);
 const prod = (extra: Record<string, string> = {}) =>
@@ -64,13 +68,16 @@ describe('defaults', () => {
       // Jobs (README.md and docs/jobs.md, Settings).
       JOBS_ENABLED: false,
       JOBS_AUDIT_RETENTION_DAYS: 365,
-      JOBS_CLEANUP_DAYS: 90,
+      JOB_RUN_RETENTION_DAYS: 90,
       JOBS_LOCK_TTL_SECONDS: 3600,
       JOBS_POLL_INTERVAL_MS: 1000,
       JOBS_RETRY_DELAY_MS: 2000,
       JOBS_CONCURRENCY: 10,
       JOBS_DEFAULT_TIMEZONE: 'Europe/Stockholm',
-      JOBS_REVOKED_KEY_RETENTION_DAYS: 30,
+      REVOKED_API_KEY_RETENTION_DAYS: 30,
+      AUDIT_LOG_RETENTION_DAYS: 90,
+      WEBHOOK_EVENT_RETENTION_DAYS: 90,
+      SOFT_DELETE_RETENTION_DAYS: 30,
     });
     expect(cfg.MONGODB_URI).toBeUndefined();
     // No secret defaults: createApp fills them from DATA_DIR outside production (test/core/secrets.test.ts).
@@ -86,6 +93,63 @@ describe('defaults', () => {
     expect(cfg.TRUST_PROXY).toBe(true);
     expect(cfg.PORT).toBe(8080);
     expect(cfg.PLUGINS).toEqual(['./a.ts', 'pkg-b']);
+  });
+});
+
+describe('deprecated setting names', () => {
+  it.each(Object.entries(DEPRECATED_SETTINGS))('%s still works, as %s, with one warning naming both', (old, current) => {
+    const { config, warnings } = readConfig({ [old]: '7' });
+    expect(config[current as keyof typeof config]).toBe(7);
+    expect(warnings).toEqual([{ setting: old, replacement: current, message: `${old} is deprecated: rename it to ${current} (its value is used for now)` }]);
+    // Until the plugins read the new name, the old property mirrors it.
+    expect(config[old as keyof typeof config]).toBe(7);
+  });
+
+  it('the new name wins when both are set; the old one is reported as ignored', () => {
+    const { config, warnings } = readConfig({ JOBS_CLEANUP_DAYS: '7', JOB_RUN_RETENTION_DAYS: '12' });
+    expect(config.JOB_RUN_RETENTION_DAYS).toBe(12);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.message).toBe('JOBS_CLEANUP_DAYS is deprecated and ignored: JOB_RUN_RETENTION_DAYS is set too; remove JOBS_CLEANUP_DAYS');
+  });
+
+  it('no warning with the new names only; a bad value under the old name is reported under it', () => {
+    expect(readConfig({ JOB_RUN_RETENTION_DAYS: '5', REVOKED_API_KEY_RETENTION_DAYS: '5' }).warnings).toEqual([]);
+    const err = configError(() => loadConfig({ JOBS_REVOKED_KEY_RETENTION_DAYS: '0' }));
+    expect(err.message).toMatch(/^ {2}JOBS_REVOKED_KEY_RETENTION_DAYS: /m);
+    expect(err.message.split('\n')).toHaveLength(2);
+  });
+
+  it('start-up logs the warning once, at warn level', async () => {
+    const server = await startServerProcess({ MONGODB_URI: uniqueDbUri(), JOBS_CLEANUP_DAYS: '45', DISABLED_PLUGINS: 'openapi,webauthn,privacy' }, { timeoutMs: 50_000 });
+    try {
+      const warned = server.logs.filter((l) => l.level === 'warn');
+      expect(warned).toEqual([expect.objectContaining({ setting: 'JOBS_CLEANUP_DAYS', replacement: 'JOB_RUN_RETENTION_DAYS', msg: expect.stringContaining('JOB_RUN_RETENTION_DAYS') })]);
+    } finally {
+      await server.stop();
+    }
+  }, 60_000);
+});
+
+describe('turning a plugin off', () => {
+  const routesOf = async (config: Record<string, string>) => {
+    const t = await buildTestApp({ plugins: await loadPlugins(loadConfig({ DISABLED_PLUGINS: 'resources,audit,jobs,payments,privacy,webauthn,openapi', ...config })), config });
+    try {
+      return { plugins: t.app.kernel.plugins(), webhookRoutes: t.app.kernel.routes().filter((r) => r.path.startsWith('/webhooks')).length };
+    } finally {
+      await t.close();
+    }
+  };
+
+  it('a *_ENABLED flag keeps the plugin loaded but mounts none of its routes while off', async () => {
+    expect(await routesOf({})).toEqual({ plugins: expect.arrayContaining(['webhooks']), webhookRoutes: 0 });
+    const on = await routesOf({ WEBHOOKS_ENABLED: 'true' });
+    expect(on.webhookRoutes).toBeGreaterThan(0);
+  });
+
+  it('DISABLED_PLUGINS wins over the flag: the plugin is not loaded at all', async () => {
+    const plugins = await loadPlugins(loadConfig({ WEBHOOKS_ENABLED: 'true', DISABLED_PLUGINS: 'webhooks' }));
+    expect(plugins.map((p) => p.name)).not.toContain('webhooks');
+    expect((await loadPlugins(loadConfig({ WEBHOOKS_ENABLED: 'true' }))).map((p) => p.name)).toContain(webhooksPlugin.name);
   });
 });
 

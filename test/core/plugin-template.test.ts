@@ -106,8 +106,10 @@ describe('REST', () => {
   it('GET /notes lists only the caller\'s tenant, with totals and the option\'s page size', async () => {
     const a = await t.http('GET', '/notes', { key: A.key });
     expect(a.status).toBe(200);
-    expect(a.body).toMatchObject({ total: 4, page: 1, per_page: 2 });
+    expect(a.body).toMatchObject({ total: 4, page: 1, per_page: 2, total_pages: 2 });
     expect(a.body.items).toHaveLength(2);
+    // pageOf + setPageHeaders (core/page.ts): the page's numbers as headers too.
+    expect([a.headers.get('x-total-count'), a.headers.get('x-page'), a.headers.get('x-per-page'), a.headers.get('x-total-pages')]).toEqual(['4', '1', '2', '2']);
     const all = await t.http('GET', '/notes?per_page=100', { key: A2.key });
     expect(all.body.items.map((n: NoteView) => n.title).sort()).toEqual(['a1', 'a2', 'a3', 'a4']);
     expect(new Set(all.body.items.map((n: NoteView) => n.tenant_id))).toEqual(new Set([A.tenantId]));
@@ -357,5 +359,65 @@ describe('job archive_old_notes through the jobs plugin (JOBS_ENABLED=true)', ()
     expect(await waitRun(j, now.body.id as string)).toMatchObject({ status: 'completed', result: { tenants: n, completed: n, failed: 0 } });
     // Default archive_after_days (10): B's week-old note stays.
     expect(await titles(JB.tenantId, false)).toEqual(['b-new', 'b-week']);
+  });
+});
+
+describe('archiveNotes: the role check lives in the service (requireRole)', () => {
+  let s: TestApp;
+  let SA: Awaited<ReturnType<typeof createTenantUser>>;
+  let SAdmin: Awaited<ReturnType<typeof createTenantUser>>;
+  let SB: Awaited<ReturnType<typeof createTenantUser>>;
+  const old = () => new Date(Date.now() - 40 * 86_400_000);
+  const col = () => s.app.db.conn.collection('notes');
+  const archivedTitles = async () => (await col().find({ archived: true }).toArray()).map((n) => n.title).sort();
+
+  beforeAll(async () => {
+    s = await buildTestApp({ plugins: [notesPlugin] });
+    SA = await createTenantUser(s);
+    SAdmin = await createTenantUser(s, { tenantId: SA.tenantId, roles: ['admin'] });
+    SB = await createTenantUser(s, { roles: ['admin'] });
+    for (const [key, title] of [[SA.key, 'sa-old'], [SA.key, 'sa-new'], [SB.key, 'sb-old']] as const) {
+      expect((await s.http('POST', '/notes', { key, json: { title } })).status).toBe(201);
+    }
+    await col().updateMany({ title: { $in: ['sa-old', 'sb-old'] } }, { $set: { created_at: old() } });
+  });
+  afterAll(() => s?.close());
+
+  it('a user without the admin role gets 403 ACCESS_DENIED, REST and GraphQL alike, and nothing changes', async () => {
+    expectError(await s.http('POST', '/notes/archive', { key: SA.key, json: { older_than_days: 30 } }), 403, 'ACCESS_DENIED');
+    const g = await s.gql('mutation { archiveNotes(older_than_days: 30) }', {}, { key: SA.key });
+    expect(g.body.errors?.[0]).toMatchObject({ message: 'Administrator role required', extensions: { code: 'ACCESS_DENIED' } });
+    expect(await archivedTitles()).toEqual([]);
+  });
+
+  it('bad input is 422 before anything is written', async () => {
+    expectError(await s.http('POST', '/notes/archive', { key: SAdmin.key, json: { older_than_days: 0 } }), 422, 'VALIDATION_ERROR');
+    expect(await archivedTitles()).toEqual([]);
+  });
+
+  it('a tenant administrator archives only their own tenant\'s old notes (REST), another tenant\'s through GraphQL', async () => {
+    const res = await s.http('POST', '/notes/archive', { key: SAdmin.key, json: { older_than_days: 30 } });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ archived: 1 });
+    expect(await archivedTitles()).toEqual(['sa-old']);
+    const g = await s.gql('mutation { archiveNotes(older_than_days: 30) }', {}, { key: SB.key });
+    expect(g.body.data).toEqual({ archiveNotes: 1 });
+    expect(await archivedTitles()).toEqual(['sa-old', 'sb-old']);
+  });
+});
+
+describe('MULTI_TENANT_ENABLED=false: ctx.tenancy adds no tenant term', () => {
+  it('a user lists every tenant\'s notes; writes still stamp the author\'s tenant', async () => {
+    const s = await buildTestApp({ plugins: [notesPlugin], config: { MULTI_TENANT_ENABLED: 'false' } });
+    try {
+      const [X, Y] = [await createTenantUser(s), await createTenantUser(s)];
+      const x = await s.http('POST', '/notes', { key: X.key, json: { title: 'x' } });
+      expect(x.body.tenant_id).toBe(X.tenantId);
+      await s.http('POST', '/notes', { key: Y.key, json: { title: 'y' } });
+      expect((await s.http('GET', '/notes', { key: X.key })).body.total).toBe(2);
+      expect((await s.gql('{ notes { total } }', {}, { key: Y.key })).body.data.notes.total).toBe(2);
+    } finally {
+      await s.close();
+    }
   });
 });

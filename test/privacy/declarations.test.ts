@@ -8,6 +8,7 @@ import { auditPlugin } from '../../plugins/audit/index.ts';
 import { privacyPlugin } from '../../plugins/privacy/index.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { systemActor } from '../../core/context.ts';
+import { Tenancy } from '../../core/tenancy.ts';
 import { PrivacyService } from '../../plugins/privacy/service.ts';
 import { privacyModels } from '../../plugins/privacy/model.ts';
 import { auditEntries, collectionsHolding, createSubject, oid } from './helpers.ts';
@@ -110,17 +111,18 @@ describe('the account is declared by identity', () => {
     const svc = new PrivacyService(privacyModels(conn), {
       db: conn,
       identity: t.app.services.get('identity'),
+      tenancy: new Tenancy(true),
       audit: () => t.app.services.maybe('audit'),
       jobs: () => undefined,
       declarations: () => t.app.kernel.personalData().filter((d) => d.on_erasure !== 'account'),
       log: t.app.log,
       settings: { pseudonym: 'deleted-user', emailDomain: 'erased.invalid', leaseMs: 60_000, purposes: [] },
     });
-    const req = await svc.createErasure(systemActor(), s.userId);
+    const req = await svc.erasures.create(systemActor(), s.userId);
     // No users row, no keys to revoke, no account to disable.
     expect(req.preview.collections.map((c: any) => [c.name, c.count])).toEqual([['projects', 1], ['profiles', 0]]);
     expect(req.preview).toMatchObject({ consents: 0, api_keys: 0, account: false });
-    const done = await svc.runErasure(systemActor(), req.id);
+    const done = await svc.erasures.run(systemActor(), req.id);
     expect(done.status).toBe('completed');
     expect(done.result).toMatchObject({ documents_depersonalized: 1, api_keys_revoked: 0, account_disabled: false });
     expect(await conn.db!.collection('projects').findOne({ created_by: oid(s.userId) })).toMatchObject({ owner_email: null });

@@ -121,7 +121,7 @@ describe('execution', () => {
   });
 });
 
-describe('audit entries (spec document 2, rule 3)', () => {
+describe('audit entries: one per changed item, naming the subject, the actor only when a service account', () => {
   it('one depersonalize entry per depersonalized document, changes {gdpr_fields, user_id}, actor null', async () => {
     const entries = await auditEntries(t, { operation: 'depersonalize' });
     expect(entries).toHaveLength(5);

@@ -64,8 +64,8 @@ describe('creating a request', () => {
   it('a tenant admin of the system tenant (same tenant, no 404) cannot erase the system administrator: 403, nothing written', async () => {
     const me = await t.http('GET', '/auth/me', { key: ADMIN_KEY });
     const sysTenantAdmin = await createTenantUser(t, { tenantId: me.body.tenant_id, roles: ['admin'] });
-    const caller = await t.http('GET', '/auth/me', { key: sysTenantAdmin.key });
-    expect(caller.body).toMatchObject({ tenant_id: me.body.tenant_id, roles: ['admin'], scope: null, is_system_user: false });
+    const actor = await t.http('GET', '/auth/me', { key: sysTenantAdmin.key });
+    expect(actor.body).toMatchObject({ tenant_id: me.body.tenant_id, roles: ['admin'], scope: null, is_system_user: false });
     const n = await requests();
     const err = expectError(await t.http('POST', '/privacy/erasure-requests', { key: sysTenantAdmin.key, json: { user_id: me.body.id } }), 403, 'ACCESS_DENIED');
     expect(err.message).toBe('Only system administrators erase system administrators');
@@ -213,7 +213,7 @@ describe('GraphQL', () => {
 });
 
 describe('a tenant administrator sending another tenant’s X-Tenant-Id', () => {
-  /** The header is read for system callers only: on every privacy endpoint adminA still sees tenant A only. */
+  /** The header is read for system actors only: on every privacy endpoint adminA still sees tenant A only. */
   const spoof = { 'X-Tenant-Id': '' };
   let requestB: any;
   let consentB: any;

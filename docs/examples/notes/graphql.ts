@@ -3,8 +3,8 @@
  * validate with the same zod schemas as REST and call the same service.
  */
 import type { Builder } from '../../../core/graphql.ts';
-import { parseInput, requireUser, givenArgs } from '../../../core/graphql.ts';
-import { createNoteInput, type listNotesQuery, type NotesPage, type NoteView } from './schemas.ts';
+import { givenArgs, pageObject, parseInput, requireUser } from '../../../core/graphql.ts';
+import { archiveNotesInput, createNoteInput, type listNotesQuery, type NoteView } from './schemas.ts';
 import type { NotesService } from './service.ts';
 
 /** `query` is the same schema object the REST route validates with. */
@@ -22,15 +22,7 @@ export function notesGraphQL(builder: Builder, notes: NotesService, query: Retur
       formatted: t.exposeString('formatted'),
     }),
   });
-  const Page = builder.objectRef<NotesPage>('NotesPage');
-  Page.implement({
-    fields: (t) => ({
-      items: t.expose('items', { type: [Note], nullable: false }),
-      total: t.exposeInt('total', { nullable: false }),
-      page: t.exposeInt('page', { nullable: false }),
-      per_page: t.exposeInt('per_page', { nullable: false }),
-    }),
-  });
+  const Page = pageObject(builder, 'NotesPage', Note);
   builder.queryField('notes', (t) =>
     t.field({
       type: Page, nullable: false, description: 'Notes of the caller\'s tenant, as GET /notes',
@@ -48,6 +40,14 @@ export function notesGraphQL(builder: Builder, notes: NotesService, query: Retur
       type: Note, nullable: false, description: 'Create a note, as POST /notes',
       args: { title: t.arg.string({ required: true }), body: t.arg.string() },
       resolve: (_r, a, ctx) => notes.create(requireUser(ctx), parseInput(createNoteInput, givenArgs(a))),
+    }),
+  );
+  builder.mutationField('archiveNotes', (t) =>
+    t.int({
+      nullable: false, description: 'Archive the tenant\'s notes older than older_than_days, as POST /notes/archive; returns how many (administrators)',
+      args: { older_than_days: t.arg.int({ required: true }) },
+      // The service checks the role (requireRole), so REST and GraphQL refuse with the same 403.
+      resolve: async (_r, a, ctx) => (await notes.archiveOlderThan(requireUser(ctx), parseInput(archiveNotesInput, givenArgs(a)))).archived,
     }),
   );
 }

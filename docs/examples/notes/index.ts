@@ -5,8 +5,9 @@
  */
 import { definePlugin, type JobDefinition } from '../../../core/plugin.ts';
 import { defineRoute } from '../../../core/http/route.ts';
+import { pageHeaderDocs, setPageHeaders } from '../../../core/page.ts';
 import { noteModel } from './model.ts';
-import { archiveJobParams, createNoteInput, listNotesQuery, noteView, notesOptions, notesPage } from './schemas.ts';
+import { archiveJobParams, archiveNotesInput, archiveNotesResult, createNoteInput, listNotesQuery, noteView, notesOptions, notesPage } from './schemas.ts';
 import { NotesService, type NotesApi } from './service.ts';
 import { notesGraphQL } from './graphql.ts';
 
@@ -29,8 +30,8 @@ const DAY_MS = 86_400_000;
 export const notesPlugin = definePlugin({
   name: 'notes',
   options: notesOptions,
-  setup({ db, hooks, config, options, services }) {
-    const notes = new NotesService(noteModel(db), hooks, { multiTenant: config.MULTI_TENANT_ENABLED });
+  setup({ db, hooks, tenancy, options, services }) {
+    const notes = new NotesService({ model: noteModel(db), hooks, tenancy });
     services.provide('notes', notes);
     const tags = ['notes'];
     const listQuery = listNotesQuery(options.default_per_page, () => notes.formatterNames());
@@ -66,13 +67,19 @@ export const notesPlugin = definePlugin({
       routes: [
         defineRoute({
           method: 'GET', path: '/notes', tags, summary: 'Notes of the caller\'s tenant, newest first',
-          query: listQuery, response: notesPage,
-          handler: ({ user, query }) => notes.list(user!, query),
+          query: listQuery, response: notesPage, docs: { responseHeaders: pageHeaderDocs('Notes matching the query') },
+          handler: async ({ user: actor, query, ctx }) => setPageHeaders(ctx, await notes.list(actor!, query)),
         }),
         defineRoute({
           method: 'POST', path: '/notes', tags, status: 201, summary: 'Create a note in the caller\'s tenant',
           body: createNoteInput, response: noteView,
-          handler: ({ user, body }) => notes.create(user!, body),
+          handler: ({ user: actor, body }) => notes.create(actor!, body),
+        }),
+        defineRoute({
+          // The service demands the admin role (requireRole); docs.errors lists its 403.
+          method: 'POST', path: '/notes/archive', tags, summary: 'Archive the tenant\'s notes older than older_than_days (administrators)',
+          body: archiveNotesInput, response: archiveNotesResult, docs: { errors: [403] },
+          handler: ({ user: actor, body }) => notes.archiveOlderThan(actor!, body),
         }),
       ],
       graphql: (builder) => notesGraphQL(builder, notes, listQuery),

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { pageQuery } from '../../../core/http/schemas.ts';
+import { pageSchema } from '../../../core/page.ts';
 
 /** Options of the plugin: `notesPlugin.configure({ ... })`, checked by the kernel at start-up. */
 export const notesOptions = z.object({
@@ -69,5 +70,11 @@ export const noteView = z.object({
 });
 export type NoteView = z.output<typeof noteView>;
 
-export const notesPage = z.object({ items: z.array(noteView), total: z.number().int(), page: z.number().int(), per_page: z.number().int() });
+/** One page of notes: `items`, `total`, `page`, `per_page`, `total_pages` (core/page.ts). */
+export const notesPage = pageSchema(noteView);
 export type NotesPage = z.output<typeof notesPage>;
+
+/** `POST /notes/archive` and GraphQL `archiveNotes` (administrators). */
+export const archiveNotesInput = z.object({ older_than_days: z.number().int().min(1) }).strict();
+export type ArchiveNotesInput = z.output<typeof archiveNotesInput>;
+export const archiveNotesResult = z.object({ archived: z.number().int() });

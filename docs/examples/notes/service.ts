@@ -6,10 +6,12 @@ import { Types } from 'mongoose';
 import { ValidationError } from '../../../core/errors.ts';
 import { PluginError } from '../../../core/plugin.ts';
 import { isSystemActor, writeTenantId, type AuthUser } from '../../../core/context.ts';
-import { tenantFilter } from '../../../core/identity/guards.ts';
+import { requireRole } from '../../../core/identity/guards.ts';
+import { pageOf } from '../../../core/page.ts';
 import type { HookBus } from '../../../core/hooks.ts';
+import type { Tenancy } from '../../../core/tenancy.ts';
 import type { NoteModel, NoteRecord } from './model.ts';
-import type { CreateNoteInput, ListNotesQuery, NotesPage, NoteView } from './schemas.ts';
+import type { ArchiveNotesInput, CreateNoteInput, ListNotesQuery, NotesPage, NoteView } from './schemas.ts';
 
 /** Events of the notes plugin, typed for every listener by declaration merging. */
 declare module '../../../core/hooks.ts' {
@@ -36,9 +38,12 @@ export interface NotesApi {
   create(actor: AuthUser, input: CreateNoteInput): Promise<NoteView>;
 }
 
-export interface NotesServiceOptions {
-  /** `MULTI_TENANT_ENABLED`. */
-  multiTenant: boolean;
+/** What the service needs from the app, given by `setup()`. */
+export interface NotesServiceDeps {
+  model: NoteModel;
+  hooks: HookBus;
+  /** `ctx.tenancy`: the tenant term of every filter (and none when `MULTI_TENANT_ENABLED` is off). */
+  tenancy: Tenancy;
 }
 
 const view = (n: NoteRecord): Omit<NoteView, 'formatted'> => ({
@@ -55,11 +60,13 @@ export class NotesService implements NotesApi {
   private readonly formatters = new Map<string, NoteFormatter>();
   private frozen = false;
 
-  constructor(
-    private readonly model: NoteModel,
-    private readonly hooks: HookBus,
-    private readonly opts: NotesServiceOptions,
-  ) {}
+  private readonly model: NoteModel;
+  private readonly hooks: HookBus;
+  private readonly tenancy: Tenancy;
+
+  constructor(deps: NotesServiceDeps) {
+    ({ model: this.model, hooks: this.hooks, tenancy: this.tenancy } = deps);
+  }
 
   registerFormatter(name: string, formatter: NoteFormatter): void {
     if (this.frozen) throw new PluginError(`Formatter "${name}" registered after start-up: register it in setup()`);
@@ -79,7 +86,7 @@ export class NotesService implements NotesApi {
   /** The caller's notes, newest first. Scope comes from the actor: a tenant user sees its tenant only. */
   async list(actor: AuthUser, q: ListNotesQuery): Promise<NotesPage> {
     const formatter = this.formatter(q.format);
-    const filter = { ...tenantFilter(actor, this.opts.multiTenant), ...(q.archived === undefined ? {} : { archived: q.archived }) };
+    const filter = { ...this.tenancy.filter(actor), ...(q.archived === undefined ? {} : { archived: q.archived }) };
     const [rows, total] = await Promise.all([
       this.model.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<NoteRecord[]>(),
       this.model.countDocuments(filter),
@@ -88,7 +95,7 @@ export class NotesService implements NotesApi {
       const v = view(r);
       return { ...v, formatted: formatter ? formatter(v) : null };
     });
-    return { items, total, page: q.page, per_page: q.per_page };
+    return pageOf(items, total, q);
   }
 
   /**
@@ -112,7 +119,20 @@ export class NotesService implements NotesApi {
 
   /** How many of the actor's notes `archiveBatch` would archive: the total a job reports progress against. */
   countArchivable(actor: AuthUser, cutoff: Date): Promise<number> {
-    return this.model.countDocuments({ ...tenantFilter(actor, this.opts.multiTenant), archived: false, created_at: { $lt: cutoff } });
+    return this.model.countDocuments({ ...this.tenancy.filter(actor), archived: false, created_at: { $lt: cutoff } });
+  }
+
+  /**
+   * Archives every note of the actor's tenant older than `older_than_days`, now (the job does the
+   * same in the background). Administrators only: the role check sits here, not in the route, so
+   * REST and GraphQL refuse alike.
+   * @throws AccessDeniedError (403 ACCESS_DENIED) for an actor without the admin role
+   */
+  async archiveOlderThan(actor: AuthUser, input: ArchiveNotesInput): Promise<{ archived: number }> {
+    requireRole(actor, 'admin');
+    const cutoff = new Date(Date.now() - input.older_than_days * 86_400_000);
+    const res = await this.model.updateMany({ ...this.tenancy.filter(actor), archived: false, created_at: { $lt: cutoff } }, { $set: { archived: true } });
+    return { archived: res.modifiedCount };
   }
 
   /**
@@ -120,7 +140,7 @@ export class NotesService implements NotesApi {
    * how many. `systemActor(tenantId)` (a per-tenant job's `ctx.actor`) confines it to that tenant.
    */
   async archiveBatch(actor: AuthUser, cutoff: Date, limit: number): Promise<number> {
-    const filter = { ...tenantFilter(actor, this.opts.multiTenant), archived: false, created_at: { $lt: cutoff } };
+    const filter = { ...this.tenancy.filter(actor), archived: false, created_at: { $lt: cutoff } };
     const batch = await this.model.find(filter, { _id: 1 }).sort({ created_at: 1, _id: 1 }).limit(limit).lean();
     if (!batch.length) return 0;
     const res = await this.model.updateMany({ ...filter, _id: { $in: batch.map((n) => n._id) } }, { $set: { archived: true } });
