@@ -5,7 +5,7 @@ import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
 import { builtinPlugins } from '../config/plugins.ts';
 import { createApp } from '../core/kernel.ts';
-import { encodeCursor } from '../plugins/resources/cursor.ts';
+import { encodeCursor } from '../core/cursor.ts';
 
 const ADMIN_KEY = 'bench-admin-key-0123456789abcdef';
 

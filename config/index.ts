@@ -91,6 +91,12 @@ export const configSchema = z.object({
   QUERY_TIMEOUT_MS: int(10000, 1),
   /** @default 5000 */
   HEALTH_CHECK_TIMEOUT_MS: int(5000, 1),
+  /** Days the event log keeps an event (`GET /events`, stream resumes, durable consumers' look-back). @default 30 */
+  EVENTS_RETENTION_DAYS: int(30, 1),
+  /** How often durable consumers (and realtime tails) read the event log. @default 250 */
+  EVENTS_POLL_INTERVAL_MS: int(250, 10),
+  /** How long the relay gathers this process's events before one bulk insert into the log. @default 50 */
+  EVENTS_RELAY_INTERVAL_MS: int(50, 1),
   /** @default true */
   MULTI_TENANT_ENABLED: bool(true),
   /** @default true */

@@ -18,6 +18,7 @@ import { createBuilder, type GraphQLContext } from './graphql.ts';
 import { HealthRegistry } from './health.ts';
 import { healthPlugin } from './health-plugin.ts';
 import { identityPlugin } from './identity/index.ts';
+import { eventsPlugin } from './events/index.ts';
 import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, rateLimit, requestHead, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
@@ -30,7 +31,7 @@ import { PluginError, type JobDefinition, type KernelView, type PersonalDataDecl
 export { PluginError };
 
 /** Core plugins every app has, before the configured ones. */
-const CORE_PLUGINS = ['identity', 'health'];
+const CORE_PLUGINS = ['identity', 'events', 'health'];
 
 /**
  * Orders plugins so that each comes after its dependencies (stable: otherwise the given order).
@@ -94,7 +95,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const config = resolveSecrets(opts.config, log);
   const health = new HealthRegistry();
 
-  const ordered = orderPlugins([identityPlugin, healthPlugin(health), ...opts.plugins.filter((p) => !CORE_PLUGINS.includes(p.name))]);
+  const ordered = orderPlugins([identityPlugin, eventsPlugin, healthPlugin(health), ...opts.plugins.filter((p) => !CORE_PLUGINS.includes(p.name))]);
   const reserved = opts.plugins.find((p) => CORE_PLUGINS.includes(p.name));
   if (reserved) throw new PluginError(`Plugin name "${reserved.name}" is reserved for a core plugin`);
   const options = new Map<string, unknown>();
@@ -162,6 +163,12 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         if (account) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" declares the account, already declared by "${account.name}" of plugin "${account.plugin}"`);
         personalData.push({ ...d, plugin: plugin.name });
       }
+    }
+    const events = services.get('events');
+    for (const { plugin, c } of contributions) {
+      const types = typeof c.eventTypes === 'function' ? c.eventTypes() : (c.eventTypes ?? []);
+      for (const t of types) events.catalogue.register(t, plugin.name);
+      for (const consumer of c.eventConsumers ?? []) events.addConsumer(consumer);
     }
     for (const { c } of contributions) await c.ready?.();
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.

@@ -8,6 +8,8 @@ import type { RouteDef } from './http/route.ts';
 import type { Builder } from './graphql.ts';
 import type { AuthUser } from './context.ts';
 import type { Tenancy } from './tenancy.ts';
+import type { EventConsumer } from './events/consumers.ts';
+import type { EventTypeDefinition } from './events/catalogue.ts';
 
 /**
  * A health check: resolve (or return `true`) when healthy. Return `false` or throw a
@@ -133,6 +135,14 @@ export interface PluginContribution {
   jobs?: JobDefinition[];
   /** Personal data this plugin stores (see `PersonalDataDeclaration`); a function is evaluated after every `setup()`. */
   personalData?: PersonalDataDeclaration[] | (() => PersonalDataDeclaration[]);
+  /**
+   * Event types this plugin emits, the one place it declares them (name, description, zod schema of
+   * `data`); a function is evaluated after every `setup()`. They make up the catalogue of
+   * `GET /events/types`; a duplicate name fails start-up.
+   */
+  eventTypes?: EventTypeDefinition[] | (() => EventTypeDefinition[]);
+  /** Durable consumers of the event log (at least once delivery, effect once; see docs/events.md). */
+  eventConsumers?: EventConsumer[];
   /** Called after every plugin's `setup()`, before the server listens. */
   ready?: () => void | Promise<void>;
   /** Called on shutdown, in reverse plugin order. */

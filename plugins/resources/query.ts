@@ -84,7 +84,8 @@ export interface ResourceQueryInfo {
  * Ordered sort fields with direction. Always ends with an `['_id', dir]` tiebreaker whose
  * direction is that of the last field, unless `_id` is already one of the fields.
  */
-export type SortSpec = Array<[field: string, dir: 1 | -1]>;
+import type { SortSpec } from '../../core/cursor.ts';
+export type { SortSpec };
 
 export interface ParsedListQuery {
   mode: 'offset' | 'cursor';

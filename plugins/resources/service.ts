@@ -10,7 +10,7 @@ import { isAdmin, hasSystemScope, requestOf, isSystemActor, writeTenantId, type 
 import { accessFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
 import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type QueryLimits, type RawQuery, type ResourceQueryInfo } from './query.ts';
-import { cursorFilter, decodeCursor, encodeCursor, querySort } from './cursor.ts';
+import { cursorFilter, decodeCursor, encodeCursor, querySort } from '../../core/cursor.ts';
 import type { ResourceDefinition } from './define.ts';
 import { isSystemField } from './fields.ts';
 

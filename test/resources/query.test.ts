@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { Types } from 'mongoose';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../core/errors.ts';
-import { cursorFilter, decodeCursor, encodeCursor, querySort, sortKey } from '../../plugins/resources/cursor.ts';
+import { cursorFilter, decodeCursor, encodeCursor, querySort, sortKey } from '../../core/cursor.ts';
 import {
   DEFAULT_QUERY_LIMITS,
   parseListQuery,
@@ -631,7 +631,7 @@ describe('regular expressions the database would reject', () => {
   });
 });
 
-describe('cursor (plugins/resources/cursor.ts)', () => {
+describe('cursor (core/cursor.ts)', () => {
   const SECRET = 'unit-test-secret-0123456789abcdef0123';
   const sort: SortSpec = [
     ['n', -1],

@@ -32,8 +32,9 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Types } from 'mongoose';
-import { BadRequestError } from '../../core/errors.ts';
-import type { SortSpec } from './query.ts';
+import { BadRequestError } from './errors.ts';
+/** A sort: fields with direction, `_id` last as the tie-breaker. */
+export type SortSpec = Array<[field: string, dir: 1 | -1]>;
 
 /** Decoded cursor body. */
 export interface CursorPayload {

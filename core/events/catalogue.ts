@@ -1,0 +1,54 @@
+import { z } from 'zod';
+import { PluginError } from '../plugin.ts';
+
+/** A JSON Schema object, as `/events/types` and `/openapi.json` show it. */
+export type JsonSchema = Record<string, unknown>;
+
+/**
+ * An event type of the catalogue. Plugins declare theirs in one place (their `eventTypes`
+ * contribution); the resources plugin declares four per resource.
+ *
+ * @example { name: 'invoice.paid', description: 'An invoice was paid', data: invoiceView }
+ */
+export interface EventTypeDefinition {
+  /** `<thing>.<what happened>`, lower case, e.g. `projects.created`, `payment.completed`. */
+  name: string;
+  description: string;
+  /** Shape of `data`: a zod schema, or a JSON Schema where none exists in zod (generated resources). */
+  data: z.ZodType | JsonSchema;
+}
+
+/** One entry of the catalogue as served by `GET /events/types`. */
+export interface EventTypeView {
+  name: string;
+  description: string;
+  plugin: string;
+  schema: JsonSchema;
+}
+
+const NAME = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
+
+/** The catalogue of event types: names are unique across plugins (a duplicate fails start-up). */
+export class EventCatalogue {
+  private readonly types = new Map<string, EventTypeView>();
+
+  register(def: EventTypeDefinition, plugin: string): void {
+    if (!NAME.test(def.name)) throw new PluginError(`Event type "${def.name}" of plugin "${plugin}" must be lower-case words separated by dots`);
+    const prior = this.types.get(def.name);
+    if (prior) throw new PluginError(`Event type "${def.name}" of plugin "${plugin}" is already declared by plugin "${prior.plugin}"`);
+    const schema = def.data instanceof z.ZodType ? (z.toJSONSchema(def.data, { unrepresentable: 'any', io: 'output' }) as JsonSchema) : def.data;
+    this.types.set(def.name, { name: def.name, description: def.description, plugin, schema });
+  }
+
+  has(name: string): boolean {
+    return this.types.has(name);
+  }
+
+  names(): string[] {
+    return [...this.types.keys()].sort();
+  }
+
+  list(): EventTypeView[] {
+    return this.names().map((n) => this.types.get(n)!);
+  }
+}

@@ -1,0 +1,62 @@
+import type { Builder } from '../graphql.ts';
+import { givenArgs, parseInput, requireUser } from '../graphql.ts';
+import type { EventLog, EventPage } from './service.ts';
+import type { EventRecord } from './consumers.ts';
+import type { EventTypeView } from './catalogue.ts';
+import { eventListQuery } from './schemas.ts';
+
+/** GraphQL: `events` (cursor pages, newest first) and `eventTypes` (the catalogue). */
+export function eventsGraphql(builder: Builder, events: EventLog): void {
+  const Event = builder.objectRef<EventRecord>('Event');
+  Event.implement({
+    description: 'One event of the durable event log',
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      type: t.exposeString('type', { nullable: false }),
+      tenant_id: t.exposeString('tenant_id'),
+      created_at: t.field({ type: 'DateTime', nullable: false, resolve: (e) => e.created_at }),
+      data: t.field({ type: 'JSON', nullable: false, resolve: (e) => e.data }),
+      actor: t.exposeString('actor', { description: 'User id of the actor; null for the system' }),
+      request_id: t.exposeString('request_id'),
+    }),
+  });
+  const Cursors = builder.objectRef<EventPage['cursors']>('EventCursors');
+  Cursors.implement({
+    fields: (t) => ({
+      next: t.exposeString('next'),
+      prev: t.exposeString('prev'),
+      has_next: t.exposeBoolean('has_next', { nullable: false }),
+      has_prev: t.exposeBoolean('has_prev', { nullable: false }),
+    }),
+  });
+  const Page = builder.objectRef<EventPage>('EventPage');
+  Page.implement({
+    fields: (t) => ({
+      items: t.field({ type: [Event], nullable: false, resolve: (p) => p.items }),
+      cursors: t.field({ type: Cursors, nullable: false, resolve: (p) => p.cursors }),
+    }),
+  });
+  const Type = builder.objectRef<EventTypeView>('EventType');
+  Type.implement({
+    fields: (t) => ({
+      name: t.exposeString('name', { nullable: false }),
+      description: t.exposeString('description', { nullable: false }),
+      plugin: t.exposeString('plugin', { nullable: false }),
+      schema: t.field({ type: 'JSON', nullable: false, description: 'JSON Schema of data', resolve: (v) => v.schema }),
+    }),
+  });
+  builder.queryFields((t) => ({
+    events: t.field({
+      type: Page, nullable: false, description: "The tenant's events, newest first (administrators)",
+      args: { type: t.arg.string(), limit: t.arg.int(), cursor: t.arg.string(), direction: t.arg.string() },
+      resolve: (_r, args, ctx) => events.list(requireUser(ctx), parseInput(eventListQuery, givenArgs(args), ['args'])),
+    }),
+    eventTypes: t.field({
+      type: [Type], nullable: false, description: 'The event catalogue',
+      resolve: (_r, _a, ctx) => {
+        requireUser(ctx);
+        return events.types();
+      },
+    }),
+  }));
+}

@@ -1,0 +1,66 @@
+import { definePlugin, type Plugin } from '../plugin.ts';
+import { defineRoute } from '../http/route.ts';
+import { EventLog } from './service.ts';
+import { eventsGraphql } from './graphql.ts';
+import { eventIdParams, eventListQuery, pingData } from './schemas.ts';
+
+export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
+export type { EventConsumer, EventRecord } from './consumers.ts';
+export type { EventDoc, EventSink, OutboxEntry, OutboxSource } from './relay.ts';
+export { outboxPath, OUTBOX_FIELD } from './model.ts';
+export type { EventLog } from './service.ts';
+
+declare module '../services.ts' {
+  interface Services {
+    /** The durable event log (core, always on): stage events with changes, append, consume. */
+    events: EventLog;
+  }
+}
+
+/**
+ * Core plugin: the event log service, `GET /events`, `GET /events/{id}`, `GET /events/types`,
+ * and GraphQL `events` / `eventTypes`. Other plugins' `eventTypes` and `eventConsumers`
+ * contributions are registered by the kernel once every plugin is set up.
+ */
+export const eventsPlugin: Plugin = definePlugin({
+  name: 'events',
+  setup({ db, config, services, tenancy, log }) {
+    const events = new EventLog(db, tenancy, {
+      flushMs: config.EVENTS_RELAY_INTERVAL_MS,
+      maxBatch: 500,
+      sweepMs: 1000,
+      sweepAgeMs: 5000,
+      pollMs: config.EVENTS_POLL_INTERVAL_MS,
+      lookbackMs: 2000,
+      leaseMs: 30_000,
+      batch: 200,
+      retentionDays: config.EVENTS_RETENTION_DAYS,
+      cursorSecret: config.CURSOR_HMAC_SECRET,
+      queryTimeoutMs: config.QUERY_TIMEOUT_MS,
+    }, log);
+    services.provide('events', events);
+    events.catalogue.register({ name: 'ping', description: 'A test event, sent on request (e.g. POST /webhook-endpoints/{id}/test)', data: pingData }, 'events');
+    return {
+      routes: [
+        defineRoute({
+          method: 'GET', path: '/events', auth: 'admin', tags: ['events'], query: eventListQuery,
+          summary: "The tenant's events, newest first, in cursor pages ({items, cursors})",
+          handler: ({ user, query }) => events.list(user!, query),
+        }),
+        defineRoute({
+          method: 'GET', path: '/events/types', auth: 'user', tags: ['events'],
+          summary: 'The event catalogue: every type with the JSON Schema of its data',
+          handler: () => ({ items: events.types() }),
+        }),
+        defineRoute({
+          method: 'GET', path: '/events/:id', auth: 'admin', tags: ['events'], params: eventIdParams,
+          summary: 'One event of the tenant',
+          handler: ({ user, params }) => events.get(user!, params.id),
+        }),
+      ],
+      graphql: (b) => eventsGraphql(b, events),
+      ready: () => events.start(),
+      close: () => events.close(),
+    };
+  },
+});

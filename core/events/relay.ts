@@ -1,0 +1,258 @@
+import type { Model, Types } from 'mongoose';
+import type { Logger } from '../logger.ts';
+import type { Doc } from '../hooks.ts';
+import { OUTBOX_FIELD } from './model.ts';
+
+/**
+ * A change's event while it waits in its document's outbox (`_outbox`), written by the same atomic
+ * write as the change itself. It has no `data` while the document is still at `version`: the
+ * document then IS the event's object. A later write that supersedes it freezes `data` into it
+ * first (see `supersede`), so every event keeps the object as it was after its own change.
+ */
+export interface OutboxEntry {
+  id: string;
+  type: string;
+  tenant_id: Types.ObjectId | null;
+  created_at: Date;
+  actor: string | null;
+  request_id: string | null;
+  /**
+   * The document version this change produced. Absent for documents without versions (run records
+   * and the like, whose event states are final): their object is the document as relayed.
+   */
+  version?: number;
+  previous?: Doc | null;
+  meta?: Doc | null;
+  /** Frozen object, set when a later write superseded this entry before it reached the log. */
+  data?: Doc;
+}
+
+/** A collection whose documents carry an outbox: registered once per model with the event log. */
+export interface OutboxSource {
+  /** Collection name, e.g. `projects`. */
+  name: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  model: Model<any>;
+  /** The object as the API shows it (private fields removed) for a stored document. */
+  view(doc: Doc): Doc;
+}
+
+/**
+ * A durable sink: code that must see every event of a change at least once and whose effect is
+ * idempotent by event id (e.g. audit entries keyed by their event). It runs inside the relay, in the
+ * same batch, before the outboxes are cleared; if it throws, the batch is retried.
+ */
+export interface EventSink {
+  name: string;
+  types: string[] | '*';
+  write(events: EventDoc[]): Promise<void>;
+}
+
+/** An event document as stored in `events`. */
+export interface EventDoc {
+  _id: string;
+  type: string;
+  tenant_id: Types.ObjectId | null;
+  created_at: Date;
+  committed_at: Date;
+  data: Doc;
+  actor: string | null;
+  request_id: string | null;
+  previous: Doc | null;
+  meta: Doc | null;
+  source: { collection: string; id: unknown; version: number | null } | null;
+}
+
+interface Pending {
+  source: OutboxSource;
+  docId: unknown;
+  events: Omit<EventDoc, 'committed_at'>[];
+}
+
+export interface RelaySettings {
+  /** How long the relay gathers events before one bulk insert. */
+  flushMs: number;
+  /** Flush at once when this many events wait. */
+  maxBatch: number;
+  /** How often every process sweeps outboxes left behind (a writer that died). */
+  sweepMs: number;
+  /** Age after which an outbox entry counts as left behind. */
+  sweepAgeMs: number;
+}
+
+const isDuplicateOnly = (err: unknown): boolean => {
+  const e = err as { code?: number; writeErrors?: { code?: number; err?: { code?: number } }[] };
+  if (e.code === 11000 && !e.writeErrors) return true;
+  return !!e.writeErrors?.length && e.writeErrors.every((w) => (w.code ?? w.err?.code) === 11000);
+};
+
+/** Events of one document's outbox, each with its object (frozen, or the document itself). */
+export function eventsOf(source: OutboxSource, doc: Doc, log?: Logger): Omit<EventDoc, 'committed_at'>[] {
+  const entries = (doc[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? [];
+  const version = doc.version as number | undefined;
+  return entries.map((e) => {
+    if (!e.data && e.version !== undefined && version !== undefined && e.version !== version) {
+      // Only a writer outside the outbox protocol can leave this: the object is the current one.
+      log?.warn({ event_id: e.id, collection: source.name, entry_version: e.version, version }, 'outbox entry superseded without its object; using the current document');
+    }
+    return {
+      _id: e.id,
+      type: e.type,
+      tenant_id: e.tenant_id ?? null,
+      created_at: e.created_at,
+      data: e.data ?? source.view(doc),
+      actor: e.actor ?? null,
+      request_id: e.request_id ?? null,
+      previous: e.previous ?? null,
+      meta: e.meta ?? null,
+      source: { collection: source.name, id: doc._id, version: e.version ?? null },
+    };
+  });
+}
+
+/**
+ * The `_outbox` value of a write that supersedes `old`: its waiting entries with their object
+ * frozen (the object of an entry at `old.version` is `old` itself), plus the new entry.
+ */
+export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] {
+  const waiting = (old[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? [];
+  if (!waiting.length) return [entry];
+  const view = source.view(old);
+  return [...waiting.map((e) => (e.data ? e : { ...e, data: view })), entry];
+}
+
+/**
+ * Moves events from document outboxes into the `events` collection: in batches for this process's
+ * own writes (one insert and one bulk update per flush), and by a periodic sweep for entries a
+ * dead process left behind. Both are idempotent (event ids are the `_id`), so several processes
+ * may relay the same entry: it is stored once.
+ */
+export class Relay {
+  private queue: Pending[] = [];
+  private queued = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private sweeper: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+  private readonly sources = new Map<string, OutboxSource>();
+  private readonly listeners: ((events: EventDoc[]) => void)[] = [];
+  private readonly sinks: EventSink[] = [];
+
+  constructor(
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    private readonly events: Model<any>,
+    private readonly settings: RelaySettings,
+    private readonly log: Logger,
+  ) {}
+
+  addSource(source: OutboxSource): void {
+    this.sources.set(source.name, source);
+  }
+
+  /** Adds a durable sink: it sees every batch before the outboxes are cleared (see `EventSink`). */
+  addSink(sink: EventSink): void {
+    this.sinks.push(sink);
+  }
+
+  /** Called with every batch this process stored in the log (in-process fan-out). */
+  onStored(listener: (events: EventDoc[]) => void): void {
+    this.listeners.push(listener);
+  }
+
+  start(): void {
+    if (this.sweeper) return;
+    this.sweeper = setInterval(() => void this.sweep().catch((err) => this.log.warn({ err }, 'outbox sweep failed')), this.settings.sweepMs);
+    this.sweeper.unref();
+  }
+
+  /** Queues the outbox of a document this process just wrote (the write's returned document). */
+  enqueue(source: OutboxSource, doc: Doc): void {
+    const events = eventsOf(source, doc, this.log);
+    if (!events.length) return;
+    this.queue.push({ source, docId: doc._id, events });
+    this.queued += events.length;
+    if (this.queued >= this.settings.maxBatch) void this.flush();
+    else if (!this.timer) {
+      this.timer = setTimeout(() => void this.flush(), this.settings.flushMs);
+      this.timer.unref();
+    }
+  }
+
+  /** Stores everything queued now; resolves when it is in the log (or kept for the next try). */
+  async flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    while (this.flushing) await this.flushing;
+    if (!this.queue.length) return;
+    const batch = this.queue;
+    this.queue = [];
+    this.queued = 0;
+    this.flushing = this.store(batch)
+      .catch((err) => {
+        // The documents still hold their outboxes: keep the batch for the next flush, and the sweep
+        // recovers it even if this process dies.
+        this.log.warn({ err, events: batch.reduce((n, b) => n + b.events.length, 0) }, 'event relay failed; retrying');
+        this.queue.unshift(...batch);
+        this.queued += batch.reduce((n, b) => n + b.events.length, 0);
+        if (!this.timer) {
+          this.timer = setTimeout(() => void this.flush(), Math.max(this.settings.flushMs, 500));
+          this.timer.unref();
+        }
+      })
+      .finally(() => {
+        this.flushing = null;
+      });
+    await this.flushing;
+  }
+
+  private async store(batch: Pending[]): Promise<void> {
+    const committed_at = new Date();
+    const docs: EventDoc[] = batch.flatMap((b) => b.events.map((e) => ({ ...e, committed_at })));
+    try {
+      await this.events.collection.insertMany(docs as never[], { ordered: false });
+    } catch (err) {
+      if (!isDuplicateOnly(err)) throw err;
+    }
+    // Sinks run before the outboxes are cleared: a process dying here leaves the outboxes for the
+    // sweep, which stores (duplicates ignored) and runs the sinks again.
+    for (const sink of this.sinks) {
+      const mine = sink.types === '*' ? docs : docs.filter((d) => (sink.types as string[]).includes(d.type));
+      if (mine.length) await sink.write(mine);
+    }
+    const bySource = new Map<OutboxSource, Pending[]>();
+    for (const b of batch) bySource.set(b.source, [...(bySource.get(b.source) ?? []), b]);
+    await Promise.all(
+      [...bySource].map(([source, items]) =>
+        source.model.collection.bulkWrite(
+          items.map((b) => ({ updateOne: { filter: { _id: b.docId }, update: { $pull: { [OUTBOX_FIELD]: { id: { $in: b.events.map((e) => e._id) } } } } } })) as never,
+          { ordered: false },
+        ),
+      ),
+    );
+    for (const l of this.listeners) {
+      try {
+        l(docs);
+      } catch (err) {
+        this.log.error({ err }, 'event listener failed');
+      }
+    }
+  }
+
+  /** Relays outbox entries older than `sweepAgeMs`: their writer died or lost its connection. */
+  async sweep(): Promise<number> {
+    const cutoff = new Date(Date.now() - this.settings.sweepAgeMs);
+    let total = 0;
+    for (const source of this.sources.values()) {
+      const docs = await source.model.collection.find({ [`${OUTBOX_FIELD}.created_at`]: { $lt: cutoff } }).limit(this.settings.maxBatch).toArray();
+      if (!docs.length) continue;
+      await this.store(docs.map((d) => ({ source, docId: d._id, events: eventsOf(source, d as Doc, this.log) })));
+      total += docs.length;
+    }
+    return total;
+  }
+
+  async close(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = null;
+    await this.flush();
+  }
+}

@@ -1,0 +1,26 @@
+import { z } from 'zod';
+
+/** `GET /events` query: a type filter and cursor paging, as a resource list in cursor mode. */
+export const eventListQuery = z.object({
+  type: z.string().min(1).max(200).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(25),
+  cursor: z.string().min(1).max(8192).optional(),
+  direction: z.enum(['next', 'prev']).default('next'),
+});
+export type EventListQuery = z.output<typeof eventListQuery>;
+
+export const eventIdParams = z.object({ id: z.string().regex(/^evt_[0-9a-f]{24}$/, 'must be an event id (evt_ and 24 hexadecimal digits)') });
+
+/** An event as `GET /events` and `GET /events/{id}` show it. */
+export const eventView = z.object({
+  id: z.string(),
+  type: z.string(),
+  tenant_id: z.string().nullable(),
+  created_at: z.date(),
+  data: z.record(z.string(), z.unknown()),
+  actor: z.string().nullable().describe('User id of the actor; null for the system'),
+  request_id: z.string().nullable(),
+});
+
+/** `ping`: sent by `POST /webhook-endpoints/{id}/test` and usable to test any consumer. */
+export const pingData = z.object({ message: z.string() });

@@ -1,0 +1,223 @@
+import { Types, type Connection } from 'mongoose';
+import { NotFoundError, ValidationError } from '../errors.ts';
+import { isSystemActor, requestOf, type AuthUser } from '../context.ts';
+import { requireRole } from '../identity/guards.ts';
+import type { Tenancy } from '../tenancy.ts';
+import type { Logger } from '../logger.ts';
+import type { Doc } from '../hooks.ts';
+import { cursorFilter, decodeCursor, encodeCursor, querySort, type SortSpec } from '../cursor.ts';
+import { EventCatalogue, type EventTypeView } from './catalogue.ts';
+import { eventClaimModel, eventCursorModel, eventModel, newEventId } from './model.ts';
+import { Relay, supersede, type EventDoc, type EventSink, type OutboxEntry, type OutboxSource, type RelaySettings } from './relay.ts';
+import { ConsumerRunner, toRecord, type ConsumerSettings, type EventConsumer, type EventRecord } from './consumers.ts';
+import type { EventListQuery } from './schemas.ts';
+
+export interface EventLogSettings extends RelaySettings, ConsumerSettings {
+  /** Events older than this are deleted by the sweep. */
+  retentionDays: number;
+  cursorSecret: string;
+  queryTimeoutMs: number;
+}
+
+/** What the emitter of an event says about it, besides its type. */
+export interface StageInput {
+  actor: AuthUser | null;
+  tenant_id: string | Types.ObjectId | null;
+  /** The document version the change produces (absent for documents without versions). */
+  version?: number;
+  previous?: Doc | null;
+  meta?: Doc | null;
+}
+
+const SORT: SortSpec = [['created_at', -1], ['_id', -1]];
+
+/** The cursor page of `GET /events`, as a resource list in cursor mode. */
+export interface EventPage {
+  items: EventRecord[];
+  cursors: { next: string | null; prev: string | null; has_next: boolean; has_prev: boolean };
+}
+
+/**
+ * The durable event log (core, always on). An event is stored if and only if its change is:
+ * emitters stage the event into the changed document's outbox in the same atomic write
+ * (`stage` + `outbox.insert` / `outbox.update`), and the relay moves it into `events` (see
+ * docs/events.md). Events without a document (`ping`) are appended directly.
+ */
+export class EventLog {
+  readonly catalogue = new EventCatalogue();
+  private readonly relay: Relay;
+  private readonly runners: ConsumerRunner[] = [];
+  private readonly models;
+  private retentionTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    conn: Connection,
+    private readonly tenancy: Tenancy,
+    private readonly settings: EventLogSettings,
+    private readonly log: Logger,
+  ) {
+    this.models = { events: eventModel(conn), claims: eventClaimModel(conn), cursors: eventCursorModel(conn) };
+    this.relay = new Relay(this.models.events, settings, log);
+  }
+
+  /** Registers a collection whose documents carry outboxes, so left-behind entries are swept. */
+  addSource(source: OutboxSource): void {
+    this.relay.addSource(source);
+  }
+
+  /**
+   * A new event for the outbox of the write that makes the change. Put it in the written document
+   * with `outbox.insert(doc, entry)` or `outbox.update(source, old, entry)`, then hand the written
+   * document to `committed()`.
+   * @throws Error for a type missing from the catalogue (a programming error)
+   */
+  stage(type: string, input: StageInput): OutboxEntry {
+    if (!this.catalogue.has(type)) throw new Error(`Event type "${type}" is not in the catalogue: declare it in the plugin's eventTypes`);
+    const actor = input.actor;
+    return {
+      id: newEventId(),
+      type,
+      tenant_id: input.tenant_id ? new Types.ObjectId(String(input.tenant_id)) : null,
+      created_at: new Date(),
+      actor: actor && !isSystemActor(actor) ? actor.id : null,
+      request_id: requestOf(actor)?.requestId ?? null,
+      ...(input.version !== undefined ? { version: input.version } : {}),
+      ...(input.previous ? { previous: input.previous } : {}),
+      ...(input.meta ? { meta: input.meta } : {}),
+    };
+  }
+
+  /** Builders of the `_outbox` value a write stores with its change. */
+  readonly outbox = {
+    /** The outbox of a new document. */
+    insert: (entry: OutboxEntry): OutboxEntry[] => [entry],
+    /** The outbox of a write replacing `old` (waiting entries keep their own object). */
+    update: (source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] => supersede(source, old, entry),
+  };
+
+  /** The write with an outbox succeeded: relay its events to the log (batched, in the background). */
+  committed(source: OutboxSource, doc: Doc): void {
+    this.relay.enqueue(source, doc);
+  }
+
+  /** Appends an event that belongs to no document (e.g. `ping`), stored before it resolves. */
+  async append(type: string, input: Omit<StageInput, 'version' | 'previous'> & { data: Doc }): Promise<EventRecord> {
+    const entry = this.stage(type, input);
+    const doc: EventDoc = {
+      _id: entry.id, type, tenant_id: entry.tenant_id, created_at: entry.created_at, committed_at: new Date(),
+      data: input.data, actor: entry.actor, request_id: entry.request_id, previous: null, meta: input.meta ?? null, source: null,
+    };
+    await this.models.events.collection.insertOne(doc as never);
+    return toRecord(doc);
+  }
+
+  /** Calls `listener` with every batch this process stores (in-process fan-out, e.g. realtime). */
+  onStored(listener: (events: EventDoc[]) => void): void {
+    this.relay.onStored(listener);
+  }
+
+  /**
+   * Adds a durable sink (runs in the relay before outboxes are cleared; must be idempotent by event
+   * id). For in-process effects that must survive a crash at the relay's cost, such as audit entries.
+   */
+  addSink(sink: EventSink): void {
+    this.relay.addSink(sink);
+  }
+
+  /** Starts a durable consumer in this process. */
+  addConsumer(consumer: EventConsumer): void {
+    if (this.runners.some((r) => r.name === consumer.name)) throw new Error(`Event consumer "${consumer.name}" is already registered`);
+    const runner = new ConsumerRunner(consumer, this.models, this.settings, this.log.child({ consumer: consumer.name }));
+    this.runners.push(runner);
+  }
+
+  /** Starts the relay's sweep, the retention purge and every consumer. */
+  start(): void {
+    this.relay.start();
+    for (const r of this.runners) r.start();
+    const purge = () => void this.purge().catch((err) => this.log.warn({ err }, 'event retention purge failed'));
+    this.retentionTimer = setInterval(purge, 3_600_000);
+    this.retentionTimer.unref();
+  }
+
+  /** Stores what waits in this process's relay now (tests and shutdown). */
+  flush(): Promise<void> {
+    return this.relay.flush();
+  }
+
+  /** Relays left-behind outbox entries now (normally every sweep interval). */
+  sweep(): Promise<number> {
+    return this.relay.sweep();
+  }
+
+  async close(): Promise<void> {
+    if (this.retentionTimer) clearInterval(this.retentionTimer);
+    await Promise.all(this.runners.map((r) => r.stop()));
+    await this.relay.close();
+  }
+
+  async purge(): Promise<number> {
+    const cutoff = new Date(Date.now() - this.settings.retentionDays * 86_400_000);
+    const res = await this.models.events.deleteMany({ committed_at: { $lt: cutoff } });
+    return res.deletedCount ?? 0;
+  }
+
+  /** Consumer lag in ms, by consumer name. */
+  async lag(): Promise<Record<string, number>> {
+    const out: Record<string, number> = {};
+    for (const r of this.runners) out[r.name] = await r.lagMs();
+    return out;
+  }
+
+  /** The catalogue, each type with its JSON Schema. */
+  types(): EventTypeView[] {
+    return this.catalogue.list();
+  }
+
+  /**
+   * The actor's tenant's events, newest first, in cursor pages. Tenant administrators see their
+   * tenant's; system administrators all tenants' (or one, with `X-Tenant-Id`).
+   * @throws AccessDeniedError for non-administrators; ValidationError for a type not in the catalogue
+   */
+  async list(actor: AuthUser, q: EventListQuery): Promise<EventPage> {
+    requireRole(actor, 'admin');
+    if (q.type && !this.catalogue.has(q.type)) {
+      throw new ValidationError([{ loc: ['query', 'type'], msg: `Unknown event type; known types: ${this.catalogue.names().join(', ')}`, type: 'enum' }]);
+    }
+    const filter: Doc = { ...this.tenancy.filter(actor), ...(q.type ? { type: q.type } : {}) };
+    const values = q.cursor ? decodeCursor(q.cursor, SORT, this.settings.cursorSecret) : null;
+    const dir = q.direction;
+    const range = values ? cursorFilter(SORT, values, dir) : null;
+    const rows = await this.models.events
+      .find(range ? { $and: [filter, range] } : filter, { previous: 0, meta: 0, source: 0, committed_at: 0 })
+      .sort(querySort(SORT, dir))
+      .limit(q.limit + 1)
+      .maxTimeMS(this.settings.queryTimeoutMs)
+      .lean<EventDoc[]>();
+    const more = rows.length > q.limit;
+    const page = rows.slice(0, q.limit);
+    if (dir === 'prev') page.reverse();
+    const hasNext = dir === 'next' ? more : values !== null;
+    const hasPrev = dir === 'next' ? values !== null : more;
+    const first = page[0];
+    const last = page[page.length - 1];
+    const secret = this.settings.cursorSecret;
+    return {
+      items: page.map(toRecord),
+      cursors: {
+        next: hasNext && last ? encodeCursor(SORT, last as unknown as Doc, secret) : null,
+        prev: hasPrev && first ? encodeCursor(SORT, first as unknown as Doc, secret) : null,
+        has_next: hasNext && !!last,
+        has_prev: hasPrev && !!first,
+      },
+    };
+  }
+
+  /** One event of the actor's tenant (404 outside it). */
+  async get(actor: AuthUser, id: string): Promise<EventRecord> {
+    requireRole(actor, 'admin');
+    const doc = await this.models.events.findOne({ _id: id, ...this.tenancy.filter(actor) }, { previous: 0, meta: 0, source: 0 }).lean<EventDoc>();
+    if (!doc) throw new NotFoundError('event', id);
+    return toRecord(doc);
+  }
+}

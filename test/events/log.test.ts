@@ -1,0 +1,188 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MongoClient } from 'mongodb';
+import { buildTestApp, createTenantUser, expectError, uniqueDbUri, ADMIN_KEY, type TestApp } from '../helpers/app.ts';
+import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
+import type { EventConsumer } from '../../core/events/index.ts';
+
+/** Polls `fn` until it returns a truthy value (or fails after `ms`). */
+async function until<T>(fn: () => Promise<T | null | undefined | false>, ms = 10_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as T;
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('event log', () => {
+  let t: TestApp;
+  let a: Awaited<ReturnType<typeof createTenantUser>>;
+  let aUser: Awaited<ReturnType<typeof createTenantUser>>;
+  let b: Awaited<ReturnType<typeof createTenantUser>>;
+  const seen: string[] = [];
+  const consumer: EventConsumer = { name: 'test-consumer', types: ['ew_note.created'], handle: async (e) => void seen.push(e.id) };
+  beforeAll(async () => {
+    t = await buildTestApp({ plugins: [eventWriterPlugin.configure(undefined), { ...eventWriterPlugin, name: 'event-consumer', setup: () => ({ eventConsumers: [consumer] }) }] });
+    a = await createTenantUser(t, { roles: ['admin'] });
+    aUser = await createTenantUser(t, { tenantId: a.tenantId, roles: ['user'] });
+    b = await createTenantUser(t, { roles: ['admin'] });
+  });
+  afterAll(() => t?.close());
+
+  const events = (key: string, q = '') => t.http('GET', `/events${q}`, { key });
+
+  it('stores one event per change, with the object as the API shows it, the actor and the request id', async () => {
+    const created = await t.http('POST', '/ew-notes', { key: a.key, json: { title: 'first', secret: 'hidden' } });
+    expect(created.status).toBe(201);
+    const updated = await t.http('PATCH', `/ew-notes/${created.body.id}`, { key: a.key, json: { title: 'second' } });
+    expect(updated.status).toBe(200);
+    const page = await until(async () => {
+      const r = await events(a.key);
+      return r.body.items?.length === 2 ? r : null;
+    });
+    const [upd, cre] = page.body.items;
+    expect(upd).toMatchObject({ type: 'ew_note.updated', tenant_id: a.tenantId, actor: a.userId, data: { id: created.body.id, title: 'second', version: 2 } });
+    expect(cre).toMatchObject({ type: 'ew_note.created', tenant_id: a.tenantId, actor: a.userId, data: { title: 'first', version: 1 } });
+    expect(cre.data).not.toHaveProperty('secret');
+    expect(upd.id).toMatch(/^evt_[0-9a-f]{24}$/);
+    expect(cre.request_id).toBe(created.headers.get('x-request-id'));
+    expect(Object.keys(upd).sort()).toEqual(['actor', 'created_at', 'data', 'id', 'request_id', 'tenant_id', 'type']);
+    expect(page.body.cursors).toMatchObject({ has_next: false, has_prev: false, next: null, prev: null });
+
+    const one = await t.http('GET', `/events/${upd.id}`, { key: a.key });
+    expect(one.status).toBe(200);
+    expect(one.body).toEqual(upd);
+  });
+
+  it('keeps each event its own object when two writes come before the relay', async () => {
+    const c = await t.http('POST', '/ew-notes', { key: a.key, json: { title: 'v1' } });
+    await t.http('PATCH', `/ew-notes/${c.body.id}`, { key: a.key, json: { title: 'v2' } });
+    await t.http('PATCH', `/ew-notes/${c.body.id}`, { key: a.key, json: { title: 'v3' } });
+    const mine = await until(async () => {
+      const r = await events(a.key, '?limit=100');
+      const list = (r.body.items as any[]).filter((e) => e.data.id === c.body.id);
+      return list.length === 3 ? list : null;
+    });
+    expect(mine.map((e: any) => [e.type, e.data.title, e.data.version])).toEqual([
+      ['ew_note.updated', 'v3', 3],
+      ['ew_note.updated', 'v2', 2],
+      ['ew_note.created', 'v1', 1],
+    ]);
+  });
+
+  it('is tenant-scoped over REST and GraphQL: no read or count crosses tenants', async () => {
+    await t.http('POST', '/ew-notes', { key: b.key, json: { title: 'tenant b' } });
+    const bEvents = await until(async () => {
+      const r = await events(b.key);
+      return r.body.items?.length === 1 ? r.body.items : null;
+    });
+    const aList = (await events(a.key, '?limit=100')).body.items as any[];
+    expect(aList.every((e) => e.tenant_id === a.tenantId)).toBe(true);
+    expectError(await t.http('GET', `/events/${bEvents[0].id}`, { key: a.key }), 404, 'NOT_FOUND');
+    const g = await t.gql('{ events(limit: 100) { items { id tenant_id } } }', {}, { key: a.key });
+    expect(g.body.errors).toBeUndefined();
+    expect(g.body.data.events.items.length).toBe(aList.length);
+    expect(g.body.data.events.items.every((e: any) => e.tenant_id === a.tenantId)).toBe(true);
+    // A system administrator sees both tenants, or one with X-Tenant-Id.
+    const all = (await t.http('GET', '/events?limit=100', { key: ADMIN_KEY })).body.items as any[];
+    expect(new Set(all.map((e) => e.tenant_id))).toEqual(new Set([a.tenantId, b.tenantId]));
+    const onlyB = (await t.http('GET', '/events?limit=100', { key: ADMIN_KEY, headers: { 'X-Tenant-Id': b.tenantId } })).body.items as any[];
+    expect(onlyB.map((e) => e.id)).toEqual([bEvents[0].id]);
+  });
+
+  it('refuses non-administrators (403) and anonymous callers (401), REST and GraphQL', async () => {
+    expectError(await events(aUser.key), 403, 'ACCESS_DENIED');
+    expectError(await t.http('GET', '/events', { key: null }), 401, 'AUTH_REQUIRED');
+    const g = await t.gql('{ events { items { id } } }', {}, { key: aUser.key });
+    expect(g.body.errors?.[0]?.extensions?.code).toBe('ACCESS_DENIED');
+  });
+
+  it('pages newest first with signed cursors, both directions', async () => {
+    for (let i = 0; i < 5; i++) await t.http('POST', '/ew-notes', { key: b.key, json: { title: `p${i}` } });
+    await until(async () => (await events(b.key, '?limit=100')).body.items.length === 6);
+    const all = (await events(b.key, '?limit=100')).body.items.map((e: any) => e.id);
+    const p1 = await events(b.key, '?limit=4');
+    expect(p1.body.items.map((e: any) => e.id)).toEqual(all.slice(0, 4));
+    expect(p1.body.cursors.has_next).toBe(true);
+    const p2 = await events(b.key, `?limit=4&cursor=${p1.body.cursors.next}`);
+    expect(p2.body.items.map((e: any) => e.id)).toEqual(all.slice(4));
+    expect(p2.body.cursors).toMatchObject({ has_next: false, has_prev: true });
+    const back = await events(b.key, `?limit=4&direction=prev&cursor=${p2.body.cursors.prev}`);
+    expect(back.body.items.map((e: any) => e.id)).toEqual(all.slice(0, 4));
+    expectError(await events(b.key, `?cursor=${p1.body.cursors.next.slice(0, -3)}abc`), 400, 'BAD_REQUEST');
+  });
+
+  it('validates its query: an unknown type names the known ones (422), bad limit and id are refused', async () => {
+    const bad = expectError(await events(a.key, '?type=nope.never'), 422, 'VALIDATION_ERROR');
+    expect(JSON.stringify(bad.details)).toContain('ew_note.created');
+    expectError(await events(a.key, '?limit=100000'), 422, 'VALIDATION_ERROR');
+    expectError(await t.http('GET', '/events/not-an-id', { key: a.key }), 422, 'VALIDATION_ERROR');
+    expectError(await t.http('GET', `/events/evt_${'0'.repeat(24)}`, { key: a.key }), 404, 'NOT_FOUND');
+    const filtered = (await events(a.key, '?type=ew_note.updated&limit=100')).body.items as any[];
+    expect(filtered.length).toBeGreaterThan(0);
+    expect(filtered.every((e) => e.type === 'ew_note.updated')).toBe(true);
+  });
+
+  it('serves the catalogue with a JSON Schema per type, REST and GraphQL', async () => {
+    const r = await t.http('GET', '/events/types', { key: aUser.key });
+    expect(r.status).toBe(200);
+    const names = r.body.items.map((x: any) => x.name);
+    expect(names).toEqual(expect.arrayContaining(['ping', 'ew_note.created', 'ew_note.updated']));
+    const created = r.body.items.find((x: any) => x.name === 'ew_note.created');
+    expect(created).toMatchObject({ plugin: 'event-writer', schema: { type: 'object', properties: { title: { type: 'string' } } } });
+    const g = await t.gql('{ eventTypes { name plugin schema } }', {}, { key: aUser.key });
+    expect(g.body.data.eventTypes.map((x: any) => x.name)).toEqual(names);
+  });
+
+  it('delivers every matching event to a durable consumer exactly once', async () => {
+    const before = seen.length;
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await t.http('POST', '/ew-notes', { key: a.key, json: { title: `c${i}` } })).body.id);
+    await until(async () => seen.length >= before + 5);
+    await new Promise((r) => setTimeout(r, 800));
+    expect(seen.length).toBe(new Set(seen).size);
+    const client = new MongoClient(t.config.MONGODB_URI!);
+    try {
+      const claims = await client.db().collection('event_claims').countDocuments({ consumer: 'test-consumer', status: 'done' });
+      expect(claims).toBe(seen.length);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('event log: left-behind outboxes', () => {
+  it('the sweep relays an entry whose writer never did, once, however many processes sweep', async () => {
+    const uri = uniqueDbUri();
+    const [p, q] = await Promise.all([
+      buildTestApp({ plugins: [eventWriterPlugin], config: { MONGODB_URI: uri } }),
+      buildTestApp({ plugins: [eventWriterPlugin], config: { MONGODB_URI: uri, ADMIN_API_KEY: '' } }),
+    ]);
+    try {
+      const client = new MongoClient(uri);
+      try {
+        const tenant = (await createTenantUser(p, { roles: ['admin'] })).tenantId;
+        // A note written with its outbox, as if its writer died before relaying.
+        const { ObjectId } = await import('mongodb');
+        const at = new Date(Date.now() - 60_000);
+        await client.db().collection('ew_notes').insertOne({
+          _id: new ObjectId(), tenant_id: new ObjectId(tenant), title: 'orphan', version: 1,
+          _outbox: [{ id: `evt_${new ObjectId().toHexString()}`, type: 'ew_note.created', tenant_id: new ObjectId(tenant), created_at: at, actor: null, request_id: null, version: 1 }],
+        });
+        const events = p.app.services.get('events');
+        const other = q.app.services.get('events');
+        await Promise.all([events.sweep(), other.sweep(), events.sweep()]);
+        const stored = await client.db().collection('events').find({ type: 'ew_note.created', 'data.title': 'orphan' }).toArray();
+        expect(stored).toHaveLength(1);
+        expect(stored[0]!.actor).toBeNull();
+        const note = await client.db().collection('ew_notes').findOne({ title: 'orphan' });
+        expect(note!._outbox).toEqual([]);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await Promise.all([p.close(), q.close()]);
+    }
+  });
+});
