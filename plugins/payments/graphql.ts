@@ -4,26 +4,23 @@
  * services with the same rules as REST.
  */
 import type { Builder } from '../../core/graphql.ts';
-import { requireAdmin, requireUser, parseInput, givenArgs } from '../../core/graphql.ts';
-import { AccessDeniedError } from '../../core/errors.ts';
-import { hasSystemScope } from '../../core/context.ts';
-import type { ResourceService } from '../resources/service.ts';
-import type { PaymentsService } from './service.ts';
-import type { PayoutsService, PayoutView } from './payouts.ts';
+import { requireUser, pageObject, parseInput, givenArgs } from '../../core/graphql.ts';
+import type { PaymentsService, PaymentView } from './service.ts';
+import type { PayoutsService } from './payouts.ts';
 import type { LedgerService, BalanceRow } from './ledger.ts';
+import type { PayoutView } from './model.ts';
 import { cancelInput, completeInput, executeInput, failPayoutInput, payoutListQuery, refundInput } from './schemas.ts';
 
-export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; resource: ResourceService; payouts: PayoutsService; ledger: LedgerService | null }) {
-  const { svc, resource, payouts, ledger } = deps;
+/**
+ * The fragment. Who may call what is decided by the services (administrators for completion,
+ * refunds and the ledger; system administrators for payouts), as for REST.
+ */
+export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; payouts: PayoutsService; ledger: LedgerService | null }) {
+  const { svc, payouts, ledger } = deps;
   // The object type the resources fragment defines for the `payments` resource.
   const Payment = 'Payment' as never;
-  const system = (ctx: Parameters<typeof requireUser>[0]) => {
-    const user = requireUser(ctx);
-    if (!hasSystemScope(user)) throw new AccessDeniedError('System administrator required');
-    return user;
-  };
 
-  const Processed = builder.objectRef<{ payment: Record<string, unknown>; provider_data: Record<string, unknown> }>('ProcessedPayment');
+  const Processed = builder.objectRef<{ payment: PaymentView; provider_data: Record<string, unknown> }>('ProcessedPayment');
   Processed.implement({
     fields: (t) => ({
       payment: t.field({ type: Payment, nullable: false, resolve: (r) => r.payment as never }),
@@ -58,26 +55,17 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
       updated_at: t.field({ type: 'DateTime', nullable: false, resolve: (b) => b.updated_at }),
     }),
   });
-  const PayoutPage = builder.objectRef<{ items: PayoutView[]; total: number; page: number; per_page: number; total_pages: number }>('PayoutBatchPage');
-  PayoutPage.implement({
-    fields: (t) => ({
-      items: t.field({ type: [Payout], nullable: false, resolve: (p) => p.items }),
-      total: t.exposeInt('total', { nullable: false }),
-      page: t.exposeInt('page', { nullable: false }),
-      per_page: t.exposeInt('per_page', { nullable: false }),
-      total_pages: t.exposeInt('total_pages', { nullable: false }),
-    }),
-  });
+  const PayoutPage = pageObject(builder, 'PayoutBatchPage', Payout);
 
   builder.queryFields((t) => ({
     payouts: t.field({
       type: PayoutPage, nullable: false, description: 'Payout batches (system administrators)',
       args: { status: t.arg.string(), tenant_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, args, ctx) => payouts.list(system(ctx), parseInput(payoutListQuery, givenArgs(args))),
+      resolve: (_r, args, ctx) => payouts.list(requireUser(ctx), parseInput(payoutListQuery, givenArgs(args))),
     }),
     payout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, args, ctx) => payouts.get(system(ctx), String(args.id)),
+      resolve: (_r, args, ctx) => payouts.get(requireUser(ctx), String(args.id)),
     }),
   }));
 
@@ -94,7 +82,7 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
       }),
     });
     builder.queryField('ledgerBalance', (t) =>
-      t.field({ type: [Balance], nullable: false, description: 'Per tenant, account and currency (administrators)', resolve: async (_r, _a, ctx) => (await ledger.balance(requireAdmin(ctx))).items }),
+      t.field({ type: [Balance], nullable: false, description: 'Per tenant, account and currency (administrators)', resolve: async (_r, _a, ctx) => (await ledger.balance(requireUser(ctx))).items }),
     );
   }
 
@@ -102,7 +90,7 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
     updatePayment: t.field({
       type: Payment, nullable: false, description: 'Same as PUT /payments/{id}: provider_reference, receipt_url, metadata',
       args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
-      resolve: (_r, args, ctx) => resource.update(requireUser(ctx), String(args.id), args.if_match, args.input, false) as never,
+      resolve: (_r, args, ctx) => svc.update(requireUser(ctx), String(args.id), args.if_match, args.input) as never,
     }),
     processPayment: t.field({
       type: Processed, nullable: false, args: { id: t.arg.id({ required: true }) },
@@ -111,7 +99,7 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
     completePayment: t.field({
       type: Payment, nullable: false,
       args: { id: t.arg.id({ required: true }), provider_reference: t.arg.string({ required: true }), provider_status: t.arg.string({ required: true }), receipt_url: t.arg.string() },
-      resolve: (_r, { id, ...rest }, ctx) => svc.complete(requireAdmin(ctx), String(id), parseInput(completeInput, givenArgs(rest))) as never,
+      resolve: (_r, { id, ...rest }, ctx) => svc.complete(requireUser(ctx), String(id), parseInput(completeInput, givenArgs(rest))) as never,
     }),
     cancelPayment: t.field({
       type: Payment, nullable: false, args: { id: t.arg.id({ required: true }), reason: t.arg.string() },
@@ -120,23 +108,23 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
     refundPayment: t.field({
       type: Payment, nullable: false, description: 'amount is a decimal string such as "12.50"',
       args: { id: t.arg.id({ required: true }), amount: t.arg.string({ required: true }), reason: t.arg.string() },
-      resolve: (_r, { id, ...rest }, ctx) => svc.refund(requireAdmin(ctx), String(id), parseInput(refundInput, givenArgs(rest))) as never,
+      resolve: (_r, { id, ...rest }, ctx) => svc.refund(requireUser(ctx), String(id), parseInput(refundInput, givenArgs(rest))) as never,
     }),
     approvePayout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, args, ctx) => payouts.approve(system(ctx), String(args.id)),
+      resolve: (_r, args, ctx) => payouts.approve(requireUser(ctx), String(args.id)),
     }),
     executePayout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), bank_reference: t.arg.string({ required: true }) },
-      resolve: (_r, { id, ...rest }, ctx) => payouts.execute(system(ctx), String(id), parseInput(executeInput, givenArgs(rest)).bank_reference),
+      resolve: (_r, { id, ...rest }, ctx) => payouts.execute(requireUser(ctx), String(id), parseInput(executeInput, givenArgs(rest)).bank_reference),
     }),
     processPayout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, args, ctx) => payouts.process(system(ctx), String(args.id)),
+      resolve: (_r, args, ctx) => payouts.process(requireUser(ctx), String(args.id)),
     }),
     failPayout: t.field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
-      resolve: (_r, { id, ...rest }, ctx) => payouts.fail(system(ctx), String(id), parseInput(failPayoutInput, givenArgs(rest)).reason),
+      resolve: (_r, { id, ...rest }, ctx) => payouts.fail(requireUser(ctx), String(id), parseInput(failPayoutInput, givenArgs(rest)).reason),
     }),
   }));
 }

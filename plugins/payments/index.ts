@@ -1,27 +1,26 @@
-import { z } from 'zod';
-import { definePlugin, type JobRunContext } from '../../core/plugin.ts';
+import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { onHook } from '../../core/hooks.ts';
-import { ConflictError } from '../../core/errors.ts';
-import { systemActor } from '../../core/context.ts';
-import { defineResource } from '../resources/index.ts';
-import { etagOf } from '../resources/service.ts';
+import { etagOf } from '../../core/etag.ts';
 import type { AuthUser } from '../../core/context.ts';
+// Types only: the declaration merging that gives `services.get('webhooks')` its type.
+import type {} from '../webhooks/index.ts';
 import { ledgerModel, payoutModel, paymentSchema, refundModel } from './model.ts';
 import {
-  cancelInput, completeInput, createPaymentInput, executeInput, failPayoutInput, ledgerQuery, paymentIdParams, payoutListQuery, refundInput, settleParams, updatePaymentInput,
+  cancelInput, completeInput, createPaymentInput, executeInput, failPayoutInput, ifMatchHeader, ledgerQuery, paymentIdParams, payoutIdParams, payoutListQuery, refundInput,
+  settleParams, updatePaymentInput,
 } from './schemas.ts';
 import { PaymentsService, type PaymentsApi, type PaymentView } from './service.ts';
 import { LedgerService } from './ledger.ts';
 import { PayoutsService } from './payouts.ts';
+import { paymentJobs } from './jobs.ts';
 import { manualProvider } from './providers.ts';
 import { stripeProvider } from './stripe.ts';
 import { paymentsGraphql } from './graphql.ts';
-import '../webhooks/index.ts';
 
 export type { PaymentsApi, PaymentView } from './service.ts';
 export type { PaymentProvider, PaymentIntent, ProviderPaymentResult, RefundRequest, ProviderRefundResult, WebhookOutcome } from './providers.ts';
-export type { PaymentStatus } from './model.ts';
+export type { PaymentStatus, PayoutView } from './model.ts';
 
 declare module '../../core/services.ts' {
   interface Services {
@@ -49,19 +48,17 @@ declare module '../../core/hooks.ts' {
   }
 }
 
-const ifMatch = { 'If-Match': { description: 'ETag of the revision being changed (from GET)', required: true } };
-
 /**
- * Payments (spec document 3): the Payment resource with its lifecycle and refunds, the provider
- * registry (`manual` built in, `stripe` when configured, others from plugins), the ledger, payout
- * batches and the `settle_payouts` / `reconcile_payment_refunds` jobs. `PAYMENTS_ENABLED` mounts the
- * API; the `payments` service is provided either way so provider plugins start in both modes.
+ * Payments: the Payment resource with its lifecycle and refunds, the provider registry (`manual`
+ * built in, `stripe` when configured, others from plugins), the ledger, payout batches and the
+ * `settle_payouts` / `reconcile_payment_refunds` jobs. `PAYMENTS_ENABLED` mounts the API; the
+ * `payments` service is provided either way so provider plugins start in both modes.
  */
 export const paymentsPlugin = definePlugin({
   name: 'payments',
   dependsOn: ['resources', 'webhooks'],
-  setup({ db, config, services, hooks, log }) {
-    const ledger = config.PAYMENTS_LEDGER_ENABLED ? new LedgerService(ledgerModel(db)) : null;
+  setup({ db, config, services, hooks, log, tenancy }) {
+    const ledger = config.PAYMENTS_LEDGER_ENABLED ? new LedgerService(ledgerModel(db), tenancy) : null;
     const svc = new PaymentsService({ hooks, log, refunds: refundModel(db), webhooks: services.get('webhooks'), ledger });
     services.provide('payments', svc);
     svc.registerProvider(manualProvider);
@@ -72,67 +69,61 @@ export const paymentsPlugin = definePlugin({
 
     const tags = ['payments'];
     const id = paymentIdParams;
-    const resource = services.get('resources').register(
-      defineResource({
-        name: 'payments',
-        schema: paymentSchema,
-        operations: ['list', 'get', 'create'],
-        // Personal data for the privacy plugin: money records are kept, only the payer's name goes.
-        gdpr_fields: ['user_name'],
-        subject_field: 'user_id',
-        input: { create: createPaymentInput(() => svc.providers()), update: updatePaymentInput },
-        routes: [
-          defineRoute({
-            method: 'PUT', path: '/payments/:id', tags, params: id, summary: 'Update provider_reference, receipt_url and metadata (other fields are 422)',
-            docs: { body: updatePaymentInput, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 409, 412, 428] },
-            handler: async ({ user, params, ctx }) => {
-              const doc = await resource.update(user!, params.id, ctx.get('If-Match'), ctx.request.body, false);
-              ctx.set('ETag', etagOf(doc.version));
-              return doc;
-            },
-          }),
-          defineRoute({
-            method: 'POST', path: '/payments/:id/process', tags, params: id, summary: "Ask the payment's provider to accept it: pending → processing (→ completed / failed)",
-            docs: { errors: [404, 409, 502] },
-            handler: ({ user, params }) => svc.process(user!, params.id),
-          }),
-          defineRoute({
-            method: 'POST', path: '/payments/:id/complete', tags, auth: 'admin', params: id, body: completeInput,
-            summary: 'Mark captured: processing → completed; idempotent for the same provider_reference', docs: { errors: [404, 409] },
-            handler: ({ user, params, body }) => svc.complete(user!, params.id, body),
-          }),
-          defineRoute({
-            method: 'POST', path: '/payments/:id/cancel', tags, params: id, body: cancelInput, summary: 'Cancel before capture: pending → cancelled',
-            docs: { errors: [404, 409] },
-            handler: ({ user, params, body }) => svc.cancel(user!, params.id, body.reason ?? null),
-          }),
-          defineRoute({
-            method: 'GET', path: '/payments/:id/refunds', tags, params: id, summary: 'Refund attempts of a payment, oldest first', docs: { errors: [404] },
-            handler: ({ user, params }) => svc.refundsOf(user!, params.id),
-          }),
-          defineRoute({
-            method: 'POST', path: '/payments/:id/refund', tags, auth: 'admin', params: id, body: refundInput,
-            summary: 'Full or partial refund; a total above the captured amount is 400', docs: { errors: [400, 404, 409, 502] },
-            handler: ({ user, params, body }) => svc.refund(user!, params.id, body),
-          }),
-        ],
-      }),
-    );
-    const payouts = new PayoutsService(payoutModel(db), () => resource, hooks, {
+    const resource = services.get('resources').register({
+      name: 'payments',
+      schema: paymentSchema,
+      operations: ['list', 'get', 'create'],
+      // Personal data for the privacy plugin: money records are kept, only the payer's name goes.
+      gdpr_fields: ['user_name'],
+      subject_field: 'user_id',
+      input: { create: createPaymentInput(() => svc.providers()), update: updatePaymentInput },
+      routes: [
+        defineRoute({
+          method: 'PUT', path: '/payments/:id', tags, params: id, summary: 'Update provider_reference, receipt_url and metadata (other fields are 422)',
+          docs: { body: updatePaymentInput, headers: ifMatchHeader, responseHeaders: { ETag: 'New revision' }, errors: [404, 409, 412, 428] },
+          handler: async ({ user, params, ctx }) => {
+            const doc = await svc.update(user!, params.id, ctx.get('If-Match'), ctx.request.body);
+            ctx.set('ETag', etagOf(doc.version));
+            return doc;
+          },
+        }),
+        defineRoute({
+          method: 'POST', path: '/payments/:id/process', tags, params: id, summary: "Ask the payment's provider to accept it: pending → processing (→ completed / failed)",
+          docs: { errors: [404, 409, 502] },
+          handler: ({ user, params }) => svc.process(user!, params.id),
+        }),
+        defineRoute({
+          method: 'POST', path: '/payments/:id/complete', tags, auth: 'admin', params: id, body: completeInput,
+          summary: 'Mark captured: processing → completed; idempotent for the same provider_reference', docs: { errors: [404, 409] },
+          handler: ({ user, params, body }) => svc.complete(user!, params.id, body),
+        }),
+        defineRoute({
+          method: 'POST', path: '/payments/:id/cancel', tags, params: id, body: cancelInput, summary: 'Cancel before capture: pending → cancelled',
+          docs: { errors: [404, 409] },
+          handler: ({ user, params, body }) => svc.cancel(user!, params.id, body.reason ?? null),
+        }),
+        defineRoute({
+          method: 'GET', path: '/payments/:id/refunds', tags, params: id, summary: 'Refund attempts of a payment, oldest first', docs: { errors: [404] },
+          handler: ({ user, params }) => svc.refundsOf(user!, params.id),
+        }),
+        defineRoute({
+          method: 'POST', path: '/payments/:id/refund', tags, auth: 'admin', params: id, body: refundInput,
+          summary: 'Full or partial refund; a total above the captured amount is 400', docs: { errors: [400, 404, 409, 502] },
+          handler: ({ user, params, body }) => svc.refund(user!, params.id, body),
+        }),
+      ],
+    });
+    const payouts = new PayoutsService({ model: payoutModel(db), payments: resource, hooks, tenancy }, {
       feePercent: config.PAYOUT_FEE_PERCENT, autoApproveThreshold: config.PAYOUT_AUTO_APPROVE_THRESHOLD,
     });
     svc.attach(resource, payouts);
     const ptags = ['payouts'];
-    const payoutId = z.object({ id: z.string().describe('Payout batch id') });
+    const payoutId = payoutIdParams;
 
     return {
       hooks: [
         onHook('BEFORE_UPDATE', (e) => {
-          // The provider reference identifies the capture: once captured it changes only through completion.
-          const ref = e.data.provider_reference;
-          if (e.resource === 'payments' && ref !== undefined && ref !== e.old.provider_reference && !['pending', 'processing'].includes(String(e.old.status))) {
-            throw new ConflictError(`provider_reference cannot change on a payment that is ${String(e.old.status)}`, { status: e.old.status, field: 'provider_reference' });
-          }
+          if (e.resource === 'payments') svc.checkUpdate(e.old, e.data);
         }),
       ],
       routes: [
@@ -181,46 +172,8 @@ export const paymentsPlugin = definePlugin({
           handler: ({ user, params, body }) => payouts.execute(user!, params.id, body.bank_reference),
         }),
       ],
-      graphql: (builder) => paymentsGraphql(builder, { svc, resource, payouts, ledger }),
-      jobs: [
-        {
-          name: 'settle_payouts',
-          description: 'Build draft payout batches per tenant and currency from completed payments of a period; approve those below PAYOUT_AUTO_APPROVE_THRESHOLD',
-          timeout: 600,
-          max_attempts: 3,
-          params: settleParams,
-          async run(ctx, params) {
-            const res = await payouts.settle(ctx.tenant_id ? systemActor(ctx.tenant_id) : ctx.actor, params as z.output<typeof settleParams>);
-            ctx.log(`settled ${res.payment_count} payments into ${res.batches.length} batches`);
-            return { period_start: res.period_start, period_end: res.period_end, batch_ids: res.batches.map((b) => b.id), payment_count: res.payment_count };
-          },
-        },
-        {
-          name: 'reconcile_payment_refunds',
-          description: 'Finish or release refunds left reserved by a crash (provider asked again with the same idempotency key)',
-          timeout: 600,
-          params: z.object({ older_than_seconds: z.number().int().min(0).optional() }),
-          async run(ctx, params) {
-            const res = await svc.reconcileRefunds((params.older_than_seconds as number | undefined) ?? config.PAYMENT_REFUND_RECONCILE_SECONDS);
-            ctx.log(`refunds examined ${res.examined}: succeeded ${res.succeeded}, released ${res.released}, abandoned ${res.abandoned}`);
-            return res;
-          },
-        },
-        ...(ledger
-          ? [
-              {
-                name: 'reconcile_payment_ledger',
-                description: 'Post ledger entries a crash left out (captures and refunds without their posting)',
-                timeout: 1800,
-                async run(ctx: JobRunContext) {
-                  const res = await svc.reconcileLedger();
-                  ctx.log(`posted ${res.captures} missing captures and ${res.refunds} missing refunds`);
-                  return res;
-                },
-              },
-            ]
-          : []),
-      ],
+      graphql: (builder) => paymentsGraphql(builder, { svc, payouts, ledger }),
+      jobs: paymentJobs(svc, payouts, { ledger: !!ledger, refundReconcileSeconds: config.PAYMENT_REFUND_RECONCILE_SECONDS }),
     };
   },
 });

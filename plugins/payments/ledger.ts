@@ -6,34 +6,17 @@
  */
 import { Types } from 'mongoose';
 import type { AuthUser } from '../../core/context.ts';
-import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
+import { requireRole, type Filter } from '../../core/identity/guards.ts';
+import { pageOf, type Page } from '../../core/page.ts';
+import type { Tenancy } from '../../core/tenancy.ts';
 import { fromMinor } from './money.ts';
-import type { LedgerEntryRecord, PaymentRecord, ledgerModel } from './model.ts';
+import type { LedgerEntryRecord, LedgerEntryView, PaymentRecord, ledgerModel } from './model.ts';
+import type { LedgerQuery } from './schemas.ts';
 
 type LedgerModel = ReturnType<typeof ledgerModel>;
 
-export interface LedgerEntryView {
-  id: string;
-  tenant_id: string | null;
-  transaction_id: string;
-  entry_type: string;
-  payment_id: string;
-  account: string;
-  direction: string;
-  amount: string;
-  currency: string;
-  created_at: Date;
-}
-
-export interface BalanceRow {
-  tenant_id: string | null;
-  account: string;
-  currency: string;
-  debit: string;
-  credit: string;
-  /** Debits minus credits. */
-  balance: string;
-}
+/** One row of `GET /ledger/balance`: debits, credits and their difference (`balance`) as decimal strings. */
+export type BalanceRow = Pick<LedgerEntryView, 'tenant_id' | 'account' | 'currency'> & { debit: string; credit: string; balance: string };
 
 const view = (e: LedgerEntryRecord): LedgerEntryView => ({
   id: String(e._id), tenant_id: e.tenant_id ? String(e.tenant_id) : null, transaction_id: e.transaction_id, entry_type: e.entry_type,
@@ -41,13 +24,14 @@ const view = (e: LedgerEntryRecord): LedgerEntryView => ({
 });
 
 /**
- * The core tenant filter (`{tenant_id: ObjectId}`, or `{}` for a system caller in every tenant).
- * Ledger entries and payout batches are always confined per tenant, whatever `MULTI_TENANT_ENABLED` says.
+ * Postings and the administrators' reads. Reads are confined to the actor's tenant when
+ * `MULTI_TENANT_ENABLED` is on (through `Tenancy`), like every other tenant-scoped read.
  */
-export const scopeOf = (user: AuthUser): Filter => tenantFilter(user, true);
-
 export class LedgerService {
-  constructor(private readonly model: LedgerModel) {}
+  constructor(
+    private readonly model: LedgerModel,
+    private readonly tenancy: Tenancy,
+  ) {}
 
   postCapture(p: PaymentRecord): Promise<void> {
     return this.post(`capture:${String(p._id)}`, 'capture', p, p.amount_minor, 'provider_clearing', 'sales');
@@ -76,8 +60,9 @@ export class LedgerService {
     return new Set(rows.map((r) => r.transaction_id));
   }
 
-  async entries(user: AuthUser, q: { payment_id?: string | undefined; account?: string | undefined; currency?: string | undefined; page: number; per_page: number }) {
-    const filter: Filter = { ...scopeOf(user) };
+  /** `GET /ledger/entries`, newest first. @throws AccessDeniedError unless the actor is an administrator */
+  async entries(actor: AuthUser, q: LedgerQuery): Promise<Page<LedgerEntryView>> {
+    const filter: Filter = this.tenancy.filter(requireRole(actor, 'admin'));
     if (q.payment_id) filter.payment_id = new Types.ObjectId(q.payment_id);
     if (q.account) filter.account = q.account;
     if (q.currency) filter.currency = q.currency;
@@ -85,14 +70,18 @@ export class LedgerService {
       this.model.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<LedgerEntryRecord[]>(),
       this.model.countDocuments(filter),
     ]);
-    return { items: rows.map(view), total, page: q.page, per_page: q.per_page, total_pages: Math.ceil(total / q.per_page) };
+    return pageOf(rows.map(view), total, q);
   }
 
-  /** Per tenant, account and currency: debits, credits and their difference, summed exactly in minor units. */
-  async balance(user: AuthUser): Promise<{ items: BalanceRow[]; balanced: boolean }> {
-    const rows = await this.model.aggregate<{ _id: { tenant_id: Types.ObjectId | null; account: string; currency: string }; debit: number; credit: number }>([
+  /**
+   * Per tenant, account and currency: debits, credits and their difference, summed exactly in minor units.
+   * @throws AccessDeniedError unless the actor is an administrator
+   */
+  async balance(actor: AuthUser): Promise<{ items: BalanceRow[]; balanced: boolean }> {
+    const scope = this.tenancy.filter(requireRole(actor, 'admin'));
+    const rows = await this.model.aggregate<{ _id: Pick<LedgerEntryRecord, 'tenant_id' | 'account' | 'currency'>; debit: number; credit: number }>([
       // Aggregation does not cast: the filter's ObjectId matches the stored ObjectId as it is.
-      { $match: scopeOf(user) },
+      { $match: scope },
       {
         $group: {
           _id: { tenant_id: '$tenant_id', account: '$account', currency: '$currency' },
@@ -103,7 +92,7 @@ export class LedgerService {
       { $sort: { '_id.tenant_id': 1, '_id.currency': 1, '_id.account': 1 } },
     ]);
     const perCurrency = new Map<string, number>();
-    const items = rows.map((r) => {
+    const items = rows.map((r): BalanceRow => {
       const k = `${String(r._id.tenant_id)}:${r._id.currency}`;
       perCurrency.set(k, (perCurrency.get(k) ?? 0) + r.debit - r.credit);
       return {

@@ -6,7 +6,7 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
 
-/** Payment lifecycle states (spec document 3, Payment state table). */
+/** Payment lifecycle states. */
 export const PAYMENT_STATUSES = ['pending', 'processing', 'completed', 'partially_refunded', 'refunded', 'cancelled', 'failed'] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 /** States a refund may start from. */
@@ -56,6 +56,15 @@ paymentSchema.index({ provider: 1, provider_reference: 1 });
 // Settlement scans completed, unsettled payments per tenant and period.
 paymentSchema.index({ tenant_id: 1, payout_batch_id: 1, paid_at: 1 });
 
+/**
+ * The API form of a stored shape: object ids become strings, and the `Nullable` keys (paths stored
+ * with `default: null`, which mongoose's inference types as never null) may be null.
+ */
+export type ApiForm<T, Nullable extends keyof T = never> = {
+  [K in keyof T]-?: Exclude<IdAsString<T[K]>, undefined> | (K extends Nullable ? null : never);
+};
+type IdAsString<V> = V extends Types.ObjectId ? string : V extends Types.ObjectId[] ? string[] : V;
+
 export type PaymentFields = InferSchemaType<typeof paymentSchema>;
 /** A stored Payment (with the resource base fields). */
 export type PaymentRecord = PaymentFields & {
@@ -66,6 +75,8 @@ export type PaymentRecord = PaymentFields & {
   updated_at: Date;
   created_by: Types.ObjectId | null;
 };
+/** The bookkeeping paths of a Payment (`private: true`): never in an answer. */
+export type PaymentBookkeeping = 'refundable_minor' | 'refund_reserved_minor' | 'open_refund_ids' | 'applied_refund_ids';
 
 /** Refund states: `reserved` (amount held on the payment, provider not yet answered), then `succeeded`, `failed` or `abandoned`. */
 export const REFUND_STATUSES = ['reserved', 'succeeded', 'failed', 'abandoned'] as const;
@@ -122,14 +133,16 @@ ledgerEntrySchema.index({ transaction_id: 1, account: 1, direction: 1 }, { uniqu
 ledgerEntrySchema.index({ tenant_id: 1, created_at: -1 });
 ledgerEntrySchema.index({ payment_id: 1 });
 export type LedgerEntryRecord = InferSchemaType<typeof ledgerEntrySchema> & { _id: Types.ObjectId };
+/** A ledger line as the API returns it (`amount` only, as a decimal string). */
+export type LedgerEntryView = { id: string } & ApiForm<Omit<LedgerEntryRecord, '_id' | 'amount_minor'>, 'tenant_id'>;
 export const ledgerModel = (conn: Connection): Model<InferSchemaType<typeof ledgerEntrySchema>> =>
   modelOn(conn, 'LedgerEntry', ledgerEntrySchema, 'ledger_entries');
 
-/** PayoutBatch states (spec document 3). */
+/** PayoutBatch states. */
 export const PAYOUT_STATUSES = ['draft', 'approved', 'processing', 'completed', 'failed'] as const;
 export type PayoutStatus = (typeof PAYOUT_STATUSES)[number];
 
-/** A PayoutBatch: every spec field, plus who created and approved it, `failure_reason`, and `building` (settlement in progress). */
+/** A PayoutBatch: recipient, amounts, period and state, plus who created and approved it, `failure_reason`, and `building` (settlement in progress). */
 export const payoutSchema = new Schema(
   {
     recipient_type: { type: String, enum: ['tenant', 'partner'], required: true },
@@ -165,5 +178,10 @@ export const payoutSchema = new Schema(
 payoutSchema.index({ tenant_id: 1, created_at: -1 });
 payoutSchema.index({ status: 1 });
 export type PayoutRecord = InferSchemaType<typeof payoutSchema> & { _id: Types.ObjectId };
+/** A batch as the API returns it: amounts as decimal strings, without the minor units and the `building` flag. */
+export type PayoutView = { id: string } & ApiForm<
+  Omit<PayoutRecord, '_id' | 'gross_minor' | 'fee_minor' | 'net_minor' | 'building'>,
+  'tenant_id' | 'bank_reference' | 'paid_at' | 'failure_reason' | 'created_by' | 'approved_by' | 'approved_at'
+>;
 export const payoutModel = (conn: Connection): Model<InferSchemaType<typeof payoutSchema>> =>
   modelOn(conn, 'PayoutBatch', payoutSchema, 'payout_batches');

@@ -18,11 +18,19 @@ export function currencyDigits(code: string): number | undefined {
   return currencyCodes.code(code)?.digits;
 }
 
+/**
+ * The one decimal form a string amount may take: digits without leading zeros, then optionally a
+ * point and at least one digit. No sign (a leading `-` is only told apart to say "greater than
+ * zero"), no blanks, no exponent, no bare point.
+ */
+const CANONICAL = /^-?(0|[1-9]\d*)(\.\d+)?$/;
+
 /** Why an amount was refused: the message of the 422 issue. */
 export type AmountProblem = string;
 
 /**
- * Parses an amount for `currency` into integer minor units.
+ * Parses an amount for `currency` into integer minor units. Decimals beyond the currency's digits
+ * are accepted only as trailing zeros (`"1.500"` USD is 1.50; `"1.505"` is refused).
  * @returns the minor units, or a problem (not a number, not positive, too many decimals, too large)
  * @example toMinor('12.5', 'USD') // 1250
  */
@@ -35,8 +43,8 @@ export function toMinor(value: unknown, currency: string): number | AmountProble
     // A JSON number is read through its shortest round-trip spelling (0.1 → "0.1"), never its binary value.
     d = new Decimal(String(value));
   } else if (typeof value === 'string') {
-    if (!/^[+-]?(\d+(\.\d*)?|\.\d+)$/.test(value.trim())) return 'must be a decimal string such as "12.50"';
-    d = new Decimal(value.trim());
+    if (!CANONICAL.test(value)) return 'must be a decimal string such as "12.50"';
+    d = new Decimal(value);
   } else return 'must be a decimal string or a number';
   if (d.lte(0)) return 'must be greater than zero';
   if (d.decimalPlaces() > digits) return `${currency} allows at most ${digits} decimal place${digits === 1 ? '' : 's'}`;

@@ -1,45 +1,21 @@
 /**
- * Payout batches (spec document 3, PayoutBatch): settlement builds drafts from completed payments,
- * `approve_payout`, `process_payout`, `fail_payout` and `execute_payout` move them on. Every state change is one conditional update.
+ * Payout batches: settlement builds drafts from completed payments, `approve_payout`,
+ * `process_payout`, `fail_payout` and `execute_payout` move them on. Every state change is one
+ * conditional update. Every operation is for system administrators (and the system actor).
  */
 import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
-import { isSystemActor, scopedTenantId, type AuthUser } from '../../core/context.ts';
+import { isSystemActor, type AuthUser } from '../../core/context.ts';
 import type { HookBus } from '../../core/hooks.ts';
-import type { Filter } from '../../core/identity/guards.ts';
-import type { ResourceService } from '../resources/service.ts';
+import { requireRole, type Filter } from '../../core/identity/guards.ts';
+import { pageOf, type Page } from '../../core/page.ts';
+import type { Tenancy } from '../../core/tenancy.ts';
+import type { ResourceService } from '../resources/index.ts';
 import { compareToMinor, fromMinor, percentOf } from './money.ts';
-import type { PaymentRecord, PayoutRecord, PayoutStatus, payoutModel } from './model.ts';
-import type { SettleParams } from './schemas.ts';
-import { scopeOf } from './ledger.ts';
+import type { PaymentRecord, PayoutRecord, PayoutStatus, PayoutView, payoutModel } from './model.ts';
+import type { PayoutListQuery, SettleParams } from './schemas.ts';
 
 type PayoutModel = ReturnType<typeof payoutModel>;
-
-/** A batch as the API returns it. */
-export interface PayoutView {
-  id: string;
-  recipient_type: string;
-  recipient_id: string;
-  tenant_id: string | null;
-  gross_amount: string;
-  fee_amount: string;
-  net_amount: string;
-  currency: string;
-  period_start: Date;
-  period_end: Date;
-  status: PayoutStatus;
-  payment_count: number;
-  payment_ids: string[];
-  bank_reference: string | null;
-  paid_at: Date | null;
-  failure_reason: string | null;
-  auto_approved: boolean;
-  created_by: string | null;
-  approved_by: string | null;
-  approved_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-}
 
 export const payoutView = (b: PayoutRecord): PayoutView => ({
   id: String(b._id), recipient_type: b.recipient_type, recipient_id: b.recipient_id, tenant_id: b.tenant_id ? String(b.tenant_id) : null,
@@ -55,20 +31,32 @@ const STALE_BUILD_MS = 10 * 60_000;
 const SETTLED_STATUSES = ['completed', 'partially_refunded', 'refunded'];
 
 export interface PayoutOptions {
+  /** `PAYOUT_FEE_PERCENT`. */
   feePercent: string;
+  /** `PAYOUT_AUTO_APPROVE_THRESHOLD`. */
   autoApproveThreshold: string;
 }
 
+export interface PayoutsDeps {
+  model: PayoutModel;
+  /** The `payments` resource: settlement claims its documents (audited like every Payment write). */
+  payments: ResourceService;
+  hooks: HookBus;
+  tenancy: Tenancy;
+}
+
 export class PayoutsService {
+  private readonly model: PayoutModel;
+
   constructor(
-    private readonly model: PayoutModel,
-    private readonly payments: () => ResourceService,
-    private readonly hooks: HookBus,
+    private readonly deps: PayoutsDeps,
     private readonly opts: PayoutOptions,
-  ) {}
+  ) {
+    this.model = deps.model;
+  }
 
   private get paymentModel(): Model<PaymentRecord> {
-    return this.payments().model as unknown as Model<PaymentRecord>;
+    return this.deps.payments.model as unknown as Model<PaymentRecord>;
   }
 
   private oid(id: string): Types.ObjectId {
@@ -76,8 +64,9 @@ export class PayoutsService {
     return new Types.ObjectId(id);
   }
 
-  async list(user: AuthUser, q: { status?: string | undefined; tenant_id?: string | undefined; page: number; per_page: number }) {
-    const filter: Filter = { ...scopeOf(user) };
+  async list(actor: AuthUser, q: PayoutListQuery): Promise<Page<PayoutView>> {
+    requireRole(actor, 'system');
+    const filter: Filter = this.deps.tenancy.filter(actor);
     if (q.status) filter.status = q.status;
     // A caller confined to one tenant asking for another gets an empty page, never another tenant's batches.
     if (q.tenant_id) filter.tenant_id = filter.tenant_id && String(filter.tenant_id) !== q.tenant_id ? { $in: [] } : new Types.ObjectId(q.tenant_id);
@@ -85,11 +74,11 @@ export class PayoutsService {
       this.model.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<PayoutRecord[]>(),
       this.model.countDocuments(filter),
     ]);
-    return { items: rows.map(payoutView), total, page: q.page, per_page: q.per_page, total_pages: Math.ceil(total / q.per_page) };
+    return pageOf(rows.map(payoutView), total, q);
   }
 
-  async get(user: AuthUser, id: string): Promise<PayoutView> {
-    return payoutView(await this.owned(user, id));
+  async get(actor: AuthUser, id: string): Promise<PayoutView> {
+    return payoutView(await this.owned(actor, id));
   }
 
   /** True when `net` is below the auto-approve threshold (a threshold of 0 approves nothing). */
@@ -121,8 +110,8 @@ export class PayoutsService {
 
   /**
    * `process_payout`: approved → processing (the transfer was handed to the bank), or failed →
-   * processing (a retry of a failed transfer; `failure_reason` is cleared). The spec shows no
-   * trigger for `processing`; this is ours. Repeating it on a processing batch is a no-op.
+   * processing (a retry of a failed transfer; `failure_reason` is cleared). Nothing else
+   * moves a batch to `processing`. Repeating it on a processing batch is a no-op.
    */
   async process(actor: AuthUser, id: string): Promise<PayoutView> {
     const b = await this.owned(actor, id);
@@ -170,9 +159,13 @@ export class PayoutsService {
     throw await this.conflict(_id, 'execute', ['approved', 'processing']);
   }
 
-  /** The batch, if the actor's tenant scope reaches it (404 otherwise). */
+  /**
+   * The batch, if the actor's tenant scope reaches it (404 otherwise).
+   * @throws AccessDeniedError unless the actor is a system administrator or the system actor
+   */
   private async owned(actor: AuthUser, id: string): Promise<PayoutRecord> {
-    const b = await this.model.findOne({ _id: this.oid(id), ...scopeOf(actor) }).lean<PayoutRecord>();
+    requireRole(actor, 'system');
+    const b = await this.model.findOne({ _id: this.oid(id), ...this.deps.tenancy.filter(actor) }).lean<PayoutRecord>();
     if (!b) throw new NotFoundError('payouts', id);
     return b;
   }
@@ -193,8 +186,9 @@ export class PayoutsService {
     today.setUTCHours(0, 0, 0, 0);
     const end = params.period_end ? new Date(params.period_end) : today;
     const start = params.period_start ? new Date(params.period_start) : new Date(end.getTime() - 86_400_000);
+    requireRole(actor, 'system');
     await this.finishStale();
-    const scope = scopedTenantId(actor);
+    const scope = this.deps.tenancy.scope(actor);
     // An actor confined to one tenant settles that tenant only.
     if (scope && params.tenant_id && params.tenant_id !== scope) throw new AccessDeniedError('The caller acts in another tenant', { tenant_id: params.tenant_id });
     const tenant = scope ?? params.tenant_id;
@@ -233,7 +227,7 @@ export class PayoutsService {
     if (!old) return;
     const doc = { ...old, ...set, version: old.version + 1 };
     const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-    await this.hooks.emitAfter('AFTER_UPDATE', { ...this.payments().event(actor, tenantId, true), id: String(old._id), old: old as never, doc: doc as never, replace: false });
+    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.deps.payments.event(actor, tenantId, true), id: String(old._id), old: old as never, doc: doc as never, replace: false });
   }
 
   /** Totals from the payments the batch claimed; an empty batch is removed. */

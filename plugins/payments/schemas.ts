@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
 import { currencyDigits, fromMinor, toMinor } from './money.ts';
+import { PAYOUT_STATUSES } from './model.ts';
 
 /** A decimal amount: a string such as `"12.50"` or a JSON number. */
 export const amountInput = z.union([z.string(), z.number()]).describe('Decimal amount: a string such as "12.50" (preferred) or a JSON number');
@@ -75,6 +76,10 @@ export type RefundInput = z.output<typeof refundInput>;
 export const cancelInput = z.object({ reason: z.string().trim().max(500).nullable().optional() }).strict();
 
 export const paymentIdParams = z.object({ id: z.string().describe('Payment id (24 hex characters)') });
+export const payoutIdParams = z.object({ id: z.string().describe('Payout batch id') });
+
+/** Header docs of `PUT /payments/{id}`. */
+export const ifMatchHeader = { 'If-Match': { description: 'ETag of the revision being changed (from GET)', required: true } };
 
 /** `GET /ledger/entries`. */
 export const ledgerQuery = z
@@ -85,15 +90,17 @@ export const ledgerQuery = z
     ...pageQuery(50, 100).shape,
   })
   .strict();
+export type LedgerQuery = z.output<typeof ledgerQuery>;
 
 /** `GET /payouts`. */
 export const payoutListQuery = z
   .object({
-    status: z.enum(['draft', 'approved', 'processing', 'completed', 'failed']).optional(),
+    status: z.enum(PAYOUT_STATUSES).optional(),
     tenant_id: objectId.optional(),
     ...pageQuery(25, 100).shape,
   })
   .strict();
+export type PayoutListQuery = z.output<typeof payoutListQuery>;
 
 export const executeInput = z.object({ bank_reference: text(255) }).strict();
 export const failPayoutInput = z.object({ reason: text(1000) }).strict();

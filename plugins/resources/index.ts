@@ -3,7 +3,7 @@ import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { hasSystemScope, type AuthUser } from '../../core/context.ts';
 import { AccessDeniedError } from '../../core/errors.ts';
-import type { ResourceDefinition } from './define.ts';
+import { defineResource, type ResourceDefinition, type ResourceOptions } from './define.ts';
 import { ResourceRegistry } from './registry.ts';
 import { resourceRoutes } from './rest.ts';
 import { resourceGraphQL } from './graphql.ts';
@@ -13,11 +13,16 @@ import type { ResourceService } from './service.ts';
 
 export { defineResource } from './define.ts';
 export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
+export type { ResourceService } from './service.ts';
 
 /** What other plugins get from `services.get('resources')`. */
 export interface ResourcesApi {
-  /** Register a resource; call it from your plugin's `setup()` (declare `dependsOn: ['resources']`). */
-  register(def: ResourceDefinition): ResourceService;
+  /**
+   * Register a resource; call it from your plugin's `setup()` (declare `dependsOn: ['resources']`).
+   * Takes the options of `defineResource` (defined here, so the caller needs no value import) or a
+   * definition it already made.
+   */
+  register(def: ResourceOptions | ResourceDefinition): ResourceService;
   get(name: string): ResourceService | undefined;
   list(): ResourceService[];
   /**
@@ -63,7 +68,7 @@ export const resourcesPlugin = definePlugin({
       };
     };
     services.provide('resources', {
-      register: (def) => registry.register(def),
+      register: (def) => registry.register('graphqlName' in def ? def : defineResource(def)),
       get: (name) => registry.get(name),
       list: () => registry.list(),
       purgeSoftDeleted,

@@ -6,6 +6,7 @@ import {
   type ValidationIssue,
 } from '../../core/errors.ts';
 import { toAppError } from '../../core/http/map-error.ts';
+import { etagOf } from '../../core/etag.ts';
 import { isAdmin, hasSystemScope, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
 import { accessFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
@@ -67,8 +68,7 @@ export interface ServiceDeps {
   limits: Partial<QueryLimits>;
 }
 
-/** Strong ETag of a document revision. */
-export const etagOf = (version: unknown): string => `"${String(version)}"`;
+export { etagOf };
 
 /**
  * Parses `If-Match` (one or more entity tags; weak tags compare by their opaque value).

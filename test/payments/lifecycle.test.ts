@@ -92,6 +92,12 @@ describe('money', () => {
     [-5, 'USD', 'amount', /greater than zero/],
     ['1e3', 'USD', 'amount', /decimal string/],
     ['ten', 'USD', 'amount', /decimal string/],
+    ['+5', 'USD', 'amount', /decimal string/],
+    [' 10 ', 'USD', 'amount', /decimal string/],
+    ['1.', 'USD', 'amount', /decimal string/],
+    ['.5', 'USD', 'amount', /decimal string/],
+    ['010', 'USD', 'amount', /decimal string/],
+    ['1,50', 'USD', 'amount', /decimal string/],
     [true, 'USD', 'amount', /./],
     ['99999999999999999', 'USD', 'amount', /too large/],
     ['1.00', 'usd', 'currency', /ISO 4217/],
@@ -261,6 +267,16 @@ describe('lifecycle', () => {
     expectError(await post(`/payments/${p._id}/refund`, { amount: '-1.00' }), 422, 'VALIDATION_ERROR');
     expectError(await post(`/payments/${p._id}/refund`, { amount: -1 }), 422, 'VALIDATION_ERROR');
     expectError(await post(`/payments/${p._id}/refund`, { amount: '1', extra: 1 }), 422, 'VALIDATION_ERROR');
+    // Only the canonical decimal form: no sign, no blanks, digits on both sides of the point.
+    const untouched = await col(t, 'payments').findOne({ _id: new Types.ObjectId(p._id) });
+    for (const amount of ['+5', ' 10 ', '1.', '.5', '05', '5 ']) {
+      const err = expectError(await post(`/payments/${p._id}/refund`, { amount }), 422, 'VALIDATION_ERROR');
+      expect(err.details.errors).toEqual([expect.objectContaining({ loc: ['body', 'amount'], msg: expect.stringMatching(/decimal string/) })]);
+    }
+    const gqlErr = await t.gql('mutation($id: ID!) { refundPayment(id: $id, amount: "+5") { status } }', { id: p._id }, { key: A.admin });
+    expect(gqlErr.body.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_ERROR' });
+    expect(await col(t, 'payments').findOne({ _id: new Types.ObjectId(p._id) })).toEqual(untouched);
+    expect(await col(t, 'payment_refunds').countDocuments({ payment_id: new Types.ObjectId(p._id) })).toBe(1);
     const r2 = await post(`/payments/${p._id}/refund`, { amount: 30 });
     expect(r2.body).toMatchObject({ status: 'refunded', refunded_amount: '50.00' });
     expect(r2.body.refunded_at).toBeTruthy();

@@ -1,0 +1,25 @@
+/** The errors of the payments plugin beyond the core ones. */
+import { AppError, ConflictError } from '../../core/errors.ts';
+import type { PaymentStatus } from './model.ts';
+
+/** The provider failed or answered something we cannot use: 502 `PROVIDER_ERROR`. */
+export class ProviderError extends AppError {
+  constructor(provider: string, message: string) {
+    super(502, 'PROVIDER_ERROR', `Payment provider "${provider}" failed: ${message}`, { provider });
+  }
+}
+
+/** A refund above what is left to refund (captured minus refunded minus held): 400. */
+export class RefundExceedsCapturedError extends AppError {
+  constructor(details: Record<string, unknown>) {
+    super(400, 'REFUND_EXCEEDS_CAPTURED', 'The refunds would exceed the captured amount', details);
+  }
+}
+
+/** 409 naming the current status (and the states the operation starts from). */
+export function transitionConflict(current: PaymentStatus | string, operation: string, from: readonly string[]): ConflictError {
+  return new ConflictError(`Cannot ${operation} a payment that is ${current}`, { status: current, operation, allowed_from: [...from] });
+}
+
+/** An error's message, cut to what a stored record keeps. */
+export const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err)).slice(0, 500);

@@ -1,0 +1,106 @@
+/**
+ * The Payment documents as the payments services share them: scoped reads, the one conditional
+ * transition (a single `findOneAndUpdate` on the current status, then the audit), and the domain
+ * events. No Koa or GraphQL here.
+ */
+import { Types, type Model } from 'mongoose';
+import { NotFoundError } from '../../core/errors.ts';
+import { isSystemActor, requestOf, type AuthUser } from '../../core/context.ts';
+import type { HookBus, HookEvents } from '../../core/hooks.ts';
+import type { Logger } from '../../core/logger.ts';
+import type { ResourceService } from '../resources/index.ts';
+import type { PaymentBookkeeping, PaymentRecord, PaymentStatus, refundModel } from './model.ts';
+import type { LedgerService } from './ledger.ts';
+import type { ProviderRegistry } from './registry.ts';
+
+/** A payment as the API returns it: the stored fields without the bookkeeping ones. */
+export type PaymentView = Omit<PaymentRecord, PaymentBookkeeping>;
+
+/** An update of a payment: `$set` always (the transition stamps `updated_at` and `updated_by`). */
+export interface Update {
+  $set: Record<string, unknown>;
+  $inc?: Record<string, number>;
+  $push?: Record<string, unknown>;
+  $pull?: Record<string, unknown>;
+}
+
+/** The after-image of `old` under `u` (top-level paths only), for the audit diff and events. */
+function applied(old: PaymentRecord, u: Update): PaymentRecord {
+  const out: Record<string, unknown> = { ...old, ...u.$set };
+  for (const [k, n] of Object.entries(u.$inc ?? {})) out[k] = ((out[k] as number | undefined) ?? 0) + n;
+  for (const [k, v] of Object.entries(u.$push ?? {})) out[k] = [...((out[k] as unknown[] | undefined) ?? []), v];
+  for (const [k, v] of Object.entries(u.$pull ?? {})) out[k] = ((out[k] as unknown[] | undefined) ?? []).filter((x) => x !== v);
+  return out as PaymentRecord;
+}
+
+export interface PaymentStoreDeps {
+  hooks: HookBus;
+  log: Logger;
+  /** The `payments` resource (its model, scope, view and audit event). */
+  resource: ResourceService;
+  providers: ProviderRegistry;
+  refunds: ReturnType<typeof refundModel>;
+  ledger: LedgerService | null;
+}
+
+export class PaymentStore {
+  constructor(readonly deps: PaymentStoreDeps) {}
+
+  get model(): Model<PaymentRecord> {
+    return this.deps.resource.model as unknown as Model<PaymentRecord>;
+  }
+
+  view(doc: PaymentRecord): PaymentView {
+    return this.deps.resource.view(doc as unknown as Record<string, unknown>) as unknown as PaymentView;
+  }
+
+  /** The payment in the actor's scope (tenant, soft delete), with its bookkeeping fields. */
+  async owned(actor: AuthUser, id: string): Promise<PaymentRecord> {
+    if (!/^[0-9a-fA-F]{24}$/.test(id)) throw new NotFoundError('payments', id);
+    const doc = await this.model.findOne({ _id: new Types.ObjectId(id), ...this.deps.resource.scope(actor) }).lean<PaymentRecord>();
+    if (!doc) throw new NotFoundError('payments', id);
+    return doc;
+  }
+
+  async current(id: Types.ObjectId): Promise<PaymentRecord> {
+    const cur = await this.model.findById(id).lean<PaymentRecord>();
+    if (!cur) throw new NotFoundError('payments', String(id));
+    return cur;
+  }
+
+  actorId(actor: AuthUser): Types.ObjectId | null {
+    return isSystemActor(actor) ? null : new Types.ObjectId(actor.id);
+  }
+
+  /**
+   * One transition: a single conditional update on `{_id, status ∈ from}` (plus `extra`), then the
+   * audit (AFTER_UPDATE, as for every resource write). Returns null when the condition did not hold.
+   */
+  async transition(actor: AuthUser, id: Types.ObjectId, from: readonly PaymentStatus[], u: Update, extra: Record<string, unknown> = {}): Promise<{ old: PaymentRecord; doc: PaymentRecord } | null> {
+    const update: Update = { ...u, $set: { ...u.$set, updated_at: new Date(), updated_by: this.actorId(actor) }, $inc: { ...(u.$inc ?? {}), version: 1 } };
+    const old = await this.model
+      .findOneAndUpdate({ _id: id, is_deleted: false, status: { $in: from }, ...extra }, update as never, { returnDocument: 'before' })
+      .lean<PaymentRecord>();
+    if (!old) return null;
+    const doc = applied(old, update);
+    const tenantId = doc.tenant_id ? String(doc.tenant_id) : null;
+    await this.deps.hooks.emitAfter('AFTER_UPDATE', {
+      ...this.deps.resource.event(actor, tenantId, false), id: String(doc._id), old: old as never, doc: doc as never, replace: false,
+    });
+    return { old, doc };
+  }
+
+  /** Who and where, for a domain event about `doc`. */
+  eventBase(actor: AuthUser, doc: PaymentRecord) {
+    return { actor, tenant_id: doc.tenant_id ? String(doc.tenant_id) : null, request_id: requestOf(actor)?.requestId ?? null };
+  }
+
+  /** Domain events never fail the payment operation that already happened: a subscriber's error is logged. */
+  async emit<K extends 'PAYMENT_COMPLETED' | 'PAYMENT_REFUNDED'>(event: K, payload: HookEvents[K]): Promise<void> {
+    try {
+      await this.deps.hooks.dispatch(event, payload);
+    } catch (err) {
+      this.deps.log.error({ err, event }, 'payment event subscriber failed');
+    }
+  }
+}
