@@ -3,16 +3,17 @@ import type { Config } from '../../config/index.ts';
 import type { JobDefinition } from '../../core/plugin.ts';
 import type { IdentityService } from '../../core/identity/service.ts';
 import type { JobsService } from './service.ts';
+import type { ScheduleService } from './schedules.ts';
 
 const DAY_MS = 86_400_000;
 const days = (what: string) => z.object({ days: z.number().int().min(1).optional().describe(what) });
 
 /**
- * The jobs plugin's own maintenance jobs (spec document 3, built-in jobs; `cleanup_audit_log`
- * comes from the audit plugin, `purge_soft_deleted` from resources). Each deletes within the run's
+ * The jobs plugin's own maintenance jobs (`cleanup_audit_log` comes from the audit plugin,
+ * `purge_soft_deleted` from resources). Each deletes within the run's
  * actor (`ctx.actor`): every tenant for a run without a tenant, one tenant for a per-tenant run.
  */
-export function builtinJobs(svc: JobsService, config: Config, identity: IdentityService): JobDefinition[] {
+export function builtinJobs(svc: JobsService, schedules: ScheduleService, config: Config, identity: IdentityService): JobDefinition[] {
   return [
     {
       name: 'cleanup_expired_tokens',
@@ -43,7 +44,7 @@ export function builtinJobs(svc: JobsService, config: Config, identity: Identity
       description: 'Recompute next_run_at of every enabled schedule',
       timeout: 120,
       async run(ctx) {
-        const res = await svc.recomputeNextRuns();
+        const res = await schedules.recomputeNextRuns();
         ctx.log(`recomputed ${res.updated} schedules`);
         return res;
       },

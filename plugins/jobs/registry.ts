@@ -75,3 +75,24 @@ export const registryView = (j: RegisteredJob) => ({
   plugin: j.plugin,
 });
 export type RegistryEntry = ReturnType<typeof registryView>;
+
+/** The registered jobs by name, filled once every plugin is set up (`ready`). */
+export class JobRegistry {
+  private jobs = new Map<string, RegisteredJob>();
+
+  set(jobs: RegisteredJob[]): void {
+    this.jobs = new Map(jobs.map((j) => [j.name, j]));
+  }
+
+  get(name: string): RegisteredJob | undefined {
+    return this.jobs.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.jobs.has(name);
+  }
+
+  all(): RegisteredJob[] {
+    return [...this.jobs.values()];
+  }
+}
