@@ -149,6 +149,11 @@ export const configSchema = z.object({
   }, 'must be an IANA time zone').default('Europe/Stockholm'),
   /** `cleanup_expired_tokens` deletes API keys revoked longer ago than this. @default 30 */
   JOBS_REVOKED_KEY_RETENTION_DAYS: int(30, 1),
+  /**
+   * Shortest gap between two fire times of a schedule created or changed by an actor without
+   * system scope (a tenant administrator); system administrators are not limited. 0 = no floor. @default 60
+   */
+  JOBS_MIN_SCHEDULE_INTERVAL_SECONDS: int(60, 0),
 
   // --- payments ---
   /** Mounts the payments API (`/payments`, `/payouts`, `/ledger`) and GraphQL fields. The `payments` service (provider registry) exists either way. @default false */

@@ -4,8 +4,8 @@ import type { JobChainRecord, JobRunRecord, JobScheduleRecord, RunStatus } from 
 
 const REDACTED = '[redacted]';
 const SECRET_PATTERNS: [RegExp, string][] = [
-  // A URL carrying credentials (mongodb://user:pass@host/db, https://user:token@host): all of it.
-  [/\b[a-z][a-z0-9+.-]*:\/\/[^\s/@]*@[^\s'",;)]*/gi, REDACTED],
+  // A URL carrying credentials (mongodb://user:pass@host/db, https://user:token@host): all but its scheme.
+  [/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@]*@[^\s'",;)]*/gi, `$1${REDACTED}`],
   // Authorization header values.
   [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/g, `$1 ${REDACTED}`],
   // name=value / name: value where the name says secret (password=, api_key=, "secret": "...").
