@@ -6,7 +6,10 @@ const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const
 export const RUN_STATUSES = ['pending', 'running', 'completed', 'failed', 'cancelled'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 export const FINISHED: readonly RunStatus[] = ['completed', 'failed', 'cancelled'];
-/** What started a run (extended model); the primary `triggered_by` holds the user id or `scheduler`. */
+/**
+ * What started a run (extended model); the primary `triggered_by` holds the user id or `scheduler`.
+ * `chain` (also a `job_type`) marks a stored chain's step and the next job of a schedule's sequence alike.
+ */
 export const TRIGGER_KINDS = ['schedule', 'manual', 'chain', 'dependency'] as const;
 export const LOG_LEVELS = ['debug', 'info', 'progress', 'warning', 'error'] as const;
 export const ON_FAILURE = ['stop', 'continue', 'retry'] as const;
@@ -34,7 +37,7 @@ const chainStep = new Schema(
   { _id: false, minimize: false },
 );
 
-/** `job_runs`: one document per run, kept through retries (spec document 3, JobRun plus the extended run extras). */
+/** `job_runs`: one document per run, kept through retries (the run's own fields plus the extended model's extras). */
 export const jobRunSchema = new Schema(
   {
     job_name: { type: String, required: true },
@@ -68,7 +71,10 @@ export const jobRunSchema = new Schema(
     timeout_seconds: { type: Number, required: true },
     /** Wait between a failed attempt and the next one (the same before every retry). */
     retry_delay_ms: { type: Number, required: true },
-    /** Primary chain: job names still to run after this one succeeds. */
+    /**
+     * The schedule's sequence (its `chain` field): job names still to run, one after another, after
+     * this one succeeds. The stored name predates the word "sequence"; it is kept so runs already queued keep theirs.
+     */
     chain_next: { type: [String], default: [] },
     /** Kind of coordinating run (`fanout`: per-tenant parent; `chain`: stored chain), null for a job run. */
     coordinator: { type: String, enum: ['fanout', 'chain', null], default: null },
@@ -113,6 +119,7 @@ export const jobScheduleSchema = new Schema(
     allow_param_override: { type: Boolean, default: false },
     max_attempts: { type: Number, default: null },
     timeout_seconds: { type: Number, default: null },
+    /** The schedule's sequence: jobs run one after another after its job succeeds (API name `chain`, kept). */
     chain: { type: [String], default: [] },
     depends_on_schedules: { type: [Schema.Types.ObjectId], default: [] },
     dependency_mode: { type: String, enum: DEPENDENCY_MODES, default: 'same_day' },

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { JobDefinition } from '../../core/plugin.ts';
 import type { ParamInfo } from './schemas.ts';
 
-/** A registered job with its defaults applied (spec: description '', timeout 3600, max_attempts 3). */
+/** A registered job with its defaults applied (description '', timeout 3600 s, max_attempts 3). */
 export interface RegisteredJob {
   name: string;
   plugin: string;

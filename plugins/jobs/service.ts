@@ -50,7 +50,7 @@ export class JobsService implements JobRunner {
     return registryView(this.deps.access.visibleJob(actor, name));
   }
 
-  /** `JobRunner.trigger`: trusted callers (other plugins); no role check, params validated. */
+  /** `JobRunner.trigger`: trusted code (other plugins) as `opts.actor`; no role check, params validated. */
   async trigger(name: string, params: Record<string, unknown>, opts: { actor: AuthUser; tenant_id?: string | null }) {
     const job = this.deps.launcher.jobs.get(name);
     if (!job) throw new NotFoundError('job', name, `Job "${name}" is not registered`);

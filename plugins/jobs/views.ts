@@ -21,7 +21,7 @@ export function redactSecrets(text: string): string {
 }
 
 /**
- * The one decision on what a caller sees of a run's failure (REST, the SSE stream and GraphQL
+ * The one decision on what an actor sees of a run's failure (REST, the SSE stream and GraphQL
  * all use it): system-scoped actors get the error and its traceback as stored; everybody else the
  * error message only, secrets redacted (a handler's message may quote a connection string; the
  * traceback names server files).
@@ -31,7 +31,7 @@ export function failureView(actor: AuthUser, r: Pick<JobRunRecord, 'error' | 'er
   return { error: r.error ? redactSecrets(r.error) : null, error_traceback: null };
 }
 
-/** A log line as shown to `actor`: its message redacted like the error for callers without system scope. */
+/** A log line as shown to `actor`: its message redacted like the error for actors without system scope. */
 export function logLineView(actor: AuthUser, l: { timestamp: Date; level: string; message: string; percentage?: number | null | undefined }) {
   return { timestamp: l.timestamp, level: l.level, message: hasSystemScope(actor) ? l.message : redactSecrets(l.message), percentage: l.percentage ?? null };
 }
