@@ -6,11 +6,10 @@ import { systemActor, type AuthUser } from '../../core/context.ts';
 import { FINISHED, type ChainStepDoc, type JobChainRecord, type JobModels, type JobRunDoc, type JobRunRecord } from './model.ts';
 import type { ChainBody, ChainStepInput, chainPatch } from './schemas.ts';
 import type { RunLauncher } from './runs.ts';
-import { sleep } from './store.ts';
+import { isDup, sleep } from './store.ts';
 import { FinalError, progressOnChange, type Coordinator } from './coordinators.ts';
 import { chainView, runView, type ChainView, type RunView } from './views.ts';
 
-const isDup = (err: unknown) => !!err && typeof err === 'object' && (err as { code?: number }).code === 11000;
 const nameTaken = (name: string | undefined) => new ConflictError(`A chain named "${String(name)}" exists already`, { field: 'name' });
 
 /** How a stored chain's run is started (`ChainService.start`). */

@@ -8,6 +8,7 @@ import { FINISHED, type JobModels, type JobRunRecord, type JobScheduleRecord } f
 import type { ScheduleBody } from './schemas.ts';
 import type { JobAccess } from './access.ts';
 import type { RunLauncher } from './runs.ts';
+import { isDup } from './store.ts';
 import type { ChainService } from './chains.ts';
 import { checkCron, isTimeZone, localDay, nextOccurrence, previousOccurrence, resolveTemplates, smallestGapSeconds, templateValues } from './cron.ts';
 import { runView, scheduleView, type RunView, type ScheduleView } from './views.ts';
@@ -22,7 +23,6 @@ export interface ScheduleSettings {
 const GAP_SAMPLE = 20;
 
 const oid = (s: string) => new Types.ObjectId(s);
-const isDup = (err: unknown) => !!err && typeof err === 'object' && (err as { code?: number }).code === 11000;
 const nameTaken = (name: unknown) => new ConflictError(`A schedule named "${String(name)}" exists already`, { field: 'job_name' });
 
 /**

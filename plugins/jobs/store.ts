@@ -79,7 +79,8 @@ export function runDocument(spec: RunSpec, retryDelayMs: number): Partial<JobRun
   };
 }
 
-const isDup = (err: unknown) => !!err && typeof err === 'object' && (err as { code?: number }).code === 11000;
+/** A unique-index violation (E11000). */
+export const isDup = (err: unknown): boolean => !!err && typeof err === 'object' && (err as { code?: number }).code === 11000;
 
 const ACTIVE = { $in: ['pending', 'running'] as RunStatus[] };
 
