@@ -13,6 +13,7 @@ import { PRESETS, type PresetName } from './presets.ts';
 import {
   providerRegistration, type ListQuery, type ProviderRegistrationInput, type WebhookEventView, type WebhookHandler,
 } from './schemas.ts';
+import { DuplicateDeliveries } from './duplicates.ts';
 import { hmacVerifier, isCustomVerifier, type WebhookVerifier } from './verifiers.ts';
 
 /** Signature header of a plain HMAC provider that names none. */
@@ -110,11 +111,14 @@ export function toView(d: WebhookEventRecord): WebhookEventView {
 
 export class WebhooksService implements WebhookRegistry {
   private readonly registry = new Map<string, WebhookProvider>();
+  private readonly duplicates: DuplicateDeliveries;
 
   constructor(
     private readonly model: WebhookEventModel,
     private readonly opts: WebhooksServiceOptions,
-  ) {}
+  ) {
+    this.duplicates = new DuplicateDeliveries(model);
+  }
 
   register(input: ProviderRegistrationInput): void {
     const res = providerRegistration.safeParse(input);
@@ -202,6 +206,14 @@ export class WebhooksService implements WebhookRegistry {
       if (v !== undefined) kept[h] = v;
     }
 
+    const key = DuplicateDeliveries.key(p.provider, eventId);
+    const known = this.duplicates.known(key);
+    if (known && (await known)) {
+      const res = await this.redelivery(p, eventId, deliveryId);
+      // Gone since (deleted by hand): store it anew.
+      if (res) return res;
+    }
+    const attempt = this.duplicates.inserting(key);
     const now = new Date();
     let created: WebhookEventRecord | undefined;
     try {
@@ -214,26 +226,32 @@ export class WebhooksService implements WebhookRegistry {
       const res = await this.model.collection.insertOne(doc);
       created = { ...doc, _id: res.insertedId } as unknown as WebhookEventRecord;
     } catch (err) {
-      if ((err as { code?: unknown }).code !== 11000) throw err;
+      const duplicate = (err as { code?: unknown }).code === 11000;
+      attempt.settle(duplicate);
+      attempt.forget();
+      if (!duplicate) throw err;
     }
-    if (created) return this.answer(await this.run(p, created), eventId);
-    return this.redelivery(p, eventId, deliveryId);
+    if (!created) {
+      // Purged between our insert attempt and now: the provider will redeliver.
+      return (await this.redelivery(p, eventId, deliveryId)) ?? { status: 503, body: { status: 'processing', event_id: eventId } };
+    }
+    attempt.settle(true);
+    try {
+      return this.answer(await this.run(p, created), eventId);
+    } finally {
+      attempt.forget();
+    }
   }
 
-  /** A delivery of an event already stored: count it, then answer from its state or claim a re-run. */
-  private async redelivery(p: WebhookProvider, eventId: string, deliveryId: string | null): Promise<ReceiveResult> {
-    const now = new Date();
-    const existing = await this.model
-      .findOneAndUpdate(
-        { provider: p.provider, event_id: eventId },
-        { $inc: { retry_count: 1 }, $set: { is_duplicate: true, updated_at: now, ...(deliveryId ? { delivery_id: deliveryId } : {}) } },
-        { returnDocument: 'after' },
-      )
-      .lean<WebhookEventRecord>();
-    // Purged between our insert attempt and now: the provider will redeliver.
-    if (!existing) return { status: 503, body: { status: 'processing', event_id: eventId } };
+  /**
+   * A delivery of an event already stored: count it, then answer from its state or claim a re-run.
+   * Null when the event does not exist.
+   */
+  private async redelivery(p: WebhookProvider, eventId: string, deliveryId: string | null): Promise<ReceiveResult | null> {
+    const existing = await this.duplicates.count(p.provider, eventId, deliveryId);
+    if (!existing) return null;
     if (existing.status === 'processed') return { status: 200, body: { status: 'already_processed' } };
-    const stale = existing.status === 'processing' && (!existing.lease_until || existing.lease_until < now);
+    const stale = existing.status === 'processing' && (!existing.lease_until || existing.lease_until < new Date());
     const rerun = existing.status === 'failed' && (existing.attempts ?? 0) <= p.max_retries;
     if (!stale && !rerun) {
       if (existing.status === 'failed') return { status: 200, body: { status: 'failed', event_id: eventId } };
