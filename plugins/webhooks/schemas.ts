@@ -43,6 +43,12 @@ export const providerRegistration = z
     /** @default the preset's, else `x-signature` */
     signature_header: headerName.optional(),
     delivery_id_header: headerName.optional(),
+    /**
+     * Header carrying the delivery's timestamp in Unix seconds, for a provider that sends one (the
+     * presets that sign one read it themselves). A delivery without it, or more than 300 s before
+     * or after now, is refused like a bad signature.
+     */
+    timestamp_header: headerName.optional(),
     /** Provider redeliveries that may re-run a failed handler. @default 3 */
     max_retries: z.number().int().min(0).max(100).default(3),
   })

@@ -14,7 +14,7 @@ import {
   providerRegistration, type ListQuery, type ProviderRegistrationInput, type WebhookEventView, type WebhookHandler,
 } from './schemas.ts';
 import { DuplicateDeliveries } from './duplicates.ts';
-import { hmacVerifier, isCustomVerifier, type WebhookVerifier } from './verifiers.ts';
+import { hmacVerifier, isCustomVerifier, unixSeconds, withinTolerance, type WebhookVerifier } from './verifiers.ts';
 
 /** Signature header of a plain HMAC provider that names none. */
 export const DEFAULT_SIGNATURE_HEADER = 'x-signature';
@@ -33,6 +33,8 @@ export interface WebhookProvider {
   event_type_header: string | undefined;
   signature_header: string;
   delivery_id_header: string | undefined;
+  /** The delivery's timestamp (Unix seconds) when the provider sends one: the preset's reader, or `timestamp_header`. */
+  timestamp: ((signature: string, headers: IncomingHttpHeaders) => number | undefined) | undefined;
   max_retries: number;
   /** Header names kept on the stored event (lower-case). */
   keptHeaders: Set<string>;
@@ -148,13 +150,14 @@ export class WebhooksService implements WebhookRegistry {
       event_type_header: r.event_type_header ?? (r.event_type_path ? undefined : preset?.event_type_header),
       signature_header: r.signature_header ?? preset?.signature_header ?? DEFAULT_SIGNATURE_HEADER,
       delivery_id_header: r.delivery_id_header ?? preset?.delivery_id_header,
+      timestamp: r.timestamp_header ? (_signature, headers) => unixSeconds(headerValue(headers, r.timestamp_header)) : preset?.timestamp,
       max_retries: r.max_retries,
       keptHeaders: new Set(),
     };
     if (!p.event_id_path && !p.event_id_header) {
       throw new PluginError(`Webhook provider "${r.provider}" is invalid:\n  event_id_path: is required (or event_id_header), the event id is the idempotency key`);
     }
-    const kept = [...KEPT_HEADERS, p.signature_header, p.delivery_id_header, p.event_id_header, p.event_type_header];
+    const kept = [...KEPT_HEADERS, p.signature_header, p.delivery_id_header, p.event_id_header, p.event_type_header, r.timestamp_header];
     if (preset === PRESETS['standard-webhooks']) kept.push('webhook-id', 'webhook-timestamp');
     for (const h of kept) if (h && !NEVER_KEPT.has(h)) p.keptHeaders.add(h);
     this.registry.set(p.provider, p);
@@ -181,7 +184,11 @@ export class WebhooksService implements WebhookRegistry {
         this.opts.log.warn({ err, provider: name }, 'webhook verifier threw');
       }
     }
-    if (valid !== true) throw new AuthRequiredError('Missing or invalid webhook signature');
+    // A signed timestamp counts in both directions: one far ahead would keep a captured delivery replayable until then.
+    const signedAt = valid === true && p.timestamp ? p.timestamp(signature!, headers) : undefined;
+    if (valid !== true || (p.timestamp && (signedAt === undefined || !withinTolerance(signedAt)))) {
+      throw new AuthRequiredError('Missing or invalid webhook signature');
+    }
 
     let payload: unknown;
     try {
