@@ -63,7 +63,7 @@ const standardWebhooks: PresetDefaults = {
   },
   timestamp: (_signature, headers) => unixSeconds(one(headers, 'webhook-timestamp')),
   signature_header: 'webhook-signature',
-  // The spec's idempotency key: the message id, which Standard Webhooks puts in a header.
+  // The idempotency key is the message id, which Standard Webhooks puts in a header.
   event_id_header: 'webhook-id',
   event_type_path: 'type',
   delivery_id_header: 'webhook-id',

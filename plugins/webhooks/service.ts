@@ -1,17 +1,21 @@
 /**
- * The webhooks service: provider registry, the receiver flow (spec document 2) and the operator
- * operations. No Koa or GraphQL here; REST and GraphQL call the same methods.
+ * The webhooks service: provider registry, the receiver flow and the operator operations. No Koa
+ * or GraphQL here; REST and GraphQL call the same methods, and the operator operations check their
+ * actor's role here, once for both.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { Types } from 'mongoose';
 import { AuthRequiredError, BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { PluginError } from '../../core/plugin.ts';
-import { systemActor } from '../../core/context.ts';
+import { systemActor, type AuthUser } from '../../core/context.ts';
+import { requireRole } from '../../core/identity/guards.ts';
+import { pageOf, type Page } from '../../core/page.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { WebhookEventModel, WebhookEventRecord } from './model.ts';
 import { PRESETS, type PresetName } from './presets.ts';
 import {
-  providerRegistration, type ListQuery, type ProviderRegistrationInput, type WebhookEventView, type WebhookHandler,
+  providerRegistration, type DeadLetterQuery, type ListQuery, type ProviderRegistrationInput, type PurgeResult, type ReceiveBody,
+  type RetryResult, type WebhookEventView, type WebhookHandler,
 } from './schemas.ts';
 import { DuplicateDeliveries } from './duplicates.ts';
 import { hmacVerifier, isCustomVerifier, unixSeconds, withinTolerance, type WebhookVerifier } from './verifiers.ts';
@@ -55,7 +59,23 @@ export interface WebhookRegistry {
 /** The receiver's answer: HTTP status and body. */
 export interface ReceiveResult {
   status: number;
-  body: { status: 'ok' | 'failed' | 'already_processed' | 'processing'; event_id?: string };
+  body: ReceiveBody;
+}
+
+/** The operator operations (system administrators): `WebhooksService.operator(actor)`. */
+export interface WebhookOperations {
+  /** Events, newest first, filtered by provider and status. */
+  list(q: ListQuery): Promise<Page<WebhookEventView>>;
+  /** The dead-letter queue: events whose handler failed. */
+  deadLetter(q: DeadLetterQuery): Promise<Page<WebhookEventView>>;
+  /**
+   * Re-runs the handler of a `failed` event with its stored payload (or of a `processing` one whose
+   * lease expired). `ref` is the stored id, or the provider's event id when it names exactly one event.
+   * @throws NotFoundError unknown; ConflictError not failed, ambiguous, or its provider is no longer registered
+   */
+  retry(ref: string): Promise<RetryResult>;
+  /** Deletes `processed` events created more than `days` days ago; failed and in-flight events stay. */
+  purge(days: number): Promise<PurgeResult>;
 }
 
 export interface WebhooksServiceOptions {
@@ -114,6 +134,12 @@ export function toView(d: WebhookEventRecord): WebhookEventView {
 export class WebhooksService implements WebhookRegistry {
   private readonly registry = new Map<string, WebhookProvider>();
   private readonly duplicates: DuplicateDeliveries;
+  private readonly operations: WebhookOperations = {
+    list: (q) => this.list(q),
+    deadLetter: (q) => this.list({ ...q, status: 'failed' }),
+    retry: (ref) => this.retry(ref),
+    purge: (days) => this.purge(days),
+  };
 
   constructor(
     private readonly model: WebhookEventModel,
@@ -168,8 +194,20 @@ export class WebhooksService implements WebhookRegistry {
   }
 
   /**
-   * The receiver flow, in the spec's order: provider (404), signature over the raw bytes (401),
-   * JSON (400), event id (422), then insert-first deduplication and the handler.
+   * The operator operations, for a system administrator or the system actor: events are one
+   * collection across tenants. Checked before the caller parses its input, so a refused actor
+   * learns nothing from validation errors.
+   * @throws AccessDeniedError (403) for anyone else
+   * @example await svc.operator(actor).list(query)
+   */
+  operator(actor: AuthUser): WebhookOperations {
+    requireRole(actor, 'system');
+    return this.operations;
+  }
+
+  /**
+   * The receiver flow, in this order: provider (404), signature over the raw bytes and its
+   * timestamp (401), JSON (400), event id (422), then insert-first deduplication and the handler.
    */
   async receive(name: string, raw: Buffer, headers: IncomingHttpHeaders): Promise<ReceiveResult> {
     const p = this.registry.get(name);
@@ -180,7 +218,7 @@ export class WebhooksService implements WebhookRegistry {
       try {
         valid = await p.verifier.verify(raw, signature, p.secret, headers);
       } catch (err) {
-        // A custom verifier that throws rejects the delivery; its error is ours to log, not the caller's to read.
+        // A custom verifier that throws rejects the delivery; its error is ours to log, not the sender's to read.
         this.opts.log.warn({ err, provider: name }, 'webhook verifier threw');
       }
     }
@@ -297,7 +335,7 @@ export class WebhooksService implements WebhookRegistry {
         headers: (d.headers ?? {}) as Record<string, string>, attempt: d.attempts ?? 1, id: String(d._id), actor,
       };
       const payload = d.payload as Record<string, unknown>;
-      // Outside the caller's identity: whoever called the receiver (or the retry endpoint), the handler acts as the system (`event.actor`).
+      // Outside the identity of whoever called the receiver (or the retry endpoint): the handler acts as the system (`event.actor`).
       await p.handler(payload, event);
     } catch (err) {
       error = errorText(err);
@@ -312,8 +350,7 @@ export class WebhooksService implements WebhookRegistry {
     return { ...d, ...set } as WebhookEventRecord;
   }
 
-  /** Events, newest first, filtered by provider and status. */
-  async list(q: Pick<ListQuery, 'provider' | 'status' | 'page' | 'per_page'>) {
+  private async list(q: ListQuery): Promise<Page<WebhookEventView>> {
     const filter: Record<string, unknown> = {};
     if (q.provider) filter.provider = q.provider;
     if (q.status) filter.status = q.status;
@@ -321,20 +358,10 @@ export class WebhooksService implements WebhookRegistry {
       this.model.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<WebhookEventRecord[]>(),
       this.model.countDocuments(filter),
     ]);
-    return { items: docs.map(toView), total, page: q.page, per_page: q.per_page, total_pages: Math.ceil(total / q.per_page) };
+    return pageOf(docs.map(toView), total, q);
   }
 
-  /** The dead-letter queue: events whose handler failed. */
-  deadLetter(q: { provider?: string | undefined; page: number; per_page: number }) {
-    return this.list({ ...q, status: 'failed' });
-  }
-
-  /**
-   * Re-runs the handler of a `failed` event with its stored payload (or of a `processing` one whose
-   * lease expired). `ref` is the stored id, or the provider's event id when it names exactly one event.
-   * @throws NotFoundError unknown; ConflictError not failed, ambiguous, or its provider is no longer registered
-   */
-  async retry(ref: string) {
+  private async retry(ref: string): Promise<RetryResult> {
     let d: WebhookEventRecord | null = null;
     if (Types.ObjectId.isValid(ref) && /^[0-9a-fA-F]{24}$/.test(ref)) d = await this.model.findById(ref).lean<WebhookEventRecord>();
     if (!d) {
@@ -353,8 +380,7 @@ export class WebhooksService implements WebhookRegistry {
     return { id: String(out._id), event_id: out.event_id, status: out.status as WebhookEventView['status'], error: out.error ?? null };
   }
 
-  /** Deletes `processed` events created more than `days` days ago; failed and in-flight events stay. */
-  async purge(days: number) {
+  private async purge(days: number): Promise<PurgeResult> {
     const cutoff = new Date(Date.now() - days * 86_400_000);
     const res = await this.model.deleteMany({ status: 'processed', created_at: { $lt: cutoff } });
     return { deleted_count: res.deletedCount, retention_days: days, cutoff_date: cutoff };
