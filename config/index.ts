@@ -48,6 +48,7 @@ export const webhookProviderSetting = z
     event_type_header: z.string().min(1).optional(),
     signature_header: z.string().min(1).optional(),
     delivery_id_header: z.string().min(1).optional(),
+    timestamp_header: z.string().min(1).optional(),
     max_retries: z.number().int().min(0).max(100).optional(),
   })
   .strict();
