@@ -6,7 +6,7 @@ import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, ErrorCode, NotFoundError, RateLimitedError } from '../errors.ts';
 import { hasSystemScope, withRequest, type AuthUser, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
-import { API_KEY_PREFIX, hashKey, type IdentityService } from '../identity/service.ts';
+import { API_KEY_PREFIX, hashKey, type AuthenticationService } from '../identity/authentication.ts';
 import { toAppError } from './map-error.ts';
 
 export interface AppState {
@@ -109,7 +109,7 @@ async function unmatched(ctx: Koa.Context, opts: RequestHeadOptions): Promise<vo
  * (`AuthFailureLimiter`): past `AUTH_FAILURE_LIMIT` per window, further failures answer 429
  * instead of 401. Only failures are refused: a valid credential always passes.
  */
-export function authenticate(identity: IdentityService, failures: AuthFailureLimiter): Koa.Middleware {
+export function authenticate(identity: AuthenticationService, failures: AuthFailureLimiter): Koa.Middleware {
   return async (ctx, next) => {
     const state = ctx.state as AppState;
     const apiKey = ctx.get('X-API-Key');
