@@ -62,7 +62,7 @@ export class AuthenticationService {
    * and TTL, least recently used evicted first). Revocation here drops entries at once; other
    * replicas follow when their entry expires, so the TTL is the revocation delay across replicas.
    */
-  private readonly cache: LRUCache<string, { user: AuthUser; keyId?: string }> | null;
+  private readonly cache: LRUCache<string, { actor: AuthUser; keyId?: string }> | null;
   private readonly lastUsedWrites = new LRUCache<string, number>({ max: CACHE_MAX_ENTRIES });
   private readonly secret: Uint8Array;
   private readonly credentialKinds = new Map<string, CredentialResolver>();
@@ -99,7 +99,7 @@ export class AuthenticationService {
   /** Drop cached credentials of a user, e.g. after its roles changed. */
   invalidateUser(userId: string): void {
     if (!this.cache) return;
-    for (const [k, v] of this.cache.entries()) if (v.user.id === userId) this.cache.delete(k);
+    for (const [k, v] of this.cache.entries()) if (v.actor.id === userId) this.cache.delete(k);
   }
 
   /** Resolve an `X-API-Key`. @throws AuthRequiredError when unknown, revoked, or its user is inactive */
@@ -107,7 +107,7 @@ export class AuthenticationService {
     const hit = this.cache?.get(`k:${hash}`);
     if (hit) {
       this.touchKey(hit.keyId);
-      return hit.user;
+      return hit.actor;
     }
     const apiKey = await this.models.ApiKey.findOne({ key_hash: hash, revoked_at: null }).lean();
     if (!apiKey) throw new AuthRequiredError('Invalid API key');
@@ -138,7 +138,7 @@ export class AuthenticationService {
     const resolve = m ? this.credentialKinds.get(m[1]!) : undefined;
     if (!sub || !Types.ObjectId.isValid(sub) || !m || !resolve || typeof exp !== 'number') throw new AuthRequiredError('Invalid token');
     const [kind, id] = [m[1]!, m[2]!];
-    let actor = this.cache?.get(`t:${kind}:${id}`)?.user;
+    let actor = this.cache?.get(`t:${kind}:${id}`)?.actor;
     if (!actor) {
       const owner = await resolve(id);
       if (!owner) throw new AuthRequiredError('Invalid token');
@@ -192,7 +192,7 @@ export class AuthenticationService {
   }
 
   private toCache(key: string, actor: AuthUser, keyId?: string) {
-    this.cache?.set(key, { user: actor, ...(keyId ? { keyId } : {}) });
+    this.cache?.set(key, { actor, ...(keyId ? { keyId } : {}) });
   }
 
   /** `last_used_at` is informational: write it at most once a minute per key, off the request path. */
