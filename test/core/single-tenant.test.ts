@@ -11,22 +11,25 @@ import { webauthnPlugin } from '../../plugins/webauthn/index.ts';
 import { SoftAuthenticator } from '../webauthn/authenticator.ts';
 import { PASSKEY_CONFIG, registerPasskey } from '../webauthn/helpers.ts';
 
-type Account = Awaited<ReturnType<typeof createTenantUser>>;
+/** Two tenants, each with an administrator and a plain user, and the system administrator's id. */
+async function seed(app: TestApp) {
+  const adminA = await createTenantUser(app, { tenant: 'Tenant A', roles: ['admin'] });
+  const userA = await createTenantUser(app, { tenantId: adminA.tenantId });
+  const adminB = await createTenantUser(app, { tenant: 'Tenant B', roles: ['admin'] });
+  const userB = await createTenantUser(app, { tenantId: adminB.tenantId });
+  return { adminA, userA, adminB, userB, systemAdminId: (await app.http('GET', '/auth/me')).body.id as string };
+}
 
 let t: TestApp;
-let adminA: Account;
-let userA: Account;
-let adminB: Account;
-let userB: Account;
+let adminA: Awaited<ReturnType<typeof seed>>['adminA'];
+let userA: typeof adminA;
+let adminB: typeof adminA;
+let userB: typeof adminA;
 let systemAdminId: string;
 
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [webauthnPlugin], config: { ...PASSKEY_CONFIG, MULTI_TENANT_ENABLED: 'false' } });
-  adminA = await createTenantUser(t, { tenant: 'Tenant A', roles: ['admin'] });
-  userA = await createTenantUser(t, { tenantId: adminA.tenantId });
-  adminB = await createTenantUser(t, { tenant: 'Tenant B', roles: ['admin'] });
-  userB = await createTenantUser(t, { tenantId: adminB.tenantId });
-  systemAdminId = (await t.http('GET', '/auth/me')).body.id;
+  ({ adminA, userA, adminB, userB, systemAdminId } = await seed(t));
 });
 afterAll(() => t?.close());
 
