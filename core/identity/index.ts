@@ -1,9 +1,7 @@
-import type { Collection } from 'mongoose';
-import type { Logger } from '../logger.ts';
 import { definePlugin } from '../plugin.ts';
 import { defineRoute } from '../http/route.ts';
 import { idParams } from '../http/schemas.ts';
-import { identityModels } from './models.ts';
+import { identityModels, migrateUsers } from './models.ts';
 import { createApiKeyInput, createTenantInput, createUserInput, tenantsQuery, updateUserInput, usersQuery } from './schemas.ts';
 import { IdentityService } from './service.ts';
 import { identityGraphql } from './graphql.ts';
@@ -109,16 +107,3 @@ export const identityPlugin = definePlugin({
     };
   },
 });
-
-/**
- * Brings a users collection of an earlier version up to date: emails were globally unique (index
- * `email_1`) and users had no `is_deleted`. Safe to run on every start and from several processes.
- */
-async function migrateUsers(coll: Collection, log: Logger): Promise<void> {
-  const indexes = await coll.indexes().catch(() => []);
-  if (indexes.some((i) => i.name === 'email_1' && i.unique)) {
-    await coll.dropIndex('email_1').catch(() => undefined);
-    log.info('users: dropped the global unique email index; emails are now unique per tenant');
-  }
-  await coll.updateMany({ is_deleted: { $exists: false } }, { $set: { is_deleted: false } });
-}
