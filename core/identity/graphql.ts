@@ -1,7 +1,8 @@
 import { parseInput, requireAdmin, requireUser, requireUserRole, type Builder } from '../graphql.ts';
 import { idParams } from '../http/schemas.ts';
 import { createApiKeyInput, createTenantInput, createUserInput, updateUserInput, type PageRequest } from './schemas.ts';
-import type { IdentityService } from './service.ts';
+import type { AuthUser } from '../context.ts';
+import type { ApiKeyView, IdentityService, TenantView } from './service.ts';
 
 /** GraphQL `page` / `per_page` arguments: clamped to the REST limits (default 50, at most 500), never refused. */
 const clampPage = (a: { page?: number | null; per_page?: number | null }): PageRequest => ({
@@ -14,7 +15,8 @@ const clampPage = (a: { page?: number | null; per_page?: number | null }): PageR
  * mutations. Arguments are validated with the REST schemas; the service checks the actor's role.
  */
 export function identityGraphql(builder: Builder, identity: IdentityService): void {
-  const Me = builder.objectRef<{ id: string; email: string; name: string; tenant_id: string; roles: string[]; scope: string | null; features: string[]; attributes: unknown; is_active?: boolean }>('User');
+  // `me` is the actor itself; `users` and the mutations add `is_active` (and `created_at`, not exposed).
+  const Me = builder.objectRef<AuthUser & { is_active?: boolean }>('User');
   Me.implement({
     fields: (t) => ({
       id: t.exposeID('id', { nullable: false }),
@@ -28,7 +30,7 @@ export function identityGraphql(builder: Builder, identity: IdentityService): vo
       is_active: t.boolean({ nullable: false, resolve: (u) => u.is_active !== false }),
     }),
   });
-  const Tenant = builder.objectRef<{ id: string; name: string; is_system: boolean; created_at: Date | null }>('Tenant');
+  const Tenant = builder.objectRef<TenantView>('Tenant');
   Tenant.implement({
     fields: (t) => ({
       id: t.exposeID('id', { nullable: false }),
@@ -56,7 +58,7 @@ export function identityGraphql(builder: Builder, identity: IdentityService): vo
       expires_in: t.exposeInt('expires_in', { nullable: false }),
     }),
   });
-  const ApiKey = builder.objectRef<{ id: string; name: string; user_id: string; tenant_id: string; prefix: string; key?: string }>('ApiKey');
+  const ApiKey = builder.objectRef<ApiKeyView & { key?: string }>('ApiKey');
   ApiKey.implement({
     fields: (t) => ({
       id: t.exposeID('id', { nullable: false }),

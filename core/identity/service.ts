@@ -266,6 +266,11 @@ export class IdentityService extends AuthenticationService {
   }
 }
 
+/** A tenant in admin responses. */
+export type TenantView = ReturnType<typeof tenantView>;
+/** An API key in admin responses (never its hash; the plain `key` only in the creation answer). */
+export type ApiKeyView = ReturnType<typeof apiKeyView>;
+
 const tenantView = (t: { _id: Types.ObjectId; name: string; is_system?: boolean | null; created_at?: Date }) => ({
   id: String(t._id),
   name: t.name,
