@@ -161,6 +161,12 @@ export class IdentityService extends AuthenticationService {
 
   async revokeApiKey(actor: AuthUser, id: string) {
     requireRole(actor, 'admin');
+    if (!hasSystemScope(actor)) {
+      // A tenant admin (of the system tenant, or of any tenant when tenancy is off) must not cut off a system administrator.
+      const key = await this.models.ApiKey.findOne({ _id: id, revoked_at: null, ...this.tenantScope(actor) }, { user_id: 1 }).lean();
+      const owner = key && (await this.models.User.findById(key.user_id).lean());
+      if (owner && hasSystemScope(toAuthUser(owner))) throw new AccessDeniedError('Only system administrators revoke keys of system administrators');
+    }
     const doc = await this.models.ApiKey.findOneAndUpdate(
       { _id: id, revoked_at: null, ...this.tenantScope(actor) },
       { $set: { revoked_at: new Date() } },

@@ -84,6 +84,16 @@ describe('identity (REST)', () => {
     expect(await t.app.db.conn.collection('api_keys').countDocuments({ user_id: new Types.ObjectId(systemAdminId), name: 'k' })).toBe(0);
   });
 
+  it("a tenant administrator cannot revoke a system administrator's key (REST and GraphQL); the key keeps working", async () => {
+    const bootstrap = await t.app.db.conn.collection('api_keys').findOne({ user_id: new Types.ObjectId(systemAdminId), revoked_at: null });
+    const id = String(bootstrap!._id);
+    expectError(await t.http('DELETE', `/admin/api-keys/${id}`, { key: adminA.key }), 403, 'ACCESS_DENIED');
+    const g = await t.gql('mutation ($id: String!) { revokeApiKey(id: $id) { id } }', { id }, { key: adminA.key });
+    expect(code(g)).toBe('ACCESS_DENIED');
+    expect((await t.http('GET', '/auth/me')).status).toBe(200);
+    expect((await t.app.db.conn.collection('api_keys').findOne({ _id: bootstrap!._id }))!.revoked_at).toBeNull();
+  });
+
   it('plain users are still refused', async () => {
     expectError(await t.http('GET', '/admin/users', { key: userA.key }), 403, 'ACCESS_DENIED');
     expectError(await t.http('GET', '/admin/tenants', { key: userA.key }), 403, 'ACCESS_DENIED');
