@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { AppError, ValidationError, type ValidationIssue } from '../../core/errors.ts';
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import { objectId } from '../../core/http/schemas.ts';
+import { setPageHeaders } from '../../core/page.ts';
 import { etagOf, type BulkItemError, type ResourceService } from './service.ts';
 import type { Operation } from './define.ts';
 import { getOneQuerySchema, listQuerySchema, type RawQuery } from './params.ts';
@@ -87,11 +88,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       handler: custom('list', async ({ user, query, ctx }) => {
         const res = await svc.list(user!, queryOf(query));
         if (res.mode === 'cursor') return { items: res.items, cursors: res.cursors };
-        ctx.set('X-Total-Count', String(res.total));
-        ctx.set('X-Page', String(res.page));
-        ctx.set('X-Per-Page', String(res.per_page));
-        ctx.set('X-Total-Pages', String(res.total_pages));
-        return { items: res.items, page: res.page, per_page: res.per_page, total: res.total, total_pages: res.total_pages };
+        const { mode: _mode, ...page } = res;
+        return setPageHeaders(ctx, page);
       }),
     })],
     ['get', defineRoute({

@@ -6,7 +6,7 @@ import { Schema } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { demoResources } from '../../plugins/resources/demo.ts';
+import { sampleResources } from '../../plugins/resources/sample-resources.ts';
 import { collection, items, oid, qs, seed, seedProjects, sortedNames, type Doc } from './read-helpers.ts';
 
 /** Every reserved list parameter is also a real field of this resource (spec: reserved names are never filters). */
@@ -57,7 +57,7 @@ const list = (path: string, params: Record<string, any> = {}, key = alice.key) =
 const projects = (params: Record<string, any> = {}) => list('/projects', { per_page: 100, ...params });
 
 beforeAll(async () => {
-  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...demoResources, notebooks, vaults, things] })] });
+  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...sampleResources, notebooks, vaults, things] })] });
   alice = await createTenantUser(t, { features: ['tasks'] });
   const docs = await seedProjects(t, alice.key, [
     { name: 'Alpha', description: 'first project', status: 'active', tags: ['red', 'blue'], budget: 10, owner_email: 'alice@example.com' },
