@@ -42,7 +42,7 @@ export type ErrorDetails = Record<string, unknown>;
 
 /**
  * Base of every error a client may see. Domain code may raise it with any status and code
- * (spec: "Domain errors may carry any status, code and details chosen by the raiser").
+ * (a domain error may carry any status, code and details its raiser chooses).
  *
  * @example throw new AppError(409, 'CONFLICT', 'Payment already captured', { payment_id })
  */

@@ -54,7 +54,7 @@ export interface AuditLogger {
   /** A `delete` entry with the document before deletion as `snapshot`. */
   logDelete(target: AuditTarget & { old: Doc }): Promise<void>;
   /**
-   * A `depersonalize` entry (spec document 2, rule 3): `changes` is `{gdpr_fields, user_id}` where
+   * A `depersonalize` entry: `changes` is `{gdpr_fields, user_id}` where
    * `user_id` is the person whose data was erased; the entry's own `user_id` is `user` (a service
    * account), null when omitted.
    */

@@ -47,7 +47,7 @@ function operand(v: unknown): unknown {
   return coerce(textOf(v));
 }
 
-/** Query-string equality coercion, in the spec's order of recognition. */
+/** Query-string equality coercion: booleans, null, integers, decimals, object ids, else the string (first match wins). */
 function coerce(raw: string): unknown {
   if (raw === 'true') return true;
   if (raw === 'false') return false;

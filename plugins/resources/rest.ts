@@ -28,7 +28,7 @@ const flatten = (errors: BulkItemError[]): ValidationIssue[] =>
 export function resourceRoutes(svc: ResourceService): RouteDef[] {
   const { def } = svc;
   const tags = [def.name];
-  // Checked by the kernel before input validation, so a caller without the feature learns nothing of the schema.
+  // Checked by the kernel before input validation, so an actor without the feature learns nothing of the schema.
   const features = def.guards.features;
   const base = def.path;
   const custom = (op: Operation, fallback: RouteDef['handler']): RouteDef['handler'] => def.handlers[op] ?? fallback;

@@ -22,7 +22,7 @@ export type ResourceModel = Model<Doc>;
 /** Offset-mode list answer. The same numbers go out as `X-Total-Count`, `X-Page`, `X-Per-Page`, `X-Total-Pages`. */
 export type OffsetPage = Page<Doc> & { mode: 'offset' };
 
-/** Cursor-mode list answer (spec shape). */
+/** Cursor-mode list answer: the items and the cursors to the neighbouring pages. */
 export interface CursorPage {
   mode: 'cursor';
   items: Doc[];
@@ -61,7 +61,7 @@ function parseIfMatch(header: string | undefined | null): string[] {
 /** Options of list and get-one reads. */
 export interface ReadOptions {
   /**
-   * The caller needs each document's ETag (GraphQL's `etag` field): `version` stays in a `fields`
+   * The actor needs each document's ETag (GraphQL's `etag` field): `version` stays in a `fields`
    * projection that leaves it out. @default false
    */
   etags?: boolean;
@@ -329,7 +329,7 @@ export class ResourceService {
    * (the one access filter, `scope()`): `systemActor()` every tenant, `systemActor(tenantId)` that
    * tenant only. A maintenance operation (the `purge_soft_deleted` job): non-system callers are
    * refused, tenant administrators included.
-   * @throws AccessDeniedError for a non-system caller (nothing deleted)
+   * @throws AccessDeniedError for a non-system actor (nothing deleted)
    */
   /** Creates each item as {@link create} would; rejected items are reported, not thrown (see bulk.ts). */
   bulkCreate(actor: AuthUser, items: unknown[]): Promise<BulkCreateResult> {
@@ -412,7 +412,7 @@ export class ResourceService {
     }
   }
 
-  /** Replaces relation ids with the related documents the caller may see (else null). One query per path. */
+  /** Replaces relation ids with the related documents the actor may see (else null). One query per path. */
   private async populate(actor: AuthUser, items: Doc[], paths: string[]): Promise<Doc[]> {
     if (!paths.length || !items.length) return items.map((d) => this.view(d));
     const out = items.map((d) => ({ ...this.view(d) }));

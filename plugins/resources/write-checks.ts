@@ -1,7 +1,7 @@
 /**
- * Checks of a create, update or replace body against the caller's access and the other
- * resources: relation ids must name documents the caller can see in the target tenant, and
- * attribute-guarded fields must stay within the caller's values.
+ * Checks of a create, update or replace body against the actor's access and the other
+ * resources: relation ids must name documents the actor can see in the target tenant, and
+ * attribute-guarded fields must stay within the actor's values.
  */
 import { Types } from 'mongoose';
 import type { AuthUser } from '../../core/context.ts';
@@ -12,8 +12,8 @@ import type { ResourceDefinition } from './define.ts';
 import type { ResourceService } from './service.ts';
 
 /**
- * Relation values must point at documents the caller can see (live, guards pass) in the tenant the
- * document is written to (a system caller without `X-Tenant-Id` sees every tenant but writes to one).
+ * Relation values must point at documents the actor can see (live, guards pass) in the tenant the
+ * document is written to (a system actor without `X-Tenant-Id` sees every tenant but writes to one).
  */
 export async function checkReferences(svc: ResourceService, actor: AuthUser, data: Doc, loc: (string | number)[], tenantId: string | null): Promise<void> {
   const issues: ValidationIssue[] = [];
@@ -31,7 +31,7 @@ export async function checkReferences(svc: ResourceService, actor: AuthUser, dat
 }
 
 /**
- * A field restricted by an attribute rule and left out of a create takes the caller's value, so
+ * A field restricted by an attribute rule and left out of a create takes the actor's value, so
  * the creator can still see what it created. With several allowed values it must be given.
  */
 export function fillGuardedFields(def: ResourceDefinition, scope: Filter, data: Doc): void {
@@ -46,7 +46,7 @@ export function fillGuardedFields(def: ResourceDefinition, scope: Filter, data: 
   }
 }
 
-/** A write must stay inside the caller's attribute filter (e.g. its own region). */
+/** A write must stay inside the actor's attribute filter (e.g. its own region). */
 export function checkWritable(scope: Filter, data: Doc): void {
   for (const [field, rule] of Object.entries(scope)) {
     if (field === 'tenant_id' || field === 'is_deleted' || !(field in data)) continue;
