@@ -175,6 +175,16 @@ describe('equality filters: coercion in the spec order (true/false, null/none, i
     expect(res.status).toBe(400);
     expect(envelope(res).code).toBe('BAD_REQUEST');
   });
+
+  it('a list parameter given twice is a 422 from the query schema; `__proto__` is dropped by validation and ignored', async () => {
+    const twice = await t.http('GET', '/projects?page=1&page=2', { key: alice.key });
+    expect(twice.status).toBe(422);
+    expect((envelope(twice).details.errors as { loc: unknown[] }[])[0]!.loc).toEqual(['query', 'page']);
+    const all = await t.http('GET', '/projects', { key: alice.key });
+    const proto = await t.http('GET', '/projects?__proto__=1', { key: alice.key });
+    expect(proto.status).toBe(200);
+    expect(proto.body.total).toBe(all.body.total);
+  });
 });
 
 describe('reserved parameter names are never field filters', () => {
