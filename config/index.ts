@@ -137,6 +137,8 @@ export const configSchema = z.object({
   JOBS_ENABLED: bool(false),
   /** Age after which `purge_soft_deleted` removes soft-deleted documents. @default 30 */
   SOFT_DELETE_RETENTION_DAYS: int(30, 1),
+  /** Register the sample resources `/projects` and `/tasks` (when the resources plugin is given none). @default true unless NODE_ENV is production */
+  SAMPLE_RESOURCES_ENABLED: z.enum(['true', 'false', '1', '0', 'yes', 'no']).optional().transform((v) => (v === undefined ? undefined : v === 'true' || v === '1' || v === 'yes')),
   // --- jobs ---
   /** `cleanup_job_runs` deletes finished job runs older than this. Formerly `JOBS_CLEANUP_DAYS`. @default 90 */
   JOB_RUN_RETENTION_DAYS: int(90, 1),
