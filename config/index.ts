@@ -48,6 +48,7 @@ export const webhookProviderSetting = z
     event_type_header: z.string().min(1).optional(),
     signature_header: z.string().min(1).optional(),
     delivery_id_header: z.string().min(1).optional(),
+    timestamp_header: z.string().min(1).optional(),
     max_retries: z.number().int().min(0).max(100).optional(),
   })
   .strict();
@@ -136,6 +137,8 @@ export const configSchema = z.object({
   JOBS_ENABLED: bool(false),
   /** Age after which `purge_soft_deleted` removes soft-deleted documents. @default 30 */
   SOFT_DELETE_RETENTION_DAYS: int(30, 1),
+  /** Register the sample resources `/projects` and `/tasks` (when the resources plugin is given none). @default true unless NODE_ENV is production */
+  SAMPLE_RESOURCES_ENABLED: z.enum(['true', 'false', '1', '0', 'yes', 'no']).optional().transform((v) => (v === undefined ? undefined : v === 'true' || v === '1' || v === 'yes')),
   // --- jobs ---
   /** `cleanup_job_runs` deletes finished job runs older than this. Formerly `JOBS_CLEANUP_DAYS`. @default 90 */
   JOB_RUN_RETENTION_DAYS: int(90, 1),
@@ -164,6 +167,11 @@ export const configSchema = z.object({
    * Formerly `JOBS_REVOKED_KEY_RETENTION_DAYS`. @default 30
    */
   REVOKED_API_KEY_RETENTION_DAYS: int(30, 1),
+  /**
+   * Shortest gap between two fire times of a schedule created or changed by an actor without
+   * system scope (a tenant administrator); system administrators are not limited. 0 = no floor. @default 60
+   */
+  JOBS_MIN_SCHEDULE_INTERVAL_SECONDS: int(60, 0),
 
   // --- payments ---
   /** Mounts the payments API (`/payments`, `/payouts`, `/ledger`) and GraphQL fields. The `payments` service (provider registry) exists either way. @default false */
@@ -308,23 +316,8 @@ export interface ConfigWarning {
 type ParsedConfig = z.infer<typeof configSchema>;
 /** A `WEBHOOK_PROVIDERS` entry with its secret resolved from `secret_env`. */
 export type WebhookProviderSetting = Omit<z.infer<typeof webhookProviderSetting>, 'secret_env'> & { secret: string };
-/**
- * The old property names, mirroring the new ones until the plugins that read them are renamed
- * (`config.JOBS_CLEANUP_DAYS` → `config.JOB_RUN_RETENTION_DAYS`, `config.JOBS_REVOKED_KEY_RETENTION_DAYS`
- * → `config.REVOKED_API_KEY_RETENTION_DAYS`); then delete this type and `mirrorDeprecated`.
- */
-type DeprecatedProperties = {
-  /** @deprecated read `JOB_RUN_RETENTION_DAYS` */
-  JOBS_CLEANUP_DAYS: number;
-  /** @deprecated read `REVOKED_API_KEY_RETENTION_DAYS` */
-  JOBS_REVOKED_KEY_RETENTION_DAYS: number;
-};
-const mirrorDeprecated = (c: ParsedConfig): DeprecatedProperties => ({
-  JOBS_CLEANUP_DAYS: c.JOB_RUN_RETENTION_DAYS,
-  JOBS_REVOKED_KEY_RETENTION_DAYS: c.REVOKED_API_KEY_RETENTION_DAYS,
-});
 /** Settings as parsed from the environment: secrets may still be missing outside production. */
-export type LoadedConfig = Omit<ParsedConfig, 'WEBHOOK_PROVIDERS'> & { WEBHOOK_PROVIDERS: WebhookProviderSetting[] } & DeprecatedProperties;
+export type LoadedConfig = Omit<ParsedConfig, 'WEBHOOK_PROVIDERS'> & { WEBHOOK_PROVIDERS: WebhookProviderSetting[] };
 /** Settings of a running app: every secret is set (`createApp` fills missing ones, see core/secrets.ts). */
 export type Config = Omit<LoadedConfig, SecretSetting> & Record<SecretSetting, string>;
 export type ConfigInput = Partial<Record<keyof Config, string | undefined>>;
@@ -387,7 +380,6 @@ export function readConfig(env: Record<string, string | undefined> = process.env
   const problems: string[] = [];
   const cfg: LoadedConfig = {
     ...rest,
-    ...mirrorDeprecated(res.data),
     WEBHOOK_PROVIDERS: providers.map(({ secret_env, ...p }) => {
       const secret = env[secret_env];
       if (!secret) problems.push(`  WEBHOOK_PROVIDERS: provider "${p.name}" names secret_env ${secret_env}, which is not set`);

@@ -14,7 +14,7 @@ export interface CredentialRef {
   exp?: number;
 }
 
-/** The authenticated caller, as every service and plugin sees it. */
+/** The authenticated actor, as every service and plugin sees it. */
 export interface AuthUser {
   id: string;
   email: string;
@@ -27,14 +27,14 @@ export interface AuthUser {
   features: string[];
   attributes: Record<string, unknown>;
   /**
-   * The one tenant a system caller acts in: set by `X-Tenant-Id` or `systemActor(tenantId)`.
-   * Absent or null = all tenants. Never read for other callers: they are always confined to
+   * The one tenant a system actor acts in: set by `X-Tenant-Id` or `systemActor(tenantId)`.
+   * Absent or null = all tenants. Never read for other actors: they are always confined to
    * `tenant_id`, inside a request or not.
    */
   acting_tenant_id?: string | null;
   /** What authenticated this request (absent for `systemActor()` and users loaded outside a request). Never shown to clients. */
   credential?: CredentialRef;
-  /** The request this caller came in with (symbol key: never serialized). Read it with `requestOf()`. */
+  /** The request this actor came in with (symbol key: never serialized). Read it with `requestOf()`. */
   [REQUEST]?: RequestContext;
 }
 
@@ -47,39 +47,40 @@ export interface RequestContext {
 }
 
 /**
- * Key under which a request's caller carries its request. Explicit rather than ambient
+ * Key under which a request's actor carries its request. Explicit rather than ambient
  * (AsyncLocalStorage): its promise hooks cost about a tenth of a simple read's throughput, and a
  * service called from a job must never see a request it is not part of.
  */
 const REQUEST: unique symbol = Symbol('request');
 
-/** The caller as seen below a request: the same caller, carrying its request (id, ip, logger). */
-export const withRequest = (user: AuthUser, request: RequestContext): AuthUser => ({ ...user, [REQUEST]: request });
+/** The actor as seen below a request: the same actor, carrying its request (id, ip, logger). */
+export const withRequest = (actor: AuthUser, request: RequestContext): AuthUser => ({ ...actor, [REQUEST]: request });
 
 /**
- * The request a caller came in with, for logs and hook events (`ip`, `request_id`); undefined for
- * callers made outside requests (`systemActor()`, jobs, start-up).
+ * The request an actor came in with, for logs and hook events (`ip`, `request_id`); undefined for
+ * actors made outside requests (`systemActor()`, jobs, start-up).
  */
-export const requestOf = (user: AuthUser | null | undefined): RequestContext | undefined => user?.[REQUEST];
+export const requestOf = (actor: AuthUser | null | undefined): RequestContext | undefined => actor?.[REQUEST];
 
 /**
  * True for actors holding system scope (`scope: system` or `is_system_user`): system
  * administrators and `systemActor()`. They may act across tenants. Compare `isSystemActor`, which
  * is true only for the synthetic actor `systemActor()` returns (no user behind it).
  */
-export const hasSystemScope = (user: AuthUser | null | undefined): boolean =>
-  !!user && (user.scope === 'system' || user.is_system_user);
+export const hasSystemScope = (actor: AuthUser | null | undefined): boolean =>
+  !!actor && (actor.scope === 'system' || actor.is_system_user);
 
-export const isAdmin = (user: AuthUser | null | undefined): boolean =>
-  !!user && (user.roles.includes('admin') || hasSystemScope(user));
+/** Role `admin`, or system scope. For a refusal use `requireRole(actor, 'admin')` (core/identity/guards.ts). */
+export const isAdmin = (actor: AuthUser | null | undefined): boolean =>
+  !!actor && (actor.roles.includes('admin') || hasSystemScope(actor));
 
 /** `id` of the actor returned by `systemActor()`; audit stores it as `user_id` null. */
 const SYSTEM_ACTOR_ID = 'system';
 
 /**
  * The actor for code outside requests (jobs, webhook handlers, migrations). Pass it to any service
- * as its caller: `systemActor()` acts in every tenant, `systemActor(tenantId)` in that one only.
- * Audit records its changes with `user_id` and `user_name` null (spec document 2).
+ * as its actor: `systemActor()` acts in every tenant, `systemActor(tenantId)` in that one only.
+ * Audit records its changes with `user_id` and `user_name` null: no person made them.
  *
  * @example await services.get('resources').get('projects')!.list(systemActor(tenantId), {})
  */
@@ -102,29 +103,29 @@ export function systemActor(tenantId?: string | null): AuthUser {
  * True only for the synthetic actor made by `systemActor()`: no user stands behind it, so audit and
  * `created_by` record null. Not a permission check: use `hasSystemScope` (or `requireRole`) for that.
  */
-export const isSystemActor = (user: { id: string } | null | undefined): boolean => !!user && user.id === SYSTEM_ACTOR_ID;
+export const isSystemActor = (actor: { id: string } | null | undefined): boolean => !!actor && actor.id === SYSTEM_ACTOR_ID;
 
 /**
- * The tenant a caller is confined to: its own for every non-system caller; for a system caller
- * the acting tenant, or null for all tenants. Fails closed: only an explicit system caller gets null.
- * @throws AccessDeniedError for a non-system caller without a tenant (never widened to all tenants)
+ * The tenant an actor is confined to: its own for every non-system actor; for a system actor
+ * the acting tenant, or null for all tenants. Fails closed: only an explicit system actor gets null.
+ * @throws AccessDeniedError for a non-system actor without a tenant (never widened to all tenants)
  */
-export function scopedTenantId(user: AuthUser): string | null {
-  if (!hasSystemScope(user)) {
+export function scopedTenantId(actor: AuthUser): string | null {
+  if (!hasSystemScope(actor)) {
     // An empty tenant would read as "no tenant filter": refuse instead of widening the scope.
-    if (!user.tenant_id) throw new AccessDeniedError('The caller belongs to no tenant');
-    return user.tenant_id;
+    if (!actor.tenant_id) throw new AccessDeniedError('The caller belongs to no tenant');
+    return actor.tenant_id;
   }
-  return user.acting_tenant_id || null;
+  return actor.acting_tenant_id || null;
 }
 
 /**
- * The tenant a caller writes new documents to: its scoped tenant, or for a system caller acting
+ * The tenant an actor writes new documents to: its scoped tenant, or for a system actor acting
  * in all tenants its own tenant. `systemActor()` has none and must name one.
  * @throws Error for `systemActor()` without a tenant (a programming error, not a client error)
  */
-export function writeTenantId(user: AuthUser): string {
-  const t = scopedTenantId(user) ?? user.tenant_id;
+export function writeTenantId(actor: AuthUser): string {
+  const t = scopedTenantId(actor) ?? actor.tenant_id;
   if (!t) throw new Error('systemActor() acts in every tenant: use systemActor(tenantId) to write tenant-scoped documents');
   return t;
 }

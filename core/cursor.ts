@@ -1,5 +1,5 @@
 /**
- * Signed keyset cursors for cursor-mode lists (spec 01, "Pagination", cursor rules 1-6).
+ * Signed keyset cursors for cursor-mode lists.
  *
  * A cursor holds the sort values of one boundary item (every sort field, `_id` last) plus the
  * canonical sort key, as JSON, base64url-encoded and signed with HMAC-SHA256:
@@ -18,7 +18,7 @@
  *   sorted by `querySort(sort, 'prev')` (the reversed order), keep the first `limit` rows, then
  *   reverse them so the response is in forward order; `has_prev` = more than `limit` rows came
  *   back; `has_next` = true (the boundary item lies after the page).
- * - `direction=prev` without a cursor (not fixed by the spec; suggested): the same backwards fetch
+ * - `direction=prev` without a cursor (our decision): the same backwards fetch
  *   without a range, i.e. the last page of the sort order, with `has_next` = false.
  * - The `next` cursor encodes the last returned item and is only issued when `has_next`; the
  *   `prev` cursor encodes the first returned item and is only issued when `has_prev`.
@@ -136,7 +136,7 @@ export function cursorFilter(sort: SortSpec, values: unknown[], direction: 'next
   return { $or: branches };
 }
 
-/** MongoDB sort document for walking in `direction` (the spec reversed for `prev`). */
+/** MongoDB sort document for walking in `direction` (the sort reversed for `prev`). */
 export function querySort(sort: SortSpec, direction: 'next' | 'prev'): Record<string, 1 | -1> {
   const out: Record<string, 1 | -1> = {};
   for (const [field, dir] of sort) out[field] = direction === 'next' ? dir : dir === 1 ? -1 : 1;

@@ -42,7 +42,7 @@ export type ErrorDetails = Record<string, unknown>;
 
 /**
  * Base of every error a client may see. Domain code may raise it with any status and code
- * (spec: "Domain errors may carry any status, code and details chosen by the raiser").
+ * (a domain error may carry any status, code and details its raiser chooses).
  *
  * @example throw new AppError(409, 'CONFLICT', 'Payment already captured', { payment_id })
  */
@@ -174,3 +174,81 @@ export function parseInput<S extends z.ZodType>(schema: S, value: unknown, loc: 
   if (!res.success) throw new ValidationError(zodIssues(loc, res.error.issues));
   return res.data;
 }
+
+/**
+ * Codes of domain errors that plugins raise (payments, passkeys). They are stated here, with the
+ * core codes, so that the catalogue below lists every code a client can meet.
+ */
+export const DomainErrorCode = {
+  PASSKEY_CLONE_DETECTED: 'PASSKEY_CLONE_DETECTED',
+  REFUND_EXCEEDS_CAPTURED: 'REFUND_EXCEEDS_CAPTURED',
+  PROVIDER_ERROR: 'PROVIDER_ERROR',
+} as const;
+export type DomainErrorCode = (typeof DomainErrorCode)[keyof typeof DomainErrorCode];
+
+/** One code of {@link ERROR_CATALOGUE}. */
+export interface ErrorCodeDoc {
+  /** A typical error with this code: its status, message and details (documentation examples). */
+  example: AppError;
+  /** When the server answers with this code. */
+  description: string;
+}
+
+const SAMPLE_ID = '64b7f0c2a1b2c3d4e5f60718';
+
+/**
+ * Every error code a client can meet, core and plugin codes alike, in the order of docs/errors.md:
+ * code → status (of its example) → when. `/openapi.json` documents its error responses from it, and
+ * a test checks that docs/errors.md lists every code.
+ */
+export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, ErrorCodeDoc>> = {
+  BAD_REQUEST: {
+    example: new BadRequestError('Malformed JSON body'),
+    description: 'Malformed JSON body or query parameter, invalid `where` JSON, unknown operator, invalid cursor, invalid `X-Tenant-Id`.',
+  },
+  REFUND_EXCEEDS_CAPTURED: {
+    example: new AppError(400, DomainErrorCode.REFUND_EXCEEDS_CAPTURED, 'The refunds would exceed the captured amount', { refundable: '20.00' }),
+    description: 'A refund above what is left of the captured amount (`details.refundable`).',
+  },
+  AUTH_REQUIRED: { example: new AuthRequiredError(), description: 'Missing or invalid credentials, or an expired token.' },
+  PASSKEY_CLONE_DETECTED: {
+    example: new AppError(401, DomainErrorCode.PASSKEY_CLONE_DETECTED, 'The authenticator reported a sign count that did not increase; this passkey is disabled'),
+    description: 'A passkey login whose sign count did not increase: the passkey is disabled.',
+  },
+  ACCESS_DENIED: {
+    example: new AccessDeniedError(),
+    description: 'A role, feature, attribute or tenant guard rejected the caller; `details.feature` names a missing feature.',
+  },
+  NOT_FOUND: { example: new NotFoundError('item', SAMPLE_ID), description: 'The id matches nothing (`details.resource`, `details.item_id`).' },
+  METHOD_NOT_ALLOWED: { example: new AppError(405, ErrorCode.METHOD_NOT_ALLOWED, 'Method not allowed'), description: 'Known path, other method (`Allow` lists the methods).' },
+  REQUEST_TIMEOUT: { example: new AppError(408, ErrorCode.REQUEST_TIMEOUT, 'Request timeout'), description: 'The request did not arrive in time.' },
+  CONFLICT: { example: new ConflictError('A document with the same unique value already exists'), description: 'Duplicate key or state conflict.' },
+  ETAG_MISMATCH: { example: new EtagMismatchError(), description: '`If-Match` does not match the current revision.' },
+  PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`.' },
+  URI_TOO_LONG: { example: new AppError(414, ErrorCode.URI_TOO_LONG, 'Request URL is too long'), description: 'The request target is above `MAX_URL_LENGTH`.' },
+  UNSUPPORTED_MEDIA_TYPE: { example: new UnsupportedMediaTypeError('Unsupported content type'), description: 'A non-empty body that is not JSON.' },
+  VALIDATION_ERROR: {
+    example: new ValidationError([{ loc: ['body', 'email'], msg: 'Invalid email address', type: 'invalid_format' }]),
+    description: 'Schema or domain validation failed (`details.errors` lists every problem).',
+  },
+  CASCADE_DENY: {
+    example: new CascadeDenyError({ resource: 'customer', item_id: SAMPLE_ID, referenced_by: 'order', count: 2 }),
+    description: 'A delete was denied by a cascade rule.',
+  },
+  ETAG_REQUIRED: { example: new EtagRequiredError(), description: 'This mutation requires an `If-Match` header.' },
+  RATE_LIMITED: { example: new RateLimitedError(30), description: 'The rate limiter triggered; retry after `Retry-After` seconds.' },
+  HEADERS_TOO_LARGE: { example: new AppError(431, ErrorCode.HEADERS_TOO_LARGE, 'Request headers are too large'), description: 'Request line plus headers above `MAX_HEADER_SIZE`.' },
+  INTERNAL_ERROR: {
+    example: new AppError(500, ErrorCode.INTERNAL_ERROR, 'Internal server error'),
+    description: 'Unexpected failure; the message is generic and the cause is logged server-side under `request_id`.',
+  },
+  PROVIDER_ERROR: {
+    example: new AppError(502, DomainErrorCode.PROVIDER_ERROR, 'Payment provider "stripe" failed: timeout', { provider: 'stripe' }),
+    description: 'The payment provider failed or answered a status the provider map does not know.',
+  },
+  SERVICE_UNAVAILABLE: { example: new ServiceUnavailableError(), description: 'A dependency (the database) does not answer.' },
+  QUERY_TIMEOUT: {
+    example: new AppError(503, ErrorCode.QUERY_TIMEOUT, 'The query took too long; narrow the filter and retry'),
+    description: 'A list or count query ran longer than `QUERY_TIMEOUT_MS`.',
+  },
+};

@@ -6,7 +6,7 @@ import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, ErrorCode, NotFoundError, RateLimitedError } from '../errors.ts';
 import { hasSystemScope, withRequest, type AuthUser, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
-import { API_KEY_PREFIX, hashKey, type IdentityService } from '../identity/service.ts';
+import { API_KEY_PREFIX, hashKey, type AuthenticationService } from '../identity/authentication.ts';
 import { toAppError } from './map-error.ts';
 
 export interface AppState {
@@ -104,41 +104,41 @@ async function unmatched(ctx: Koa.Context, opts: RequestHeadOptions): Promise<vo
 
 /**
  * Resolves `X-API-Key` or `Authorization: Bearer`. A bad credential is remembered, not raised, so
- * public routes stay reachable; routes that need a caller raise it. System callers may pick a
+ * public routes stay reachable; routes that need an actor raise it. System actors may pick a
  * tenant with `X-Tenant-Id`. Failed attempts are counted per client ip and per API key prefix
  * (`AuthFailureLimiter`): past `AUTH_FAILURE_LIMIT` per window, further failures answer 429
  * instead of 401. Only failures are refused: a valid credential always passes.
  */
-export function authenticate(identity: IdentityService, failures: AuthFailureLimiter): Koa.Middleware {
+export function authenticate(identity: AuthenticationService, failures: AuthFailureLimiter): Koa.Middleware {
   return async (ctx, next) => {
     const state = ctx.state as AppState;
     const apiKey = ctx.get('X-API-Key');
     const authz = ctx.get('Authorization');
     try {
-      let user: AuthUser | null = null;
+      let actor: AuthUser | null = null;
       if (apiKey) {
         const hash = hashKey(apiKey);
-        user = await identity.authenticateApiKey(apiKey, hash);
+        actor = await identity.authenticateApiKey(apiKey, hash);
         // A hash, never the key: with the Mongo store the limiter's keys are stored in the database.
         state.credential = `key:${hash.slice(0, 32)}`;
       } else if (authz) {
         const m = /^Bearer\s+(\S+)$/i.exec(authz);
         if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"');
-        user = await identity.authenticateToken(m[1]);
+        actor = await identity.authenticateToken(m[1]);
         // Tokens are minted freely from a key, so they share one budget per user rather than one each.
-        state.credential = `user:${user.id}`;
+        state.credential = `user:${actor.id}`;
       }
-      if (user) {
+      if (actor) {
         const asTenant = ctx.get('X-Tenant-Id');
-        if (hasSystemScope(user) && asTenant) {
+        if (hasSystemScope(actor) && asTenant) {
           if (!/^[0-9a-fA-F]{24}$/.test(asTenant)) throw new BadRequestError('X-Tenant-Id must be an object id');
-          // A copy: the resolved user may be a shared cache entry.
-          user = { ...user, acting_tenant_id: asTenant };
+          // A copy: the resolved actor may be a shared cache entry.
+          actor = { ...actor, acting_tenant_id: asTenant };
         }
-        // Services read the request (id, ip, logger) from the caller they are given, never from ambient state.
-        user = withRequest(user, state.ctx);
-        state.user = user;
-        state.ctx.user = user;
+        // Services read the request (id, ip, logger) from the actor they are given, never from ambient state.
+        actor = withRequest(actor, state.ctx);
+        state.user = actor;
+        state.ctx.user = actor;
       }
     } catch (err) {
       if (!(err instanceof AppError) || err.status !== 401) throw err;

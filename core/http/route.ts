@@ -9,7 +9,7 @@ export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /**
  * Who may call a route.
  * - `public`: anyone; a presented credential is still resolved.
- * - `user`: any authenticated caller (401 otherwise).
+ * - `user`: any authenticated actor (401 otherwise).
  * - `admin`: role `admin` or system scope (403 otherwise).
  * - `system`: system administrators only (`scope: system` or `is_system_user`).
  */
@@ -22,7 +22,7 @@ export interface HandlerArgs<P, Q, B> {
   params: P;
   query: Q;
   body: B;
-  /** The authenticated caller (null only on `public` routes). */
+  /** The authenticated actor (null only on `public` routes). */
   user: AuthUser | null;
   ctx: Koa.Context;
 }
@@ -63,7 +63,7 @@ export interface RouteDef<P extends Schema | undefined = Schema | undefined, Q e
   tags?: string[];
   /** @default 'user' */
   auth?: RouteAuth;
-  /** Feature guard: the caller must hold every listed feature (403 with `details.feature`). */
+  /** Feature guard: the actor must hold every listed feature (403 with `details.feature`). */
   features?: string[];
   params?: P;
   query?: Q;
@@ -91,12 +91,13 @@ export function defineRoute<P extends Schema | undefined = undefined, Q extends 
   return def as unknown as RouteDef;
 }
 
-export function checkAuth(route: Pick<RouteDef, 'auth' | 'features'>, user: AuthUser | null, authError: Error | null): void {
+/** The route's `auth` and `features` guards. @throws the rejected credential's error or AuthRequiredError (401), AccessDeniedError (403) */
+export function checkAuth(route: Pick<RouteDef, 'auth' | 'features'>, actor: AuthUser | null, authError: Error | null): void {
   const auth = route.auth ?? 'user';
   if (auth === 'public') return;
-  if (!user) throw authError ?? new AuthRequiredError();
-  if (auth === 'admin' || auth === 'system') requireRole(user, auth);
-  if (route.features?.length) requireFeatures(user, route.features);
+  if (!actor) throw authError ?? new AuthRequiredError();
+  if (auth === 'admin' || auth === 'system') requireRole(actor, auth);
+  if (route.features?.length) requireFeatures(actor, route.features);
 }
 
 /** Validate all three inputs and report every problem at once. */

@@ -3,8 +3,8 @@ import { AccessDeniedError } from '../errors.ts';
 import { hasSystemScope, isAdmin, scopedTenantId, type AuthUser } from '../context.ts';
 
 /**
- * An attribute rule. `equals` / `oneOf` are plain yes/no checks on the caller; `field` restricts
- * documents: only those whose `field` equals the caller's attribute (or is one of its values,
+ * An attribute rule. `equals` / `oneOf` are plain yes/no checks on the actor; `field` restricts
+ * documents: only those whose `field` equals the actor's attribute (or is one of its values,
  * when the attribute is an array) are visible and writable.
  *
  * @example { attribute: 'department', equals: 'finance' }
@@ -15,9 +15,9 @@ export type AttributeRule =
   | { attribute: string; oneOf: unknown[] }
   | { attribute: string; field: string };
 
-/** What a route, resource or GraphQL field requires of its caller. */
+/** What a route, resource or GraphQL field requires of its actor. */
 export interface AccessPolicy {
-  /** Filter by the caller's tenant. @default true */
+  /** Filter by the actor's tenant. @default true */
   tenantScoped?: boolean;
   features?: string[];
   attributes?: AttributeRule[];
@@ -51,12 +51,13 @@ export function requireRole(actor: AuthUser, role: RequiredRole): AuthUser {
 }
 
 /** System actors act anywhere, so they hold every feature. */
-const hasFeature = (user: AuthUser, feature: string): boolean =>
-  hasSystemScope(user) || user.features.includes(feature);
+const hasFeature = (actor: AuthUser, feature: string): boolean =>
+  hasSystemScope(actor) || actor.features.includes(feature);
 
-export function requireFeatures(user: AuthUser, features: readonly string[]): void {
+/** @throws AccessDeniedError (403, `details.feature`) for the first feature the actor lacks */
+export function requireFeatures(actor: AuthUser, features: readonly string[]): void {
   for (const feature of features) {
-    if (!hasFeature(user, feature)) throw new AccessDeniedError(`Feature "${feature}" required`, { feature });
+    if (!hasFeature(actor, feature)) throw new AccessDeniedError(`Feature "${feature}" required`, { feature });
   }
 }
 
@@ -64,11 +65,11 @@ export function requireFeatures(user: AuthUser, features: readonly string[]): vo
  * Checks attribute rules and returns the document filter they imply (empty when none restricts).
  * @throws AccessDeniedError when a yes/no rule fails or a filtering rule's attribute is missing
  */
-function attributeFilter(user: AuthUser, rules: readonly AttributeRule[] = []): Filter {
-  if (hasSystemScope(user)) return {};
+function attributeFilter(actor: AuthUser, rules: readonly AttributeRule[] = []): Filter {
+  if (hasSystemScope(actor)) return {};
   const filter: Filter = {};
   for (const rule of rules) {
-    const value = user.attributes[rule.attribute];
+    const value = actor.attributes[rule.attribute];
     if ('equals' in rule) {
       if (value !== rule.equals) throw new AccessDeniedError(`Attribute "${rule.attribute}" does not allow this`, { attribute: rule.attribute });
     } else if ('oneOf' in rule) {
@@ -83,23 +84,25 @@ function attributeFilter(user: AuthUser, rules: readonly AttributeRule[] = []): 
 
 /**
  * The one tenant filter, taken from the actor alone (never from ambient request state), so a
- * service called from a worker scopes exactly as it does in a request. Non-system callers are
- * always confined to their tenant; `{}` (all tenants) only for a system caller without an acting
- * tenant. `field` names the tenant field of the collection (`_id` for the tenants collection).
+ * service called from a worker scopes exactly as it does in a request. With `multiTenant`,
+ * non-system actors are confined to their tenant and `{}` (all tenants) is only for a system actor
+ * without an acting tenant; without it, `{}` for everyone (a single-tenant deployment). `field`
+ * names the tenant field of the collection (`_id` for the tenants collection). Plugins call it
+ * through `ctx.tenancy.filter(actor)`, which passes `MULTI_TENANT_ENABLED`.
  */
-export function tenantFilter(user: AuthUser, multiTenant: boolean, field = 'tenant_id'): Filter {
+export function tenantFilter(actor: AuthUser, multiTenant: boolean, field = 'tenant_id'): Filter {
   if (!multiTenant) return {};
-  const tenant = scopedTenantId(user);
+  const tenant = scopedTenantId(actor);
   return tenant ? { [field]: new Types.ObjectId(tenant) } : {};
 }
 
 /**
  * The one filter that list, count, get, update, delete, populate and GraphQL all apply: tenant
- * scope plus attribute rules. Throws 403 when a feature or attribute rule rejects the caller.
+ * scope plus attribute rules. Throws 403 when a feature or attribute rule rejects the actor.
  */
-export function accessFilter(user: AuthUser, policy: AccessPolicy, multiTenant: boolean): Filter {
-  requireFeatures(user, policy.features ?? []);
-  const attrs = attributeFilter(user, policy.attributes);
-  const tenant = policy.tenantScoped === false ? {} : tenantFilter(user, multiTenant);
+export function accessFilter(actor: AuthUser, policy: AccessPolicy, multiTenant: boolean): Filter {
+  requireFeatures(actor, policy.features ?? []);
+  const attrs = attributeFilter(actor, policy.attributes);
+  const tenant = policy.tenantScoped === false ? {} : tenantFilter(actor, multiTenant);
   return { ...attrs, ...tenant };
 }

@@ -1,5 +1,6 @@
-import { Schema, type Connection, type InferSchemaType, type Model } from 'mongoose';
+import { Schema, type Collection, type Connection, type InferSchemaType, type Model } from 'mongoose';
 import { modelOn } from '../db.ts';
+import type { Logger } from '../logger.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
@@ -69,3 +70,16 @@ export const identityModels = (conn: Connection): IdentityModels => ({
   User: modelOn(conn, 'User', userSchema, 'users'),
   ApiKey: modelOn(conn, 'ApiKey', apiKeySchema, 'api_keys'),
 });
+
+/**
+ * Brings a users collection of an earlier version up to date: emails were globally unique (index
+ * `email_1`) and users had no `is_deleted`. Safe to run on every start and from several processes.
+ */
+export async function migrateUsers(coll: Collection, log: Logger): Promise<void> {
+  const indexes = await coll.indexes().catch(() => []);
+  if (indexes.some((i) => i.name === 'email_1' && i.unique)) {
+    await coll.dropIndex('email_1').catch(() => undefined);
+    log.info('users: dropped the global unique email index; emails are now unique per tenant');
+  }
+  await coll.updateMany({ is_deleted: { $exists: false } }, { $set: { is_deleted: false } });
+}

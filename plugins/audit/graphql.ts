@@ -2,7 +2,7 @@ import type { Builder } from '../../core/graphql.ts';
 import { parseInput, requireAdmin, givenArgs } from '../../core/graphql.ts';
 import { AUDIT_FIELDS, type AuditEntryView } from './model.ts';
 import { listQuery, statsQuery } from './schemas.ts';
-import type { AuditService, AuditStats } from './service.ts';
+import type { AuditPage, AuditService, AuditStats } from './service.ts';
 
 /**
  * GraphQL fragment: queries `auditLog` and `auditStats`, the same service and the same zod inputs
@@ -22,7 +22,8 @@ export function auditGraphql(builder: Builder, { audit }: { audit: AuditService 
         ]),
       ),
   });
-  const Page = builder.objectRef<{ items: AuditEntryView[]; total: number; page: number; per_page: number }>('AuditLogPage');
+  // Not core's pageObject: the audit page has no `total_pages` (see AuditPage).
+  const Page = builder.objectRef<AuditPage>('AuditLogPage');
   Page.implement({
     fields: (t) => ({
       items: t.expose('items', { type: [Entry], nullable: false }),

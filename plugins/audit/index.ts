@@ -34,20 +34,20 @@ export const auditOptions = z.object({
 });
 
 /**
- * The audit log (spec document 2): records every document insert, update, replace and delete
+ * The audit log: records every document insert, update, replace and delete
  * announced on the hook bus, offers the `audit` service for changes made elsewhere, and serves
  * `/admin/audit-log` (list, stats, export, retention) plus GraphQL `auditLog` / `auditStats`.
  */
 export const auditPlugin = definePlugin({
   name: 'audit',
   options: auditOptions,
-  setup({ db, config, options, services, log }) {
+  setup({ db, config, options, services, log, tenancy }) {
     const model = auditModel(db);
     const audit = new AuditService(
       model,
       {
         enabled: config.AUDIT_LOG_ENABLED,
-        multiTenant: config.MULTI_TENANT_ENABLED,
+        tenancy,
         denyFields: options.deny_fields,
         ignoredFields: options.ignored_fields,
         buffer: { flushIntervalMs: options.flush_interval_ms, batchSize: options.batch_size, maxQueue: options.max_queue },
@@ -90,7 +90,7 @@ export const auditPlugin = definePlugin({
         defineRoute({
           method: 'DELETE', path: '/admin/audit-log/retention', tags, auth: 'system', summary: 'Delete audit entries older than N days',
           query: retentionQuery(config.AUDIT_LOG_RETENTION_DAYS), response: retentionResponse,
-          // The caller's scope: every tenant, or the one named by `X-Tenant-Id`.
+          // The actor's scope: every tenant, or the one named by `X-Tenant-Id`.
           handler: async ({ user, query }) => {
             const res = await audit.purge(user!, query.older_than_days);
             return { message: `Deleted ${res.deleted_count} audit entries older than ${query.older_than_days} days`, ...res };

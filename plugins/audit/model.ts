@@ -1,19 +1,19 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
 
-/** Every value of `operation` (spec document 2, AuditEntry). */
+/** Every value of `operation`. */
 export const AUDIT_OPERATIONS = ['insert', 'update', 'replace', 'delete', 'depersonalize'] as const;
 export type AuditOperation = (typeof AUDIT_OPERATIONS)[number];
 
 const AUDIT_COLLECTION = 'audit_log';
 
 /**
- * One audit entry (spec document 2, AuditEntry); `tenant_id` is the tenant of the audited document.
+ * One audit entry; `tenant_id` is the tenant of the audited document.
  *
  * The single definition of the entry's shape: the TypeScript types below, the API view, its zod
  * response schema (OpenAPI), the GraphQL `AuditEntry` type and the CSV columns are all derived
  * from these paths (see {@link AUDIT_FIELDS}). The custom path option `csv: false` keeps a field
- * out of the CSV export (spec: only the flat columns).
+ * out of the CSV export (the CSV holds only the flat columns).
  */
 export const auditEntrySchema = new Schema(
   {

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
+import { pageSchema } from '../../core/page.ts';
 import { AUDIT_FIELDS, AUDIT_OPERATIONS, type AuditField } from './model.ts';
 
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
@@ -101,7 +102,8 @@ const fieldSchema = (f: AuditField): z.ZodType => {
 
 const entryResponse = z.object(Object.fromEntries(AUDIT_FIELDS.map((f) => [f.name, fieldSchema(f)])));
 
-export const listResponse = z.object({ items: z.array(entryResponse), total: z.number().int(), page: z.number().int(), per_page: z.number().int() });
+/** core's page of entries without `total_pages`, which the audit list does not answer. */
+export const listResponse = pageSchema(entryResponse).omit({ total_pages: true });
 
 export const statsResponse = z.object({
   total_entries: z.number().int(),

@@ -1,11 +1,12 @@
 import { Readable, pipeline } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
-import { AccessDeniedError } from '../../core/errors.ts';
-import { isAdmin, isSystemActor, hasSystemScope, type AuthUser } from '../../core/context.ts';
+import { isSystemActor, type AuthUser } from '../../core/context.ts';
 import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
-import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
+import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
+import type { Page } from '../../core/page.ts';
+import type { Tenancy } from '../../core/tenancy.ts';
 import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
 import { Redactor, diffDocs, isPlainObject } from './diff.ts';
 import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
@@ -53,7 +54,7 @@ export interface AuditLogger {
   /** A `delete` entry with the document before deletion as `snapshot`. */
   logDelete(target: AuditTarget & { old: Doc }): Promise<void>;
   /**
-   * A `depersonalize` entry (spec document 2, rule 3): `changes` is `{gdpr_fields, user_id}` where
+   * A `depersonalize` entry: `changes` is `{gdpr_fields, user_id}` where
    * `user_id` is the person whose data was erased; the entry's own `user_id` is `user` (a service
    * account), null when omitted.
    */
@@ -86,12 +87,18 @@ export interface ScrubInput {
 export interface AuditServiceOptions {
   /** `AUDIT_LOG_ENABLED`. */
   enabled: boolean;
-  /** `MULTI_TENANT_ENABLED`: whether tenant administrators see only their own tenant. */
-  multiTenant: boolean;
+  /** The app's tenant policy (`ctx.tenancy`): whether tenant administrators see only their own tenant. */
+  tenancy: Tenancy;
   denyFields: readonly string[];
   ignoredFields: readonly string[];
   buffer: WriteBehindOptions;
 }
+
+/**
+ * One page of audit entries. The audit list answers `items`, `total`, `page` and `per_page`
+ * only (no `total_pages`, unlike core's `Page`), in REST and GraphQL alike.
+ */
+export type AuditPage = Omit<Page<AuditEntryView>, 'total_pages'>;
 
 export interface AuditStats {
   total_entries: number;
@@ -323,8 +330,8 @@ export class AuditService implements AuditLogger {
   // --- reading (each read flushes first, so a process reads its own writes) ----------------
 
   /** `GET /admin/audit-log`: filtered, sorted (`_id` breaks ties), one page, with the total. */
-  async list(caller: AuthUser, q: ListQuery): Promise<{ items: AuditEntryView[]; total: number; page: number; per_page: number }> {
-    const filter = this.filterOf(caller, q);
+  async list(actor: AuthUser, q: ListQuery): Promise<AuditPage> {
+    const filter = this.filterOf(actor, q);
     await this.flush();
     const [items, total] = await Promise.all([
       this.model
@@ -339,8 +346,8 @@ export class AuditService implements AuditLogger {
   }
 
   /** `GET /admin/audit-log/stats`: counts by operation, resource, user and period, in one aggregation. */
-  async stats(caller: AuthUser, q: StatsQuery): Promise<AuditStats> {
-    const filter = this.filterOf(caller, q);
+  async stats(actor: AuthUser, q: StatsQuery): Promise<AuditStats> {
+    const filter = this.filterOf(actor, q);
     await this.flush();
     type Count<K> = { _id: K; count: number };
     const [res] = await this.model.aggregate<{
@@ -383,8 +390,8 @@ export class AuditService implements AuditLogger {
    * cursor so memory does not grow with the row count. CSV uses CRLF records, RFC 4180 quoting
    * and a `'` before cells that a spreadsheet would run as a formula.
    */
-  async export(caller: AuthUser, q: ExportQuery): Promise<AuditExport> {
-    const filter = this.filterOf(caller, q);
+  async export(actor: AuthUser, q: ExportQuery): Promise<AuditExport> {
+    const filter = this.filterOf(actor, q);
     await this.flush();
     const cursor = this.model.find(filter).sort(sortOf(DEFAULT_SORT)).limit(q.limit).lean<AuditEntryRecord[]>().cursor({ batchSize: 1000 });
     const stamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '-');
@@ -403,15 +410,15 @@ export class AuditService implements AuditLogger {
    * Deletes entries older than `days` days in the actor's scope (retention endpoint and the
    * `cleanup_audit_log` job): `systemActor()` or a system administrator without `X-Tenant-Id`
    * purges every tenant (entries without a tenant included), `systemActor(tenantId)` or
-   * `X-Tenant-Id` only that tenant. Retention is an operator's decision: any other caller is
+   * `X-Tenant-Id` only that tenant. Retention is an operator's decision: any other actor is
    * refused, tenant administrators included (as `DELETE /admin/audit-log/retention`, `auth: 'system'`).
    *
    * @example await audit.purge(ctx.actor, 365)   // in a job: per-tenant runs purge their tenant only
-   * @throws AccessDeniedError for a non-system caller (nothing deleted)
+   * @throws AccessDeniedError for a non-system actor (nothing deleted)
    */
   async purge(actor: AuthUser, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
-    if (!hasSystemScope(actor)) throw new AccessDeniedError('System administrator required');
-    const scope = tenantFilter(actor, this.opts.multiTenant);
+    requireRole(actor, 'system');
+    const scope = this.opts.tenancy.filter(actor);
     await this.flush();
     const cutoff = new Date(Date.now() - days * DAY_MS);
     const res = await this.model.deleteMany({ ...scope, created_at: { $lt: cutoff } });
@@ -419,13 +426,13 @@ export class AuditService implements AuditLogger {
   }
 
   /**
-   * Spec: system callers see every tenant; other administrators only entries of their own tenant,
-   * unless `MULTI_TENANT_ENABLED` is false. The core tenant filter: a system caller acting in one
-   * tenant (`X-Tenant-Id`, `systemActor(tenantId)`) sees that tenant only.
+   * Administrators only. System actors see every tenant; other administrators only the entries of
+   * their own tenant, unless `MULTI_TENANT_ENABLED` is false. A system actor acting in one tenant
+   * (`X-Tenant-Id`, `systemActor(tenantId)`) sees that tenant only.
    */
-  private filterOf(caller: AuthUser, f: AuditFilter): Filter {
-    if (!isAdmin(caller)) throw new AccessDeniedError('Administrator role required');
-    const filter: Filter = tenantFilter(caller, this.opts.multiTenant);
+  private filterOf(actor: AuthUser, f: AuditFilter): Filter {
+    requireRole(actor, 'admin');
+    const filter: Filter = this.opts.tenancy.filter(actor);
     if (f.resource !== undefined) filter.resource = f.resource;
     if (f.resource_id !== undefined) filter.item_id = new Types.ObjectId(f.resource_id);
     if (f.user_id !== undefined) filter.user_id = new Types.ObjectId(f.user_id);

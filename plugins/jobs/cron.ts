@@ -25,6 +25,22 @@ export function previousOccurrence(expr: string, timezone: string, at: Date): Da
   return CronExpressionParser.parse(expr, { tz: timezone, currentDate: new Date(at.getTime() + 1) }).prev().toDate();
 }
 
+/**
+ * The smallest gap, in seconds, between consecutive fire times among the next `count`
+ * occurrences after `after`: how often the expression fires at its most frequent.
+ */
+export function smallestGapSeconds(expr: string, timezone: string, count = 20, after: Date = new Date()): number {
+  const it = CronExpressionParser.parse(expr, { tz: timezone, currentDate: after });
+  let gap = Infinity;
+  let prev: number | undefined;
+  for (let i = 0; i < count && it.hasNext(); i++) {
+    const at = it.next().toDate().getTime();
+    if (prev !== undefined) gap = Math.min(gap, (at - prev) / 1000);
+    prev = at;
+  }
+  return gap;
+}
+
 export const isTimeZone = (tz: string): boolean => {
   try {
     new Intl.DateTimeFormat('en', { timeZone: tz });

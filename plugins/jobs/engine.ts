@@ -6,9 +6,12 @@ import type { Db } from 'mongodb';
 import { Types } from 'mongoose';
 import { systemActor } from '../../core/context.ts';
 import type { JobRunContext } from '../../core/plugin.ts';
-import { FINISHED, type ChainStepDoc, type JobRunRecord, type JobScheduleRecord } from './model.ts';
-import { previousOccurrence } from './cron.ts';
-import { sleep, type Dispatcher, type JobsService } from './service.ts';
+import type { Logger } from '../../core/logger.ts';
+import type { JobRunRecord, JobScheduleRecord } from './model.ts';
+import type { RegisteredJob } from './registry.ts';
+import type { Dispatcher } from './runs.ts';
+import { MAX_LOG_LINES, sleep, type RunStore } from './store.ts';
+import { FinalError, type Coordinator } from './coordinators.ts';
 
 /** Agenda job names: one carries a run id, one repeats per schedule. */
 export const AGENDA_RUN = 'jobs:run';
@@ -22,8 +25,6 @@ export const AGENDA_COLLECTION = 'agenda_jobs';
  */
 export const MAX_TAKEOVERS = 3;
 
-/** An attempt that must not be retried (invalid result, a chain or fan-out whose part failed). */
-class FinalError extends Error {}
 class StopSignal extends Error {
   constructor(readonly kind: 'cancelled' | 'lost' | 'timeout', message: string) {
     super(message);
@@ -61,6 +62,21 @@ export interface EngineOptions {
   concurrency: number;
 }
 
+/** What the engine needs from the rest of the plugin. */
+export interface EngineDeps {
+  /** Every read and write of a run. */
+  store: RunStore;
+  /** A registered job by name. */
+  job: (name: string) => RegisteredJob | undefined;
+  /** Bodies of coordinating runs: per-tenant fan-out and stored chains. */
+  coordinators: Record<'fanout' | 'chain', Coordinator>;
+  /** What follows a finished run (schedules). */
+  afterFinish: (run: JobRunRecord) => Promise<void>;
+  /** A schedule's repeating Agenda job is due; false when the schedule no longer exists. */
+  scheduleDue: (scheduleId: string) => Promise<boolean>;
+  log: Logger;
+}
+
 /**
  * Executes runs. Agenda (its Mongo backend on the app's connection) dispatches them: one replica
  * gets each Agenda job, a holder that stops touching it loses it after `lockTtlMs`. On top of
@@ -75,7 +91,7 @@ export class Engine implements Dispatcher {
   private started = false;
 
   constructor(
-    private readonly svc: JobsService,
+    private readonly deps: EngineDeps,
     private readonly opts: EngineOptions,
   ) {
     this.agenda = new Agenda({
@@ -86,7 +102,7 @@ export class Engine implements Dispatcher {
       maxConcurrency: opts.concurrency * 2,
       defaultLockLifetime: opts.lockTtlMs,
     });
-    this.agenda.on('error', (err) => svc.log.error({ err }, 'agenda error'));
+    this.agenda.on('error', (err) => deps.log.error({ err }, 'agenda error'));
     this.agenda.define(AGENDA_RUN, (job: Job<{ run_id: string }>) => this.execute(job), {
       concurrency: opts.concurrency, lockLimit: opts.concurrency, lockLifetime: opts.lockTtlMs, removeOnComplete: true,
     });
@@ -102,7 +118,7 @@ export class Engine implements Dispatcher {
     this.started = true;
     const every = Math.max(this.opts.pollMs * 50, 5000);
     this.sweeper = setInterval(() => {
-      this.requeueOrphans(every).catch((err: unknown) => this.svc.log.warn({ err }, 'job sweep failed'));
+      this.requeueOrphans(every).catch((err: unknown) => this.deps.log.warn({ err }, 'job sweep failed'));
     }, every);
     this.sweeper.unref();
   }
@@ -113,15 +129,15 @@ export class Engine implements Dispatcher {
    * harmless: only one claim of a pending run succeeds.
    */
   async requeueOrphans(olderThanMs: number): Promise<number> {
-    const stale = await this.svc.models.Run.find({ status: 'pending', created_at: { $lt: new Date(Date.now() - olderThanMs) } }, { _id: 1 }).limit(100).lean();
+    const stale = await this.deps.store.stalePending(olderThanMs);
     let n = 0;
     const queued = this.opts.db.collection(AGENDA_COLLECTION);
-    for (const r of stale) {
-      if (await queued.findOne({ name: AGENDA_RUN, 'data.run_id': String(r._id) }, { projection: { _id: 1 } })) continue;
-      await this.enqueue(String(r._id));
+    for (const id of stale) {
+      if (await queued.findOne({ name: AGENDA_RUN, 'data.run_id': String(id) }, { projection: { _id: 1 } })) continue;
+      await this.enqueue(String(id));
       n++;
     }
-    if (n) this.svc.log.warn({ count: n }, 'queued pending runs that had lost their Agenda job');
+    if (n) this.deps.log.warn({ count: n }, 'queued pending runs that had lost their Agenda job');
     return n;
   }
 
@@ -132,7 +148,7 @@ export class Engine implements Dispatcher {
     // Runs of this process stop; their leases end now so another replica takes them over at once.
     for (const [id, ac] of this.local) {
       ac.abort(new StopSignal('lost', 'this process is shutting down'));
-      await this.svc.models.Run.updateOne({ _id: id, status: 'running', worker: this.worker }, { $set: { lease_until: new Date(0) } });
+      await this.deps.store.releaseLease(id, this.worker);
     }
     await this.agenda.stop(false);
   }
@@ -161,45 +177,25 @@ export class Engine implements Dispatcher {
   /** A schedule is due: start the run of this occurrence (idempotent per occurrence). */
   private async tick(job: Job<{ schedule_id: string }>): Promise<void> {
     const id = job.attrs.data.schedule_id;
-    const s = Types.ObjectId.isValid(id) ? await this.svc.models.Schedule.findById(id).lean<JobScheduleRecord>() : null;
-    if (!s) {
-      await this.removeSchedule(id);
-      return;
-    }
-    if (!s.is_enabled) return;
-    // Agenda fires at the occurrence (never early): the latest occurrence is the one due.
-    const at = previousOccurrence(s.cron_expression, s.timezone, new Date(Date.now() + 250));
-    await this.svc.fire(s, at, 'schedule');
+    if (!(await this.deps.scheduleDue(id))) await this.removeSchedule(id);
   }
 
   /** Claim a run: pending → running, or take over a running one whose holder's lease expired. */
   private async claim(runId: string): Promise<{ run: JobRunRecord; token: string } | null> {
-    const { Run } = this.svc.models;
+    const { store } = this.deps;
     const token = randomUUID();
     const now = new Date();
     const lease = new Date(now.getTime() + this.opts.lockTtlMs);
-    const run = await Run.findOneAndUpdate(
-      { _id: runId, status: 'pending' },
-      { $set: { status: 'running', started_at: now, lock_token: token, lease_until: lease, worker: this.worker } },
-      { returnDocument: 'after' },
-    ).lean<JobRunRecord>();
+    const run = await store.claimPending(runId, token, this.worker, lease);
     if (run) return { run, token };
-    const cur = await Run.findById(runId, { status: 1, lease_until: 1, lock_token: 1, attempt: 1 }).lean<JobRunRecord>();
+    const cur = await store.lockState(runId);
     if (!cur || cur.status !== 'running') return null;
     if (cur.lease_until && cur.lease_until > now) {
       // Held by a live worker: look again when its lease would end (it renews it while it runs).
       await this.enqueue(runId, new Date(cur.lease_until.getTime() + 100));
       return null;
     }
-    const taken = await Run.findOneAndUpdate(
-      { _id: runId, status: 'running', lock_token: cur.lock_token },
-      {
-        $set: { lock_token: token, lease_until: lease, worker: this.worker },
-        $inc: { takeovers: 1 },
-        $push: { logs: { timestamp: now, level: 'warning', message: `the worker running attempt ${cur.attempt} stopped renewing its lock; ${this.worker} runs it again`, percentage: null } },
-      },
-      { returnDocument: 'after' },
-    ).lean<JobRunRecord>();
+    const taken = await store.takeOver(runId, cur.lock_token, token, this.worker, lease, `the worker running attempt ${cur.attempt} stopped renewing its lock; ${this.worker} runs it again`);
     return taken ? { run: taken, token } : null;
   }
 
@@ -210,7 +206,7 @@ export class Engine implements Dispatcher {
     if (!claimed) return;
     const { token } = claimed;
     let run = claimed.run;
-    const { Run } = this.svc.models;
+    const { store } = this.deps;
     const controller = new AbortController();
     this.local.set(runId, controller);
     let lastRenew = Date.now();
@@ -219,19 +215,19 @@ export class Engine implements Dispatcher {
       if (beating) return;
       beating = true;
       void (async () => {
-        const cur = await Run.findById(runId, { status: 1, lock_token: 1 }).lean();
+        const cur = await store.lockState(runId);
         if (!cur || cur.status !== 'running') controller.abort(new StopSignal('cancelled', 'run cancelled'));
         else if (cur.lock_token !== token) controller.abort(new StopSignal('lost', 'another worker took this run over'));
         else if (Date.now() - lastRenew > this.opts.lockTtlMs / 3) {
           lastRenew = Date.now();
-          await Run.updateOne({ _id: runId, lock_token: token }, { $set: { lease_until: new Date(Date.now() + this.opts.lockTtlMs) } });
+          await store.renewLease(runId, token, new Date(Date.now() + this.opts.lockTtlMs));
           await agendaJob.touch();
         }
       })()
-        .catch((err: unknown) => this.svc.log.warn({ err, run_id: runId }, 'job heartbeat failed'))
+        .catch((err: unknown) => this.deps.log.warn({ err, run_id: runId }, 'job heartbeat failed'))
         .finally(() => (beating = false));
     }, this.opts.pollMs);
-    const writer = new RunWriter(this.svc, runId, token);
+    const writer = new RunWriter(store, runId, token, this.deps.log);
     try {
       if ((run.takeovers ?? 0) > MAX_TAKEOVERS) {
         await this.finish(run, token, writer, { status: 'failed', error: `The workers running this job stopped ${run.takeovers} times (a job that crashes its process?)`, traceback: null });
@@ -257,11 +253,7 @@ export class Engine implements Dispatcher {
         await sleep(wait, controller.signal);
         if (controller.signal.aborted) return;
         await writer.flush();
-        const next = await Run.findOneAndUpdate(
-          { _id: runId, status: 'running', lock_token: token },
-          { $inc: { attempt: 1 }, $set: { lease_until: new Date(Date.now() + this.opts.lockTtlMs) } },
-          { returnDocument: 'after' },
-        ).lean<JobRunRecord>();
+        const next = await store.nextAttempt(runId, token, new Date(Date.now() + this.opts.lockTtlMs));
         if (!next) return;
         run = next;
       }
@@ -313,96 +305,12 @@ export class Engine implements Dispatcher {
   }
 
   private body(run: JobRunRecord, ctx: JobRunContext): Promise<unknown> {
-    if (run.coordinator === 'fanout') return this.fanout(run, ctx);
-    if (run.coordinator === 'chain') return this.chain(run, ctx);
-    const job = this.svc.job(run.job_name);
+    if (run.coordinator === 'fanout' || run.coordinator === 'chain') return this.deps.coordinators[run.coordinator](run, ctx);
+    const job = this.deps.job(run.job_name);
     if (!job) throw new FinalError(`Job "${run.job_name}" is no longer registered`);
     const parsed = job.schema.safeParse(run.parameters ?? {});
     if (!parsed.success) throw new FinalError(`Parameters do not match the job's schema: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
     return job.run(ctx, parsed.data);
-  }
-
-  /** A per-tenant job: one child run per tenant, each as that tenant's system actor; one tenant's failure leaves the others running. */
-  private async fanout(run: JobRunRecord, ctx: JobRunContext): Promise<unknown> {
-    const job = this.svc.job(run.job_name);
-    if (!job) throw new FinalError(`Job "${run.job_name}" is no longer registered`);
-    const tenants = await this.svc.tenants();
-    for (const t of tenants) {
-      await this.svc.createRun({
-        job_name: run.job_name, job_type: run.job_type, parameters: run.parameters, tenant_id: new Types.ObjectId(t), parent_job_id: run._id,
-        triggered_by: run.triggered_by, trigger: run.trigger, triggered_by_user: run.triggered_by_user,
-        max_attempts: job.max_attempts, timeout_seconds: job.timeout, dedupe_key: `${String(run._id)}:tenant:${t}`,
-      });
-    }
-    ctx.log(`started one run per tenant (${tenants.length})`);
-    const report = progressOnChange(ctx);
-    for (;;) {
-      const children = await this.svc.models.Run.find({ parent_job_id: run._id }, { status: 1, tenant_id: 1, error: 1 }).lean();
-      const done = children.filter((c) => FINISHED.includes(c.status));
-      await report(done.length, children.length, `${done.length} of ${children.length} tenants done`);
-      if (done.length === children.length) {
-        const failed = children.filter((c) => c.status !== 'completed');
-        const result = { tenants: children.length, completed: children.length - failed.length, failed: failed.length, failed_tenants: failed.map((c) => String(c.tenant_id)) };
-        if (failed.length) throw new FinalError(`${failed.length} of ${children.length} tenants failed: ${failed.map((c) => `${String(c.tenant_id)} (${c.error ?? c.status})`).join(', ')}`);
-        return result;
-      }
-      await sleep(this.opts.pollMs, ctx.signal);
-      if (ctx.signal.aborted) throw ctx.signal.reason as Error;
-    }
-  }
-
-  /**
-   * A stored chain: steps without dependencies start first, each further step once its
-   * dependencies completed (independent ones in parallel, as separate runs). A failed step stops
-   * the chain unless its policy is `continue`; `retry` gives it `retries` more attempts first.
-   */
-  private async chain(run: JobRunRecord, ctx: JobRunContext): Promise<unknown> {
-    const steps = (run.chain_steps ?? []) as ChainStepDoc[];
-    const policy = (i: number) => steps[i]!.on_failure ?? run.chain_default_on_failure ?? 'stop';
-    const index = new Map(steps.map((s, i) => [s.job, i]));
-    const report = progressOnChange(ctx);
-    for (;;) {
-      // The steps: only this coordinator starts runs with it as their parent (indexed, unlike chain_run_id).
-      const children = await this.svc.models.Run.find({ parent_job_id: run._id }, { status: 1, chain_index: 1, error: 1 }).lean();
-      const byStep = new Map(children.map((c) => [c.chain_index!, c]));
-      const status = (i: number) => byStep.get(i)?.status ?? 'not_started';
-      const failedStop = steps.findIndex((_, i) => (status(i) === 'failed' || status(i) === 'cancelled') && policy(i) !== 'continue');
-      if (failedStop < 0) {
-        for (const [i, s] of steps.entries()) {
-          if (status(i) !== 'not_started') continue;
-          const ready = (s.depends_on ?? []).every((d) => {
-            const k = index.get(d)!;
-            return status(k) === 'completed' || ((status(k) === 'failed' || status(k) === 'cancelled') && policy(k) === 'continue');
-          });
-          if (!ready) continue;
-          const job = this.svc.job(s.job);
-          const retries = policy(i) === 'retry' ? Math.max(1, s.retries ?? 0) : (s.retries ?? 0);
-          const created = await this.svc.createRun({
-            job_name: s.job, job_type: 'chain', parameters: { ...(s.params as object), ...(run.parameters as object) }, tenant_id: run.tenant_id,
-            parent_job_id: run._id, chain_index: i, chain_id: run.chain_id, chain_run_id: run._id, schedule_id: run.schedule_id,
-            triggered_by: run.triggered_by, trigger: 'chain', triggered_by_user: run.triggered_by_user,
-            max_attempts: 1 + retries, timeout_seconds: job?.timeout ?? 3600, retry_delay_ms: (s.retry_delay_seconds ?? 60) * 1000,
-            dedupe_key: `${String(run._id)}:step:${i}`,
-          });
-          if (created) {
-            ctx.log(`step ${i} (${s.job}) started`);
-            byStep.set(i, { _id: created._id, status: 'pending', chain_index: i, error: null });
-          }
-        }
-      }
-      const active = [...byStep.values()].some((c) => c.status === 'pending' || c.status === 'running');
-      await report([...byStep.values()].filter((c) => FINISHED.includes(c.status)).length, steps.length);
-      if (!active) {
-        const summary = steps.map((s, i) => ({ job: s.job, status: status(i) === 'not_started' ? 'skipped' : status(i), run_id: byStep.get(i) ? String(byStep.get(i)!._id) : null }));
-        if (failedStop >= 0) {
-          const bad = byStep.get(failedStop);
-          throw new FinalError(`step ${failedStop} (${steps[failedStop]!.job}) ${status(failedStop)}: ${bad?.error ?? ''}; chain stopped, skipped: ${summary.filter((x) => x.status === 'skipped').map((x) => x.job).join(', ') || 'none'}`);
-        }
-        return { steps: summary };
-      }
-      await sleep(this.opts.pollMs, ctx.signal);
-      if (ctx.signal.aborted) throw ctx.signal.reason as Error;
-    }
   }
 
   private async finish(
@@ -419,49 +327,27 @@ export class Engine implements Dispatcher {
     const line = out.status === 'completed'
       ? { timestamp: now, level: 'info', message: `completed in ${ms} ms`, percentage: null }
       : { timestamp: now, level: 'error', message: `failed: ${out.error}`, percentage: null };
-    const done = await this.svc.models.Run.findOneAndUpdate(
-      { _id: run._id, status: 'running', lock_token: token },
-      { $set: set, $push: { logs: line } },
-      { returnDocument: 'after' },
-    ).lean<JobRunRecord>();
+    const done = await this.deps.store.finish(run._id, token, set, line);
     // Null: cancelled or taken over meanwhile; this attempt's outcome is discarded.
-    if (done) await this.svc.afterFinish(done);
+    if (done) await this.deps.afterFinish(done);
   }
 }
 
-/**
- * A coordinator's `ctx.progress` that writes only when (current, total) changed since its last
- * call: a poll that finds nothing new adds no log line (a long run would otherwise fill its log
- * with identical lines and lose the real ones past MAX_LOG_LINES).
- */
-function progressOnChange(ctx: JobRunContext): (current: number, total: number, message?: string) => Promise<void> {
-  let last: string | undefined;
-  return async (current, total, message) => {
-    const key = `${current}/${total}`;
-    if (key === last) return;
-    last = key;
-    await ctx.progress(current, total, message);
-  };
-}
-
-/** Most log lines kept per run; later lines are dropped (the last kept line says so). */
-export const MAX_LOG_LINES = 1000;
-
 /** Writes a run's log lines and progress in order, each conditional on still holding the run. */
 class RunWriter {
-  private chain: Promise<unknown> = Promise.resolve();
+  /** The writes so far, in order: each waits for the one before. */
+  private queue: Promise<unknown> = Promise.resolve();
   constructor(
-    private readonly svc: JobsService,
+    private readonly store: RunStore,
     private readonly runId: string,
     private readonly token: string,
+    private readonly logger: Logger,
   ) {}
 
   private push(update: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<void> {
-    const p = this.chain.then(() =>
-      this.svc.models.Run.updateOne({ _id: this.runId, lock_token: this.token, status: 'running', ...extra }, update),
-    );
-    this.chain = p.catch((err: unknown) => this.svc.log.warn({ err, run_id: this.runId }, 'job log write failed'));
-    return this.chain.then(() => undefined);
+    const p = this.queue.then(() => this.store.write(this.runId, this.token, update, extra));
+    this.queue = p.catch((err: unknown) => this.logger.warn({ err, run_id: this.runId }, 'job log write failed'));
+    return this.queue.then(() => undefined);
   }
 
   log(message: string, level: string): void {
@@ -477,6 +363,6 @@ class RunWriter {
   }
 
   flush(): Promise<void> {
-    return this.chain.then(() => undefined);
+    return this.queue.then(() => undefined);
   }
 }

@@ -1,19 +1,20 @@
 import type { Builder } from '../../core/graphql.ts';
-import { parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
-import type { ChainView, RunView, ScheduleView } from './model.ts';
+import { pageObject, parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
+import type { ChainView, RunView, ScheduleView } from './views.ts';
 import type { RegistryEntry } from './registry.ts';
 import { idParams, listRunsQuery, runBody, runIdParams, scheduleBody } from './schemas.ts';
 import type { JobsService } from './service.ts';
+import type { ScheduleService } from './schedules.ts';
+import type { ChainService } from './chains.ts';
 
 type LogView = NonNullable<RunView['logs']>[number];
-type RunPage = { items: RunView[]; total: number; page: number; per_page: number; total_pages: number };
 
 /**
  * GraphQL fragment (the dashboard): `jobRegistry`, `jobSchedules`, `jobRuns(filter)`, `jobRun(id)`,
  * `jobChains`; mutations `triggerJob`, `cancelJobRun`, `upsertJobSchedule`. Same service, same
  * access rules as REST.
  */
-export function jobsGraphql(builder: Builder, svc: JobsService): void {
+export function jobsGraphql(builder: Builder, svc: JobsService, schedules: ScheduleService, chains: ChainService): void {
   const Entry = builder.objectRef<RegistryEntry>('JobRegistryEntry');
   Entry.implement({
     fields: (t) => ({
@@ -75,16 +76,7 @@ export function jobsGraphql(builder: Builder, svc: JobsService): void {
     }),
   });
 
-  const Page = builder.objectRef<RunPage>('JobRunPage');
-  Page.implement({
-    fields: (t) => ({
-      items: t.expose('items', { type: [Run], nullable: false }),
-      total: t.exposeInt('total', { nullable: false }),
-      page: t.exposeInt('page', { nullable: false }),
-      per_page: t.exposeInt('per_page', { nullable: false }),
-      total_pages: t.exposeInt('total_pages', { nullable: false }),
-    }),
-  });
+  const Page = pageObject(builder, 'JobRunPage', Run);
 
   const Schedule = builder.objectRef<ScheduleView>('JobSchedule');
   Schedule.implement({
@@ -152,7 +144,7 @@ export function jobsGraphql(builder: Builder, svc: JobsService): void {
     }),
     jobSchedules: t.field({
       type: [Schedule], nullable: false, description: 'Schedules, as GET /jobs/schedules',
-      resolve: (_r, _a, ctx) => svc.listSchedules(requireUser(ctx)),
+      resolve: (_r, _a, ctx) => schedules.list(requireUser(ctx)),
     }),
     jobRuns: t.field({
       type: Page, nullable: false, description: 'Runs, newest first, as GET /jobs/runs',
@@ -166,7 +158,7 @@ export function jobsGraphql(builder: Builder, svc: JobsService): void {
     }),
     jobChains: t.field({
       type: [Chain], nullable: false, description: 'Stored chains, as GET /jobs/chains (system administrators)',
-      resolve: (_r, _a, ctx) => svc.listChains(requireUser(ctx)),
+      resolve: (_r, _a, ctx) => chains.list(requireUser(ctx)),
     }),
   }));
 
@@ -175,9 +167,9 @@ export function jobsGraphql(builder: Builder, svc: JobsService): void {
       type: Run, nullable: false, description: 'Queue a run, as POST /jobs/run',
       args: { job: t.arg.string({ required: true }), params: t.arg({ type: 'JSON' }), tenant_id: t.arg.string() },
       resolve: (_r, a, ctx) => {
-        const user = requireUser(ctx);
+        const actor = requireUser(ctx);
         const input = parseInput(runBody, givenArgs(a));
-        return svc.triggerAs(user, input.job, input.params, input.tenant_id, ['args', 'params']);
+        return svc.triggerAs(actor, input.job, input.params, input.tenant_id, ['args', 'params']);
       },
     }),
     cancelJobRun: t.field({
@@ -190,9 +182,9 @@ export function jobsGraphql(builder: Builder, svc: JobsService): void {
       description: 'Create a schedule (no id) or update one, as POST / PATCH /jobs/schedules; `input` takes the same fields as the REST body',
       args: { id: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
       resolve: (_r, a, ctx) => {
-        const user = requireUser(ctx);
+        const actor = requireUser(ctx);
         const input = parseInput(scheduleBody, a.input, ['args', 'input']);
-        return a.id ? svc.updateSchedule(user, parseInput(idParams, { id: a.id }).id, input) : svc.createSchedule(user, input);
+        return a.id ? schedules.update(actor, parseInput(idParams, { id: a.id }).id, input) : schedules.create(actor, input);
       },
     }),
   }));

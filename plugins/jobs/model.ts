@@ -6,7 +6,10 @@ const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const
 export const RUN_STATUSES = ['pending', 'running', 'completed', 'failed', 'cancelled'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 export const FINISHED: readonly RunStatus[] = ['completed', 'failed', 'cancelled'];
-/** What started a run (extended model); the primary `triggered_by` holds the user id or `scheduler`. */
+/**
+ * What started a run (extended model); the primary `triggered_by` holds the user id or `scheduler`.
+ * `chain` (also a `job_type`) marks a stored chain's step and the next job of a schedule's sequence alike.
+ */
 export const TRIGGER_KINDS = ['schedule', 'manual', 'chain', 'dependency'] as const;
 export const LOG_LEVELS = ['debug', 'info', 'progress', 'warning', 'error'] as const;
 export const ON_FAILURE = ['stop', 'continue', 'retry'] as const;
@@ -34,7 +37,7 @@ const chainStep = new Schema(
   { _id: false, minimize: false },
 );
 
-/** `job_runs`: one document per run, kept through retries (spec document 3, JobRun plus the extended run extras). */
+/** `job_runs`: one document per run, kept through retries (the run's own fields plus the extended model's extras). */
 export const jobRunSchema = new Schema(
   {
     job_name: { type: String, required: true },
@@ -68,7 +71,10 @@ export const jobRunSchema = new Schema(
     timeout_seconds: { type: Number, required: true },
     /** Wait between a failed attempt and the next one (the same before every retry). */
     retry_delay_ms: { type: Number, required: true },
-    /** Primary chain: job names still to run after this one succeeds. */
+    /**
+     * The schedule's sequence (its `chain` field): job names still to run, one after another, after
+     * this one succeeds. The stored name predates the word "sequence"; it is kept so runs already queued keep theirs.
+     */
     chain_next: { type: [String], default: [] },
     /** Kind of coordinating run (`fanout`: per-tenant parent; `chain`: stored chain), null for a job run. */
     coordinator: { type: String, enum: ['fanout', 'chain', null], default: null },
@@ -113,6 +119,7 @@ export const jobScheduleSchema = new Schema(
     allow_param_override: { type: Boolean, default: false },
     max_attempts: { type: Number, default: null },
     timeout_seconds: { type: Number, default: null },
+    /** The schedule's sequence: jobs run one after another after its job succeeds (API name `chain`, kept). */
     chain: { type: [String], default: [] },
     depends_on_schedules: { type: [Schema.Types.ObjectId], default: [] },
     dependency_mode: { type: String, enum: DEPENDENCY_MODES, default: 'same_day' },
@@ -165,99 +172,3 @@ export const jobModels = (conn: Connection): JobModels => ({
   Schedule: modelOn(conn, 'JobSchedule', jobScheduleSchema),
   Chain: modelOn(conn, 'JobChain', jobChainSchema),
 });
-
-const iso = (d: Date | null | undefined) => d ?? null;
-const str = (id: Types.ObjectId | null | undefined) => (id ? String(id) : null);
-
-/** Public shape of a run. `logs` only where asked for (one run), not in lists. */
-export function runView(r: JobRunRecord, withLogs = true) {
-  const total = r.progress_total ?? null;
-  return {
-    id: String(r._id),
-    job_name: r.job_name,
-    job_type: r.job_type,
-    status: r.status as RunStatus,
-    started_at: iso(r.started_at),
-    completed_at: iso(r.completed_at),
-    duration_ms: r.duration_ms ?? null,
-    duration_seconds: r.duration_seconds ?? null,
-    parameters: (r.parameters ?? {}) as Record<string, unknown>,
-    result: r.result ?? null,
-    error: r.error ?? null,
-    error_traceback: r.error_traceback ?? null,
-    progress_current: r.progress_current ?? 0,
-    progress_total: total,
-    progress_message: r.progress_message ?? null,
-    percentage: total ? Math.min(100, Math.round(((r.progress_current ?? 0) / total) * 100)) : null,
-    parent_job_id: str(r.parent_job_id),
-    chain_index: r.chain_index ?? null,
-    attempt: r.attempt,
-    max_attempts: r.max_attempts,
-    triggered_by: r.triggered_by ?? null,
-    trigger: r.trigger,
-    triggered_by_user: r.triggered_by_user ?? null,
-    tenant_id: str(r.tenant_id),
-    chain_id: str(r.chain_id),
-    chain_run_id: str(r.chain_run_id),
-    schedule_id: str(r.schedule_id),
-    timeout_seconds: r.timeout_seconds,
-    created_at: r.created_at,
-    updated_at: r.updated_at,
-    ...(withLogs ? { logs: (r.logs ?? []).map((l) => ({ timestamp: l.timestamp, level: l.level, message: l.message, percentage: l.percentage ?? null })) } : {}),
-  };
-}
-export type RunView = ReturnType<typeof runView>;
-
-/** Public shape of a schedule: the primary fields and, beside them, the extended names for the same values. */
-export function scheduleView(s: JobScheduleRecord) {
-  const target = s.type === 'chain' ? str(s.chain_id) : (s.job_type ?? null);
-  return {
-    id: String(s._id),
-    job_name: s.job_name,
-    name: s.job_name,
-    description: s.description ?? null,
-    cron_expression: s.cron_expression,
-    cron: s.cron_expression,
-    timezone: s.timezone,
-    is_enabled: s.is_enabled,
-    type: s.type as 'job' | 'chain',
-    job_type: s.job_type ?? null,
-    target,
-    parameters: (s.parameters ?? {}) as Record<string, unknown>,
-    params: (s.parameters ?? {}) as Record<string, unknown>,
-    allow_param_override: s.allow_param_override,
-    max_attempts: s.max_attempts ?? null,
-    timeout_seconds: s.timeout_seconds ?? null,
-    chain: [...(s.chain ?? [])],
-    depends_on_schedules: (s.depends_on_schedules ?? []).map(String),
-    dependency_mode: s.dependency_mode,
-    tenant_id: str(s.tenant_id),
-    per_tenant: s.per_tenant,
-    last_run_id: str(s.last_run_id),
-    last_run_at: iso(s.last_run_at),
-    last_run_status: s.last_run_status ?? null,
-    next_run_at: iso(s.next_run_at),
-    dependency_unmet: s.dependency_unmet,
-    skipped_at: iso(s.skipped_at),
-    created_at: s.created_at,
-    updated_at: s.updated_at,
-  };
-}
-export type ScheduleView = ReturnType<typeof scheduleView>;
-
-export function chainView(c: JobChainRecord) {
-  return {
-    id: String(c._id),
-    name: c.name,
-    description: c.description ?? '',
-    is_system: c.is_system,
-    default_on_failure: c.default_on_failure,
-    steps: (c.steps ?? []).map((s) => ({
-      job: s.job, params: (s.params ?? {}) as Record<string, unknown>, depends_on: [...(s.depends_on ?? [])],
-      on_failure: s.on_failure ?? null, retries: s.retries, retry_delay_seconds: s.retry_delay_seconds,
-    })),
-    created_at: c.created_at,
-    updated_at: c.updated_at,
-  };
-}
-export type ChainView = ReturnType<typeof chainView>;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { JobDefinition } from '../../core/plugin.ts';
 import type { ParamInfo } from './schemas.ts';
 
-/** A registered job with its defaults applied (spec: description '', timeout 3600, max_attempts 3). */
+/** A registered job with its defaults applied (description '', timeout 3600 s, max_attempts 3). */
 export interface RegisteredJob {
   name: string;
   plugin: string;
@@ -75,3 +75,24 @@ export const registryView = (j: RegisteredJob) => ({
   plugin: j.plugin,
 });
 export type RegistryEntry = ReturnType<typeof registryView>;
+
+/** The registered jobs by name, filled once every plugin is set up (`ready`). */
+export class JobRegistry {
+  private jobs = new Map<string, RegisteredJob>();
+
+  set(jobs: RegisteredJob[]): void {
+    this.jobs = new Map(jobs.map((j) => [j.name, j]));
+  }
+
+  get(name: string): RegisteredJob | undefined {
+    return this.jobs.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.jobs.has(name);
+  }
+
+  all(): RegisteredJob[] {
+    return [...this.jobs.values()];
+  }
+}

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { idParams, objectId, pageQuery } from '../../core/http/schemas.ts';
+import { pageSchema } from '../../core/page.ts';
 import { DEPENDENCY_MODES, ON_FAILURE, RUN_STATUSES } from './model.ts';
 
-/** Shared by REST and GraphQL: every input of the jobs plugin. */
+/** Shared by REST and GraphQL: every input of the jobs plugin, its options and response shapes. */
 
 const jsonObject = z.record(z.string(), z.unknown());
 const jobName = z.string().min(1).max(200);
@@ -52,7 +53,10 @@ const scheduleShape = {
   tenant_id: objectId.nullable().optional(),
   per_tenant: z.boolean().optional(),
 };
-/** Schedule create/update body: the primary fields, or the extended names for the same values (see docs/jobs.md). */
+/**
+ * Schedule create/update body: the primary fields, or the extended names for the same values (see
+ * docs/jobs.md). `chain` is the schedule's sequence: jobs run one after another after its job succeeds.
+ */
 export const scheduleBody = z.object(scheduleShape).strict();
 export type ScheduleBody = z.output<typeof scheduleBody>;
 export const scheduleRunBody = z.object({ params: jsonObject.optional() }).strict().default({});
@@ -87,6 +91,12 @@ export type ChainBody = z.output<typeof chainBody>;
 export type ChainStepInput = z.output<typeof chainStepInput>;
 export const chainRunBody = z.object({ params: jsonObject.default({}) }).strict().default({ params: {} });
 
+/** Options of the jobs plugin: `jobsPlugin.configure({ ... })`. */
+export const jobsOptions = z.object({
+  /** Built-in chains, created at start-up when missing, marked `is_system` (never deletable). */
+  chains: z.array(chainBody).default([]),
+});
+
 /** One entry of the registry's `params` map, derived from the job's zod schema. */
 export interface ParamInfo {
   type: string;
@@ -96,5 +106,5 @@ export interface ParamInfo {
 }
 
 export const runResponse = z.object({ id: z.string(), job_name: z.string(), status: z.enum(RUN_STATUSES) }).passthrough();
-export const runsPageResponse = z.object({ items: z.array(runResponse), total: z.number(), page: z.number(), per_page: z.number(), total_pages: z.number() });
+export const runsPageResponse = pageSchema(runResponse);
 export const triggerResponse = z.object({ run_id: z.string(), status: z.literal('pending'), message: z.string() });

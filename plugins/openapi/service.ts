@@ -12,16 +12,14 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { oas31 } from 'openapi3-ts';
-import { z } from 'zod';
-import { ErrorCode } from '../../core/errors.ts';
+import type { z } from 'zod';
 import type { HttpMethod, RouteAuth, RouteDef } from '../../core/http/route.ts';
 import type { Logger } from '../../core/logger.ts';
+import { AUTH_SECURITY, errorEnvelopeSchema, errorResponse, errorResponseName, graphqlOperation, headerRef, validationIssueSchema } from './components.ts';
+import { SchemaConverter, isRecord } from './json-schema.ts';
 
 /** A JSON Schema (2020-12) object, as OpenAPI 3.1 embeds it. */
 export type JsonSchema = oas31.SchemaObject;
-
-/** A schema as `z.toJSONSchema` returns it: with its dialect and local definitions. */
-type RawJsonSchema = JsonSchema & { $schema?: string; $defs?: Record<string, JsonSchema> };
 
 /** A route as `KernelView.routes()` lists it. */
 export type DocumentedRoute = RouteDef & { plugin: string };
@@ -90,91 +88,6 @@ export interface BuildOptions {
   log?: Pick<Logger, 'warn' | 'error'>;
 }
 
-/** Security requirement of every non-public route: an API key or a bearer token. */
-const AUTH_SECURITY: readonly Readonly<Record<string, string[]>>[] = [{ ApiKeyAuth: [] }, { BearerAuth: [] }];
-
-const schemaRef = (name: string): Reference => ({ $ref: `#/components/schemas/${name}` });
-const headerRef = (name: string): Reference => ({ $ref: `#/components/headers/${name}` });
-
-/** How an error status is documented: component name, summary and the `error.code`s the server answers with. */
-export interface ErrorStatusDoc {
-  name: string;
-  summary: string;
-  codes: { code: ErrorCode; message: string; details?: Record<string, unknown> }[];
-  note?: string;
-}
-
-/**
- * Error statuses of the spec's error table (and the kernel's own), with their `ErrorCode`s.
- * Domain errors may carry any status and code; a status listed in `docs.errors` but not here is
- * still documented, with the envelope and the reason phrase.
- */
-const ERROR_STATUSES: Readonly<Record<number, ErrorStatusDoc>> = {
-  400: {
-    name: 'BadRequest', summary: 'Bad request',
-    codes: [{ code: ErrorCode.BAD_REQUEST, message: 'Malformed JSON body' }],
-    note: 'Malformed JSON body or query parameter, invalid `where` JSON, unknown operator, invalid cursor, invalid `X-Tenant-Id`.',
-  },
-  401: {
-    name: 'Unauthorized', summary: 'Authentication required',
-    codes: [{ code: ErrorCode.AUTH_REQUIRED, message: 'Authentication required' }],
-    note: 'Missing or invalid credentials, or an expired token.',
-  },
-  403: {
-    name: 'Forbidden', summary: 'Access denied',
-    codes: [{ code: ErrorCode.ACCESS_DENIED, message: 'Access denied' }],
-    note: 'A role, feature, attribute or tenant guard rejected the caller; `details.feature` names a missing feature.',
-  },
-  404: {
-    name: 'NotFound', summary: 'Not found',
-    codes: [{ code: ErrorCode.NOT_FOUND, message: 'item 64b7f0c2a1b2c3d4e5f60718 not found', details: { resource: 'item', item_id: '64b7f0c2a1b2c3d4e5f60718' } }],
-    note: 'The id matches nothing (`details.resource`, `details.item_id`).',
-  },
-  405: { name: 'MethodNotAllowed', summary: 'Method not allowed', codes: [{ code: ErrorCode.METHOD_NOT_ALLOWED, message: 'Method not allowed' }] },
-  409: {
-    name: 'Conflict', summary: 'Conflict',
-    codes: [{ code: ErrorCode.CONFLICT, message: 'A document with the same unique value already exists' }],
-    note: 'Duplicate key or state conflict.',
-  },
-  412: {
-    name: 'PreconditionFailed', summary: 'Precondition failed',
-    codes: [{ code: ErrorCode.ETAG_MISMATCH, message: 'If-Match does not match the current revision' }],
-    note: '`If-Match` does not match the current revision.',
-  },
-  413: { name: 'PayloadTooLarge', summary: 'Payload too large', codes: [{ code: ErrorCode.PAYLOAD_TOO_LARGE, message: 'Request body is too large' }] },
-  415: { name: 'UnsupportedMediaType', summary: 'Unsupported media type', codes: [{ code: ErrorCode.UNSUPPORTED_MEDIA_TYPE, message: 'Unsupported content type' }] },
-  422: {
-    name: 'UnprocessableEntity', summary: 'Validation failed',
-    codes: [
-      {
-        code: ErrorCode.VALIDATION_ERROR, message: 'Validation failed',
-        details: { errors: [{ loc: ['body', 'email'], msg: 'Invalid email address', type: 'invalid_format' }] },
-      },
-      {
-        code: ErrorCode.CASCADE_DENY, message: 'customer 64b7f0c2a1b2c3d4e5f60718 is still referenced by 2 order document(s)',
-        details: { resource: 'customer', item_id: '64b7f0c2a1b2c3d4e5f60718', referenced_by: 'order', count: 2 },
-      },
-    ],
-    note: 'Schema or domain validation failed (`details.errors` lists every problem), or a delete was denied by a cascade rule.',
-  },
-  428: {
-    name: 'PreconditionRequired', summary: 'Precondition required',
-    codes: [{ code: ErrorCode.ETAG_REQUIRED, message: 'This mutation requires an If-Match header' }],
-    note: 'This mutation requires an `If-Match` header.',
-  },
-  429: {
-    name: 'TooManyRequests', summary: 'Too many requests',
-    codes: [{ code: ErrorCode.RATE_LIMITED, message: 'Too many requests', details: { retry_after: 30 } }],
-    note: 'The rate limiter triggered; retry after `Retry-After` seconds.',
-  },
-  500: {
-    name: 'InternalError', summary: 'Internal server error',
-    codes: [{ code: ErrorCode.INTERNAL_ERROR, message: 'Internal server error' }],
-    note: 'Unexpected failure; the message is generic and the cause is logged server-side under `request_id`.',
-  },
-  503: { name: 'ServiceUnavailable', summary: 'Service unavailable', codes: [{ code: ErrorCode.SERVICE_UNAVAILABLE, message: 'Service unavailable' }] },
-};
-
 /** Reserved by OpenAPI: a header parameter with one of these names is ignored, so none is emitted. */
 const IGNORED_HEADER_PARAMS = new Set(['accept', 'content-type', 'authorization']);
 
@@ -213,31 +126,6 @@ export function operationIdFor(method: string, koaPath: string): string {
   return method.toLowerCase() + (words.join('') || 'Root');
 }
 
-const isRecord = (x: unknown): x is Record<string, unknown> => !!x && typeof x === 'object' && !Array.isArray(x);
-
-/** JSON encodes dates as ISO strings; say so instead of `{}` (zod calls `z.date()` unrepresentable). */
-const dateAsString = (ctx: { zodSchema: { _zod: { def: { type: string } } }; jsonSchema: JsonSchema }): void => {
-  if (ctx.zodSchema._zod.def.type === 'date') {
-    ctx.jsonSchema.type = 'string';
-    ctx.jsonSchema.format = 'date-time';
-  }
-};
-
-/** Replaces every `$ref` of a schema tree through `map` (exact `#` or a `#/$defs/<name>` prefix). */
-function rewriteRefs(node: unknown, map: (ref: string) => string): unknown {
-  if (Array.isArray(node)) return node.map((x) => rewriteRefs(x, map));
-  if (!isRecord(node)) return node;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(node)) out[k] = k === '$ref' && typeof v === 'string' ? map(v) : rewriteRefs(v, map);
-  return out;
-}
-
-function hasRef(node: unknown, ref: string): boolean {
-  if (Array.isArray(node)) return node.some((x) => hasRef(x, ref));
-  if (!isRecord(node)) return false;
-  return Object.entries(node).some(([k, v]) => (k === '$ref' ? v === ref : hasRef(v, ref)));
-}
-
 /**
  * Builds the whole document. Pure apart from `log`: the same routes give the same document.
  *
@@ -252,6 +140,7 @@ class DocumentBuilder {
   private readonly doc: OpenApiDocument;
   private readonly operationIds = new Set<string>();
   private readonly rateLimited: boolean;
+  private readonly schemas: SchemaConverter;
 
   constructor(private readonly opts: BuildOptions) {
     this.rateLimited = opts.rateLimitEnabled ?? true;
@@ -286,6 +175,7 @@ class DocumentBuilder {
         },
       },
     };
+    this.schemas = new SchemaConverter(this.doc.components.schemas, (obj, msg) => this.warn(obj, msg));
   }
 
   build(routes: readonly DocumentedRoute[]): OpenApiDocument {
@@ -299,7 +189,10 @@ class DocumentBuilder {
       }
     }
     if ((this.opts.graphql ?? true) && !this.doc.paths['/graphql']?.post) {
-      this.doc.paths['/graphql'] = { ...this.doc.paths['/graphql'], post: this.graphqlOperation() };
+      this.doc.paths['/graphql'] = {
+        ...this.doc.paths['/graphql'],
+        post: graphqlOperation(this.doc.components.schemas, this.rateLimited, (status) => this.errorResponseRef(status)),
+      };
       tags.add('graphql');
     }
     this.doc.tags = [...tags].sort().map((name) => ({ name }));
@@ -401,7 +294,7 @@ class DocumentBuilder {
 
   /** Properties and required names of an object schema (input side: defaults make a field optional). */
   private objectShape(schema: z.ZodType, where: string, name: string) {
-    const json = this.deref(this.convert(schema, 'input', where, name));
+    const json = this.schemas.deref(this.schemas.convert(schema, 'input', where, name));
     const properties = isRecord(json.properties) ? (json.properties as Record<string, JsonSchema>) : {};
     const required = new Set(Array.isArray(json.required) ? (json.required as string[]) : []);
     return { json, properties, required };
@@ -415,7 +308,7 @@ class DocumentBuilder {
     } catch {
       // async refinements cannot run synchronously: keep "required"
     }
-    return { required, content: { 'application/json': { schema: this.convert(schema, 'input', where, `${base}Body`) } } };
+    return { required, content: { 'application/json': { schema: this.schemas.convert(schema, 'input', where, `${base}Body`) } } };
   }
 
   private responses(route: DocumentedRoute, auth: RouteAuth, where: string, base: string): Record<string, ResponseObject | Reference> {
@@ -429,7 +322,7 @@ class DocumentBuilder {
     if (status !== 204 && status !== 304) {
       const mediaTypes = this.opts.successMediaTypes?.[where] ?? ['application/json'];
       const schema: JsonSchema | Reference = route.response
-        ? this.convert(route.response, 'output', where, `${base}Response`)
+        ? this.schemas.convert(route.response, 'output', where, `${base}Response`)
         : mediaTypes.some((m) => m.includes('json'))
           ? { type: 'object' }
           : { type: 'string' };
@@ -458,185 +351,18 @@ class DocumentBuilder {
 
   /** 403 of a feature-guarded route: the shared one plus the feature names. */
   private featureForbidden(features: string[]): ResponseObject {
-    const shared = this.errorResponse(403);
+    const shared = errorResponse(403);
     const list = features.map((f) => `\`${f}\``).join(', ');
     return { ...shared, description: `${shared.description} Requires feature(s) ${list}; \`details.feature\` names the missing one.` };
   }
 
   /** `$ref` to the shared response of an error status, creating the component on first use. */
   private errorResponseRef(status: number): Reference {
-    const name = ERROR_STATUSES[status]?.name ?? `Error${status}`;
-    this.doc.components.responses[name] ??= this.errorResponse(status);
+    const name = errorResponseName(status);
+    this.doc.components.responses[name] ??= errorResponse(status);
     return { $ref: `#/components/responses/${name}` };
   }
 
-  private errorResponse(status: number): ResponseObject {
-    const known = ERROR_STATUSES[status];
-    const headers: Record<string, HeaderObject | Reference> = { 'X-Request-Id': headerRef('X-Request-Id') };
-    if (status === 429) {
-      headers['Retry-After'] = headerRef('Retry-After');
-      for (const h of ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']) headers[h] = headerRef(h);
-    }
-    if (!known) {
-      return {
-        description: `${STATUS_CODES[status] ?? 'Error'}. \`error.code\`: a domain-specific code.`,
-        headers,
-        content: { 'application/json': { schema: schemaRef('ErrorEnvelope') } },
-      };
-    }
-    const codes = known.codes.map((c) => `\`${c.code}\``).join(' or ');
-    const example = (c: ErrorStatusDoc['codes'][number]) => ({
-      summary: c.code,
-      value: { error: { code: c.code, message: c.message, details: c.details ?? {} }, request_id: '3f1c2b0e-7f5d-4c1e-9a43-0d2b6f1e8a77' },
-    });
-    return {
-      description: `${known.summary}: \`error.code\` ${codes}.${known.note ? ` ${known.note}` : ''}`,
-      headers,
-      content: {
-        'application/json': {
-          schema: schemaRef('ErrorEnvelope'),
-          examples: Object.fromEntries(known.codes.map((c) => [c.code, example(c)])),
-        },
-      },
-    };
-  }
-
-  private graphqlOperation(): OperationObject {
-    const schemas = this.doc.components.schemas;
-    schemas.GraphQLRequest = {
-      type: 'object',
-      required: ['query'],
-      properties: {
-        query: { type: 'string', description: 'The GraphQL document.' },
-        variables: { type: ['object', 'null'], additionalProperties: true },
-        operationName: { type: ['string', 'null'] },
-      },
-    };
-    schemas.GraphQLResponse = {
-      type: 'object',
-      properties: {
-        data: { type: ['object', 'null'], additionalProperties: true },
-        errors: {
-          type: 'array',
-          items: {
-            type: 'object',
-            required: ['message'],
-            properties: {
-              message: { type: 'string' },
-              path: { type: 'array', items: { type: ['string', 'integer'] } },
-              extensions: {
-                type: 'object',
-                description: 'Same codes as the REST error envelope.',
-                properties: {
-                  code: { type: 'string' },
-                  status: { type: 'integer' },
-                  details: { type: 'object', additionalProperties: true },
-                  request_id: { type: 'string' },
-                },
-              },
-            },
-          },
-        },
-      },
-    };
-    const headers: Record<string, Reference> = { 'X-Request-Id': headerRef('X-Request-Id') };
-    if (this.rateLimited) for (const h of ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']) headers[h] = headerRef(h);
-    const responses: Record<string, ResponseObject | Reference> = {
-      200: {
-        description: 'Result. Resolver errors (including `AUTH_REQUIRED`, `ACCESS_DENIED`, `NOT_FOUND`) are reported in `errors[].extensions.code` with HTTP 200.',
-        headers,
-        content: { 'application/json': { schema: schemaRef('GraphQLResponse') } },
-      },
-      400: {
-        description: 'A malformed JSON body (error envelope, `BAD_REQUEST`) or a GraphQL document that does not parse or validate (GraphQL `errors`).',
-        headers: { 'X-Request-Id': headerRef('X-Request-Id') },
-        content: { 'application/json': { schema: { oneOf: [schemaRef('ErrorEnvelope'), schemaRef('GraphQLResponse')] } } },
-      },
-      401: this.errorResponseRef(401),
-      413: this.errorResponseRef(413),
-    };
-    if (this.rateLimited) responses[429] = this.errorResponseRef(429);
-    responses[500] = this.errorResponseRef(500);
-    return {
-      operationId: 'postGraphql',
-      summary: 'GraphQL endpoint',
-      description:
-        'Queries and mutations contributed by every plugin. A credential is optional at the transport level (fields that need a caller ' +
-        'report `AUTH_REQUIRED` in `errors`), but a presented credential that is rejected answers 401 with the error envelope.',
-      tags: ['graphql'],
-      requestBody: { required: true, content: { 'application/json': { schema: schemaRef('GraphQLRequest') } } },
-      responses,
-      security: [{}, ...AUTH_SECURITY.map((s) => ({ ...s }))],
-      'x-auth': 'public',
-    };
-  }
-
-  /**
-   * zod → JSON Schema 2020-12 with `$defs` hoisted to `components.schemas`. Never throws: a schema
-   * that cannot be converted is documented as `{}` (any value) and logged.
-   */
-  private convert(schema: z.ZodType, io: 'input' | 'output', where: string, name: string): JsonSchema | Reference {
-    let raw: RawJsonSchema;
-    try {
-      raw = z.toJSONSchema(schema, { io, unrepresentable: 'any', override: dateAsString as never }) as RawJsonSchema;
-    } catch (err) {
-      this.warn({ route: where, part: name, err }, 'zod schema could not be converted; documented as {}');
-      return {};
-    }
-    return this.hoist(raw, name, io);
-  }
-
-  private hoist(raw: RawJsonSchema, name: string, io: 'input' | 'output'): JsonSchema | Reference {
-    const { $schema: _dialect, $defs, ...root } = raw;
-    const defs = isRecord($defs) ? ($defs as Record<string, JsonSchema>) : {};
-    const selfRef = hasRef(raw, '#');
-    if (!Object.keys(defs).length && !selfRef) return root;
-
-    const schemas = this.doc.components.schemas;
-    const names = new Map<string, string>();
-    const rootName = selfRef ? this.freeName(name) : undefined;
-    // Named (`.meta({ id })`) defs keep their id, anonymous ones (`__schema0`) get the route's name.
-    for (const key of Object.keys(defs)) names.set(key, /^__schema\d+$/.test(key) ? this.freeName(`${name}_${key.slice(2)}`) : key);
-    const map = (ref: string): string => {
-      if (ref === '#') return `#/components/schemas/${rootName}`;
-      const m = /^#\/\$defs\/([^/]+)(.*)$/.exec(ref);
-      const target = m ? names.get(m[1]!) : undefined;
-      return m && target ? `#/components/schemas/${target}${m[2]}` : ref;
-    };
-    // The same id can convert differently (input vs output side, e.g. a default): never overwrite.
-    for (const [key, def] of Object.entries(defs)) {
-      const wanted = names.get(key)!;
-      const body = rewriteRefs(def, map) as JsonSchema;
-      const existing = schemas[wanted];
-      if (existing && JSON.stringify(existing) !== JSON.stringify(body)) {
-        const alt = this.freeName(`${wanted}${io === 'input' ? 'Input' : 'Output'}`, body);
-        names.set(key, alt);
-      }
-    }
-    for (const [key, def] of Object.entries(defs)) schemas[names.get(key)!] ??= rewriteRefs(def, map) as JsonSchema;
-    const rewritten = rewriteRefs(root, map) as JsonSchema;
-    if (!rootName) return rewritten;
-    schemas[rootName] = rewritten;
-    return schemaRef(rootName);
-  }
-
-  /** A component name not yet taken (or taken by an identical schema when `same` is given). */
-  private freeName(wanted: string, same?: JsonSchema): string {
-    const schemas = this.doc.components.schemas;
-    const ok = (n: string) => !schemas[n] || (same !== undefined && JSON.stringify(schemas[n]) === JSON.stringify(same));
-    if (ok(wanted)) return wanted;
-    let n = 2;
-    while (!ok(`${wanted}_${n}`)) n++;
-    return `${wanted}_${n}`;
-  }
-
-  /** Follows one `$ref` into `components.schemas` (a hoisted recursive root). */
-  private deref(schema: JsonSchema | Reference): JsonSchema {
-    const ref = schema.$ref;
-    const target = ref?.startsWith('#/components/schemas/') ? this.doc.components.schemas[ref.slice('#/components/schemas/'.length)] : undefined;
-    // SchemaObject allows `$ref` too: an unresolvable reference stays as it is.
-    return target ?? (schema as JsonSchema);
-  }
 }
 
 /** `description` of an operation: the route's own text plus who may call it. */
@@ -652,44 +378,3 @@ function describe(route: DocumentedRoute, auth: RouteAuth): { description?: stri
   return text ? { description: text } : {};
 }
 
-function errorEnvelopeSchema(): JsonSchema {
-  return {
-    type: 'object',
-    description: 'Every failure answers with this envelope.',
-    required: ['error', 'request_id'],
-    properties: {
-      error: {
-        type: 'object',
-        required: ['code', 'message', 'details'],
-        properties: {
-          code: {
-            type: 'string',
-            description: `Stable machine-readable code; clients branch on it. Core codes: ${Object.values(ErrorCode).join(', ')}; domain errors may use others.`,
-          },
-          message: { type: 'string', description: 'Human-readable text.' },
-          details: {
-            type: 'object',
-            description: 'Context; may be empty.',
-            additionalProperties: true,
-            properties: {
-              errors: { type: 'array', description: '422 `VALIDATION_ERROR` only: every problem found.', items: schemaRef('ValidationIssue') },
-            },
-          },
-        },
-      },
-      request_id: { type: 'string', description: 'Correlation id, also in the `X-Request-Id` response header.' },
-    },
-  };
-}
-
-function validationIssueSchema(): JsonSchema {
-  return {
-    type: 'object',
-    required: ['loc', 'msg', 'type'],
-    properties: {
-      loc: { type: 'array', items: { type: ['string', 'integer'] }, description: 'Path of the offending value, starting with its source: `["body", "name"]`.' },
-      msg: { type: 'string' },
-      type: { type: 'string', description: 'Kind of problem, e.g. `invalid_type`, `too_big`, `unrecognized_keys`.' },
-    },
-  };
-}

@@ -25,7 +25,7 @@ export interface CascadeRule {
 
 export type Operation = 'list' | 'get' | 'create' | 'update' | 'replace' | 'delete';
 
-/** Options of `defineResource`. Names follow the spec's per-resource configuration table. */
+/** Options of `defineResource`, one per resource setting (path, search, sort, paging, bulk, guards, cascade, personal data). */
 export interface ResourceOptions {
   /** Unique name; also the collection name and the GraphQL base name. @example 'projects' */
   name: string;
@@ -154,7 +154,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     // A required field must keep a valid value once neutralised: only strings have one (the pseudonym).
     if (f.required && (f.kind !== 'string' || f.enum)) throw new Error(`Resource "${o.name}": gdpr field "${g}" is required and not a free string, so it has no neutral value`);
   }
-  // A user id, as an object id or as its hex string (e.g. payments' `user_id`, a string in the spec).
+  // A user id, as an object id or as its hex string (e.g. payments' `user_id`, stored as a string).
   if (def.subject_field !== 'created_by' && !fields.some((x) => x.path === def.subject_field && (x.kind === 'objectId' || (x.kind === 'string' && !x.enum))))
     throw new Error(`Resource "${o.name}": subject_field "${def.subject_field}" is not an object id or string field`);
   for (const p of def.populatable) {

@@ -22,9 +22,9 @@ export interface FieldInfo {
 }
 
 /**
- * Base document fields (spec: "Base document fields"), defined once: the mongoose schema, the
+ * Base document fields, defined once: the mongoose schema, the
  * filter/sort allow-list, the GraphQL object type and the system-field guard all read this table.
- * Types the spec leaves open: `created_by`/`updated_by`/`deleted_by` are user object ids (null for
+ * Our type decisions: `created_by`/`updated_by`/`deleted_by` are user object ids (null for
  * system writes), `deleted_at` a date, `version` an integer starting at 1 and incremented by every write.
  */
 export const BASE_FIELDS = {

@@ -1,13 +1,14 @@
 import { Types } from 'mongoose';
-import type { Builder } from '../../core/graphql.ts';
+import type { ArgBuilder, InputFieldMap } from '@pothos/core';
+import type { Builder, BuilderTypes } from '../../core/graphql.ts';
 import { requireUser } from '../../core/graphql.ts';
 import { NotFoundError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { BASE_FIELDS, type FieldInfo } from './fields.ts';
-import type { ListArgs } from './query.ts';
+import { FILTER_ARG_DOC, LIST_PARAMS, type ListArgs, type ListParam } from './params.ts';
 import type { Operation } from './define.ts';
 import type { ResourceRegistry } from './registry.ts';
-import { etagOf } from './service.ts';
+import { etagOf } from '../../core/etag.ts';
 
 const lowerFirst = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
 const camel = (s: string) => s.replace(/_(\w)/g, (_m, c: string) => c.toUpperCase());
@@ -25,6 +26,24 @@ const scalarOf = (kind: FieldInfo['kind'] | undefined): ScalarName => {
     default: return 'JSON';
   }
 };
+
+type Arg = ArgBuilder<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>>;
+
+/** The GraphQL list arguments, from the one table of list parameters (params.ts), in their printed order. */
+function listArgs(arg: Arg): InputFieldMap {
+  const argOf = (p: ListParam): InputFieldMap[string] => {
+    switch (p.kind) {
+      case 'int': return arg.int();
+      case 'boolean': return arg.boolean();
+      case 'list': return arg.stringList();
+      case 'json': return arg({ type: 'JSON', description: p.graphqlDoc });
+      default: return arg.string();
+    }
+  };
+  const ordered = [...LIST_PARAMS].sort((a, b) => a.graphqlOrder - b.graphqlOrder).map((p): [string, InputFieldMap[string]] => [p.arg, argOf(p)]);
+  // `filter` (GraphQL only: the query string's field filters as one object) follows `where`.
+  return Object.fromEntries([ordered[0]!, ['filter', arg({ type: 'JSON', description: FILTER_ARG_DOC })], ...ordered.slice(1)]);
+}
 
 /**
  * Per resource: an object type, `<name>` list query (both pagination modes, same filters as REST),
@@ -111,23 +130,7 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
         type: Page,
         nullable: false,
         description: `List ${def.name}; arguments mirror the REST query parameters`,
-        args: {
-          where: t.arg({ type: 'JSON', description: 'Same as REST `where` (object or JSON string)' }),
-          filter: t.arg({ type: 'JSON', description: 'Equality and suffix filters as REST parameters, e.g. {"budget__gt": 10}' }),
-          q: t.arg.string(),
-          tags_in: t.arg.stringList(),
-          tags_all: t.arg.stringList(),
-          tags_nin: t.arg.stringList(),
-          sort: t.arg.string(),
-          fields: t.arg.stringList(),
-          populate: t.arg.stringList(),
-          page: t.arg.int(),
-          per_page: t.arg.int(),
-          limit: t.arg.int(),
-          cursor: t.arg.string(),
-          direction: t.arg.string(),
-          include_deleted: t.arg.boolean(),
-        },
+        args: listArgs(t.arg),
         resolve: async (_r, args, ctx) => {
           // `etag` (non-null) is computed from `version`: a `fields` projection keeps it.
           const res = await svc.listArgs(requireUser(ctx), args as ListArgs, { etags: true });

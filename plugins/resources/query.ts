@@ -1,5 +1,5 @@
 /**
- * List parameters (spec 01, "List query parameters" through "Pagination"). Pure: turns list
+ * Checking of list parameters (filters, sort, projection, populate, pagination). Pure: turns list
  * arguments into a {@link ParsedListQuery} whose `filter` is safe to hand to MongoDB, or throws an
  * `AppError` (400 `BAD_REQUEST`, or 422 `VALIDATION_ERROR` for `per_page` above the resource
  * ceiling). It never throws anything else for any input.
@@ -7,12 +7,14 @@
  * Two entry points feed one core: {@link parseListArgs} takes structured arguments (GraphQL),
  * {@link parseListQuery} reads a REST query string into the same structure first.
  */
-import { Types } from 'mongoose';
 import { z } from 'zod';
 import { BadRequestError, ValidationError } from '../../core/errors.ts';
 import type { Filter } from '../../core/identity/guards.ts';
-import { checkRegex, escapeRegex } from './regex.ts';
-import { HEX24, checkPath, isPlainObject, isSafePath, validateWhere } from './where.ts';
+import { buildParamFilter, buildSearchClauses, buildTagClauses, given, listOf, splitList } from './filters.ts';
+import { readListQuery, type ListArgs, type RawQuery } from './params.ts';
+import { checkPath, isPlainObject, validateWhere } from './where.ts';
+
+export type { ListArgs, RawQuery } from './params.ts';
 
 const limit = (min: 0 | 1) => (min ? z.number().int().positive() : z.number().int().nonnegative());
 
@@ -107,101 +109,21 @@ export interface ParsedListQuery {
   populate: string[];
 }
 
-/** A REST query object as Koa parses it (a repeated parameter is an array). */
-export type RawQuery = Record<string, string | string[] | undefined>;
 
 /**
- * Structured list arguments, as GraphQL receives them. Absent and null mean "not given".
- * Lists may also be given as comma-separated strings; `where` as an object or as JSON text.
- */
-export interface ListArgs {
-  page?: number | null;
-  per_page?: number | null;
-  limit?: number | null;
-  /** Present (even empty) selects cursor mode. */
-  cursor?: string | null;
-  direction?: string | null;
-  sort?: string | null;
-  fields?: readonly string[] | string | null;
-  populate?: readonly string[] | string | null;
-  include_deleted?: boolean | null;
-  q?: string | null;
-  where?: unknown;
-  /** `<field>` equality and `<field>__<op>` filters; a null value is an equality on null. */
-  filter?: Record<string, unknown> | null;
-  tags_in?: readonly string[] | string | null;
-  tags_all?: readonly string[] | string | null;
-  tags_nin?: readonly string[] | string | null;
-}
-
-/** Query parameter names that are never field filters. */
-const RESERVED = new Set([
-  'page', 'per_page', 'cursor', 'limit', 'direction', 'sort', 'fields', 'where', 'q', 'include_deleted', 'populate', 'tags__in', 'tags__all', 'tags__nin',
-]);
-
-const SUFFIX_OPS = new Set(['gt', 'gte', 'lt', 'lte', 'ne', 'in', 'nin', 'exists', 'regex']);
-
-const INT_LIKE = /^-?\d+$/;
-// A decimal point or an exponent is required, so that long digit-only strings (e.g. a 24-digit
-// object id) are not turned into imprecise floats.
-const FLOAT_LIKE = /^-?\d+(?:\.\d+(?:[eE][+-]?\d+)?|[eE][+-]?\d+)$/;
-const POSITIVE_INT = /^\d+$/;
-
-const given = <T>(v: T | null | undefined): v is T => v !== undefined && v !== null;
-
-/**
- * Parse the query string of a list request: reads each parameter into {@link ListArgs}, then
- * {@link parseListArgs}.
+ * Parse the query string of a list request: reads each parameter into {@link ListArgs}
+ * (`readListQuery`), then {@link parseListArgs}.
  *
- * Decisions beyond the spec: every present parameter is validated even when the selected mode
- * ignores it (e.g. `limit` next to `page`); comma-separated lists are trimmed and empty items
- * dropped; an empty `cursor=` selects cursor mode on its first page; `q` on a resource without
- * search fields is a 400 even when empty.
+ * Decisions where the product rules are silent: every present parameter is validated even when the
+ * selected mode ignores it (e.g. `limit` next to `page`); comma-separated lists are trimmed and
+ * empty items dropped; an empty `cursor=` selects cursor mode on its first page; `q` on a resource
+ * without search fields is a 400 even when empty.
  *
  * @throws BadRequestError (400) for any malformed parameter; ValidationError (422) for `per_page`
  *   above `resource.maxPageSize`.
  */
 export function parseListQuery(query: RawQuery, resource: ResourceQueryInfo, limits?: Partial<QueryLimits>): ParsedListQuery {
-  const lim: QueryLimits = { ...DEFAULT_QUERY_LIMITS, ...limits };
-  const args: ListArgs = {};
-  // No prototype: a `__proto__` parameter must stay a key (and be refused as a field), not a prototype.
-  const filter = Object.create(null) as Record<string, string>;
-  for (const key of Object.keys(query)) {
-    const value = query[key];
-    if (value === undefined) continue;
-    if (Array.isArray(value)) throw new BadRequestError(`Query parameter '${key}' given more than once`, { param: key });
-    if (typeof value !== 'string') throw new BadRequestError(`Query parameter '${key}' is malformed`, { param: key });
-    switch (key) {
-      case 'page':
-      case 'per_page':
-      case 'limit':
-        args[key] = POSITIVE_INT.test(value) ? Number(value) : NaN;
-        break;
-      case 'include_deleted':
-        if (value === 'true' || value === '1') args.include_deleted = true;
-        else if (value === 'false' || value === '0') args.include_deleted = false;
-        else throw new BadRequestError('include_deleted must be true, false, 1 or 0', { param: 'include_deleted' });
-        break;
-      case 'tags__in':
-      case 'tags__all':
-      case 'tags__nin':
-        args[key === 'tags__in' ? 'tags_in' : key === 'tags__all' ? 'tags_all' : 'tags_nin'] = value;
-        break;
-      case 'cursor':
-      case 'direction':
-      case 'sort':
-      case 'fields':
-      case 'populate':
-      case 'q':
-      case 'where':
-        args[key] = value;
-        break;
-      default:
-        filter[key] = value;
-    }
-  }
-  args.filter = filter;
-  return parseListArgs(args, resource, lim);
+  return parseListArgs(readListQuery(query), resource, limits);
 }
 
 /**
@@ -322,32 +244,6 @@ function positiveInt(n: number, param: string): number {
   return n;
 }
 
-function splitList(raw: string): string[] {
-  return raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-}
-
-/** A list argument: an array (items may themselves be comma-separated) or one comma-separated string. */
-function listOf(v: readonly unknown[] | string): string[] {
-  return typeof v === 'string' ? splitList(v) : v.flatMap((x) => splitList(String(x)));
-}
-
-/** The query-string form of a structured filter value (lists comma-joined), for string-typed operators. */
-function textOf(v: unknown): string {
-  if (typeof v === 'string') return v;
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return v.map(String).join(',');
-  return typeof v === 'object' ? JSON.stringify(v) : String(v);
-}
-
-/** A filter operand: strings follow the query-string coercion, JSON scalars keep their type. */
-function operand(v: unknown): unknown {
-  if (v === null || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v))) return v;
-  return coerce(textOf(v));
-}
-
 function parseFields(items: string[], resource: ResourceQueryInfo): string[] {
   if (items.length === 0) throw new BadRequestError('fields must name at least one field', { param: 'fields' });
   for (const f of items) checkPath(f, resource, 'fields', `Unknown field '${f}' in fields`);
@@ -368,104 +264,3 @@ function parsePopulate(list: string[], resource: ResourceQueryInfo, lim: QueryLi
   return items;
 }
 
-/** Query-string equality coercion, in the spec's order of recognition. */
-function coerce(raw: string): unknown {
-  if (raw === 'true') return true;
-  if (raw === 'false') return false;
-  if (raw === 'null' || raw === 'none') return null;
-  if (INT_LIKE.test(raw)) {
-    const n = Number(raw);
-    if (Number.isSafeInteger(n)) return n;
-  }
-  if (FLOAT_LIKE.test(raw)) {
-    const n = Number(raw);
-    if (Number.isFinite(n)) return n;
-  }
-  if (HEX24.test(raw)) return new Types.ObjectId(raw);
-  return raw;
-}
-
-function buildParamFilter(params: Record<string, unknown>, resource: ResourceQueryInfo, lim: QueryLimits): Filter {
-  const byField = new Map<string, { eq?: { value: unknown }; ops: Filter }>();
-  for (const [key, raw] of Object.entries(params)) {
-    if (RESERVED.has(key)) throw new BadRequestError(`'${key}' is a list parameter, not a filter`, { param: key });
-    let field = key;
-    let op: string | null = null;
-    // A key that is itself a field is an equality filter even if it contains `__`.
-    if (!(isSafePath(key) && resource.isFilterable(key))) {
-      const idx = key.lastIndexOf('__');
-      if (idx >= 0) {
-        field = key.slice(0, idx);
-        op = key.slice(idx + 2);
-      }
-      checkPath(field, resource, key, `Unknown filter field '${field}'`);
-      if (op !== null && !SUFFIX_OPS.has(op)) throw new BadRequestError(`Unknown filter operator '${op}'`, { param: key });
-    }
-    let entry = byField.get(field);
-    if (!entry) {
-      entry = { ops: {} };
-      byField.set(field, entry);
-    }
-    if (op === null) {
-      entry.eq = { value: operand(raw) };
-      continue;
-    }
-    switch (op) {
-      case 'in':
-      case 'nin': {
-        const items = Array.isArray(raw) ? raw.flatMap((v) => (typeof v === 'string' ? splitList(v) : [v])) : splitList(textOf(raw));
-        if (items.length > lim.maxInItems) {
-          throw new BadRequestError(`${op} accepts at most ${lim.maxInItems} values`, { param: key });
-        }
-        entry.ops[`$${op}`] = items.map(operand);
-        break;
-      }
-      case 'exists': {
-        const text = textOf(raw);
-        if (text !== 'true' && text !== 'false') throw new BadRequestError('exists must be true or false', { param: key });
-        entry.ops.$exists = text === 'true';
-        break;
-      }
-      case 'regex': {
-        const pattern = textOf(raw);
-        checkRegex(pattern, 'i', lim.maxRegexLength, key);
-        entry.ops.$regex = pattern;
-        entry.ops.$options = 'i';
-        break;
-      }
-      default:
-        entry.ops[`$${op}`] = operand(raw);
-    }
-  }
-  const filter: Filter = {};
-  for (const [field, { eq, ops }] of byField) {
-    if (Object.keys(ops).length === 0) filter[field] = eq!.value;
-    else filter[field] = eq ? { $eq: eq.value, ...ops } : ops;
-  }
-  return filter;
-}
-
-function buildTagClauses(args: ListArgs, resource: ResourceQueryInfo, lim: QueryLimits): Filter[] {
-  const clauses: Filter[] = [];
-  for (const op of ['in', 'all', 'nin'] as const) {
-    const param = `tags__${op}`;
-    const raw = args[`tags_${op}`];
-    if (!given(raw)) continue;
-    if (!resource.hasTags) throw new BadRequestError(`Tag filters are not supported by ${resource.name}`, { param });
-    const tags = listOf(raw);
-    if (tags.length > lim.maxInItems) throw new BadRequestError(`${param} accepts at most ${lim.maxInItems} tags`, { param });
-    clauses.push({ tags: { [`$${op}`]: tags } });
-  }
-  return clauses;
-}
-
-function buildSearchClauses(raw: string, resource: ResourceQueryInfo, lim: QueryLimits): Filter[] {
-  if (resource.searchableFields.length === 0) {
-    throw new BadRequestError('Search is not enabled for this resource', { param: 'q' });
-  }
-  if (raw.length > lim.maxQLength) throw new BadRequestError(`q must be at most ${lim.maxQLength} characters`, { param: 'q' });
-  const words = raw.trim().split(/\s+/).filter((w) => w.length > 0);
-  return words.map((word) => ({
-    $or: resource.searchableFields.map((f) => ({ [f]: { $regex: `(^|\\s)${escapeRegex(word)}`, $options: 'i' } })),
-  }));
-}

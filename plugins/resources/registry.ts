@@ -1,8 +1,17 @@
 import type { Connection, Model } from 'mongoose';
+import type { AuthUser } from '../../core/context.ts';
+import { requireRole } from '../../core/identity/guards.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { ResourceDefinition } from './define.ts';
 import { ResourceService, type ResourceLookup, type ServiceDeps } from './service.ts';
+
+/** What a purge of soft-deleted documents removed: in total, and by resource. */
+export interface PurgeResult {
+  deleted_count: number;
+  cutoff_date: Date;
+  resources: Record<string, number>;
+}
 
 /**
  * All registered resources. Drives routes, GraphQL, `/admin/schema`, cascade resolution and
@@ -56,6 +65,23 @@ export class ResourceRegistry implements ResourceLookup {
     return this.list().flatMap((service) =>
       service.def.cascade.filter((r) => r.references === name).map((r) => ({ service, field: r.field, on_delete: r.on_delete })),
     );
+  }
+
+  /**
+   * Permanently removes documents soft-deleted longer ago than `days` (default
+   * `SOFT_DELETE_RETENTION_DAYS`), in every resource, within the actor's tenant scope:
+   * `systemActor()` purges every tenant, `systemActor(tenantId)` that tenant only.
+   * @throws AccessDeniedError for a non-system actor, tenant administrators included (nothing deleted)
+   */
+  async purgeSoftDeleted(actor: AuthUser, days = this.deps.config.SOFT_DELETE_RETENTION_DAYS): Promise<PurgeResult> {
+    // Refused up front: also when no resource is registered, so the answer never depends on the registry.
+    requireRole(actor, 'system');
+    const results = await Promise.all(this.list().map((s) => s.purgeSoftDeleted(actor, days)));
+    return {
+      deleted_count: results.reduce((n, r) => n + r.deleted_count, 0),
+      cutoff_date: new Date(Date.now() - days * 86_400_000),
+      resources: Object.fromEntries(results.map((r) => [r.resource, r.deleted_count])),
+    };
   }
 
   /** The `/admin/schema` description of every resource. */

@@ -2,36 +2,18 @@ import { z } from 'zod';
 import { AppError, ValidationError, type ValidationIssue } from '../../core/errors.ts';
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import { objectId } from '../../core/http/schemas.ts';
-import { etagOf, type BulkItemError, type ResourceService } from './service.ts';
+import { setPageHeaders } from '../../core/page.ts';
+import { etagOf } from '../../core/etag.ts';
+import type { BulkItemError, ResourceService } from './service.ts';
 import type { Operation } from './define.ts';
+import { getOneQuerySchema, listQuerySchema, type RawQuery } from './params.ts';
 
-const str = (d: string) => z.string().optional().describe(d);
-
-/** Documented list parameters; the parser in query.ts does the real checking (400/422). */
-const listQuery = z
-  .object({
-    page: str('Offset mode page number (>= 1), default 1'),
-    per_page: str('Offset mode page size; above the resource max_page_size is a 422'),
-    cursor: str('Opaque signed cursor; selects cursor mode'),
-    limit: str('Cursor mode page size (default 25, max 100); without `page` selects cursor mode'),
-    direction: str('`next` (default) or `prev`'),
-    sort: str('Comma-separated fields, `-` prefix for descending'),
-    fields: str('Comma-separated projection; `_id` is always returned'),
-    where: str('JSON filter with allow-listed operators'),
-    q: str('Word-prefix search over the searchable fields'),
-    include_deleted: str('`true` to include soft-deleted documents (admins only)'),
-    populate: str('Comma-separated relation fields to expand'),
-    tags__in: str('Any listed tag present'),
-    tags__all: str('Every listed tag present'),
-    tags__nin: str('No listed tag present'),
-  })
-  .catchall(z.union([z.string(), z.array(z.string())]).describe('`<field>` equality or `<field>__<op>` (gt gte lt lte ne in nin exists regex)'));
-
-const oneQuery = z.object({ fields: str('Projection'), populate: str('Relations to expand'), include_deleted: str('Admins only') });
 /** Any string: a malformed id is a 404 like an unknown one (the service decides), unlike core's `idParams` (422). */
 const documentPath = z.object({ id: z.string().describe('24-character hex object id') });
 /** Generated handlers go through `custom()`, which erases the param type; the route schema guarantees it. */
 const idOf = (params: unknown) => (params as { id: string }).id;
+/** As `idOf`, for the validated query (its schema's output is a query object). */
+const queryOf = (query: unknown) => query as RawQuery;
 const ifMatch = { 'If-Match': { description: 'ETag of the revision being changed (from GET)', required: true } };
 
 const flatten = (errors: BulkItemError[]): ValidationIssue[] =>
@@ -47,7 +29,7 @@ const flatten = (errors: BulkItemError[]): ValidationIssue[] =>
 export function resourceRoutes(svc: ResourceService): RouteDef[] {
   const { def } = svc;
   const tags = [def.name];
-  // Checked by the kernel before input validation, so a caller without the feature learns nothing of the schema.
+  // Checked by the kernel before input validation, so an actor without the feature learns nothing of the schema.
   const features = def.guards.features;
   const base = def.path;
   const custom = (op: Operation, fallback: RouteDef['handler']): RouteDef['handler'] => def.handlers[op] ?? fallback;
@@ -102,23 +84,20 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
 
   const generated: [Operation, RouteDef][] = [
     ['list', defineRoute({
-      method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuery,
+      method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema,
       docs: { responseHeaders: { 'X-Total-Count': 'Offset mode: matching rows', 'X-Page': 'Offset mode: page', 'X-Per-Page': 'Offset mode: page size', 'X-Total-Pages': 'Offset mode: pages' } },
-      handler: custom('list', async ({ user, ctx }) => {
-        const res = await svc.list(user!, ctx.query as Record<string, string | string[] | undefined>);
+      handler: custom('list', async ({ user, query, ctx }) => {
+        const res = await svc.list(user!, queryOf(query));
         if (res.mode === 'cursor') return { items: res.items, cursors: res.cursors };
-        ctx.set('X-Total-Count', String(res.total));
-        ctx.set('X-Page', String(res.page));
-        ctx.set('X-Per-Page', String(res.per_page));
-        ctx.set('X-Total-Pages', String(res.total_pages));
-        return { items: res.items, page: res.page, per_page: res.per_page, total: res.total, total_pages: res.total_pages };
+        const { mode: _mode, ...page } = res;
+        return setPageHeaders(ctx, page);
       }),
     })],
     ['get', defineRoute({
-      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one ${def.name} document`, params: documentPath, query: oneQuery,
+      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one ${def.name} document`, params: documentPath, query: getOneQuerySchema,
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
-      handler: custom('get', async ({ user, params, ctx }) => {
-        const { doc, etag } = await svc.getOne(user!, idOf(params), ctx.query);
+      handler: custom('get', async ({ user, params, query, ctx }) => {
+        const { doc, etag } = await svc.getOne(user!, idOf(params), queryOf(query));
         ctx.set('ETag', etag);
         return doc;
       }),

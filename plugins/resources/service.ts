@@ -1,58 +1,33 @@
 import { Types, type Connection, type Model } from 'mongoose';
 import type { Config } from '../../config/index.ts';
-import type { AppError} from '../../core/errors.ts';
-import {
-  AccessDeniedError, CascadeDenyError, ConflictError, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError, parseInput,
-  type ValidationIssue,
-} from '../../core/errors.ts';
-import { toAppError } from '../../core/http/map-error.ts';
+import type { AppError } from '../../core/errors.ts';
+import { AccessDeniedError, EtagMismatchError, EtagRequiredError, NotFoundError, parseInput } from '../../core/errors.ts';
+import { pageOf, type Page } from '../../core/page.ts';
 import { etagOf } from '../../core/etag.ts';
-import { isAdmin, hasSystemScope, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
-import { accessFilter, type Filter } from '../../core/identity/guards.ts';
+import { isAdmin, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
+import { requireRole, type Filter } from '../../core/identity/guards.ts';
+import type { Tenancy } from '../../core/tenancy.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
 import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type QueryLimits, type RawQuery, type ResourceQueryInfo } from './query.ts';
 import { cursorFilter, decodeCursor, encodeCursor, querySort } from '../../core/cursor.ts';
 import type { ResourceDefinition } from './define.ts';
 import { isSystemField } from './fields.ts';
+import { applyCascade, checkCascadeDeny } from './cascade.ts';
+import { checkReferences, checkWritable, fillGuardedFields } from './write-checks.ts';
+import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
+
+export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
 
 export type ResourceModel = Model<Doc>;
 
 /** Offset-mode list answer. The same numbers go out as `X-Total-Count`, `X-Page`, `X-Per-Page`, `X-Total-Pages`. */
-export interface OffsetPage {
-  mode: 'offset';
-  items: Doc[];
-  total: number;
-  page: number;
-  per_page: number;
-  total_pages: number;
-}
+export type OffsetPage = Page<Doc> & { mode: 'offset' };
 
-/** Cursor-mode list answer (spec shape). */
+/** Cursor-mode list answer: the items and the cursors to the neighbouring pages. */
 export interface CursorPage {
   mode: 'cursor';
   items: Doc[];
   cursors: { next: string | null; prev: string | null; has_next: boolean; has_prev: boolean };
-}
-
-/** One rejected item of a bulk call. */
-export interface BulkItemError {
-  index: number;
-  id?: string;
-  error: { status: number; code: string; message: string; details: Record<string, unknown> };
-}
-
-export interface BulkCreateResult {
-  items: Doc[];
-  errors: BulkItemError[];
-  created_count: number;
-  error_count: number;
-}
-
-export interface BulkDeleteResult {
-  deleted: string[];
-  errors: BulkItemError[];
-  deleted_count: number;
-  error_count: number;
 }
 
 /** What a service needs from its siblings (cascade, populate, reference checks). */
@@ -64,11 +39,11 @@ export interface ResourceLookup {
 export interface ServiceDeps {
   hooks: HookBus;
   config: Config;
+  tenancy: Tenancy;
   lookup: ResourceLookup;
   limits: Partial<QueryLimits>;
 }
 
-export { etagOf };
 
 /**
  * Parses `If-Match` (one or more entity tags; weak tags compare by their opaque value).
@@ -82,17 +57,10 @@ function parseIfMatch(header: string | undefined | null): string[] {
     .filter(Boolean);
 }
 
-/** The error of one rejected bulk item; an unexpected failure (not a client error) fails the whole call. */
-const itemError = (err: unknown, loc: (string | number)[] = ['body']): BulkItemError['error'] => {
-  const e = toAppError(err, loc);
-  if (!e) throw err;
-  return { status: e.status, code: e.code, message: e.message, details: e.details };
-};
-
 /** Options of list and get-one reads. */
 export interface ReadOptions {
   /**
-   * The caller needs each document's ETag (GraphQL's `etag` field): `version` stays in a `fields`
+   * The actor needs each document's ETag (GraphQL's `etag` field): `version` stays in a `fields`
    * projection that leaves it out. @default false
    */
   etags?: boolean;
@@ -113,7 +81,7 @@ export class ResourceService {
   constructor(
     readonly def: ResourceDefinition,
     readonly model: ResourceModel,
-    private readonly deps: ServiceDeps,
+    readonly deps: ServiceDeps,
   ) {
     this.fieldByPath = new Map(def.fields.map((f) => [f.path, f]));
     this.privateProjection = Object.fromEntries(def.privateFields.map((f) => [f, 0 as const]));
@@ -143,19 +111,17 @@ export class ResourceService {
    * The one access filter: tenant scope + attribute rules (403 on a failed feature/attribute
    * guard) + live documents unless `includeDeleted`.
    */
-  scope(user: AuthUser, opts: { includeDeleted?: boolean } = {}): Filter {
-    const f: Filter = accessFilter(
-      user,
-      { tenantScoped: this.def.tenant_scoped, features: this.def.guards.features, attributes: this.def.guards.attributes },
-      this.deps.config.MULTI_TENANT_ENABLED,
-    );
+  scope(actor: AuthUser, opts: { includeDeleted?: boolean } = {}): Filter {
+    const f: Filter = this.deps.tenancy.access(actor, {
+      tenantScoped: this.def.tenant_scoped, features: this.def.guards.features, attributes: this.def.guards.attributes,
+    });
     if (!opts.includeDeleted) f.is_deleted = false;
     return f;
   }
 
-  private checkIncludeDeleted(user: AuthUser, includeDeleted: boolean) {
+  private checkIncludeDeleted(actor: AuthUser, includeDeleted: boolean) {
     // Soft-deleted documents may hold data their owners meant to remove: only admins see them.
-    if (includeDeleted && !isAdmin(user)) throw new AccessDeniedError('include_deleted requires the admin role');
+    if (includeDeleted && !isAdmin(actor)) throw new AccessDeniedError('include_deleted requires the admin role');
   }
 
   /** Serialized form of a stored document: private fields removed. */
@@ -172,32 +138,32 @@ export class ResourceService {
   }
 
   /** Lists with REST parameters (a query string). */
-  async list(user: AuthUser, raw: RawQuery, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
-    return this.listParsed(user, this.parse(raw), opts);
+  async list(actor: AuthUser, raw: RawQuery, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
+    return this.listParsed(actor, this.parse(raw), opts);
   }
 
   /** Lists with structured arguments (GraphQL); same rules and errors as {@link list}. */
-  async listArgs(user: AuthUser, args: ListArgs, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
-    return this.listParsed(user, parseListArgs(args, this.queryInfo, this.deps.limits), opts);
+  async listArgs(actor: AuthUser, args: ListArgs, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
+    return this.listParsed(actor, parseListArgs(args, this.queryInfo, this.deps.limits), opts);
   }
 
   /**
    * REST get-one: reads `fields`, `populate` and `include_deleted` from the query string and returns
    * the document with its ETag (computed even when `fields` leaves `version` out, which then stays out).
    */
-  async getOne(user: AuthUser, id: string, query: RawQuery = {}): Promise<{ doc: Doc; etag: string }> {
+  async getOne(actor: AuthUser, id: string, query: RawQuery = {}): Promise<{ doc: Doc; etag: string }> {
     const { fields, populate, include_deleted } = query;
     // Most reads carry none of the three: skip the list parser then (hot path).
-    if (fields === undefined && populate === undefined && include_deleted === undefined) return this.read(user, id);
+    if (fields === undefined && populate === undefined && include_deleted === undefined) return this.read(actor, id);
     const q = this.parse({ fields, populate, include_deleted });
-    return this.read(user, id, { includeDeleted: q.includeDeleted, fields: q.fields, populate: q.populate });
+    return this.read(actor, id, { includeDeleted: q.includeDeleted, fields: q.fields, populate: q.populate });
   }
 
   /** {@link get} plus the ETag; `version` is projected for it and removed again unless `fields` asked for it. */
-  async read(user: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<{ doc: Doc; etag: string }> {
+  async read(actor: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<{ doc: Doc; etag: string }> {
     const asked = opts.fields ?? null;
     const fields = this.withVersion(asked);
-    const doc = await this.get(user, id, { ...opts, fields });
+    const doc = await this.get(actor, id, { ...opts, fields });
     const etag = etagOf(doc.version);
     if (fields !== asked) delete doc.version;
     return { doc, etag };
@@ -207,12 +173,12 @@ export class ResourceService {
     return fields && !fields.includes('version') ? [...fields, 'version'] : fields;
   }
 
-  private async listParsed(user: AuthUser, parsed: ParsedListQuery, opts: ReadOptions): Promise<OffsetPage | CursorPage> {
+  private async listParsed(actor: AuthUser, parsed: ParsedListQuery, opts: ReadOptions): Promise<OffsetPage | CursorPage> {
     const q = opts.etags ? { ...parsed, fields: this.withVersion(parsed.fields) } : parsed;
-    this.checkIncludeDeleted(user, q.includeDeleted);
-    const scope = this.scope(user, { includeDeleted: q.includeDeleted });
+    this.checkIncludeDeleted(actor, q.includeDeleted);
+    const scope = this.scope(actor, { includeDeleted: q.includeDeleted });
     const filter: Filter = Object.keys(q.filter).length ? { $and: [scope, q.filter] } : scope;
-    if (q.populate.length) this.checkPopulate(user, q.populate);
+    if (q.populate.length) this.checkPopulate(actor, q.populate);
 
     if (q.mode === 'offset') {
       const [rows, total] = await Promise.all([
@@ -226,8 +192,8 @@ export class ResourceService {
           .lean<Doc[]>(),
         this.model.countDocuments(filter).maxTimeMS(this.deps.config.QUERY_TIMEOUT_MS),
       ]);
-      const items = await this.populate(user, rows, q.populate);
-      return { mode: 'offset', items, total, page: q.page, per_page: q.perPage, total_pages: Math.ceil(total / q.perPage) };
+      const items = await this.populate(actor, rows, q.populate);
+      return { mode: 'offset', ...pageOf(items, total, { page: q.page, per_page: q.perPage }) };
     }
 
     const values = q.cursor ? decodeCursor(q.cursor, q.sort, this.deps.config.CURSOR_HMAC_SECRET) : null;
@@ -262,13 +228,13 @@ export class ResourceService {
       const keep = new Set(q.fields);
       items = page.map((d) => Object.fromEntries(Object.entries(d).filter(([k]) => keep.has(k) || k === '_id')));
     }
-    return { mode: 'cursor', items: await this.populate(user, items, q.populate), cursors };
+    return { mode: 'cursor', items: await this.populate(actor, items, q.populate), cursors };
   }
 
-  async get(user: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<Doc> {
-    this.checkIncludeDeleted(user, !!opts.includeDeleted);
-    if (opts.populate?.length) this.checkPopulate(user, opts.populate);
-    const filter = { _id: this.oid(id), ...this.scope(user, { includeDeleted: opts.includeDeleted }) };
+  async get(actor: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<Doc> {
+    this.checkIncludeDeleted(actor, !!opts.includeDeleted);
+    if (opts.populate?.length) this.checkPopulate(actor, opts.populate);
+    const filter = { _id: this.oid(id), ...this.scope(actor, { includeDeleted: opts.includeDeleted }) };
     const projection = this.projection(opts.fields ?? null);
     // Hot path: a filter of ids and booleans needs no casting, so the driver reads it directly
     // (mongoose's query building costs more than the read itself). Attribute rules may carry
@@ -278,47 +244,48 @@ export class ResourceService {
       : ((await this.driverCollection().findOne(filter, { projection })) as Doc | null);
     if (!doc) throw new NotFoundError(this.def.name, id);
     if (!opts.populate?.length) return this.view(doc);
-    const [out] = await this.populate(user, [doc], opts.populate);
+    const [out] = await this.populate(actor, [doc], opts.populate);
     return out!;
   }
 
-  async create(user: AuthUser, body: unknown, opts: { bulk?: boolean; loc?: (string | number)[] } = {}): Promise<Doc> {
-    const scope = this.scope(user);
+  async create(actor: AuthUser, body: unknown, opts: { bulk?: boolean; loc?: (string | number)[] } = {}): Promise<Doc> {
+    const scope = this.scope(actor);
     const input = parseInput(this.def.inputs.create, body, opts.loc ?? ['body']) as Doc;
-    const tenantId = this.def.tenant_scoped ? this.writeTenant(user) : null;
-    this.fillGuardedFields(scope, input);
-    const ev = await this.deps.hooks.runBefore('BEFORE_CREATE', { ...this.event(user, tenantId, !!opts.bulk), data: input });
-    this.checkWritable(scope, ev.data);
-    await this.checkReferences(user, ev.data, opts.loc ?? ['body'], tenantId);
+    // A system actor's acting tenant (`X-Tenant-Id`), else the actor's own.
+    const tenantId = this.def.tenant_scoped ? writeTenantId(actor) : null;
+    fillGuardedFields(this.def, scope, input);
+    const ev = await this.deps.hooks.runBefore('BEFORE_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), data: input });
+    checkWritable(scope, ev.data);
+    await checkReferences(this, actor, ev.data, opts.loc ?? ['body'], tenantId);
     const now = new Date();
     const created = await this.model.create({
       ...ev.data,
       tenant_id: tenantId ? new Types.ObjectId(tenantId) : null,
       created_at: now, updated_at: now,
-      created_by: this.actorId(user), updated_by: this.actorId(user),
+      created_by: this.actorId(actor), updated_by: this.actorId(actor),
       is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
     });
     const doc = created.toObject() as Doc;
-    await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(user, tenantId, !!opts.bulk), id: String(doc._id), doc });
+    await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), id: String(doc._id), doc });
     return this.view(doc);
   }
 
   /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
-  async update(user: AuthUser, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
+  async update(actor: AuthUser, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
     // Same order for REST and GraphQL: guards (403), If-Match (428), body (422), lookup (404), revision (412).
-    const scope = this.scope(user);
+    const scope = this.scope(actor);
     const tags = parseIfMatch(ifMatch);
     const input = parseInput(replace ? this.def.inputs.replace : this.def.inputs.update, body, ['body']) as Doc;
     const old = await this.findOwned(id, scope);
     if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
     const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-    const ev = await this.deps.hooks.runBefore('BEFORE_UPDATE', { ...this.event(user, tenantId, false), id, data: input, old, replace });
-    this.checkWritable(scope, ev.data);
-    await this.checkReferences(user, ev.data, ['body'], tenantId);
+    const ev = await this.deps.hooks.runBefore('BEFORE_UPDATE', { ...this.event(actor, tenantId, false), id, data: input, old, replace });
+    checkWritable(scope, ev.data);
+    await checkReferences(this, actor, ev.data, ['body'], tenantId);
 
     // An empty PATCH changes nothing: no new revision, no events.
     if (!replace && Object.keys(ev.data).length === 0) return this.view(old);
-    const set: Doc = { updated_at: new Date(), updated_by: this.actorId(user) };
+    const set: Doc = { updated_at: new Date(), updated_by: this.actorId(actor) };
     const unset: Record<string, 1> = {};
     if (replace) {
       // A replace resets what the body leaves out: defaults where the schema has them, else nothing.
@@ -336,59 +303,24 @@ export class ResourceService {
       )
       .lean<Doc>();
     if (!doc) throw await this.lostRace(id, scope);
-    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(user, tenantId, false), id, old, doc, replace });
+    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(actor, tenantId, false), id, old, doc, replace });
     return this.view(doc);
   }
 
   /** Soft delete guarded by `If-Match`; cascade rules of referencing resources run first. */
-  async remove(user: AuthUser, id: string, ifMatch: string | null | undefined, opts: { bulk?: boolean } = {}): Promise<Doc> {
-    const scope = this.scope(user);
+  async remove(actor: AuthUser, id: string, ifMatch: string | null | undefined, opts: { bulk?: boolean } = {}): Promise<Doc> {
+    const scope = this.scope(actor);
     const tags = parseIfMatch(ifMatch);
     const old = await this.findOwned(id, scope);
     if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
-    await this.checkCascadeDeny(old);
+    await checkCascadeDeny(this, old);
     const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-    await this.deps.hooks.runBefore('BEFORE_DELETE', { ...this.event(user, tenantId, !!opts.bulk), id, old });
-    const doc = await this.softDelete(old, scope, user);
+    await this.deps.hooks.runBefore('BEFORE_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old });
+    const doc = await this.softDelete(old, scope, actor);
     if (!doc) throw await this.lostRace(id, scope);
-    await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(user, tenantId, !!opts.bulk), id, old, doc });
-    await this.applyCascade(user, old);
+    await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old, doc });
+    await applyCascade(this, actor, old);
     return this.view(doc);
-  }
-
-  async bulkCreate(user: AuthUser, items: unknown[]): Promise<BulkCreateResult> {
-    this.scope(user); // a failed feature/attribute guard rejects the whole call (403), not each item
-    const out: BulkCreateResult = { items: [], errors: [], created_count: 0, error_count: 0 };
-    // Sequential keeps the answer's order and bounds load; max_bulk_size caps the count.
-    for (const [index, item] of items.entries()) {
-      try {
-        out.items.push(await this.create(user, item, { bulk: true, loc: ['body', index] }));
-      } catch (err) {
-        out.errors.push({ index, error: itemError(err, ['body', index]) });
-      }
-    }
-    out.created_count = out.items.length;
-    out.error_count = out.errors.length;
-    return out;
-  }
-
-  async bulkDelete(user: AuthUser, items: { id: string; etag: string }[]): Promise<BulkDeleteResult> {
-    this.scope(user); // a failed feature/attribute guard rejects the whole call (403), not each row
-    const out: BulkDeleteResult = { deleted: [], errors: [], deleted_count: 0, error_count: 0 };
-    for (const [index, item] of items.entries()) {
-      try {
-        await this.remove(user, item.id, item.etag, { bulk: true });
-        out.deleted.push(item.id);
-      } catch (err) {
-        out.errors.push({ index, id: item.id, error: itemError(err) });
-      }
-    }
-    out.deleted_count = out.deleted.length;
-    out.error_count = out.errors.length;
-    if (out.deleted_count === 0 && out.error_count > 0) {
-      throw new ConflictError('Every item of the bulk delete was rejected', { errors: out.errors });
-    }
-    return out;
   }
 
   /**
@@ -396,10 +328,20 @@ export class ResourceService {
    * (the one access filter, `scope()`): `systemActor()` every tenant, `systemActor(tenantId)` that
    * tenant only. A maintenance operation (the `purge_soft_deleted` job): non-system callers are
    * refused, tenant administrators included.
-   * @throws AccessDeniedError for a non-system caller (nothing deleted)
+   * @throws AccessDeniedError for a non-system actor (nothing deleted)
    */
+  /** Creates each item as {@link create} would; rejected items are reported, not thrown (see bulk.ts). */
+  bulkCreate(actor: AuthUser, items: unknown[]): Promise<BulkCreateResult> {
+    return bulkCreate(this, actor, items);
+  }
+
+  /** Soft-deletes each `{id, etag}` as {@link remove} would (see bulk.ts). */
+  bulkDelete(actor: AuthUser, items: { id: string; etag: string }[]): Promise<BulkDeleteResult> {
+    return bulkDelete(this, actor, items);
+  }
+
   async purgeSoftDeleted(actor: AuthUser, olderThanDays: number): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
-    if (!hasSystemScope(actor)) throw new AccessDeniedError('System administrator required');
+    requireRole(actor, 'system');
     const scope = this.scope(actor, { includeDeleted: true });
     const cutoff = new Date(Date.now() - olderThanDays * 86_400_000);
     const res = await this.model.deleteMany({ ...scope, is_deleted: true, deleted_at: { $lt: cutoff } });
@@ -443,122 +385,34 @@ export class ResourceService {
     return still ? new EtagMismatchError() : new NotFoundError(this.def.name, id);
   }
 
-  private softDelete(old: Doc, scope: Filter, user: AuthUser | null) {
+  /** Soft-deletes `old` if it is still at its revision (also for cascade.ts). */
+  softDelete(old: Doc, scope: Filter, actor: AuthUser | null) {
     const now = new Date();
-    const actor = this.actorId(user);
+    const by = this.actorId(actor);
     return this.model
       .findOneAndUpdate(
         { _id: old._id, ...scope, version: old.version },
-        { $set: { is_deleted: true, deleted_at: now, deleted_by: actor, updated_at: now, updated_by: actor }, $inc: { version: 1 } },
+        { $set: { is_deleted: true, deleted_at: now, deleted_by: by, updated_at: now, updated_by: by }, $inc: { version: 1 } },
         { returnDocument: 'after' },
       )
       .lean<Doc>();
   }
 
-  /** Every `deny` rule the delete would hit, including below children that `cascade` would delete too. */
-  private async checkCascadeDeny(old: Doc, seen = new Set<string>()) {
-    seen.add(`${this.def.name}:${String(old._id)}`);
-    for (const ref of this.deps.lookup.referencing(this.def.name)) {
-      if (ref.on_delete === 'cascade') {
-        const children = await ref.service.model.find(ref.service.childFilter(ref.field, old)).lean<Doc[]>();
-        for (const c of children) if (!seen.has(`${ref.service.def.name}:${String(c._id)}`)) await ref.service.checkCascadeDeny(c, seen);
-      }
-      if (ref.on_delete !== 'deny') continue;
-      const count = await ref.service.model.countDocuments(ref.service.childFilter(ref.field, old));
-      if (count > 0) {
-        throw new CascadeDenyError({ resource: this.def.name, item_id: String(old._id), referenced_by: ref.service.def.name, count });
-      }
-    }
-  }
-
   /** Live documents of this resource that reference `parent` through `field`, in the parent's tenant. */
   childFilter(field: string, parent: Doc): Filter {
-    const sameTenant = this.def.tenant_scoped && this.deps.config.MULTI_TENANT_ENABLED && parent.tenant_id;
+    const sameTenant = this.def.tenant_scoped && this.deps.tenancy.enabled && parent.tenant_id;
     return { [field]: parent._id, is_deleted: false, ...(sameTenant ? { tenant_id: parent.tenant_id } : {}) };
   }
 
-  /**
-   * Soft-cascade and set-null after the parent is deleted. Without transactions this is best
-   * effort per child; each child write is a normal audited write (AFTER_DELETE / AFTER_UPDATE).
-   */
-  private async applyCascade(user: AuthUser, parent: Doc) {
-    for (const ref of this.deps.lookup.referencing(this.def.name)) {
-      if (ref.on_delete === 'deny') continue;
-      const child = ref.service;
-      const rows = await child.model.find(child.childFilter(ref.field, parent)).lean<Doc[]>();
-      for (const old of rows) {
-        const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-        if (ref.on_delete === 'cascade') {
-          const doc = await child.softDelete(old, {}, user);
-          if (doc) await this.deps.hooks.emitAfter('AFTER_DELETE', { ...child.event(user, tenantId, true), id: String(old._id), old, doc });
-          if (doc) await child.applyCascade(user, old); // the child's own referrers follow it
-        } else {
-          const doc = await child.model
-            .findOneAndUpdate(
-              { _id: old._id, version: old.version },
-              { $set: { [ref.field]: null, updated_at: new Date(), updated_by: this.actorId(user) }, $inc: { version: 1 } },
-              { returnDocument: 'after' },
-            )
-            .lean<Doc>();
-          if (doc) await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...child.event(user, tenantId, true), id: String(old._id), old, doc, replace: false });
-        }
-      }
-    }
-  }
-
-  /**
-   * Relation values must point at documents the caller can see (live, guards pass) in the tenant the
-   * document is written to (a system caller without `X-Tenant-Id` sees every tenant but writes to one).
-   */
-  private async checkReferences(user: AuthUser, data: Doc, loc: (string | number)[], tenantId: string | null) {
-    const issues: ValidationIssue[] = [];
-    for (const f of this.def.fields) {
-      if (!f.ref || f.kind !== 'objectId') continue;
-      const value = data[f.path];
-      if (value === undefined || value === null) continue;
-      const target = this.deps.lookup.get(f.ref);
-      if (!target) continue;
-      const sameTenant = target.def.tenant_scoped && tenantId && this.deps.config.MULTI_TENANT_ENABLED ? { tenant_id: new Types.ObjectId(tenantId) } : {};
-      const found = await target.model.exists({ _id: value as Types.ObjectId, ...target.scope(user), ...sameTenant });
-      if (!found) issues.push({ loc: [...loc, f.path], msg: `No ${f.ref} document with this id`, type: 'reference_not_found' });
-    }
-    if (issues.length) throw new ValidationError(issues);
-  }
-
-  /**
-   * A field restricted by an attribute rule and left out of a create takes the caller's value, so
-   * the creator can still see what it created. With several allowed values it must be given.
-   */
-  private fillGuardedFields(scope: Filter, data: Doc) {
-    for (const rule of this.def.guards.attributes) {
-      if (!('field' in rule) || data[rule.field] !== undefined) continue;
-      const allowed = scope[rule.field];
-      if (allowed === undefined) continue;
-      if (allowed && typeof allowed === 'object' && '$in' in allowed) {
-        throw new ValidationError([{ loc: ['body', rule.field], msg: `Required: one of your ${rule.attribute} values`, type: 'missing' }]);
-      }
-      data[rule.field] = allowed;
-    }
-  }
-
-  /** A write must stay inside the caller's attribute filter (e.g. its own region). */
-  private checkWritable(scope: Filter, data: Doc) {
-    for (const [field, rule] of Object.entries(scope)) {
-      if (field === 'tenant_id' || field === 'is_deleted' || !(field in data)) continue;
-      const allowed = rule && typeof rule === 'object' && '$in' in rule ? (rule.$in as unknown[]) : [rule];
-      if (!allowed.some((a) => a === data[field])) throw new AccessDeniedError(`You may not write ${field} = ${String(data[field])}`, { field });
-    }
-  }
-
-  private checkPopulate(user: AuthUser, paths: string[]) {
+  private checkPopulate(actor: AuthUser, paths: string[]) {
     for (const p of paths) {
       const target = this.deps.lookup.get(this.fieldByPath.get(p)?.ref ?? '');
-      target?.scope(user);
+      target?.scope(actor);
     }
   }
 
-  /** Replaces relation ids with the related documents the caller may see (else null). One query per path. */
-  private async populate(user: AuthUser, items: Doc[], paths: string[]): Promise<Doc[]> {
+  /** Replaces relation ids with the related documents the actor may see (else null). One query per path. */
+  private async populate(actor: AuthUser, items: Doc[], paths: string[]): Promise<Doc[]> {
     if (!paths.length || !items.length) return items.map((d) => this.view(d));
     const out = items.map((d) => ({ ...this.view(d) }));
     for (const p of paths) {
@@ -567,7 +421,7 @@ export class ResourceService {
       const ids = [...new Set(out.map((d) => d[p]).filter((v) => v != null).map(String))].map((s) => new Types.ObjectId(s));
       if (!ids.length) continue;
       const related = await target.model
-        .find({ _id: { $in: ids }, ...target.scope(user) })
+        .find({ _id: { $in: ids }, ...target.scope(actor) })
         .select(target.projection(null))
         .lean<Doc[]>();
       const byId = new Map(related.map((r) => [String(r._id), r]));
@@ -576,19 +430,15 @@ export class ResourceService {
     return out;
   }
 
-  /** Tenant a new document belongs to: a system caller's acting tenant (`X-Tenant-Id`), else the caller's own. */
-  private writeTenant(user: AuthUser): string {
-    return writeTenantId(user);
+  /** The id stored in `created_by` and the like: null for `systemActor()`. */
+  actorId(actor: AuthUser | null) {
+    return actor && !isSystemActor(actor) ? new Types.ObjectId(actor.id) : null;
   }
 
-  private actorId(user: AuthUser | null) {
-    return user && !isSystemActor(user) ? new Types.ObjectId(user.id) : null;
-  }
-
-  event(user: AuthUser | null, tenantId: string | null, bulk: boolean): DocumentEventBase {
-    const ctx = requestOf(user);
+  event(actor: AuthUser | null, tenantId: string | null, bulk: boolean): DocumentEventBase {
+    const ctx = requestOf(actor);
     return {
-      resource: this.def.name, actor: user, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null,
+      resource: this.def.name, actor, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null,
       secret_fields: this.def.privateFields, bulk,
     };
   }

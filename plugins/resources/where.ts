@@ -1,5 +1,5 @@
 /**
- * The `where` validator (spec 01, "where"): an allow-list of operators and filterable paths with
+ * The `where` validator: an allow-list of operators and filterable paths with
  * size limits, returning a sanitized copy that is safe to hand to MongoDB.
  */
 import { Types } from 'mongoose';

@@ -14,25 +14,26 @@ export { PASSKEY_CLONE_DETECTED, PASSKEY_CREDENTIAL_KIND, WebAuthnService } from
 
 /** Options of the webauthn plugin: `webauthnPlugin.configure({ ... })`. */
 export const webauthnOptions = z.object({
-  /** Option `timeout` sent to browsers, and the lifetime of a stored challenge (ms). @default 60000 (spec) */
+  /** Option `timeout` sent to browsers, and the lifetime of a stored challenge (ms). @default 60000 */
   timeout_ms: z.number().int().min(1_000).max(600_000).default(60_000),
 });
 
 /**
- * Passkeys (spec document 2): WebAuthn registration for an authenticated user and passwordless
- * login returning the same bearer token as `POST /auth/token`, bound to the passkey. Options and
- * verification by @simplewebauthn/server; challenges in MongoDB (TTL), shared by replicas.
+ * Passkeys: WebAuthn registration for an authenticated user and passwordless login returning the
+ * same bearer token as `POST /auth/token`, bound to the passkey. Options and verification by
+ * @simplewebauthn/server; challenges in MongoDB (TTL), shared by replicas.
  */
 export const webauthnPlugin = definePlugin({
   name: 'webauthn',
   options: webauthnOptions,
-  setup({ db, config, options, services, log }) {
+  setup({ db, config, options, services, tenancy, log }) {
     const identity = services.get('identity');
-    const service = new WebAuthnService(
-      webauthnModels(db),
+    const service = new WebAuthnService({
+      models: webauthnModels(db),
       identity,
-      services.get('authFailures'),
-      {
+      failures: services.get('authFailures'),
+      tenancy,
+      settings: {
         rpId: config.WEBAUTHN_RP_ID,
         rpName: config.WEBAUTHN_RP_NAME,
         origins: config.WEBAUTHN_ORIGIN,
@@ -40,7 +41,7 @@ export const webauthnPlugin = definePlugin({
         decoySecret: createHmac('sha256', config.TOKEN_SECRET).update('webauthn-decoy').digest('hex'),
       },
       log,
-    );
+    });
     identity.registerCredentialKind(PASSKEY_CREDENTIAL_KIND, (id) => service.resolveCredential(id));
     const tags = ['passkeys'];
     const demo = config.WEBAUTHN_DEMO_ENABLED ?? config.NODE_ENV === 'development';

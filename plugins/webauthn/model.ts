@@ -4,8 +4,8 @@ import { modelOn } from '../../core/db.ts';
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
 /**
- * A registered passkey (spec document 2, WebAuthnCredential). `credential_id` is globally unique
- * (authenticators make 16+ random bytes), so a login is settled by the credential presented.
+ * A registered passkey (WebAuthn credential). `credential_id` is globally unique (authenticators
+ * make 16+ random bytes), so a login is settled by the credential presented.
  */
 export const credentialSchema = new Schema(
   {
@@ -34,13 +34,8 @@ export const credentialSchema = new Schema(
 export type CredentialDoc = InferSchemaType<typeof credentialSchema>;
 export type CredentialRecord = CredentialDoc & { _id: Types.ObjectId };
 
-/** What `GET /auth/webauthn/credentials` and GraphQL `passkeys` show (spec: the four fields). */
-export interface CredentialView {
-  credential_id: string;
-  device_name: string;
-  registered_at: Date;
-  last_used_at: Date | null;
-}
+/** What `GET /auth/webauthn/credentials` and GraphQL `passkeys` show: these four fields, never the key material. */
+export type CredentialView = Pick<CredentialDoc, 'credential_id' | 'device_name' | 'registered_at' | 'last_used_at'>;
 
 export const credentialView = (c: CredentialRecord): CredentialView => ({
   credential_id: c.credential_id,

@@ -8,7 +8,7 @@ export const base64url = (max: number) =>
 /** WebAuthn credential ids are at most 1023 bytes (1364 base64url characters). */
 const credentialId = base64url(1364);
 
-/** `POST /auth/webauthn/register` body (spec document 2). */
+/** `POST /auth/webauthn/register` body. */
 export const registerBody = z
   .object({
     credential_id: credentialId,

@@ -4,9 +4,10 @@ import type * as Server from '@simplewebauthn/server';
 import type * as Helpers from '@simplewebauthn/server/helpers';
 import type { AuthenticatorTransport, PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server';
 import { AppError, AuthRequiredError, NotFoundError, RateLimitedError } from '../../core/errors.ts';
-import { isAdmin, requestOf, type AuthUser } from '../../core/context.ts';
-import { tenantFilter } from '../../core/identity/guards.ts';
-import type { IdentityService } from '../../core/identity/service.ts';
+import { requestOf, type AuthUser } from '../../core/context.ts';
+import { requireRole } from '../../core/identity/guards.ts';
+import type { AuthenticationService } from '../../core/identity/authentication.ts';
+import type { Tenancy } from '../../core/tenancy.ts';
 import type { AuthFailureLimiter } from '../../core/rate-limit.ts';
 import type { Logger } from '../../core/logger.ts';
 import { credentialView, type CredentialRecord, type CredentialView, type WebAuthnModels } from './model.ts';
@@ -22,7 +23,7 @@ export const emailKey = (email: string): string => `email:${createHash('sha256')
 export const PASSKEY_CLONE_DETECTED = 'PASSKEY_CLONE_DETECTED';
 /** Credential kind bearer tokens issued by a passkey login are bound to (`cid` claim `passkey:<id>`). */
 export const PASSKEY_CREDENTIAL_KIND = 'passkey';
-/** COSE algorithms offered and accepted: ES256 and RS256 (spec: -7 and -257). */
+/** COSE algorithms offered and accepted: ES256 (-7) and RS256 (-257). */
 export const SUPPORTED_ALGORITHMS = [-7, -257];
 
 export interface WebAuthnSettings {
@@ -72,20 +73,34 @@ function parseClientData(b64: string): ClientData | null {
   }
 }
 
+export interface WebAuthnDeps {
+  models: WebAuthnModels;
+  /** Identity's authentication: users by email, token issue, credential kinds and their cache. */
+  identity: AuthenticationService;
+  failures: AuthFailureLimiter;
+  /** `MULTI_TENANT_ENABLED`: whether administrators see only their own tenant's passkeys. */
+  tenancy: Tenancy;
+  settings: WebAuthnSettings;
+  log: Logger;
+}
+
 /**
- * Passkey registration and login (spec document 2) on top of @simplewebauthn/server: it builds the
- * options and verifies attestation and assertion (CBOR, COSE keys, rp id hash, flags, signature);
- * this service owns challenges, credentials, the clone check, rate limiting and token issue.
+ * Passkey registration and login on top of @simplewebauthn/server: it builds the options and
+ * verifies attestation and assertion (CBOR, COSE keys, rp id hash, flags, signature); this
+ * service owns challenges, credentials, the clone check, rate limiting and token issue.
  * No Koa or GraphQL here.
  */
 export class WebAuthnService {
-  constructor(
-    private readonly models: WebAuthnModels,
-    private readonly identity: IdentityService,
-    private readonly failures: AuthFailureLimiter,
-    private readonly settings: WebAuthnSettings,
-    private readonly log: Logger,
-  ) {}
+  private readonly models: WebAuthnModels;
+  private readonly identity: AuthenticationService;
+  private readonly failures: AuthFailureLimiter;
+  private readonly tenancy: Tenancy;
+  private readonly settings: WebAuthnSettings;
+  private readonly log: Logger;
+
+  constructor(deps: WebAuthnDeps) {
+    ({ models: this.models, identity: this.identity, failures: this.failures, tenancy: this.tenancy, settings: this.settings, log: this.log } = deps);
+  }
 
   /** Token binding: a passkey token lives only while its credential exists and is not disabled. */
   async resolveCredential(id: string): Promise<{ user_id: string } | null> {
@@ -95,33 +110,34 @@ export class WebAuthnService {
   }
 
   /** `POST /auth/webauthn/register/options`: creation options; the challenge replaces any pending one of this user. */
-  async registerOptions(user: AuthUser): Promise<PublicKeyCredentialCreationOptionsJSON> {
-    const existing = await this.models.Credential.find({ user_id: user.id }, { credential_id: 1, transports: 1 }).lean();
+  async registerOptions(actor: AuthUser): Promise<PublicKeyCredentialCreationOptionsJSON> {
+    const existing = await this.models.Credential.find({ user_id: actor.id }, { credential_id: 1, transports: 1 }).lean();
     const [{ generateRegistrationOptions }] = await webauthnLib();
     const options = await generateRegistrationOptions({
       rpName: this.settings.rpName,
       rpID: this.settings.rpId,
-      userName: user.email,
-      userID: Buffer.from(user.id, 'hex'),
-      userDisplayName: user.name,
+      userName: actor.email,
+      userID: Buffer.from(actor.id, 'hex'),
+      userDisplayName: actor.name,
       timeout: this.settings.timeoutMs,
       attestationType: 'none',
       excludeCredentials: existing.map((c) => ({ id: c.credential_id, transports: c.transports as AuthenticatorTransport[] })),
       authenticatorSelection: { authenticatorAttachment: 'platform', userVerification: 'preferred', residentKey: 'preferred' },
       supportedAlgorithmIDs: SUPPORTED_ALGORITHMS,
     });
-    await this.storeChallenge('register', `user:${user.id}`, options.challenge);
+    await this.storeChallenge('register', `user:${actor.id}`, options.challenge);
     return options;
   }
 
   /**
-   * `POST /auth/webauthn/register`: the spec's four checks in order (challenge stored for this
-   * user, type, challenge, origin), then full attestation verification by the library.
+   * `POST /auth/webauthn/register`: four checks in this order (a challenge stored for this user,
+   * client data type, challenge, origin), then full attestation verification by the library.
+   * A refusal names the first check that failed.
    * @throws AppError 422 `VALIDATION_ERROR` with `details.reason`
    */
-  async register(user: AuthUser, body: RegisterBody): Promise<CredentialView> {
+  async register(actor: AuthUser, body: RegisterBody): Promise<CredentialView> {
     // Consumed whatever follows: a challenge serves one attempt.
-    const stored = await this.takeChallenge('register', `user:${user.id}`);
+    const stored = await this.takeChallenge('register', `user:${actor.id}`);
     if (!stored) throw new RegistrationError('challenge_not_found', 'no pending registration challenge for this user (none requested, expired or already used)');
     const clientData = parseClientData(body.client_data_json);
     if (!clientData) throw new RegistrationError('client_data_invalid', 'client_data_json is not base64url-encoded JSON');
@@ -167,12 +183,12 @@ export class WebAuthnService {
         transports: body.transports,
         device_name: body.device_name,
         attestation_object: Buffer.from(body.attestation_object, 'base64url'),
-        user_id: user.id,
-        tenant_id: user.tenant_id,
+        user_id: actor.id,
+        tenant_id: actor.tenant_id,
         registered_at: new Date(),
         last_used_at: null,
       });
-      requestOf(user)?.log.info({ credential_id: doc.credential_id, user_id: user.id }, 'passkey registered');
+      requestOf(actor)?.log.info({ credential_id: doc.credential_id, user_id: actor.id }, 'passkey registered');
       return credentialView(doc.toObject());
     } catch (err) {
       if ((err as { code?: number }).code === 11000) throw new RegistrationError('credential_exists', 'this credential is already registered', 'credential_id');
@@ -267,7 +283,7 @@ export class WebAuthnService {
       throw new LoginFailure(`assertion_invalid: ${err instanceof Error ? err.message : String(err)}`);
     }
 
-    // Spec clone check: a stored count > 0 and a new count <= it.
+    // Clone check: a stored count > 0 and a new count <= it (authenticators without a counter always report 0).
     if (cred.sign_count > 0 && newCounter <= cred.sign_count) {
       await this.models.Credential.updateOne({ _id: cred._id, disabled_at: null }, { $set: { disabled_at: new Date(), disabled_reason: 'clone_detected' } });
       this.identity.invalidateCredential(PASSKEY_CREDENTIAL_KIND, String(cred._id));
@@ -283,30 +299,32 @@ export class WebAuthnService {
     return this.identity.issueToken(user, { kind: PASSKEY_CREDENTIAL_KIND, id: String(cred._id) });
   }
 
-  /** `GET /auth/webauthn/credentials` / GraphQL `me.passkeys`: the caller's own passkeys. */
-  async listOwn(user: AuthUser): Promise<CredentialView[]> {
-    const docs = await this.models.Credential.find({ user_id: user.id, tenant_id: user.tenant_id }).sort({ registered_at: 1, _id: 1 }).lean();
-    return docs.map((d) => credentialView(d as CredentialRecord));
-  }
-
-  /** An administrator's view of one user's passkeys, inside the administrator's tenant (system callers: any). */
-  async listForUser(caller: AuthUser, userId: string): Promise<CredentialView[]> {
-    if (caller.id === userId) return this.listOwn(caller);
-    if (!isAdmin(caller)) throw new NotFoundError('user', userId);
-    const docs = await this.models.Credential.find({ user_id: userId, ...tenantFilter(caller, true) }).sort({ registered_at: 1, _id: 1 }).lean();
-    return docs.map((d) => credentialView(d as CredentialRecord));
+  /** `GET /auth/webauthn/credentials` / GraphQL `me.passkeys`: the actor's own passkeys. */
+  async listOwn(actor: AuthUser): Promise<CredentialView[]> {
+    return this.list(this.own(actor));
   }
 
   /**
-   * `DELETE /auth/webauthn/credentials/{credential_id}`: only the caller's own; tokens issued from
+   * An administrator's view of one user's passkeys, inside the administrator's tenant (system
+   * actors, or every administrator when `MULTI_TENANT_ENABLED` is off: any tenant).
+   * @throws AccessDeniedError for a non-administrator asking for someone else's
+   */
+  async listForUser(actor: AuthUser, userId: string): Promise<CredentialView[]> {
+    if (actor.id === userId) return this.listOwn(actor);
+    requireRole(actor, 'admin');
+    return this.list({ user_id: userId, ...this.tenancy.filter(actor) });
+  }
+
+  /**
+   * `DELETE /auth/webauthn/credentials/{credential_id}`: only the actor's own; tokens issued from
    * it stop working (this process at once, other replicas within `AUTH_CACHE_TTL_MS`).
    * @throws NotFoundError for anyone else's or an unknown credential
    */
-  async deleteOwn(user: AuthUser, credentialId: string): Promise<void> {
-    const doc = await this.models.Credential.findOneAndDelete({ credential_id: credentialId, user_id: user.id, tenant_id: user.tenant_id }).lean();
+  async deleteOwn(actor: AuthUser, credentialId: string): Promise<void> {
+    const doc = await this.models.Credential.findOneAndDelete({ credential_id: credentialId, ...this.own(actor) }).lean();
     if (!doc) throw new NotFoundError('passkey', credentialId);
     this.identity.invalidateCredential(PASSKEY_CREDENTIAL_KIND, String(doc._id));
-    requestOf(user)?.log.info({ credential_id: credentialId, user_id: user.id }, 'passkey deleted');
+    requestOf(actor)?.log.info({ credential_id: credentialId, user_id: actor.id }, 'passkey deleted');
   }
 
   /** `AFTER_USER_DISABLED`: a deleted user's passkeys go; a disabled user's stay (refused at login) and return on re-enabling. */
@@ -317,6 +335,16 @@ export class WebAuthnService {
       const res = await this.models.Credential.deleteMany({ user_id: e.user_id });
       if (res.deletedCount) this.log.info({ user_id: e.user_id, count: res.deletedCount }, 'passkeys of a deleted user removed');
     }
+  }
+
+  /** The actor's own credentials: its user id, in its own tenant while tenancy is on (never the tenant it acts in). */
+  private own(actor: AuthUser) {
+    return { user_id: actor.id, ...(this.tenancy.enabled ? { tenant_id: actor.tenant_id } : {}) };
+  }
+
+  private async list(filter: Record<string, unknown>): Promise<CredentialView[]> {
+    const docs = await this.models.Credential.find(filter).sort({ registered_at: 1, _id: 1 }).lean();
+    return docs.map((d) => credentialView(d as CredentialRecord));
   }
 
   /** Upsert: one pending challenge per (purpose, subject); a newer options call replaces the older. */

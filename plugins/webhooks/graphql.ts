@@ -1,18 +1,13 @@
-import type { Builder, GraphQLContext } from '../../core/graphql.ts';
-import { parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
-import { hasSystemScope, type AuthUser } from '../../core/context.ts';
-import { AccessDeniedError } from '../../core/errors.ts';
-import { deadLetterQuery, listQuery, retryParams, type WebhookEventView } from './schemas.ts';
+/**
+ * The GraphQL fragment of the webhooks plugin: `webhookEvents`, `webhookDeadLetter` and
+ * `retryWebhookEvent`. Resolvers call the same service operations as REST, which require a system
+ * administrator (anonymous 401, anyone else 403), and validate with the same zod schemas.
+ */
+import type { Builder } from '../../core/graphql.ts';
+import { pageObject, parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
+import { deadLetterQuery, listQuery, retryParams, type RetryResult, type WebhookEventView } from './schemas.ts';
 import type { WebhooksService } from './service.ts';
 
-/** Same rule as `auth: 'system'` on the REST routes: anonymous 401, anyone but a system administrator 403. */
-function requireSystem(ctx: GraphQLContext): AuthUser {
-  const user = requireUser(ctx);
-  if (!hasSystemScope(user)) throw new AccessDeniedError('System administrator required');
-  return user;
-}
-
-/** GraphQL fragment: `webhookEvents`, `webhookDeadLetter`, `retryWebhookEvent` (system administrators only). */
 export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
   const Event = builder.objectRef<WebhookEventView>('WebhookEvent');
   Event.implement({
@@ -34,19 +29,8 @@ export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
       updated_at: t.expose('updated_at', { type: 'DateTime', nullable: false }),
     }),
   });
-  type Page = { items: WebhookEventView[]; total: number; page: number; per_page: number; total_pages: number };
-  const EventPage = builder.objectRef<Page>('WebhookEventPage');
-  EventPage.implement({
-    fields: (t) => ({
-      items: t.expose('items', { type: [Event], nullable: false }),
-      total: t.exposeInt('total', { nullable: false }),
-      page: t.exposeInt('page', { nullable: false }),
-      per_page: t.exposeInt('per_page', { nullable: false }),
-      total_pages: t.exposeInt('total_pages', { nullable: false }),
-    }),
-  });
-  type Retry = { id: string; event_id: string; status: string; error: string | null };
-  const RetryResult = builder.objectRef<Retry>('WebhookRetryResult');
+  const EventPage = pageObject(builder, 'WebhookEventPage', Event);
+  const RetryResult = builder.objectRef<RetryResult>('WebhookRetryResult');
   RetryResult.implement({
     fields: (t) => ({
       id: t.exposeID('id', { nullable: false }),
@@ -55,32 +39,24 @@ export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
       error: t.exposeString('error'),
     }),
   });
+  // `svc.operator(actor)` checks the role before the arguments are parsed, as REST does.
   builder.queryFields((t) => ({
     webhookEvents: t.field({
       type: EventPage, nullable: false, description: 'Stored webhook events, as GET /webhooks/events (system administrators)',
       args: { provider: t.arg.string(), status: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => {
-        requireSystem(ctx);
-        return svc.list(parseInput(listQuery, givenArgs(a)));
-      },
+      resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).list(parseInput(listQuery, givenArgs(a))),
     }),
     webhookDeadLetter: t.field({
       type: EventPage, nullable: false, description: 'Failed webhook events, as GET /webhooks/dead-letter (system administrators)',
       args: { provider: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => {
-        requireSystem(ctx);
-        return svc.deadLetter(parseInput(deadLetterQuery, givenArgs(a)));
-      },
+      resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).deadLetter(parseInput(deadLetterQuery, givenArgs(a))),
     }),
   }));
   builder.mutationFields((t) => ({
     retryWebhookEvent: t.field({
       type: RetryResult, nullable: false, description: 'Re-run the handler of a failed event, as POST /webhooks/dead-letter/{event_id}/retry',
       args: { event_id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => {
-        requireSystem(ctx);
-        return svc.retry(parseInput(retryParams, a).event_id);
-      },
+      resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).retry(parseInput(retryParams, a).event_id),
     }),
   }));
 }

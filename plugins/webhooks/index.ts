@@ -1,16 +1,24 @@
-import { z } from 'zod';
+/**
+ * The webhooks plugin. This file only wires: the model (model.ts), the zod inputs and views
+ * (schemas.ts), the receiver and operator logic (service.ts), the verifiers and presets, and the
+ * GraphQL fragment (graphql.ts) come from their own files.
+ */
+import type { z } from 'zod';
+import type { AuthUser } from '../../core/context.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
+import { pageHeaderDocs, setPageHeaders, type Page } from '../../core/page.ts';
 import { webhookEventModel } from './model.ts';
 import {
   deadLetterQuery, listQuery, listResponse, providerParams, purgeQuery, purgeResponse, receiveResponse, retryParams, retryResponse,
-  type WebhookEventContext,
+  webhooksOptions, type WebhookEventContext, type WebhookEventView,
 } from './schemas.ts';
 import { WebhooksService, type WebhookRegistry } from './service.ts';
 import { webhooksGraphql } from './graphql.ts';
 
 export type { WebhookRegistry } from './service.ts';
 export type { WebhookEventContext, WebhookHandler, ProviderRegistrationInput } from './schemas.ts';
+export { webhooksOptions } from './schemas.ts';
 export type { WebhookVerifier } from './verifiers.ts';
 
 declare module '../../core/services.ts' {
@@ -30,14 +38,8 @@ declare module '../../core/hooks.ts' {
   }
 }
 
-/** Options of the webhooks plugin: `webhooksPlugin.configure({ ... })`. */
-export const webhooksOptions = z.object({
-  /** How long a claimed event may stay `processing` before a redelivery or a retry takes it over (crash recovery). */
-  lease_seconds: z.number().int().min(1).max(86_400).default(300),
-});
-
 /**
- * Inbound webhooks (spec document 2): the `webhooks` service other plugins register providers on,
+ * Inbound webhooks: the `webhooks` service other plugins register providers on,
  * the public receiver `POST /webhooks/{provider}` and the operator endpoints (system
  * administrators). Providers may also be declared in `WEBHOOK_PROVIDERS`; they emit
  * `WEBHOOK_RECEIVED`. With `WEBHOOKS_ENABLED` false the service still accepts (and validates)
@@ -58,18 +60,18 @@ export const webhooksPlugin = definePlugin({
     return {
       routes: [
         // Static paths first: `/webhooks/events` must never be read as a provider named "events" (GET vs POST keeps them apart too).
-        listRoute('/webhooks/events', 'List received webhook events', listQuery, (q) => svc.list(q)),
-        listRoute('/webhooks/dead-letter', 'List failed webhook events (dead-letter queue)', deadLetterQuery, (q) => svc.deadLetter(q)),
+        listRoute('/webhooks/events', 'List received webhook events', listQuery, (actor, q) => svc.operator(actor).list(q)),
+        listRoute('/webhooks/dead-letter', 'List failed webhook events (dead-letter queue)', deadLetterQuery, (actor, q) => svc.operator(actor).deadLetter(q)),
         defineRoute({
           method: 'POST', path: '/webhooks/dead-letter/:event_id/retry', tags, auth: 'system', summary: 'Re-run the handler of a failed event',
           description: '`event_id` is the stored event id, or the provider\'s event id when exactly one event has it.',
           params: retryParams, response: retryResponse, docs: { errors: [404, 409] },
-          handler: ({ params }) => svc.retry(params.event_id),
+          handler: ({ user: actor, params }) => svc.operator(actor!).retry(params.event_id),
         }),
         defineRoute({
           method: 'DELETE', path: '/webhooks/events/purge', tags, auth: 'system', summary: 'Delete processed events older than N days',
           query: purgeQuery(config.WEBHOOK_EVENT_RETENTION_DAYS), response: purgeResponse,
-          handler: ({ query }) => svc.purge(query.retention_days),
+          handler: ({ user: actor, query }) => svc.operator(actor!).purge(query.retention_days),
         }),
         defineRoute({
           method: 'POST', path: '/webhooks/:provider', tags, auth: 'public', rawBody: true, summary: 'Receive a webhook delivery',
@@ -87,26 +89,14 @@ export const webhooksPlugin = definePlugin({
   },
 });
 
-interface EventPage {
-  total: number;
-  page: number;
-  per_page: number;
-  total_pages: number;
-}
-
-/** A system-admin list of events with the offset-pagination headers of spec document 1. */
-function listRoute<Q extends z.ZodType>(path: string, summary: string, query: Q, list: (q: z.output<Q>) => Promise<EventPage>) {
+/** A system-admin list of events, with the offset-pagination headers. */
+function listRoute<Q extends z.ZodType>(
+  path: string, summary: string, query: Q, list: (actor: AuthUser, q: z.output<Q>) => Promise<Page<WebhookEventView>>,
+) {
   return defineRoute({
     method: 'GET', path, tags: ['webhooks'], auth: 'system', summary, query, response: listResponse,
-    docs: { responseHeaders: { 'X-Total-Count': 'Matching events', 'X-Page': 'Page', 'X-Per-Page': 'Page size', 'X-Total-Pages': 'Pages' } },
-    handler: async ({ query: q, ctx }) => {
-      const res = await list(q as z.output<Q>);
-      ctx.set('X-Total-Count', String(res.total));
-      ctx.set('X-Page', String(res.page));
-      ctx.set('X-Per-Page', String(res.per_page));
-      ctx.set('X-Total-Pages', String(res.total_pages));
-      return res;
-    },
+    docs: { responseHeaders: pageHeaderDocs('Matching events') },
+    handler: async ({ user: actor, query: q, ctx }) => setPageHeaders(ctx, await list(actor!, q as z.output<Q>)),
   });
 }
 

@@ -1,16 +1,16 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
 
-/** Every value of `status` (spec document 2, WebhookEvent). `received` is never written (spec: "not shown"). */
+/** Every value of `status`. `received` is part of the set but never written: an event is stored already `processing`. */
 export const WEBHOOK_STATUSES = ['received', 'processing', 'processed', 'failed'] as const;
 export type WebhookStatus = (typeof WEBHOOK_STATUSES)[number];
 
 export const WEBHOOK_COLLECTION = 'webhook_events';
 
 /**
- * One delivered event (spec document 2, WebhookEvent), system-scoped: one collection across tenants.
- * Besides the spec's fields: `attempts` (handler runs so far), `lease_until` (a `processing` event
- * whose lease passed is taken to have crashed and may be claimed again) and `created_at`/`updated_at`.
+ * One delivered event, system-scoped: one collection across tenants. Besides what a delivery
+ * brings, `attempts` counts the handler runs so far and `lease_until` bounds a `processing` claim
+ * (one whose lease passed is taken to have crashed and may be claimed again).
  */
 export const webhookEventSchema = new Schema(
   {

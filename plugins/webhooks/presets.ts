@@ -3,16 +3,19 @@
  * Stripe (`stripe`'s webhook helper), Standard Webhooks (`standardwebhooks`) and GitHub.
  * A preset fills in the verifier and the header/path defaults; a registration may override those.
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import Stripe from 'stripe';
 import { Webhook } from 'standardwebhooks';
-import { hmacVerifier, type WebhookVerifier } from './verifiers.ts';
-
-/** Stripe's tolerance between the signed timestamp and now. */
-export const STRIPE_TOLERANCE_SECONDS = 300;
+import { hmacVerifier, TIMESTAMP_TOLERANCE_SECONDS, unixSeconds, type WebhookVerifier } from './verifiers.ts';
 
 /** Defaults a preset contributes to a registration. */
 export interface PresetDefaults {
   verifier: WebhookVerifier;
+  /**
+   * The delivery's signed timestamp (Unix seconds), for presets that sign one; the receiver refuses
+   * a delivery whose timestamp is missing or outside the tolerance, in either direction.
+   */
+  timestamp?: (signature: string, headers: IncomingHttpHeaders) => number | undefined;
   signature_header: string;
   event_id_path?: string;
   event_type_path?: string;
@@ -21,17 +24,23 @@ export interface PresetDefaults {
   delivery_id_header?: string;
 }
 
+const one = (headers: IncomingHttpHeaders, name: string): string | undefined => {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
 const stripe: PresetDefaults = {
   verifier: {
     async verify(payload, signature, secret) {
       try {
-        // Verifies `t=…,v1=…` over the exact bytes, with the 300 s timestamp tolerance.
-        return Stripe.webhooks.signature.verifyHeader(payload as unknown as string, signature, secret, STRIPE_TOLERANCE_SECONDS);
+        // Verifies `t=…,v1=…` over the exact bytes. The SDK refuses only old timestamps; the receiver checks both directions.
+        return Stripe.webhooks.signature.verifyHeader(payload as unknown as string, signature, secret, TIMESTAMP_TOLERANCE_SECONDS);
       } catch {
         return false;
       }
     },
   },
+  timestamp: (signature) => unixSeconds(/(?:^|,)\s*t=([^,]*)/.exec(signature)?.[1]),
   signature_header: 'stripe-signature',
   event_id_path: 'id',
   event_type_path: 'type',
@@ -40,15 +49,11 @@ const stripe: PresetDefaults = {
 const standardWebhooks: PresetDefaults = {
   verifier: {
     async verify(payload, signature, secret, headers) {
-      const one = (name: string) => {
-        const v = headers[name];
-        return Array.isArray(v) ? v[0] : v;
-      };
-      const id = one('webhook-id');
-      const timestamp = one('webhook-timestamp');
+      const id = one(headers, 'webhook-id');
+      const timestamp = one(headers, 'webhook-timestamp');
       if (!id || !timestamp) return false;
       try {
-        // Checks the signed `id.timestamp.body` and the library's 5-minute timestamp tolerance.
+        // Checks the signed `id.timestamp.body` (and the library's own 5-minute tolerance, both ways).
         new Webhook(secret).verify(payload, { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': signature });
         return true;
       } catch {
@@ -56,8 +61,9 @@ const standardWebhooks: PresetDefaults = {
       }
     },
   },
+  timestamp: (_signature, headers) => unixSeconds(one(headers, 'webhook-timestamp')),
   signature_header: 'webhook-signature',
-  // The spec's idempotency key: the message id, which Standard Webhooks puts in a header.
+  // The idempotency key is the message id, which Standard Webhooks puts in a header.
   event_id_header: 'webhook-id',
   event_type_path: 'type',
   delivery_id_header: 'webhook-id',

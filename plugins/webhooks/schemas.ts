@@ -4,10 +4,17 @@
  */
 import { z } from 'zod';
 import { pageQuery } from '../../core/http/schemas.ts';
+import { pageSchema } from '../../core/page.ts';
 import type { AuthUser } from '../../core/context.ts';
 import { WEBHOOK_STATUSES } from './model.ts';
 import { PRESET_NAMES } from './presets.ts';
 import { isCustomVerifier, type WebhookVerifier } from './verifiers.ts';
+
+/** Options of the webhooks plugin: `webhooksPlugin.configure({ ... })`. */
+export const webhooksOptions = z.object({
+  /** How long a claimed event may stay `processing` before a redelivery or a retry takes it over (crash recovery). */
+  lease_seconds: z.number().int().min(1).max(86_400).default(300),
+});
 
 const headerName = z
   .string()
@@ -22,8 +29,9 @@ export const verifierSpec = z.union([
 ]);
 
 /**
- * Parameters of `services.get('webhooks').register({...})` (spec document 2, "Provider registration
- * parameters"), plus `event_id_header` / `event_type_header` for providers that put them in headers.
+ * Parameters of `services.get('webhooks').register({...})`: the provider's name, handler, secret
+ * and verifier, where its event id and type are found, its headers, and how many redeliveries may
+ * re-run a failed handler.
  */
 export const providerRegistration = z
   .object({
@@ -43,6 +51,12 @@ export const providerRegistration = z
     /** @default the preset's, else `x-signature` */
     signature_header: headerName.optional(),
     delivery_id_header: headerName.optional(),
+    /**
+     * Header carrying the delivery's timestamp in Unix seconds, for a provider that sends one (the
+     * presets that sign one read it themselves). A delivery without it, or more than 300 s before
+     * or after now, is refused like a bad signature.
+     */
+    timestamp_header: headerName.optional(),
     /** Provider redeliveries that may re-run a failed handler. @default 3 */
     max_retries: z.number().int().min(0).max(100).default(3),
   })
@@ -61,7 +75,7 @@ export interface WebhookEventContext {
   attempt: number;
   /** Id of the stored WebhookEvent. */
   id: string;
-  /** The caller of any service the handler uses: `systemActor()`; webhooks run outside the caller's identity. */
+  /** The actor of any service the handler uses: `systemActor()`; webhooks run outside the identity of whoever called the receiver. */
   actor: AuthUser;
 }
 
@@ -82,6 +96,7 @@ export type ListQuery = z.output<typeof listQuery>;
 export const deadLetterQuery = z
   .object({ provider: z.string().min(1).max(64).optional(), ...pageQuery(25, 100).shape })
   .strict();
+export type DeadLetterQuery = z.output<typeof deadLetterQuery>;
 
 export const providerParams = z.object({ provider: z.string().min(1).max(200) });
 export const retryParams = z.object({ event_id: z.string().min(1).max(500) });
@@ -109,7 +124,11 @@ export const eventView = z.object({
 });
 export type WebhookEventView = z.infer<typeof eventView>;
 
-export const listResponse = z.object({ items: z.array(eventView), total: z.number().int(), page: z.number().int(), per_page: z.number().int(), total_pages: z.number().int() });
+export const listResponse = pageSchema(eventView);
 export const receiveResponse = z.object({ status: z.enum(['ok', 'failed', 'already_processed', 'processing']), event_id: z.string().optional() });
+/** The receiver's JSON body. */
+export type ReceiveBody = z.infer<typeof receiveResponse>;
 export const retryResponse = z.object({ id: z.string(), event_id: z.string(), status: z.enum(WEBHOOK_STATUSES), error: z.string().nullable() });
+export type RetryResult = z.infer<typeof retryResponse>;
 export const purgeResponse = z.object({ deleted_count: z.number().int(), retention_days: z.number().int(), cutoff_date: z.date() });
+export type PurgeResult = z.infer<typeof purgeResponse>;

@@ -1,19 +1,24 @@
 /**
- * The webhooks service: provider registry, the receiver flow (spec document 2) and the operator
- * operations. No Koa or GraphQL here; REST and GraphQL call the same methods.
+ * The webhooks service: provider registry, the receiver flow and the operator operations. No Koa
+ * or GraphQL here; REST and GraphQL call the same methods, and the operator operations check their
+ * actor's role here, once for both.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { Types } from 'mongoose';
 import { AuthRequiredError, BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { PluginError } from '../../core/plugin.ts';
-import { systemActor } from '../../core/context.ts';
+import { systemActor, type AuthUser } from '../../core/context.ts';
+import { requireRole } from '../../core/identity/guards.ts';
+import { pageOf, type Page } from '../../core/page.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { WebhookEventModel, WebhookEventRecord } from './model.ts';
 import { PRESETS, type PresetName } from './presets.ts';
 import {
-  providerRegistration, type ListQuery, type ProviderRegistrationInput, type WebhookEventView, type WebhookHandler,
+  providerRegistration, type DeadLetterQuery, type ListQuery, type ProviderRegistrationInput, type PurgeResult, type ReceiveBody,
+  type RetryResult, type WebhookEventView, type WebhookHandler,
 } from './schemas.ts';
-import { hmacVerifier, isCustomVerifier, type WebhookVerifier } from './verifiers.ts';
+import { DuplicateDeliveries } from './duplicates.ts';
+import { hmacVerifier, isCustomVerifier, unixSeconds, withinTolerance, type WebhookVerifier } from './verifiers.ts';
 
 /** Signature header of a plain HMAC provider that names none. */
 export const DEFAULT_SIGNATURE_HEADER = 'x-signature';
@@ -32,6 +37,8 @@ export interface WebhookProvider {
   event_type_header: string | undefined;
   signature_header: string;
   delivery_id_header: string | undefined;
+  /** The delivery's timestamp (Unix seconds) when the provider sends one: the preset's reader, or `timestamp_header`. */
+  timestamp: ((signature: string, headers: IncomingHttpHeaders) => number | undefined) | undefined;
   max_retries: number;
   /** Header names kept on the stored event (lower-case). */
   keptHeaders: Set<string>;
@@ -52,7 +59,23 @@ export interface WebhookRegistry {
 /** The receiver's answer: HTTP status and body. */
 export interface ReceiveResult {
   status: number;
-  body: { status: 'ok' | 'failed' | 'already_processed' | 'processing'; event_id?: string };
+  body: ReceiveBody;
+}
+
+/** The operator operations (system administrators): `WebhooksService.operator(actor)`. */
+export interface WebhookOperations {
+  /** Events, newest first, filtered by provider and status. */
+  list(q: ListQuery): Promise<Page<WebhookEventView>>;
+  /** The dead-letter queue: events whose handler failed. */
+  deadLetter(q: DeadLetterQuery): Promise<Page<WebhookEventView>>;
+  /**
+   * Re-runs the handler of a `failed` event with its stored payload (or of a `processing` one whose
+   * lease expired). `ref` is the stored id, or the provider's event id when it names exactly one event.
+   * @throws NotFoundError unknown; ConflictError not failed, ambiguous, or its provider is no longer registered
+   */
+  retry(ref: string): Promise<RetryResult>;
+  /** Deletes `processed` events created more than `days` days ago; failed and in-flight events stay. */
+  purge(days: number): Promise<PurgeResult>;
 }
 
 export interface WebhooksServiceOptions {
@@ -110,11 +133,20 @@ export function toView(d: WebhookEventRecord): WebhookEventView {
 
 export class WebhooksService implements WebhookRegistry {
   private readonly registry = new Map<string, WebhookProvider>();
+  private readonly duplicates: DuplicateDeliveries;
+  private readonly operations: WebhookOperations = {
+    list: (q) => this.list(q),
+    deadLetter: (q) => this.list({ ...q, status: 'failed' }),
+    retry: (ref) => this.retry(ref),
+    purge: (days) => this.purge(days),
+  };
 
   constructor(
     private readonly model: WebhookEventModel,
     private readonly opts: WebhooksServiceOptions,
-  ) {}
+  ) {
+    this.duplicates = new DuplicateDeliveries(model);
+  }
 
   register(input: ProviderRegistrationInput): void {
     const res = providerRegistration.safeParse(input);
@@ -144,13 +176,14 @@ export class WebhooksService implements WebhookRegistry {
       event_type_header: r.event_type_header ?? (r.event_type_path ? undefined : preset?.event_type_header),
       signature_header: r.signature_header ?? preset?.signature_header ?? DEFAULT_SIGNATURE_HEADER,
       delivery_id_header: r.delivery_id_header ?? preset?.delivery_id_header,
+      timestamp: r.timestamp_header ? (_signature, headers) => unixSeconds(headerValue(headers, r.timestamp_header)) : preset?.timestamp,
       max_retries: r.max_retries,
       keptHeaders: new Set(),
     };
     if (!p.event_id_path && !p.event_id_header) {
       throw new PluginError(`Webhook provider "${r.provider}" is invalid:\n  event_id_path: is required (or event_id_header), the event id is the idempotency key`);
     }
-    const kept = [...KEPT_HEADERS, p.signature_header, p.delivery_id_header, p.event_id_header, p.event_type_header];
+    const kept = [...KEPT_HEADERS, p.signature_header, p.delivery_id_header, p.event_id_header, p.event_type_header, r.timestamp_header];
     if (preset === PRESETS['standard-webhooks']) kept.push('webhook-id', 'webhook-timestamp');
     for (const h of kept) if (h && !NEVER_KEPT.has(h)) p.keptHeaders.add(h);
     this.registry.set(p.provider, p);
@@ -161,8 +194,20 @@ export class WebhooksService implements WebhookRegistry {
   }
 
   /**
-   * The receiver flow, in the spec's order: provider (404), signature over the raw bytes (401),
-   * JSON (400), event id (422), then insert-first deduplication and the handler.
+   * The operator operations, for a system administrator or the system actor: events are one
+   * collection across tenants. Checked before the caller parses its input, so a refused actor
+   * learns nothing from validation errors.
+   * @throws AccessDeniedError (403) for anyone else
+   * @example await svc.operator(actor).list(query)
+   */
+  operator(actor: AuthUser): WebhookOperations {
+    requireRole(actor, 'system');
+    return this.operations;
+  }
+
+  /**
+   * The receiver flow, in this order: provider (404), signature over the raw bytes and its
+   * timestamp (401), JSON (400), event id (422), then insert-first deduplication and the handler.
    */
   async receive(name: string, raw: Buffer, headers: IncomingHttpHeaders): Promise<ReceiveResult> {
     const p = this.registry.get(name);
@@ -173,11 +218,15 @@ export class WebhooksService implements WebhookRegistry {
       try {
         valid = await p.verifier.verify(raw, signature, p.secret, headers);
       } catch (err) {
-        // A custom verifier that throws rejects the delivery; its error is ours to log, not the caller's to read.
+        // A custom verifier that throws rejects the delivery; its error is ours to log, not the sender's to read.
         this.opts.log.warn({ err, provider: name }, 'webhook verifier threw');
       }
     }
-    if (valid !== true) throw new AuthRequiredError('Missing or invalid webhook signature');
+    // A signed timestamp counts in both directions: one far ahead would keep a captured delivery replayable until then.
+    const signedAt = valid === true && p.timestamp ? p.timestamp(signature!, headers) : undefined;
+    if (valid !== true || (p.timestamp && (signedAt === undefined || !withinTolerance(signedAt)))) {
+      throw new AuthRequiredError('Missing or invalid webhook signature');
+    }
 
     let payload: unknown;
     try {
@@ -202,6 +251,14 @@ export class WebhooksService implements WebhookRegistry {
       if (v !== undefined) kept[h] = v;
     }
 
+    const key = DuplicateDeliveries.key(p.provider, eventId);
+    const known = this.duplicates.known(key);
+    if (known && (await known)) {
+      const res = await this.redelivery(p, eventId, deliveryId);
+      // Gone since (deleted by hand): store it anew.
+      if (res) return res;
+    }
+    const attempt = this.duplicates.inserting(key);
     const now = new Date();
     let created: WebhookEventRecord | undefined;
     try {
@@ -214,26 +271,32 @@ export class WebhooksService implements WebhookRegistry {
       const res = await this.model.collection.insertOne(doc);
       created = { ...doc, _id: res.insertedId } as unknown as WebhookEventRecord;
     } catch (err) {
-      if ((err as { code?: unknown }).code !== 11000) throw err;
+      const duplicate = (err as { code?: unknown }).code === 11000;
+      attempt.settle(duplicate);
+      attempt.forget();
+      if (!duplicate) throw err;
     }
-    if (created) return this.answer(await this.run(p, created), eventId);
-    return this.redelivery(p, eventId, deliveryId);
+    if (!created) {
+      // Purged between our insert attempt and now: the provider will redeliver.
+      return (await this.redelivery(p, eventId, deliveryId)) ?? { status: 503, body: { status: 'processing', event_id: eventId } };
+    }
+    attempt.settle(true);
+    try {
+      return this.answer(await this.run(p, created), eventId);
+    } finally {
+      attempt.forget();
+    }
   }
 
-  /** A delivery of an event already stored: count it, then answer from its state or claim a re-run. */
-  private async redelivery(p: WebhookProvider, eventId: string, deliveryId: string | null): Promise<ReceiveResult> {
-    const now = new Date();
-    const existing = await this.model
-      .findOneAndUpdate(
-        { provider: p.provider, event_id: eventId },
-        { $inc: { retry_count: 1 }, $set: { is_duplicate: true, updated_at: now, ...(deliveryId ? { delivery_id: deliveryId } : {}) } },
-        { returnDocument: 'after' },
-      )
-      .lean<WebhookEventRecord>();
-    // Purged between our insert attempt and now: the provider will redeliver.
-    if (!existing) return { status: 503, body: { status: 'processing', event_id: eventId } };
+  /**
+   * A delivery of an event already stored: count it, then answer from its state or claim a re-run.
+   * Null when the event does not exist.
+   */
+  private async redelivery(p: WebhookProvider, eventId: string, deliveryId: string | null): Promise<ReceiveResult | null> {
+    const existing = await this.duplicates.count(p.provider, eventId, deliveryId);
+    if (!existing) return null;
     if (existing.status === 'processed') return { status: 200, body: { status: 'already_processed' } };
-    const stale = existing.status === 'processing' && (!existing.lease_until || existing.lease_until < now);
+    const stale = existing.status === 'processing' && (!existing.lease_until || existing.lease_until < new Date());
     const rerun = existing.status === 'failed' && (existing.attempts ?? 0) <= p.max_retries;
     if (!stale && !rerun) {
       if (existing.status === 'failed') return { status: 200, body: { status: 'failed', event_id: eventId } };
@@ -272,7 +335,7 @@ export class WebhooksService implements WebhookRegistry {
         headers: (d.headers ?? {}) as Record<string, string>, attempt: d.attempts ?? 1, id: String(d._id), actor,
       };
       const payload = d.payload as Record<string, unknown>;
-      // Outside the caller's identity: whoever called the receiver (or the retry endpoint), the handler acts as the system (`event.actor`).
+      // Outside the identity of whoever called the receiver (or the retry endpoint): the handler acts as the system (`event.actor`).
       await p.handler(payload, event);
     } catch (err) {
       error = errorText(err);
@@ -287,8 +350,7 @@ export class WebhooksService implements WebhookRegistry {
     return { ...d, ...set } as WebhookEventRecord;
   }
 
-  /** Events, newest first, filtered by provider and status. */
-  async list(q: Pick<ListQuery, 'provider' | 'status' | 'page' | 'per_page'>) {
+  private async list(q: ListQuery): Promise<Page<WebhookEventView>> {
     const filter: Record<string, unknown> = {};
     if (q.provider) filter.provider = q.provider;
     if (q.status) filter.status = q.status;
@@ -296,20 +358,10 @@ export class WebhooksService implements WebhookRegistry {
       this.model.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<WebhookEventRecord[]>(),
       this.model.countDocuments(filter),
     ]);
-    return { items: docs.map(toView), total, page: q.page, per_page: q.per_page, total_pages: Math.ceil(total / q.per_page) };
+    return pageOf(docs.map(toView), total, q);
   }
 
-  /** The dead-letter queue: events whose handler failed. */
-  deadLetter(q: { provider?: string | undefined; page: number; per_page: number }) {
-    return this.list({ ...q, status: 'failed' });
-  }
-
-  /**
-   * Re-runs the handler of a `failed` event with its stored payload (or of a `processing` one whose
-   * lease expired). `ref` is the stored id, or the provider's event id when it names exactly one event.
-   * @throws NotFoundError unknown; ConflictError not failed, ambiguous, or its provider is no longer registered
-   */
-  async retry(ref: string) {
+  private async retry(ref: string): Promise<RetryResult> {
     let d: WebhookEventRecord | null = null;
     if (Types.ObjectId.isValid(ref) && /^[0-9a-fA-F]{24}$/.test(ref)) d = await this.model.findById(ref).lean<WebhookEventRecord>();
     if (!d) {
@@ -328,8 +380,7 @@ export class WebhooksService implements WebhookRegistry {
     return { id: String(out._id), event_id: out.event_id, status: out.status as WebhookEventView['status'], error: out.error ?? null };
   }
 
-  /** Deletes `processed` events created more than `days` days ago; failed and in-flight events stay. */
-  async purge(days: number) {
+  private async purge(days: number): Promise<PurgeResult> {
     const cutoff = new Date(Date.now() - days * 86_400_000);
     const res = await this.model.deleteMany({ status: 'processed', created_at: { $lt: cutoff } });
     return { deleted_count: res.deletedCount, retention_days: days, cutoff_date: cutoff };

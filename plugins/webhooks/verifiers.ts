@@ -24,6 +24,21 @@ export interface HmacVerifierSpec {
   encoding?: 'hex' | 'base64' | undefined;
 }
 
+/**
+ * How far a delivery's signed timestamp may lie from now, in either direction. Too old is a replay;
+ * too far ahead is refused too, or a delivery signed for next year would stay valid until then.
+ */
+export const TIMESTAMP_TOLERANCE_SECONDS = 300;
+
+/** Reads a timestamp in whole Unix seconds; anything else is no timestamp. */
+export function unixSeconds(value: string | undefined): number | undefined {
+  return value && /^\d{1,12}$/.test(value.trim()) ? Number(value.trim()) : undefined;
+}
+
+/** Whether `seconds` (Unix time) lies within the tolerance of `now`, before or after it. */
+export const withinTolerance = (seconds: number, now = Date.now()): boolean =>
+  Math.abs(now / 1000 - seconds) <= TIMESTAMP_TOLERANCE_SECONDS;
+
 /** Constant-time comparison of two byte strings; different lengths are unequal without comparing. */
 export function safeEqual(a: Buffer, b: Buffer): boolean {
   return a.length === b.length && timingSafeEqual(a, b);

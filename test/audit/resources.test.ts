@@ -6,7 +6,7 @@ import { Schema } from 'mongoose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { projectsResource } from '../../plugins/resources/demo.ts';
+import { projectsResource } from '../../plugins/resources/sample-resources.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { onHook } from '../../core/hooks.ts';

@@ -199,17 +199,17 @@ describe('systemActor(A) outside any request purges tenant A only', () => {
 
 describe('a tenant-A user outside any request is refused', () => {
   it('an administrator, a plain user and a user with a forged acting tenant: AccessDeniedError from every purge, nothing deleted', async () => {
-    const callers: [string, AuthUser][] = [
+    const actors: [string, AuthUser][] = [
       ['tenant admin', A.admin],
       ['plain user', A.plain],
       ['forged acting tenant', { ...A.admin, acting_tenant_id: B.tenantId }],
       ['forged acting tenant, all tenants', { ...A.admin, acting_tenant_id: null }],
     ];
-    for (const [who, caller] of callers) {
+    for (const [who, actor] of actors) {
       for (const kind of Object.keys(purges) as Kind[]) {
-        await expect(purges[kind](caller), `${who}: ${kind}`).rejects.toBeInstanceOf(AccessDeniedError);
+        await expect(purges[kind](actor), `${who}: ${kind}`).rejects.toBeInstanceOf(AccessDeniedError);
       }
-      await expect(resources().get('projects')!.purgeSoftDeleted(caller, DAYS), who).rejects.toBeInstanceOf(AccessDeniedError);
+      await expect(resources().get('projects')!.purgeSoftDeleted(actor, DAYS), who).rejects.toBeInstanceOf(AccessDeniedError);
     }
     for (const kind of Object.keys(COLLECTION) as Kind[]) expect(await left(w, kind), kind).toEqual(full(kind));
     await expectKept(w);
@@ -226,7 +226,7 @@ describe('systemActor() outside any request purges every tenant', () => {
   });
 });
 
-describe('through HTTP: DELETE /admin/audit-log/retention passes its caller', () => {
+describe('through HTTP: DELETE /admin/audit-log/retention passes its actor', () => {
   it('a system administrator with X-Tenant-Id: A deletes A entries only', async () => {
     const res = await t.http('DELETE', `/admin/audit-log/retention?older_than_days=${DAYS}`, { headers: { 'X-Tenant-Id': A.tenantId } });
     expect(res.status).toBe(200);

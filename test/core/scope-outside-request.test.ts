@@ -17,7 +17,7 @@ import type { CursorPage, OffsetPage } from '../../plugins/resources/service.ts'
 import type { AuditService } from '../../plugins/audit/service.ts';
 import { exportQuery, listQuery, statsQuery } from '../../plugins/audit/schemas.ts';
 
-type Side = Awaited<ReturnType<typeof createTenantUser>> & { user: AuthUser; projects: string[]; task: string };
+type Side = Awaited<ReturnType<typeof createTenantUser>> & { actor: AuthUser; projects: string[]; task: string };
 let t: TestApp;
 let A: Side;
 let B: Side;
@@ -62,7 +62,7 @@ async function seed(): Promise<Side> {
   const p2 = await post('/projects', { name: 'two' });
   const task = await post('/tasks', { title: 'task', project_id: p1 });
   const me = await t.http('GET', '/auth/me', { key: u.key });
-  return { ...u, user: me.body as AuthUser, projects: [p1, p2], task };
+  return { ...u, actor: me.body as AuthUser, projects: [p1, p2], task };
 }
 
 beforeAll(async () => {
@@ -78,55 +78,55 @@ afterAll(() => t?.close());
 
 describe('a tenant-A user outside any request', () => {
   it('runs outside a request context (the premise of this file)', () => {
-    expect(requestOf(A.user)).toBeUndefined();
-    expect(A.user.tenant_id).toBe(A.tenantId);
-    expect(A.user.scope).toBeNull();
+    expect(requestOf(A.actor)).toBeUndefined();
+    expect(A.actor.tenant_id).toBe(A.tenantId);
+    expect(A.actor.scope).toBeNull();
   });
 
   it('list, count (offset totals) and cursor pages see tenant A only', async () => {
-    const off = (await projects().list(A.user, { per_page: '100' })) as OffsetPage;
+    const off = (await projects().list(A.actor, { per_page: '100' })) as OffsetPage;
     expect(off.mode).toBe('offset');
     expect(tenantsOf(off.items)).toEqual([A.tenantId]);
     expect(off.total).toBe(await col('projects').countDocuments({ tenant_id: new Types.ObjectId(A.tenantId), is_deleted: false }));
-    const cur = (await projects().list(A.user, { limit: '100' })) as CursorPage;
+    const cur = (await projects().list(A.actor, { limit: '100' })) as CursorPage;
     expect(cur.mode).toBe('cursor');
     expect(tenantsOf(cur.items)).toEqual([A.tenantId]);
     // Walking the cursor one by one never steps into B either.
     const seen: string[] = [];
     let next: string | null = '';
     while (next !== null) {
-      const page = (await projects().list(A.user, { limit: '1', cursor: next })) as CursorPage;
+      const page = (await projects().list(A.actor, { limit: '1', cursor: next })) as CursorPage;
       seen.push(...page.items.map((d) => String(d.tenant_id)));
       next = page.cursors.next;
     }
     expect(new Set(seen)).toEqual(new Set([A.tenantId]));
     expect(seen).toHaveLength(off.total);
-    const taskCount = (await tasks().list(A.user, {})) as OffsetPage;
+    const taskCount = (await tasks().list(A.actor, {})) as OffsetPage;
     expect(taskCount.total).toBe(1);
   });
 
   it('get of a B document: not found', async () => {
-    await expect(projects().get(A.user, B.projects[0]!)).rejects.toBeInstanceOf(NotFoundError);
-    await expect(tasks().get(A.user, B.task)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(projects().get(A.actor, B.projects[0]!)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(tasks().get(A.actor, B.task)).rejects.toBeInstanceOf(NotFoundError);
   });
 
   it('the other read entry points (listArgs as GraphQL calls it, getOne and read as REST does) stay in A', async () => {
-    const page = (await projects().listArgs(A.user, { per_page: 100 })) as OffsetPage;
+    const page = (await projects().listArgs(A.actor, { per_page: 100 })) as OffsetPage;
     expect(tenantsOf(page.items)).toEqual([A.tenantId]);
     expect(page.total).toBe(await col('projects').countDocuments({ tenant_id: new Types.ObjectId(A.tenantId), is_deleted: false }));
-    const cursor = (await projects().listArgs(A.user, { limit: 100 })) as CursorPage;
+    const cursor = (await projects().listArgs(A.actor, { limit: 100 })) as CursorPage;
     expect(tenantsOf(cursor.items)).toEqual([A.tenantId]);
-    expect(String((await projects().getOne(A.user, A.projects[0]!)).doc.tenant_id)).toBe(A.tenantId);
-    await expect(projects().getOne(A.user, B.projects[0]!)).rejects.toBeInstanceOf(NotFoundError);
-    await expect(projects().getOne(A.user, B.projects[0]!, { include_deleted: 'true' })).rejects.toBeInstanceOf(NotFoundError);
-    await expect(projects().read(A.user, B.projects[0]!, { includeDeleted: true })).rejects.toBeInstanceOf(NotFoundError);
+    expect(String((await projects().getOne(A.actor, A.projects[0]!)).doc.tenant_id)).toBe(A.tenantId);
+    await expect(projects().getOne(A.actor, B.projects[0]!)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(projects().getOne(A.actor, B.projects[0]!, { include_deleted: 'true' })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(projects().read(A.actor, B.projects[0]!, { includeDeleted: true })).rejects.toBeInstanceOf(NotFoundError);
     // Populating from A never reaches B's documents.
-    const withTask = await tasks().read(A.user, A.task, { populate: ['project_id'] });
+    const withTask = await tasks().read(A.actor, A.task, { populate: ['project_id'] });
     expect(String((withTask.doc.project_id as Doc).tenant_id)).toBe(A.tenantId);
   });
 
   it('a forged acting tenant on a non-system user is ignored', async () => {
-    const forged: AuthUser = { ...A.user, acting_tenant_id: B.tenantId };
+    const forged: AuthUser = { ...A.actor, acting_tenant_id: B.tenantId };
     const page = (await projects().list(forged, { per_page: '100' })) as OffsetPage;
     expect(tenantsOf(page.items)).toEqual([A.tenantId]);
     const made = await projects().create(forged, { name: 'forged' });
@@ -135,46 +135,46 @@ describe('a tenant-A user outside any request', () => {
   });
 
   it('a non-system user without a tenant is refused, never widened to all tenants', async () => {
-    const orphan: AuthUser = { ...A.user, tenant_id: '' };
+    const orphan: AuthUser = { ...A.actor, tenant_id: '' };
     await expect(projects().list(orphan, {})).rejects.toBeInstanceOf(AccessDeniedError);
     await expect(audit().list(orphan, listQ)).rejects.toBeInstanceOf(AccessDeniedError);
     await expect(identity().listUsers(orphan, { page: 1, per_page: 100 })).rejects.toBeInstanceOf(AccessDeniedError);
   });
 
   it('create and bulkCreate land in A', async () => {
-    const one = await projects().create(A.user, { name: 'made-outside' });
+    const one = await projects().create(A.actor, { name: 'made-outside' });
     expect(String(one.tenant_id)).toBe(A.tenantId);
     expect(String(one.created_by)).toBe(A.userId);
-    const bulk = await projects().bulkCreate(A.user, [{ name: 'bulk-1' }, { name: 'bulk-2' }]);
+    const bulk = await projects().bulkCreate(A.actor, [{ name: 'bulk-1' }, { name: 'bulk-2' }]);
     expect(bulk.created_count).toBe(2);
     expect(tenantsOf(bulk.items)).toEqual([A.tenantId]);
     // A reference into B is refused: the task would point across tenants.
-    await expect(tasks().create(A.user, { title: 'x', project_id: B.projects[0] })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
+    await expect(tasks().create(A.actor, { title: 'x', project_id: B.projects[0] })).rejects.toMatchObject({ code: 'VALIDATION_ERROR' });
     await expectBUnchanged();
   });
 
   it('update, replace, delete, bulkDelete of B documents: not found, B unchanged', async () => {
     const id = B.projects[1]!;
-    await expect(projects().update(A.user, id, '"1"', { name: 'pwned' }, false)).rejects.toBeInstanceOf(NotFoundError);
-    await expect(projects().update(A.user, id, '"1"', { name: 'pwned' }, true)).rejects.toBeInstanceOf(NotFoundError);
-    await expect(projects().remove(A.user, id, '"1"')).rejects.toBeInstanceOf(NotFoundError);
-    const err = await projects().bulkDelete(A.user, [{ id, etag: '"1"' }, { id: B.projects[0]!, etag: '"1"' }]).catch((e: unknown) => e);
+    await expect(projects().update(A.actor, id, '"1"', { name: 'pwned' }, false)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(projects().update(A.actor, id, '"1"', { name: 'pwned' }, true)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(projects().remove(A.actor, id, '"1"')).rejects.toBeInstanceOf(NotFoundError);
+    const err = await projects().bulkDelete(A.actor, [{ id, etag: '"1"' }, { id: B.projects[0]!, etag: '"1"' }]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConflictError);
     expect((err as ConflictError).details.errors).toMatchObject([{ error: { code: 'NOT_FOUND' } }, { error: { code: 'NOT_FOUND' } }]);
     await expectBUnchanged();
   });
 
   it('update, replace and delete of A documents work', async () => {
-    const p = await projects().create(A.user, { name: 'to-change' });
+    const p = await projects().create(A.actor, { name: 'to-change' });
     const id = String(p._id);
-    const u = await projects().update(A.user, id, '"1"', { budget: 5 }, false);
+    const u = await projects().update(A.actor, id, '"1"', { budget: 5 }, false);
     expect(u.budget).toBe(5);
-    const r = await projects().update(A.user, id, '"2"', { name: 'replaced' }, true);
+    const r = await projects().update(A.actor, id, '"2"', { name: 'replaced' }, true);
     expect(r).toMatchObject({ name: 'replaced', budget: null, version: 3 });
-    const d = await projects().remove(A.user, id, '"3"');
+    const d = await projects().remove(A.actor, id, '"3"');
     expect(d.is_deleted).toBe(true);
-    const bulk = await projects().bulkCreate(A.user, [{ name: 'bd' }]);
-    const bd = await projects().bulkDelete(A.user, [{ id: String(bulk.items[0]!._id), etag: '"1"' }]);
+    const bulk = await projects().bulkCreate(A.actor, [{ name: 'bd' }]);
+    const bd = await projects().bulkDelete(A.actor, [{ id: String(bulk.items[0]!._id), etag: '"1"' }]);
     expect(bd.deleted_count).toBe(1);
   });
 
@@ -184,9 +184,9 @@ describe('a tenant-A user outside any request', () => {
       tenant_id: new Types.ObjectId(A.tenantId), created_at: new Date(), updated_at: new Date(), created_by: null, updated_by: null,
       is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
     });
-    const one = await tasks().get(A.user, String(planted.insertedId), { populate: ['project_id'] });
+    const one = await tasks().get(A.actor, String(planted.insertedId), { populate: ['project_id'] });
     expect(one.project_id).toBeNull();
-    const page = (await tasks().list(A.user, { populate: 'project_id', per_page: '100' })) as OffsetPage;
+    const page = (await tasks().list(A.actor, { populate: 'project_id', per_page: '100' })) as OffsetPage;
     const row = page.items.find((d) => String(d._id) === String(planted.insertedId))!;
     expect(row.project_id).toBeNull();
     // The task of A whose project is in A is populated.
@@ -196,7 +196,7 @@ describe('a tenant-A user outside any request', () => {
   });
 
   it('audit reads need the admin role outside requests too', async () => {
-    const plain = { ...A.user, roles: ['user'] };
+    const plain = { ...A.actor, roles: ['user'] };
     await expect(audit().list(plain, listQ)).rejects.toBeInstanceOf(AccessDeniedError);
     await expect(audit().stats(plain, statsQ)).rejects.toBeInstanceOf(AccessDeniedError);
     await expect(audit().export(plain, exportQ)).rejects.toBeInstanceOf(AccessDeniedError);
@@ -208,16 +208,16 @@ describe('a tenant-A user outside any request', () => {
       return col('audit_log').countDocuments({ tenant_id: new Types.ObjectId(A.tenantId) });
     })();
     expect(aCount).toBeGreaterThan(0);
-    const list = await audit().list(A.user, listQ);
+    const list = await audit().list(A.actor, listQ);
     expect(list.total).toBe(aCount);
     expect(new Set(list.items.map((e) => e.tenant_id))).toEqual(new Set([A.tenantId]));
-    const stats = await audit().stats(A.user, statsQ);
+    const stats = await audit().stats(A.actor, statsQ);
     expect(stats.total_entries).toBe(aCount);
-    const exp = JSON.parse(await readStream((await audit().export(A.user, exportQ)).stream)) as { tenant_id: string }[];
+    const exp = JSON.parse(await readStream((await audit().export(A.actor, exportQ)).stream)) as { tenant_id: string }[];
     expect(exp).toHaveLength(aCount);
     expect(new Set(exp.map((e) => e.tenant_id))).toEqual(new Set([A.tenantId]));
     // Asking for a B item by id finds nothing.
-    expect((await audit().list(A.user, { ...listQ, resource_id: B.projects[0]! })).total).toBe(0);
+    expect((await audit().list(A.actor, { ...listQ, resource_id: B.projects[0]! })).total).toBe(0);
   });
 });
 
@@ -307,20 +307,20 @@ describe('systemActor() outside any request', () => {
 
 describe('identity outside any request', () => {
   it('a tenant admin of A lists only A users and tenants, whatever tenant it asks for', async () => {
-    const users = await identity().listUsers(A.user, { page: 1, per_page: 100, tenant_id: B.tenantId });
+    const users = await identity().listUsers(A.actor, { page: 1, per_page: 100, tenant_id: B.tenantId });
     expect(users.items.length).toBeGreaterThan(0);
     expect(new Set(users.items.map((u) => String(u.tenant_id)))).toEqual(new Set([A.tenantId]));
     expect(users.total).toBe(await col('users').countDocuments({ tenant_id: new Types.ObjectId(A.tenantId) }));
-    const tenants = await identity().listTenants(A.user, { page: 1, per_page: 100 });
+    const tenants = await identity().listTenants(A.actor, { page: 1, per_page: 100 });
     expect(tenants.total).toBe(1);
     expect(tenants.items.map((x) => String(x.id))).toEqual([A.tenantId]);
   });
 
   it('a tenant admin of A cannot create a key for, revoke a key of, or create a user in B', async () => {
     const keysBefore = await col('api_keys').countDocuments({});
-    await expect(identity().createApiKey(A.user, { user_id: B.userId, name: 'steal' })).rejects.toBeInstanceOf(NotFoundError);
-    await expect(identity().revokeApiKey(A.user, B.keyId)).rejects.toBeInstanceOf(NotFoundError);
-    await expect(identity().createUser(A.user, { email: 'x@example.com', name: 'x', tenant_id: B.tenantId })).rejects.toBeInstanceOf(AccessDeniedError);
+    await expect(identity().createApiKey(A.actor, { user_id: B.userId, name: 'steal' })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(identity().revokeApiKey(A.actor, B.keyId)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(identity().createUser(A.actor, { email: 'x@example.com', name: 'x', tenant_id: B.tenantId })).rejects.toBeInstanceOf(AccessDeniedError);
     expect(await col('api_keys').countDocuments({})).toBe(keysBefore);
     await expectBUnchanged();
     // B's key still works.

@@ -11,7 +11,7 @@ import { jobsApp, trigger, waitRun } from './helpers.ts';
 const DAY = 86_400_000;
 let t: TestApp;
 beforeAll(async () => {
-  t = await jobsApp({ JOBS_AUDIT_RETENTION_DAYS: '365', JOBS_CLEANUP_DAYS: '90', SOFT_DELETE_RETENTION_DAYS: '30', JOBS_REVOKED_KEY_RETENTION_DAYS: '30' });
+  t = await jobsApp({ JOBS_AUDIT_RETENTION_DAYS: '365', JOB_RUN_RETENTION_DAYS: '90', SOFT_DELETE_RETENTION_DAYS: '30', REVOKED_API_KEY_RETENTION_DAYS: '30' });
 });
 afterAll(() => t?.close());
 
@@ -54,7 +54,7 @@ describe('built-in jobs', () => {
     expect(await col('audit_log').countDocuments({ created_at: { $lt: ago(365) } })).toBe(0);
   });
 
-  it('cleanup_job_runs deletes finished runs older than JOBS_CLEANUP_DAYS, never unfinished ones', async () => {
+  it('cleanup_job_runs deletes finished runs older than JOB_RUN_RETENTION_DAYS, never unfinished ones', async () => {
     const base = { job_name: 'old', job_type: 'manual', parameters: {}, attempt: 1, max_attempts: 1, timeout_seconds: 1, retry_delay_ms: 0, logs: [] };
     const res = await col('job_runs').insertMany([
       { ...base, status: 'completed', created_at: ago(100) },

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Schema } from 'mongoose';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { demoResources } from '../../plugins/resources/demo.ts';
+import { sampleResources } from '../../plugins/resources/sample-resources.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { privacyPlugin } from '../../plugins/privacy/index.ts';
 import { definePlugin } from '../../core/plugin.ts';
@@ -31,7 +31,7 @@ const shared = defineResource({ name: 'shared_notes', schema: new Schema({ text:
 
 let t: TestApp;
 beforeAll(async () => {
-  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...demoResources, profiles, shared] }), auditPlugin, privacyPlugin] });
+  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...sampleResources, profiles, shared] }), auditPlugin, privacyPlugin] });
 });
 afterAll(() => t?.close());
 
@@ -159,7 +159,7 @@ describe('PRIVACY_PSEUDONYM', () => {
   let u: TestApp;
   beforeAll(async () => {
     u = await buildTestApp({
-      plugins: [resourcesPlugin.configure({ resources: [...demoResources, profiles] }), auditPlugin, privacyPlugin],
+      plugins: [resourcesPlugin.configure({ resources: [...sampleResources, profiles] }), auditPlugin, privacyPlugin],
       config: { PRIVACY_PSEUDONYM: 'anonymous' },
     });
   });

@@ -6,7 +6,7 @@ import { Schema } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { demoResources } from '../../plugins/resources/demo.ts';
+import { sampleResources } from '../../plugins/resources/sample-resources.ts';
 import { collection, items, oid, qs, seed, seedProjects, sortedNames, type Doc } from './read-helpers.ts';
 
 /** Every reserved list parameter is also a real field of this resource (spec: reserved names are never filters). */
@@ -57,7 +57,7 @@ const list = (path: string, params: Record<string, any> = {}, key = alice.key) =
 const projects = (params: Record<string, any> = {}) => list('/projects', { per_page: 100, ...params });
 
 beforeAll(async () => {
-  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...demoResources, notebooks, vaults, things] })] });
+  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...sampleResources, notebooks, vaults, things] })] });
   alice = await createTenantUser(t, { features: ['tasks'] });
   const docs = await seedProjects(t, alice.key, [
     { name: 'Alpha', description: 'first project', status: 'active', tags: ['red', 'blue'], budget: 10, owner_email: 'alice@example.com' },
@@ -174,6 +174,16 @@ describe('equality filters: coercion in the spec order (true/false, null/none, i
     const res = await t.http('GET', `${path}?${search}`, { key: alice.key });
     expect(res.status).toBe(400);
     expect(envelope(res).code).toBe('BAD_REQUEST');
+  });
+
+  it('a list parameter given twice is a 422 from the query schema; `__proto__` is dropped by validation and ignored', async () => {
+    const twice = await t.http('GET', '/projects?page=1&page=2', { key: alice.key });
+    expect(twice.status).toBe(422);
+    expect((envelope(twice).details.errors as { loc: unknown[] }[])[0]!.loc).toEqual(['query', 'page']);
+    const all = await t.http('GET', '/projects', { key: alice.key });
+    const proto = await t.http('GET', '/projects?__proto__=1', { key: alice.key });
+    expect(proto.status).toBe(200);
+    expect(proto.body.total).toBe(all.body.total);
   });
 });
 

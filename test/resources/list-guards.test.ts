@@ -3,7 +3,7 @@ import { Schema } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { demoResources } from '../../plugins/resources/demo.ts';
+import { sampleResources } from '../../plugins/resources/sample-resources.ts';
 import { idsOf, items, qs, seed, seedProjects, type Doc } from './read-helpers.ts';
 
 const regional = defineResource({
@@ -32,7 +32,7 @@ const get = (path: string, params: Record<string, any>, key: string) => t.http('
 const sorted = (ids: string[]) => [...ids].sort();
 
 beforeAll(async () => {
-  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...demoResources, regional] })] });
+  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...sampleResources, regional] })] });
   withTasks = await createTenantUser(t, { features: ['tasks'] });
   noTasks = await createTenantUser(t, { tenantId: withTasks.tenantId, features: ['other'] });
   const [p] = await seedProjects(t, withTasks.key, [{ name: 'P' }]);

@@ -3,7 +3,7 @@ import { Schema } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { demoResources } from '../../plugins/resources/demo.ts';
+import { sampleResources } from '../../plugins/resources/sample-resources.ts';
 import { idsOf, items, qs, seed, seedProjects, type Doc } from './read-helpers.ts';
 
 /** References projects without any cascade rule, so a referenced project can be deleted through the API. */
@@ -31,7 +31,7 @@ const del = async (path: string, key: string) => {
 const names = (docs: Doc[]) => docs.map((d) => d.name).sort();
 
 beforeAll(async () => {
-  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...demoResources, notes] })] });
+  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...sampleResources, notes] })] });
   alice = await createTenantUser(t);
   adminA = await createTenantUser(t, { tenantId: alice.tenantId, roles: ['admin'] });
   carol = await createTenantUser(t);

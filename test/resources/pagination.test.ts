@@ -4,7 +4,7 @@ import { Schema } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, envelope, type HttpResult, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { demoResources } from '../../plugins/resources/demo.ts';
+import { sampleResources } from '../../plugins/resources/sample-resources.ts';
 import { idsOf, items, qs, seed, seedProjects, type Doc } from './read-helpers.ts';
 
 const widgets = defineResource({
@@ -55,7 +55,7 @@ async function firstCursor(params: Params = {}): Promise<string> {
 }
 
 beforeAll(async () => {
-  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...demoResources, widgets] })] });
+  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...sampleResources, widgets] })] });
   alice = await createTenantUser(t);
   await seedProjects(
     t,

@@ -7,7 +7,7 @@ import { Schema } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { demoResources } from '../../plugins/resources/demo.ts';
+import { sampleResources } from '../../plugins/resources/sample-resources.ts';
 import { collection, items, oid, qs, seed, seedProjects, type Doc } from './read-helpers.ts';
 
 /** Guarded by feature `vault`, with a private field. */
@@ -39,7 +39,7 @@ let V: Doc, R: Doc;
 const get = (path: string, params: Record<string, string | undefined>, user: User = alice) => t.http('GET', `${path}${qs(params)}`, { key: user.key });
 
 beforeAll(async () => {
-  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...demoResources, vaultItems, vaultRefs, manyRefs] })] });
+  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...sampleResources, vaultItems, vaultRefs, manyRefs] })] });
   alice = await createTenantUser(t, { features: ['tasks', 'vault'] });
   bob = await createTenantUser(t, { tenantId: alice.tenantId, features: ['tasks'] });
   carol = await createTenantUser(t, { features: ['tasks'] });

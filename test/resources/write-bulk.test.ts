@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Schema } from 'mongoose';
 import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { projectsResource, tasksResource } from '../../plugins/resources/demo.ts';
+import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';
 import { col, expectNoWrite, ifMatch, oid, raw, rowCodes } from './write-helpers.ts';
 
 const gadgets = defineResource({

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Schema } from 'mongoose';
 import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { projectsResource, tasksResource } from '../../plugins/resources/demo.ts';
+import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { onHook } from '../../core/hooks.ts';
 import { expectNoWrite, ifMatch, raw } from './write-helpers.ts';

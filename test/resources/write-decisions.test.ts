@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Schema } from 'mongoose';
 import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
-import { demoResources } from '../../plugins/resources/demo.ts';
+import { sampleResources } from '../../plugins/resources/sample-resources.ts';
 
 const regionalNotes = defineResource({
   name: 'regional_notes',
@@ -15,7 +15,7 @@ let plain: { key: string; tenantId: string };
 let eu: { key: string };
 let multi: { key: string };
 beforeAll(async () => {
-  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...demoResources, regionalNotes] })] });
+  t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [...sampleResources, regionalNotes] })] });
   plain = await createTenantUser(t);
   eu = await createTenantUser(t, { tenantId: plain.tenantId, attributes: { region: 'eu' } });
   multi = await createTenantUser(t, { tenantId: plain.tenantId, attributes: { region: ['eu', 'us'] } });

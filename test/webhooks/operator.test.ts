@@ -204,6 +204,16 @@ describe('access: system administrators only', () => {
     expect(bad.body.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');
   });
 
+  it('the role is checked before the input: bad arguments from a tenant admin are 403, not 422', async () => {
+    const rest = await t.http('GET', '/webhooks/events?status=weird&per_page=1000', { key: tenantAdmin });
+    expect(rest.status).toBe(403);
+    const gql = await t.gql('{ webhookEvents(status: "weird", per_page: 1000) { total } }', {}, { key: tenantAdmin });
+    expect(gql.body.errors?.[0]?.extensions?.code).toBe('ACCESS_DENIED');
+    expect(gql.body.errors?.[0]?.message).toBe('System administrator required');
+    const mut = await t.gql('mutation { retryWebhookEvent(event_id: "") { status } }', {}, { key: user });
+    expect(mut.body.errors?.[0]?.extensions?.code).toBe('ACCESS_DENIED');
+  });
+
   it('the GraphQL schema pieces', () => {
     const s = t.app.schema;
     expect(printType(s.getType('WebhookEvent')!)).toMatchSnapshot();

@@ -1,5 +1,5 @@
 /**
- * The receiver flow of spec document 2, step by step, through real HTTP on a real database:
+ * The receiver flow, step by step, through real HTTP on a real database:
  * 404, 401 (nothing stored), 422 (nothing stored), event type and delivery id, duplicates,
  * handler success and failure, redelivery of failed events (max_retries), lease takeover,
  * 413 / 400, stored headers, and the system actor.

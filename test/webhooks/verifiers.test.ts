@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import Stripe from 'stripe';
 import { Webhook } from 'standardwebhooks';
-import { buildTestApp, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, envelope, type TestApp } from '../helpers/app.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
 import { webhookEventModel } from '../../plugins/webhooks/model.ts';
 import { deliver, hmac, newCalls, providersPlugin, SECRET } from './helpers.ts';
@@ -15,6 +15,8 @@ const STRIPE_SECRET = 'whsec_test_stripe_secret';
 const SW_SECRET = `whsec_${Buffer.from('standard-webhooks-test-secret-32b').toString('base64')}`;
 const calls = newCalls();
 let t: TestApp;
+// A provider declared in configuration whose deliveries carry their timestamp in a header.
+const DECLARED = JSON.stringify([{ name: 'declared', verifier: { type: 'hmac-sha256' }, secret_env: 'DECLARED_WEBHOOK_SECRET', event_id_path: 'id', timestamp_header: 'X-Timestamp' }]);
 
 beforeAll(async () => {
   t = await buildTestApp({
@@ -32,9 +34,14 @@ beforeAll(async () => {
         { provider: 'stripe', secret: STRIPE_SECRET, verifier: { type: 'stripe' } },
         { provider: 'sw', secret: SW_SECRET, verifier: { type: 'standard-webhooks' } },
         { provider: 'gh', secret: SECRET, verifier: { type: 'github' } },
+        {
+          provider: 'custom-ts', secret: SECRET, event_id_path: 'id', timestamp_header: 'X-Timestamp',
+          // Signs `timestamp.body`, as timestamped schemes do; the receiver checks the timestamp's age.
+          verifier: { verify: async (bytes: Buffer, signature: string, secret: string, headers) => signature === hmac('sha256', `${String(headers['x-timestamp'])}.${bytes.toString()}`, secret) },
+        },
       ]),
     ],
-    config: { WEBHOOKS_ENABLED: 'true' },
+    config: { WEBHOOKS_ENABLED: 'true', WEBHOOK_PROVIDERS: DECLARED, DECLARED_WEBHOOK_SECRET: SECRET },
   });
 });
 afterAll(() => t?.close());
@@ -131,5 +138,47 @@ describe('presets', () => {
     expect(res.body).toEqual({ status: 'ok', event_id: '72d3162e-cc78-11e3-81ab-4c9367dc0958' });
     expect(calls.list[0]!.event).toMatchObject({ event_type: 'pull_request' });
     expect((await deliver(t, 'gh', payload, { ...headers, 'X-Hub-Signature-256': hmac('sha256', payload) })).status).toBe(401);
+  });
+});
+
+describe('signed timestamps: the tolerance applies before and after now', () => {
+  const DAY = 86_400;
+  const now = () => Math.floor(Date.now() / 1000);
+  const stored = () => webhookEventModel(t.app.db.conn).countDocuments({});
+  /** Signs `payload` for `provider` as of `ts` (Unix seconds), as each provider's sender would. */
+  const signers: Record<string, (payload: string, ts: number) => Record<string, string>> = {
+    stripe: (payload, ts) => ({ 'Stripe-Signature': Stripe.webhooks.generateTestHeaderString({ payload, secret: STRIPE_SECRET, timestamp: ts }) }),
+    sw: (payload, ts) => ({
+      'webhook-id': `msg_${ts}`, 'webhook-timestamp': String(ts), 'webhook-signature': new Webhook(SW_SECRET).sign(`msg_${ts}`, new Date(ts * 1000), payload),
+    }),
+    'custom-ts': (payload, ts) => ({ 'X-Timestamp': String(ts), 'X-Signature': hmac('sha256', `${ts}.${payload}`) }),
+    declared: (payload, ts) => ({ 'X-Timestamp': String(ts), 'X-Signature': hmac('sha256', payload) }),
+  };
+
+  for (const [provider, sign] of Object.entries(signers)) {
+    it(`${provider}: a timestamp 1 day or 1 year ahead is refused like a stale one, and nothing is stored`, async () => {
+      for (const [label, ts] of [['+1 day', now() + DAY], ['+1 year', now() + 365 * DAY], ['-1 day', now() - DAY]] as const) {
+        const payload = body(`ts_${provider}_${label}`);
+        const res = await deliver(t, provider, payload, sign(payload, ts));
+        expect(res.status, label).toBe(401);
+        expect(envelope(res).code, label).toBe('AUTH_REQUIRED');
+      }
+      expect(await stored()).toBe(0);
+      expect(calls.list).toHaveLength(0);
+      // Within the tolerance, a little ahead (clock skew) or behind, it passes.
+      for (const ts of [now() + 60, now() - 60]) {
+        const payload = body(`ts_${provider}_ok_${ts}`);
+        expect((await deliver(t, provider, payload, sign(payload, ts))).status).toBe(200);
+      }
+    });
+  }
+
+  it('a provider given a timestamp header refuses a delivery without it or with one that is not Unix seconds', async () => {
+    const payload = body('ts_missing');
+    for (const ts of [undefined, 'yesterday', `${now()}.5`, '']) {
+      const headers = { 'X-Signature': hmac('sha256', payload), ...(ts === undefined ? {} : { 'X-Timestamp': ts }) };
+      expect((await deliver(t, 'declared', payload, headers)).status).toBe(401);
+    }
+    expect(await stored()).toBe(0);
   });
 });

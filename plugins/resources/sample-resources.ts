@@ -1,7 +1,7 @@
 import { Schema } from 'mongoose';
 import { defineResource } from './define.ts';
 
-/** `/projects`: the demo resource with search, tags and both bulk operations. */
+/** `/projects`: the sample resource with search, tags and both bulk operations. */
 export const projectsResource = defineResource({
   name: 'projects',
   schema: new Schema({
@@ -38,4 +38,8 @@ export const tasksResource = defineResource({
   gdpr_fields: [],
 });
 
-export const demoResources = [projectsResource, tasksResource];
+/**
+ * The sample resources `/projects` and `/tasks`, registered when the plugin is given no `resources`
+ * and `SAMPLE_RESOURCES_ENABLED` is on (its default outside production).
+ */
+export const sampleResources = [projectsResource, tasksResource];

@@ -1,0 +1,102 @@
+import { parseInput, requireAdmin, requireUser, requireUserRole, type Builder } from '../graphql.ts';
+import { idParams } from '../http/schemas.ts';
+import { createApiKeyInput, createTenantInput, createUserInput, updateUserInput, type PageRequest } from './schemas.ts';
+import type { AuthUser } from '../context.ts';
+import type { ApiKeyView, IdentityService, TenantView } from './service.ts';
+
+/** GraphQL `page` / `per_page` arguments: clamped to the REST limits (default 50, at most 500), never refused. */
+const clampPage = (a: { page?: number | null; per_page?: number | null }): PageRequest => ({
+  page: Math.max(1, a.page ?? 1),
+  per_page: Math.min(500, Math.max(1, a.per_page ?? 50)),
+});
+
+/**
+ * The identity fragment: `User` (`me`, `users`), `Tenant`, `ApiKey`, `TokenResponse`, and the admin
+ * mutations. Arguments are validated with the REST schemas; the service checks the actor's role.
+ */
+export function identityGraphql(builder: Builder, identity: IdentityService): void {
+  // `me` is the actor itself; `users` and the mutations add `is_active` (and `created_at`, not exposed).
+  const Me = builder.objectRef<AuthUser & { is_active?: boolean }>('User');
+  Me.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      email: t.exposeString('email', { nullable: false }),
+      name: t.exposeString('name', { nullable: false }),
+      tenant_id: t.exposeString('tenant_id', { nullable: false }),
+      roles: t.exposeStringList('roles', { nullable: false }),
+      scope: t.exposeString('scope'),
+      features: t.exposeStringList('features', { nullable: false }),
+      attributes: t.expose('attributes', { type: 'JSON' }),
+      is_active: t.boolean({ nullable: false, resolve: (u) => u.is_active !== false }),
+    }),
+  });
+  const Tenant = builder.objectRef<TenantView>('Tenant');
+  Tenant.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      name: t.exposeString('name', { nullable: false }),
+      is_system: t.exposeBoolean('is_system', { nullable: false }),
+      created_at: t.expose('created_at', { type: 'DateTime' }),
+    }),
+  });
+  builder.queryFields((t) => ({
+    me: t.field({ type: Me, resolve: (_r, _a, ctx) => requireUser(ctx) }),
+    tenants: t.field({
+      type: [Tenant], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
+      resolve: async (_r, a, ctx) => (await identity.listTenants(requireAdmin(ctx), clampPage(a))).items,
+    }),
+    users: t.field({
+      type: [Me], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
+      resolve: async (_r, a, ctx) => (await identity.listUsers(requireAdmin(ctx), clampPage(a))).items,
+    }),
+  }));
+  const Token = builder.objectRef<{ token: string; token_type: string; expires_in: number }>('TokenResponse');
+  Token.implement({
+    fields: (t) => ({
+      token: t.exposeString('token', { nullable: false }),
+      token_type: t.exposeString('token_type', { nullable: false }),
+      expires_in: t.exposeInt('expires_in', { nullable: false }),
+    }),
+  });
+  const ApiKey = builder.objectRef<ApiKeyView & { key?: string }>('ApiKey');
+  ApiKey.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      name: t.exposeString('name', { nullable: false }),
+      user_id: t.exposeString('user_id', { nullable: false }),
+      tenant_id: t.exposeString('tenant_id', { nullable: false }),
+      prefix: t.exposeString('prefix', { nullable: false }),
+      key: t.string({ description: 'The plain key: only in the createApiKey answer', resolve: (k) => k.key ?? null }),
+    }),
+  });
+  builder.mutationFields((t) => ({
+    issueToken: t.field({ type: Token, nullable: false, resolve: (_r, _a, ctx) => identity.issueToken(requireUser(ctx)) }),
+    createTenant: t.field({
+      type: Tenant, nullable: false, args: { name: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => identity.createTenant(requireUserRole(ctx, 'system'), parseInput(createTenantInput, a)),
+    }),
+    createUser: t.field({
+      type: Me, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }) },
+      resolve: (_r, a, ctx) => identity.createUser(requireAdmin(ctx), parseInput(createUserInput, a.input)),
+    }),
+    updateUser: t.field({
+      type: Me, nullable: false, args: { id: t.arg.string({ required: true }), input: t.arg({ type: 'JSON', required: true }) },
+      resolve: (_r, a, ctx) => identity.updateUser(requireAdmin(ctx), parseInput(idParams, { id: a.id }).id, parseInput(updateUserInput, a.input)),
+    }),
+    deleteUser: t.field({
+      type: 'Boolean', nullable: false, description: 'Soft-delete a user (true when done)', args: { id: t.arg.string({ required: true }) },
+      resolve: async (_r, a, ctx) => {
+        await identity.deleteUser(requireAdmin(ctx), parseInput(idParams, a).id);
+        return true;
+      },
+    }),
+    createApiKey: t.field({
+      type: ApiKey, nullable: false, args: { user_id: t.arg.string({ required: true }), name: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => identity.createApiKey(requireAdmin(ctx), parseInput(createApiKeyInput, a)),
+    }),
+    revokeApiKey: t.field({
+      type: ApiKey, nullable: false, args: { id: t.arg.string({ required: true }) },
+      resolve: (_r, a, ctx) => identity.revokeApiKey(requireAdmin(ctx), parseInput(idParams, a).id),
+    }),
+  }));
+}

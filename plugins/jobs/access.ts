@@ -1,0 +1,48 @@
+import { hasSystemScope, type AuthUser } from '../../core/context.ts';
+import { NotFoundError } from '../../core/errors.ts';
+import { requireRole } from '../../core/identity/guards.ts';
+import type { Tenancy } from '../../core/tenancy.ts';
+import type { JobRegistry, RegisteredJob } from './registry.ts';
+
+/**
+ * Who may do what in the jobs plugin (docs/jobs.md "Roles"): every endpoint is for administrators,
+ * a tenant administrator within their tenant and with per-tenant jobs only; chains and
+ * check-schedules for system administrators.
+ */
+export class JobAccess {
+  constructor(
+    readonly tenancy: Tenancy,
+    private readonly jobs: JobRegistry,
+  ) {}
+
+  /** An administrator's tenant scope: the tenant the actor is confined to, null for all tenants. */
+  scope(actor: AuthUser): string | null {
+    requireRole(actor, 'admin');
+    return this.tenancy.scope(actor);
+  }
+
+  /** The tenant filter of an administrator's reads and writes. */
+  filter(actor: AuthUser, field = 'tenant_id'): Record<string, unknown> {
+    requireRole(actor, 'admin');
+    return this.tenancy.filter(actor, field);
+  }
+
+  /** A tenant administrator (as opposed to a system administrator) confined to a tenant. */
+  isTenantAdmin(actor: AuthUser): boolean {
+    return !!this.scope(actor) && !hasSystemScope(actor);
+  }
+
+  /** The jobs the actor may see and run: every job with system scope, per-tenant jobs in a tenant. */
+  visibleJobs(actor: AuthUser): RegisteredJob[] {
+    const tenantAdmin = this.isTenantAdmin(actor);
+    return this.jobs.all().filter((j) => !tenantAdmin || j.per_tenant);
+  }
+
+  /** A job the actor may see and run; 404 (not 403) for any other name. */
+  visibleJob(actor: AuthUser, name: string): RegisteredJob {
+    const tenantAdmin = this.isTenantAdmin(actor);
+    const j = this.jobs.get(name);
+    if (!j || (tenantAdmin && !j.per_tenant)) throw new NotFoundError('job', name, `Job "${name}" is not registered`);
+    return j;
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * Cascade rules of the resources that reference a deleted document: `deny` refuses the delete
+ * (422 `CASCADE_DENY`), `cascade` soft-deletes the referencing documents, `set_null` clears their
+ * reference. Each child write is a normal audited write (AFTER_DELETE / AFTER_UPDATE).
+ */
+import type { AuthUser } from '../../core/context.ts';
+import { CascadeDenyError } from '../../core/errors.ts';
+import type { Doc } from '../../core/hooks.ts';
+import type { ResourceService } from './service.ts';
+
+/** Every `deny` rule the delete would hit, including below children that `cascade` would delete too. */
+export async function checkCascadeDeny(svc: ResourceService, old: Doc, seen = new Set<string>()): Promise<void> {
+  seen.add(`${svc.def.name}:${String(old._id)}`);
+  for (const ref of svc.deps.lookup.referencing(svc.def.name)) {
+    if (ref.on_delete === 'cascade') {
+      const children = await ref.service.model.find(ref.service.childFilter(ref.field, old)).lean<Doc[]>();
+      for (const c of children) if (!seen.has(`${ref.service.def.name}:${String(c._id)}`)) await checkCascadeDeny(ref.service, c, seen);
+    }
+    if (ref.on_delete !== 'deny') continue;
+    const count = await ref.service.model.countDocuments(ref.service.childFilter(ref.field, old));
+    if (count > 0) {
+      throw new CascadeDenyError({ resource: svc.def.name, item_id: String(old._id), referenced_by: ref.service.def.name, count });
+    }
+  }
+}
+
+/**
+ * Soft-cascade and set-null after the parent is deleted. Without transactions this is best
+ * effort per child; each child write is a normal audited write (AFTER_DELETE / AFTER_UPDATE).
+ */
+export async function applyCascade(svc: ResourceService, actor: AuthUser, parent: Doc): Promise<void> {
+  for (const ref of svc.deps.lookup.referencing(svc.def.name)) {
+    if (ref.on_delete === 'deny') continue;
+    const child = ref.service;
+    const rows = await child.model.find(child.childFilter(ref.field, parent)).lean<Doc[]>();
+    for (const old of rows) {
+      const tenantId = old.tenant_id ? String(old.tenant_id) : null;
+      if (ref.on_delete === 'cascade') {
+        const doc = await child.softDelete(old, {}, actor);
+        if (doc) await svc.deps.hooks.emitAfter('AFTER_DELETE', { ...child.event(actor, tenantId, true), id: String(old._id), old, doc });
+        if (doc) await applyCascade(child, actor, old); // the child's own referrers follow it
+      } else {
+        const doc = await child.model
+          .findOneAndUpdate(
+            { _id: old._id, version: old.version },
+            { $set: { [ref.field]: null, updated_at: new Date(), updated_by: svc.actorId(actor) }, $inc: { version: 1 } },
+            { returnDocument: 'after' },
+          )
+          .lean<Doc>();
+        if (doc) await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...child.event(actor, tenantId, true), id: String(old._id), old, doc, replace: false });
+      }
+    }
+  }
+}
