@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Schema, type SchemaDefinition, type SchemaType } from 'mongoose';
 import { objectId } from '../../core/http/schemas.ts';
+import { OUTBOX_FIELD } from '../../core/events/index.ts';
 
 /** Scalar kinds a resource field can have; they drive validation, GraphQL types and `/admin/schema`. */
 export type FieldKind = 'string' | 'number' | 'integer' | 'boolean' | 'date' | 'objectId' | 'mixed' | 'array';
@@ -60,7 +61,8 @@ const kindOf = (instance: string | undefined, options: Record<string, unknown>):
 export function describeFields(schema: Schema): FieldInfo[] {
   const out: FieldInfo[] = [];
   schema.eachPath((path: string, type: SchemaType) => {
-    if (SYSTEM.has(path) || path === '__v') return;
+    // The outbox is the event log's, never a field of the resource (docs/events.md).
+    if (SYSTEM.has(path) || path === '__v' || path === OUTBOX_FIELD || path.startsWith(`${OUTBOX_FIELD}.`)) return;
     const options = (type.options ?? {}) as Record<string, unknown>;
     const instance = (type as unknown as { instance?: string }).instance;
     const base = {
