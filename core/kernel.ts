@@ -284,7 +284,10 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
     response.headers.forEach((value, key) => {
       if (key.toLowerCase() !== 'content-length') ctx.append(key, value);
     });
-    ctx.body = response.body;
+    // A result Yoga serialized to one string goes out as that string (one write with its length)
+    // rather than piped through a web stream; anything else (GraphiQL, event streams) streams.
+    const { bodyInit } = response as { bodyInit?: unknown };
+    ctx.body = typeof bodyInit === 'string' ? bodyInit : response.body;
   });
   return router;
 }
