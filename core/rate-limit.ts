@@ -120,11 +120,16 @@ export class RequestLimiter {
     return this.syncing;
   }
 
-  /** Stops syncing after a last flush of the pending counts. */
+  /** Stops syncing after a last flush of the pending counts (given at most a second: a store that does not answer must not hold up shutdown). */
   async close(): Promise<void> {
     clearInterval(this.timer);
-    await this.syncing;
-    if (this.store) await this.sync();
+    const last = (async () => {
+      await this.syncing;
+      await this.sync();
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([last, new Promise((resolve) => (timer = setTimeout(resolve, 1000)))]);
+    clearTimeout(timer);
   }
 
   private async flush(): Promise<void> {
