@@ -48,7 +48,7 @@ export async function seed(DOCS: number, log: (s: string) => void) {
   const updIds = (await projects.find({}).sort({ _id: 1 }).limit(20000).project({ _id: 1 }).toArray()).map((d) => String(d._id));
   await seedApp.close();
 
-  return { mem, MONGODB_URI, tenant, key, sample: sample!, cursor500, updIds };
+  return { mem, MONGODB_URI, tenant, user, key, sample: sample!, cursor500, updIds };
 }
 
 /** Starts bench/serve.ts in `mode` (extra node flags first, e.g. `--cpu-prof`); resolves once it listens. */

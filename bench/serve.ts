@@ -1,9 +1,12 @@
 /**
  * One server under test, in its own process so the load generator does not share its event loop.
- * BENCH_MODE: `app` (the real server), `app-noaudit` (AUDIT_LOG_ENABLED=false) or `bare` (a bare
- * Koa handler running the same raw-driver queries). Prints `READY <port>` when listening.
+ * BENCH_MODE: `app` (the real server with the default settings: rate limiter on with the MongoDB
+ * store, audit on; only `RATE_LIMIT_MAX` is raised so the load stays under it), `app-nolimit`
+ * (RATE_LIMIT_ENABLED=false), `app-noaudit` (AUDIT_LOG_ENABLED=false) or `bare` (a bare Koa handler
+ * running the same raw-driver reads and writes). Prints `READY <port>` when listening.
  */
 import Koa from 'koa';
+import getRawBody from 'raw-body';
 import mongoose, { Types } from 'mongoose';
 import { loadConfig } from '../config/index.ts';
 import { builtinPlugins } from '../config/plugins.ts';
@@ -17,6 +20,7 @@ const mode = process.env.BENCH_MODE ?? 'app';
 const PING = { name: 'Project 1', description: 'seeded project number 1', status: 'active', tags: ['t1'], budget: 1, owner_email: null, version: 1, padding: 'x'.repeat(200) };
 const uri = process.env.MONGODB_URI!;
 const tenantId = process.env.BENCH_TENANT_ID!;
+const userId = process.env.BENCH_USER_ID!;
 
 if (mode === 'bare') {
   const conn = await mongoose.createConnection(uri).asPromise();
@@ -29,8 +33,34 @@ if (mode === 'bare') {
       return;
     }
     const m = /^\/projects\/([0-9a-f]{24})$/.exec(ctx.path);
+    if (m && ctx.method === 'PATCH') {
+      // The conditional update: the revision from If-Match in the filter, one atomic write.
+      const body = JSON.parse(await getRawBody(ctx.req, { encoding: 'utf-8' })) as Record<string, unknown>;
+      const version = Number(/^"(\d+)"$/.exec(ctx.get('If-Match'))?.[1]);
+      const doc = await projects.findOneAndUpdate(
+        { _id: new Types.ObjectId(m[1]), tenant_id: tenant, is_deleted: false, version },
+        { $set: { ...body, updated_at: new Date(), updated_by: new Types.ObjectId(userId) }, $inc: { version: 1 } },
+        { returnDocument: 'after' },
+      );
+      if (!doc) ctx.status = 412;
+      else ctx.body = doc;
+      return;
+    }
     if (m) {
       ctx.body = await projects.findOne({ _id: new Types.ObjectId(m[1]), tenant_id: tenant, is_deleted: false });
+      return;
+    }
+    if (ctx.path === '/projects' && ctx.method === 'POST') {
+      const body = JSON.parse(await getRawBody(ctx.req, { encoding: 'utf-8' })) as Record<string, unknown>;
+      const now = new Date();
+      const actor = new Types.ObjectId(userId);
+      const doc = {
+        ...body, tenant_id: tenant, created_at: now, updated_at: now, created_by: actor, updated_by: actor,
+        is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
+      };
+      await projects.insertOne(doc);
+      ctx.status = 201;
+      ctx.body = doc;
       return;
     }
     if (ctx.path === '/projects') {
@@ -52,7 +82,9 @@ if (mode === 'bare') {
   const config = loadConfig({
     ...process.env,
     LOG_LEVEL: 'silent',
-    RATE_LIMIT_ENABLED: 'false',
+    // The default limiter and store; a budget no bench scenario spends (one key sends them all).
+    RATE_LIMIT_ENABLED: mode === 'app-nolimit' ? 'false' : 'true',
+    RATE_LIMIT_MAX: '1000000000',
     AUDIT_LOG_ENABLED: mode === 'app-noaudit' ? 'false' : 'true',
   });
   // `/ping/:id`: the request pipeline alone (auth, validation, routing, envelope), no database.

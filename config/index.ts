@@ -239,6 +239,16 @@ export const configSchema = z.object({
   /** @default 60 */
   RATE_LIMIT_WINDOW_SECONDS: int(60, 1),
   /**
+   * How often (ms) each process adds its request counts to the shared store and reads back the
+   * totals (one bulk write per interval). Bounds the overshoot across replicas. @default 100
+   */
+  RATE_LIMIT_SYNC_MS: int(100, 10),
+  /**
+   * Requests per window to a webhook receiver (`POST /webhooks/{provider}`), per provider and
+   * client ip, counted apart from `RATE_LIMIT_MAX`. @default 6000
+   */
+  WEBHOOK_RATE_LIMIT_MAX: int(6000, 1),
+  /**
    * Failed authentications per window, per client ip and per targeted identity (API key prefix,
    * email), after which further failures answer 429. Valid credentials always pass. @default 100
    */

@@ -5,7 +5,7 @@ import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { costLimitPlugin } from '@escape.tech/graphql-armor-cost-limit';
 import {
   GraphQLError, Kind, getNamedType, validate, isObjectType, isInterfaceType,
-  type FieldNode, type FragmentDefinitionNode, type GraphQLField, type GraphQLOutputType, type SelectionSetNode, type ValidationContext, type ValidationRule,
+  type DocumentNode, type FieldNode, type FragmentDefinitionNode, type GraphQLField, type GraphQLOutputType, type SelectionSetNode, type ValidationContext, type ValidationRule,
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Config } from '../config/index.ts';
@@ -139,6 +139,7 @@ export function graphqlLimitPlugins(config: Config): Plugin[] {
     },
   ];
   const armor = { onReject, propagateOnRejection: false, exposeLimits: true };
+  const listBudgetOf = new WeakMap<DocumentNode, readonly GraphQLError[]>();
   return [
     maxTokensPlugin({ n: config.GRAPHQL_MAX_TOKENS, ...armor }),
     maxAliasesPlugin({ n: config.GRAPHQL_MAX_ALIASES, ...armor }),
@@ -162,9 +163,16 @@ export function graphqlLimitPlugins(config: Config): Plugin[] {
       },
       // The list budget depends on variable values, so it runs per execution (validation results
       // are cached per document), still before any resolver.
+      // A document without variables has one answer, kept with the (cached, shared) document.
       onExecute({ args, setResultAndStopExecution }) {
-        const rule = listItemsRule(config.GRAPHQL_MAX_LIST_ITEMS, config.GRAPHQL_ASSUMED_PAGE_SIZE, args.variableValues ?? {});
-        const errors = validate(args.schema, args.document, [rule]);
+        const document = args.document as DocumentNode;
+        const fixed = !document.definitions.some((d) => d.kind === Kind.OPERATION_DEFINITION && d.variableDefinitions?.length);
+        let errors = fixed ? listBudgetOf.get(document) : undefined;
+        if (!errors) {
+          const rule = listItemsRule(config.GRAPHQL_MAX_LIST_ITEMS, config.GRAPHQL_ASSUMED_PAGE_SIZE, args.variableValues ?? {});
+          errors = validate(args.schema, document, [rule]);
+          if (fixed) listBudgetOf.set(document, errors);
+        }
         if (errors.length) setResultAndStopExecution({ errors });
       },
     },

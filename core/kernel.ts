@@ -20,12 +20,11 @@ import { healthPlugin } from './health-plugin.ts';
 import { identityPlugin } from './identity/index.ts';
 import { eventsPlugin } from './events/index.ts';
 import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
-import { authenticate, rateLimit, requestHead, type AppState } from './http/middleware.ts';
+import { authenticate, rateLimit, requestHead, routeBudgets, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
 import { clientErrorHandler } from './http/protocol.ts';
-import { createLimiter } from './rate-limit.ts';
+import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
-import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
@@ -131,7 +130,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 
   let schema: GraphQLSchema;
   let router: Router;
-  let requestLimiter: RateLimiterAbstract | null;
+  let requestLimiter: RequestLimiter | null;
   try {
     for (const plugin of ordered) {
       const c = await plugin.setup({
@@ -180,7 +179,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
     router = mountRoutes(routes, createYogaServer(schema, config, log), config.BODY_LIMIT);
-    requestLimiter = config.RATE_LIMIT_ENABLED ? await createLimiter(config, db.conn, 'rate_limits', config.RATE_LIMIT_MAX) : null;
+    requestLimiter = config.RATE_LIMIT_ENABLED ? await createRequestLimiter(config, db.conn, log) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the plugins open.
     await closePlugins();
@@ -197,7 +196,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
   koa.use(authenticate(identity, services.get('authFailures')));
   // Each middleware is a frame on every request: mount the optional ones only when they do something.
-  if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path)));
+  if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path), routeBudgets(routes, config)));
   // Routes with `rawBody` get their bytes untouched (read in mountRoutes), so the JSON parser skips
   // them; GET, HEAD and OPTIONS carry no body to parse and skip the parser's frame altogether.
   const raw = routes.filter((r) => r.rawBody);
@@ -230,6 +229,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         draining = true;
         if (server) await stopServer(server, config.SHUTDOWN_TIMEOUT_MS);
         await closePlugins();
+        // The last counts of this process go to the shared store while it is still open.
+        await requestLimiter?.close();
         await db.close();
       })();
       return closing;
@@ -290,7 +291,10 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
     response.headers.forEach((value, key) => {
       if (key.toLowerCase() !== 'content-length') ctx.append(key, value);
     });
-    ctx.body = response.body;
+    // A result Yoga serialized to one string goes out as that string (one write with its length)
+    // rather than piped through a web stream; anything else (GraphiQL, event streams) streams.
+    const { bodyInit } = response as { bodyInit?: unknown };
+    ctx.body = typeof bodyInit === 'string' ? bodyInit : response.body;
   });
   return router;
 }

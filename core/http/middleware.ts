@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Koa from 'koa';
-import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import type { AuthFailureLimiter } from '../rate-limit.ts';
+import Router from '@koa/router';
+import { ROUTE_BUDGETS, type AuthFailureLimiter, type LimitDecision, type RequestLimiter } from '../rate-limit.ts';
 import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, ErrorCode, NotFoundError, RateLimitedError } from '../errors.ts';
 import { hasSystemScope, withRequest, type AuthUser, type RequestContext } from '../context.ts';
@@ -150,31 +150,68 @@ export function authenticate(identity: AuthenticationService, failures: AuthFail
   };
 }
 
+/** A route's own budget (`ROUTE_BUDGETS`) for a request, or null. */
+export type RouteBudgetOf = (ctx: Koa.Context) => { key: string; max: number } | null;
+
 /**
- * Fixed-window limiter (rate-limiter-flexible; `RATE_LIMIT_STORE`: MongoDB, shared by replicas, or
- * memory): per credential (API key; bearer tokens per user) when authenticated, else per client
- * ip. Adds RateLimit-* headers.
+ * Matches requests to the `ROUTE_BUDGETS` among `routes` (only those registered: a disabled plugin
+ * has none). Its own small router, so other requests pay one method comparison.
  */
-export function rateLimit(config: Config, limiter: RateLimiterAbstract | null, exempt: (path: string) => boolean): Koa.Middleware {
+export function routeBudgets(routes: readonly { method: string; path: string }[], config: Config): RouteBudgetOf {
+  const budgets = ROUTE_BUDGETS.filter((b) => routes.some((r) => r.method === b.method && r.path === b.path));
+  if (!budgets.length) return () => null;
+  const router = new Router();
+  for (const b of budgets) router.register(b.path, [b.method], () => undefined, { name: b.name });
+  const methods = new Set(budgets.map((b) => b.method));
+  return (ctx) => {
+    if (!methods.has(ctx.method)) return null;
+    const layer = router.match(ctx.path, ctx.method).pathAndMethod[0];
+    const budget = layer && budgets.find((b) => b.name === layer.name);
+    if (!layer || !budget) return null;
+    // Bounded: the value is client-chosen and becomes part of a stored key.
+    const value = String(layer.params(ctx.path, layer.captures(ctx.path))[budget.param] ?? '').slice(0, 100);
+    return { key: `${budget.name}:${value}`, max: budget.max(config) };
+  };
+}
+
+/**
+ * Fixed-window limiter (`RequestLimiter`: counted in memory, shared by replicas through the store
+ * every `RATE_LIMIT_SYNC_MS`): per credential (API key; bearer tokens per user) when authenticated,
+ * else per client ip. Routes with a budget of their own (`ROUTE_BUDGETS`: webhook receivers) count
+ * per route value and client instead, and spend the general budget only with 4xx answers. Adds
+ * RateLimit-* headers.
+ */
+export function rateLimit(config: Config, limiter: RequestLimiter | null, exempt: (path: string) => boolean, budgetOf: RouteBudgetOf = () => null): Koa.Middleware {
   if (!limiter) return (_ctx, next) => next();
+  const general = config.RATE_LIMIT_MAX;
+  const answer = (ctx: Koa.Context, d: LimitDecision, max: number) => {
+    const reset = Math.max(1, Math.ceil(d.msBeforeNext / 1000));
+    ctx.set('RateLimit-Limit', String(max));
+    ctx.set('RateLimit-Remaining', String(d.remaining));
+    ctx.set('RateLimit-Reset', String(reset));
+    if (!d.allowed) throw new RateLimitedError(reset);
+  };
   return async (ctx, next) => {
     if (exempt(ctx.path)) return next();
     const state = ctx.state as AppState;
-    const key = state.user && state.credential ? state.credential : `ip:${ctx.ip}`;
-    let res: RateLimiterRes;
-    try {
-      res = await limiter.consume(key);
-    } catch (rejected) {
-      if (!(rejected instanceof RateLimiterRes)) throw rejected;
-      const retry = Math.max(1, Math.ceil(rejected.msBeforeNext / 1000));
-      ctx.set('RateLimit-Limit', String(config.RATE_LIMIT_MAX));
-      ctx.set('RateLimit-Remaining', '0');
-      ctx.set('RateLimit-Reset', String(retry));
-      throw new RateLimitedError(retry);
+    const client = state.user && state.credential ? state.credential : `ip:${ctx.ip}`;
+    const own = budgetOf(ctx);
+    if (!own) {
+      answer(ctx, limiter.consume(client, general), general);
+      return next();
     }
-    ctx.set('RateLimit-Limit', String(config.RATE_LIMIT_MAX));
-    ctx.set('RateLimit-Remaining', String(res.remainingPoints));
-    ctx.set('RateLimit-Reset', String(Math.ceil(res.msBeforeNext / 1000)));
-    await next();
+    const left = limiter.remaining(client, general);
+    if (!left.allowed) answer(ctx, left, general);
+    answer(ctx, limiter.consume(`${own.key}:${client}`, own.max), own.max);
+    const spend = (status: number) => {
+      if (status >= 400 && status < 500) limiter.consume(client, general);
+    };
+    try {
+      await next();
+    } catch (err) {
+      spend(toAppError(err)?.status ?? 500);
+      throw err;
+    }
+    spend(ctx.status);
   };
 }

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import mongoose from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, createTenantUser, uniqueDbUri, type TestApp } from '../helpers/app.ts';
+import { hashKey } from '../../core/identity/authentication.ts';
 import { startReplicas, startServerProcess, type ServerProcess } from '../helpers/processes.ts';
 
 const TTL_MS = 500;
@@ -28,6 +29,11 @@ describe('two replicas on one database', () => {
     const statuses: number[] = [];
     for (let i = 0; i < 10; i++) statuses.push((await get(i % 2 ? b : a, '/auth/me', key)).status);
     expect(statuses).toEqual(Array(10).fill(200));
+    // Counts reach the store in each replica's next sync (RATE_LIMIT_SYNC_MS), not per request: once
+    // both replicas' counts are there, each reads the total back within its next syncs.
+    const limits = setup.app.db.conn.db!.collection('rate_limits');
+    for (let i = 0; i < 200 && ((await limits.findOne({ key: `rate_limits:key:${hashKey(key).slice(0, 32)}` }))?.points ?? 0) < 10; i++) await sleep(50);
+    await sleep(500);
     expect((await get(a, '/auth/me', key)).status).toBe(429);
     expect((await get(b, '/auth/me', key)).status).toBe(429);
   });
