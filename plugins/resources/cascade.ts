@@ -3,6 +3,7 @@
  * (422 `CASCADE_DENY`), `cascade` soft-deletes the referencing documents, `set_null` clears their
  * reference. Each child write is a normal audited write (AFTER_DELETE / AFTER_UPDATE).
  */
+import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { AuthUser } from '../../core/context.ts';
 import { CascadeDenyError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
@@ -43,10 +44,11 @@ export async function applyCascade(svc: ResourceService, actor: AuthUser, parent
         const doc = await child.model
           .findOneAndUpdate(
             { _id: old._id, version: old.version },
-            { $set: { [ref.field]: null, updated_at: new Date(), updated_by: svc.actorId(actor) }, $inc: { version: 1 } },
+            { $set: { [ref.field]: null, updated_at: new Date(), updated_by: svc.actorId(actor), [OUTBOX_FIELD]: child.outboxFor('updated', actor, old, { bulk: true }) }, $inc: { version: 1 } },
             { returnDocument: 'after' },
           )
           .lean<Doc>();
+        if (doc) child.committed(doc);
         if (doc) await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...child.event(actor, tenantId, true), id: String(old._id), old, doc, replace: false });
       }
     }

@@ -163,6 +163,11 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
         resolve: (_r, args, ctx) => svc.remove(requireUser(ctx), String(args.id), args.if_match),
       }) } : {}),
+      ...(offers('delete') ? { [`restore${def.graphqlName}`]: t.field({
+        type: ref, nullable: false, description: 'Restore a soft-deleted document (administrators); returns it',
+        args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
+        resolve: (_r, args, ctx) => svc.restore(requireUser(ctx), String(args.id), args.if_match),
+      }) } : {}),
     }));
   }
 }

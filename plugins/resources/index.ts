@@ -5,6 +5,7 @@ import type { AuthUser } from '../../core/context.ts';
 import { defineResource, type ResourceDefinition, type ResourceOptions } from './define.ts';
 import { ResourceRegistry, type PurgeResult } from './registry.ts';
 import { resourceRoutes } from './rest.ts';
+import { resourceEventTypes } from './events.ts';
 import { resourceGraphQL } from './graphql.ts';
 import { sampleResources } from './sample-resources.ts';
 import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
@@ -54,7 +55,7 @@ export const resourcesPlugin = definePlugin({
   }),
   setup({ db, hooks, config, services, options, tenancy }) {
     const limits = { ...DEFAULT_QUERY_LIMITS, ...options.limits };
-    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy });
+    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events') });
     const samples = config.SAMPLE_RESOURCES_ENABLED ?? config.NODE_ENV !== 'production';
     for (const def of options.resources ?? (samples ? sampleResources : [])) registry.register(def);
 
@@ -78,6 +79,7 @@ export const resourcesPlugin = definePlugin({
       },
       graphql: (builder) => resourceGraphQL(builder, registry),
       personalData: () => registry.personalData(),
+      eventTypes: () => registry.list().flatMap((svc) => resourceEventTypes(svc.def)),
       jobs: [
         {
           name: 'purge_soft_deleted',

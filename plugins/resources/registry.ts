@@ -35,6 +35,7 @@ export class ResourceRegistry implements ResourceLookup {
     }
     const model = (this.conn.models[def.name] ?? this.conn.model(def.name, def.schema, def.name)) as Model<Doc>;
     const service = new ResourceService(def, model, { ...this.deps, lookup: this });
+    this.deps.events.addSource(service.source);
     this.services.set(def.name, service);
     return service;
   }

@@ -138,6 +138,15 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
         return undefined;
       }),
     })],
+    ['delete', defineRoute({
+      method: 'POST', path: `${base}/:id/restore`, tags, features, summary: `Restore a soft-deleted ${def.name} document (administrators)`, params: documentPath,
+      docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [403, 404, 409, 412, 428] },
+      async handler({ user, params, ctx }) {
+        const doc = await svc.restore(user!, idOf(params), ctx.get('If-Match'));
+        ctx.set('ETag', etagOf(doc.version));
+        return doc;
+      },
+    })],
   ];
   for (const [op, route] of generated) if (offers(op)) routes.push(route);
   return [...def.routes, ...routes];

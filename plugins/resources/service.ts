@@ -1,7 +1,9 @@
 import { Types, type Connection, type Model } from 'mongoose';
 import type { Config } from '../../config/index.ts';
 import type { AppError } from '../../core/errors.ts';
-import { AccessDeniedError, EtagMismatchError, EtagRequiredError, NotFoundError, parseInput } from '../../core/errors.ts';
+import { AccessDeniedError, ConflictError, EtagMismatchError, EtagRequiredError, NotFoundError, parseInput } from '../../core/errors.ts';
+import type { EventLog, OutboxEntry, OutboxSource } from '../../core/events/index.ts';
+import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import { etagOf } from '../../core/etag.ts';
 import { isAdmin, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
@@ -15,6 +17,7 @@ import { isSystemField } from './fields.ts';
 import { applyCascade, checkCascadeDeny } from './cascade.ts';
 import { checkReferences, checkWritable, fillGuardedFields } from './write-checks.ts';
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
+import { stageResourceEvent, type ResourceEventVerb } from './events.ts';
 
 export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
 
@@ -40,6 +43,8 @@ export interface ServiceDeps {
   hooks: HookBus;
   config: Config;
   tenancy: Tenancy;
+  /** The event log: every write stages its event into the document's outbox (docs/events.md). */
+  events: EventLog;
   lookup: ResourceLookup;
   limits: Partial<QueryLimits>;
 }
@@ -77,6 +82,8 @@ export class ResourceService {
   /** Projection that leaves out the private fields. */
   private readonly privateProjection: Record<string, 0>;
   private readonly clientPaths: string[];
+  /** This resource's collection as an outbox source of the event log. */
+  readonly source: OutboxSource;
 
   constructor(
     readonly def: ResourceDefinition,
@@ -84,7 +91,8 @@ export class ResourceService {
     readonly deps: ServiceDeps,
   ) {
     this.fieldByPath = new Map(def.fields.map((f) => [f.path, f]));
-    this.privateProjection = Object.fromEntries(def.privateFields.map((f) => [f, 0 as const]));
+    this.privateProjection = Object.fromEntries([...def.privateFields, OUTBOX_FIELD].map((f) => [f, 0 as const]));
+    this.source = { name: def.name, model, view: (d) => this.view(d) };
     this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);
     this.queryInfo = {
       name: def.name,
@@ -126,10 +134,30 @@ export class ResourceService {
 
   /** Serialized form of a stored document: private fields removed. */
   view(doc: Doc): Doc {
-    if (!this.def.privateFields.length) return doc;
+    if (!this.def.privateFields.length && !(OUTBOX_FIELD in doc)) return doc;
     const out = { ...doc };
     for (const f of this.def.privateFields) delete out[f];
+    delete out[OUTBOX_FIELD];
     return out;
+  }
+
+  /**
+   * The event of a write, to store in the written document's outbox (`_outbox`) by that same write.
+   * `old` is the document the write replaces (null for a create): its waiting entries keep their object.
+   */
+  outboxFor(verb: ResourceEventVerb, actor: AuthUser | null, old: Doc | null, opts: { bulk?: boolean; replace?: boolean; tenantId?: string | null } = {}): OutboxEntry[] {
+    const ctx = requestOf(actor);
+    const tenantId = opts.tenantId !== undefined ? opts.tenantId : old?.tenant_id ? String(old.tenant_id) : null;
+    const entry = stageResourceEvent((type, input) => this.deps.events.stage(type, input), this.def.name, {
+      verb, actor, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? this.view(old) : null,
+      meta: { resource: this.def.name, ip: ctx?.ip ?? null, bulk: !!opts.bulk, ...(opts.replace !== undefined ? { replace: opts.replace } : {}) },
+    });
+    return old ? this.deps.events.outbox.update(this.source, old, entry) : this.deps.events.outbox.insert(entry);
+  }
+
+  /** Hands a document just written with an outbox to the relay. */
+  committed(doc: Doc): void {
+    this.deps.events.committed(this.source, doc);
   }
 
   /** Parses REST list parameters (a query string). */
@@ -264,8 +292,10 @@ export class ResourceService {
       created_at: now, updated_at: now,
       created_by: this.actorId(actor), updated_by: this.actorId(actor),
       is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
+      [OUTBOX_FIELD]: this.outboxFor('created', actor, null, { bulk: !!opts.bulk, tenantId }),
     });
     const doc = created.toObject() as Doc;
+    this.committed(doc);
     await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), id: String(doc._id), doc });
     return this.view(doc);
   }
@@ -285,7 +315,7 @@ export class ResourceService {
 
     // An empty PATCH changes nothing: no new revision, no events.
     if (!replace && Object.keys(ev.data).length === 0) return this.view(old);
-    const set: Doc = { updated_at: new Date(), updated_by: this.actorId(actor) };
+    const set: Doc = { updated_at: new Date(), updated_by: this.actorId(actor), [OUTBOX_FIELD]: this.outboxFor('updated', actor, old, { replace }) };
     const unset: Record<string, 1> = {};
     if (replace) {
       // A replace resets what the body leaves out: defaults where the schema has them, else nothing.
@@ -303,6 +333,7 @@ export class ResourceService {
       )
       .lean<Doc>();
     if (!doc) throw await this.lostRace(id, scope);
+    this.committed(doc);
     await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(actor, tenantId, false), id, old, doc, replace });
     return this.view(doc);
   }
@@ -316,7 +347,7 @@ export class ResourceService {
     await checkCascadeDeny(this, old);
     const tenantId = old.tenant_id ? String(old.tenant_id) : null;
     await this.deps.hooks.runBefore('BEFORE_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old });
-    const doc = await this.softDelete(old, scope, actor);
+    const doc = await this.softDelete(old, scope, actor, !!opts.bulk);
     if (!doc) throw await this.lostRace(id, scope);
     await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old, doc });
     await applyCascade(this, actor, old);
@@ -386,16 +417,47 @@ export class ResourceService {
   }
 
   /** Soft-deletes `old` if it is still at its revision (also for cascade.ts). */
-  softDelete(old: Doc, scope: Filter, actor: AuthUser | null) {
+  async softDelete(old: Doc, scope: Filter, actor: AuthUser | null, bulk = true): Promise<Doc | null> {
     const now = new Date();
     const by = this.actorId(actor);
-    return this.model
+    const outbox = this.outboxFor('deleted', actor, old, { bulk });
+    const doc = await this.model
       .findOneAndUpdate(
         { _id: old._id, ...scope, version: old.version },
-        { $set: { is_deleted: true, deleted_at: now, deleted_by: by, updated_at: now, updated_by: by }, $inc: { version: 1 } },
+        { $set: { is_deleted: true, deleted_at: now, deleted_by: by, updated_at: now, updated_by: by, [OUTBOX_FIELD]: outbox }, $inc: { version: 1 } },
         { returnDocument: 'after' },
       )
       .lean<Doc>();
+    if (doc) this.committed(doc);
+    return doc;
+  }
+
+  /**
+   * Restores a soft-deleted document (administrators; guarded by `If-Match` like a delete). What a
+   * cascade deleted with it stays deleted: restore those one by one.
+   * @throws AccessDeniedError for non-administrators; ConflictError when the document is not deleted
+   */
+  async restore(actor: AuthUser, id: string, ifMatch: string | null | undefined): Promise<Doc> {
+    const scope = this.scope(actor, { includeDeleted: true });
+    this.checkIncludeDeleted(actor, true);
+    const tags = parseIfMatch(ifMatch);
+    const old = await this.findOwned(id, scope);
+    if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
+    if (!old.is_deleted) throw new ConflictError(`${this.def.name} ${id} is not deleted`);
+    const now = new Date();
+    const by = this.actorId(actor);
+    const doc = await this.model
+      .findOneAndUpdate(
+        { _id: old._id, ...scope, version: old.version },
+        { $set: { is_deleted: false, deleted_at: null, deleted_by: null, updated_at: now, updated_by: by, [OUTBOX_FIELD]: this.outboxFor('restored', actor, old) }, $inc: { version: 1 } },
+        { returnDocument: 'after' },
+      )
+      .lean<Doc>();
+    if (!doc) throw await this.lostRace(id, scope);
+    this.committed(doc);
+    const tenantId = old.tenant_id ? String(old.tenant_id) : null;
+    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(actor, tenantId, false), id, old, doc, replace: false });
+    return this.view(doc);
   }
 
   /** Live documents of this resource that reference `parent` through `field`, in the parent's tenant. */

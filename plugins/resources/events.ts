@@ -1,0 +1,72 @@
+/**
+ * A resource's events: `<resource>.created`, `.updated`, `.deleted` and `.restored`, each staged into
+ * the changed document's outbox by the write itself (docs/events.md). No Koa or GraphQL here.
+ */
+import type { EventTypeDefinition, JsonSchema, OutboxEntry } from '../../core/events/index.ts';
+import type { AuthUser } from '../../core/context.ts';
+import type { Doc } from '../../core/hooks.ts';
+import type { ResourceDefinition } from './define.ts';
+import { BASE_FIELDS, type FieldInfo, type FieldKind } from './fields.ts';
+
+export const RESOURCE_EVENT_VERBS = ['created', 'updated', 'deleted', 'restored'] as const;
+export type ResourceEventVerb = (typeof RESOURCE_EVENT_VERBS)[number];
+
+const SCALAR: Record<Exclude<FieldKind, 'array'>, JsonSchema> = {
+  string: { type: 'string' },
+  number: { type: 'number' },
+  integer: { type: 'integer' },
+  boolean: { type: 'boolean' },
+  date: { type: 'string', format: 'date-time' },
+  objectId: { type: 'string', pattern: '^[0-9a-f]{24}$' },
+  mixed: {},
+};
+
+const fieldSchema = (f: Pick<FieldInfo, 'kind' | 'items' | 'enum' | 'required'>): JsonSchema => {
+  const base = f.kind === 'array' ? { type: 'array', items: SCALAR[f.items ?? 'mixed'] } : { ...SCALAR[f.kind], ...(f.enum ? { enum: [...f.enum] } : {}) };
+  return f.required || f.kind === 'array' ? base : { anyOf: [base, { type: 'null' }] };
+};
+
+/** The JSON Schema of a resource's document as the API shows it (private fields left out). */
+export function documentSchema(def: ResourceDefinition): JsonSchema {
+  const properties: Record<string, JsonSchema> = { _id: SCALAR.objectId };
+  for (const [path, f] of Object.entries(BASE_FIELDS)) properties[path] = fieldSchema({ kind: f.kind, required: false });
+  for (const f of def.fields) if (!f.private && !f.path.includes('.')) properties[f.path] = fieldSchema(f);
+  return { type: 'object', properties, required: ['_id', 'version', ...def.fields.filter((f) => f.required && !f.private).map((f) => f.path)] };
+}
+
+/** The four event types of a resource, for the catalogue. */
+export function resourceEventTypes(def: ResourceDefinition): EventTypeDefinition[] {
+  const data = documentSchema(def);
+  const what: Record<ResourceEventVerb, string> = {
+    created: 'was created',
+    updated: 'was updated (PATCH, PUT, or a cascade setting a reference to null)',
+    deleted: 'was soft-deleted (directly, in bulk, or by a cascade)',
+    restored: 'was restored from soft delete',
+  };
+  return RESOURCE_EVENT_VERBS.map((verb) => ({ name: `${def.name}.${verb}`, description: `A document of ${def.name} ${what[verb]}; data is the document after the change`, data }));
+}
+
+/** What audit and other in-process sinks read besides the public fields. */
+export interface ResourceEventMeta extends Doc {
+  resource: string;
+  ip: string | null;
+  bulk: boolean;
+  replace?: boolean;
+}
+
+/** The inputs of one staged resource event. */
+export interface ResourceChange {
+  verb: ResourceEventVerb;
+  actor: AuthUser | null;
+  tenantId: string | null;
+  /** The version the write produces. */
+  version: number;
+  /** The document before the change, as the API shows it (null for a create). */
+  previous: Doc | null;
+  meta: ResourceEventMeta;
+}
+
+export type StageFn = (type: string, input: { actor: AuthUser | null; tenant_id: string | null; version: number; previous: Doc | null; meta: Doc }) => OutboxEntry;
+
+export const stageResourceEvent = (stage: StageFn, resource: string, c: ResourceChange): OutboxEntry =>
+  stage(`${resource}.${c.verb}`, { actor: c.actor, tenant_id: c.tenantId, version: c.version, previous: c.previous, meta: c.meta });
