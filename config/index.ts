@@ -264,6 +264,8 @@ export const configSchema = z.object({
   MAX_HEADER_SIZE: int(16384, 1024),
   /** Trust `X-Forwarded-For` for the client ip (behind a proxy). @default false */
   TRUST_PROXY: bool(false),
+  /** How long the answer to a request with an `Idempotency-Key` is kept for replay. @default 24 */
+  IDEMPOTENCY_TTL_HOURS: int(24, 1),
   /** Time allowed for in-flight requests on SIGTERM/SIGINT. @default 10000 */
   SHUTDOWN_TIMEOUT_MS: int(10000, 0),
 

@@ -25,6 +25,7 @@ import { toAppError } from './http/map-error.ts';
 import { clientErrorHandler } from './http/protocol.ts';
 import { createLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
+import { createIdempotency, type Idempotency } from './idempotency/index.ts';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
@@ -132,6 +133,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   let schema: GraphQLSchema;
   let router: Router;
   let requestLimiter: RateLimiterAbstract | null;
+  let idempotency: Idempotency;
   try {
     for (const plugin of ordered) {
       const c = await plugin.setup({
@@ -171,6 +173,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       for (const consumer of c.eventConsumers ?? []) events.addConsumer(consumer);
     }
     for (const { c } of contributions) await c.ready?.();
+    idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.
     await Promise.all(Object.values(db.conn.models).map((m) => m.init()));
 
@@ -207,7 +210,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   koa.use((ctx, next) => {
     if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS') return next();
     if (raw.length && rawRoutes.match(ctx.path, ctx.method).route) (ctx as { disableBodyParser?: boolean }).disableBodyParser = true;
-    return parseBody(ctx, next);
+    // Idempotency-Key: a header check here, the rest only for requests that carry one.
+    return parseBody(ctx, idempotency.applies(ctx) ? () => idempotency.run(ctx, next) : next);
   });
   koa.use(dispatch(router));
 
