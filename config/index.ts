@@ -255,6 +255,11 @@ export const configSchema = z.object({
   GRAPHQL_MAX_INPUT_DEPTH: int(32, 1),
   /** Largest accepted JSON body. @default '1mb' */
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 1mb').default('1mb'),
+  /**
+   * Most bytes of a request body read and discarded after an early answer (413), so that the
+   * client can read that answer; a larger declared body gets `Connection: close`. @default '64mb'
+   */
+  BODY_DRAIN_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 64mb').default('64mb'),
   /** Longest request target (path and query) answered normally; longer → 414 `URI_TOO_LONG`. Above the `where` cap (8192 characters), so that cap answers first. @default 12288 */
   MAX_URL_LENGTH: int(12288, 256),
   /**

@@ -22,7 +22,7 @@ import { eventsPlugin } from './events/index.ts';
 import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, rateLimit, requestHead, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
-import { clientErrorHandler } from './http/protocol.ts';
+import { byteSize, clientErrorHandler } from './http/protocol.ts';
 import { createLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import { createIdempotency, type Idempotency } from './idempotency/index.ts';
@@ -197,7 +197,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 
   let draining = false;
   const allowedMethods = router.allowedMethods();
-  koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
+  koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, maxDrainBytes: byteSize(config.BODY_DRAIN_LIMIT), draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
   koa.use(authenticate(identity, services.get('authFailures')));
   // Each middleware is a frame on every request: mount the optional ones only when they do something.
   if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path)));
