@@ -83,7 +83,8 @@ export class Idempotency {
 
     const actor = c.state.user!;
     const scope: Scope = { actor_id: actor.id, tenant_id: scopedTenantId(actor) ?? '', key };
-    const fingerprint = createHash('sha256').update(`${ctx.method}\n${ctx.path}\n${canonical(ctx.query)}\n${canonical(body ?? null)}`).digest('hex');
+    // If-Match is part of the request: a retry against a newer revision is another request.
+    const fingerprint = createHash('sha256').update(`${ctx.method}\n${ctx.path}\n${canonical(ctx.query)}\n${ctx.get('If-Match')}\n${canonical(body ?? null)}`).digest('hex');
     const id = await this.reserve(scope, fingerprint, ctx);
     if (id === null) return;
     await this.execute(id, ctx, next);
@@ -159,7 +160,9 @@ export class Idempotency {
     }
     clearInterval(renew);
     const body = await bufferBody(ctx);
-    if (ctx.status >= 500 || NOT_STORED.has(ctx.status) || (ctx.path === this.opts.graphqlPath && graphqlFailed(body))) {
+    // A 404 without a body: no route answered (the kernel answers 404/405 afterwards); nothing ran.
+    const unrouted = ctx.status === 404 && body === null;
+    if (unrouted || ctx.status >= 500 || NOT_STORED.has(ctx.status) || (ctx.path === this.opts.graphqlPath && graphqlFailed(body))) {
       await this.release(filter, ctx);
       return;
     }

@@ -12,7 +12,7 @@ const idempotencyKeySchema = new Schema(
     /** The tenant the actor acted in ('' for a system actor acting in every tenant). */
     tenant_id: { type: String, default: '' },
     key: { type: String, required: true },
-    /** sha256 of method, path, query and canonical JSON body: a repeat must send the same request. */
+    /** sha256 of method, path, query, If-Match and canonical JSON body: a repeat must send the same request. */
     fingerprint: { type: String, required: true },
     state: { type: String, enum: ['running', 'done'], required: true },
     status: { type: Number, default: null },

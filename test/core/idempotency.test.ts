@@ -63,6 +63,17 @@ describe('REST replay', () => {
     expect((await t.http('GET', `/projects/${id}`, { key: alice.key })).body.version).toBe(2);
   });
 
+  it('If-Match is part of the request: a 412 is replayed for the same If-Match, another If-Match is another request', async () => {
+    const created = await post('/projects', { name: `ifmatch-${newKey()}` }, null);
+    const key = newKey();
+    const patch = (etag: string) => t.http('PATCH', `/projects/${created.body._id}`, { key: alice.key, json: { budget: 3 }, headers: { 'If-Match': etag, 'Idempotency-Key': key } });
+    expectError(await patch('"7"'), 412, 'ETAG_MISMATCH');
+    const again = await patch('"7"');
+    expectError(again, 412, 'ETAG_MISMATCH');
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expectError(await patch('"1"'), 422, 'IDEMPOTENCY_KEY_REUSED');
+  });
+
   it('the same key with a different body, or on another path, answers 422 IDEMPOTENCY_KEY_REUSED', async () => {
     const key = newKey();
     const name = `reuse-${key}`;
@@ -181,11 +192,13 @@ describe('records', () => {
     expect(indexes.find((i) => i.unique)?.key).toEqual({ actor_id: 1, tenant_id: 1, key: 1 });
   });
 
-  it('no header, GET, or no authenticated actor: no record', async () => {
+  it('no header, GET, no authenticated actor, or no route: no record', async () => {
     const count = await records().countDocuments();
     expect((await post('/projects', { name: `plain-${newKey()}` }, null)).status).toBe(201);
     expect((await t.http('GET', '/projects', { key: alice.key, headers: { 'Idempotency-Key': newKey() } })).status).toBe(200);
     expect((await t.http('POST', '/projects', { key: null, json: { name: 'anon' }, headers: { 'Idempotency-Key': newKey() } })).status).toBe(401);
+    expect((await post('/no/such/route', { name: 'x' }, newKey())).status).toBe(404);
+    expect((await post('/health', {}, newKey())).status).toBe(405);
     expect(await records().countDocuments()).toBe(count);
   });
 });
