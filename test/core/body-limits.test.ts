@@ -2,9 +2,9 @@
  * Bodies above BODY_LIMIT (1mb here) get a readable 413 in the envelope, not a broken pipe: sent
  * from a raw socket that keeps writing the whole body while it reads, as real clients do.
  */
-import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, type TestApp } from '../helpers/app.ts';
+import { rawExchange, type RawResponse } from '../helpers/raw-http.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 
 let t: TestApp;
@@ -17,69 +17,24 @@ afterAll(() => Promise.all([t?.close(), capped?.close()]));
 
 const MB = 1024 * 1024;
 
-interface RawResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** Complete responses (with Content-Length, as ours are) at the start of `data`. */
-function parseResponses(data: Buffer): RawResponse[] {
-  const out: RawResponse[] = [];
-  let rest = data;
-  for (;;) {
-    const end = rest.indexOf('\r\n\r\n');
-    if (end < 0) return out;
-    const [statusLine, ...lines] = rest.subarray(0, end).toString('latin1').split('\r\n');
-    const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
-    const length = Number(headers['content-length'] ?? 0);
-    if (rest.length < end + 4 + length) return out;
-    out.push({ status: Number(statusLine!.split(' ')[1]), headers, body: rest.subarray(end + 4, end + 4 + length).toString('utf8') });
-    rest = rest.subarray(end + 4 + length);
-  }
-}
-
 /**
- * Sends a request head and `size` bytes of JSON-looking body (plain or chunked) from a raw socket,
- * honouring back-pressure, then `after` (a next request on the same connection), and reads until
- * `want` responses arrived or the connection ended. Reports socket errors (EPIPE, ECONNRESET).
+ * Sends a request head and `size` bytes of JSON-looking body (plain or chunked), honouring
+ * back-pressure as real clients do, then `after` (a next request on the same connection), and
+ * reads until `want` responses arrived or the connection ended.
  */
-function sendBody(app: TestApp, opts: { path: string; size: number; chunked?: boolean; after?: string; want?: number; timeoutMs?: number }) {
-  const want = opts.want ?? 1;
-  return new Promise<{ responses: RawResponse[]; closed: boolean; error: string | null; timedOut: boolean; ms: number }>((resolve) => {
-    const started = Date.now();
-    const socket = connect(Number(new URL(app.url).port), '127.0.0.1');
-    let data = Buffer.alloc(0);
-    let error: string | null = null;
-    let done = false;
-    const finish = (closed: boolean, timedOut = false) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ responses: parseResponses(data), closed, error, timedOut, ms: Date.now() - started });
-    };
-    const timer = setTimeout(() => finish(false, true), opts.timeoutMs ?? 15_000);
-    socket.on('data', (d) => {
-      data = Buffer.concat([data, d]);
-      if (parseResponses(data).length >= want) finish(false);
-    });
-    socket.on('close', () => finish(true));
-    socket.on('error', (err: NodeJS.ErrnoException) => (error ??= err.code ?? err.message));
-    const write = (chunk: string | Buffer) => new Promise<void>((res) => (socket.destroyed || socket.write(chunk) ? res() : socket.once('drain', res)));
-    socket.on('connect', async () => {
-      const framing = opts.chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${opts.size}`;
-      await write(`POST ${opts.path} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${ADMIN_KEY}\r\nContent-Type: application/json\r\n${framing}\r\n\r\n`);
-      const piece = Buffer.alloc(256 * 1024, 'a');
-      piece.write('{"name":"');
-      for (let sent = 0; sent < opts.size && !socket.destroyed; sent += piece.length) {
-        const chunk = piece.subarray(0, Math.min(piece.length, opts.size - sent));
-        await write(opts.chunked ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]) : chunk);
-      }
-      if (opts.chunked && !socket.destroyed) await write('0\r\n\r\n');
-      if (opts.after && !socket.destroyed) await write(opts.after);
-    });
-  });
+function sendBody(app: TestApp, opts: { path: string; size: number; chunked?: boolean; after?: string; want?: number }) {
+  return rawExchange(Number(new URL(app.url).port), async (write) => {
+    const framing = opts.chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${opts.size}`;
+    await write(`POST ${opts.path} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${ADMIN_KEY}\r\nContent-Type: application/json\r\n${framing}\r\n\r\n`);
+    const piece = Buffer.alloc(256 * 1024, 'a');
+    piece.write('{"name":"');
+    for (let sent = 0; sent < opts.size; sent += piece.length) {
+      const chunk = piece.subarray(0, Math.min(piece.length, opts.size - sent));
+      await write(opts.chunked ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]) : chunk);
+    }
+    if (opts.chunked) await write('0\r\n\r\n');
+    if (opts.after) await write(opts.after);
+  }, opts.want ?? 1, 15_000);
 }
 
 const expect413 = (r: RawResponse | undefined) => {
