@@ -96,7 +96,8 @@ export class Idempotency {
       const now = new Date();
       const fresh = { ...scope, fingerprint, state: 'running', status: null, headers: {}, body: null, error: null, created_at: now, expires_at: new Date(now.getTime() + LEASE_MS) };
       try {
-        const { insertedId } = await this.model.collection.insertOne(fresh);
+        // A copy: the driver adds `_id` to what it inserts, and `fresh` may still be used to take over.
+        const { insertedId } = await this.model.collection.insertOne({ ...fresh });
         return insertedId;
       } catch (err) {
         if ((err as { code?: number }).code !== 11000) throw err;

@@ -165,6 +165,17 @@ describe('error answers', () => {
     expect(await records().countDocuments({ key })).toBe(0);
   });
 
+  it('a GraphQL mutation answering INTERNAL_ERROR releases the key like a 5xx', async () => {
+    const key = newKey();
+    const label = `gql-flaky-${key}`;
+    const run = () => t.gql('mutation ($label: String!) { slowRouteFlaky(label: $label) }', { label }, { key: alice.key, headers: { 'Idempotency-Key': key } });
+    expect((await run()).body.errors?.[0]?.extensions?.code).toBe('INTERNAL_ERROR');
+    const retry = await run();
+    expect(retry.headers.get('idempotent-replayed')).toBeNull();
+    expect((await t.app.db.conn.collection('slow_route_runs').findOne({ _id: label as never }))?.runs).toBe(2);
+    expect(await records().countDocuments({ key })).toBe(0);
+  });
+
   it('an empty key or one longer than 255 characters answers 400 BAD_REQUEST and writes nothing', async () => {
     const name = `badkey-${newKey()}`;
     for (const key of ['', 'x'.repeat(256)]) {
@@ -190,6 +201,18 @@ describe('records', () => {
     const indexes = await records().indexes();
     expect(indexes.find((i) => i.key.expires_at === 1)?.expireAfterSeconds).toBe(0);
     expect(indexes.find((i) => i.unique)?.key).toEqual({ actor_id: 1, tenant_id: 1, key: 1 });
+  });
+
+  it('an expired record (a crashed run\'s lapsed lease, or past its TTL) is taken over by the next request', async () => {
+    const key = newKey();
+    const name = `lapsed-${key}`;
+    const past = new Date(Date.now() - 1000);
+    await records().insertOne({ actor_id: alice.userId, tenant_id: alice.tenantId, key, fingerprint: 'x', state: 'running', status: null, headers: {}, body: null, error: null, created_at: past, expires_at: past });
+    const res = await post('/projects', { name }, key);
+    expect(res.status).toBe(201);
+    expect(res.headers.get('idempotent-replayed')).toBeNull();
+    expect(await records().findOne({ key })).toMatchObject({ state: 'done', status: 201 });
+    expect((await post('/projects', { name }, key)).headers.get('idempotent-replayed')).toBe('true');
   });
 
   it('no header, GET, no authenticated actor, or no route: no record', async () => {
