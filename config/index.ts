@@ -271,6 +271,11 @@ export const configSchema = z.object({
   TRUST_PROXY: bool(false),
   /** How long the answer to a request with an `Idempotency-Key` is kept for replay. @default 24 */
   IDEMPOTENCY_TTL_HOURS: int(24, 1),
+  /**
+   * How long the reservation of a running `Idempotency-Key` request holds without renewal (renewed
+   * while it runs): after a crash its key is free again this much later. @default 30
+   */
+  IDEMPOTENCY_LEASE_SECONDS: int(30, 1),
   /** Time allowed for in-flight requests on SIGTERM/SIGINT. @default 10000 */
   SHUTDOWN_TIMEOUT_MS: int(10000, 0),
 

@@ -173,7 +173,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       for (const consumer of c.eventConsumers ?? []) events.addConsumer(consumer);
     }
     for (const { c } of contributions) await c.ready?.();
-    idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
+    idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, leaseMs: config.IDEMPOTENCY_LEASE_SECONDS * 1000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.
     await Promise.all(Object.values(db.conn.models).map((m) => m.init()));
 

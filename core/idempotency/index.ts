@@ -5,7 +5,7 @@
  * with another request 422 `IDEMPOTENCY_KEY_REUSED`, a repeat while the first still runs 409
  * `IDEMPOTENCY_IN_PROGRESS`. See docs/operations.md, "Idempotent retries".
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type Koa from 'koa';
 import type { Connection } from 'mongoose';
 import { getOperationAST, parse } from 'graphql';
@@ -19,11 +19,6 @@ export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 export const REPLAYED_HEADER = 'Idempotent-Replayed';
 /** Longest accepted key (as Stripe's). */
 export const MAX_KEY_LENGTH = 255;
-/**
- * How long a running reservation holds without renewal. The request renews it while it runs, so
- * only a crashed process leaves one behind, and its key is free again after this.
- */
-const LEASE_MS = 30_000;
 /** Response headers that are part of the answer and replayed with it. */
 const REPLAYED_HEADERS = ['content-type', 'etag', 'location', 'last-modified'];
 /** 4xx answers about the caller or the load, not about the operation: not stored, a retry runs again. */
@@ -32,6 +27,11 @@ const NOT_STORED = new Set([401, 403, 408, 429]);
 export interface IdempotencyOptions {
   /** How long a finished request's answer is kept (`IDEMPOTENCY_TTL_HOURS`). */
   ttlMs: number;
+  /**
+   * How long a running reservation holds without renewal (`IDEMPOTENCY_LEASE_SECONDS`). The request
+   * renews it while it runs, so only a crashed process leaves one behind; its key is free after this.
+   */
+  leaseMs: number;
   /** Path of the GraphQL endpoint: there only mutations take part. */
   graphqlPath: string;
   /** Token cap when parsing a GraphQL document to tell a mutation from a query (`GRAPHQL_MAX_TOKENS`). */
@@ -45,6 +45,8 @@ interface Scope {
 }
 
 type Lean = IdempotencyKeyDoc & { _id: unknown };
+/** A reservation held by this request: the record and the token of this run. */
+type Held = { _id: unknown; run: string };
 
 /** Request state this module reads (set by the kernel's authentication and body parser). */
 interface Requested {
@@ -85,20 +87,24 @@ export class Idempotency {
     const scope: Scope = { actor_id: actor.id, tenant_id: scopedTenantId(actor) ?? '', key };
     // If-Match is part of the request: a retry against a newer revision is another request.
     const fingerprint = createHash('sha256').update(`${ctx.method}\n${ctx.path}\n${canonical(ctx.query)}\n${ctx.get('If-Match')}\n${canonical(body ?? null)}`).digest('hex');
-    const id = await this.reserve(scope, fingerprint, ctx);
-    if (id === null) return;
-    await this.execute(id, ctx, next);
+    const held = await this.reserve(scope, fingerprint, ctx);
+    if (held === null) return;
+    await this.execute(held, ctx, next);
   }
 
-  /** The reservation's id when this request runs; null when it was answered from the stored record. */
-  private async reserve(scope: Scope, fingerprint: string, ctx: Koa.Context): Promise<unknown> {
+  /**
+   * The reservation this request holds (the record and this run's token), or null when it was
+   * answered from the stored record.
+   */
+  private async reserve(scope: Scope, fingerprint: string, ctx: Koa.Context): Promise<Held | null> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const now = new Date();
-      const fresh = { ...scope, fingerprint, state: 'running', status: null, headers: {}, body: null, error: null, created_at: now, expires_at: new Date(now.getTime() + LEASE_MS) };
+      const run = randomUUID();
+      const fresh = { ...scope, fingerprint, run, state: 'running', status: null, headers: {}, body: null, error: null, created_at: now, expires_at: new Date(now.getTime() + this.opts.leaseMs) };
       try {
         // A copy: the driver adds `_id` to what it inserts, and `fresh` may still be used to take over.
         const { insertedId } = await this.model.collection.insertOne({ ...fresh });
-        return insertedId;
+        return { _id: insertedId, run };
       } catch (err) {
         if ((err as { code?: number }).code !== 11000) throw err;
       }
@@ -108,7 +114,7 @@ export class Idempotency {
       if (found.expires_at <= now) {
         // Expired but not yet removed by the TTL monitor (or a crashed run's lease): take it over, one winner.
         const taken = await this.model.collection.findOneAndUpdate({ _id: found._id as never, expires_at: found.expires_at }, { $set: fresh }, { returnDocument: 'after' });
-        if (taken) return taken._id;
+        if (taken) return { _id: taken._id, run };
         continue;
       }
       if (found.fingerprint !== fingerprint) {
@@ -142,12 +148,13 @@ export class Idempotency {
     if (bytes?.length) ctx.body = bytes;
   }
 
-  private async execute(id: unknown, ctx: Koa.Context, next: Koa.Next): Promise<void> {
-    const filter = { _id: id as never, state: 'running' };
+  private async execute(held: Held, ctx: Koa.Context, next: Koa.Next): Promise<void> {
+    // This run's token too: after a lapsed lease another run holds the record, and this one must not touch it.
+    const filter = { _id: held._id as never, run: held.run, state: 'running' };
     // Renew the lease while the request runs, so that only a crashed process's reservation lapses.
     const renew = setInterval(() => {
-      this.model.collection.updateOne(filter, { $set: { expires_at: new Date(Date.now() + LEASE_MS) } }).catch((err: unknown) => this.log.warn({ err }, 'idempotency lease renewal failed'));
-    }, LEASE_MS / 3);
+      this.model.collection.updateOne(filter, { $set: { expires_at: new Date(Date.now() + this.opts.leaseMs) } }).catch((err: unknown) => this.log.warn({ err }, 'idempotency lease renewal failed'));
+    }, this.opts.leaseMs / 3);
     renew.unref();
     try {
       await next();

@@ -14,6 +14,8 @@ const idempotencyKeySchema = new Schema(
     key: { type: String, required: true },
     /** sha256 of method, path, query, If-Match and canonical JSON body: a repeat must send the same request. */
     fingerprint: { type: String, required: true },
+    /** Token of the run holding the reservation: a run whose lease lapsed and was taken over no longer matches. */
+    run: { type: String, required: true },
     state: { type: String, enum: ['running', 'done'], required: true },
     status: { type: Number, default: null },
     /** Response headers worth replaying (Content-Type, ETag, Location, Last-Modified). */

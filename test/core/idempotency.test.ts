@@ -207,7 +207,7 @@ describe('records', () => {
     const key = newKey();
     const name = `lapsed-${key}`;
     const past = new Date(Date.now() - 1000);
-    await records().insertOne({ actor_id: alice.userId, tenant_id: alice.tenantId, key, fingerprint: 'x', state: 'running', status: null, headers: {}, body: null, error: null, created_at: past, expires_at: past });
+    await records().insertOne({ actor_id: alice.userId, tenant_id: alice.tenantId, key, fingerprint: 'x', run: 'crashed', state: 'running', status: null, headers: {}, body: null, error: null, created_at: past, expires_at: past });
     const res = await post('/projects', { name }, key);
     expect(res.status).toBe(201);
     expect(res.headers.get('idempotent-replayed')).toBeNull();
@@ -250,6 +250,26 @@ describe('GraphQL', () => {
     expect([q.status, again.status]).toEqual([200, 200]);
     expect(again.headers.get('idempotent-replayed')).toBeNull();
     expect(await records().countDocuments({ key })).toBe(0);
+  });
+});
+
+describe('the lease of a running request', () => {
+  let short: TestApp;
+  let user: { key: string };
+  beforeAll(async () => {
+    short = await buildTestApp({ plugins: [slowRoutePlugin], config: { IDEMPOTENCY_LEASE_SECONDS: '1' } });
+    user = await createTenantUser(short);
+  });
+  afterAll(() => short?.close());
+
+  it('is renewed while the request runs: a repeat after the lease length still gets 409, and the route ran once', async () => {
+    const key = newKey();
+    const label = `lease-${key}`;
+    const send = () => short.http('POST', '/slow', { key: user.key, json: { label, ms: 2500 }, headers: { 'Idempotency-Key': key } });
+    const first = send();
+    await sleep(1800);
+    expectError(await send(), 409, 'IDEMPOTENCY_IN_PROGRESS');
+    expect((await first).body).toEqual({ label, runs: 1 });
   });
 });
 
