@@ -120,15 +120,12 @@ export class Idempotency {
       if (found.fingerprint !== fingerprint) {
         throw new AppError(422, ErrorCode.IDEMPOTENCY_KEY_REUSED, `This ${IDEMPOTENCY_HEADER} was used with a different request`, { header: IDEMPOTENCY_HEADER });
       }
-      if (found.state === 'running') {
-        const err = new AppError(409, ErrorCode.IDEMPOTENCY_IN_PROGRESS, `A request with this ${IDEMPOTENCY_HEADER} is still being processed; retry later`, { header: IDEMPOTENCY_HEADER });
-        err.headers = { 'Retry-After': '1' };
-        throw err;
-      }
+      if (found.state === 'running') throw inProgress();
       this.replay(found, ctx);
       return null;
     }
-    throw new AppError(409, ErrorCode.IDEMPOTENCY_IN_PROGRESS, `A request with this ${IDEMPOTENCY_HEADER} is still being processed; retry later`, { header: IDEMPOTENCY_HEADER });
+    // The record changed hands three times during this call: others are busy with the key.
+    throw inProgress();
   }
 
   private replay(found: Lean, ctx: Koa.Context): void {
@@ -211,6 +208,12 @@ export class Idempotency {
       return false;
     }
   }
+}
+
+function inProgress(): AppError {
+  const err = new AppError(409, ErrorCode.IDEMPOTENCY_IN_PROGRESS, `A request with this ${IDEMPOTENCY_HEADER} is still being processed; retry later`, { header: IDEMPOTENCY_HEADER });
+  err.headers = { 'Retry-After': '1' };
+  return err;
 }
 
 /** JSON with object keys sorted at every level: the same body in any key order hashes the same. */
