@@ -273,6 +273,11 @@ export const configSchema = z.object({
   GRAPHQL_MAX_INPUT_DEPTH: int(32, 1),
   /** Largest accepted JSON body. @default '1mb' */
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 1mb').default('1mb'),
+  /**
+   * Most bytes of a request body read and discarded after an early answer (413), so that the
+   * client can read that answer; a larger declared body gets `Connection: close`. @default '64mb'
+   */
+  BODY_DRAIN_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 64mb').default('64mb'),
   /** Longest request target (path and query) answered normally; longer → 414 `URI_TOO_LONG`. Above the `where` cap (8192 characters), so that cap answers first. @default 12288 */
   MAX_URL_LENGTH: int(12288, 256),
   /**
@@ -282,6 +287,13 @@ export const configSchema = z.object({
   MAX_HEADER_SIZE: int(16384, 1024),
   /** Trust `X-Forwarded-For` for the client ip (behind a proxy). @default false */
   TRUST_PROXY: bool(false),
+  /** How long the answer to a request with an `Idempotency-Key` is kept for replay. @default 24 */
+  IDEMPOTENCY_TTL_HOURS: int(24, 1),
+  /**
+   * How long the reservation of a running `Idempotency-Key` request holds without renewal (renewed
+   * while it runs): after a crash its key is free again this much later. @default 30
+   */
+  IDEMPOTENCY_LEASE_SECONDS: int(30, 1),
   /** Time allowed for in-flight requests on SIGTERM/SIGINT. @default 10000 */
   SHUTDOWN_TIMEOUT_MS: int(10000, 0),
 
