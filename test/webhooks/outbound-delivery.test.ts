@@ -4,7 +4,7 @@
  * rotation signs with both secrets; test pings go to one endpoint; failing endpoints get disabled.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser } from '../helpers/app.ts';
 import { systemActor } from '../../core/context.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
 import { outboundEventsPlugin, TEST_EVENT } from '../fixtures/outbound-events-plugin.ts';
@@ -32,7 +32,13 @@ async function setup(config: Record<string, string> = {}) {
   };
   const emit = (tenant: Tenant = a, n = 1) => t.app.services.get('events').append(TEST_EVENT, { actor: systemActor(tenant.tenantId), tenant_id: tenant.tenantId, data: { n } });
   const deliveries = async (id: string) => (await t.http('GET', `/webhook-endpoints/${id}/deliveries`, { key: a.key })).body;
-  return { t, a, endpoint, emit, deliveries };
+  /** The endpoint's newest delivery once it has `status`. */
+  const newest = (id: string, status: string, ms = 15_000) =>
+    until(async () => {
+      const d = (await deliveries(id)).items[0];
+      return d?.status === status ? d : null;
+    }, ms);
+  return { t, a, endpoint, emit, deliveries, newest };
 }
 
 describe('delivery', () => {
@@ -69,13 +75,10 @@ describe('delivery', () => {
     const body = JSON.parse(req.body);
     expect(body).toEqual({ id: event.id, type: TEST_EVENT, timestamp: event.created_at.toISOString(), data: { n: 1 } });
 
-    const list = await until(async () => {
-      const d = await s.deliveries(ep.id);
-      return d.items[0]?.status === 'delivered' ? d : null;
-    });
-    expect(list.total).toBe(1);
-    expect(list.items[0]).toMatchObject({ event_id: event.id, event_type: TEST_EVENT, status: 'delivered', attempts: 1, next_attempt_at: null, last_attempt: { status: 200, error: null, response_excerpt: 'ok' } });
-    expect(list.items[0].last_attempt.duration_ms).toBeGreaterThanOrEqual(0);
+    const delivered = await s.newest(ep.id, 'delivered');
+    expect((await s.deliveries(ep.id)).total).toBe(1);
+    expect(delivered).toMatchObject({ event_id: event.id, event_type: TEST_EVENT, status: 'delivered', attempts: 1, next_attempt_at: null, last_attempt: { status: 200, error: null, response_excerpt: 'ok' } });
+    expect(delivered.last_attempt.duration_ms).toBeGreaterThanOrEqual(0);
   });
 
   it('retries failed attempts on the schedule with the same webhook-id', async () => {
@@ -88,7 +91,7 @@ describe('delivery', () => {
     const gaps = [r.requests[1]!.at - r.requests[0]!.at, r.requests[2]!.at - r.requests[1]!.at];
     for (const g of gaps) expect(g).toBeGreaterThanOrEqual(900);
     expect(new Set(r.requests.map((q) => q.headers['webhook-id']))).toEqual(new Set([event.id]));
-    const d = await until(async () => ((await s.deliveries(ep.id)).items[0]?.status === 'delivered' ? (await s.deliveries(ep.id)).items[0] : null));
+    const d = await s.newest(ep.id, 'delivered');
     expect(d).toMatchObject({ attempts: 3, last_attempt: { status: 204 } });
   });
 
@@ -97,7 +100,7 @@ describe('delivery', () => {
     r.respond = () => 503;
     const ep = await s.endpoint(r.url, [TEST_EVENT]);
     await s.emit();
-    const failed = await until(async () => ((await s.deliveries(ep.id)).items[0]?.status === 'failed' ? (await s.deliveries(ep.id)).items[0] : null), 15_000);
+    const failed = await s.newest(ep.id, 'failed');
     expect(r.requests).toHaveLength(3);
     expect(failed).toMatchObject({ attempts: 3, next_attempt_at: null, last_attempt: { status: 503, error: 'HTTP 503' } });
     expect(failed.last_attempt.response_excerpt).toHaveLength(500);
@@ -192,7 +195,7 @@ describe('disabling a failing endpoint', () => {
     const attempts = bad.requests.length;
     expect(attempts).toBeGreaterThanOrEqual(3);
     // The pending delivery is not sent to a disabled endpoint: it ends failed.
-    const d = await until(async () => ((await s.deliveries(ep.id)).items[0]?.status === 'failed' ? (await s.deliveries(ep.id)).items[0] : null), 5000);
+    const d = await s.newest(ep.id, 'failed', 5000);
     expect(d.last_attempt.error).toMatch(/disabled/);
     expect(bad.requests.length).toBe(attempts);
 

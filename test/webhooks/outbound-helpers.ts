@@ -4,6 +4,7 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { vi } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 
 export interface Received {
@@ -66,15 +67,8 @@ export const OUTBOUND_CONFIG = {
   RATE_LIMIT_ENABLED: 'false',
 };
 
-/** Polls `fn` until it returns a truthy value (or fails after `ms`). */
-export async function until<T>(fn: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v as T;
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** Polls `fn` every 50 ms until it returns a truthy value, which it resolves to (fails after `ms`). */
+export const until = <T>(fn: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 10_000): Promise<T> =>
+  vi.waitUntil(fn as () => Promise<T>, { timeout: ms, interval: 50 });
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
