@@ -197,7 +197,7 @@ export class DeliverySender {
       const res = await this.deps.deliveries.collection.insertMany(docs, { ordered: false });
       return res.insertedCount;
     } catch (err) {
-      const e = err as { writeErrors?: { code?: number; err?: { code?: number } }[]; insertedCount?: number; result?: { insertedCount?: number } };
+      const e = err as { writeErrors?: { code?: number; err?: { code?: number } }[] };
       if (!e.writeErrors?.every((w) => (w.code ?? w.err?.code) === 11000)) throw err;
       return docs.length - e.writeErrors.length;
     }

@@ -86,8 +86,8 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     name: FANOUT_CONSUMER,
     types: '*',
     handle: async (event) => {
-      const created = await sender.create(event, ...(await targets(endpointModel, event)));
-      if (created) sender.wake();
+      const to = await targets(endpointModel, event);
+      if (to && (await sender.create(event, to.tenant, to.endpoints))) sender.wake();
     },
   };
   return {
@@ -105,11 +105,11 @@ export function createOutbound(deps: OutboundDeps): Outbound {
  * `*`) that existed when it happened. An event of no tenant goes nowhere; a test ping (`ping` with
  * `endpoint_id`) is sent by its request alone, to its endpoint alone.
  */
-async function targets(model: WebhookEndpointModel, event: EventRecord): Promise<[Types.ObjectId, Types.ObjectId[]]> {
-  const tenant = event.tenant_id ? new Types.ObjectId(event.tenant_id) : null;
-  if (!tenant || (event.type === 'ping' && event.data.endpoint_id)) return [tenant ?? new Types.ObjectId(), []];
+async function targets(model: WebhookEndpointModel, event: EventRecord): Promise<{ tenant: Types.ObjectId; endpoints: Types.ObjectId[] } | null> {
+  if (!event.tenant_id || (event.type === 'ping' && event.data.endpoint_id)) return null;
+  const tenant = new Types.ObjectId(event.tenant_id);
   const rows = await model
     .find({ tenant_id: tenant, enabled: true, event_types: { $in: [event.type, '*'] }, created_at: { $lte: event.created_at } }, { _id: 1 })
     .lean<{ _id: Types.ObjectId }[]>();
-  return [tenant, rows.map((r) => r._id)];
+  return { tenant, endpoints: rows.map((r) => r._id) };
 }

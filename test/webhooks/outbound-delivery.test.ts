@@ -6,6 +6,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser } from '../helpers/app.ts';
 import { systemActor } from '../../core/context.ts';
+import { Tenancy } from '../../core/tenancy.ts';
+import { createOutbound } from '../../plugins/webhooks/outbound.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
 import { outboundEventsPlugin, TEST_EVENT } from '../fixtures/outbound-events-plugin.ts';
 import { OUTBOUND_CONFIG, sleep, startReceiver, until, verifies, type Receiver } from './outbound-helpers.ts';
@@ -79,6 +81,25 @@ describe('delivery', () => {
     expect((await s.deliveries(ep.id)).total).toBe(1);
     expect(delivered).toMatchObject({ event_id: event.id, event_type: TEST_EVENT, status: 'delivered', attempts: 1, next_attempt_at: null, last_attempt: { status: 200, error: null, response_excerpt: 'ok' } });
     expect(delivered.last_attempt.duration_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('fans out idempotently: handling one event again creates no second delivery; an event without tenant goes nowhere', async () => {
+    const r = await receiver();
+    const ep = await s.endpoint(r.url, [TEST_EVENT]);
+    // A second fan-out consumer on the same database, as another process's would be (never started).
+    const other = createOutbound({
+      db: s.t.app.db.conn, config: s.t.app.config, hooks: s.t.app.hooks, tenancy: new Tenancy(true), events: s.t.app.services.get('events'), log: s.t.app.log,
+    });
+    const event = await s.emit();
+    await Promise.all([other.consumer.handle(event), other.consumer.handle(event)]);
+    await s.newest(ep.id, 'delivered');
+    await other.consumer.handle(event);
+    await sleep(500);
+    expect((await s.deliveries(ep.id)).total).toBe(1);
+    expect(r.requests).toHaveLength(1);
+
+    await other.consumer.handle({ ...event, id: 'evt_000000000000000000000001', tenant_id: null });
+    expect(await s.t.app.db.conn.collection('webhook_deliveries').countDocuments({ event_id: 'evt_000000000000000000000001' })).toBe(0);
   });
 
   it('retries failed attempts on the schedule with the same webhook-id', async () => {
