@@ -152,17 +152,24 @@ export class DeliverySender {
     this.timer.unref();
   }
 
-  /** Sends every due delivery this process can claim, `concurrency` at a time. */
+  /**
+   * Sends every due delivery this process can claim, up to `concurrency` at once: a slot freed by
+   * a finished attempt is filled at once, so one slow endpoint holds one slot, not the batch.
+   */
   async poll(): Promise<void> {
+    const inFlight = new Set<Promise<void>>();
     for (;;) {
-      const batch: WebhookDeliveryRecord[] = [];
-      while (batch.length < this.deps.settings.concurrency) {
+      while (inFlight.size < this.deps.settings.concurrency && !this.stopped) {
         const d = await this.claim({ status: 'pending', next_attempt_at: { $lte: new Date() } });
         if (!d) break;
-        batch.push(d);
+        const run: Promise<void> = this.attempt(d, false)
+          .then(() => undefined)
+          .catch((err) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed'))
+          .finally(() => inFlight.delete(run));
+        inFlight.add(run);
       }
-      await Promise.all(batch.map((d) => this.attempt(d, false).catch((err) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed'))));
-      if (batch.length < this.deps.settings.concurrency || this.stopped) return;
+      if (!inFlight.size) return;
+      await Promise.race(inFlight);
     }
   }
 
