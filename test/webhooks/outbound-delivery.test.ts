@@ -246,3 +246,24 @@ describe('disabling a failing endpoint', () => {
     expect((await s.t.http('GET', `/webhook-endpoints/${ep.id}`, { key: s.a.key })).body.enabled).toBe(true);
   });
 });
+
+describe('the end of the rotation overlap', () => {
+  let s: Awaited<ReturnType<typeof setup>>;
+  beforeAll(async () => {
+    s = await setup({ WEBHOOK_SECRET_ROTATION_OVERLAP_SECONDS: '1' });
+  });
+  afterAll(() => s?.t.close());
+
+  it('signs with the new secret alone once the overlap has passed', async () => {
+    const r = await receiver();
+    const ep = await s.endpoint(r.url, ['ping']);
+    const rotated = (await s.t.http('POST', `/webhook-endpoints/${ep.id}/rotate-secret`, { key: s.a.key })).body;
+    await s.t.http('POST', `/webhook-endpoints/${ep.id}/test`, { key: s.a.key });
+    expect(String(r.requests[0]!.headers['webhook-signature']).split(' ')).toHaveLength(2);
+    await sleep(1100);
+    await s.t.http('POST', `/webhook-endpoints/${ep.id}/test`, { key: s.a.key });
+    expect(String(r.requests[1]!.headers['webhook-signature']).split(' ')).toHaveLength(1);
+    expect(verifies(rotated.secret, r.requests[1]!)).toBe(true);
+    expect(verifies(ep.secret, r.requests[1]!)).toBe(false);
+  });
+});
