@@ -102,6 +102,10 @@ export interface SenderDeps {
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
 const LEASE_MARGIN_MS = 30_000;
 
+/**
+ * Claims, sends and records deliveries. `start()` polls in the background; `claim` + `attempt` are
+ * also used directly for a retry by hand and a test ping (answered synchronously).
+ */
 export class DeliverySender {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;

@@ -47,6 +47,7 @@ export interface EndpointServiceDeps {
   settings: EndpointSettings;
 }
 
+/** An endpoint as the API shows it (no secret). */
 export const endpointViewOf = (d: WebhookEndpointRecord): EndpointView => ({
   id: String(d._id),
   url: d.url,
@@ -59,6 +60,7 @@ export const endpointViewOf = (d: WebhookEndpointRecord): EndpointView => ({
   updated_at: d.updated_at,
 });
 
+/** A delivery as the API shows it (no lease). */
 export const deliveryViewOf = (d: WebhookDeliveryRecord): DeliveryView => ({
   id: String(d._id),
   endpoint_id: String(d.endpoint_id),
@@ -82,6 +84,7 @@ export const deliveryViewOf = (d: WebhookDeliveryRecord): DeliveryView => ({
 /** The endpoint document as hook listeners get it: without its secrets. */
 const hookDoc = ({ secrets: _secrets, ...rest }: WebhookEndpointRecord): Doc => rest as unknown as Doc;
 
+/** The endpoint service behind REST and GraphQL; also the sender's `EndpointHealth` (disables failing endpoints). */
 export class EndpointService implements EndpointHealth {
   constructor(private readonly deps: EndpointServiceDeps) {}
 

@@ -42,6 +42,7 @@ const SENDER_CONCURRENCY = 10;
 /** Name of the fan-out consumer (its claims and position in the event log are kept under it). */
 export const FANOUT_CONSUMER = 'webhooks.outbound-fanout';
 
+/** Builds the outbound part on `deps.db`; nothing runs until `start()` (and the kernel starts the consumer). */
 export function createOutbound(deps: OutboundDeps): Outbound {
   const { config } = deps;
   const resolver = deps.resolver ?? systemResolver;

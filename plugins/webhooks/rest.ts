@@ -12,6 +12,7 @@ const tags = ['webhook-endpoints'];
 /** Administrators of the tenant (403 for others, 404 for another tenant's ids). */
 const errors = [403, 404];
 
+/** The `/webhook-endpoints` routes, mounted by index.ts when `WEBHOOKS_ENABLED` is on. */
 export function outboundRoutes(svc: EndpointService): RouteDef[] {
   return [
     defineRoute({
