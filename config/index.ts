@@ -133,6 +133,30 @@ export const configSchema = z.object({
       }
     })
     .pipe(z.array(webhookProviderSetting)),
+  // --- outbound webhooks (on with WEBHOOKS_ENABLED) ---
+  /** Delays in seconds before each delivery attempt, comma-separated, one per attempt (the first counts from the event). */
+  WEBHOOK_DELIVERY_RETRY_SCHEDULE: z
+    .string()
+    .default('0,5,300,1800,7200,18000,36000,36000')
+    .transform((s, ctx) => {
+      const parts = s.split(',').map((x) => x.trim());
+      const nums = parts.map(Number);
+      if (!parts.length || nums.some((n, i) => parts[i] === '' || !Number.isFinite(n) || n < 0)) {
+        ctx.addIssue({ code: 'custom', message: 'must be comma-separated non-negative numbers of seconds, e.g. 0,5,300' });
+        return z.NEVER;
+      }
+      return nums;
+    }),
+  /** A delivery attempt that has no 2xx answer within this many ms fails. @default 10000 */
+  WEBHOOK_DELIVERY_TIMEOUT_MS: int(10_000, 1),
+  /** How often every process looks for due deliveries. @default 500 */
+  WEBHOOK_DELIVERY_POLL_INTERVAL_MS: int(500, 10),
+  /** How long an endpoint may keep failing every attempt before it is disabled; fractions allowed (0.001 = 3.6 s). @default 120 */
+  WEBHOOK_ENDPOINT_DISABLE_AFTER_HOURS: z.coerce.number().positive().default(120),
+  /** How long deliveries stay signed with the previous secret too after a rotation. @default 86400 */
+  WEBHOOK_SECRET_ROTATION_OVERLAP_SECONDS: int(86_400, 0),
+  /** Host names or IPs (comma-separated) an endpoint may use although they are private, loopback and the like. @default '' */
+  WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: csv,
   /** @default false */
   JOBS_ENABLED: bool(false),
   /** Age after which `purge_soft_deleted` removes soft-deleted documents. @default 30 */
