@@ -133,6 +133,30 @@ export const configSchema = z.object({
       }
     })
     .pipe(z.array(webhookProviderSetting)),
+  // --- outbound webhooks (on with WEBHOOKS_ENABLED) ---
+  /** Delays in seconds before each delivery attempt, comma-separated, one per attempt (the first counts from the event). */
+  WEBHOOK_DELIVERY_RETRY_SCHEDULE: z
+    .string()
+    .default('0,5,300,1800,7200,18000,36000,36000')
+    .transform((s, ctx) => {
+      const parts = s.split(',').map((x) => x.trim());
+      const nums = parts.map(Number);
+      if (!parts.length || nums.some((n, i) => parts[i] === '' || !Number.isFinite(n) || n < 0)) {
+        ctx.addIssue({ code: 'custom', message: 'must be comma-separated non-negative numbers of seconds, e.g. 0,5,300' });
+        return z.NEVER;
+      }
+      return nums;
+    }),
+  /** A delivery attempt that has no 2xx answer within this many ms fails. @default 10000 */
+  WEBHOOK_DELIVERY_TIMEOUT_MS: int(10_000, 1),
+  /** How often every process looks for due deliveries. @default 500 */
+  WEBHOOK_DELIVERY_POLL_INTERVAL_MS: int(500, 10),
+  /** How long an endpoint may keep failing every attempt before it is disabled; fractions allowed (0.001 = 3.6 s). @default 120 */
+  WEBHOOK_ENDPOINT_DISABLE_AFTER_HOURS: z.coerce.number().positive().default(120),
+  /** How long deliveries stay signed with the previous secret too after a rotation. @default 86400 */
+  WEBHOOK_SECRET_ROTATION_OVERLAP_SECONDS: int(86_400, 0),
+  /** Host names or IPs (comma-separated) an endpoint may use although they are private, loopback and the like. @default '' */
+  WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: csv,
   /** @default false */
   JOBS_ENABLED: bool(false),
   /** Age after which `purge_soft_deleted` removes soft-deleted documents. @default 30 */
@@ -273,6 +297,11 @@ export const configSchema = z.object({
   GRAPHQL_MAX_INPUT_DEPTH: int(32, 1),
   /** Largest accepted JSON body. @default '1mb' */
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 1mb').default('1mb'),
+  /**
+   * Most bytes of a request body read and discarded after an early answer (413), so that the
+   * client can read that answer; a larger declared body gets `Connection: close`. @default '64mb'
+   */
+  BODY_DRAIN_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 64mb').default('64mb'),
   /** Longest request target (path and query) answered normally; longer → 414 `URI_TOO_LONG`. Above the `where` cap (8192 characters), so that cap answers first. @default 12288 */
   MAX_URL_LENGTH: int(12288, 256),
   /**
@@ -282,6 +311,13 @@ export const configSchema = z.object({
   MAX_HEADER_SIZE: int(16384, 1024),
   /** Trust `X-Forwarded-For` for the client ip (behind a proxy). @default false */
   TRUST_PROXY: bool(false),
+  /** How long the answer to a request with an `Idempotency-Key` is kept for replay. @default 24 */
+  IDEMPOTENCY_TTL_HOURS: int(24, 1),
+  /**
+   * How long the reservation of a running `Idempotency-Key` request holds without renewal (renewed
+   * while it runs): after a crash its key is free again this much later. @default 30
+   */
+  IDEMPOTENCY_LEASE_SECONDS: int(30, 1),
   /** Time allowed for in-flight requests on SIGTERM/SIGINT. @default 10000 */
   SHUTDOWN_TIMEOUT_MS: int(10000, 0),
 

@@ -26,6 +26,8 @@ export const ErrorCode = {
   RATE_LIMITED: 'RATE_LIMITED',
   SERVICE_UNAVAILABLE: 'SERVICE_UNAVAILABLE',
   QUERY_TIMEOUT: 'QUERY_TIMEOUT',
+  IDEMPOTENCY_KEY_REUSED: 'IDEMPOTENCY_KEY_REUSED',
+  IDEMPOTENCY_IN_PROGRESS: 'IDEMPOTENCY_IN_PROGRESS',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -223,6 +225,10 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
   METHOD_NOT_ALLOWED: { example: new AppError(405, ErrorCode.METHOD_NOT_ALLOWED, 'Method not allowed'), description: 'Known path, other method (`Allow` lists the methods).' },
   REQUEST_TIMEOUT: { example: new AppError(408, ErrorCode.REQUEST_TIMEOUT, 'Request timeout'), description: 'The request did not arrive in time.' },
   CONFLICT: { example: new ConflictError('A document with the same unique value already exists'), description: 'Duplicate key or state conflict.' },
+  IDEMPOTENCY_IN_PROGRESS: {
+    example: new AppError(409, ErrorCode.IDEMPOTENCY_IN_PROGRESS, 'A request with this Idempotency-Key is still being processed; retry later', { header: 'Idempotency-Key' }),
+    description: 'A request with the same `Idempotency-Key` (same actor and tenant) is still running; `Retry-After: 1`.',
+  },
   ETAG_MISMATCH: { example: new EtagMismatchError(), description: '`If-Match` does not match the current revision.' },
   PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`.' },
   URI_TOO_LONG: { example: new AppError(414, ErrorCode.URI_TOO_LONG, 'Request URL is too long'), description: 'The request target is above `MAX_URL_LENGTH`.' },
@@ -230,6 +236,10 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
   VALIDATION_ERROR: {
     example: new ValidationError([{ loc: ['body', 'email'], msg: 'Invalid email address', type: 'invalid_format' }]),
     description: 'Schema or domain validation failed (`details.errors` lists every problem).',
+  },
+  IDEMPOTENCY_KEY_REUSED: {
+    example: new AppError(422, ErrorCode.IDEMPOTENCY_KEY_REUSED, 'This Idempotency-Key was used with a different request', { header: 'Idempotency-Key' }),
+    description: 'An `Idempotency-Key` already used by this actor for a different request (method, path, query or body).',
   },
   CASCADE_DENY: {
     example: new CascadeDenyError({ resource: 'customer', item_id: SAMPLE_ID, referenced_by: 'order', count: 2 }),

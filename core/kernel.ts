@@ -22,9 +22,10 @@ import { eventsPlugin } from './events/index.ts';
 import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, rateLimit, requestHead, routeBudgets, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
-import { clientErrorHandler } from './http/protocol.ts';
+import { byteSize, clientErrorHandler } from './http/protocol.ts';
 import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
+import { createIdempotency, type Idempotency } from './idempotency/index.ts';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
@@ -131,6 +132,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   let schema: GraphQLSchema;
   let router: Router;
   let requestLimiter: RequestLimiter | null;
+  let idempotency: Idempotency;
   try {
     for (const plugin of ordered) {
       const c = await plugin.setup({
@@ -170,6 +172,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       for (const consumer of c.eventConsumers ?? []) events.addConsumer(consumer);
     }
     for (const { c } of contributions) await c.ready?.();
+    idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, leaseMs: config.IDEMPOTENCY_LEASE_SECONDS * 1000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.
     await Promise.all(Object.values(db.conn.models).map((m) => m.init()));
 
@@ -193,7 +196,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 
   let draining = false;
   const allowedMethods = router.allowedMethods();
-  koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
+  koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, maxDrainBytes: byteSize(config.BODY_DRAIN_LIMIT), draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
   koa.use(authenticate(identity, services.get('authFailures')));
   // Each middleware is a frame on every request: mount the optional ones only when they do something.
   if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path), routeBudgets(routes, config)));
@@ -206,7 +209,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   koa.use((ctx, next) => {
     if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS') return next();
     if (raw.length && rawRoutes.match(ctx.path, ctx.method).route) (ctx as { disableBodyParser?: boolean }).disableBodyParser = true;
-    return parseBody(ctx, next);
+    // Idempotency-Key: a header check here, the rest only for requests that carry one.
+    return parseBody(ctx, idempotency.applies(ctx) ? () => idempotency.run(ctx, next) : next);
   });
   koa.use(dispatch(router));
 

@@ -23,4 +23,7 @@ export const eventView = z.object({
 });
 
 /** `ping`: sent by `POST /webhook-endpoints/{id}/test` and usable to test any consumer. */
-export const pingData = z.object({ message: z.string() });
+export const pingData = z.object({
+  message: z.string(),
+  endpoint_id: z.string().optional().describe('Set on a test ping: the one webhook endpoint it is sent to'),
+});

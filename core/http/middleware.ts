@@ -8,6 +8,7 @@ import { hasSystemScope, withRequest, type AuthUser, type RequestContext } from 
 import type { Logger } from '../logger.ts';
 import { API_KEY_PREFIX, hashKey, type AuthenticationService } from '../identity/authentication.ts';
 import { toAppError } from './map-error.ts';
+import { settleUnreadBody } from './protocol.ts';
 
 export interface AppState {
   ctx: RequestContext;
@@ -30,6 +31,8 @@ export interface RequestHeadOptions {
   unmatched(ctx: Koa.Context): Promise<unknown> | unknown;
   /** True while the server shuts down: answers then carry `Connection: close`. */
   draining(): boolean;
+  /** Most bytes of an unread request body read and discarded after the answer (`BODY_DRAIN_LIMIT`). */
+  maxDrainBytes: number;
 }
 
 /**
@@ -76,10 +79,9 @@ export function requestHead(log: Logger, opts: RequestHeadOptions): Koa.Middlewa
     }
     // While shutting down, answer in-flight requests with `Connection: close`: otherwise their
     // keep-alive connections stay open and close() waits for SHUTDOWN_TIMEOUT_MS.
-    // Also when the answer goes out before the request body was read to its end (413 on a chunked
-    // body, a corrupt compressed body): the unread rest would be parsed as the next request and the
-    // connection would hang. Closing beats draining a body of unknown, possibly endless, length.
-    if (opts.draining() || !ctx.req.complete) ctx.set('Connection', 'close');
+    if (opts.draining()) ctx.set('Connection', 'close');
+    // Answered before the body was read to its end (413, a corrupt compressed body): drain or close.
+    if (!ctx.req.complete) settleUnreadBody(ctx.req, (name, value) => ctx.set(name, value), opts.maxDrainBytes);
   };
 }
 

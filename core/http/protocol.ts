@@ -4,7 +4,7 @@
  * the error envelope and a request id. See docs/operations.md, "HTTP limits".
  */
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ErrorCode } from '../errors.ts';
 import type { Logger } from '../logger.ts';
@@ -52,4 +52,38 @@ export function clientErrorHandler(log: Logger): (err: ParserError, socket: Dupl
         body,
     );
   };
+}
+
+/** Bytes of a size setting such as `512kb` or `64mb` (the format of `BODY_LIMIT`; 1kb = 1024 bytes). */
+export function byteSize(setting: string): number {
+  const m = /^(\d+)(b|kb|mb)$/i.exec(setting);
+  if (!m) throw new Error(`not a size: ${setting}`);
+  return Number(m[1]) * { b: 1, kb: 1024, mb: 1024 * 1024 }[m[2]!.toLowerCase() as 'b' | 'kb' | 'mb'];
+}
+
+/**
+ * The answer goes out before the request body was read to its end (413 past `BODY_LIMIT`, a
+ * corrupt compressed body, a route that never read its body). Closing the connection at once
+ * would discard a body the client is still sending: its next write fails (EPIPE, ECONNRESET)
+ * and many clients then report that instead of the answer. So, as Node does for bodies nobody
+ * read, the rest is read and discarded — up to `maxDrainBytes`:
+ *
+ * - a declared `Content-Length` within the cap, or a chunked body: drained, the connection stays
+ *   usable for the next request; a chunked body that passes the cap is cut off (socket closed);
+ * - a declared `Content-Length` above the cap: `Connection: close` is announced and the
+ *   connection closed once the answer is sent (the client may see its upload reset then).
+ */
+export function settleUnreadBody(req: IncomingMessage, setHeader: (name: string, value: string) => void, maxDrainBytes: number): void {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > maxDrainBytes) {
+    setHeader('Connection', 'close');
+    return;
+  }
+  let drained = 0;
+  req.on('data', (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > maxDrainBytes) req.socket.destroy();
+  });
+  // The body reader that gave up paused the stream; Node's own drain skips a stream already read from.
+  req.resume();
 }

@@ -7,6 +7,12 @@ import type { Builder } from '../../core/graphql.ts';
 import { pageObject, parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
 import { deadLetterQuery, listQuery, retryParams, type RetryResult, type WebhookEventView } from './schemas.ts';
 import type { WebhooksService } from './service.ts';
+import { idParams } from '../../core/http/schemas.ts';
+import type { EndpointService } from './endpoints.ts';
+import {
+  createEndpointInput, deliveryListQuery, deliveryParams, endpointListQuery, updateEndpointInput,
+  type AttemptView, type DeliveryView, type EndpointView, type EndpointWithSecret,
+} from './schemas.ts';
 
 export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
   const Event = builder.objectRef<WebhookEventView>('WebhookEvent');
@@ -57,6 +63,123 @@ export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
       type: RetryResult, nullable: false, description: 'Re-run the handler of a failed event, as POST /webhooks/dead-letter/{event_id}/retry',
       args: { event_id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).retry(parseInput(retryParams, a).event_id),
+    }),
+  }));
+}
+
+// --- outbound webhooks --------------------------------------------------------------------------
+
+/**
+ * GraphQL of outbound webhooks, the same service and errors as `/webhook-endpoints`:
+ * `webhookEndpoints`, `webhookEndpoint`, `webhookDeliveries`, and the mutations
+ * `createWebhookEndpoint`, `updateWebhookEndpoint`, `deleteWebhookEndpoint`,
+ * `rotateWebhookEndpointSecret`, `testWebhookEndpoint`, `retryWebhookDelivery`.
+ */
+export function outboundWebhooksGraphql(builder: Builder, svc: EndpointService): void {
+  const Endpoint = builder.objectRef<EndpointView>('WebhookEndpoint');
+  Endpoint.implement({
+    description: 'An outbound webhook endpoint of the tenant (its secret is never shown here)',
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      url: t.exposeString('url', { nullable: false }),
+      description: t.exposeString('description'),
+      event_types: t.exposeStringList('event_types', { nullable: false }),
+      enabled: t.exposeBoolean('enabled', { nullable: false }),
+      disabled_reason: t.exposeString('disabled_reason'),
+      secret_rotated_at: t.expose('secret_rotated_at', { type: 'DateTime' }),
+      created_at: t.expose('created_at', { type: 'DateTime', nullable: false }),
+      updated_at: t.expose('updated_at', { type: 'DateTime', nullable: false }),
+    }),
+  });
+  const WithSecret = builder.objectRef<EndpointWithSecret>('WebhookEndpointWithSecret');
+  WithSecret.implement({
+    description: 'An endpoint and its signing secret, answered only by creation and rotation',
+    fields: (t) => ({
+      endpoint: t.field({ type: Endpoint, nullable: false, resolve: (e) => e }),
+      secret: t.exposeString('secret', { nullable: false }),
+    }),
+  });
+  const Attempt = builder.objectRef<AttemptView>('WebhookDeliveryAttempt');
+  Attempt.implement({
+    fields: (t) => ({
+      status: t.exposeInt('status', { description: 'HTTP status of the response; null when none came' }),
+      duration_ms: t.exposeInt('duration_ms', { nullable: false }),
+      error: t.exposeString('error'),
+      response_excerpt: t.exposeString('response_excerpt'),
+      attempted_at: t.expose('attempted_at', { type: 'DateTime', nullable: false }),
+    }),
+  });
+  const Delivery = builder.objectRef<DeliveryView>('WebhookDelivery');
+  Delivery.implement({
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      endpoint_id: t.exposeID('endpoint_id', { nullable: false }),
+      event_id: t.exposeString('event_id', { nullable: false }),
+      event_type: t.exposeString('event_type', { nullable: false }),
+      status: t.exposeString('status', { nullable: false }),
+      attempts: t.exposeInt('attempts', { nullable: false }),
+      last_attempt: t.field({ type: Attempt, resolve: (d) => d.last_attempt }),
+      created_at: t.expose('created_at', { type: 'DateTime', nullable: false }),
+      next_attempt_at: t.expose('next_attempt_at', { type: 'DateTime' }),
+    }),
+  });
+  const EndpointPage = pageObject(builder, 'WebhookEndpointPage', Endpoint);
+  const DeliveryPage = pageObject(builder, 'WebhookDeliveryPage', Delivery);
+  const id = (a: { id: string | number }) => parseInput(idParams, { id: String(a.id) }).id;
+
+  builder.queryFields((t) => ({
+    webhookEndpoints: t.field({
+      type: EndpointPage, nullable: false, description: "The tenant's webhook endpoints, as GET /webhook-endpoints (administrators)",
+      args: { page: t.arg.int(), per_page: t.arg.int() },
+      resolve: (_r, a, ctx) => svc.list(requireUser(ctx), parseInput(endpointListQuery, givenArgs(a))),
+    }),
+    webhookEndpoint: t.field({
+      type: Endpoint, nullable: false, description: 'One webhook endpoint of the tenant',
+      args: { id: t.arg.id({ required: true }) },
+      resolve: (_r, a, ctx) => svc.get(requireUser(ctx), id(a)),
+    }),
+    webhookDeliveries: t.field({
+      type: DeliveryPage, nullable: false, description: "An endpoint's deliveries, newest first",
+      args: { endpoint_id: t.arg.id({ required: true }), status: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
+      resolve: (_r, { endpoint_id, ...a }, ctx) => svc.deliveries(requireUser(ctx), id({ id: endpoint_id }), parseInput(deliveryListQuery, givenArgs(a))),
+    }),
+  }));
+  builder.mutationFields((t) => ({
+    createWebhookEndpoint: t.field({
+      type: WithSecret, nullable: false, description: 'Create an endpoint; the answer holds its secret, shown only this once',
+      args: { url: t.arg.string({ required: true }), event_types: t.arg.stringList({ required: true }), description: t.arg.string(), enabled: t.arg.boolean() },
+      resolve: (_r, a, ctx) => svc.create(requireUser(ctx), parseInput(createEndpointInput, givenArgs(a))),
+    }),
+    updateWebhookEndpoint: t.field({
+      type: Endpoint, nullable: false, description: 'Change the url, event types, description or enabled flag',
+      args: { id: t.arg.id({ required: true }), url: t.arg.string(), event_types: t.arg.stringList(), description: t.arg.string(), enabled: t.arg.boolean() },
+      resolve: (_r, { id: raw, ...a }, ctx) => svc.update(requireUser(ctx), id({ id: raw }), parseInput(updateEndpointInput, givenArgs(a))),
+    }),
+    deleteWebhookEndpoint: t.field({
+      type: 'Boolean', nullable: false, description: 'Delete an endpoint and its deliveries',
+      args: { id: t.arg.id({ required: true }) },
+      resolve: async (_r, a, ctx) => {
+        await svc.remove(requireUser(ctx), id(a));
+        return true;
+      },
+    }),
+    rotateWebhookEndpointSecret: t.field({
+      type: WithSecret, nullable: false, description: 'Replace the signing secret (the old one signs too during the overlap)',
+      args: { id: t.arg.id({ required: true }) },
+      resolve: (_r, a, ctx) => svc.rotateSecret(requireUser(ctx), id(a)),
+    }),
+    testWebhookEndpoint: t.field({
+      type: Delivery, nullable: false, description: 'Send a ping event to this endpoint only, now',
+      args: { id: t.arg.id({ required: true }) },
+      resolve: (_r, a, ctx) => svc.test(requireUser(ctx), id(a)),
+    }),
+    retryWebhookDelivery: t.field({
+      type: Delivery, nullable: false, description: 'Send a delivery again now',
+      args: { endpoint_id: t.arg.id({ required: true }), delivery_id: t.arg.id({ required: true }) },
+      resolve: (_r, a, ctx) => {
+        const p = parseInput(deliveryParams, { id: String(a.endpoint_id), delivery_id: String(a.delivery_id) });
+        return svc.retry(requireUser(ctx), p.id, p.delivery_id);
+      },
     }),
   }));
 }

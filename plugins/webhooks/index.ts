@@ -14,7 +14,9 @@ import {
   webhooksOptions, type WebhookEventContext, type WebhookEventView,
 } from './schemas.ts';
 import { WebhooksService, type WebhookRegistry } from './service.ts';
-import { webhooksGraphql } from './graphql.ts';
+import { outboundWebhooksGraphql, webhooksGraphql } from './graphql.ts';
+import { createOutbound } from './outbound.ts';
+import { outboundRoutes } from './rest.ts';
 
 export type { WebhookRegistry } from './service.ts';
 export type { WebhookEventContext, WebhookHandler, ProviderRegistrationInput } from './schemas.ts';
@@ -48,7 +50,7 @@ declare module '../../core/hooks.ts' {
 export const webhooksPlugin = definePlugin({
   name: 'webhooks',
   options: webhooksOptions,
-  setup({ db, config, options, services, hooks, log }) {
+  setup({ db, config, options, services, hooks, log, tenancy }) {
     const svc = new WebhooksService(webhookEventModel(db), { leaseMs: options.lease_seconds * 1000, log });
     services.provide('webhooks', svc);
     for (const { name, ...p } of config.WEBHOOK_PROVIDERS) {
@@ -56,6 +58,7 @@ export const webhooksPlugin = definePlugin({
     }
     if (!config.WEBHOOKS_ENABLED) return {};
     const tags = ['webhooks'];
+    const outbound = createOutbound({ db, config, hooks, tenancy, events: services.get('events'), log });
 
     return {
       routes: [
@@ -83,8 +86,16 @@ export const webhooksPlugin = definePlugin({
             ctx.body = res.body;
           },
         }),
+        ...outboundRoutes(outbound.endpoints),
       ],
-      graphql: (builder) => webhooksGraphql(builder, svc),
+      graphql: (builder) => {
+        webhooksGraphql(builder, svc);
+        outboundWebhooksGraphql(builder, outbound.endpoints);
+      },
+      eventTypes: outbound.eventTypes,
+      eventConsumers: [outbound.consumer],
+      ready: () => outbound.start(),
+      close: () => outbound.stop(),
     };
   },
 });

@@ -45,3 +45,88 @@ export type WebhookEventModel = Model<WebhookEventDoc>;
 /** Registers (once per connection) and returns the model on collection `webhook_events`. */
 export const webhookEventModel = (conn: Connection): WebhookEventModel =>
   modelOn(conn, 'WebhookEvent', webhookEventSchema, WEBHOOK_COLLECTION);
+
+// --- outbound webhooks --------------------------------------------------------------------------
+
+/** Statuses of an outbound delivery: `pending` (due or scheduled), `delivered` (a 2xx), `failed` (schedule spent). */
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/**
+ * A tenant's outbound webhook endpoint (`webhook_endpoints`). `secrets` holds the signing secrets
+ * (never shown after creation or rotation, never audited): the current one has `expires_at` null,
+ * a rotated-out one signs too until its `expires_at`. `failing_since` is the first failed attempt
+ * since the last success; the endpoint is disabled when it gets too old.
+ */
+export const webhookEndpointSchema = new Schema(
+  {
+    tenant_id: { type: Schema.Types.ObjectId, required: true },
+    url: { type: String, required: true },
+    description: { type: String, default: null },
+    event_types: { type: [String], required: true },
+    enabled: { type: Boolean, required: true },
+    disabled_reason: { type: String, default: null },
+    secrets: {
+      type: [new Schema({ value: { type: String, required: true }, expires_at: { type: Date, default: null } }, { _id: false })],
+      required: true,
+    },
+    secret_rotated_at: { type: Date, default: null },
+    failing_since: { type: Date, default: null },
+    created_by: { type: Schema.Types.ObjectId, default: null },
+    created_at: { type: Date, required: true },
+    updated_at: { type: Date, required: true },
+  },
+  { versionKey: false, minimize: false },
+);
+webhookEndpointSchema.index({ tenant_id: 1, created_at: -1 });
+
+export type WebhookEndpointDoc = InferSchemaType<typeof webhookEndpointSchema>;
+export type WebhookEndpointRecord = WebhookEndpointDoc & { _id: Types.ObjectId };
+export type WebhookEndpointModel = Model<WebhookEndpointDoc>;
+
+export const webhookEndpointModel = (conn: Connection): WebhookEndpointModel =>
+  modelOn(conn, 'WebhookEndpoint', webhookEndpointSchema, 'webhook_endpoints');
+
+/**
+ * One event on its way to one endpoint (`webhook_deliveries`). Unique per (endpoint, event): the
+ * fan-out may run twice for an event, the delivery exists once. `lease_until` is the claim of the
+ * process sending it now; another process may take it only after it passed.
+ */
+export const webhookDeliverySchema = new Schema(
+  {
+    tenant_id: { type: Schema.Types.ObjectId, required: true },
+    endpoint_id: { type: Schema.Types.ObjectId, required: true },
+    event_id: { type: String, required: true },
+    event_type: { type: String, required: true },
+    status: { type: String, enum: DELIVERY_STATUSES, required: true },
+    attempts: { type: Number, default: 0 },
+    last_attempt: {
+      type: new Schema(
+        {
+          status: { type: Number, default: null },
+          duration_ms: { type: Number, required: true },
+          error: { type: String, default: null },
+          response_excerpt: { type: String, default: null },
+          attempted_at: { type: Date, required: true },
+        },
+        { _id: false },
+      ),
+      default: null,
+    },
+    next_attempt_at: { type: Date, default: null },
+    lease_until: { type: Date, default: null },
+    created_at: { type: Date, required: true },
+    updated_at: { type: Date, required: true },
+  },
+  { versionKey: false, minimize: false },
+);
+webhookDeliverySchema.index({ endpoint_id: 1, event_id: 1 }, { unique: true });
+webhookDeliverySchema.index({ status: 1, next_attempt_at: 1 });
+webhookDeliverySchema.index({ endpoint_id: 1, created_at: -1 });
+
+export type WebhookDeliveryDoc = InferSchemaType<typeof webhookDeliverySchema>;
+export type WebhookDeliveryRecord = WebhookDeliveryDoc & { _id: Types.ObjectId };
+export type WebhookDeliveryModel = Model<WebhookDeliveryDoc>;
+
+export const webhookDeliveryModel = (conn: Connection): WebhookDeliveryModel =>
+  modelOn(conn, 'WebhookDelivery', webhookDeliverySchema, 'webhook_deliveries');

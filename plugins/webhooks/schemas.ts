@@ -3,10 +3,10 @@
  * bad one fails start-up) and the operator API inputs shared by REST and GraphQL.
  */
 import { z } from 'zod';
-import { pageQuery } from '../../core/http/schemas.ts';
+import { objectId, pageQuery } from '../../core/http/schemas.ts';
 import { pageSchema } from '../../core/page.ts';
 import type { AuthUser } from '../../core/context.ts';
-import { WEBHOOK_STATUSES } from './model.ts';
+import { DELIVERY_STATUSES, WEBHOOK_STATUSES } from './model.ts';
 import { PRESET_NAMES } from './presets.ts';
 import { isCustomVerifier, type WebhookVerifier } from './verifiers.ts';
 
@@ -132,3 +132,88 @@ export const retryResponse = z.object({ id: z.string(), event_id: z.string(), st
 export type RetryResult = z.infer<typeof retryResponse>;
 export const purgeResponse = z.object({ deleted_count: z.number().int(), retention_days: z.number().int(), cutoff_date: z.date() });
 export type PurgeResult = z.infer<typeof purgeResponse>;
+
+// --- outbound webhooks --------------------------------------------------------------------------
+
+const endpointUrl = z
+  .string()
+  .max(2048)
+  .refine((s) => URL.canParse(s) && ['http:', 'https:'].includes(new URL(s).protocol), 'must be an absolute http(s) URL');
+const eventTypeList = z
+  .array(z.string().min(1).max(200))
+  .min(1)
+  .max(100)
+  .transform((a) => [...new Set(a)]);
+
+/** `POST /webhook-endpoints` and GraphQL `createWebhookEndpoint`. */
+export const createEndpointInput = z
+  .object({
+    url: endpointUrl,
+    /** Catalogue types to receive; `*` for every type. */
+    event_types: eventTypeList,
+    description: z.string().max(500).nullable().optional(),
+    enabled: z.boolean().default(true),
+  })
+  .strict();
+export type CreateEndpointInput = z.output<typeof createEndpointInput>;
+
+/** `PATCH /webhook-endpoints/{id}` and GraphQL `updateWebhookEndpoint`: the fields to change. */
+export const updateEndpointInput = z
+  .object({
+    url: endpointUrl.optional(),
+    event_types: eventTypeList.optional(),
+    description: z.string().max(500).nullable().optional(),
+    enabled: z.boolean().optional(),
+  })
+  .strict();
+export type UpdateEndpointInput = z.output<typeof updateEndpointInput>;
+
+export const endpointListQuery = pageQuery(25, 100).strict();
+export type EndpointListQuery = z.output<typeof endpointListQuery>;
+export const deliveryListQuery = z.object({ status: z.enum(DELIVERY_STATUSES).optional(), ...pageQuery(25, 100).shape }).strict();
+export type DeliveryListQuery = z.output<typeof deliveryListQuery>;
+export const deliveryParams = z.object({ id: objectId, delivery_id: objectId });
+
+/** An endpoint as every response shows it: never with a secret. */
+export const endpointView = z.object({
+  id: z.string(),
+  url: z.string(),
+  description: z.string().nullable(),
+  event_types: z.array(z.string()),
+  enabled: z.boolean(),
+  disabled_reason: z.string().nullable().describe('Why the server disabled the endpoint (null when enabled, or disabled by hand)'),
+  secret_rotated_at: z.date().nullable(),
+  created_at: z.date(),
+  updated_at: z.date(),
+});
+export type EndpointView = z.output<typeof endpointView>;
+
+/** Creation and rotation answer the secret, the only time it is shown. */
+export const endpointWithSecret = endpointView.extend({
+  secret: z.string().describe('Signing secret (whsec_ + base64), Standard Webhooks format; shown only now'),
+});
+export type EndpointWithSecret = z.output<typeof endpointWithSecret>;
+export const endpointPage = pageSchema(endpointView);
+
+export const attemptView = z.object({
+  status: z.number().int().nullable().describe('HTTP status of the response; null when none came'),
+  duration_ms: z.number().int(),
+  error: z.string().nullable(),
+  response_excerpt: z.string().nullable().describe('First 500 characters of the response body'),
+  attempted_at: z.date(),
+});
+export type AttemptView = z.output<typeof attemptView>;
+
+export const deliveryView = z.object({
+  id: z.string(),
+  endpoint_id: z.string(),
+  event_id: z.string(),
+  event_type: z.string(),
+  status: z.enum(DELIVERY_STATUSES),
+  attempts: z.number().int(),
+  last_attempt: attemptView.nullable(),
+  created_at: z.date(),
+  next_attempt_at: z.date().nullable(),
+});
+export type DeliveryView = z.output<typeof deliveryView>;
+export const deliveryPage = pageSchema(deliveryView);

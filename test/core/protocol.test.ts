@@ -4,10 +4,10 @@
  * Node's parser refuses. Every answer is the error envelope with a request id; raw sockets where
  * fetch cannot express the request (TRACE, chunked bodies, pipelining, broken request lines).
  */
-import { connect } from 'node:net';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, envelope, type TestApp } from '../helpers/app.ts';
+import { rawExchange as exchange, type RawResponse } from '../helpers/raw-http.ts';
 
 let t: TestApp;
 let port: number;
@@ -17,58 +17,7 @@ beforeAll(async () => {
 });
 afterAll(() => t?.close());
 
-interface RawResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** Splits what the server sent into complete responses (each with Content-Length, as ours are). */
-function parseResponses(data: Buffer): RawResponse[] {
-  const out: RawResponse[] = [];
-  let rest = data;
-  for (;;) {
-    const end = rest.indexOf('\r\n\r\n');
-    if (end < 0) return out;
-    const [statusLine, ...lines] = rest.subarray(0, end).toString('latin1').split('\r\n');
-    const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
-    const length = Number(headers['content-length'] ?? 0);
-    if (rest.length < end + 4 + length) return out;
-    out.push({ status: Number(statusLine!.split(' ')[1]), headers, body: rest.subarray(end + 4, end + 4 + length).toString('utf8') });
-    rest = rest.subarray(end + 4 + length);
-  }
-}
-
-/**
- * Writes `send(socket)` on one raw connection and collects the answer until `want` responses
- * arrived or the server closed the connection. Never hangs: after `timeoutMs` it reports what it
- * got with `timedOut` set.
- */
-function rawExchange(send: (write: (chunk: string | Buffer) => boolean) => unknown, want: number, timeoutMs = 5000) {
-  return new Promise<{ responses: RawResponse[]; closed: boolean; timedOut: boolean }>((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    let data = Buffer.alloc(0);
-    let done = false;
-    const finish = (closed: boolean, timedOut = false) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ responses: parseResponses(data), closed, timedOut });
-    };
-    const timer = setTimeout(() => finish(false, true), timeoutMs);
-    socket.on('data', (d) => {
-      data = Buffer.concat([data, d]);
-      if (parseResponses(data).length >= want) finish(false);
-    });
-    socket.on('close', () => finish(true));
-    // A server that closes while the client still writes makes the write fail: that is a close.
-    socket.on('error', () => undefined);
-    socket.on('connect', () => {
-      void Promise.resolve(send((c) => (socket.destroyed ? false : socket.write(c)))).catch(() => undefined);
-    });
-  });
-}
+const rawExchange = (send: Parameters<typeof exchange>[1], want: number, timeoutMs?: number) => exchange(port, send, want, timeoutMs);
 
 const rawEnvelope = (r: RawResponse) => {
   expect(r.headers['content-type']).toMatch(/^application\/json/);
@@ -125,9 +74,9 @@ describe('oversized chunked body', () => {
         `POST /admin/tenants HTTP/1.1\r\nHost: x\r\nX-API-Key: ${ADMIN_KEY}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
       );
       for (let sent = 0; sent < 5 * 1024 * 1024; sent += chunk.length) {
-        if (!write(`${chunk.length.toString(16)}\r\n`)) await new Promise((r) => setTimeout(r, 1));
-        write(chunk);
-        write('\r\n');
+        await write(`${chunk.length.toString(16)}\r\n`);
+        await write(chunk);
+        await write('\r\n');
       }
       write('0\r\n\r\n');
       write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');

@@ -1,0 +1,290 @@
+/**
+ * The sender of outbound webhooks: every process polls `webhook_deliveries` for due deliveries,
+ * claims each with a lease (one atomic conditional update, so N replicas never send the same
+ * attempt twice), posts the signed event to the endpoint and records the attempt.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type { Types } from 'mongoose';
+import type { Logger } from '../../core/logger.ts';
+import type { EventLog, EventRecord } from '../../core/events/index.ts';
+import { systemActor } from '../../core/context.ts';
+import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
+import { checkedAddresses, pinnedLookup, UnsafeUrlError, type Resolver, type ResolvedAddress } from './ssrf.ts';
+import { activeSecrets, signedHeaders } from './signing.ts';
+
+/** What one HTTP attempt gave: the response status (null when none came), an excerpt of its body, the error. */
+export interface TransportResult {
+  status: number | null;
+  excerpt: string | null;
+  error: string | null;
+}
+
+/** One POST to checked addresses; the default is node's http/https client (injectable in tests). */
+export type Transport = (req: { url: URL; addresses: ResolvedAddress[]; headers: Record<string, string>; body: string; timeoutMs: number }) => Promise<TransportResult>;
+
+const EXCERPT_CHARS = 500;
+/** Bytes of a response body read at most: enough for the excerpt, never the whole of a large body. */
+const READ_BYTES = 4096;
+
+/** POSTs with node's http/https client, connecting only to `addresses` (no redirects are followed). */
+export const httpTransport: Transport = ({ url, addresses, headers, body, timeoutMs }) =>
+  new Promise((resolve) => {
+    const client = url.protocol === 'https:' ? https : http;
+    let status: number | null = null;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const excerpt = () => (chunks.length ? Buffer.concat(chunks).toString('utf8').slice(0, EXCERPT_CHARS) : status === null ? null : '');
+    const finish = (error: string | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req.destroy();
+      resolve({ status, excerpt: excerpt(), error: error ?? (status !== null && (status < 200 || status > 299) ? `HTTP ${status}` : null) });
+    };
+    const req = client.request(
+      url,
+      {
+        method: 'POST',
+        agent: false,
+        lookup: pinnedLookup(addresses),
+        headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), 'user-agent': 'plugin-api-server-webhooks/1' },
+      },
+      (res) => {
+        status = res.statusCode ?? null;
+        res.on('data', (c: Buffer) => {
+          chunks.push(c);
+          size += c.length;
+          if (size >= READ_BYTES) finish(null);
+        });
+        res.on('end', () => finish(null));
+        res.on('error', (err) => finish(status === null ? err.message : null));
+      },
+    );
+    // A status that came in time counts even if the body is still streaming at the deadline.
+    const timer = setTimeout(() => finish(status === null ? `no response within ${timeoutMs} ms` : null), timeoutMs);
+    req.on('error', (err) => finish(status === null ? err.message : null));
+    req.end(body);
+  });
+
+/** What the sender reports about an endpoint's health (the endpoint service disables failing endpoints). */
+export interface EndpointHealth {
+  succeeded(endpointId: Types.ObjectId): Promise<void>;
+  failed(endpointId: Types.ObjectId, at: Date): Promise<void>;
+}
+
+export interface SenderSettings {
+  /** Delay in seconds before each attempt (index 0: the first, counted from the delivery's creation). */
+  schedule: readonly number[];
+  timeoutMs: number;
+  pollMs: number;
+  allowedHosts: readonly string[];
+  /** Refuse `http:` URLs (production). */
+  httpsOnly: boolean;
+  /** Deliveries one process sends at once. */
+  concurrency: number;
+}
+
+export interface SenderDeps {
+  deliveries: WebhookDeliveryModel;
+  endpoints: WebhookEndpointModel;
+  events: EventLog;
+  health: EndpointHealth;
+  settings: SenderSettings;
+  log: Logger;
+  /** Resolves endpoint hosts before each attempt. @default dns.lookup (all addresses) */
+  resolver: Resolver;
+  /** @default httpTransport */
+  transport?: Transport;
+}
+
+/** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
+const LEASE_MARGIN_MS = 30_000;
+
+/**
+ * Claims, sends and records deliveries. `start()` polls in the background; `claim` + `attempt` are
+ * also used directly for a retry by hand and a test ping (answered synchronously).
+ */
+export class DeliverySender {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private stopped = true;
+  private readonly transport: Transport;
+
+  constructor(private readonly deps: SenderDeps) {
+    this.transport = deps.transport ?? httpTransport;
+  }
+
+  private get leaseMs(): number {
+    return this.deps.settings.timeoutMs + LEASE_MARGIN_MS;
+  }
+
+  /** When the first attempt of a delivery created at `at` is due. */
+  firstAttemptAt(at: Date): Date {
+    return new Date(at.getTime() + (this.deps.settings.schedule[0] ?? 0) * 1000);
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  /** Polls now (new deliveries were just created in this process). */
+  wake(): void {
+    if (!this.stopped && !this.running) this.schedule(0);
+  }
+
+  private schedule(ms: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.running = this.poll()
+        .catch((err) => this.deps.log.warn({ err }, 'webhook delivery poll failed'))
+        .finally(() => {
+          this.running = null;
+          if (!this.stopped) this.schedule(this.deps.settings.pollMs);
+        });
+    }, ms);
+    this.timer.unref();
+  }
+
+  /**
+   * Sends every due delivery this process can claim, up to `concurrency` at once: a slot freed by
+   * a finished attempt is filled at once, so one slow endpoint holds one slot, not the batch.
+   */
+  async poll(): Promise<void> {
+    const inFlight = new Set<Promise<void>>();
+    for (;;) {
+      while (inFlight.size < this.deps.settings.concurrency && !this.stopped) {
+        const d = await this.claim({ status: 'pending', next_attempt_at: { $lte: new Date() } });
+        if (!d) break;
+        const run: Promise<void> = this.attempt(d, false)
+          .then(() => undefined)
+          .catch((err) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed'))
+          .finally(() => inFlight.delete(run));
+        inFlight.add(run);
+      }
+      if (!inFlight.size) return;
+      await Promise.race(inFlight);
+    }
+  }
+
+  /**
+   * Claims one delivery matching `filter` whose lease is free: the single atomic step that keeps
+   * two processes (or a poller and a manual retry) from sending the same attempt.
+   */
+  async claim(filter: Record<string, unknown>): Promise<WebhookDeliveryRecord | null> {
+    const now = new Date();
+    return this.deps.deliveries
+      .findOneAndUpdate(
+        { ...filter, $or: [{ lease_until: null }, { lease_until: { $lt: now } }] },
+        { $set: { lease_until: new Date(now.getTime() + this.leaseMs) } },
+        { sort: { next_attempt_at: 1 }, returnDocument: 'after' },
+      )
+      .lean<WebhookDeliveryRecord>();
+  }
+
+  /**
+   * Creates one pending delivery per endpoint for `event` (first attempt per the schedule). A
+   * delivery that exists already is kept: the unique (endpoint, event) index makes a repeated
+   * fan-out harmless. @returns how many were created
+   */
+  async create(event: EventRecord, tenantId: Types.ObjectId, endpointIds: Types.ObjectId[]): Promise<number> {
+    if (!endpointIds.length) return 0;
+    const now = new Date();
+    const docs = endpointIds.map((endpoint_id) => ({
+      tenant_id: tenantId, endpoint_id, event_id: event.id, event_type: event.type, status: 'pending', attempts: 0, last_attempt: null,
+      next_attempt_at: this.firstAttemptAt(now), lease_until: null, created_at: now, updated_at: now,
+    }));
+    try {
+      const res = await this.deps.deliveries.collection.insertMany(docs, { ordered: false });
+      return res.insertedCount;
+    } catch (err) {
+      const e = err as { writeErrors?: { code?: number; err?: { code?: number } }[] };
+      if (!e.writeErrors?.every((w) => (w.code ?? w.err?.code) === 11000)) throw err;
+      return docs.length - e.writeErrors.length;
+    }
+  }
+
+  /** Creates a delivery already claimed by the caller, who attempts it at once (test pings). */
+  async createClaimed(d: { tenant_id: Types.ObjectId; endpoint_id: Types.ObjectId; event_id: string; event_type: string }): Promise<WebhookDeliveryRecord> {
+    const now = new Date();
+    const doc = await this.deps.deliveries.create({
+      ...d, status: 'pending', attempts: 0, last_attempt: null, next_attempt_at: now, lease_until: new Date(now.getTime() + this.leaseMs), created_at: now, updated_at: now,
+    });
+    return doc.toObject() as WebhookDeliveryRecord;
+  }
+
+  /**
+   * One attempt of a claimed delivery: loads its endpoint and event, checks the addresses, posts,
+   * records the outcome and releases the lease. `manual` (retry by hand, test): a failure of a
+   * delivery that was not pending leaves it `failed` instead of re-entering the schedule, and a
+   * disabled endpoint is still sent to.
+   * @returns the delivery after the attempt (null when it vanished: its endpoint was deleted)
+   */
+  async attempt(d: WebhookDeliveryRecord, manual: boolean): Promise<WebhookDeliveryRecord | null> {
+    const endpoint = await this.deps.endpoints.findById(d.endpoint_id).lean<WebhookEndpointRecord>();
+    if (!endpoint) {
+      await this.deps.deliveries.deleteOne({ _id: d._id });
+      return null;
+    }
+    if (!endpoint.enabled && !manual) {
+      const last_attempt = { status: null, duration_ms: 0, error: 'not sent: the endpoint is disabled', response_excerpt: null, attempted_at: new Date() };
+      return this.release(d, { status: 'failed', next_attempt_at: null, last_attempt });
+    }
+    const started = Date.now();
+    const result = await this.send(endpoint, d).catch((err: Error): TransportResult => ({ status: null, excerpt: null, error: err.message }));
+    const at = new Date();
+    const ok = result.status !== null && result.status >= 200 && result.status <= 299;
+    const attempts = d.attempts + 1;
+    const delay = this.deps.settings.schedule[attempts];
+    const retry = !ok && delay !== undefined && (!manual || d.status === 'pending');
+    const last_attempt = { status: result.status, duration_ms: at.getTime() - started, error: result.error, response_excerpt: result.excerpt, attempted_at: at };
+    const updated = await this.release(d, {
+      status: ok ? 'delivered' : retry ? 'pending' : 'failed',
+      attempts,
+      last_attempt,
+      next_attempt_at: retry ? new Date(at.getTime() + delay * 1000) : null,
+    });
+    await (ok ? this.deps.health.succeeded(endpoint._id) : this.deps.health.failed(endpoint._id, at));
+    return updated;
+  }
+
+  /** Records an attempt's outcome, if this process still holds the lease it claimed `d` with. */
+  private async release(d: WebhookDeliveryRecord, set: Record<string, unknown>): Promise<WebhookDeliveryRecord | null> {
+    const doc = await this.deps.deliveries
+      .findOneAndUpdate({ _id: d._id, lease_until: d.lease_until }, { $set: { ...set, lease_until: null, updated_at: new Date() } }, { returnDocument: 'after' })
+      .lean<WebhookDeliveryRecord>();
+    if (!doc) this.deps.log.warn({ delivery_id: String(d._id) }, 'webhook delivery lease lost before the attempt was recorded');
+    return doc;
+  }
+
+  private async send(endpoint: WebhookEndpointRecord, d: WebhookDeliveryRecord): Promise<TransportResult> {
+    let event: EventRecord;
+    try {
+      event = await this.deps.events.get(systemActor(), d.event_id);
+    } catch {
+      return { status: null, excerpt: null, error: `event ${d.event_id} is no longer in the event log` };
+    }
+    const url = new URL(endpoint.url);
+    if (this.deps.settings.httpsOnly && url.protocol !== 'https:') return { status: null, excerpt: null, error: 'refused: the URL must use https' };
+    let addresses: ResolvedAddress[];
+    try {
+      addresses = await checkedAddresses(url, { allowedHosts: this.deps.settings.allowedHosts, resolver: this.deps.resolver });
+    } catch (err) {
+      if (err instanceof UnsafeUrlError) return { status: null, excerpt: null, error: `refused: ${err.message}` };
+      throw err;
+    }
+    const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.created_at.toISOString(), data: event.data });
+    const headers = signedHeaders(activeSecrets(endpoint.secrets, new Date()), event.id, new Date(), body);
+    return this.transport({ url, addresses, headers, body, timeoutMs: this.deps.settings.timeoutMs });
+  }
+}

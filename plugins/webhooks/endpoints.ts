@@ -1,0 +1,278 @@
+/**
+ * Outbound webhook endpoints of a tenant: create, list, change, delete, rotate the secret, send a
+ * test ping, list and retry deliveries. Tenant administrators manage their tenant's endpoints;
+ * system administrators act for one tenant with `X-Tenant-Id` (or see all without it).
+ */
+import { Types } from 'mongoose';
+import { AppError, ConflictError, ErrorCode, NotFoundError, ValidationError } from '../../core/errors.ts';
+import { isSystemActor, requestOf, systemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
+import { requireRole } from '../../core/identity/guards.ts';
+import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
+import type { Tenancy } from '../../core/tenancy.ts';
+import type { EventLog } from '../../core/events/index.ts';
+import { pageOf, type Page } from '../../core/page.ts';
+import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
+import type {
+  CreateEndpointInput, DeliveryListQuery, DeliveryView, EndpointListQuery, EndpointView, EndpointWithSecret, UpdateEndpointInput,
+} from './schemas.ts';
+import { checkedAddresses, UnsafeUrlError, type Resolver } from './ssrf.ts';
+import { newSecret } from './signing.ts';
+import type { DeliverySender, EndpointHealth } from './delivery.ts';
+
+/** Resource name of endpoint changes on the hook bus (audit entries). */
+export const ENDPOINTS_RESOURCE = 'webhook_endpoints';
+/** Never in a hook payload's document, and named as secret for every listener. */
+const SECRET_FIELDS = ['secrets'];
+/** Event appended when the server disables a failing endpoint. */
+export const ENDPOINT_DISABLED_EVENT = 'webhook_endpoint.disabled';
+
+export interface EndpointSettings {
+  allowedHosts: readonly string[];
+  /** Production: endpoint URLs must be https. */
+  httpsOnly: boolean;
+  /** How long the previous secret still signs after a rotation. */
+  rotationOverlapMs: number;
+  /** An endpoint whose every attempt failed for this long is disabled. */
+  disableAfterMs: number;
+}
+
+export interface EndpointServiceDeps {
+  endpoints: WebhookEndpointModel;
+  deliveries: WebhookDeliveryModel;
+  events: EventLog;
+  hooks: HookBus;
+  tenancy: Tenancy;
+  sender: DeliverySender;
+  resolver: Resolver;
+  settings: EndpointSettings;
+}
+
+/** An endpoint as the API shows it (no secret). */
+export const endpointViewOf = (d: WebhookEndpointRecord): EndpointView => ({
+  id: String(d._id),
+  url: d.url,
+  description: d.description ?? null,
+  event_types: [...d.event_types],
+  enabled: d.enabled,
+  disabled_reason: d.disabled_reason ?? null,
+  secret_rotated_at: d.secret_rotated_at ?? null,
+  created_at: d.created_at,
+  updated_at: d.updated_at,
+});
+
+/** A delivery as the API shows it (no lease). */
+export const deliveryViewOf = (d: WebhookDeliveryRecord): DeliveryView => ({
+  id: String(d._id),
+  endpoint_id: String(d.endpoint_id),
+  event_id: d.event_id,
+  event_type: d.event_type,
+  status: d.status,
+  attempts: d.attempts,
+  last_attempt: d.last_attempt
+    ? {
+        status: d.last_attempt.status ?? null,
+        duration_ms: d.last_attempt.duration_ms,
+        error: d.last_attempt.error ?? null,
+        response_excerpt: d.last_attempt.response_excerpt ?? null,
+        attempted_at: d.last_attempt.attempted_at,
+      }
+    : null,
+  created_at: d.created_at,
+  next_attempt_at: d.next_attempt_at ?? null,
+});
+
+/** The endpoint document as hook listeners get it: without its secrets. */
+const hookDoc = ({ secrets: _secrets, ...rest }: WebhookEndpointRecord): Doc => rest as unknown as Doc;
+
+/** The endpoint service behind REST and GraphQL; also the sender's `EndpointHealth` (disables failing endpoints). */
+export class EndpointService implements EndpointHealth {
+  constructor(private readonly deps: EndpointServiceDeps) {}
+
+  /** The actor's tenant's endpoints, newest first. @throws AccessDeniedError for non-administrators */
+  async list(actor: AuthUser, q: EndpointListQuery): Promise<Page<EndpointView>> {
+    requireRole(actor, 'admin');
+    const filter = this.deps.tenancy.filter(actor);
+    const [rows, total] = await Promise.all([
+      this.deps.endpoints.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<WebhookEndpointRecord[]>(),
+      this.deps.endpoints.countDocuments(filter),
+    ]);
+    return pageOf(rows.map(endpointViewOf), total, q);
+  }
+
+  /** @throws NotFoundError outside the actor's tenant */
+  async get(actor: AuthUser, id: string): Promise<EndpointView> {
+    return endpointViewOf(await this.find(actor, id));
+  }
+
+  /**
+   * Creates an endpoint with a new secret, answered this once.
+   * @throws ValidationError for an unknown event type (naming the known ones) or a refused URL
+   */
+  async create(actor: AuthUser, input: CreateEndpointInput): Promise<EndpointWithSecret> {
+    requireRole(actor, 'admin');
+    this.checkTypes(input.event_types);
+    await this.checkUrl(input.url);
+    const tenantId = writeTenantId(actor);
+    const now = new Date();
+    const secret = newSecret();
+    const doc = await this.deps.endpoints.create({
+      tenant_id: new Types.ObjectId(tenantId),
+      url: input.url,
+      description: input.description ?? null,
+      event_types: input.event_types,
+      enabled: input.enabled,
+      secrets: [{ value: secret, expires_at: null }],
+      created_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id),
+      created_at: now,
+      updated_at: now,
+    });
+    const record = doc.toObject() as WebhookEndpointRecord;
+    await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.eventBase(actor, tenantId), id: String(record._id), doc: hookDoc(record) });
+    return { ...endpointViewOf(record), secret };
+  }
+
+  /** Changes the given fields; enabling an endpoint clears why it was disabled. */
+  async update(actor: AuthUser, id: string, input: UpdateEndpointInput): Promise<EndpointView> {
+    const old = await this.find(actor, id);
+    if (input.event_types) this.checkTypes(input.event_types);
+    if (input.url !== undefined && input.url !== old.url) await this.checkUrl(input.url);
+    const set: Doc = { updated_at: new Date() };
+    for (const k of ['url', 'event_types', 'description', 'enabled'] as const) if (input[k] !== undefined) set[k] = input[k];
+    if (input.enabled === true) Object.assign(set, { disabled_reason: null, failing_since: null });
+    if (input.enabled === false) set.disabled_reason = null;
+    return this.write(actor, old, set);
+  }
+
+  /** Deletes the endpoint and its deliveries. */
+  async remove(actor: AuthUser, id: string): Promise<void> {
+    const old = await this.find(actor, id);
+    const res = await this.deps.endpoints.deleteOne({ _id: old._id });
+    if (!res.deletedCount) throw new NotFoundError('webhook endpoint', id);
+    await this.deps.deliveries.deleteMany({ endpoint_id: old._id });
+    await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.eventBase(actor, String(old.tenant_id)), id, old: hookDoc(old), doc: hookDoc(old) });
+  }
+
+  /**
+   * A new secret, answered this once. The previous one keeps signing (a second signature in
+   * `webhook-signature`) for the rotation overlap; older ones stop at once.
+   */
+  async rotateSecret(actor: AuthUser, id: string): Promise<EndpointWithSecret> {
+    const old = await this.find(actor, id);
+    const now = new Date();
+    const secret = newSecret();
+    const current = old.secrets.find((s) => !s.expires_at) ?? old.secrets[0];
+    const overlap = this.deps.settings.rotationOverlapMs;
+    const secrets = [{ value: secret, expires_at: null }, ...(current && overlap > 0 ? [{ value: current.value, expires_at: new Date(now.getTime() + overlap) }] : [])];
+    const view = await this.write(actor, old, { secrets, secret_rotated_at: now, updated_at: now });
+    return { ...view, secret };
+  }
+
+  /** Sends a `ping` event to this endpoint only, now; answers the delivery after its first attempt. */
+  async test(actor: AuthUser, id: string): Promise<DeliveryView> {
+    const endpoint = await this.find(actor, id);
+    const event = await this.deps.events.append('ping', {
+      actor,
+      tenant_id: endpoint.tenant_id,
+      data: { message: 'Test event sent by POST /webhook-endpoints/{id}/test', endpoint_id: id },
+    });
+    const claimed = await this.deps.sender.createClaimed({ tenant_id: endpoint.tenant_id, endpoint_id: endpoint._id, event_id: event.id, event_type: event.type });
+    return this.attemptNow(claimed, id);
+  }
+
+  /** The endpoint's deliveries, newest first. */
+  async deliveries(actor: AuthUser, id: string, q: DeliveryListQuery): Promise<Page<DeliveryView>> {
+    const endpoint = await this.find(actor, id);
+    const filter = { endpoint_id: endpoint._id, ...(q.status ? { status: q.status } : {}) };
+    const [rows, total] = await Promise.all([
+      this.deps.deliveries.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<WebhookDeliveryRecord[]>(),
+      this.deps.deliveries.countDocuments(filter),
+    ]);
+    return pageOf(rows.map(deliveryViewOf), total, q);
+  }
+
+  /**
+   * Sends a delivery again now, whatever its status; answers it after the attempt.
+   * @throws ConflictError while another attempt of it is under way
+   */
+  async retry(actor: AuthUser, id: string, deliveryId: string): Promise<DeliveryView> {
+    const endpoint = await this.find(actor, id);
+    const exists = await this.deps.deliveries.exists({ _id: deliveryId, endpoint_id: endpoint._id });
+    if (!exists) throw new NotFoundError('webhook delivery', deliveryId);
+    const claimed = await this.deps.sender.claim({ _id: new Types.ObjectId(deliveryId), endpoint_id: endpoint._id });
+    if (!claimed) throw new ConflictError('The delivery is being sent right now; try again in a moment');
+    return this.attemptNow(claimed, deliveryId);
+  }
+
+  // --- endpoint health (called by the sender) ---------------------------------------------------
+
+  async succeeded(endpointId: Types.ObjectId): Promise<void> {
+    await this.deps.endpoints.updateOne({ _id: endpointId, failing_since: { $ne: null } }, { $set: { failing_since: null } });
+  }
+
+  /** A failed attempt: starts the failing period, and disables the endpoint once it lasted long enough. */
+  async failed(endpointId: Types.ObjectId, at: Date): Promise<void> {
+    await this.deps.endpoints.updateOne({ _id: endpointId, failing_since: null }, { $set: { failing_since: at } });
+    const after = this.deps.settings.disableAfterMs;
+    const since = new Date(at.getTime() - after);
+    const hours = +(after / 3_600_000).toFixed(6);
+    const reason = `Every delivery attempt failed for ${hours} hour${hours === 1 ? '' : 's'}`;
+    // Conditional on `enabled`: of several processes failing at once, one disables and tells.
+    const old = await this.deps.endpoints
+      .findOneAndUpdate({ _id: endpointId, enabled: true, failing_since: { $lte: since } }, { $set: { enabled: false, disabled_reason: reason, updated_at: at } }, { returnDocument: 'before' })
+      .lean<WebhookEndpointRecord>();
+    if (!old) return;
+    const doc = { ...old, enabled: false, disabled_reason: reason, updated_at: at };
+    const actor = systemActor(String(old.tenant_id));
+    await this.deps.events.append(ENDPOINT_DISABLED_EVENT, { actor, tenant_id: old.tenant_id, data: endpointViewOf(doc) as unknown as Doc });
+    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.eventBase(actor, String(old.tenant_id)), id: String(old._id), old: hookDoc(old), doc: hookDoc(doc), replace: false });
+  }
+
+  // --- helpers ----------------------------------------------------------------------------------
+
+  private async attemptNow(claimed: WebhookDeliveryRecord, id: string): Promise<DeliveryView> {
+    const done = await this.deps.sender.attempt(claimed, true);
+    if (!done) throw new NotFoundError('webhook delivery', id);
+    return deliveryViewOf(done);
+  }
+
+  /** An endpoint of the actor's tenant. @throws AccessDeniedError for non-administrators, NotFoundError elsewhere */
+  private async find(actor: AuthUser, id: string): Promise<WebhookEndpointRecord> {
+    requireRole(actor, 'admin');
+    const doc = await this.deps.endpoints.findOne({ _id: id, ...this.deps.tenancy.filter(actor) }).lean<WebhookEndpointRecord>();
+    if (!doc) throw new NotFoundError('webhook endpoint', id);
+    return doc;
+  }
+
+  private async write(actor: AuthUser, old: WebhookEndpointRecord, set: Doc): Promise<EndpointView> {
+    const doc = await this.deps.endpoints.findOneAndUpdate({ _id: old._id }, { $set: set }, { returnDocument: 'after' }).lean<WebhookEndpointRecord>();
+    if (!doc) throw new NotFoundError('webhook endpoint', String(old._id));
+    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.eventBase(actor, String(old.tenant_id)), id: String(old._id), old: hookDoc(old), doc: hookDoc(doc), replace: false });
+    return endpointViewOf(doc);
+  }
+
+  private checkTypes(types: readonly string[]): void {
+    const catalogue = this.deps.events.catalogue;
+    const errors = types.flatMap((t, i) => (t === '*' || catalogue.has(t) ? [] : [{ loc: ['body', 'event_types', i], msg: `Unknown event type "${t}"`, type: 'enum' }]));
+    if (!errors.length) return;
+    const known = catalogue.names();
+    throw new AppError(422, ErrorCode.VALIDATION_ERROR, `Unknown event type; known types: ${known.join(', ')} (or * for all)`, { errors, known_types: known });
+  }
+
+  /** @throws ValidationError on `url` for a refused scheme or address */
+  private async checkUrl(raw: string): Promise<void> {
+    const url = new URL(raw);
+    const refuse = (msg: string) => new ValidationError([{ loc: ['body', 'url'], msg, type: 'unsafe_url' }]);
+    if (this.deps.settings.httpsOnly && url.protocol !== 'https:') throw refuse('must use https');
+    try {
+      await checkedAddresses(url, { allowedHosts: this.deps.settings.allowedHosts, resolver: this.deps.resolver });
+    } catch (err) {
+      if (err instanceof UnsafeUrlError) throw refuse(`refused: ${err.message}`);
+      throw err;
+    }
+  }
+
+  private eventBase(actor: AuthUser, tenantId: string): DocumentEventBase {
+    const req = requestOf(actor);
+    return { resource: ENDPOINTS_RESOURCE, actor, tenant_id: tenantId, ip: req?.ip ?? null, request_id: req?.requestId ?? null, secret_fields: SECRET_FIELDS, bulk: false };
+  }
+}

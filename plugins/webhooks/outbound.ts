@@ -1,0 +1,116 @@
+/**
+ * Outbound webhooks, assembled: the endpoint service, the sender every process runs, the durable
+ * consumer of the event log that fans each event out into deliveries, and the event type this
+ * part declares. `index.ts` wires what this returns when `WEBHOOKS_ENABLED` is on.
+ */
+import { Types, type Connection } from 'mongoose';
+import type { Config } from '../../config/index.ts';
+import type { HookBus } from '../../core/hooks.ts';
+import type { Tenancy } from '../../core/tenancy.ts';
+import type { Logger } from '../../core/logger.ts';
+import type { EventConsumer, EventLog, EventRecord, EventTypeDefinition } from '../../core/events/index.ts';
+import { webhookDeliveryModel, webhookEndpointModel, type WebhookEndpointModel } from './model.ts';
+import { endpointView } from './schemas.ts';
+import { DeliverySender, type Transport } from './delivery.ts';
+import { ENDPOINT_DISABLED_EVENT, EndpointService } from './endpoints.ts';
+import { systemResolver, type Resolver } from './ssrf.ts';
+
+export interface OutboundDeps {
+  db: Connection;
+  config: Config;
+  hooks: HookBus;
+  tenancy: Tenancy;
+  events: EventLog;
+  log: Logger;
+  /** @default dns.lookup with all addresses */
+  resolver?: Resolver;
+  /** @default node's http/https client */
+  transport?: Transport;
+}
+
+export interface Outbound {
+  endpoints: EndpointService;
+  sender: DeliverySender;
+  consumer: EventConsumer;
+  eventTypes: EventTypeDefinition[];
+  start(): void;
+  stop(): Promise<void>;
+}
+
+/** Deliveries one process sends at once. */
+const SENDER_CONCURRENCY = 10;
+/** Name of the fan-out consumer (its claims and position in the event log are kept under it). */
+export const FANOUT_CONSUMER = 'webhooks.outbound-fanout';
+
+/** Builds the outbound part on `deps.db`; nothing runs until `start()` (and the kernel starts the consumer). */
+export function createOutbound(deps: OutboundDeps): Outbound {
+  const { config } = deps;
+  const resolver = deps.resolver ?? systemResolver;
+  const endpointModel = webhookEndpointModel(deps.db);
+  const httpsOnly = config.NODE_ENV === 'production';
+  const allowedHosts = config.WEBHOOK_ENDPOINTS_ALLOWED_HOSTS.map((h) => h.toLowerCase().replace(/^\[(.*)\]$/, '$1'));
+  // The sender reports endpoint health to the endpoint service, which needs the sender: bound late.
+  let endpoints: EndpointService | null = null;
+  const sender = new DeliverySender({
+    deliveries: webhookDeliveryModel(deps.db),
+    endpoints: endpointModel,
+    events: deps.events,
+    health: { succeeded: (id) => endpoints!.succeeded(id), failed: (id, at) => endpoints!.failed(id, at) },
+    settings: {
+      schedule: config.WEBHOOK_DELIVERY_RETRY_SCHEDULE,
+      timeoutMs: config.WEBHOOK_DELIVERY_TIMEOUT_MS,
+      pollMs: config.WEBHOOK_DELIVERY_POLL_INTERVAL_MS,
+      allowedHosts,
+      httpsOnly,
+      concurrency: SENDER_CONCURRENCY,
+    },
+    log: deps.log.child({ component: 'webhook-sender' }),
+    resolver,
+    ...(deps.transport ? { transport: deps.transport } : {}),
+  });
+  endpoints = new EndpointService({
+    endpoints: endpointModel,
+    deliveries: webhookDeliveryModel(deps.db),
+    events: deps.events,
+    hooks: deps.hooks,
+    tenancy: deps.tenancy,
+    sender,
+    resolver,
+    settings: {
+      allowedHosts,
+      httpsOnly,
+      rotationOverlapMs: config.WEBHOOK_SECRET_ROTATION_OVERLAP_SECONDS * 1000,
+      disableAfterMs: config.WEBHOOK_ENDPOINT_DISABLE_AFTER_HOURS * 3_600_000,
+    },
+  });
+  const consumer: EventConsumer = {
+    name: FANOUT_CONSUMER,
+    types: '*',
+    handle: async (event) => {
+      const to = await targets(endpointModel, event);
+      if (to && (await sender.create(event, to.tenant, to.endpoints))) sender.wake();
+    },
+  };
+  return {
+    endpoints,
+    sender,
+    consumer,
+    eventTypes: [{ name: ENDPOINT_DISABLED_EVENT, description: 'The server disabled a webhook endpoint whose deliveries kept failing', data: endpointView }],
+    start: () => sender.start(),
+    stop: () => sender.stop(),
+  };
+}
+
+/**
+ * The endpoints an event goes to: the enabled endpoints of its tenant subscribed to its type (or
+ * `*`) that existed when it happened. An event of no tenant goes nowhere; a test ping (`ping` with
+ * `endpoint_id`) is sent by its request alone, to its endpoint alone.
+ */
+async function targets(model: WebhookEndpointModel, event: EventRecord): Promise<{ tenant: Types.ObjectId; endpoints: Types.ObjectId[] } | null> {
+  if (!event.tenant_id || (event.type === 'ping' && event.data.endpoint_id)) return null;
+  const tenant = new Types.ObjectId(event.tenant_id);
+  const rows = await model
+    .find({ tenant_id: tenant, enabled: true, event_types: { $in: [event.type, '*'] }, created_at: { $lte: event.created_at } }, { _id: 1 })
+    .lean<{ _id: Types.ObjectId }[]>();
+  return { tenant, endpoints: rows.map((r) => r._id) };
+}

@@ -1,0 +1,115 @@
+/**
+ * The address check at delivery time, with an injected resolver (the sender's constructor
+ * dependency): a name that resolved to a public address when saved and to a private one now
+ * (DNS rebinding) fails its attempt with a clear error and no connection; a name resolving to a
+ * loopback address allowed by WEBHOOK_ENDPOINTS_ALLOWED_HOSTS is connected to at the checked
+ * address. No packet leaves loopback: the transport is a recorder, or the receiver on 127.0.0.1.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Types } from 'mongoose';
+import { buildTestApp, type TestApp } from '../helpers/app.ts';
+import { systemActor } from '../../core/context.ts';
+import { Tenancy } from '../../core/tenancy.ts';
+import { AppError } from '../../core/errors.ts';
+import { createOutbound } from '../../plugins/webhooks/outbound.ts';
+import type { Transport } from '../../plugins/webhooks/delivery.ts';
+import type { Resolver } from '../../plugins/webhooks/ssrf.ts';
+import { startReceiver, type Receiver } from './outbound-helpers.ts';
+
+let t: TestApp;
+let recv: Receiver;
+const actor = systemActor(new Types.ObjectId().toHexString());
+
+// The webhooks plugin is off in this app: only the outbound stacks built here (never started) send.
+beforeAll(async () => {
+  t = await buildTestApp({ config: { RATE_LIMIT_ENABLED: 'false' } });
+  recv = await startReceiver();
+});
+afterAll(async () => {
+  await t?.close();
+  await recv?.close();
+});
+
+function stack(resolver: Resolver, opts: { allowedHosts?: string[]; transport?: Transport; production?: boolean } = {}) {
+  const config = {
+    ...t.app.config, WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: opts.allowedHosts ?? [], WEBHOOK_DELIVERY_TIMEOUT_MS: 2000,
+    ...(opts.production ? { NODE_ENV: 'production' as const } : {}),
+  };
+  return createOutbound({
+    db: t.app.db.conn, config, hooks: t.app.hooks, tenancy: new Tenancy(true), events: t.app.services.get('events'), log: t.app.log,
+    resolver, ...(opts.transport ? { transport: opts.transport } : {}),
+  });
+}
+
+function recorder() {
+  const calls: Parameters<Transport>[0][] = [];
+  const transport: Transport = async (req) => {
+    calls.push(req);
+    return { status: 200, excerpt: '', error: null };
+  };
+  return { calls, transport };
+}
+
+describe('delivery-time address check', () => {
+  it('fails the attempt of a name now resolving to a private address, without connecting', async () => {
+    const answers = [[{ address: '93.184.216.34', family: 4 }], [{ address: '10.1.2.3', family: 4 }]];
+    const asked: string[] = [];
+    const resolver: Resolver = async (host) => {
+      asked.push(host);
+      return answers[Math.min(asked.length - 1, 1)]!;
+    };
+    const { calls, transport } = recorder();
+    const o = stack(resolver, { transport });
+    const ep = await o.endpoints.create(actor, { url: 'http://rebind.example/hook', event_types: ['ping'], enabled: true });
+    const d = await o.endpoints.test(actor, ep.id);
+    expect(asked).toEqual(['rebind.example', 'rebind.example']);
+    expect(calls).toHaveLength(0);
+    expect(d).toMatchObject({ status: 'pending', attempts: 1, last_attempt: { status: null, response_excerpt: null } });
+    expect(d.last_attempt!.error).toBe('refused: host rebind.example resolves to 10.1.2.3, a private address');
+  });
+
+  it('refuses at creation a name resolving to a private address among public ones', async () => {
+    const resolver: Resolver = async () => [{ address: '93.184.216.34', family: 4 }, { address: 'fd12::1', family: 6 }];
+    const o = stack(resolver);
+    const err = await o.endpoints.create(actor, { url: 'https://mixed.example/', event_types: ['ping'], enabled: true }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect((err as AppError).details.errors).toEqual([expect.objectContaining({ loc: ['body', 'url'], msg: 'refused: host mixed.example resolves to fd12::1, a unique-local address' })]);
+  });
+
+  it('checks an IP literal again at delivery: allowed when saved, no longer allowed now', async () => {
+    const noDns: Resolver = async () => {
+      throw new Error('no lookup expected');
+    };
+    const saved = stack(noDns, { allowedHosts: ['127.0.0.1'] });
+    const ep = await saved.endpoints.create(actor, { url: recv.url, event_types: ['ping'], enabled: true });
+    const { calls, transport } = recorder();
+    const now = stack(noDns, { transport });
+    const d = await now.endpoints.test(actor, ep.id);
+    expect(calls).toHaveLength(0);
+    expect(d.last_attempt!.error).toBe('refused: 127.0.0.1 is a loopback address');
+    expect(recv.requests).toHaveLength(0);
+  });
+
+  it('connects to the checked address of an allowed name (the lookup is pinned)', async () => {
+    const resolver: Resolver = async (host) => (host === 'receiver.example' ? [{ address: '127.0.0.1', family: 4 }] : []);
+    const o = stack(resolver, { allowedHosts: ['receiver.example'] });
+    const url = recv.url.replace('127.0.0.1', 'receiver.example');
+    const ep = await o.endpoints.create(actor, { url, event_types: ['ping'], enabled: true });
+    const d = await o.endpoints.test(actor, ep.id);
+    expect(d).toMatchObject({ status: 'delivered', last_attempt: { status: 200 } });
+    expect(recv.requests).toHaveLength(1);
+    expect(recv.requests[0]!.headers.host).toBe(new URL(url).host);
+  });
+
+  it('in production refuses an http URL, at creation and at delivery', async () => {
+    const resolver: Resolver = async () => [{ address: '93.184.216.34', family: 4 }];
+    const prod = stack(resolver, { production: true });
+    const err = await prod.endpoints.create(actor, { url: 'http://public.example/', event_types: ['ping'], enabled: true }).catch((e: unknown) => e);
+    expect((err as AppError).details.errors).toEqual([expect.objectContaining({ loc: ['body', 'url'], msg: 'must use https' })]);
+    const ep = await stack(resolver).endpoints.create(actor, { url: 'http://public.example/', event_types: ['ping'], enabled: true });
+    const { calls, transport } = recorder();
+    const d = await stack(resolver, { production: true, transport }).endpoints.test(actor, ep.id);
+    expect(calls).toHaveLength(0);
+    expect(d.last_attempt!.error).toBe('refused: the URL must use https');
+  });
+});
