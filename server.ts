@@ -1,10 +1,30 @@
 import { ConfigError, readConfig } from './config/index.ts';
 import { loadPlugins } from './config/plugins.ts';
-import { createApp, PluginError } from './core/kernel.ts';
+import { createApp } from './core/kernel.ts';
 import { createLogger } from './core/logger.ts';
+import { DatabaseUnavailableError } from './core/db.ts';
+import { PluginError } from './core/plugin.ts';
+
+let debug = false;
+
+/**
+ * What an operator reads when start-up fails: one line naming the plugin (or setting) and the
+ * cause for a plugin or configuration mistake, one paragraph when no database is reachable. A
+ * stack trace only for an unexpected error, or with LOG_LEVEL=debug.
+ */
+function startupFailure(err: unknown): string {
+  if (err instanceof ConfigError || err instanceof PluginError) {
+    const line = `Start-up failed: ${err.message.replace(/\s*\n\s*/g, '; ')}`;
+    const cause = err.cause instanceof Error && !(err.cause instanceof PluginError) ? err.cause : undefined;
+    return debug && cause?.stack ? `${line}\n${cause.stack}` : line;
+  }
+  if (err instanceof DatabaseUnavailableError) return err.message;
+  return `Start-up failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
+}
 
 async function main() {
   const { config, warnings } = readConfig();
+  debug = config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace';
   const log = createLogger(config.LOG_LEVEL);
   for (const { setting, replacement, message } of warnings) log.warn({ setting, replacement }, message);
   const app = await createApp({ config, plugins: await loadPlugins(config), logger: log });
@@ -32,8 +52,6 @@ async function main() {
 }
 
 main().catch((err: unknown) => {
-  // Readable start-up failures (bad config, bad plugin list) without a stack trace.
-  if (err instanceof ConfigError || err instanceof PluginError) process.stderr.write(`${err.message}\n`);
-  else process.stderr.write(`Start-up failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.stderr.write(`${startupFailure(err)}\n`);
   process.exit(1);
 });
