@@ -20,7 +20,9 @@ export interface TestServer {
   /** The bootstrap system administrator's API key (the default credential of `http` and `gql`). */
   adminKey: string;
   /** One request; `json` is sent as the JSON body; `key: null` sends no credential. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests assert response bodies field by field
   http<T = any>(method: string, path: string, opts?: { json?: unknown; key?: string | null; headers?: Record<string, string> }): Promise<TestResponse<T>>;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as http
   gql<T = any>(query: string, variables?: Record<string, unknown>, opts?: { key?: string | null }): Promise<TestResponse<{ data?: T; errors?: { message: string; extensions?: { code?: string } }[] }>>;
   /** A new tenant with one user of the given roles and that user's API key. */
   tenantUser(roles?: ('user' | 'admin')[]): Promise<{ tenantId: string; userId: string; key: string }>;
