@@ -103,8 +103,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     if (!p.optionsSchema) continue;
     const res = p.optionsSchema.safeParse(p.rawOptions ?? {});
     if (!res.success) {
-      const lines = res.error.issues.map((i) => `${i.path.join('.') || '(options)'}: ${i.message}`);
-      throw new PluginError(`Invalid options for plugin "${p.name}": ${lines.join('; ')}`);
+      const lines = res.error.issues.map((i) => `  ${i.path.join('.') || '(options)'}: ${i.message}`);
+      throw new PluginError(`Invalid options for plugin "${p.name}":\n${lines.join('\n')}`);
     }
     options.set(p.name, res.data);
   }

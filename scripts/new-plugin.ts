@@ -56,7 +56,8 @@ export function publicImports(source: string): string {
     const list = allTypes ? unique.map((s) => s.slice(5)) : unique;
     lines.splice(at, 0, `import ${allTypes ? 'type ' : ''}{ ${list.join(', ')} } from 'plugin-api-server';`);
   }
-  return lines.join('\n').replace(/declare module '\.\.\/\.\.\/\.\.\/core\/(services|hooks)\.ts'/g, "declare module 'plugin-api-server'");
+  // Declaration merging targets the modules that declare Services and HookEvents (see docs/plugins.md).
+  return lines.join('\n').replace(/declare module '\.\.\/\.\.\/\.\.\/core\/(services|hooks)\.ts'/g, "declare module 'plugin-api-server/$1'");
 }
 
 /** The generated plugin's own test: its routes and GraphQL through a real server, tenant by tenant. */
@@ -139,6 +140,9 @@ export function scaffold(name: string, opts: { dir?: string } = {}): ScaffoldRes
     write(join(dir, 'tsconfig.json'), `${JSON.stringify(tsconfig, null, 2)}\n`);
   } else {
     write(join(ROOT, 'test', name, 'plugin.test.ts'), pluginTest(name, `../../plugins/${name}/index.ts`, '../../testing.ts'));
+    // Every folder under plugins/ is under the import rules of eslint.config.js (its PLUGINS list).
+    const lint = join(ROOT, 'eslint.config.js');
+    writeFileSync(lint, readFileSync(lint, 'utf8').replace(/^(const PLUGINS = \[[^\]]*)\];/m, `$1, '${name}'];`));
   }
   return { dir, files };
 }
@@ -146,7 +150,7 @@ export function scaffold(name: string, opts: { dir?: string } = {}): ScaffoldRes
 function main(argv: string[]) {
   const dirAt = argv.indexOf('--dir');
   const dir = dirAt >= 0 ? argv[dirAt + 1] : undefined;
-  const name = argv.filter((_, i) => i !== dirAt && i !== dirAt + 1)[0];
+  const name = argv.filter((_, i) => dirAt < 0 || (i !== dirAt && i !== dirAt + 1))[0];
   if (!name || (dirAt >= 0 && !dir)) {
     process.stderr.write('usage: npm run new-plugin -- <name> [--dir <path>]\n');
     process.exit(2);

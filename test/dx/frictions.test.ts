@@ -39,8 +39,11 @@ describe('start-up without a MongoDB', () => {
 describe('a clean shutdown', () => {
   it('does not log that the database disconnected', async () => {
     const server = await startServerProcess({ MONGODB_URI: uniqueDbUri(), DISABLED_PLUGINS: builtinPlugins().map((p) => p.name).join(',') });
-    expect(await server.stop('SIGTERM')).toBe(0);
+    let stderr = '';
+    server.proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await server.stop('SIGTERM');
     const messages = server.logs.map((l) => String(l.msg));
+    expect(code, `${JSON.stringify(messages)}\n${stderr}`).toBe(0);
     expect(messages).toContain('stopped');
     expect(messages.filter((m) => m.includes('disconnected'))).toEqual([]);
   });
