@@ -1,16 +1,34 @@
 import { ConfigError, readConfig } from './config/index.ts';
 import { loadPlugins } from './config/plugins.ts';
-import { createApp, PluginError } from './core/kernel.ts';
+import { createApp } from './core/kernel.ts';
 import { createLogger } from './core/logger.ts';
+import { DatabaseUnavailableError } from './core/db.ts';
+import { PluginError } from './core/plugin.ts';
+
+let debug = false;
+
+/**
+ * What an operator reads when start-up fails: one line naming the plugin and the cause for a
+ * plugin mistake, the settings at fault for a configuration mistake, one paragraph when no
+ * database is reachable. A stack trace only for an unexpected error, or with LOG_LEVEL=debug.
+ */
+function startupFailure(err: unknown): string {
+  if (err instanceof ConfigError) return err.message;
+  if (err instanceof PluginError) {
+    const line = `Start-up failed: ${err.message.replace(/:?\s*\n\s*/g, (sep) => (sep.startsWith(':') ? ': ' : '; '))}`;
+    const cause = err.cause instanceof Error && !(err.cause instanceof PluginError) ? err.cause : undefined;
+    return debug && cause?.stack ? `${line}\n${cause.stack}` : line;
+  }
+  if (err instanceof DatabaseUnavailableError) return err.message;
+  return `Start-up failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
+}
 
 async function main() {
   const { config, warnings } = readConfig();
+  debug = config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace';
   const log = createLogger(config.LOG_LEVEL);
   for (const { setting, replacement, message } of warnings) log.warn({ setting, replacement }, message);
   const app = await createApp({ config, plugins: await loadPlugins(config), logger: log });
-  const port = await app.listen();
-  log.info({ port, plugins: app.kernel.plugins() }, `listening on http://localhost:${port}`);
-
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -27,13 +45,14 @@ async function main() {
       },
     );
   };
+  // Before listening: a signal right after the "listening" line must find its handler.
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  const port = await app.listen();
+  log.info({ port, plugins: app.kernel.plugins() }, `listening on http://localhost:${port}`);
 }
 
 main().catch((err: unknown) => {
-  // Readable start-up failures (bad config, bad plugin list) without a stack trace.
-  if (err instanceof ConfigError || err instanceof PluginError) process.stderr.write(`${err.message}\n`);
-  else process.stderr.write(`Start-up failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.stderr.write(`${startupFailure(err)}\n`);
   process.exit(1);
 });

@@ -177,7 +177,7 @@ export const configSchema = z.object({
   JOBS_RETRY_DELAY_MS: int(2000, 0),
   /** Runs one process executes at once. @default 10 */
   JOBS_CONCURRENCY: int(10, 1),
-  /** Time zone of schedules created without one (IANA name). @default 'Europe/Stockholm' */
+  /** Time zone of schedules created without one (IANA name). @default 'UTC' */
   JOBS_DEFAULT_TIMEZONE: z.string().refine((tz) => {
     try {
       new Intl.DateTimeFormat('en', { timeZone: tz });
@@ -185,7 +185,7 @@ export const configSchema = z.object({
     } catch {
       return false;
     }
-  }, 'must be an IANA time zone').default('Europe/Stockholm'),
+  }, 'must be an IANA time zone').default('UTC'),
   /**
    * `cleanup_expired_tokens` deletes API keys revoked (or of users deleted) longer ago than this.
    * Formerly `JOBS_REVOKED_KEY_RETENTION_DAYS`. @default 30

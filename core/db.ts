@@ -14,6 +14,13 @@ export function modelOn<S extends Schema>(conn: Connection, name: string, schema
   return (conn.models[name] ?? conn.model(name, schema, collection)) as Model<InferSchemaType<S>>;
 }
 
+/** No database to use: the embedded MongoDB could not start, or `MONGODB_URI` could not be reached. The message is the operator's paragraph. */
+export class DatabaseUnavailableError extends Error {
+  override name = 'DatabaseUnavailableError';
+}
+
+const firstLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
+
 export interface Database {
   conn: Connection;
   uri: string;
@@ -31,25 +38,50 @@ export async function openDatabase(config: Config, log: Logger): Promise<Databas
   let uri = config.MONGODB_URI;
   let stopEmbedded: (() => Promise<unknown>) | undefined;
   if (!uri) {
-    const { MongoMemoryServer } = await import('mongodb-memory-server');
+    const { MongoBinary, MongoMemoryServer } = await import('mongodb-memory-server');
     const dbPath = resolve(config.DATA_DIR, 'db');
     mkdirSync(dbPath, { recursive: true });
-    const server = await MongoMemoryServer.create({
-      instance: { dbPath, storageEngine: 'wiredTiger', ...(config.EMBEDDED_DB_PORT ? { port: config.EMBEDDED_DB_PORT } : {}) },
-    });
+    let server: InstanceType<typeof MongoMemoryServer>;
+    try {
+      // Find (or download) the binary first: create() would print its own stack trace on failure.
+      await MongoBinary.getPath();
+      server = await MongoMemoryServer.create({
+        instance: { dbPath, storageEngine: 'wiredTiger', ...(config.EMBEDDED_DB_PORT ? { port: config.EMBEDDED_DB_PORT } : {}) },
+      });
+    } catch (err) {
+      throw new DatabaseUnavailableError(
+        `Start-up failed: no MongoDB to use. MONGODB_URI is not set, so the server starts an embedded MongoDB (data in ${dbPath}), ` +
+          `and that failed: ${firstLine(err)}. Either set MONGODB_URI to a running MongoDB (e.g. mongodb://localhost:27017/app), ` +
+          'or set MONGOMS_SYSTEM_BINARY to the path of a local mongod binary (with MONGOMS_VERSION its version) when this machine cannot download one.',
+        { cause: err },
+      );
+    }
     uri = server.getUri('app');
     stopEmbedded = () => server.stop({ doCleanup: false });
     log.info({ uri, dbPath }, 'embedded MongoDB started; data is kept in dbPath');
   }
   const conn = mongoose.createConnection(uri, { serverSelectionTimeoutMS: 5000, autoIndex: true });
-  conn.on('disconnected', () => log.warn('database disconnected; the driver is reconnecting'));
+  // Our own close() disconnects too: that is no drop, and nothing reconnects.
+  let closing = false;
+  conn.on('disconnected', () => {
+    if (!closing) log.warn('database disconnected; the driver is reconnecting');
+  });
   conn.on('reconnected', () => log.info('database reconnected'));
-  await conn.asPromise();
+  try {
+    await conn.asPromise();
+  } catch (err) {
+    await stopEmbedded?.();
+    throw new DatabaseUnavailableError(
+      `Start-up failed: the MongoDB at ${config.MONGODB_URI ? 'MONGODB_URI' : 'the embedded server'} could not be reached: ${firstLine(err)}. Check MONGODB_URI (host, port, credentials) and that the server is running.`,
+      { cause: err },
+    );
+  }
   return {
     conn,
     uri,
     embedded: !!stopEmbedded,
     async close() {
+      closing = true;
       await conn.close();
       await stopEmbedded?.();
     },

@@ -134,7 +134,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   let requestLimiter: RequestLimiter | null;
   let idempotency: Idempotency;
   try {
-    for (const plugin of ordered) {
+    for (const plugin of ordered) await blame(plugin, async () => {
       const c = await plugin.setup({
         name: plugin.name,
         options: options.get(plugin.name),
@@ -153,8 +153,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         if (jobs.some((x) => x.name === j.name)) throw new PluginError(`Job "${j.name}" of plugin "${plugin.name}" is already defined`);
         jobs.push({ ...j, plugin: plugin.name });
       }
-    }
-    for (const { plugin, c } of contributions) {
+    });
+    for (const { plugin, c } of contributions) await blame(plugin, () => {
       const list = typeof c.routes === 'function' ? c.routes() : (c.routes ?? []);
       for (const r of list) routes.push({ ...r, plugin: plugin.name });
       const decls = typeof c.personalData === 'function' ? c.personalData() : (c.personalData ?? []);
@@ -164,28 +164,34 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         if (account) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" declares the account, already declared by "${account.name}" of plugin "${account.plugin}"`);
         personalData.push({ ...d, plugin: plugin.name });
       }
-    }
+    });
     const events = services.get('events');
     for (const { plugin, c } of contributions) {
       const types = typeof c.eventTypes === 'function' ? c.eventTypes() : (c.eventTypes ?? []);
-      for (const t of types) events.catalogue.register(t, plugin.name);
-      for (const consumer of c.eventConsumers ?? []) events.addConsumer(consumer);
+      await blame(plugin, () => {
+        for (const t of types) events.catalogue.register(t, plugin.name);
+        for (const consumer of c.eventConsumers ?? []) events.addConsumer(consumer);
+      });
     }
-    for (const { c } of contributions) await c.ready?.();
+    for (const { plugin, c } of contributions) await blame(plugin, () => c.ready?.());
     idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, leaseMs: config.IDEMPOTENCY_LEASE_SECONDS * 1000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.
     await Promise.all(Object.values(db.conn.models).map((m) => m.init()));
 
     const builder = createBuilder();
-    for (const { c } of contributions) c.graphql?.(builder);
+    for (const { plugin, c } of contributions) await blame(plugin, () => c.graphql?.(builder));
     schema = builder.toSchema({ sortSchema: true });
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
     router = mountRoutes(routes, createYogaServer(schema, config, log), config.BODY_LIMIT);
     requestLimiter = config.RATE_LIMIT_ENABLED ? await createRequestLimiter(config, db.conn, log) : null;
   } catch (err) {
-    // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the plugins open.
+    // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the
+    // plugins open. Index builds the failed set-up started are still running: closing the client
+    // under them would make the driver's interruption error (MongoClientClosedError...) the one
+    // the operator sees instead of the real cause, so they finish (or fail) first.
     await closePlugins();
+    await Promise.allSettled(Object.values(db.conn.models).map((m) => m.init()));
     await db.close();
     throw err;
   }
@@ -259,13 +265,28 @@ function dispatch(router: Router): Koa.Middleware {
   };
 }
 
-function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string): Router {
+/**
+ * Runs one step of a plugin's start-up; an error becomes a `PluginError` naming the plugin (the
+ * original stays as `cause`), so a failed start-up always says whose mistake it was.
+ */
+async function blame<T>(plugin: Plugin, step: () => T | Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    if (err instanceof PluginError && message.includes(`"${plugin.name}"`)) throw err;
+    throw new PluginError(`Plugin "${plugin.name}": ${message}`, { cause: err });
+  }
+}
+
+function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string): Router {
   const router = new Router();
-  const seen = new Set<string>();
+  const seen = new Map<string, string>();
   for (const route of routes) {
     const key = `${route.method} ${route.path}`;
-    if (seen.has(key)) throw new PluginError(`Route ${key} is registered twice`);
-    seen.add(key);
+    const first = seen.get(key);
+    if (first) throw new PluginError(`Route ${key} is registered twice: by plugin "${first}" and by plugin "${route.plugin}"`);
+    seen.set(key, route.plugin);
     router.register(route.path, [route.method], async (ctx) => {
       const state = ctx.state as AppState;
       checkAuth(route, state.user, state.authError);

@@ -189,7 +189,7 @@ describe('start-up failures after set-up release everything', () => {
     const before = openConnections();
     const err = await createApp({ config: testConfig(), plugins: [one, two] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PluginError);
-    expect((err as Error).message).toBe('Route GET /same is registered twice');
+    expect((err as Error).message).toBe('Route GET /same is registered twice: by plugin "one" and by plugin "two"');
     expect(log.close).toEqual(['two']);
     expect(openConnections()).toBe(before);
   });

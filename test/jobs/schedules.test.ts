@@ -27,12 +27,12 @@ describe('fields', () => {
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({
       job_name: 'nightly-echo', name: 'nightly-echo', job_type: 'echo', target: 'echo', type: 'job', cron_expression: '30 2 * * *', cron: '30 2 * * *',
-      timezone: 'Europe/Stockholm', is_enabled: true, max_attempts: 2, timeout_seconds: 60, parameters: { message: 'x' }, params: { message: 'x' },
+      timezone: 'UTC', is_enabled: true, max_attempts: 2, timeout_seconds: 60, parameters: { message: 'x' }, params: { message: 'x' },
       allow_param_override: false, dependency_mode: 'same_day', per_tenant: false, tenant_id: null, chain: [], last_run_at: null, last_run_status: null,
     });
-    // 02:30 Stockholm time.
+    // 02:30 UTC: JOBS_DEFAULT_TIMEZONE is UTC unless set.
     const next = new Date(r.body.next_run_at);
-    expect(new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Stockholm', hour: '2-digit', minute: '2-digit' }).format(next)).toBe('02:30');
+    expect(new Intl.DateTimeFormat('en-GB', { timeZone: 'UTC', hour: '2-digit', minute: '2-digit' }).format(next)).toBe('02:30');
     expect(next.getTime()).toBeGreaterThan(Date.now());
     const g = await t.http('GET', `/jobs/schedules/${r.body.id}`);
     expect(g.body).toEqual(r.body);
