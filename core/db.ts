@@ -41,7 +41,12 @@ export async function openDatabase(config: Config, log: Logger): Promise<Databas
     stopEmbedded = () => server.stop({ doCleanup: false });
     log.info({ uri, dbPath }, 'embedded MongoDB started; data is kept in dbPath');
   }
-  const conn = mongoose.createConnection(uri, { serverSelectionTimeoutMS: 5000, autoIndex: true });
+  // While the database is away a query must fail fast (503) rather than hold the request:
+  // no buffering of commands by mongoose (it would wait up to 10 s for a reconnect), and no longer
+  // a wait for a server than a query may take.
+  const conn = mongoose.createConnection(uri, {
+    serverSelectionTimeoutMS: Math.min(5000, config.QUERY_TIMEOUT_MS), bufferCommands: false, autoIndex: true,
+  });
   conn.on('disconnected', () => log.warn('database disconnected; the driver is reconnecting'));
   conn.on('reconnected', () => log.info('database reconnected'));
   await conn.asPromise();
