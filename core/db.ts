@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import mongoose, { type Connection, type InferSchemaType, type Model, type Schema } from 'mongoose';
+import type { CommandStartedEvent } from 'mongodb';
 import type { Config } from '../config/index.ts';
 import type { Logger } from './logger.ts';
 
@@ -25,9 +26,10 @@ export interface Database {
 /**
  * Connect to `MONGODB_URI`, or start an embedded MongoDB (mongodb-memory-server) whose data
  * lives under `DATA_DIR/db` and survives restarts. The driver reconnects by itself after a drop;
- * `/ready` reports the connection state meanwhile.
+ * `/ready` reports the connection state meanwhile. `onCommand` sees every command the driver sends
+ * (command monitoring, off without it; the test suite records query shapes with it).
  */
-export async function openDatabase(config: Config, log: Logger): Promise<Database> {
+export async function openDatabase(config: Config, log: Logger, opts: { onCommand?: (event: CommandStartedEvent) => void } = {}): Promise<Database> {
   let uri = config.MONGODB_URI;
   let stopEmbedded: (() => Promise<unknown>) | undefined;
   if (!uri) {
@@ -46,7 +48,9 @@ export async function openDatabase(config: Config, log: Logger): Promise<Databas
   // a wait for a server than a query may take.
   const conn = mongoose.createConnection(uri, {
     serverSelectionTimeoutMS: Math.min(5000, config.QUERY_TIMEOUT_MS), bufferCommands: false, autoIndex: true,
+    ...(opts.onCommand ? { monitorCommands: true } : {}),
   });
+  if (opts.onCommand) conn.getClient().on('commandStarted', opts.onCommand);
   conn.on('disconnected', () => log.warn('database disconnected; the driver is reconnecting'));
   conn.on('reconnected', () => log.info('database reconnected'));
   await conn.asPromise();

@@ -23,7 +23,7 @@ afterAll(() => server?.stop('SIGKILL'));
 const get = (path: string, key?: string) =>
   fetch(server.url + path, { headers: key ? { 'X-API-Key': key } : {} }).then(
     async (r) => ({ status: r.status, body: (await r.json()) as Record<string, any>, error: null as string | null }),
-    (err: unknown) => ({ status: 0, body: {}, error: String((err as { cause?: { code?: string } }).cause?.code ?? err) }),
+    (err: unknown) => ({ status: 0, body: {} as Record<string, any>, error: String((err as { cause?: { code?: string } }).cause?.code ?? err) }),
   );
 
 describe('SIGTERM with 50 requests in flight', () => {
