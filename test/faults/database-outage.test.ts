@@ -117,7 +117,7 @@ describe('the database away for 10 s under load', () => {
 
     const during = samples.filter((s) => s.started >= cutAt && s.started < restoredAt);
     const failed = during.filter((s) => s.status >= 500 || s.status === 0);
-    const summary = (`outage: ${samples.length} requests, ${during.length} during the cut (${failed.length} failed), recovery after ${recoveryMs} ms, slowest ${Math.max(...samples.map((s) => s.ms))} ms, proxy refused ${proxy.refused} connections`);
+    const summary = `outage: ${samples.length} requests, ${during.length} during the cut (${failed.length} failed), recovery after ${recoveryMs} ms, slowest ${Math.max(...samples.map((s) => s.ms))} ms, proxy refused ${proxy.refused} connections`;
     expect(failed.length, summary).toBeGreaterThan(0);
     // Never a hang: every answer within the query time-out plus a margin (scaled on a busy machine).
     const bound = QUERY_TIMEOUT_MS + scaled(1500);
