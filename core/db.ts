@@ -45,9 +45,9 @@ export async function openDatabase(config: Config, log: Logger, opts: { onComman
   }
   // While the database is away a query must fail fast (503) rather than hold the request:
   // no buffering of commands by mongoose (it would wait up to 10 s for a reconnect), and no longer
-  // a wait for a server than a query may take.
+  // a wait for a server than a query may take (2 s at least: it also bounds the first connection).
   const conn = mongoose.createConnection(uri, {
-    serverSelectionTimeoutMS: Math.min(5000, config.QUERY_TIMEOUT_MS), bufferCommands: false, autoIndex: true,
+    serverSelectionTimeoutMS: Math.min(5000, Math.max(2000, config.QUERY_TIMEOUT_MS)), bufferCommands: false, autoIndex: true,
     ...(opts.onCommand ? { monitorCommands: true } : {}),
   });
   if (opts.onCommand) conn.getClient().on('commandStarted', opts.onCommand);

@@ -52,7 +52,7 @@ const commands = () => (recorder ??= commandRecorder(inject('commandsDir'), () =
  */
 export async function buildTestApp({ plugins = [], config = {}, logger }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger } = {}): Promise<TestApp> {
   const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS, ...config });
-  const app = await createApp({ config: cfg, plugins, onDatabaseCommand: commands().onCommand, ...(logger ? { logger } : {}) });
+  const app = await createApp({ config: cfg, plugins, onDatabaseCommand: (e) => commands().onCommand(e, cfg.MULTI_TENANT_ENABLED), ...(logger ? { logger } : {}) });
   commands().collections(app.db.conn);
   app.koa.middleware.unshift(tagRequests(cfg.ADMIN_API_KEY ?? ADMIN_KEY) as never);
   const port = await app.listen(0, '127.0.0.1');

@@ -21,12 +21,13 @@ export interface CommandRecord {
   tenant: boolean;
   /**
    * Who caused it: a request with the bootstrap administrator's key (system scope), another
-   * request (a tenant's user, or no credential), or no request at all (start-up, jobs, timers).
+   * request (a tenant's user, or no credential), or no request at all (start-up, jobs, timers);
+   * `single-tenant` for any command of an app with MULTI_TENANT_ENABLED=false (no tenant term by design).
    */
   origin: Origin;
   file: string;
 }
-export type Origin = 'system-request' | 'request' | 'background';
+export type Origin = 'system-request' | 'request' | 'background' | 'single-tenant';
 
 /** The origin of the request being handled, set by the test app's first middleware (see `tagRequests`). */
 const origin = new AsyncLocalStorage<Origin>();
@@ -90,14 +91,14 @@ export function commandRecorder(dir: string, testFile: () => string) {
     appendFileSync(file, `${JSON.stringify(r)}\n`);
   };
   return {
-    onCommand(event: CommandStartedEvent) {
+    onCommand(event: CommandStartedEvent, multiTenant = true) {
       const filtersOf = FILTERS[event.commandName];
       if (!filtersOf) return;
       const collection = String(event.command[event.commandName]);
       for (const filter of filtersOf(event.command)) {
         const shape = filterShape(filter);
         const rec: CommandRecord = {
-          kind: 'command', collection, op: event.commandName, shape, tenant: carriesTenant(filter), origin: origin.getStore() ?? 'background', file: testFile(),
+          kind: 'command', collection, op: event.commandName, shape, tenant: carriesTenant(filter), origin: multiTenant ? (origin.getStore() ?? 'background') : 'single-tenant', file: testFile(),
         };
         write(rec, `c|${collection}|${rec.op}|${shape}|${rec.tenant}|${rec.origin}`);
       }

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import type { CollectionRecord, CommandRecord, LogRecord } from '../helpers/command-log.ts';
-import { ALLOWED_CROSS_TENANT, type AllowedQuery } from './allowlist.ts';
+import { ALLOWED_CROSS_TENANT, ALLOWED_UNINDEXED, type AllowedQuery } from './allowlist.ts';
 
 /** What the check found; empty lists = ready for a cluster sharded by tenant. */
 export interface ShardingReport {
@@ -21,7 +21,11 @@ export function readRecords(dir: string): LogRecord[] {
 }
 
 export const allowed = (c: CommandRecord, list: readonly AllowedQuery[] = ALLOWED_CROSS_TENANT) =>
-  list.some((a) => (a.origin ?? c.origin) === c.origin && (a.collection ?? c.collection) === c.collection && (a.op ?? c.op) === c.op && (a.shape ?? c.shape) === c.shape);
+  list.some(
+    (a) =>
+      (a.origin ?? c.origin) === c.origin && (a.collection ?? c.collection) === c.collection && (a.op ?? c.op) === c.op &&
+      (a.shape === undefined || (typeof a.shape === 'string' ? a.shape === c.shape : a.shape.test(c.shape))),
+  );
 
 /**
  * Decides from the records alone: `collections` (from the models' schemas) says which are
@@ -38,7 +42,7 @@ export function analyse(records: LogRecord[], extraIndexes: Map<string, string[]
   return {
     tenantScoped,
     crossTenant: commands.filter((c) => !c.tenant && !allowed(c, list)),
-    unindexed: commands.filter((c) => c.tenant && !tenantLed(c.collection)),
+    unindexed: commands.filter((c) => c.tenant && !tenantLed(c.collection) && !allowed(c, ALLOWED_UNINDEXED)),
   };
 }
 
