@@ -22,6 +22,8 @@ export interface TcpProxy {
   readonly isCut: boolean;
   /** Connections refused while cut (a sign the client tried to reconnect). */
   readonly refused: number;
+  /** Connections accepted and forwarded. */
+  readonly accepted: number;
   close(): Promise<void>;
 }
 
@@ -30,12 +32,14 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
   const open = new Set<Socket>();
   let isCut = false;
   let refused = 0;
+  let accepted = 0;
   const server: Server = createServer((client) => {
     if (isCut) {
       refused++;
       client.destroy();
       return;
     }
+    accepted++;
     const upstream = connect(port, host);
     open.add(client).add(upstream);
     const drop = () => {
@@ -74,6 +78,9 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
     },
     get refused() {
       return refused;
+    },
+    get accepted() {
+      return accepted;
     },
     close() {
       for (const s of open) s.destroy();
