@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import mongoose, { type Connection, type InferSchemaType, type Model, type Schema } from 'mongoose';
+import type { CommandStartedEvent } from 'mongodb';
 import type { Config } from '../config/index.ts';
 import type { Logger } from './logger.ts';
 
@@ -32,9 +33,10 @@ export interface Database {
 /**
  * Connect to `MONGODB_URI`, or start an embedded MongoDB (mongodb-memory-server) whose data
  * lives under `DATA_DIR/db` and survives restarts. The driver reconnects by itself after a drop;
- * `/ready` reports the connection state meanwhile.
+ * `/ready` reports the connection state meanwhile. `onCommand` sees every command the driver sends
+ * (command monitoring, off without it; the test suite records query shapes with it).
  */
-export async function openDatabase(config: Config, log: Logger): Promise<Database> {
+export async function openDatabase(config: Config, log: Logger, opts: { onCommand?: (event: CommandStartedEvent) => void } = {}): Promise<Database> {
   let uri = config.MONGODB_URI;
   let stopEmbedded: (() => Promise<unknown>) | undefined;
   if (!uri) {
@@ -60,7 +62,14 @@ export async function openDatabase(config: Config, log: Logger): Promise<Databas
     stopEmbedded = () => server.stop({ doCleanup: false });
     log.info({ uri, dbPath }, 'embedded MongoDB started; data is kept in dbPath');
   }
-  const conn = mongoose.createConnection(uri, { serverSelectionTimeoutMS: 5000, autoIndex: true });
+  // While the database is away a query must fail fast (503) rather than hold the request:
+  // no buffering of commands by mongoose (it would wait up to 10 s for a reconnect), and no longer
+  // a wait for a server than a query may take (2 s at least: it also bounds the first connection).
+  const conn = mongoose.createConnection(uri, {
+    serverSelectionTimeoutMS: Math.min(5000, Math.max(2000, config.QUERY_TIMEOUT_MS)), bufferCommands: false, autoIndex: true,
+    ...(opts.onCommand ? { monitorCommands: true } : {}),
+  });
+  if (opts.onCommand) conn.getClient().on('commandStarted', opts.onCommand);
   // Our own close() disconnects too: that is no drop, and nothing reconnects.
   let closing = false;
   conn.on('disconnected', () => {

@@ -26,6 +26,7 @@ import { byteSize, clientErrorHandler } from './http/protocol.ts';
 import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import { createIdempotency, type Idempotency } from './idempotency/index.ts';
+import type { CommandStartedEvent } from 'mongodb';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
@@ -72,6 +73,8 @@ export interface CreateAppOptions {
   /** Plugins after the core ones (identity, health), in any order. */
   plugins: Plugin[];
   logger?: Logger;
+  /** Sees every command the driver sends to the database (command monitoring; tests record query shapes with it). */
+  onDatabaseCommand?: (event: CommandStartedEvent) => void;
 }
 
 export interface App {
@@ -109,7 +112,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     options.set(p.name, res.data);
   }
 
-  const db = await openDatabase(config, log);
+  const db = await openDatabase(config, log, opts.onDatabaseCommand ? { onCommand: opts.onDatabaseCommand } : {});
   const hooks = new HookBus(log);
   const services = new ServiceRegistry();
   const tenancy = new Tenancy(config.MULTI_TENANT_ENABLED);

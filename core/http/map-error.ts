@@ -1,4 +1,4 @@
-import { AppError, BadRequestError, ConflictError, ErrorCode, ValidationError } from '../errors.ts';
+import { AppError, BadRequestError, ConflictError, ErrorCode, ServiceUnavailableError, ValidationError } from '../errors.ts';
 
 interface MongooseValidationLike {
   name: 'ValidationError';
@@ -17,6 +17,7 @@ export function toAppError(err: unknown, loc: readonly (string | number)[] = ['b
   if (e.code === 11000 || e.code === 11001) return new ConflictError('A document with the same unique value already exists');
   // MaxTimeMSExpired: a list/count ran past QUERY_TIMEOUT_MS (typically an expensive regex or filter).
   if (e.code === 50) return new AppError(503, ErrorCode.QUERY_TIMEOUT, 'The query took too long; narrow the filter and retry');
+  if (isDatabaseUnavailable(e)) return new ServiceUnavailableError('The database is unavailable; retry shortly');
   if (e.name === 'ValidationError' && 'errors' in e) {
     const ve = err as MongooseValidationLike;
     return new ValidationError(
@@ -42,6 +43,23 @@ export function toAppError(err: unknown, loc: readonly (string | number)[] = ['b
     return new AppError(status, HTTP_CODES[status] ?? ErrorCode.BAD_REQUEST, STATUS_MESSAGES[status] ?? e.message ?? 'Bad request');
   }
   return null;
+}
+
+/**
+ * The driver lost the database (network error, no server selectable within the time-out, a pool
+ * cleared by a failed connection, a client closed on shutdown). The request may succeed once the
+ * database is back: 503, not a masked 500. Also what write-behind buffers retry (audit).
+ */
+const UNAVAILABLE = new Set([
+  'MongoNetworkError', 'MongoNetworkTimeoutError', 'MongoServerSelectionError', 'MongooseServerSelectionError', 'MongoNotConnectedError',
+  'MongoPoolClearedError', 'MongoServerClosedError', 'MongoTopologyClosedError', 'MongoClientClosedError', 'MongoOperationTimeoutError',
+]);
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const e = (err ?? {}) as { name?: string; message?: string; errorResponse?: unknown };
+  // A bulk write (insertMany) wraps the network error it met.
+  if (e.name === 'MongoBulkWriteError' && e.errorResponse !== err && isDatabaseUnavailable(e.errorResponse)) return true;
+  // mongoose's own wait for a connection (only if command buffering is on for a model).
+  return UNAVAILABLE.has(e.name ?? '') || (e.name === 'MongooseError' && /buffering timed out/.test(e.message ?? ''));
 }
 
 /** Codes for client errors raised by libraries (body parser, router) rather than by our code. */

@@ -5,6 +5,11 @@ export interface WriteBehindOptions {
   batchSize: number;
   /** Queue length at which `push()` makes its caller wait for the write (backpressure). */
   maxQueue: number;
+  /**
+   * A batch whose write failed with an error `when` accepts (the database unreachable) goes back
+   * to the head of the queue and is written again after `delayMs`, instead of being reported.
+   */
+  retry?: { when: (err: unknown) => boolean; delayMs: number };
 }
 
 /**
@@ -14,7 +19,9 @@ export interface WriteBehindOptions {
  * a write wait for their own interval or a full batch rather than following at once, so under load
  * the database sees one large write per interval, not a stream of small ones. A failed batch is
  * handed to `onError` and not retried, so a broken database cannot grow memory; nothing else is
- * ever dropped.
+ * ever dropped. With `retry`, a batch that failed because the database was unreachable is kept
+ * and written again once it is back (an outage loses nothing), unless `flush()` was called (on
+ * shutdown, or by a full queue: the memory bound still holds), which reports it as before.
  */
 export class WriteBehindBuffer<T> {
   private queue: T[] = [];
@@ -42,25 +49,29 @@ export class WriteBehindBuffer<T> {
     this.queue.push(item);
     if (this.queue.length >= this.opts.maxQueue) return this.flush();
     if (this.queue.length >= this.opts.batchSize) {
-      if (!this.drainQueued) void this.flush();
+      if (!this.drainQueued) void this.start(false);
     } else {
-      this.timer ??= setTimeout(() => void this.flush(), this.opts.flushIntervalMs).unref();
+      this.timer ??= setTimeout(() => void this.start(false), this.opts.flushIntervalMs).unref();
     }
     return undefined;
   }
 
   /** Resolves once every item pushed before the call is written (or reported to `onError`). Never rejects. */
   flush(): Promise<void> {
+    return this.start(true);
+  }
+
+  private start(final: boolean): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
     this.drainQueued = true;
     // `drain` only rejects if `onError` itself throws; the chain must survive that.
-    this.tail = this.tail.then(() => this.drain()).catch(() => undefined);
+    this.tail = this.tail.then(() => this.drain(final)).catch(() => undefined);
     return this.tail;
   }
 
   /** Writes what is queued when it starts; later items have armed their own timer (see `push`). */
-  private async drain(): Promise<void> {
+  private async drain(final: boolean): Promise<void> {
     this.drainQueued = false;
     let left = this.queue.length;
     while (left > 0) {
@@ -69,7 +80,15 @@ export class WriteBehindBuffer<T> {
       try {
         await this.write(batch);
       } catch (err) {
-        this.onError(err, batch);
+        const retry = this.opts.retry;
+        if (final || !retry?.when(err)) {
+          this.onError(err, batch);
+          continue;
+        }
+        this.queue.unshift(...batch);
+        clearTimeout(this.timer);
+        this.timer = setTimeout(() => void this.start(false), retry.delayMs).unref();
+        return;
       }
     }
   }

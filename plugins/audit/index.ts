@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { onHook } from '../../core/hooks.ts';
+import { isDatabaseUnavailable } from '../../core/http/map-error.ts';
 import { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
 import { auditModel } from './model.ts';
 import {
@@ -50,7 +51,11 @@ export const auditPlugin = definePlugin({
         tenancy,
         denyFields: options.deny_fields,
         ignoredFields: options.ignored_fields,
-        buffer: { flushIntervalMs: options.flush_interval_ms, batchSize: options.batch_size, maxQueue: options.max_queue },
+        buffer: {
+          flushIntervalMs: options.flush_interval_ms, batchSize: options.batch_size, maxQueue: options.max_queue,
+          // Entries of writes acknowledged just before the database went away are written once it is back.
+          retry: { when: isDatabaseUnavailable, delayMs: 500 },
+        },
       },
       log,
     );

@@ -175,7 +175,12 @@ export class AuditService implements AuditLogger {
     this.ignored = new Set(opts.ignoredFields);
     this.buffer = new WriteBehindBuffer<AuditEntryInput>(
       async (batch) => {
-        await this.model.insertMany(batch, { ordered: false, lean: true });
+        try {
+          await this.model.insertMany(batch, { ordered: false, lean: true });
+        } catch (err) {
+          // A retried batch keeps the ids the driver gave it: entries the lost attempt did write are duplicates, not failures.
+          if (!onlyDuplicateIds(err)) throw err;
+        }
       },
       (err, batch) =>
         this.log.error(
@@ -445,4 +450,10 @@ export class AuditService implements AuditLogger {
 function sortOf(sort: string): Record<string, 1 | -1> {
   const dir = sort.startsWith('-') ? -1 : 1;
   return { [dir === -1 ? sort.slice(1) : sort]: dir, _id: dir };
+}
+
+function onlyDuplicateIds(err: unknown): boolean {
+  const e = err as { code?: unknown; writeErrors?: { code?: unknown }[] };
+  const errors = e.writeErrors ?? [e];
+  return errors.length > 0 && errors.every((w) => w.code === 11000);
 }

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { inject } from 'vitest';
+import { relative } from 'node:path';
+import { expect, inject } from 'vitest';
+import { commandRecorder, tagRequests } from './command-log.ts';
 import { loadConfig, type Config } from '../../config/index.ts';
 import type { Logger } from '../../core/logger.ts';
 import { createApp, type App } from '../../core/kernel.ts';
@@ -40,13 +42,19 @@ export const uniqueDbUri = (): string => {
   return u.toString();
 };
 
+/** Records the query shapes of every test app of this worker for the sharding check (test/sharding/check.ts). */
+let recorder: ReturnType<typeof commandRecorder> | undefined;
+const commands = () => (recorder ??= commandRecorder(inject('commandsDir'), () => relative(process.cwd(), expect.getState().testPath ?? 'unknown')));
+
 /**
  * A fresh app on its own database, listening on a free port. The bootstrap admin key `ADMIN_KEY`
  * is set unless `config.ADMIN_API_KEY` says otherwise (pass `''` for none).
  */
 export async function buildTestApp({ plugins = [], config = {}, logger }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger } = {}): Promise<TestApp> {
   const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS, ...config });
-  const app = await createApp({ config: cfg, plugins, ...(logger ? { logger } : {}) });
+  const app = await createApp({ config: cfg, plugins, onDatabaseCommand: (e) => commands().onCommand(e, cfg.MULTI_TENANT_ENABLED), ...(logger ? { logger } : {}) });
+  commands().collections(app.db.conn);
+  app.koa.middleware.unshift(tagRequests(cfg.ADMIN_API_KEY ?? ADMIN_KEY) as never);
   const port = await app.listen(0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
 

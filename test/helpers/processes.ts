@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { ADMIN_KEY, TEST_SECRETS } from './app.ts';
+import { scaled } from './wait.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
@@ -37,7 +38,8 @@ export async function startServerProcess(env: Record<string, string>, opts: { ti
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   let buf = '';
   const port = await new Promise<number>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`server did not start in time:\n${stderr}`)), opts.timeoutMs ?? 30_000);
+    // A start-up takes seconds on an idle machine and much longer on a busy CI runner.
+    const timer = setTimeout(() => rej(new Error(`server did not start in time:\n${stderr}`)), opts.timeoutMs ?? scaled(30_000));
     proc.once('exit', (code) => {
       clearTimeout(timer);
       rej(new Error(`server exited with ${code} before listening:\n${stderr}`));

@@ -6,6 +6,7 @@ import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { jobsFixturePlugin } from '../fixtures/jobs-fixture-plugin.ts';
 import { definePlugin, type JobDefinition } from '../../core/plugin.ts';
 import { z } from 'zod';
+import { scaled } from '../helpers/wait.ts';
 
 /** Short intervals so tests wait little (never asserted as speed). */
 export const FAST = { JOBS_ENABLED: 'true', JOBS_POLL_INTERVAL_MS: '100', JOBS_RETRY_DELAY_MS: '100', RATE_LIMIT_ENABLED: 'false' };
@@ -50,7 +51,7 @@ export type Run = { id: string; status: string; attempt: number; [k: string]: an
 
 /** Poll a run until its status is one of `statuses`. */
 export async function waitRun(t: TestApp | { http: TestApp['http'] }, id: string, statuses: string[] = ['completed', 'failed', 'cancelled'], key: string = ADMIN_KEY, ms = 20_000): Promise<Run> {
-  const end = Date.now() + ms;
+  const end = Date.now() + scaled(ms);
   for (;;) {
     const r = await t.http('GET', `/jobs/runs/${id}`, { key });
     expect(r.status).toBe(200);
@@ -61,7 +62,7 @@ export async function waitRun(t: TestApp | { http: TestApp['http'] }, id: string
 }
 
 export async function until<T>(fn: () => Promise<T | null | undefined | false>, ms = 20_000, what = 'condition'): Promise<T> {
-  const end = Date.now() + ms;
+  const end = Date.now() + scaled(ms);
   for (;;) {
     const v = await fn();
     if (v) return v;
