@@ -25,9 +25,10 @@ export interface Database {
 /**
  * Connect to `MONGODB_URI`, or start an embedded MongoDB (mongodb-memory-server) whose data
  * lives under `DATA_DIR/db` and survives restarts. The driver reconnects by itself after a drop;
- * `/ready` reports the connection state meanwhile.
+ * `/ready` reports the connection state meanwhile. `observe` gets the driver's client before it
+ * connects (metrics follow its pool and command events from the first connection).
  */
-export async function openDatabase(config: Config, log: Logger): Promise<Database> {
+export async function openDatabase(config: Config, log: Logger, observe?: (client: ReturnType<Connection['getClient']>) => void): Promise<Database> {
   let uri = config.MONGODB_URI;
   let stopEmbedded: (() => Promise<unknown>) | undefined;
   if (!uri) {
@@ -41,7 +42,9 @@ export async function openDatabase(config: Config, log: Logger): Promise<Databas
     stopEmbedded = () => server.stop({ doCleanup: false });
     log.info({ uri, dbPath }, 'embedded MongoDB started; data is kept in dbPath');
   }
-  const conn = mongoose.createConnection(uri, { serverSelectionTimeoutMS: 5000, autoIndex: true });
+  // monitorCommands: command events for metrics (`observe`, core/metrics-mongo.ts); the pool's events come regardless.
+  const conn = mongoose.createConnection(uri, { serverSelectionTimeoutMS: 5000, autoIndex: true, monitorCommands: !!observe });
+  if (observe) observe(conn.getClient());
   conn.on('disconnected', () => log.warn('database disconnected; the driver is reconnecting'));
   conn.on('reconnected', () => log.info('database reconnected'));
   await conn.asPromise();

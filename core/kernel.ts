@@ -26,6 +26,12 @@ import { clientErrorHandler } from './http/protocol.ts';
 import { createLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
+import { Metrics } from './metrics.ts';
+import { observeRequests, setRoute } from './access-log.ts';
+import { listenMetrics, metricsRoute } from './metrics-http.ts';
+import { countRefusals } from './metrics-limits.ts';
+import { tracingEnabled } from './tracing.ts';
+import { traceGraphQL } from './tracing-graphql.ts';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
@@ -109,9 +115,12 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     options.set(p.name, res.data);
   }
 
-  const db = await openDatabase(config, log);
+  // Always provided, so plugins call it unconditionally; off, nothing serves or samples it.
+  const metrics = new Metrics({ defaultMetrics: config.METRICS_ENABLED });
+  const db = await openDatabase(config, log, config.METRICS_ENABLED ? (client) => metrics.watchMongo(client) : undefined);
   const hooks = new HookBus(log);
   const services = new ServiceRegistry();
+  services.provide('metrics', metrics);
   const tenancy = new Tenancy(config.MULTI_TENANT_ENABLED);
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
@@ -165,6 +174,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       }
     }
     const events = services.get('events');
+    metrics.watchEventLag(() => events.lag());
+    services.get('authFailures').onFailure = (lockedOut) => metrics.auth.failures.inc({ locked_out: String(lockedOut) });
     for (const { plugin, c } of contributions) {
       const types = typeof c.eventTypes === 'function' ? c.eventTypes() : (c.eventTypes ?? []);
       for (const t of types) events.catalogue.register(t, plugin.name);
@@ -179,8 +190,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     schema = builder.toSchema({ sortSchema: true });
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
-    router = mountRoutes(routes, createYogaServer(schema, config, log), config.BODY_LIMIT);
-    requestLimiter = config.RATE_LIMIT_ENABLED ? await createLimiter(config, db.conn, 'rate_limits', config.RATE_LIMIT_MAX) : null;
+    router = mountRoutes(routes, createYogaServer(schema, config, log, metrics), config.BODY_LIMIT);
+    requestLimiter = config.RATE_LIMIT_ENABLED ? countRefusals(await createLimiter(config, db.conn, 'rate_limits', config.RATE_LIMIT_MAX), metrics) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the plugins open.
     await closePlugins();
@@ -194,7 +205,10 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 
   let draining = false;
   const allowedMethods = router.allowedMethods();
+  const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH });
+  if (observe) koa.use(observe);
   koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
+  if (config.METRICS_ENABLED && config.METRICS_PORT === undefined) koa.use(metricsRoute(metrics, config.METRICS_TOKEN));
   koa.use(authenticate(identity, services.get('authFailures')));
   // Each middleware is a frame on every request: mount the optional ones only when they do something.
   if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path)));
@@ -212,10 +226,16 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   koa.use(dispatch(router));
 
   let server: Server | undefined;
+  let metricsServer: Server | undefined;
   let closing: Promise<void> | undefined;
   return {
     koa, config, db, hooks, services, schema, log, kernel,
-    listen(port = config.PORT, host = config.HOST) {
+    async listen(port = config.PORT, host = config.HOST) {
+      if (config.METRICS_ENABLED && config.METRICS_PORT !== undefined && !metricsServer) {
+        const m = await listenMetrics(metrics, config.METRICS_PORT, host, config.METRICS_TOKEN);
+        metricsServer = m.server;
+        metrics.port = m.port;
+      }
       return new Promise((resolve, reject) => {
         // maxHeaderSize: a deliberate limit (MAX_HEADER_SIZE) rather than Node's build default;
         // clientError: requests the parser refuses still get the error envelope and a request id.
@@ -229,6 +249,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       closing ??= (async () => {
         draining = true;
         if (server) await stopServer(server, config.SHUTDOWN_TIMEOUT_MS);
+        if (metricsServer) await stopServer(metricsServer, 0);
         await closePlugins();
         await db.close();
       })();
@@ -250,6 +271,7 @@ function dispatch(router: Router): Koa.Middleware {
     const layer = router.match(path, ctx.method).pathAndMethod[0];
     if (!layer) return routed(ctx, next);
     (ctx as Koa.Context & { params: Record<string, string> }).params = layer.params(path, layer.captures(path));
+    setRoute(ctx, String(layer.path));
     return (layer.stack[0] as unknown as Koa.Middleware)(ctx, next);
   };
 }
@@ -295,7 +317,7 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
   return router;
 }
 
-function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
+function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, metrics: Metrics) {
   // Masked errors and the originals behind them, logged once the request (and its logger) is known.
   const unhandled = new WeakMap<GraphQLError, unknown>();
   /** Every GraphQL error carries its request's id; unhandled resolver errors are logged with the request's logger. */
@@ -319,7 +341,7 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
   return createYoga<Record<string, unknown>>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [...graphqlLimitPlugins(config), requestIds],
+    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [metrics.graphqlPlugin()] : []), ...(tracingEnabled() ? [traceGraphQL()] : [])],
     graphiql: config.NODE_ENV !== 'production',
     landingPage: false,
     logging: false,

@@ -51,10 +51,12 @@ export const auditPlugin = definePlugin({
         denyFields: options.deny_fields,
         ignoredFields: options.ignored_fields,
         buffer: { flushIntervalMs: options.flush_interval_ms, batchSize: options.batch_size, maxQueue: options.max_queue },
+        observeFlush: (n, write) => services.get('metrics').auditFlush(n, write),
       },
       log,
     );
     services.provide('audit', audit);
+    services.get('metrics').watchAuditBuffer(() => audit.pending);
     const tags = ['audit'];
 
     return {

@@ -7,6 +7,7 @@ import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
 import { tenantFilter, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
 import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
+import { traced } from '../../core/tracing.ts';
 import { Redactor, diffDocs, isPlainObject } from './diff.ts';
 import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
 import { DEFAULT_SORT, type AuditFilter, type ExportQuery, type ListQuery, type StatsQuery } from './schemas.ts';
@@ -91,6 +92,8 @@ export interface AuditServiceOptions {
   denyFields: readonly string[];
   ignoredFields: readonly string[];
   buffer: WriteBehindOptions;
+  /** Times a batch write (metrics: `Metrics.auditFlush`). */
+  observeFlush: <T>(entries: number, write: () => Promise<T>) => Promise<T>;
 }
 
 export interface AuditStats {
@@ -168,7 +171,7 @@ export class AuditService implements AuditLogger {
     this.ignored = new Set(opts.ignoredFields);
     this.buffer = new WriteBehindBuffer<AuditEntryInput>(
       async (batch) => {
-        await this.model.insertMany(batch, { ordered: false, lean: true });
+        await traced('audit.flush', () => opts.observeFlush(batch.length, () => this.model.insertMany(batch, { ordered: false, lean: true })), { attributes: { 'audit.entries': batch.length } });
       },
       (err, batch) =>
         this.log.error(
@@ -177,6 +180,11 @@ export class AuditService implements AuditLogger {
         ),
       opts.buffer,
     );
+  }
+
+  /** Entries waiting to be written (metrics: `audit_buffer_depth`). */
+  get pending(): number {
+    return this.buffer.size;
   }
 
   // --- recording -------------------------------------------------------------------------
