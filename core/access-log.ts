@@ -24,6 +24,8 @@ export interface ObserveOptions {
   level: string;
   /** Log probes and scrapes too (ACCESS_LOG_HEALTH). */
   probes: boolean;
+  /** The route template of a path, for requests refused before dispatch (401, 429, 414): null when none matches. */
+  routeOf(path: string, method: string): string | null;
 }
 
 /**
@@ -45,7 +47,7 @@ export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
     } finally {
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       const state = ctx.state as RoutedState;
-      const route = state.route ?? (ctx as { _matchedRoute?: string })._matchedRoute ?? UNMATCHED_ROUTE;
+      const route = state.route ?? opts.routeOf(ctx.path, ctx.method) ?? UNMATCHED_ROUTE;
       // An error that escaped the envelope writer is still a 500 for the client.
       const status = ctx.status;
       if (metrics) {

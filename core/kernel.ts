@@ -205,7 +205,11 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 
   let draining = false;
   const allowedMethods = router.allowedMethods();
-  const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH });
+  const routeOf = (path: string, method: string) => {
+    const m = router.match(path, method);
+    return (m.pathAndMethod[0] ?? m.path[0])?.path.toString() ?? null;
+  };
+  const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
   if (observe) koa.use(observe);
   koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
   if (config.METRICS_ENABLED && config.METRICS_PORT === undefined) koa.use(metricsRoute(metrics, config.METRICS_TOKEN));

@@ -4,6 +4,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type Koa from 'koa';
 import { AppError, ErrorCode } from './errors.ts';
 import type { Metrics } from './metrics.ts';
+import { setRoute } from './access-log.ts';
 
 export const METRICS_PATH = '/metrics';
 
@@ -23,6 +24,7 @@ const tokenMatches = (header: string | undefined, token: string): boolean => {
 export function metricsRoute(metrics: Metrics, token: string | undefined): Koa.Middleware {
   return async (ctx, next) => {
     if (ctx.path !== METRICS_PATH || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
+    setRoute(ctx, METRICS_PATH);
     if (token && !tokenMatches(ctx.get('Authorization'), token)) {
       const err = new AppError(401, ErrorCode.AUTH_REQUIRED, 'A valid metrics token is required (Authorization: Bearer <METRICS_TOKEN>)');
       err.headers = { 'WWW-Authenticate': 'Bearer realm="metrics"' };
