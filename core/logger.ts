@@ -4,7 +4,7 @@ import { traceIds } from './tracing.ts';
 export type Logger = PinoLogger;
 
 /** Structured JSON logs (pino): fast, and the de-facto standard for Node services. Lines carry `trace_id`/`span_id` while a span is active. */
-export function createLogger(level: string): Logger {
+export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
   return pino({
     level,
     base: undefined,
@@ -12,5 +12,5 @@ export function createLogger(level: string): Logger {
     formatters: { level: (label) => ({ level: label }) },
     // trace_id and span_id of the active span (when tracing is on), to join a log line to its trace.
     mixin: traceIds,
-  });
+  }, destination);
 }
