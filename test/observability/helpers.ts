@@ -23,11 +23,12 @@ export async function total(app: App, name: string, labels: Record<string, strin
   return (await samples(app, name, labels)).reduce((s, v) => s + v.value, 0);
 }
 
-const LINE = /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? (-?[0-9.e+-]+|NaN|\+Inf|-Inf)$/;
+const LINE = /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? (-?[0-9.e+-]+|[+-]?Inf|NaN)$/i;
 
 /**
  * The Prometheus text format, checked line by line: `# HELP` / `# TYPE` comments, then samples
- * `name{label="value",...} number`; every sample's metric has a TYPE. Returns the metric names.
+ * `name{label="value",...} number` (NaN and Inf in any case, as Prometheus's float parser takes
+ * them); every sample's metric has a TYPE. Returns the metric names.
  */
 export function checkExposition(text: string): Set<string> {
   const typed = new Map<string, string>();
