@@ -82,11 +82,11 @@ export class Metrics {
   };
 
   readonly jobs = {
-    started: this.counter({ name: 'job_runs_started_total', help: 'Job runs a worker of this process started, by job', labelNames: ['job'] }),
-    completed: this.counter({ name: 'job_runs_completed_total', help: 'Job runs finished successfully, by job', labelNames: ['job'] }),
-    failed: this.counter({ name: 'job_runs_failed_total', help: 'Job runs finished failed (after their last attempt), by job', labelNames: ['job'] }),
-    duration: this.histogram({ name: 'job_run_duration_seconds', help: 'Job runs: start to finish, by job and status', labelNames: ['job', 'status'], buckets: BACKGROUND_BUCKETS }),
-    queueLag: this.histogram({ name: 'job_queue_lag_seconds', help: 'Job runs: wait from due (queued) to started, by job', labelNames: ['job'], buckets: BACKGROUND_BUCKETS }),
+    started: this.counter({ name: 'job_runs_started_total', help: 'Job runs a worker of this process started, by job', labelNames: ['job_name'] }),
+    completed: this.counter({ name: 'job_runs_completed_total', help: 'Job runs finished successfully, by job', labelNames: ['job_name'] }),
+    failed: this.counter({ name: 'job_runs_failed_total', help: 'Job runs finished failed (after their last attempt), by job', labelNames: ['job_name'] }),
+    duration: this.histogram({ name: 'job_run_duration_seconds', help: 'Job runs: start to finish, by job and status', labelNames: ['job_name', 'status'], buckets: BACKGROUND_BUCKETS }),
+    queueLag: this.histogram({ name: 'job_queue_lag_seconds', help: 'Job runs: wait from due (queued) to started, by job', labelNames: ['job_name'], buckets: BACKGROUND_BUCKETS }),
   };
 
   readonly webhooks = {
@@ -144,16 +144,16 @@ export class Metrics {
 
   /** A job run was claimed by a worker: counts it and its wait since it was queued. */
   jobStarted(run: RunTimes): void {
-    this.jobs.started.inc({ job: run.job_name });
-    if (run.created_at && run.started_at) this.jobs.queueLag.observe({ job: run.job_name }, Math.max(0, seconds(+run.started_at - +run.created_at)));
+    this.jobs.started.inc({ job_name: run.job_name });
+    if (run.created_at && run.started_at) this.jobs.queueLag.observe({ job_name: run.job_name }, Math.max(0, seconds(+run.started_at - +run.created_at)));
   }
 
   /** A job run finished (`completed` or `failed`). */
   jobFinished(run: RunTimes): void {
-    const job = run.job_name;
-    if (run.status === 'completed') this.jobs.completed.inc({ job });
-    else this.jobs.failed.inc({ job });
-    if (run.duration_ms != null) this.jobs.duration.observe({ job, status: run.status ?? 'failed' }, seconds(run.duration_ms));
+    const job_name = run.job_name;
+    if (run.status === 'completed') this.jobs.completed.inc({ job_name });
+    else this.jobs.failed.inc({ job_name });
+    if (run.duration_ms != null) this.jobs.duration.observe({ job_name, status: run.status ?? 'failed' }, seconds(run.duration_ms));
   }
 
   /**
@@ -162,14 +162,14 @@ export class Metrics {
    */
   watchJobQueue(runs: Model<never>): void {
     this.gauge({
-      name: 'job_runs', help: 'Job runs pending or running now (all replicas), by job and status', labelNames: ['job', 'status'],
+      name: 'job_runs', help: 'Job runs pending or running now (all replicas), by job and status', labelNames: ['job_name', 'status'],
       async collect() {
-        const rows = await runs.aggregate<{ _id: { job: string; status: string }; n: number }>([
+        const rows = await runs.aggregate<{ _id: { job_name: string; status: string }; n: number }>([
           { $match: { status: { $in: ['pending', 'running'] } } },
-          { $group: { _id: { job: '$job_name', status: '$status' }, n: { $sum: 1 } } },
+          { $group: { _id: { job_name: '$job_name', status: '$status' }, n: { $sum: 1 } } },
         ]);
         this.reset();
-        for (const r of rows) this.set({ job: r._id.job, status: r._id.status }, r.n);
+        for (const r of rows) this.set({ job_name: r._id.job_name, status: r._id.status }, r.n);
       },
     });
   }

@@ -33,21 +33,21 @@ describe('jobs', () => {
   it('runs started, completed and failed by job; duration; queue lag', async () => {
     expect((await trigger('count')).status).toBe('completed');
     expect((await trigger('fail')).status).toBe('failed');
-    expect(await total(t.app, 'job_runs_started_total', { job: 'count' })).toBe(1);
-    expect(await total(t.app, 'job_runs_completed_total', { job: 'count' })).toBe(1);
-    expect(await total(t.app, 'job_runs_failed_total', { job: 'fail' })).toBe(1);
-    expect(await total(t.app, 'job_run_duration_seconds', { job: 'count', status: 'completed' })).toBe(1);
-    expect(await total(t.app, 'job_run_duration_seconds', { job: 'fail', status: 'failed' })).toBe(1);
-    expect(await total(t.app, 'job_queue_lag_seconds', { job: 'count' })).toBe(1);
+    expect(await total(t.app, 'job_runs_started_total', { job_name: 'count' })).toBe(1);
+    expect(await total(t.app, 'job_runs_completed_total', { job_name: 'count' })).toBe(1);
+    expect(await total(t.app, 'job_runs_failed_total', { job_name: 'fail' })).toBe(1);
+    expect(await total(t.app, 'job_run_duration_seconds', { job_name: 'count', status: 'completed' })).toBe(1);
+    expect(await total(t.app, 'job_run_duration_seconds', { job_name: 'fail', status: 'failed' })).toBe(1);
+    expect(await total(t.app, 'job_queue_lag_seconds', { job_name: 'count' })).toBe(1);
   });
 
   it('pending and running now, counted from the database at scrape time', async () => {
     const r = await t.http('POST', '/jobs/run/sleepy', { key: ADMIN_KEY, json: { parameters: { ms: 1500 } } });
     expect(r.status).toBe(202);
     await waitRun(t, String(r.body.id), ['running']);
-    expect(await total(t.app, 'job_runs', { job: 'sleepy', status: 'running' })).toBe(1);
+    expect(await total(t.app, 'job_runs', { job_name: 'sleepy', status: 'running' })).toBe(1);
     await waitRun(t, String(r.body.id));
-    expect(await samples(t.app, 'job_runs', { job: 'sleepy' })).toEqual([]);
+    expect(await samples(t.app, 'job_runs', { job_name: 'sleepy' })).toEqual([]);
   });
 });
 
