@@ -72,12 +72,12 @@ async function main() {
   await pair('tracing 100% / off', base, tracing('1'), 0.8);
   await pair('tracing 10% / off', base, tracing('0.1'), 0.95);
   log(`OTLP export requests received by the sink: ${spansReceived}`);
-  sink.close();
-  await mongoose.disconnect();
   // Stopping the embedded stand-in database ends in a refused reconnect nobody awaits; the results are out by then.
   process.on('unhandledRejection', (err) => {
     if ((err as { code?: string }).code !== 'ECONNREFUSED') throw err;
   });
+  sink.close();
+  await mongoose.disconnect();
   await mem?.stop();
 }
 
