@@ -321,6 +321,30 @@ export const configSchema = z.object({
   /** Time allowed for in-flight requests on SIGTERM/SIGINT. @default 10000 */
   SHUTDOWN_TIMEOUT_MS: int(10000, 0),
 
+  // --- observability (docs/observability.md) ---
+  /** Serve Prometheus metrics at `GET /metrics`. In production it needs `METRICS_PORT` or `METRICS_TOKEN`. @default true */
+  METRICS_ENABLED: bool(true),
+  /** Serve `/metrics` on this port only (a port only Prometheus reaches), not on `PORT`; 0 = any free port. Unset = main port. */
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /** Bearer token `/metrics` requires (`Authorization: Bearer <token>`), on either port. */
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Level of the one access-log line per request; `silent` turns access logs off. @default 'info' */
+  ACCESS_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Log `/health`, `/ready` and `/metrics` requests too. @default false */
+  ACCESS_LOG_HEALTH: bool(false),
+  /** OTLP/HTTP collector base URL (`/v1/traces` is appended); setting it turns tracing on. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
+  /** `otlp`, `console` or `none`; setting it (other than `none`) turns tracing on. */
+  OTEL_TRACES_EXPORTER: z.enum(['otlp', 'console', 'none']).optional(),
+  /** Service name of every span. @default 'plugin-api-server' */
+  OTEL_SERVICE_NAME: z.string().min(1).default('plugin-api-server'),
+  /** OpenTelemetry sampler. @default 'parentbased_always_on' */
+  OTEL_TRACES_SAMPLER: z.enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']).default('parentbased_always_on'),
+  /** Ratio of the `*traceidratio` samplers, 0 to 1. @default 1 */
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
+  /** One span per GraphQL resolver (trivial property resolvers excepted); off, only parse, validate and execute. @default false */
+  OTEL_GRAPHQL_RESOLVER_SPANS: bool(false),
+
   // --- privacy ---
   /** Neutral value of required text fields and the user's name on erasure; replaces personal values in audit entries. @default 'deleted-user' */
   PRIVACY_PSEUDONYM: z.string().min(1).max(100).default('deleted-user'),
@@ -439,6 +463,13 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     else if (value === undefined) problems.push(`  ${name}: required in production; set a random value of at least ${MIN_SECRET_BYTES} bytes`);
     else if (Buffer.byteLength(value) < MIN_SECRET_BYTES) problems.push(`  ${name}: must be at least ${MIN_SECRET_BYTES} bytes in production`);
   }
+  if (cfg.NODE_ENV === 'production' && cfg.METRICS_ENABLED && cfg.METRICS_PORT === undefined && !cfg.METRICS_TOKEN) {
+    problems.push('  METRICS_ENABLED: in production /metrics must not be open on the API port: set METRICS_PORT (a port only Prometheus reaches) or METRICS_TOKEN (a bearer token Prometheus sends), or METRICS_ENABLED=false');
+  }
   if (problems.length) throw new ConfigError(`Invalid configuration:\n${problems.join('\n')}`);
   return { config: cfg, warnings };
 }
+
+/** Tracing is on when an exporter is named or an OTLP endpoint is set (docs/observability.md). */
+export const tracingRequested = (c: Pick<Config, 'OTEL_EXPORTER_OTLP_ENDPOINT' | 'OTEL_TRACES_EXPORTER'>): boolean =>
+  c.OTEL_TRACES_EXPORTER ? c.OTEL_TRACES_EXPORTER !== 'none' : !!c.OTEL_EXPORTER_OTLP_ENDPOINT;

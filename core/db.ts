@@ -33,10 +33,15 @@ export interface Database {
 /**
  * Connect to `MONGODB_URI`, or start an embedded MongoDB (mongodb-memory-server) whose data
  * lives under `DATA_DIR/db` and survives restarts. The driver reconnects by itself after a drop;
- * `/ready` reports the connection state meanwhile. `onCommand` sees every command the driver sends
- * (command monitoring, off without it; the test suite records query shapes with it).
+ * `/ready` reports the connection state meanwhile. `opts.observe` gets the driver's client before it
+ * connects (metrics follow its pool and command events from the first connection); `opts.onCommand`
+ * sees every command the driver sends (the test suite records query shapes with it).
  */
-export async function openDatabase(config: Config, log: Logger, opts: { onCommand?: (event: CommandStartedEvent) => void } = {}): Promise<Database> {
+export async function openDatabase(
+  config: Config,
+  log: Logger,
+  opts: { onCommand?: (event: CommandStartedEvent) => void; observe?: (client: ReturnType<Connection['getClient']>) => void } = {},
+): Promise<Database> {
   let uri = config.MONGODB_URI;
   let stopEmbedded: (() => Promise<unknown>) | undefined;
   if (!uri) {
@@ -65,10 +70,12 @@ export async function openDatabase(config: Config, log: Logger, opts: { onComman
   // While the database is away a query must fail fast (503) rather than hold the request:
   // no buffering of commands by mongoose (it would wait up to 10 s for a reconnect), and no longer
   // a wait for a server than a query may take (2 s at least: it also bounds the first connection).
+  // monitorCommands: command events for metrics (core/metrics-mongo.ts) and the suite's recording.
   const conn = mongoose.createConnection(uri, {
     serverSelectionTimeoutMS: Math.min(5000, Math.max(2000, config.QUERY_TIMEOUT_MS)), bufferCommands: false, autoIndex: true,
-    ...(opts.onCommand ? { monitorCommands: true } : {}),
+    monitorCommands: !!(opts.onCommand || opts.observe),
   });
+  if (opts.observe) opts.observe(conn.getClient());
   if (opts.onCommand) conn.getClient().on('commandStarted', opts.onCommand);
   // Our own close() disconnects too: that is no drop, and nothing reconnects.
   let closing = false;

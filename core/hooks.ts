@@ -1,3 +1,4 @@
+import { traced } from './tracing.ts';
 import type { AuthUser } from './context.ts';
 import type { Logger } from './logger.ts';
 
@@ -97,12 +98,16 @@ export class HookBus {
 
   /** Runs `BEFORE_*` handlers in order; each may replace the payload. A throw vetoes the operation. */
   async runBefore<K extends BeforeHook>(event: K, payload: HookEvents[K]): Promise<HookEvents[K]> {
-    let current = payload;
-    for (const { handler } of this.handlers.get(event) ?? []) {
-      const next = await handler(current);
-      if (next !== undefined) current = next as HookEvents[K];
-    }
-    return current;
+    const list = this.handlers.get(event);
+    if (!list?.length) return payload;
+    return traced(`hook ${event}`, async () => {
+      let current = payload;
+      for (const { handler } of list) {
+        const next = await handler(current);
+        if (next !== undefined) current = next as HookEvents[K];
+      }
+      return current;
+    });
   }
 
   /**
@@ -110,14 +115,18 @@ export class HookBus {
    * `emitAfter`, a failure propagates to the emitter (and later handlers do not run).
    */
   async dispatch<K extends DispatchHook>(event: K, payload: HookEvents[K]): Promise<void> {
-    for (const { handler } of this.handlers.get(event) ?? []) await handler(payload);
+    const list = this.handlers.get(event);
+    if (!list?.length) return;
+    await traced(`hook ${event}`, async () => {
+      for (const { handler } of list) await handler(payload);
+    });
   }
 
   /** Runs `AFTER_*` handlers concurrently; a failure is logged with the plugin name and swallowed. */
   async emitAfter<K extends AfterHook>(event: K, payload: HookEvents[K]): Promise<void> {
     const list = this.handlers.get(event);
     if (!list?.length) return;
-    await Promise.all(
+    await traced(`hook ${event}`, () => Promise.all(
       list.map(async ({ plugin, handler }) => {
         try {
           await handler(payload);
@@ -125,6 +134,6 @@ export class HookBus {
           this.log.error({ err, event, plugin }, 'after-hook handler failed');
         }
       }),
-    );
+    ));
   }
 }

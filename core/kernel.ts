@@ -27,6 +27,12 @@ import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import { createIdempotency, type Idempotency } from './idempotency/index.ts';
 import type { CommandStartedEvent } from 'mongodb';
+import { Metrics } from './metrics.ts';
+import { observeRequests, setRoute } from './access-log.ts';
+import { listenMetrics, metricsRoute } from './metrics-http.ts';
+import { countRefusals } from './metrics-limits.ts';
+import { tracingEnabled } from './tracing.ts';
+import { traceGraphQL } from './tracing-graphql.ts';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
@@ -112,9 +118,15 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     options.set(p.name, res.data);
   }
 
-  const db = await openDatabase(config, log, opts.onDatabaseCommand ? { onCommand: opts.onDatabaseCommand } : {});
+  // Always provided, so plugins call it unconditionally; off, nothing serves or samples it.
+  const metrics = new Metrics({ defaultMetrics: config.METRICS_ENABLED });
+  const db = await openDatabase(config, log, {
+    ...(opts.onDatabaseCommand ? { onCommand: opts.onDatabaseCommand } : {}),
+    ...(config.METRICS_ENABLED ? { observe: (client: Parameters<Metrics['watchMongo']>[0]) => metrics.watchMongo(client) } : {}),
+  });
   const hooks = new HookBus(log);
   const services = new ServiceRegistry();
+  services.provide('metrics', metrics);
   const tenancy = new Tenancy(config.MULTI_TENANT_ENABLED);
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
@@ -169,6 +181,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       }
     });
     const events = services.get('events');
+    metrics.watchEventLag(() => events.lag());
+    services.get('authFailures').onFailure = (lockedOut) => metrics.auth.failures.inc({ locked_out: String(lockedOut) });
     for (const { plugin, c } of contributions) {
       const types = typeof c.eventTypes === 'function' ? c.eventTypes() : (c.eventTypes ?? []);
       await blame(plugin, () => {
@@ -186,8 +200,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     schema = builder.toSchema({ sortSchema: true });
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
-    router = mountRoutes(routes, createYogaServer(schema, config, log), config.BODY_LIMIT);
-    requestLimiter = config.RATE_LIMIT_ENABLED ? await createRequestLimiter(config, db.conn, log) : null;
+    router = mountRoutes(routes, createYogaServer(schema, config, log, metrics), config.BODY_LIMIT);
+    requestLimiter = config.RATE_LIMIT_ENABLED ? countRefusals(await createRequestLimiter(config, db.conn, log), metrics) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the
     // plugins open. Index builds the failed set-up started are still running: closing the client
@@ -205,7 +219,14 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 
   let draining = false;
   const allowedMethods = router.allowedMethods();
+  const routeOf = (path: string, method: string) => {
+    const m = router.match(path, method);
+    return (m.pathAndMethod[0] ?? m.path[0])?.path.toString() ?? null;
+  };
+  const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
+  if (observe) koa.use(observe);
   koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, maxDrainBytes: byteSize(config.BODY_DRAIN_LIMIT), draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
+  if (config.METRICS_ENABLED && config.METRICS_PORT === undefined) koa.use(metricsRoute(metrics, config.METRICS_TOKEN));
   koa.use(authenticate(identity, services.get('authFailures')));
   // Each middleware is a frame on every request: mount the optional ones only when they do something.
   if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path), routeBudgets(routes, config)));
@@ -224,10 +245,16 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   koa.use(dispatch(router));
 
   let server: Server | undefined;
+  let metricsServer: Server | undefined;
   let closing: Promise<void> | undefined;
   return {
     koa, config, db, hooks, services, schema, log, kernel,
-    listen(port = config.PORT, host = config.HOST) {
+    async listen(port = config.PORT, host = config.HOST) {
+      if (config.METRICS_ENABLED && config.METRICS_PORT !== undefined && !metricsServer) {
+        const m = await listenMetrics(metrics, config.METRICS_PORT, host, config.METRICS_TOKEN);
+        metricsServer = m.server;
+        metrics.port = m.port;
+      }
       return new Promise((resolve, reject) => {
         // maxHeaderSize: a deliberate limit (MAX_HEADER_SIZE) rather than Node's build default;
         // clientError: requests the parser refuses still get the error envelope and a request id.
@@ -241,6 +268,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       closing ??= (async () => {
         draining = true;
         if (server) await stopServer(server, config.SHUTDOWN_TIMEOUT_MS);
+        if (metricsServer) await stopServer(metricsServer, 0);
         await closePlugins();
         // The last counts of this process go to the shared store while it is still open.
         await requestLimiter?.close();
@@ -264,6 +292,7 @@ function dispatch(router: Router): Koa.Middleware {
     const layer = router.match(path, ctx.method).pathAndMethod[0];
     if (!layer) return routed(ctx, next);
     (ctx as Koa.Context & { params: Record<string, string> }).params = layer.params(path, layer.captures(path));
+    setRoute(ctx, String(layer.path));
     return (layer.stack[0] as unknown as Koa.Middleware)(ctx, next);
   };
 }
@@ -327,7 +356,7 @@ function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: Y
   return router;
 }
 
-function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
+function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, metrics: Metrics) {
   // Masked errors and the originals behind them, logged once the request (and its logger) is known.
   const unhandled = new WeakMap<GraphQLError, unknown>();
   /** Every GraphQL error carries its request's id; unhandled resolver errors are logged with the request's logger. */
@@ -351,7 +380,7 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
   return createYoga<Record<string, unknown>>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [...graphqlLimitPlugins(config), requestIds],
+    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [metrics.graphqlPlugin()] : []), ...(tracingEnabled() ? [traceGraphQL()] : [])],
     graphiql: config.NODE_ENV !== 'production',
     landingPage: false,
     logging: false,

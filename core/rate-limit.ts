@@ -239,6 +239,9 @@ export async function createRequestLimiter(config: Config, conn: Connection, log
  * if (wait !== null) throw new RateLimitedError(wait);
  */
 export class AuthFailureLimiter {
+  /** Told of every failure (metrics: `auth_failures_total`); `lockedOut` when the limit refused it. */
+  onFailure?: (lockedOut: boolean) => void;
+
   constructor(private readonly limiter: RateLimiterAbstract | null) {}
 
   /** Seconds until `ip` and `identity` may fail again, or null when neither is over the limit. */
@@ -253,9 +256,14 @@ export class AuthFailureLimiter {
    * either is now over the limit (answer 429 instead of 401), else null.
    */
   async fail(ip: string | null, identity?: string | null): Promise<number | null> {
-    if (!this.limiter) return null;
+    if (!this.limiter) {
+      this.onFailure?.(false);
+      return null;
+    }
     const seen = await Promise.all(this.keys(ip, identity).map((k) => this.limiter!.penalty(k, 1)));
-    return this.wait(seen);
+    const wait = this.wait(seen);
+    this.onFailure?.(wait !== null);
+    return wait;
   }
 
   private keys(ip: string | null, identity?: string | null): string[] {

@@ -56,10 +56,12 @@ export const auditPlugin = definePlugin({
           // Entries of writes acknowledged just before the database went away are written once it is back.
           retry: { when: isDatabaseUnavailable, delayMs: 500 },
         },
+        observeFlush: (n, write) => services.get('metrics').auditFlush(n, write),
       },
       log,
     );
     services.provide('audit', audit);
+    services.get('metrics').watchAuditBuffer(() => audit.pending);
     const tags = ['audit'];
 
     return {

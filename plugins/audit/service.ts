@@ -8,6 +8,7 @@ import type { Logger } from '../../core/logger.ts';
 import type { Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
+import { traced } from '../../core/tracing.ts';
 import { Redactor, diffDocs, isPlainObject } from './diff.ts';
 import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
 import { DEFAULT_SORT, type AuditFilter, type ExportQuery, type ListQuery, type StatsQuery } from './schemas.ts';
@@ -92,6 +93,8 @@ export interface AuditServiceOptions {
   denyFields: readonly string[];
   ignoredFields: readonly string[];
   buffer: WriteBehindOptions;
+  /** Times a batch write (metrics: `Metrics.auditFlush`). */
+  observeFlush: <T>(entries: number, write: () => Promise<T>) => Promise<T>;
 }
 
 /**
@@ -175,12 +178,14 @@ export class AuditService implements AuditLogger {
     this.ignored = new Set(opts.ignoredFields);
     this.buffer = new WriteBehindBuffer<AuditEntryInput>(
       async (batch) => {
-        try {
-          await this.model.insertMany(batch, { ordered: false, lean: true });
-        } catch (err) {
-          // A retried batch keeps the ids the driver gave it: entries the lost attempt did write are duplicates, not failures.
-          if (!onlyDuplicateIds(err)) throw err;
-        }
+        await traced('audit.flush', () => opts.observeFlush(batch.length, async () => {
+          try {
+            await this.model.insertMany(batch, { ordered: false, lean: true });
+          } catch (err) {
+            // A retried batch keeps the ids the driver gave it: entries the lost attempt did write are duplicates, not failures.
+            if (!onlyDuplicateIds(err)) throw err;
+          }
+        }), { attributes: { 'audit.entries': batch.length } });
       },
       (err, batch) =>
         this.log.error(
@@ -189,6 +194,11 @@ export class AuditService implements AuditLogger {
         ),
       opts.buffer,
     );
+  }
+
+  /** Entries waiting to be written (metrics: `audit_buffer_depth`). */
+  get pending(): number {
+    return this.buffer.size;
   }
 
   // --- recording -------------------------------------------------------------------------

@@ -7,6 +7,8 @@ import { Types } from 'mongoose';
 import { systemActor } from '../../core/context.ts';
 import type { JobRunContext } from '../../core/plugin.ts';
 import type { Logger } from '../../core/logger.ts';
+import type { Metrics } from '../../core/metrics.ts';
+import { linkTo, traced } from '../../core/tracing.ts';
 import type { JobRunRecord, JobScheduleRecord } from './model.ts';
 import type { RegisteredJob } from './registry.ts';
 import type { Dispatcher } from './runs.ts';
@@ -75,6 +77,7 @@ export interface EngineDeps {
   /** A schedule's repeating Agenda job is due; false when the schedule no longer exists. */
   scheduleDue: (scheduleId: string) => Promise<boolean>;
   log: Logger;
+  metrics?: Metrics;
 }
 
 /**
@@ -206,6 +209,7 @@ export class Engine implements Dispatcher {
     if (!claimed) return;
     const { token } = claimed;
     let run = claimed.run;
+    this.deps.metrics?.jobStarted(run);
     const { store } = this.deps;
     const controller = new AbortController();
     this.local.set(runId, controller);
@@ -234,7 +238,7 @@ export class Engine implements Dispatcher {
         return;
       }
       for (;;) {
-        const outcome = await this.attempt(run, writer, controller.signal);
+        const outcome = await traced(`job ${run.job_name}`, () => this.attempt(run, writer, controller.signal), { root: true, links: linkTo(run.traceparent), attributes: { 'job.name': run.job_name, 'job.run_id': runId, 'job.attempt': run.attempt } });
         if (controller.signal.aborted) return; // cancelled or taken over: the other party owns the document now
         if (outcome.ok) {
           const bad = checkJson(outcome.value);
@@ -329,6 +333,7 @@ export class Engine implements Dispatcher {
       : { timestamp: now, level: 'error', message: `failed: ${out.error}`, percentage: null };
     const done = await this.deps.store.finish(run._id, token, set, line);
     // Null: cancelled or taken over meanwhile; this attempt's outcome is discarded.
+    if (done) this.deps.metrics?.jobFinished(done);
     if (done) await this.deps.afterFinish(done);
   }
 }

@@ -50,11 +50,13 @@ export const jobsPlugin = definePlugin({
         afterFinish,
         scheduleDue: (id) => schedules.due(id),
         log,
+        metrics: services.get('metrics'),
       },
       { db: db.db!, lockTtlMs: config.JOBS_LOCK_TTL_SECONDS * 1000, pollMs: config.JOBS_POLL_INTERVAL_MS, concurrency: config.JOBS_CONCURRENCY },
     );
     launcher.dispatcher = engine;
     services.provide('jobs', svc);
+    services.get('metrics').watchJobQueue(models.Run as never);
 
     return {
       jobs: builtinJobs(svc, schedules, config, identity),

@@ -44,6 +44,8 @@ export const jobRunSchema = new Schema(
     job_type: { type: String, enum: ['scheduled', 'manual', 'chain'], required: true },
     status: { type: String, enum: RUN_STATUSES, required: true, default: 'pending' },
     started_at: { type: Date, default: null },
+    /** W3C trace context of the request that queued the run: its span links to that trace (docs/observability.md). */
+    traceparent: { type: String, default: null },
     completed_at: { type: Date, default: null },
     duration_ms: { type: Number, default: null },
     duration_seconds: { type: Number, default: null },

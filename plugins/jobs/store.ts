@@ -1,5 +1,6 @@
 import { Types, type Model } from 'mongoose';
 import { isSystemActor, type AuthUser } from '../../core/context.ts';
+import { currentTraceparent } from '../../core/tracing.ts';
 import { FINISHED, type JobRunDoc, type JobRunRecord, type RunStatus } from './model.ts';
 
 /** Coordinating runs (per-tenant parents, stored chains) outlive their children: a day, retried on a lost worker only. */
@@ -76,6 +77,7 @@ export function runDocument(spec: RunSpec, retryDelayMs: number): Partial<JobRun
     ...(spec.chain_steps ? { chain_steps: spec.chain_steps } : {}),
     ...(spec.chain_default_on_failure ? { chain_default_on_failure: spec.chain_default_on_failure } : {}),
     ...(spec.dedupe_key ? { dedupe_key: spec.dedupe_key } : {}),
+    traceparent: currentTraceparent() ?? null,
   };
 }
 

@@ -57,6 +57,7 @@ export const webhooksPlugin = definePlugin({
       svc.register({ ...p, provider: name, handler: (payload, event) => hooks.dispatch('WEBHOOK_RECEIVED', { payload, event }) });
     }
     if (!config.WEBHOOKS_ENABLED) return {};
+    services.get('metrics').watchDeadLetter(webhookEventModel(db) as never);
     const tags = ['webhooks'];
     const outbound = createOutbound({ db, config, hooks, tenancy, events: services.get('events'), log });
 
@@ -81,7 +82,7 @@ export const webhooksPlugin = definePlugin({
           description: 'Verifies the signature over the raw body, deduplicates by (provider, event id), stores the event and runs its handler. A handler failure answers 500 `{status: failed}` so the provider redelivers.',
           params: providerParams, response: receiveResponse, docs: { errors: [401, 404, 413] },
           handler: async ({ params, body, ctx }) => {
-            const res = await svc.receive(params.provider, body as unknown as Buffer, ctx.req.headers);
+            const res = await services.get('metrics').webhookDelivery(params.provider, () => svc.receive(params.provider, body as unknown as Buffer, ctx.req.headers));
             ctx.status = res.status;
             ctx.body = res.body;
           },

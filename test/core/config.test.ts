@@ -8,7 +8,7 @@ import { startServerProcess } from '../helpers/processes.ts';
 
 const SECRET_32 = 'x'.repeat(32);
 const prod = (extra: Record<string, string> = {}) =>
-  loadConfig({ NODE_ENV: 'production', CURSOR_HMAC_SECRET: SECRET_32, TOKEN_SECRET: 'y'.repeat(40), ...extra });
+  loadConfig({ NODE_ENV: 'production', CURSOR_HMAC_SECRET: SECRET_32, TOKEN_SECRET: 'y'.repeat(40), METRICS_PORT: '9464', ...extra });
 
 /** The ConfigError thrown by `fn`, failing the test when it throws nothing or something else. */
 function configError(fn: () => unknown): ConfigError {

@@ -56,7 +56,7 @@ describe('demo page default', () => {
   it('with WEBAUTHN_DEMO_ENABLED unset: served in development, 404 in production and test; an explicit false wins in development', async () => {
     for (const [config, status] of [
       [{ NODE_ENV: 'development' }, 200],
-      [{ NODE_ENV: 'production' }, 404],
+      [{ NODE_ENV: 'production', METRICS_ENABLED: 'false' }, 404],
       [{ NODE_ENV: 'test' }, 404],
       [{ NODE_ENV: 'development', WEBAUTHN_DEMO_ENABLED: 'false' }, 404],
     ] as const) {

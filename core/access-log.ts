@@ -1,0 +1,67 @@
+import type Koa from 'koa';
+import type { Logger } from './logger.ts';
+import type { Metrics } from './metrics.ts';
+import { UNMATCHED_ROUTE, statusClass } from './metrics.ts';
+import { nameServerSpan, traceIds } from './tracing.ts';
+import type { AppState } from './http/middleware.ts';
+
+/** Paths of probes and scrapes: left out of the access log unless `ACCESS_LOG_HEALTH` is true. */
+export const PROBE_PATHS = new Set(['/health', '/ready', '/metrics']);
+
+type RoutedState = AppState & { route?: string };
+
+/** Records the route template the dispatcher matched (`/projects/:id`), for metrics, logs and the span name. */
+export function setRoute(ctx: Koa.Context, template: string): void {
+  (ctx.state as RoutedState).route = template;
+  nameServerSpan(ctx.method, template);
+}
+
+export interface ObserveOptions {
+  /** Null: metrics off (METRICS_ENABLED=false). */
+  metrics: Metrics | null;
+  log: Logger;
+  /** pino level of access lines, or `silent` for none (ACCESS_LOG_LEVEL). */
+  level: string;
+  /** Log probes and scrapes too (ACCESS_LOG_HEALTH). */
+  probes: boolean;
+  /** The route template of a path, for requests refused before dispatch (401, 429, 414): null when none matches. */
+  routeOf(path: string, method: string): string | null;
+}
+
+/**
+ * The outermost middleware: times every request for `http_request_duration_seconds` (labelled by
+ * the route template, never the raw path: unmatched paths fold into `unmatched`), counts requests
+ * in flight, and writes one access-log line per request once the answer (error envelope included)
+ * is decided: method, route, status, duration, request id, tenant, actor id, trace id.
+ */
+export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
+  const { metrics, log } = opts;
+  const logging = opts.level !== 'silent' && log.isLevelEnabled(opts.level);
+  if (!metrics && !logging) return null;
+  const write = logging ? (log[opts.level as 'info'] as Logger['info']).bind(log) : null;
+  return async (ctx, next) => {
+    const start = process.hrtime.bigint();
+    metrics?.http.inFlight.inc();
+    try {
+      await next();
+    } finally {
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      const state = ctx.state as RoutedState;
+      const route = state.route ?? opts.routeOf(ctx.path, ctx.method) ?? UNMATCHED_ROUTE;
+      // An error that escaped the envelope writer is still a 500 for the client.
+      const status = ctx.status;
+      if (metrics) {
+        metrics.http.inFlight.dec();
+        metrics.http.duration.observe({ method: ctx.method, route, status_class: statusClass(status) }, seconds);
+      }
+      if (write && (opts.probes || !PROBE_PATHS.has(ctx.path))) {
+        const actor = state.user;
+        write({
+          method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3,
+          request_id: state.ctx?.requestId, tenant_id: actor ? (actor.acting_tenant_id ?? actor.tenant_id) : null, actor_id: actor?.id ?? null,
+          ...traceIds(),
+        }, 'request');
+      }
+    }
+  };
+}
