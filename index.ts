@@ -34,7 +34,7 @@ export type { Logger } from './core/logger.ts';
 
 // --- actors and tenants
 export { hasSystemScope, isAdmin, isSystemActor, requestOf, systemActor, writeTenantId } from './core/context.ts';
-export type { AuthUser, RequestContext } from './core/context.ts';
+export type { Actor, RequestContext } from './core/context.ts';
 export type { Tenancy } from './core/tenancy.ts';
 export { requireFeatures, requireRole, ROLE_REQUIRED_MESSAGE } from './core/identity/guards.ts';
 export type { AccessPolicy, AttributeRule, Filter, RequiredRole } from './core/identity/guards.ts';

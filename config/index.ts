@@ -96,8 +96,11 @@ export const configSchema = z.object({
   EVENTS_RETENTION_DAYS: int(30, 1),
   /** How often durable consumers (and realtime tails) read the event log. @default 250 */
   EVENTS_POLL_INTERVAL_MS: int(250, 10),
-  /** How long the relay gathers this process's events before one bulk insert into the log. @default 50 */
-  EVENTS_RELAY_INTERVAL_MS: int(50, 1),
+  /**
+   * How long the relay gathers this process's events before one bulk insert into the log; 0 = each
+   * write waits until its event is in the log before answering (slower; tests use it). @default 50
+   */
+  EVENTS_RELAY_INTERVAL_MS: int(50, 0),
   /** @default true */
   MULTI_TENANT_ENABLED: bool(true),
   /** @default true */

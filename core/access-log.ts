@@ -55,7 +55,7 @@ export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
         metrics.http.duration.observe({ method: ctx.method, route, status_class: statusClass(status) }, seconds);
       }
       if (write && (opts.probes || !PROBE_PATHS.has(ctx.path))) {
-        const actor = state.user;
+        const actor = state.actor;
         write({
           method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3,
           request_id: state.ctx?.requestId, tenant_id: actor ? (actor.acting_tenant_id ?? actor.tenant_id) : null, actor_id: actor?.id ?? null,

@@ -164,17 +164,23 @@ export class Relay {
     this.sweeper.unref();
   }
 
-  /** Queues the outbox of a document this process just wrote (the write's returned document). */
-  enqueue(source: OutboxSource, doc: Doc): void {
+  /**
+   * Queues the outbox of a document this process just wrote (the write's returned document). With
+   * `flushMs` 0 the returned promise resolves once the events are in the log (the writer may await
+   * it before answering); otherwise at once.
+   */
+  enqueue(source: OutboxSource, doc: Doc): Promise<void> {
     const events = eventsOf(source, doc, this.log);
-    if (!events.length) return;
+    if (!events.length) return Promise.resolve();
     this.queue.push({ source, docId: doc._id, events });
     this.queued += events.length;
+    if (this.settings.flushMs === 0) return this.flush();
     if (this.queued >= this.settings.maxBatch) void this.flush();
     else if (!this.timer) {
       this.timer = setTimeout(() => void this.flush(), this.settings.flushMs);
       this.timer.unref();
     }
+    return Promise.resolve();
   }
 
   /** Stores everything queued now; resolves when it is in the log (or kept for the next try). */

@@ -1,6 +1,6 @@
 import { Types, type Connection } from 'mongoose';
 import { NotFoundError, ValidationError } from '../errors.ts';
-import { isSystemActor, requestOf, type AuthUser } from '../context.ts';
+import { isSystemActor, requestOf, type Actor } from '../context.ts';
 import { requireRole } from '../identity/guards.ts';
 import type { Tenancy } from '../tenancy.ts';
 import type { Logger } from '../logger.ts';
@@ -21,7 +21,7 @@ export interface EventLogSettings extends RelaySettings, ConsumerSettings {
 
 /** What the emitter of an event says about it, besides its type. */
 export interface StageInput {
-  actor: AuthUser | null;
+  actor: Actor | null;
   tenant_id: string | Types.ObjectId | null;
   /** The document version the change produces (absent for documents without versions). */
   version?: number;
@@ -95,9 +95,14 @@ export class EventLog {
     update: (source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] => supersede(source, old, entry),
   };
 
-  /** The write with an outbox succeeded: relay its events to the log (batched, in the background). */
-  committed(source: OutboxSource, doc: Doc): void {
-    this.relay.enqueue(source, doc);
+  /**
+   * The write with an outbox succeeded: relay its events to the log, batched in the background. The
+   * promise resolves at once, or with `EVENTS_RELAY_INTERVAL_MS=0` once the events are in the log
+   * (the request then answers after its event is readable). Either way the event is already safe in
+   * the document.
+   */
+  committed(source: OutboxSource, doc: Doc): Promise<void> {
+    return this.relay.enqueue(source, doc);
   }
 
   /** Appends an event that belongs to no document (e.g. `ping`), stored before it resolves. */
@@ -179,7 +184,7 @@ export class EventLog {
    * tenant's; system administrators all tenants' (or one, with `X-Tenant-Id`).
    * @throws AccessDeniedError for non-administrators; ValidationError for a type not in the catalogue
    */
-  async list(actor: AuthUser, q: EventListQuery): Promise<EventPage> {
+  async list(actor: Actor, q: EventListQuery): Promise<EventPage> {
     requireRole(actor, 'admin');
     if (q.type && !this.catalogue.has(q.type)) {
       throw new ValidationError([{ loc: ['query', 'type'], msg: `Unknown event type; known types: ${this.catalogue.names().join(', ')}`, type: 'enum' }]);
@@ -214,7 +219,7 @@ export class EventLog {
   }
 
   /** One event of the actor's tenant (404 outside it). */
-  async get(actor: AuthUser, id: string): Promise<EventRecord> {
+  async get(actor: Actor, id: string): Promise<EventRecord> {
     requireRole(actor, 'admin');
     const doc = await this.models.events.findOne({ _id: id, ...this.tenancy.filter(actor) }, { previous: 0, meta: 0, source: 0 }).lean<EventDoc>();
     if (!doc) throw new NotFoundError('event', id);

@@ -10,7 +10,7 @@ import type Koa from 'koa';
 import type { Connection } from 'mongoose';
 import { getOperationAST, parse } from 'graphql';
 import { AppError, BadRequestError, ErrorCode, type ErrorDetails } from '../errors.ts';
-import { scopedTenantId, type AuthUser } from '../context.ts';
+import { scopedTenantId, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import { toAppError } from '../http/map-error.ts';
 import { idempotencyKeyModel, type IdempotencyKeyDoc, type IdempotencyKeyModel } from './model.ts';
@@ -50,7 +50,7 @@ type Held = { _id: unknown; run: string };
 
 /** Request state this module reads (set by the kernel's authentication and body parser). */
 interface Requested {
-  state: { user?: AuthUser | null };
+  state: { actor?: Actor | null };
   request: Koa.Request & { body?: unknown };
   disableBodyParser?: boolean;
 }
@@ -68,7 +68,7 @@ export class Idempotency {
 
   /** POST or PATCH with the header, from an authenticated actor (anonymous requests have no scope to key on). */
   applies(ctx: Koa.Context): boolean {
-    return (ctx.method === 'POST' || ctx.method === 'PATCH') && ctx.req.headers['idempotency-key'] !== undefined && !!(ctx as unknown as Requested).state.user;
+    return (ctx.method === 'POST' || ctx.method === 'PATCH') && ctx.req.headers['idempotency-key'] !== undefined && !!(ctx as unknown as Requested).state.actor;
   }
 
   /** Runs `next` at most once per key: reserves the key, or answers from the stored request. */
@@ -83,7 +83,7 @@ export class Idempotency {
     const body = c.request.body;
     if (ctx.path === this.opts.graphqlPath && !this.isMutation(body)) return next();
 
-    const actor = c.state.user!;
+    const actor = c.state.actor!;
     const scope: Scope = { actor_id: actor.id, tenant_id: scopedTenantId(actor) ?? '', key };
     // If-Match is part of the request: a retry against a newer revision is another request.
     const fingerprint = createHash('sha256').update(`${ctx.method}\n${ctx.path}\n${canonical(ctx.query)}\n${ctx.get('If-Match')}\n${canonical(body ?? null)}`).digest('hex');

@@ -1,6 +1,6 @@
 import { definePlugin } from '../../core/plugin.ts';
 import { onHook } from '../../core/hooks.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 // Types only: the declaration merging that gives `services.get('webhooks')` its type.
 import type {} from '../webhooks/index.ts';
 import { ledgerModel, payoutModel, paymentSchema, refundModel } from './model.ts';
@@ -28,7 +28,7 @@ declare module '../../core/services.ts' {
 interface PaymentEventBase {
   /** The payment after the change, as the API shows it (decimal strings, no bookkeeping fields). */
   payment: PaymentView;
-  actor: AuthUser;
+  actor: Actor;
   tenant_id: string | null;
   request_id: string | null;
 }

@@ -3,7 +3,7 @@
  * the changed document's outbox by the write itself (docs/events.md). No Koa or GraphQL here.
  */
 import type { EventTypeDefinition, JsonSchema, OutboxEntry } from '../../core/events/index.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceDefinition } from './define.ts';
 import { BASE_FIELDS, type FieldInfo, type FieldKind } from './fields.ts';
@@ -57,7 +57,7 @@ export interface ResourceEventMeta extends Doc {
 /** The inputs of one staged resource event. */
 export interface ResourceChange {
   verb: ResourceEventVerb;
-  actor: AuthUser | null;
+  actor: Actor | null;
   tenantId: string | null;
   /** The version the write produces. */
   version: number;
@@ -66,7 +66,7 @@ export interface ResourceChange {
   meta: ResourceEventMeta;
 }
 
-export type StageFn = (type: string, input: { actor: AuthUser | null; tenant_id: string | null; version: number; previous: Doc | null; meta: Doc }) => OutboxEntry;
+export type StageFn = (type: string, input: { actor: Actor | null; tenant_id: string | null; version: number; previous: Doc | null; meta: Doc }) => OutboxEntry;
 
 export const stageResourceEvent = (stage: StageFn, resource: string, c: ResourceChange): OutboxEntry =>
   stage(`${resource}.${c.verb}`, { actor: c.actor, tenant_id: c.tenantId, version: c.version, previous: c.previous, meta: c.meta });

@@ -5,7 +5,7 @@
  */
 import { Types } from 'mongoose';
 import { AppError, ConflictError, ErrorCode, NotFoundError, ValidationError } from '../../core/errors.ts';
-import { isSystemActor, requestOf, systemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
+import { isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -89,7 +89,7 @@ export class EndpointService implements EndpointHealth {
   constructor(private readonly deps: EndpointServiceDeps) {}
 
   /** The actor's tenant's endpoints, newest first. @throws AccessDeniedError for non-administrators */
-  async list(actor: AuthUser, q: EndpointListQuery): Promise<Page<EndpointView>> {
+  async list(actor: Actor, q: EndpointListQuery): Promise<Page<EndpointView>> {
     requireRole(actor, 'admin');
     const filter = this.deps.tenancy.filter(actor);
     const [rows, total] = await Promise.all([
@@ -100,7 +100,7 @@ export class EndpointService implements EndpointHealth {
   }
 
   /** @throws NotFoundError outside the actor's tenant */
-  async get(actor: AuthUser, id: string): Promise<EndpointView> {
+  async get(actor: Actor, id: string): Promise<EndpointView> {
     return endpointViewOf(await this.find(actor, id));
   }
 
@@ -108,7 +108,7 @@ export class EndpointService implements EndpointHealth {
    * Creates an endpoint with a new secret, answered this once.
    * @throws ValidationError for an unknown event type (naming the known ones) or a refused URL
    */
-  async create(actor: AuthUser, input: CreateEndpointInput): Promise<EndpointWithSecret> {
+  async create(actor: Actor, input: CreateEndpointInput): Promise<EndpointWithSecret> {
     requireRole(actor, 'admin');
     this.checkTypes(input.event_types);
     await this.checkUrl(input.url);
@@ -132,7 +132,7 @@ export class EndpointService implements EndpointHealth {
   }
 
   /** Changes the given fields; enabling an endpoint clears why it was disabled. */
-  async update(actor: AuthUser, id: string, input: UpdateEndpointInput): Promise<EndpointView> {
+  async update(actor: Actor, id: string, input: UpdateEndpointInput): Promise<EndpointView> {
     const old = await this.find(actor, id);
     if (input.event_types) this.checkTypes(input.event_types);
     if (input.url !== undefined && input.url !== old.url) await this.checkUrl(input.url);
@@ -144,7 +144,7 @@ export class EndpointService implements EndpointHealth {
   }
 
   /** Deletes the endpoint and its deliveries. */
-  async remove(actor: AuthUser, id: string): Promise<void> {
+  async remove(actor: Actor, id: string): Promise<void> {
     const old = await this.find(actor, id);
     const res = await this.deps.endpoints.deleteOne({ _id: old._id });
     if (!res.deletedCount) throw new NotFoundError('webhook endpoint', id);
@@ -156,7 +156,7 @@ export class EndpointService implements EndpointHealth {
    * A new secret, answered this once. The previous one keeps signing (a second signature in
    * `webhook-signature`) for the rotation overlap; older ones stop at once.
    */
-  async rotateSecret(actor: AuthUser, id: string): Promise<EndpointWithSecret> {
+  async rotateSecret(actor: Actor, id: string): Promise<EndpointWithSecret> {
     const old = await this.find(actor, id);
     const now = new Date();
     const secret = newSecret();
@@ -168,7 +168,7 @@ export class EndpointService implements EndpointHealth {
   }
 
   /** Sends a `ping` event to this endpoint only, now; answers the delivery after its first attempt. */
-  async test(actor: AuthUser, id: string): Promise<DeliveryView> {
+  async test(actor: Actor, id: string): Promise<DeliveryView> {
     const endpoint = await this.find(actor, id);
     const event = await this.deps.events.append('ping', {
       actor,
@@ -180,7 +180,7 @@ export class EndpointService implements EndpointHealth {
   }
 
   /** The endpoint's deliveries, newest first. */
-  async deliveries(actor: AuthUser, id: string, q: DeliveryListQuery): Promise<Page<DeliveryView>> {
+  async deliveries(actor: Actor, id: string, q: DeliveryListQuery): Promise<Page<DeliveryView>> {
     const endpoint = await this.find(actor, id);
     const filter = { endpoint_id: endpoint._id, ...(q.status ? { status: q.status } : {}) };
     const [rows, total] = await Promise.all([
@@ -194,7 +194,7 @@ export class EndpointService implements EndpointHealth {
    * Sends a delivery again now, whatever its status; answers it after the attempt.
    * @throws ConflictError while another attempt of it is under way
    */
-  async retry(actor: AuthUser, id: string, deliveryId: string): Promise<DeliveryView> {
+  async retry(actor: Actor, id: string, deliveryId: string): Promise<DeliveryView> {
     const endpoint = await this.find(actor, id);
     const exists = await this.deps.deliveries.exists({ _id: deliveryId, endpoint_id: endpoint._id });
     if (!exists) throw new NotFoundError('webhook delivery', deliveryId);
@@ -236,14 +236,14 @@ export class EndpointService implements EndpointHealth {
   }
 
   /** An endpoint of the actor's tenant. @throws AccessDeniedError for non-administrators, NotFoundError elsewhere */
-  private async find(actor: AuthUser, id: string): Promise<WebhookEndpointRecord> {
+  private async find(actor: Actor, id: string): Promise<WebhookEndpointRecord> {
     requireRole(actor, 'admin');
     const doc = await this.deps.endpoints.findOne({ _id: id, ...this.deps.tenancy.filter(actor) }).lean<WebhookEndpointRecord>();
     if (!doc) throw new NotFoundError('webhook endpoint', id);
     return doc;
   }
 
-  private async write(actor: AuthUser, old: WebhookEndpointRecord, set: Doc): Promise<EndpointView> {
+  private async write(actor: Actor, old: WebhookEndpointRecord, set: Doc): Promise<EndpointView> {
     const doc = await this.deps.endpoints.findOneAndUpdate({ _id: old._id }, { $set: set }, { returnDocument: 'after' }).lean<WebhookEndpointRecord>();
     if (!doc) throw new NotFoundError('webhook endpoint', String(old._id));
     await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.eventBase(actor, String(old.tenant_id)), id: String(old._id), old: hookDoc(old), doc: hookDoc(doc), replace: false });
@@ -271,7 +271,7 @@ export class EndpointService implements EndpointHealth {
     }
   }
 
-  private eventBase(actor: AuthUser, tenantId: string): DocumentEventBase {
+  private eventBase(actor: Actor, tenantId: string): DocumentEventBase {
     const req = requestOf(actor);
     return { resource: ENDPOINTS_RESOURCE, actor, tenant_id: tenantId, ip: req?.ip ?? null, request_id: req?.requestId ?? null, secret_fields: SECRET_FIELDS, bulk: false };
   }

@@ -23,7 +23,8 @@ describe('event log', () => {
   const seen: string[] = [];
   const consumer: EventConsumer = { name: 'test-consumer', types: ['ew_note.created'], handle: async (e) => void seen.push(e.id) };
   beforeAll(async () => {
-    t = await buildTestApp({ plugins: [eventWriterPlugin.configure(undefined), { ...eventWriterPlugin, name: 'event-consumer', setup: () => ({ eventConsumers: [consumer] }) }] });
+    // Batched relay (the default), so two quick writes meet the outbox of the first.
+    t = await buildTestApp({ plugins: [eventWriterPlugin.configure(undefined), { ...eventWriterPlugin, name: 'event-consumer', setup: () => ({ eventConsumers: [consumer] }) }], config: { EVENTS_RELAY_INTERVAL_MS: '50' } });
     a = await createTenantUser(t, { roles: ['admin'] });
     aUser = await createTenantUser(t, { tenantId: a.tenantId, roles: ['user'] });
     b = await createTenantUser(t, { roles: ['admin'] });

@@ -51,7 +51,8 @@ const commands = () => (recorder ??= commandRecorder(inject('commandsDir'), () =
  * is set unless `config.ADMIN_API_KEY` says otherwise (pass `''` for none).
  */
 export async function buildTestApp({ plugins = [], config = {}, logger }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger } = {}): Promise<TestApp> {
-  const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS, ...config });
+  // EVENTS_RELAY_INTERVAL_MS=0: a write answers once its event is in the log, so tests read settled documents and logs.
+  const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), EVENTS_RELAY_INTERVAL_MS: '0', ...TEST_SECRETS, ...config });
   const app = await createApp({ config: cfg, plugins, onDatabaseCommand: (e) => commands().onCommand(e, cfg.MULTI_TENANT_ENABLED), ...(logger ? { logger } : {}) });
   commands().collections(app.db.conn);
   app.koa.middleware.unshift(tagRequests(cfg.ADMIN_API_KEY ?? ADMIN_KEY) as never);
