@@ -11,6 +11,7 @@ import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
 import { traced } from '../../core/tracing.ts';
 import { Redactor, diffDocs, isPlainObject } from './diff.ts';
 import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
+import { csvRow, jsonArray, mapped, onlyDuplicateIds, sortOf } from './format.ts';
 import { DEFAULT_SORT, type AuditFilter, type ExportQuery, type ListQuery, type StatsQuery } from './schemas.ts';
 
 /** Who made a change: anything with an id and optionally a display name (an `Actor` fits). */
@@ -139,26 +140,6 @@ const eventTarget = (e: DocumentEventBase & { id: string }): AuditTarget => ({
   ip: e.ip,
   secret_fields: e.secret_fields,
 });
-
-/** One CSV record: the flat columns of the API shape, dates as ISO 8601. */
-const csvRow = (e: AuditEntryRecord) => {
-  const v = entryView(e);
-  return Object.fromEntries(CSV_COLUMNS.map((c) => [c, v[c] instanceof Date ? v[c].toISOString() : v[c]]));
-};
-
-async function* jsonArray(entries: AsyncIterable<AuditEntryRecord>): AsyncGenerator<string> {
-  yield '[';
-  let sep = '';
-  for await (const e of entries) {
-    yield sep + JSON.stringify(entryView(e));
-    sep = ',';
-  }
-  yield ']';
-}
-
-async function* mapped<T, U>(items: AsyncIterable<T>, fn: (x: T) => U): AsyncGenerator<U> {
-  for await (const x of items) yield fn(x);
-}
 
 /**
  * The audit log: records document changes (from the core AFTER_* events and direct calls) through
@@ -455,15 +436,4 @@ export class AuditService implements AuditLogger {
     if (f.date_from || f.date_to) filter.created_at = { ...(f.date_from ? { $gte: f.date_from } : {}), ...(f.date_to ? { $lte: f.date_to } : {}) };
     return filter;
   }
-}
-
-function sortOf(sort: string): Record<string, 1 | -1> {
-  const dir = sort.startsWith('-') ? -1 : 1;
-  return { [dir === -1 ? sort.slice(1) : sort]: dir, _id: dir };
-}
-
-function onlyDuplicateIds(err: unknown): boolean {
-  const e = err as { code?: unknown; writeErrors?: { code?: unknown }[] };
-  const errors = e.writeErrors ?? [e];
-  return errors.length > 0 && errors.every((w) => w.code === 11000);
 }

@@ -3,7 +3,8 @@
  * the changed document's outbox by the write itself (docs/events.md). No Koa or GraphQL here.
  */
 import type { EventTypeDefinition, JsonSchema, OutboxEntry } from '../../core/events/index.ts';
-import type { Actor } from '../../core/context.ts';
+import { requestOf, type Actor } from '../../core/context.ts';
+import type { ResourceService } from './service.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceDefinition } from './define.ts';
 import { BASE_FIELDS, type FieldInfo, type FieldKind } from './fields.ts';
@@ -70,3 +71,25 @@ export type StageFn = (type: string, input: { actor: Actor | null; tenant_id: st
 
 export const stageResourceEvent = (stage: StageFn, resource: string, c: ResourceChange): OutboxEntry =>
   stage(`${resource}.${c.verb}`, { actor: c.actor, tenant_id: c.tenantId, version: c.version, previous: c.previous, meta: c.meta });
+
+/** Options of a resource write's event. */
+export interface OutboxOptions {
+  bulk?: boolean;
+  replace?: boolean;
+  /** The document's tenant (a create's; otherwise taken from `old`). */
+  tenantId?: string | null;
+}
+
+/**
+ * The event of a write, to store in the written document's outbox (`_outbox`) by that same write.
+ * `old` is the document the write replaces (null for a create): its waiting entries keep their object.
+ */
+export function outboxFor(svc: ResourceService, verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: OutboxOptions = {}): OutboxEntry[] {
+  const ctx = requestOf(actor);
+  const tenantId = opts.tenantId !== undefined ? opts.tenantId : old?.tenant_id ? String(old.tenant_id) : null;
+  const entry = stageResourceEvent((type, input) => svc.deps.events.stage(type, input), svc.def.name, {
+    verb, actor, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? svc.view(old) : null,
+    meta: { resource: svc.def.name, ip: ctx?.ip ?? null, bulk: !!opts.bulk, ...(opts.replace !== undefined ? { replace: opts.replace } : {}) },
+  });
+  return old ? svc.deps.events.outbox.update(svc.source, old, entry) : svc.deps.events.outbox.insert(entry);
+}

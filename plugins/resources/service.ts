@@ -1,11 +1,11 @@
 import { Types, type Connection, type Model } from 'mongoose';
 import type { Config } from '../../config/index.ts';
 import type { AppError } from '../../core/errors.ts';
-import { AccessDeniedError, ConflictError, EtagMismatchError, EtagRequiredError, NotFoundError, parseInput } from '../../core/errors.ts';
+import { AccessDeniedError, EtagMismatchError, NotFoundError, parseInput } from '../../core/errors.ts';
 import type { EventLog, OutboxEntry, OutboxSource } from '../../core/events/index.ts';
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
-import { etagOf } from '../../core/etag.ts';
+import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { isAdmin, requestOf, isSystemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -17,7 +17,9 @@ import { isSystemField } from './fields.ts';
 import { applyCascade, checkCascadeDeny } from './cascade.ts';
 import { checkReferences, checkWritable, fillGuardedFields } from './write-checks.ts';
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
-import { stageResourceEvent, type ResourceEventVerb } from './events.ts';
+import { outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
+import { restoreDocument } from './restore.ts';
+import { checkPopulate, populate } from './populate.ts';
 
 export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
 
@@ -50,18 +52,6 @@ export interface ServiceDeps {
 }
 
 
-/**
- * Parses `If-Match` (one or more entity tags; weak tags compare by their opaque value).
- * @throws EtagRequiredError when absent
- */
-function parseIfMatch(header: string | undefined | null): string[] {
-  if (!header?.trim()) throw new EtagRequiredError();
-  return header
-    .split(',')
-    .map((t) => t.trim().replace(/^W\//, ''))
-    .filter(Boolean);
-}
-
 /** Options of list and get-one reads. */
 export interface ReadOptions {
   /**
@@ -78,7 +68,7 @@ export interface ReadOptions {
  */
 export class ResourceService {
   readonly queryInfo: ResourceQueryInfo;
-  private readonly fieldByPath: Map<string, ResourceDefinition['fields'][number]>;
+  readonly fieldByPath: Map<string, ResourceDefinition['fields'][number]>;
   /** Projection that leaves out the private fields. */
   private readonly privateProjection: Record<string, 0>;
   private readonly clientPaths: string[];
@@ -127,7 +117,7 @@ export class ResourceService {
     return f;
   }
 
-  private checkIncludeDeleted(actor: Actor, includeDeleted: boolean) {
+  checkIncludeDeleted(actor: Actor, includeDeleted: boolean) {
     // Soft-deleted documents may hold data their owners meant to remove: only admins see them.
     if (includeDeleted && !isAdmin(actor)) throw new AccessDeniedError('include_deleted requires the admin role');
   }
@@ -141,18 +131,9 @@ export class ResourceService {
     return out;
   }
 
-  /**
-   * The event of a write, to store in the written document's outbox (`_outbox`) by that same write.
-   * `old` is the document the write replaces (null for a create): its waiting entries keep their object.
-   */
-  outboxFor(verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: { bulk?: boolean; replace?: boolean; tenantId?: string | null } = {}): OutboxEntry[] {
-    const ctx = requestOf(actor);
-    const tenantId = opts.tenantId !== undefined ? opts.tenantId : old?.tenant_id ? String(old.tenant_id) : null;
-    const entry = stageResourceEvent((type, input) => this.deps.events.stage(type, input), this.def.name, {
-      verb, actor, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? this.view(old) : null,
-      meta: { resource: this.def.name, ip: ctx?.ip ?? null, bulk: !!opts.bulk, ...(opts.replace !== undefined ? { replace: opts.replace } : {}) },
-    });
-    return old ? this.deps.events.outbox.update(this.source, old, entry) : this.deps.events.outbox.insert(entry);
+  /** The `_outbox` value of a write (see events.ts `outboxFor`). */
+  outboxFor(verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: OutboxOptions = {}): OutboxEntry[] {
+    return outboxFor(this, verb, actor, old, opts);
   }
 
   /** Hands a document just written with an outbox to the relay. */
@@ -399,19 +380,19 @@ export class ResourceService {
     return false;
   }
 
-  private projection(fields: string[] | null): Record<string, 0 | 1> {
+  projection(fields: string[] | null): Record<string, 0 | 1> {
     if (fields) return Object.fromEntries([...fields.map((f) => [f, 1 as const]), ['_id', 1 as const]]);
     return this.privateProjection;
   }
 
-  private async findOwned(id: string, scope: Filter): Promise<Doc> {
+  async findOwned(id: string, scope: Filter): Promise<Doc> {
     const old = await this.model.findOne({ _id: this.oid(id), ...scope }).lean<Doc>();
     if (!old) throw new NotFoundError(this.def.name, id);
     return old;
   }
 
   /** The conditional write matched nothing: the document vanished (404) or another writer won (412). */
-  private async lostRace(id: string, scope: Filter): Promise<AppError> {
+  async lostRace(id: string, scope: Filter): Promise<AppError> {
     const still = await this.model.exists({ _id: this.oid(id), ...scope });
     return still ? new EtagMismatchError() : new NotFoundError(this.def.name, id);
   }
@@ -432,32 +413,9 @@ export class ResourceService {
     return doc;
   }
 
-  /**
-   * Restores a soft-deleted document (administrators; guarded by `If-Match` like a delete). What a
-   * cascade deleted with it stays deleted: restore those one by one.
-   * @throws AccessDeniedError for non-administrators; ConflictError when the document is not deleted
-   */
-  async restore(actor: Actor, id: string, ifMatch: string | null | undefined): Promise<Doc> {
-    const scope = this.scope(actor, { includeDeleted: true });
-    this.checkIncludeDeleted(actor, true);
-    const tags = parseIfMatch(ifMatch);
-    const old = await this.findOwned(id, scope);
-    if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
-    if (!old.is_deleted) throw new ConflictError(`${this.def.name} ${id} is not deleted`);
-    const now = new Date();
-    const by = this.actorId(actor);
-    const doc = await this.model
-      .findOneAndUpdate(
-        { _id: old._id, ...scope, version: old.version },
-        { $set: { is_deleted: false, deleted_at: null, deleted_by: null, updated_at: now, updated_by: by, [OUTBOX_FIELD]: this.outboxFor('restored', actor, old) }, $inc: { version: 1 } },
-        { returnDocument: 'after' },
-      )
-      .lean<Doc>();
-    if (!doc) throw await this.lostRace(id, scope);
-    await this.committed(doc);
-    const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(actor, tenantId, false), id, old, doc, replace: false });
-    return this.view(doc);
+  /** Restores a soft-deleted document (administrators; see restore.ts). */
+  restore(actor: Actor, id: string, ifMatch: string | null | undefined): Promise<Doc> {
+    return restoreDocument(this, actor, id, ifMatch);
   }
 
   /** Live documents of this resource that reference `parent` through `field`, in the parent's tenant. */
@@ -467,29 +425,12 @@ export class ResourceService {
   }
 
   private checkPopulate(actor: Actor, paths: string[]) {
-    for (const p of paths) {
-      const target = this.deps.lookup.get(this.fieldByPath.get(p)?.ref ?? '');
-      target?.scope(actor);
-    }
+    checkPopulate(this, actor, paths);
   }
 
-  /** Replaces relation ids with the related documents the actor may see (else null). One query per path. */
-  private async populate(actor: Actor, items: Doc[], paths: string[]): Promise<Doc[]> {
-    if (!paths.length || !items.length) return items.map((d) => this.view(d));
-    const out = items.map((d) => ({ ...this.view(d) }));
-    for (const p of paths) {
-      const target = this.deps.lookup.get(this.fieldByPath.get(p)?.ref ?? '');
-      if (!target) continue;
-      const ids = [...new Set(out.map((d) => d[p]).filter((v) => v != null).map(String))].map((s) => new Types.ObjectId(s));
-      if (!ids.length) continue;
-      const related = await target.model
-        .find({ _id: { $in: ids }, ...target.scope(actor) })
-        .select(target.projection(null))
-        .lean<Doc[]>();
-      const byId = new Map(related.map((r) => [String(r._id), r]));
-      for (const d of out) if (d[p] != null) d[p] = byId.get(String(d[p])) ?? null;
-    }
-    return out;
+  /** Replaces relation ids with the related documents the actor may see (else null); see populate.ts. */
+  private populate(actor: Actor, items: Doc[], paths: string[]): Promise<Doc[]> {
+    return populate(this, actor, items, paths);
   }
 
   /** The id stored in `created_by` and the like: null for `systemActor()`. */

@@ -1,0 +1,31 @@
+/** `populate=`: relation ids replaced by the related documents, read through each target's own scope. */
+import { Types } from 'mongoose';
+import type { Actor } from '../../core/context.ts';
+import type { Doc } from '../../core/hooks.ts';
+import type { ResourceService } from './service.ts';
+
+export function checkPopulate(svc: ResourceService, actor: Actor, paths: string[]): void {
+  for (const p of paths) {
+    const target = svc.deps.lookup.get(svc.fieldByPath.get(p)?.ref ?? '');
+    target?.scope(actor);
+  }
+}
+
+/** Replaces relation ids with the related documents the actor may see (else null). One query per path. */
+export async function populate(svc: ResourceService, actor: Actor, items: Doc[], paths: string[]): Promise<Doc[]> {
+  if (!paths.length || !items.length) return items.map((d) => svc.view(d));
+  const out = items.map((d) => ({ ...svc.view(d) }));
+  for (const p of paths) {
+    const target = svc.deps.lookup.get(svc.fieldByPath.get(p)?.ref ?? '');
+    if (!target) continue;
+    const ids = [...new Set(out.map((d) => d[p]).filter((v) => v != null).map(String))].map((s) => new Types.ObjectId(s));
+    if (!ids.length) continue;
+    const related = await target.model
+      .find({ _id: { $in: ids }, ...target.scope(actor) })
+      .select(target.projection(null))
+      .lean<Doc[]>();
+    const byId = new Map(related.map((r) => [String(r._id), r]));
+    for (const d of out) if (d[p] != null) d[p] = byId.get(String(d[p])) ?? null;
+  }
+  return out;
+}
