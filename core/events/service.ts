@@ -167,6 +167,31 @@ export class EventLog {
     return res.deletedCount ?? 0;
   }
 
+  /**
+   * Erasure support: the events of the given documents lose the subject's personal data. Each listed
+   * field of `data` and `previous` becomes `replacement` (strings) or null, and any string equal to
+   * one of `values` (case-insensitive) becomes `replacement`. Returns the events changed.
+   */
+  async scrubSubject(input: { documents: { resource: string; item_id: unknown; fields: readonly string[] }[]; values: readonly string[]; replacement: string }): Promise<number> {
+    const values = new Set(input.values.map((v) => v.trim().toLowerCase()));
+    let changed = 0;
+    for (const d of input.documents) {
+      const fix = (o: Doc | null): Doc | null => {
+        if (!o) return o;
+        const out: Doc = { ...o };
+        for (const f of d.fields) if (out[f] != null) out[f] = typeof out[f] === 'string' ? input.replacement : null;
+        for (const [k, v] of Object.entries(out)) if (typeof v === 'string' && values.has(v.trim().toLowerCase())) out[k] = input.replacement;
+        return out;
+      };
+      const events = await this.models.events.find({ 'source.collection': d.resource, 'source.id': d.item_id }, { data: 1, previous: 1 }).lean<EventDoc[]>();
+      for (const e of events) {
+        await this.models.events.updateOne({ _id: e._id }, { $set: { data: fix(e.data), previous: fix(e.previous) } });
+        changed++;
+      }
+    }
+    return changed;
+  }
+
   /** Consumer lag in ms, by consumer name. */
   async lag(): Promise<Record<string, number>> {
     const out: Record<string, number> = {};

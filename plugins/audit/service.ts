@@ -9,6 +9,7 @@ import type { Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
 import { traced } from '../../core/tracing.ts';
+import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import { Redactor, diffDocs, isPlainObject } from './diff.ts';
 import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
 import { csvRow, jsonArray, mapped, onlyDuplicateIds, sortOf } from './format.ts';
@@ -156,7 +157,8 @@ export class AuditService implements AuditLogger {
     private readonly log: Logger,
   ) {
     this.redactor = new Redactor(opts.denyFields);
-    this.ignored = new Set(opts.ignoredFields);
+    // The event log's outbox is bookkeeping of the write itself, never a change of the document.
+    this.ignored = new Set([...opts.ignoredFields, OUTBOX_FIELD]);
     this.buffer = new WriteBehindBuffer<AuditEntryInput>(
       async (batch) => {
         await traced('audit.flush', () => opts.observeFlush(batch.length, async () => {

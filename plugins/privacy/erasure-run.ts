@@ -34,7 +34,7 @@ export const auditActorOf = (actor: Actor): AuditActor | null =>
 export interface ErasureEnv {
   models: PrivacyModels;
   personal: PersonalData;
-  deps: Pick<PrivacyDeps, 'identity' | 'audit' | 'settings'>;
+  deps: Pick<PrivacyDeps, 'identity' | 'events' | 'audit' | 'settings'>;
 }
 
 /** The ledger row of one item, with what a step does with it once the item is handled. */
@@ -198,6 +198,12 @@ export class ErasureRun {
     const { ErasureItem, ErasureRequest } = this.env.models;
     const { user, account, accountFields, accountValues, audit } = this;
     const deleted = await ErasureItem.find({ request_id: this.req._id, action: 'delete' }, { resource: 1, item_id: 1, fields: 1 }).lean();
+    // The event log holds the objects as they were: their personal fields go too.
+    await this.env.deps.events.scrubSubject({
+      documents: [...this.depersonalized, ...deleted.map((x) => ({ resource: x.resource, item_id: x.item_id, fields: [...x.fields] }))],
+      values: accountFields.map((f) => (user as Doc)[f]).filter((v): v is string => typeof v === 'string' && !Object.values(accountValues).includes(v)),
+      replacement: this.env.deps.settings.pseudonym,
+    });
     if (!audit) return;
     const users = this.env.personal.identity.User.collection.collectionName;
     const res = await audit.scrubSubject({

@@ -31,6 +31,7 @@ export const privacyPlugin = definePlugin({
     const svc = new PrivacyService(privacyModels(db), {
       db,
       identity: services.get('identity'),
+      events: services.get('events'),
       tenancy,
       audit: () => services.maybe('audit'),
       jobs: () => services.maybe('jobs'),

@@ -7,6 +7,7 @@ import type { Connection } from 'mongoose';
 import type { IdentityService } from '../../core/identity/service.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { JobRunContext, JobRunner, PersonalDataDeclaration } from '../../core/plugin.ts';
+import type { EventLog } from '../../core/events/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { AuditLogger } from '../audit/index.ts';
 import type { PrivacyModels } from './model.ts';
@@ -20,6 +21,8 @@ export type { PrivacySettings } from './personal-data.ts';
 export interface PrivacyDeps {
   db: Connection;
   identity: IdentityService;
+  /** The event log: an erasure depersonalizes the events of the subject's documents too. */
+  events: EventLog;
   /** The app's tenant policy: the tenant term of every read and write. */
   tenancy: Tenancy;
   /** Looked up per call: audit and jobs are optional plugins. */

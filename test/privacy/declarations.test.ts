@@ -111,6 +111,7 @@ describe('the account is declared by identity', () => {
     const svc = new PrivacyService(privacyModels(conn), {
       db: conn,
       identity: t.app.services.get('identity'),
+      events: t.app.services.get('events'),
       tenancy: new Tenancy(true),
       audit: () => t.app.services.maybe('audit'),
       jobs: () => undefined,

@@ -83,7 +83,7 @@ describe('execution', () => {
   });
 
   it('before, the raw search finds the subject in every place its data went (the search works)', () => {
-    expect(holdingBefore.sort()).toEqual(['audit_log', 'pd_credentials', 'pd_notes', 'projects', 'users']);
+    expect(holdingBefore.sort()).toEqual(['audit_log', 'events', 'pd_credentials', 'pd_notes', 'projects', 'users']);
   });
 
   it('no collection of the database holds the subject’s email, any of its names or its attributes afterwards', async () => {
