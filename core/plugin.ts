@@ -24,7 +24,7 @@ export class PluginError extends Error {
 }
 
 /**
- * A job function a plugin offers to the jobs plugin (spec document 3). The jobs plugin registers
+ * A job function a plugin offers to the jobs plugin. The jobs plugin registers
  * every plugin's jobs when `JOBS_ENABLED` is on; without it they are simply not scheduled.
  *
  * @example
@@ -84,7 +84,7 @@ export interface JobRunner {
 
 /**
  * Personal data a plugin stores, declared so the privacy plugin can export and depersonalize it
- * without knowing the plugin (spec document 2, audit rule 3). Collected by the kernel from every
+ * without knowing the plugin. Collected by the kernel from every
  * plugin's `personalData` contribution.
  *
  * @example

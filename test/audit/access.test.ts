@@ -1,5 +1,5 @@
 /**
- * Who sees what (spec document 2, Authentication): system callers see every tenant, other
+ * Who sees what: system callers see every tenant, other
  * administrators only their own tenant's entries (per caller, never per X-Tenant-Id), regular
  * users nothing — on every REST endpoint and GraphQL field.
  */

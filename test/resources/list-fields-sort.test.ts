@@ -1,4 +1,4 @@
-/** Read path, spec 01 list parameters `fields` (projection, both modes) and `sort`. */
+/** Read path, list parameters `fields` (projection, both modes) and `sort`. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';

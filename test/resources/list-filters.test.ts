@@ -1,5 +1,5 @@
 /**
- * Read path, spec 01 "List query parameters", "Exact-match filters and coercion", "Suffix
+ * Read path, "List query parameters", "Exact-match filters and coercion", "Suffix
  * operators", "where clause", "Search and tags": real HTTP against the real database.
  */
 import { Schema } from 'mongoose';

@@ -1,4 +1,4 @@
-/** Read path, spec 01 "Pagination": mode detection, offset headers and body, cursor rules. */
+/** Read path, "Pagination": mode detection, offset headers and body, cursor rules. */
 import { createHmac } from 'node:crypto';
 import { Schema } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * Read path, spec 01 list parameter `populate` ("eager loading of related documents, both modes"):
+ * Read path, list parameter `populate` ("eager loading of related documents, both modes"):
  * related documents are read through the related resource's own scope (tenant, guards, soft
  * delete, private fields).
  */
