@@ -13,8 +13,8 @@ describe('SAMPLE_RESOURCES_ENABLED', () => {
     for (const [config, status] of [
       [{ NODE_ENV: 'test' }, 200],
       [{ NODE_ENV: 'development' }, 200],
-      [{ NODE_ENV: 'production' }, 404],
-      [{ NODE_ENV: 'production', SAMPLE_RESOURCES_ENABLED: 'true' }, 200],
+      [{ NODE_ENV: 'production', METRICS_ENABLED: 'false' }, 404],
+      [{ NODE_ENV: 'production', METRICS_ENABLED: 'false', SAMPLE_RESOURCES_ENABLED: 'true' }, 200],
       [{ NODE_ENV: 'test', SAMPLE_RESOURCES_ENABLED: 'false' }, 404],
     ] as const) {
       const app = await buildTestApp({ plugins: [resourcesPlugin], config });

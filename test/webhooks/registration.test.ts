@@ -32,7 +32,7 @@ describe('a bad registration fails start-up with a readable message', () => {
   it('a duplicate name (from another plugin too)', async () => {
     const err = await startupError([{ provider: 'dup', ...ok }], [{ provider: 'dup', ...ok }]);
     expect(err).toBeInstanceOf(PluginError);
-    expect(err.message).toBe('Webhook provider "dup" is already registered');
+    expect(err.message).toBe('Plugin "second-provider-plugin": Webhook provider "dup" is already registered');
   });
 
   it('a missing or empty secret', async () => {
