@@ -75,3 +75,17 @@ export function pageObject<T>(builder: Builder, name: string, item: PothosSchema
   });
   return ref;
 }
+
+/** The cursors of a cursor-mode page (`next`, `prev`, `has_next`, `has_prev`), as a GraphQL object named `name`. */
+export function cursorsObject(builder: Builder, name: string) {
+  const ref = builder.objectRef<{ next: string | null; prev: string | null; has_next: boolean; has_prev: boolean }>(name);
+  ref.implement({
+    fields: (t) => ({
+      next: t.exposeString('next'),
+      prev: t.exposeString('prev'),
+      has_next: t.exposeBoolean('has_next', { nullable: false }),
+      has_prev: t.exposeBoolean('has_prev', { nullable: false }),
+    }),
+  });
+  return ref;
+}

@@ -1,5 +1,5 @@
 import type { Builder } from '../graphql.ts';
-import { givenArgs, parseInput, requireUser } from '../graphql.ts';
+import { cursorsObject, givenArgs, parseInput, requireUser } from '../graphql.ts';
 import type { EventLog, EventPage } from './service.ts';
 import type { EventRecord } from './consumers.ts';
 import type { EventTypeView } from './catalogue.ts';
@@ -20,15 +20,7 @@ export function eventsGraphql(builder: Builder, events: EventLog): void {
       request_id: t.exposeString('request_id'),
     }),
   });
-  const Cursors = builder.objectRef<EventPage['cursors']>('EventCursors');
-  Cursors.implement({
-    fields: (t) => ({
-      next: t.exposeString('next'),
-      prev: t.exposeString('prev'),
-      has_next: t.exposeBoolean('has_next', { nullable: false }),
-      has_prev: t.exposeBoolean('has_prev', { nullable: false }),
-    }),
-  });
+  const Cursors = cursorsObject(builder, 'EventCursors');
   const Page = builder.objectRef<EventPage>('EventPage');
   Page.implement({
     fields: (t) => ({

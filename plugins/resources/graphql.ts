@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import type { ArgBuilder, InputFieldMap } from '@pothos/core';
 import type { Builder, BuilderTypes } from '../../core/graphql.ts';
-import { requireUser } from '../../core/graphql.ts';
+import { cursorsObject, requireUser } from '../../core/graphql.ts';
 import { NotFoundError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { BASE_FIELDS, type FieldInfo } from './fields.ts';
@@ -53,15 +53,7 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
   const services = registry.list();
   const refs = new Map(services.map((s) => [s.def.name, builder.objectRef<Doc>(s.def.graphqlName)]));
 
-  const Cursors = builder.objectRef<{ next: string | null; prev: string | null; has_next: boolean; has_prev: boolean }>('Cursors');
-  Cursors.implement({
-    fields: (t) => ({
-      next: t.exposeString('next'),
-      prev: t.exposeString('prev'),
-      has_next: t.exposeBoolean('has_next', { nullable: false }),
-      has_prev: t.exposeBoolean('has_prev', { nullable: false }),
-    }),
-  });
+  const Cursors = cursorsObject(builder, 'Cursors');
 
   for (const svc of services) {
     const { def } = svc;
