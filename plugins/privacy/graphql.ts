@@ -1,28 +1,10 @@
-import type { Builder, BuilderTypes } from '../../core/graphql.ts';
-import { parseInput, requireAdmin, requireUser, givenArgs } from '../../core/graphql.ts';
+import type { Builder } from '../../core/graphql.ts';
+import { pageObjectWithoutTotalPages, parseInput, requireAdmin, requireUser, givenArgs } from '../../core/graphql.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import type { ConsentView, ErasureRequestView } from './model.ts';
 import type { ErasureExecution } from './erasure.ts';
-import type { PrivacyPage } from './personal-data.ts';
 import { consentsQuery, erasureBody, erasureListQuery, grantBody } from './schemas.ts';
 import type { PrivacyService } from './service.ts';
-
-/**
- * The GraphQL object of a `PrivacyPage`: core's `pageObject` minus `total_pages`, which the
- * privacy pages have never had (their printed schema stays as it is).
- */
-function privacyPageObject<T>(builder: Builder, name: string, item: PothosSchemaTypes.ObjectRef<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>, T>) {
-  const ref = builder.objectRef<PrivacyPage<T>>(name);
-  ref.implement({
-    fields: (t) => ({
-      items: t.field({ type: [item], nullable: false, resolve: (p) => p.items }),
-      total: t.exposeInt('total', { nullable: false }),
-      page: t.exposeInt('page', { nullable: false }),
-      per_page: t.exposeInt('per_page', { nullable: false }),
-    }),
-  });
-  return ref;
-}
 
 /**
  * GraphQL fragment: `consents`, `erasureRequests`, `erasureRequest`; mutations `grantConsent`,
@@ -42,7 +24,7 @@ export function privacyGraphql(builder: Builder, { consents, erasures }: Privacy
       active: t.exposeBoolean('active', { nullable: false }),
     }),
   });
-  const ConsentPage = privacyPageObject(builder, 'ConsentPage', Consent);
+  const ConsentPage = pageObjectWithoutTotalPages(builder, 'ConsentPage', Consent);
   type Count = ErasureRequestView['preview']['collections'][number];
   const CollectionCount = builder.objectRef<Count>('ErasureCollectionCount');
   CollectionCount.implement({
@@ -91,7 +73,7 @@ export function privacyGraphql(builder: Builder, { consents, erasures }: Privacy
       completed_at: t.expose('completed_at', { type: 'DateTime' }),
     }),
   });
-  const RequestPage = privacyPageObject(builder, 'ErasureRequestPage', Request);
+  const RequestPage = pageObjectWithoutTotalPages(builder, 'ErasureRequestPage', Request);
   const Execution = builder.objectRef<ErasureExecution>('ErasureExecution');
   Execution.implement({
     fields: (t) => ({
