@@ -7,6 +7,7 @@ import { etagOf } from '../../core/etag.ts';
 import type { BulkItemError, ResourceService } from './service.ts';
 import type { Operation } from './define.ts';
 import { getOneQuerySchema, listQuerySchema, type RawQuery } from './params.ts';
+import { responseSchemas } from './output.ts';
 
 /** Any string: a malformed id is a 404 like an unknown one (the service decides), unlike core's `idParams` (422). */
 const documentPath = z.object({ id: z.string().describe('24-character hex object id') });
@@ -34,13 +35,14 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
   const base = def.path;
   const custom = (op: Operation, fallback: RouteDef['handler']): RouteDef['handler'] => def.handlers[op] ?? fallback;
   const routes: RouteDef[] = [];
+  const out = responseSchemas(def);
 
   const offers = (op: Operation) => def.operations.has(op);
   if (def.allow_bulk_create && offers('create')) {
     routes.push(
       defineRoute({
         method: 'POST', path: `${base}/bulk`, tags, features, status: 201,
-        summary: `Create up to ${def.max_bulk_size} ${def.name}: 201 all created, 207 some, 422 none`,
+        summary: `Create up to ${def.max_bulk_size} documents in ${def.name}: 201 all created, 207 some, 422 none`, response: out.bulkCreate,
         body: z.object({ items: z.array(z.unknown()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [422] },
         async handler({ user, body, ctx }) {
@@ -66,7 +68,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
     routes.push(
       defineRoute({
         method: 'DELETE', path: `${base}/bulk`, tags, features,
-        summary: `Soft-delete up to ${def.max_bulk_size} ${def.name}, each with its ETag: 200 all, 207 some, 409 none`,
+        summary: `Soft-delete up to ${def.max_bulk_size} documents in ${def.name}, each with its ETag: 200 all, 207 some, 409 none`, response: out.bulkDelete,
         body: z.object({ items: z.array(z.object({ id: objectId, etag: z.string().min(1) }).strict()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [409] },
         async handler({ user, body, ctx }) {
@@ -84,7 +86,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
 
   const generated: [Operation, RouteDef][] = [
     ['list', defineRoute({
-      method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema,
+      method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema, response: out.list,
       docs: { responseHeaders: { 'X-Total-Count': 'Offset mode: matching rows', 'X-Page': 'Offset mode: page', 'X-Per-Page': 'Offset mode: page size', 'X-Total-Pages': 'Offset mode: pages' } },
       handler: custom('list', async ({ user, query, ctx }) => {
         const res = await svc.list(user!, queryOf(query));
@@ -94,7 +96,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['get', defineRoute({
-      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one ${def.name} document`, params: documentPath, query: getOneQuerySchema,
+      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one document of ${def.name}`, params: documentPath, query: getOneQuerySchema, response: out.document,
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ user, params, query, ctx }) => {
         const { doc, etag } = await svc.getOne(user!, idOf(params), queryOf(query));
@@ -103,7 +105,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['create', defineRoute({
-      method: 'POST', path: base, tags, features, status: 201, summary: `Create a ${def.name} document`,
+      method: 'POST', path: base, tags, features, status: 201, summary: `Create a document in ${def.name}`, response: out.document,
       docs: { body: def.inputs.create, responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
       handler: custom('create', async ({ user, ctx }) => {
         const doc = await svc.create(user!, ctx.request.body);
@@ -113,7 +115,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['update', defineRoute({
-      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a ${def.name} document`, params: documentPath,
+      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a document of ${def.name}`, params: documentPath, response: out.document,
       docs: { body: def.inputs.update, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
@@ -122,7 +124,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['replace', defineRoute({
-      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a ${def.name} document`, params: documentPath,
+      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a document of ${def.name}`, params: documentPath, response: out.document,
       docs: { body: def.inputs.replace, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);
@@ -131,7 +133,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['delete', defineRoute({
-      method: 'DELETE', path: `${base}/:id`, tags, features, status: 204, summary: `Soft-delete a ${def.name} document (204)`, params: documentPath,
+      method: 'DELETE', path: `${base}/:id`, tags, features, status: 204, summary: `Soft-delete a document of ${def.name} (204)`, params: documentPath,
       docs: { headers: ifMatch, errors: [404, 412, 422, 428] },
       handler: custom('delete', async ({ user, params, ctx }) => {
         await svc.remove(user!, idOf(params), ctx.get('If-Match'));

@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import { loadConfig, type Config } from '../../config/index.ts';
 import type { Logger } from '../../core/logger.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import type { JobRunContext, Plugin } from '../../core/plugin.ts';
 import { systemActor } from '../../core/context.ts';
+import { buildOpenApiDocument } from '../../plugins/openapi/service.ts';
+import { ResponseChecker } from './response-check.ts';
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef';
 /** Secrets of test apps (so no test writes `.data/secrets.json`); pass `''` to leave one unset. */
@@ -41,14 +43,30 @@ export const uniqueDbUri = (): string => {
 };
 
 /**
- * A fresh app on its own database, listening on a free port. The bootstrap admin key `ADMIN_KEY`
- * is set unless `config.ADMIN_API_KEY` says otherwise (pass `''` for none).
+ * Test folders whose every `http()` response is checked against the app's OpenAPI document (see
+ * response-check.ts). The other folders have not been run with the check yet; `checkResponses`
+ * of buildTestApp overrides the list.
  */
-export async function buildTestApp({ plugins = [], config = {}, logger }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger } = {}): Promise<TestApp> {
+const CHECKED_FOLDERS = ['openapi', 'resources', 'jobs', 'payments', 'dx'];
+
+const inCheckedFolder = (): boolean => {
+  const file = expect.getState().testPath ?? '';
+  return CHECKED_FOLDERS.some((dir) => file.includes(`/test/${dir}/`));
+};
+
+/**
+ * A fresh app on its own database, listening on a free port. The bootstrap admin key `ADMIN_KEY`
+ * is set unless `config.ADMIN_API_KEY` says otherwise (pass `''` for none). With `checkResponses`
+ * every JSON response of `http()`/`gql()` must match the schema the app's OpenAPI document gives it,
+ * or the request throws (default: on in the folders of `CHECKED_FOLDERS`).
+ */
+export async function buildTestApp({ plugins = [], config = {}, logger, checkResponses = inCheckedFolder() }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger; checkResponses?: boolean } = {}): Promise<TestApp> {
   const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS, ...config });
   const app = await createApp({ config: cfg, plugins, ...(logger ? { logger } : {}) });
   const port = await app.listen(0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
+  let checker: ResponseChecker | undefined;
+  const checkerOf = () => (checker ??= new ResponseChecker(buildOpenApiDocument(app.kernel.routes(), { info: { title: 'test', version: '0' }, rateLimitEnabled: cfg.RATE_LIMIT_ENABLED })));
 
   const http: TestApp['http'] = async (method, path, opts = {}) => {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
@@ -64,6 +82,7 @@ export async function buildTestApp({ plugins = [], config = {}, logger }: { plug
     const text = await res.text();
     let parsed: unknown = text;
     if ((res.headers.get('content-type') ?? '').includes('json') && text) parsed = JSON.parse(text);
+    if (checkResponses) checkerOf().check(method, path, res.status, res.headers.get('content-type') ?? '', parsed);
     return { status: res.status, headers: res.headers, body: parsed as never };
   };
 
