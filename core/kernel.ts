@@ -325,6 +325,9 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
     graphqlEndpoint: '/graphql',
     plugins: [...graphqlLimitPlugins(config), requestIds],
     graphiql: config.NODE_ENV !== 'production',
+    // GraphiQL from the package, inlined in the page (Yoga's default loads it from a public CDN, a
+    // blank page offline); imported on first use, as the bundle is large.
+    renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
     landingPage: false,
     logging: false,
     maskedErrors: {

@@ -24,3 +24,14 @@ export const eventView = z.object({
 
 /** `ping`: sent by `POST /webhook-endpoints/{id}/test` and usable to test any consumer. */
 export const pingData = z.object({ message: z.string() });
+
+/** `GET /events`: a cursor page of events. */
+export const eventPageView = z.object({
+  items: z.array(eventView),
+  cursors: z.object({ next: z.string().nullable(), prev: z.string().nullable(), has_next: z.boolean(), has_prev: z.boolean() }),
+});
+
+/** `GET /events/types`: the catalogue, each type with the JSON Schema of its `data`. */
+export const eventTypesView = z.object({
+  items: z.array(z.object({ name: z.string(), description: z.string(), plugin: z.string(), schema: z.record(z.string(), z.unknown()) })),
+});

@@ -40,6 +40,8 @@ export interface RouteDocs {
    * (so REST and GraphQL share one validation, in one order). Prefer `body` otherwise.
    */
   body?: Schema;
+  /** Media types of the success body when it is not JSON (`text/event-stream`, `text/html`). @default ['application/json'] */
+  mediaTypes?: string[];
 }
 
 /**

@@ -15,7 +15,7 @@ import type { oas31 } from 'openapi3-ts';
 import type { z } from 'zod';
 import type { HttpMethod, RouteAuth, RouteDef } from '../../core/http/route.ts';
 import type { Logger } from '../../core/logger.ts';
-import { AUTH_SECURITY, errorEnvelopeSchema, errorResponse, errorResponseName, graphqlOperation, headerRef, validationIssueSchema } from './components.ts';
+import { AUTH_SECURITY, bulkItemErrorSchema, errorEnvelopeSchema, errorResponse, errorResponseName, graphqlOperation, headerRef, validationIssueSchema } from './components.ts';
 import { SchemaConverter, isRecord } from './json-schema.ts';
 
 /** A JSON Schema (2020-12) object, as OpenAPI 3.1 embeds it. */
@@ -150,7 +150,7 @@ class DocumentBuilder {
       tags: [],
       paths: {},
       components: {
-        schemas: { ErrorEnvelope: errorEnvelopeSchema(), ValidationIssue: validationIssueSchema() },
+        schemas: { ErrorEnvelope: errorEnvelopeSchema(), ValidationIssue: validationIssueSchema(), BulkItemError: bulkItemErrorSchema() },
         responses: {},
         parameters: {
           TenantId: {
@@ -320,13 +320,10 @@ class DocumentBuilder {
 
     const success: ResponseObject = { description: STATUS_CODES[status] ?? 'Success', headers };
     if (status !== 204 && status !== 304) {
-      const mediaTypes = this.opts.successMediaTypes?.[where] ?? ['application/json'];
-      const schema: JsonSchema | Reference = route.response
-        ? this.schemas.convert(route.response, 'output', where, `${base}Response`)
-        : mediaTypes.some((m) => m.includes('json'))
-          ? { type: 'object' }
-          : { type: 'string' };
-      success.content = Object.fromEntries(mediaTypes.map((m) => [m, { schema }]));
+      const mediaTypes = this.opts.successMediaTypes?.[where] ?? route.docs?.mediaTypes ?? ['application/json'];
+      const schema = route.response ? this.schemas.convert(route.response, 'output', where, `${base}Response`) : undefined;
+      const fallback = (m: string): JsonSchema => (m.includes('json') ? { type: 'object' } : { type: 'string' });
+      success.content = Object.fromEntries(mediaTypes.map((m) => [m, { schema: schema ?? fallback(m) }]));
     }
 
     const errors = new Set<number>([400, 422, 500]);

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { onHook } from '../../core/hooks.ts';
@@ -7,8 +8,8 @@ import type { AuthUser } from '../../core/context.ts';
 import type {} from '../webhooks/index.ts';
 import { ledgerModel, payoutModel, paymentSchema, refundModel } from './model.ts';
 import {
-  cancelInput, completeInput, createPaymentInput, executeInput, failPayoutInput, ifMatchHeader, ledgerQuery, paymentIdParams, payoutIdParams, payoutListQuery, refundInput,
-  settleParams, updatePaymentInput,
+  balanceResponse, cancelInput, completeInput, createPaymentInput, executeInput, failPayoutInput, ifMatchHeader, ledgerPageResponse, ledgerQuery, paymentIdParams,
+  payoutIdParams, payoutListQuery, payoutPageResponse, payoutResponse, refundInput, refundsResponse, settleParams, settleResponse, updatePaymentInput,
 } from './schemas.ts';
 import { PaymentsService, type PaymentsApi, type PaymentView } from './service.ts';
 import { LedgerService } from './ledger.ts';
@@ -69,6 +70,8 @@ export const paymentsPlugin = definePlugin({
 
     const tags = ['payments'];
     const id = paymentIdParams;
+    // The resource's own document schema (component `Payment`), once the resource is registered below.
+    const payment = z.lazy(() => services.get('resources').documentSchema('payments'));
     const resource = services.get('resources').register({
       name: 'payments',
       schema: paymentSchema,
@@ -79,7 +82,7 @@ export const paymentsPlugin = definePlugin({
       input: { create: createPaymentInput(() => svc.providers()), update: updatePaymentInput },
       routes: [
         defineRoute({
-          method: 'PUT', path: '/payments/:id', tags, params: id, summary: 'Update provider_reference, receipt_url and metadata (other fields are 422)',
+          method: 'PUT', path: '/payments/:id', tags, params: id, summary: 'Update provider_reference, receipt_url and metadata (other fields are 422)', response: payment,
           docs: { body: updatePaymentInput, headers: ifMatchHeader, responseHeaders: { ETag: 'New revision' }, errors: [404, 409, 412, 428] },
           handler: async ({ user, params, ctx }) => {
             const doc = await svc.update(user!, params.id, ctx.get('If-Match'), ctx.request.body);
@@ -89,26 +92,26 @@ export const paymentsPlugin = definePlugin({
         }),
         defineRoute({
           method: 'POST', path: '/payments/:id/process', tags, params: id, summary: "Ask the payment's provider to accept it: pending → processing (→ completed / failed)",
-          docs: { errors: [404, 409, 502] },
+          docs: { errors: [404, 409, 502] }, response: z.object({ payment, provider_data: z.record(z.string(), z.unknown()) }),
           handler: ({ user, params }) => svc.process(user!, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/payments/:id/complete', tags, auth: 'admin', params: id, body: completeInput,
-          summary: 'Mark captured: processing → completed; idempotent for the same provider_reference', docs: { errors: [404, 409] },
+          summary: 'Mark captured: processing → completed; idempotent for the same provider_reference', docs: { errors: [404, 409] }, response: payment,
           handler: ({ user, params, body }) => svc.complete(user!, params.id, body),
         }),
         defineRoute({
-          method: 'POST', path: '/payments/:id/cancel', tags, params: id, body: cancelInput, summary: 'Cancel before capture: pending → cancelled',
+          method: 'POST', path: '/payments/:id/cancel', tags, params: id, body: cancelInput, summary: 'Cancel before capture: pending → cancelled', response: payment,
           docs: { errors: [404, 409] },
           handler: ({ user, params, body }) => svc.cancel(user!, params.id, body.reason ?? null),
         }),
         defineRoute({
-          method: 'GET', path: '/payments/:id/refunds', tags, params: id, summary: 'Refund attempts of a payment, oldest first', docs: { errors: [404] },
+          method: 'GET', path: '/payments/:id/refunds', tags, params: id, summary: 'Refund attempts of a payment, oldest first', docs: { errors: [404] }, response: refundsResponse,
           handler: ({ user, params }) => svc.refundsOf(user!, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/payments/:id/refund', tags, auth: 'admin', params: id, body: refundInput,
-          summary: 'Full or partial refund; a total above the captured amount is 400', docs: { errors: [400, 404, 409, 502] },
+          summary: 'Full or partial refund; a total above the captured amount is 400', docs: { errors: [400, 404, 409, 502] }, response: payment,
           handler: ({ user, params, body }) => svc.refund(user!, params.id, body),
         }),
       ],
@@ -130,45 +133,45 @@ export const paymentsPlugin = definePlugin({
         ...(ledger
           ? [
               defineRoute({
-                method: 'GET', path: '/ledger/entries', tags: ['ledger'], auth: 'admin', query: ledgerQuery, summary: "Ledger lines of the caller's tenant, newest first",
+                method: 'GET', path: '/ledger/entries', tags: ['ledger'], auth: 'admin', query: ledgerQuery, summary: "Ledger lines of the caller's tenant, newest first", response: ledgerPageResponse,
                 handler: ({ user, query }) => ledger.entries(user!, query),
               }),
               defineRoute({
-                method: 'GET', path: '/ledger/balance', tags: ['ledger'], auth: 'admin', summary: 'Debits, credits and balance per tenant, account and currency',
+                method: 'GET', path: '/ledger/balance', tags: ['ledger'], auth: 'admin', summary: 'Debits, credits and balance per tenant, account and currency', response: balanceResponse,
                 handler: ({ user }) => ledger.balance(user!),
               }),
             ]
           : []),
         defineRoute({
-          method: 'GET', path: '/payouts', tags: ptags, auth: 'system', query: payoutListQuery, summary: 'List payout batches, newest first',
+          method: 'GET', path: '/payouts', tags: ptags, auth: 'system', query: payoutListQuery, summary: 'List payout batches, newest first', response: payoutPageResponse,
           handler: ({ user, query }) => payouts.list(user!, query),
         }),
         defineRoute({
-          method: 'POST', path: '/payouts/settle', tags: ptags, auth: 'system', body: settleParams, summary: 'Run settlement now as the caller (the batches record the caller as creator)',
+          method: 'POST', path: '/payouts/settle', tags: ptags, auth: 'system', body: settleParams, summary: 'Run settlement now as the caller (the batches record the caller as creator)', response: settleResponse,
           handler: ({ user, body }) => payouts.settle(user!, body),
         }),
         defineRoute({
-          method: 'GET', path: '/payouts/:id', tags: ptags, auth: 'system', params: payoutId, summary: 'One payout batch', docs: { errors: [404] },
+          method: 'GET', path: '/payouts/:id', tags: ptags, auth: 'system', params: payoutId, summary: 'One payout batch', docs: { errors: [404] }, response: payoutResponse,
           handler: ({ user, params }) => payouts.get(user!, params.id),
         }),
         defineRoute({
-          method: 'POST', path: '/payouts/:id/approve', tags: ptags, auth: 'system', params: payoutId, summary: 'approve_payout: draft → approved',
+          method: 'POST', path: '/payouts/:id/approve', tags: ptags, auth: 'system', params: payoutId, summary: 'approve_payout: draft → approved', response: payoutResponse,
           docs: { errors: [403, 404, 409] },
           handler: ({ user, params }) => payouts.approve(user!, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/payouts/:id/process', tags: ptags, auth: 'system', params: payoutId,
-          summary: 'process_payout: approved (or failed, to retry) → processing: the transfer was handed to the bank', docs: { errors: [404, 409] },
+          summary: 'process_payout: approved (or failed, to retry) → processing: the transfer was handed to the bank', docs: { errors: [404, 409] }, response: payoutResponse,
           handler: ({ user, params }) => payouts.process(user!, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/payouts/:id/fail', tags: ptags, auth: 'system', params: payoutId, body: failPayoutInput,
-          summary: 'fail_payout: processing → failed with a reason (the bank rejected the transfer)', docs: { errors: [404, 409] },
+          summary: 'fail_payout: processing → failed with a reason (the bank rejected the transfer)', docs: { errors: [404, 409] }, response: payoutResponse,
           handler: ({ user, params, body }) => payouts.fail(user!, params.id, body.reason),
         }),
         defineRoute({
           method: 'POST', path: '/payouts/:id/execute', tags: ptags, auth: 'system', params: payoutId, body: executeInput,
-          summary: 'execute_payout: approved or processing → completed with bank_reference and paid_at', docs: { errors: [404, 409] },
+          summary: 'execute_payout: approved or processing → completed with bank_reference and paid_at', docs: { errors: [404, 409] }, response: payoutResponse,
           handler: ({ user, params, body }) => payouts.execute(user!, params.id, body.bank_reference),
         }),
       ],

@@ -9,8 +9,8 @@ import { pageSchema } from '../../core/page.ts';
 import { BASE_FIELDS, type FieldInfo, type FieldKind } from './fields.ts';
 import type { ResourceDefinition } from './define.ts';
 
-/** A populated relation: the referenced document, or its id when not populated. */
-const related = z.union([z.string(), z.record(z.string(), z.unknown())]);
+/** A relation: its id, or with `populate` the referenced document (null when it is deleted or out of reach). */
+const related = z.union([z.string(), z.record(z.string(), z.unknown())]).nullable();
 
 function scalar(kind: Exclude<FieldKind, 'array'>, f: Pick<FieldInfo, 'enum' | 'ref'>): z.ZodType {
   if (f.enum?.length && f.enum.every((v) => typeof v === 'string')) return z.enum(f.enum as [string, ...string[]]);
@@ -67,8 +67,16 @@ export function documentSchema(def: Pick<ResourceDefinition, 'fields' | 'graphql
     .meta({ id: def.graphqlName });
 }
 
-/** Schemas of every REST answer of a resource, named after its GraphQL type. */
-export function responseSchemas(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'>) {
+const built = new WeakMap<object, ReturnType<typeof buildResponseSchemas>>();
+
+/** Schemas of every REST answer of a resource, named after its GraphQL type (built once per definition). */
+export function responseSchemas(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'>): ReturnType<typeof buildResponseSchemas> {
+  let out = built.get(def);
+  if (!out) built.set(def, (out = buildResponseSchemas(def)));
+  return out;
+}
+
+function buildResponseSchemas(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'>) {
   const doc = documentSchema(def);
   const name = def.graphqlName;
   const itemError = z.object({
@@ -89,3 +97,35 @@ export function responseSchemas(def: Pick<ResourceDefinition, 'fields' | 'graphq
     bulkDelete: z.object({ deleted: z.array(z.string()), errors: z.array(itemError), deleted_count: z.number().int(), error_count: z.number().int() }),
   };
 }
+
+const KINDS = ['string', 'number', 'integer', 'boolean', 'date', 'objectId', 'mixed', 'array'] as const;
+
+/** `GET /admin/schema`: every registered resource and its settings. */
+export const adminSchemaResponse = z.object({
+  resources: z.array(
+    z.object({
+      name: z.string(),
+      path: z.string(),
+      tenant_scoped: z.boolean(),
+      fields: z.array(
+        z.object({
+          name: z.string(), type: z.enum(KINDS), items: z.enum(KINDS).optional(), required: z.boolean(),
+          enum: z.array(z.unknown()).optional(), min: z.number().optional(), max: z.number().optional(), ref: z.string().optional(),
+        }),
+      ),
+      searchable_fields: z.array(z.string()),
+      default_sort: z.string(),
+      default_page_size: z.number().int(),
+      max_page_size: z.number().int(),
+      allow_bulk_create: z.boolean(),
+      allow_bulk_delete: z.boolean(),
+      max_bulk_size: z.number().int(),
+      populatable: z.array(z.string()),
+      guards: z.object({ features: z.array(z.string()), attributes: z.array(z.record(z.string(), z.unknown())) }),
+      cascade: z.array(z.object({ field: z.string(), references: z.string(), on_delete: z.enum(['deny', 'cascade', 'set_null']) })),
+      referenced_by: z.array(z.object({ resource: z.string(), field: z.string(), on_delete: z.enum(['deny', 'cascade', 'set_null']) })),
+      gdpr_fields: z.array(z.string()),
+      subject_field: z.string(),
+    }),
+  ),
+});

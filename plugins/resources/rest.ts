@@ -35,14 +35,16 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
   const base = def.path;
   const custom = (op: Operation, fallback: RouteDef['handler']): RouteDef['handler'] => def.handlers[op] ?? fallback;
   const routes: RouteDef[] = [];
-  const out = responseSchemas(def);
+  const schemas = responseSchemas(def);
+  // A replaced handler answers what it likes: its route documents no body.
+  const out = (op: Operation) => (def.handlers[op] ? {} : { response: schemas[op === 'list' ? 'list' : 'document'] });
 
   const offers = (op: Operation) => def.operations.has(op);
   if (def.allow_bulk_create && offers('create')) {
     routes.push(
       defineRoute({
         method: 'POST', path: `${base}/bulk`, tags, features, status: 201,
-        summary: `Create up to ${def.max_bulk_size} documents in ${def.name}: 201 all created, 207 some, 422 none`, response: out.bulkCreate,
+        summary: `Create up to ${def.max_bulk_size} documents in ${def.name}: 201 all created, 207 some, 422 none`, response: schemas.bulkCreate,
         body: z.object({ items: z.array(z.unknown()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [422] },
         async handler({ user, body, ctx }) {
@@ -68,7 +70,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
     routes.push(
       defineRoute({
         method: 'DELETE', path: `${base}/bulk`, tags, features,
-        summary: `Soft-delete up to ${def.max_bulk_size} documents in ${def.name}, each with its ETag: 200 all, 207 some, 409 none`, response: out.bulkDelete,
+        summary: `Soft-delete up to ${def.max_bulk_size} documents in ${def.name}, each with its ETag: 200 all, 207 some, 409 none`, response: schemas.bulkDelete,
         body: z.object({ items: z.array(z.object({ id: objectId, etag: z.string().min(1) }).strict()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [409] },
         async handler({ user, body, ctx }) {
@@ -86,7 +88,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
 
   const generated: [Operation, RouteDef][] = [
     ['list', defineRoute({
-      method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema, response: out.list,
+      method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema, ...out('list'),
       docs: { responseHeaders: { 'X-Total-Count': 'Offset mode: matching rows', 'X-Page': 'Offset mode: page', 'X-Per-Page': 'Offset mode: page size', 'X-Total-Pages': 'Offset mode: pages' } },
       handler: custom('list', async ({ user, query, ctx }) => {
         const res = await svc.list(user!, queryOf(query));
@@ -96,7 +98,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['get', defineRoute({
-      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one document of ${def.name}`, params: documentPath, query: getOneQuerySchema, response: out.document,
+      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one document of ${def.name}`, params: documentPath, query: getOneQuerySchema, ...out('get'),
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ user, params, query, ctx }) => {
         const { doc, etag } = await svc.getOne(user!, idOf(params), queryOf(query));
@@ -105,7 +107,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['create', defineRoute({
-      method: 'POST', path: base, tags, features, status: 201, summary: `Create a document in ${def.name}`, response: out.document,
+      method: 'POST', path: base, tags, features, status: 201, summary: `Create a document in ${def.name}`, ...out('create'),
       docs: { body: def.inputs.create, responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
       handler: custom('create', async ({ user, ctx }) => {
         const doc = await svc.create(user!, ctx.request.body);
@@ -115,7 +117,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['update', defineRoute({
-      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a document of ${def.name}`, params: documentPath, response: out.document,
+      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a document of ${def.name}`, params: documentPath, ...out('update'),
       docs: { body: def.inputs.update, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
@@ -124,7 +126,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['replace', defineRoute({
-      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a document of ${def.name}`, params: documentPath, response: out.document,
+      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a document of ${def.name}`, params: documentPath, ...out('replace'),
       docs: { body: def.inputs.replace, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ user, params, ctx }) => {
         const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);

@@ -12,6 +12,7 @@ import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, typ
 import { cursorFilter, decodeCursor, encodeCursor, querySort } from '../../core/cursor.ts';
 import type { ResourceDefinition } from './define.ts';
 import { isSystemField } from './fields.ts';
+import { nameCastParam } from './filters.ts';
 import { applyCascade, checkCascadeDeny } from './cascade.ts';
 import { checkReferences, checkWritable, fillGuardedFields } from './write-checks.ts';
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
@@ -139,12 +140,13 @@ export class ResourceService {
 
   /** Lists with REST parameters (a query string). */
   async list(actor: AuthUser, raw: RawQuery, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
-    return this.listParsed(actor, this.parse(raw), opts);
+    return this.listParsed(actor, this.parse(raw), opts).catch((err: unknown) => Promise.reject(nameCastParam(err, raw)));
   }
 
   /** Lists with structured arguments (GraphQL); same rules and errors as {@link list}. */
   async listArgs(actor: AuthUser, args: ListArgs, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
-    return this.listParsed(actor, parseListArgs(args, this.queryInfo, this.deps.limits), opts);
+    const parsed = parseListArgs(args, this.queryInfo, this.deps.limits);
+    return this.listParsed(actor, parsed, opts).catch((err: unknown) => Promise.reject(nameCastParam(err, args.filter ?? {})));
   }
 
   /**
