@@ -25,7 +25,8 @@ import type { paths, components } from './api.ts';
 type Project = components['schemas']['Project'];
 
 export async function projectRoundTrip(baseUrl: string, apiKey: string) {
-  const api = createClient<paths>({ baseUrl, headers: { 'X-API-Key': apiKey } });
+  // Field filters travel in the free-form \`filters\` object, sent as plain name=value pairs.
+  const api = createClient<paths>({ baseUrl, headers: { 'X-API-Key': apiKey }, querySerializer: { object: { style: 'form', explode: true } } });
 
   const created = await api.POST('/projects', { body: { name: 'Typed', budget: 10, tags: ['dx'] } });
   if (!created.data) throw new Error(\`create failed: \${created.response.status}\`);
@@ -45,6 +46,8 @@ export async function projectRoundTrip(baseUrl: string, apiKey: string) {
   if (!list.data) throw new Error('list failed');
   const names: string[] = list.data.items.map((p) => p.name ?? '');
   const total: number | undefined = 'total' in list.data ? list.data.total : undefined;
+  const filtered = await api.GET('/projects', { params: { query: { filters: { budget__gte: '15', name: 'Typed' } } } });
+  const none = await api.GET('/projects', { params: { query: { filters: { budget__gte: '25' } } } });
 
   return {
     id: project._id,
@@ -54,6 +57,8 @@ export async function projectRoundTrip(baseUrl: string, apiKey: string) {
     staleCode: stale.error?.error.code,
     names,
     total,
+    filtered: filtered.data?.items.length,
+    none: none.data?.items.length,
   };
 }
 `;
@@ -107,6 +112,6 @@ describe('a client generated from /openapi.json', () => {
 
     const client = (await import(join(dir, 'client.ts'))) as { projectRoundTrip(url: string, key: string): Promise<Record<string, unknown>> };
     const result = await client.projectRoundTrip(t.url, key);
-    expect(result).toMatchObject({ budget: 20, version: 2, staleStatus: 412, staleCode: 'ETAG_MISMATCH', names: ['Typed'], total: 1 });
+    expect(result).toMatchObject({ budget: 20, version: 2, staleStatus: 412, staleCode: 'ETAG_MISMATCH', names: ['Typed'], total: 1, filtered: 1, none: 0 });
   }, 120_000);
 });
