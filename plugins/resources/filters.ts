@@ -165,8 +165,12 @@ export function nameCastParam(err: unknown, filters: Readonly<Record<string, unk
     const kind = typeof e.kind === 'string' ? e.kind.toLowerCase() : 'value';
     return new QueryParamError(`'${value}' is not a valid ${kind} for field '${field}'`, param, 'cast_error');
   }
-  // Query casting of an operator the field type lacks (`budget__regex=1` on a number).
-  const op = (e.name === 'MongooseError' || e.name === 'Error') && /^Can't use \$(\w+)/.exec(e.message ?? '');
-  if (op) return new QueryParamError(e.message!, keys.find((k) => k.endsWith(`__${op[1]}`)) ?? 'where', 'invalid_operator');
-  return err;
+  // Query casting of an operator the field type lacks (`budget__regex=1` on a number; `__regex`
+  // also sets `$options`, which is the one the driver names).
+  const m = (e.name === 'MongooseError' || e.name === 'Error') && /^Can't use \$(\w+)/.exec(e.message ?? '');
+  if (!m) return err;
+  const op = m[1] === 'options' ? 'regex' : m[1]!;
+  const key = keys.find((k) => k.endsWith(`__${op}`));
+  if (!key) return new QueryParamError(e.message!, 'where', 'invalid_operator');
+  return new QueryParamError(`Operator '${op}' cannot be used on field '${key.slice(0, -op.length - 2)}'`, key, 'invalid_operator');
 }

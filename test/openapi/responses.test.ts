@@ -68,6 +68,15 @@ describe('every route documents its success body', () => {
     expect(doc.paths['/projects/{id}'].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Project' });
   });
 
+  it('a non-JSON success body says so, and an error status with a body of its own documents it beside the envelope', () => {
+    expect(Object.keys(doc.paths['/jobs/runs/{run_id}/logs'].get.responses['200'].content)).toEqual(['text/event-stream']);
+    const failed = doc.paths['/webhooks/{provider}'].post.responses['500'];
+    expect(failed.content['application/json'].schema.anyOf).toEqual([
+      expect.objectContaining({ properties: expect.objectContaining({ status: expect.objectContaining({ enum: expect.arrayContaining(['failed']) }) }) }),
+      { $ref: '#/components/schemas/ErrorEnvelope' },
+    ]);
+  });
+
   it('list parameters are typed by kind (integers and booleans, not strings)', () => {
     const params = Object.fromEntries((doc.paths['/projects'].get.parameters as any[]).filter((p) => p.in === 'query').map((p) => [p.name, p.schema]));
     expect(params.per_page).toMatchObject({ type: 'integer', minimum: 1 });
