@@ -1,4 +1,3 @@
-import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { onHook } from '../../core/hooks.ts';
@@ -9,7 +8,7 @@ import type {} from '../webhooks/index.ts';
 import { ledgerModel, payoutModel, paymentSchema, refundModel } from './model.ts';
 import {
   balanceResponse, cancelInput, completeInput, createPaymentInput, executeInput, failPayoutInput, ifMatchHeader, ledgerPageResponse, ledgerQuery, paymentIdParams,
-  payoutIdParams, payoutListQuery, payoutPageResponse, payoutResponse, refundInput, refundsResponse, settleParams, settleResponse, updatePaymentInput,
+  paymentResponses, payoutIdParams, payoutListQuery, payoutPageResponse, payoutResponse, refundInput, refundsResponse, settleParams, settleResponse, updatePaymentInput,
 } from './schemas.ts';
 import { PaymentsService, type PaymentsApi, type PaymentView } from './service.ts';
 import { LedgerService } from './ledger.ts';
@@ -70,8 +69,7 @@ export const paymentsPlugin = definePlugin({
 
     const tags = ['payments'];
     const id = paymentIdParams;
-    // The resource's own document schema (component `Payment`), once the resource is registered below.
-    const payment = z.lazy(() => services.get('resources').documentSchema('payments'));
+    const { payment, processed } = paymentResponses(() => services.get('resources').documentSchema('payments'));
     const resource = services.get('resources').register({
       name: 'payments',
       schema: paymentSchema,
@@ -92,7 +90,7 @@ export const paymentsPlugin = definePlugin({
         }),
         defineRoute({
           method: 'POST', path: '/payments/:id/process', tags, params: id, summary: "Ask the payment's provider to accept it: pending → processing (→ completed / failed)",
-          docs: { errors: [404, 409, 502] }, response: z.object({ payment, provider_data: z.record(z.string(), z.unknown()) }),
+          docs: { errors: [404, 409, 502] }, response: processed,
           handler: ({ user, params }) => svc.process(user!, params.id),
         }),
         defineRoute({

@@ -119,6 +119,15 @@ export type SettleParams = z.output<typeof settleParams>;
 // Response schemas (OpenAPI documentation of what the routes answer). Amounts are decimal strings.
 const decimal = z.string().describe('Decimal amount, e.g. "12.50"');
 
+/**
+ * Answers holding a payment: the resources plugin's own `Payment` schema, read when the document
+ * is generated (the resource is registered after its routes are declared).
+ */
+export function paymentResponses(paymentSchema: () => z.ZodType) {
+  const payment = z.lazy(paymentSchema);
+  return { payment, processed: z.object({ payment, provider_data: z.record(z.string(), z.unknown()) }) };
+}
+
 /** A refund attempt of a payment. */
 export const refundResponse = z.object({
   id: z.string(), payment_id: z.string(), amount: decimal, currency: z.string(), reason: z.string().nullable(), status: z.enum(REFUND_STATUSES),

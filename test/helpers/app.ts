@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { expect, inject } from 'vitest';
+import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../config/index.ts';
 import type { Logger } from '../../core/logger.ts';
 import { createApp, type App } from '../../core/kernel.ts';
@@ -43,24 +43,12 @@ export const uniqueDbUri = (): string => {
 };
 
 /**
- * Test folders whose every `http()` response is checked against the app's OpenAPI document (see
- * response-check.ts). The other folders have not been run with the check yet; `checkResponses`
- * of buildTestApp overrides the list.
- */
-const CHECKED_FOLDERS = ['openapi', 'resources', 'jobs', 'payments', 'dx'];
-
-const inCheckedFolder = (): boolean => {
-  const file = expect.getState().testPath ?? '';
-  return CHECKED_FOLDERS.some((dir) => file.includes(`/test/${dir}/`));
-};
-
-/**
  * A fresh app on its own database, listening on a free port. The bootstrap admin key `ADMIN_KEY`
  * is set unless `config.ADMIN_API_KEY` says otherwise (pass `''` for none). With `checkResponses`
  * every JSON response of `http()`/`gql()` must match the schema the app's OpenAPI document gives it,
- * or the request throws (default: on in the folders of `CHECKED_FOLDERS`).
+ * or the request throws (response-check.ts); on by default, for the whole suite.
  */
-export async function buildTestApp({ plugins = [], config = {}, logger, checkResponses = inCheckedFolder() }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger; checkResponses?: boolean } = {}): Promise<TestApp> {
+export async function buildTestApp({ plugins = [], config = {}, logger, checkResponses = true }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger; checkResponses?: boolean } = {}): Promise<TestApp> {
   const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS, ...config });
   const app = await createApp({ config: cfg, plugins, ...(logger ? { logger } : {}) });
   const port = await app.listen(0, '127.0.0.1');
