@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import { defineResource, type ResourceDefinition, type ResourceOptions } from './define.ts';
 import { ResourceRegistry, type PurgeResult } from './registry.ts';
 import { resourceRoutes } from './rest.ts';
@@ -32,7 +32,7 @@ export interface ResourcesApi {
    * @throws AccessDeniedError for a non-system actor, tenant administrators included (nothing deleted)
    * @example await services.get('resources').purgeSoftDeleted(systemActor(tenantId), 30)
    */
-  purgeSoftDeleted(actor: AuthUser, days?: number): Promise<PurgeResult>;
+  purgeSoftDeleted(actor: Actor, days?: number): Promise<PurgeResult>;
   /**
    * The zod schema of a registered resource's document as its REST routes answer it (OpenAPI
    * component `<GraphQL name>`), for a plugin's own routes that answer one (`response`). Wrap it
