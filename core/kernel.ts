@@ -382,6 +382,9 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, me
     graphqlEndpoint: '/graphql',
     plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [metrics.graphqlPlugin()] : []), ...(tracingEnabled() ? [traceGraphQL()] : [])],
     graphiql: config.NODE_ENV !== 'production',
+    // GraphiQL from the package, inlined in the page (Yoga's default loads it from a public CDN, a
+    // blank page offline); imported on first use, as the bundle is large.
+    renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
     landingPage: false,
     logging: false,
     maskedErrors: {

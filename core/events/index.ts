@@ -2,7 +2,7 @@ import { definePlugin, type Plugin } from '../plugin.ts';
 import { defineRoute } from '../http/route.ts';
 import { EventLog } from './service.ts';
 import { eventsGraphql } from './graphql.ts';
-import { eventIdParams, eventListQuery, pingData } from './schemas.ts';
+import { eventIdParams, eventListQuery, eventPageView, eventTypesView, eventView, pingData } from './schemas.ts';
 
 export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
 export type { EventConsumer, EventRecord } from './consumers.ts';
@@ -43,17 +43,17 @@ export const eventsPlugin: Plugin = definePlugin({
     return {
       routes: [
         defineRoute({
-          method: 'GET', path: '/events', auth: 'admin', tags: ['events'], query: eventListQuery,
+          method: 'GET', path: '/events', auth: 'admin', tags: ['events'], query: eventListQuery, response: eventPageView,
           summary: "The tenant's events, newest first, in cursor pages ({items, cursors})",
           handler: ({ actor, query }) => events.list(actor!, query),
         }),
         defineRoute({
-          method: 'GET', path: '/events/types', auth: 'user', tags: ['events'],
+          method: 'GET', path: '/events/types', auth: 'user', tags: ['events'], response: eventTypesView,
           summary: 'The event catalogue: every type with the JSON Schema of its data',
           handler: () => ({ items: events.types() }),
         }),
         defineRoute({
-          method: 'GET', path: '/events/:id', auth: 'admin', tags: ['events'], params: eventIdParams,
+          method: 'GET', path: '/events/:id', auth: 'admin', tags: ['events'], params: eventIdParams, response: eventView,
           summary: 'One event of the tenant',
           handler: ({ actor, params }) => events.get(actor!, params.id),
         }),

@@ -27,3 +27,14 @@ export const pingData = z.object({
   message: z.string(),
   endpoint_id: z.string().optional().describe('Set on a test ping: the one webhook endpoint it is sent to'),
 });
+
+/** `GET /events`: a cursor page of events. */
+export const eventPageView = z.object({
+  items: z.array(eventView),
+  cursors: z.object({ next: z.string().nullable(), prev: z.string().nullable(), has_next: z.boolean(), has_prev: z.boolean() }),
+});
+
+/** `GET /events/types`: the catalogue, each type with the JSON Schema of its `data`. */
+export const eventTypesView = z.object({
+  items: z.array(z.object({ name: z.string(), description: z.string(), plugin: z.string(), schema: z.record(z.string(), z.unknown()) })),
+});

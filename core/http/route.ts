@@ -40,6 +40,13 @@ export interface RouteDocs {
    * (so REST and GraphQL share one validation, in one order). Prefer `body` otherwise.
    */
   body?: Schema;
+  /** Media types of the success body when it is not JSON (`text/event-stream`, `text/html`). @default ['application/json'] */
+  mediaTypes?: string[];
+  /**
+   * Error statuses this route answers with a body of its own (a webhook receiver's 500 `{status:
+   * 'failed'}`), besides the error envelope: status → description and JSON schema.
+   */
+  responses?: Record<number, { description: string; schema: Schema }>;
 }
 
 /**

@@ -2,7 +2,7 @@ import { definePlugin } from '../plugin.ts';
 import { defineRoute } from '../http/route.ts';
 import { idParams } from '../http/schemas.ts';
 import { identityModels, migrateUsers } from './models.ts';
-import { createApiKeyInput, createTenantInput, createUserInput, tenantsQuery, updateUserInput, usersQuery } from './schemas.ts';
+import { apiKeyView, createApiKeyInput, createdApiKeyView, createTenantInput, createUserInput, meView, tenantListView, tenantsQuery, tenantView, tokenView, updateUserInput, userListView, usersQuery, userView } from './schemas.ts';
 import { IdentityService } from './service.ts';
 import { identityGraphql } from './graphql.ts';
 import { AuthFailureLimiter, createLimiter } from '../rate-limit.ts';
@@ -46,11 +46,11 @@ export const identityPlugin = definePlugin({
       ],
       routes: [
         defineRoute({
-          method: 'POST', path: '/auth/token', tags: ['auth'], summary: 'Exchange the presented credential for a bearer token',
+          method: 'POST', path: '/auth/token', tags: ['auth'], summary: 'Exchange the presented credential for a bearer token', response: tokenView,
           handler: ({ actor }) => identity.issueToken(actor!),
         }),
         defineRoute({
-          method: 'GET', path: '/auth/me', tags: ['auth'], summary: 'The caller with tenant, roles and features',
+          method: 'GET', path: '/auth/me', tags: ['auth'], summary: 'The caller with tenant, roles and features', response: meView,
           // The credential reference is internal (it names the key behind the request).
           handler: ({ actor }) => {
             const { credential: _credential, ...me } = actor!;
@@ -58,29 +58,29 @@ export const identityPlugin = definePlugin({
           },
         }),
         defineRoute({
-          method: 'POST', path: '/admin/tenants', tags: ['admin'], auth: 'system', status: 201, summary: 'Create a tenant',
+          method: 'POST', path: '/admin/tenants', tags: ['admin'], auth: 'system', status: 201, summary: 'Create a tenant', response: tenantView,
           body: createTenantInput,
           handler: ({ actor, body }) => identity.createTenant(actor!, body),
         }),
         defineRoute({
-          method: 'GET', path: '/admin/tenants', tags: ['admin'], auth: 'admin', summary: 'List tenants (own tenant for tenant admins)',
+          method: 'GET', path: '/admin/tenants', tags: ['admin'], auth: 'admin', summary: 'List tenants (own tenant for tenant admins)', response: tenantListView,
           query: tenantsQuery,
           handler: ({ actor, query }) => identity.listTenants(actor!, query),
         }),
         defineRoute({
-          method: 'POST', path: '/admin/users', tags: ['admin'], auth: 'admin', status: 201, summary: 'Create a user',
+          method: 'POST', path: '/admin/users', tags: ['admin'], auth: 'admin', status: 201, summary: 'Create a user', response: userView,
           body: createUserInput,
           handler: ({ actor, body }) => identity.createUser(actor!, body),
         }),
         defineRoute({
-          method: 'GET', path: '/admin/users', tags: ['admin'], auth: 'admin', summary: 'List users (own tenant for tenant admins)',
+          method: 'GET', path: '/admin/users', tags: ['admin'], auth: 'admin', summary: 'List users (own tenant for tenant admins)', response: userListView,
           query: usersQuery,
           handler: ({ actor, query }) => identity.listUsers(actor!, query),
         }),
         defineRoute({
           method: 'PATCH', path: '/admin/users/:id', tags: ['admin'], auth: 'admin',
           summary: 'Change a user (name, roles, features, attributes, is_active); is_active false cuts the user off',
-          params: idParams, body: updateUserInput,
+          params: idParams, body: updateUserInput, response: userView,
           handler: ({ actor, params, body }) => identity.updateUser(actor!, params.id, body),
         }),
         defineRoute({
@@ -93,12 +93,12 @@ export const identityPlugin = definePlugin({
         }),
         defineRoute({
           method: 'POST', path: '/admin/api-keys', tags: ['admin'], auth: 'admin', status: 201,
-          summary: 'Create an API key; the plain key is returned once',
+          summary: 'Create an API key; the plain key is returned once', response: createdApiKeyView,
           body: createApiKeyInput,
           handler: ({ actor, body }) => identity.createApiKey(actor!, body),
         }),
         defineRoute({
-          method: 'DELETE', path: '/admin/api-keys/:id', tags: ['admin'], auth: 'admin', summary: 'Revoke an API key',
+          method: 'DELETE', path: '/admin/api-keys/:id', tags: ['admin'], auth: 'admin', summary: 'Revoke an API key', response: apiKeyView,
           params: idParams,
           handler: ({ actor, params }) => identity.revokeApiKey(actor!, params.id),
         }),

@@ -44,3 +44,39 @@ export type ListUsersQuery = z.output<typeof usersQuery>;
 /** `POST /admin/api-keys` body, GraphQL `createApiKey` arguments. */
 export const createApiKeyInput = z.object({ user_id: objectId, name: z.string().min(1).max(200) }).strict();
 export type CreateApiKeyInput = z.output<typeof createApiKeyInput>;
+
+// Response schemas (OpenAPI documentation of what the routes answer).
+
+/** The actor as `GET /auth/me` shows it. */
+export const meView = z.object({
+  id: z.string(),
+  email: z.string(),
+  name: z.string(),
+  tenant_id: z.string(),
+  roles: z.array(z.string()),
+  scope: z.enum(['system']).nullable().describe('`system` for system administrators'),
+  is_system_user: z.boolean(),
+  features: z.array(z.string()),
+  attributes: z.record(z.string(), z.unknown()),
+  acting_tenant_id: z.string().nullable().optional().describe('System administrators: the tenant chosen with `X-Tenant-Id`'),
+});
+
+/** A user in admin responses. */
+export const userView = meView.omit({ acting_tenant_id: true }).extend({ is_active: z.boolean(), created_at: z.date().nullable() }).meta({ id: 'User' });
+/** A tenant in admin responses. */
+export const tenantView = z.object({ id: z.string(), name: z.string(), is_system: z.boolean(), created_at: z.date().nullable() }).meta({ id: 'Tenant' });
+/** An API key in admin responses (never its hash). */
+export const apiKeyView = z
+  .object({
+    id: z.string(), name: z.string(), user_id: z.string(), tenant_id: z.string(), prefix: z.string(),
+    revoked_at: z.date().nullable(), last_used_at: z.date().nullable(), created_at: z.date().nullable(),
+  })
+  .meta({ id: 'ApiKey' });
+/** The creation answer: the key plus the plain `key`, shown this once. */
+export const createdApiKeyView = apiKeyView.extend({ key: z.string().describe('The plain key; it is not shown again') });
+/** `POST /auth/token`. */
+export const tokenView = z.object({ token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int().describe('Seconds') });
+
+const listOf = <T extends z.ZodType>(item: T) => z.object({ items: z.array(item), total: z.number().int(), page: z.number().int(), per_page: z.number().int() });
+export const tenantListView = listOf(tenantView);
+export const userListView = listOf(userView);

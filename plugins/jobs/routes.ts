@@ -1,11 +1,12 @@
 import { PassThrough } from 'node:stream';
 import type Koa from 'koa';
+import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Logger } from '../../core/logger.ts';
 import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
 import {
-  chainBody, chainPatch, chainRunBody, idParams, jobNameParams, listRunsQuery, runBody, runIdParams, runResponse, runsPageResponse,
+  chainBody, chainPatch, chainResponse, chainRunBody, checkSchedulesResponse, idParams, registryResponse, scheduleResponse, jobNameParams, listRunsQuery, runBody, runIdParams, runResponse, runsPageResponse,
   scheduleBody, scheduleRunBody, triggerBody, triggerResponse,
 } from './schemas.ts';
 import type { JobsService } from './service.ts';
@@ -43,37 +44,37 @@ export function jobsRoutes(svc: JobsService, schedules: ScheduleService, chains:
   const tags = ['jobs'];
   return [
     defineRoute({
-      method: 'GET', path: '/jobs/registry', tags, auth: 'admin', summary: 'Registered jobs',
+      method: 'GET', path: '/jobs/registry', tags, auth: 'admin', summary: 'Registered jobs', response: z.array(registryResponse),
       handler: ({ actor }) => svc.registry(actor!),
     }),
     defineRoute({
-      method: 'GET', path: '/jobs/registry/:job_name', tags, auth: 'admin', summary: 'One registered job', params: jobNameParams, docs: { errors: [404] },
+      method: 'GET', path: '/jobs/registry/:job_name', tags, auth: 'admin', summary: 'One registered job', params: jobNameParams, response: registryResponse, docs: { errors: [404] },
       handler: ({ actor, params }) => svc.registryEntry(actor!, params.job_name),
     }),
     defineRoute({
-      method: 'GET', path: '/jobs/schedules', tags, auth: 'admin', summary: 'List schedules',
+      method: 'GET', path: '/jobs/schedules', tags, auth: 'admin', summary: 'List schedules', response: z.array(scheduleResponse),
       handler: ({ actor }) => schedules.list(actor!),
     }),
     defineRoute({
-      method: 'POST', path: '/jobs/schedules', tags, auth: 'admin', summary: 'Create a schedule', status: 201, body: scheduleBody, docs: { errors: [409] },
+      method: 'POST', path: '/jobs/schedules', tags, auth: 'admin', summary: 'Create a schedule', status: 201, body: scheduleBody, response: scheduleResponse, docs: { errors: [409] },
       handler: ({ actor, body }) => schedules.create(actor!, body),
     }),
     defineRoute({
-      method: 'GET', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Get a schedule', params: idParams, docs: { errors: [404] },
+      method: 'GET', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Get a schedule', params: idParams, response: scheduleResponse, docs: { errors: [404] },
       handler: ({ actor, params }) => schedules.get(actor!, params.id),
     }),
     defineRoute({
-      method: 'PATCH', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Update a schedule', params: idParams, body: scheduleBody, docs: { errors: [404, 409] },
+      method: 'PATCH', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Update a schedule', params: idParams, body: scheduleBody, response: scheduleResponse, docs: { errors: [404, 409] },
       handler: ({ actor, params, body }) => schedules.update(actor!, params.id, body),
     }),
     defineRoute({
-      method: 'DELETE', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Delete a schedule', params: idParams, docs: { errors: [404] },
+      method: 'DELETE', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Delete a schedule', status: 204, params: idParams, docs: { errors: [404] },
       handler: async ({ actor, params }) => {
         await schedules.remove(actor!, params.id);
       },
     }),
     defineRoute({
-      method: 'POST', path: '/jobs/schedules/:id/run', tags, auth: 'admin', summary: 'Run a schedule now', status: 202, params: idParams, body: scheduleRunBody,
+      method: 'POST', path: '/jobs/schedules/:id/run', tags, auth: 'admin', summary: 'Run a schedule now', status: 202, params: idParams, body: scheduleRunBody, response: runResponse,
       description: '`params` overrides the schedule\'s parameters when `allow_param_override` is true (422 otherwise).',
       handler: ({ actor, params, body }) => schedules.runNow(actor!, params.id, body.params),
     }),
@@ -89,7 +90,7 @@ export function jobsRoutes(svc: JobsService, schedules: ScheduleService, chains:
     defineRoute({
       method: 'GET', path: '/jobs/runs/:run_id/logs', tags, auth: 'admin', summary: 'Server-sent events: log lines and progress of a run until it ends', params: runIdParams,
       description: 'Events `log` ({timestamp, level, message, percentage}), `progress` ({status, progress_current, progress_total, progress_message, percentage}) and a final `end` ({status, result, error}).',
-      docs: { errors: [404] },
+      docs: { errors: [404], mediaTypes: ['text/event-stream'] },
       handler: async ({ actor, params, ctx }) => {
         await svc.checkVisible(actor!, params.run_id);
         streamRun(ctx, svc, actor!, params.run_id, log);
@@ -114,27 +115,27 @@ export function jobsRoutes(svc: JobsService, schedules: ScheduleService, chains:
       },
     }),
     defineRoute({
-      method: 'POST', path: '/jobs/check-schedules', tags, auth: 'system', summary: 'Run every due schedule now',
+      method: 'POST', path: '/jobs/check-schedules', tags, auth: 'system', summary: 'Run every due schedule now', response: checkSchedulesResponse,
       handler: ({ actor }) => schedules.checkDue(actor!),
     }),
     defineRoute({
-      method: 'GET', path: '/jobs/chains', tags, auth: 'system', summary: 'List chains',
+      method: 'GET', path: '/jobs/chains', tags, auth: 'system', summary: 'List chains', response: z.array(chainResponse),
       handler: ({ actor }) => chains.list(actor!),
     }),
     defineRoute({
-      method: 'POST', path: '/jobs/chains', tags, auth: 'system', summary: 'Create a chain', status: 201, body: chainBody, docs: { errors: [409] },
+      method: 'POST', path: '/jobs/chains', tags, auth: 'system', summary: 'Create a chain', status: 201, body: chainBody, response: chainResponse, docs: { errors: [409] },
       handler: ({ actor, body }) => chains.create(actor!, body),
     }),
     defineRoute({
-      method: 'GET', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Get a chain', params: idParams, docs: { errors: [404] },
+      method: 'GET', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Get a chain', params: idParams, response: chainResponse, docs: { errors: [404] },
       handler: ({ actor, params }) => chains.get(actor!, params.id),
     }),
     defineRoute({
-      method: 'PATCH', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Update a chain', params: idParams, body: chainPatch, docs: { errors: [404, 409] },
+      method: 'PATCH', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Update a chain', params: idParams, body: chainPatch, response: chainResponse, docs: { errors: [404, 409] },
       handler: ({ actor, params, body }) => chains.update(actor!, params.id, body),
     }),
     defineRoute({
-      method: 'DELETE', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Delete a chain (not a built-in one)', params: idParams, docs: { errors: [404, 409] },
+      method: 'DELETE', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Delete a chain (not a built-in one)', status: 204, params: idParams, docs: { errors: [404, 409] },
       handler: async ({ actor, params }) => {
         await chains.remove(actor!, params.id);
       },

@@ -108,3 +108,27 @@ export interface ParamInfo {
 export const runResponse = z.object({ id: z.string(), job_name: z.string(), status: z.enum(RUN_STATUSES) }).passthrough();
 export const runsPageResponse = pageSchema(runResponse);
 export const triggerResponse = z.object({ run_id: z.string(), status: z.literal('pending'), message: z.string() });
+
+/** A registry entry (the main fields; see docs/jobs.md for the rest). */
+export const registryResponse = z
+  .object({
+    name: z.string(), description: z.string(), timeout: z.number().int(), max_attempts: z.number().int(), per_tenant: z.boolean(), plugin: z.string(),
+    params: z.record(z.string(), z.object({ type: z.string(), required: z.boolean(), description: z.string(), enum: z.array(z.unknown()).optional() })),
+  })
+  .passthrough();
+/** A schedule (the main fields; the extended names of the same values come beside them). */
+export const scheduleResponse = z
+  .object({
+    id: z.string(), job_name: z.string(), cron_expression: z.string(), timezone: z.string(), is_enabled: z.boolean(), type: z.enum(['job', 'chain']),
+    parameters: z.record(z.string(), z.unknown()), next_run_at: z.date().nullable(), last_run_status: z.string().nullable(),
+  })
+  .passthrough();
+/** A chain and its steps. */
+export const chainResponse = z
+  .object({
+    id: z.string(), name: z.string(), description: z.string(), is_system: z.boolean(), default_on_failure: z.enum(ON_FAILURE),
+    steps: z.array(z.object({ job: z.string(), params: z.record(z.string(), z.unknown()), depends_on: z.array(z.string()) }).passthrough()),
+  })
+  .passthrough();
+/** `POST /jobs/check-schedules`. */
+export const checkSchedulesResponse = z.object({ checked: z.number().int(), triggered: z.array(z.object({ schedule_id: z.string(), run_id: z.string() })) }).passthrough();

@@ -167,12 +167,35 @@ export function errorEnvelopeSchema(): JsonSchema {
             description: 'Context; may be empty.',
             additionalProperties: true,
             properties: {
-              errors: { type: 'array', description: '422 `VALIDATION_ERROR` only: every problem found.', items: schemaRef('ValidationIssue') },
+              errors: {
+                type: 'array',
+                description:
+                  'Every problem found: `ValidationIssue`s on a 422 `VALIDATION_ERROR` and on a 400 naming a query parameter; ' +
+                  'the rejected items (`BulkItemError`) when every item of a bulk call failed.',
+                items: { anyOf: [schemaRef('ValidationIssue'), schemaRef('BulkItemError')] },
+              },
             },
           },
         },
       },
       request_id: { type: 'string', description: 'Correlation id, also in the `X-Request-Id` response header.' },
+    },
+  };
+}
+
+/** One rejected item of a bulk call (207 bodies and the error of a bulk call that rejected every item). */
+export function bulkItemErrorSchema(): JsonSchema {
+  return {
+    type: 'object',
+    required: ['index', 'error'],
+    properties: {
+      index: { type: 'integer', description: 'Position of the item in the request.' },
+      id: { type: 'string', description: 'Id of the item, when it has one.' },
+      error: {
+        type: 'object',
+        required: ['status', 'code', 'message', 'details'],
+        properties: { status: { type: 'integer' }, code: { type: 'string' }, message: { type: 'string' }, details: { type: 'object', additionalProperties: true } },
+      },
     },
   };
 }

@@ -15,8 +15,8 @@ import type { oas31 } from 'openapi3-ts';
 import type { z } from 'zod';
 import type { HttpMethod, RouteAuth, RouteDef } from '../../core/http/route.ts';
 import type { Logger } from '../../core/logger.ts';
-import { AUTH_SECURITY, errorEnvelopeSchema, errorResponse, errorResponseName, graphqlOperation, headerRef, validationIssueSchema } from './components.ts';
-import { SchemaConverter, isRecord } from './json-schema.ts';
+import { AUTH_SECURITY, bulkItemErrorSchema, errorEnvelopeSchema, errorResponse, errorResponseName, graphqlOperation, headerRef, validationIssueSchema } from './components.ts';
+import { SchemaConverter, isRecord, schemaRef } from './json-schema.ts';
 
 /** A JSON Schema (2020-12) object, as OpenAPI 3.1 embeds it. */
 export type JsonSchema = oas31.SchemaObject;
@@ -150,7 +150,7 @@ class DocumentBuilder {
       tags: [],
       paths: {},
       components: {
-        schemas: { ErrorEnvelope: errorEnvelopeSchema(), ValidationIssue: validationIssueSchema() },
+        schemas: { ErrorEnvelope: errorEnvelopeSchema(), ValidationIssue: validationIssueSchema(), BulkItemError: bulkItemErrorSchema() },
         responses: {},
         parameters: {
           TenantId: {
@@ -320,13 +320,10 @@ class DocumentBuilder {
 
     const success: ResponseObject = { description: STATUS_CODES[status] ?? 'Success', headers };
     if (status !== 204 && status !== 304) {
-      const mediaTypes = this.opts.successMediaTypes?.[where] ?? ['application/json'];
-      const schema: JsonSchema | Reference = route.response
-        ? this.schemas.convert(route.response, 'output', where, `${base}Response`)
-        : mediaTypes.some((m) => m.includes('json'))
-          ? { type: 'object' }
-          : { type: 'string' };
-      success.content = Object.fromEntries(mediaTypes.map((m) => [m, { schema }]));
+      const mediaTypes = this.opts.successMediaTypes?.[where] ?? route.docs?.mediaTypes ?? ['application/json'];
+      const schema = route.response ? this.schemas.convert(route.response, 'output', where, `${base}Response`) : undefined;
+      const fallback = (m: string): JsonSchema => (m.includes('json') ? { type: 'object' } : { type: 'string' });
+      success.content = Object.fromEntries(mediaTypes.map((m) => [m, { schema: schema ?? fallback(m) }]));
     }
 
     const errors = new Set<number>([400, 422, 500]);
@@ -337,16 +334,30 @@ class DocumentBuilder {
     }
     if (route.features?.length) errors.add(403);
     if (route.body ?? route.docs?.body) errors.add(413);
-    for (const s of route.docs?.errors ?? []) {
+    const own = route.docs?.responses ?? {};
+    for (const s of [...(route.docs?.errors ?? []), ...Object.keys(own).map(Number)]) {
       if (Number.isInteger(s) && s >= 400 && s <= 599) errors.add(s);
       else this.warn({ route: where, status: s }, 'docs.errors lists a status that is not an error status; ignored');
     }
 
     const out: Record<string, ResponseObject | Reference> = { [String(status)]: success };
     for (const s of [...errors].sort((a, b) => a - b)) {
-      out[String(s)] = s === 403 && route.features?.length ? this.featureForbidden(route.features) : this.errorResponseRef(s);
+      const body = own[s];
+      out[String(s)] = body
+        ? this.ownErrorResponse(body, s, where, base)
+        : s === 403 && route.features?.length ? this.featureForbidden(route.features) : this.errorResponseRef(s);
     }
     return out;
+  }
+
+  /** An error status the route answers with its own body (`docs.responses`), or the envelope when something else failed. */
+  private ownErrorResponse(body: { description: string; schema: z.ZodType }, status: number, where: string, base: string): ResponseObject {
+    const schema = this.schemas.convert(body.schema, 'output', where, `${base}${status}`);
+    return {
+      description: `${body.description} Any other failure: the error envelope.`,
+      headers: { 'X-Request-Id': headerRef('X-Request-Id') },
+      content: { 'application/json': { schema: { anyOf: [schema, schemaRef('ErrorEnvelope')] } } },
+    };
   }
 
   /** 403 of a feature-guarded route: the shared one plus the feature names. */

@@ -4,7 +4,7 @@ import type { Actor } from '../../core/context.ts';
 // Types only: the declaration merging that gives `services.get('webhooks')` its type.
 import type {} from '../webhooks/index.ts';
 import { ledgerModel, payoutModel, paymentSchema, refundModel } from './model.ts';
-import { createPaymentInput, updatePaymentInput } from './schemas.ts';
+import { createPaymentInput, paymentResponses, updatePaymentInput } from './schemas.ts';
 import { ledgerRoutes, paymentRoutes, payoutRoutes } from './routes.ts';
 import { PaymentsService, type PaymentsApi, type PaymentView } from './service.ts';
 import { LedgerService } from './ledger.ts';
@@ -71,7 +71,7 @@ export const paymentsPlugin = definePlugin({
       gdpr_fields: ['user_name'],
       subject_field: 'user_id',
       input: { create: createPaymentInput(() => svc.providers()), update: updatePaymentInput },
-      routes: paymentRoutes(svc),
+      routes: paymentRoutes(svc, paymentResponses(() => services.get('resources').documentSchema('payments'))),
     });
     const payouts = new PayoutsService({ model: payoutModel(db), payments: resource, hooks, tenancy }, {
       feePercent: config.PAYOUT_FEE_PERCENT, autoApproveThreshold: config.PAYOUT_AUTO_APPROVE_THRESHOLD,

@@ -2,7 +2,8 @@
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
 import { currencyDigits, fromMinor, toMinor } from './money.ts';
-import { PAYOUT_STATUSES } from './model.ts';
+import { LEDGER_ACCOUNTS, PAYOUT_STATUSES, REFUND_STATUSES } from './model.ts';
+import { pageSchema } from '../../core/page.ts';
 
 /** A decimal amount: a string such as `"12.50"` or a JSON number. */
 export const amountInput = z.union([z.string(), z.number()]).describe('Decimal amount: a string such as "12.50" (preferred) or a JSON number');
@@ -114,3 +115,46 @@ export const settleParams = z
   })
   .strict();
 export type SettleParams = z.output<typeof settleParams>;
+
+// Response schemas (OpenAPI documentation of what the routes answer). Amounts are decimal strings.
+const decimal = z.string().describe('Decimal amount, e.g. "12.50"');
+
+/**
+ * Answers holding a payment: the resources plugin's own `Payment` schema, read when the document
+ * is generated (the resource is registered after its routes are declared).
+ */
+export function paymentResponses(paymentSchema: () => z.ZodType) {
+  const payment = z.lazy(paymentSchema);
+  return { payment, processed: z.object({ payment, provider_data: z.record(z.string(), z.unknown()) }) };
+}
+
+/** A refund attempt of a payment. */
+export const refundResponse = z.object({
+  id: z.string(), payment_id: z.string(), amount: decimal, currency: z.string(), reason: z.string().nullable(), status: z.enum(REFUND_STATUSES),
+  provider_refund_id: z.string().nullable(), error: z.string().nullable(), created_at: z.date(), updated_at: z.date(),
+});
+export const refundsResponse = z.object({ items: z.array(refundResponse) });
+
+/** A payout batch. */
+export const payoutResponse = z
+  .object({
+    id: z.string(), recipient_type: z.enum(['tenant', 'partner']), recipient_id: z.string(), tenant_id: z.string().nullable(),
+    gross_amount: decimal, fee_amount: decimal, net_amount: decimal, currency: z.string(), period_start: z.date(), period_end: z.date(),
+    status: z.enum(PAYOUT_STATUSES), payment_count: z.number().int(), payment_ids: z.array(z.string()), bank_reference: z.string().nullable(),
+    paid_at: z.date().nullable(), failure_reason: z.string().nullable(), auto_approved: z.boolean(), created_by: z.string().nullable(),
+    approved_by: z.string().nullable(), approved_at: z.date().nullable(), created_at: z.date(), updated_at: z.date(),
+  })
+  .meta({ id: 'PayoutBatch' });
+export const payoutPageResponse = pageSchema(payoutResponse);
+export const settleResponse = z.object({ period_start: z.date(), period_end: z.date(), batches: z.array(payoutResponse), payment_count: z.number().int() });
+
+/** A ledger line. */
+const ledgerEntryResponse = z.object({
+  id: z.string(), tenant_id: z.string().nullable(), transaction_id: z.string(), entry_type: z.enum(['capture', 'refund']), payment_id: z.string(),
+  account: z.enum(LEDGER_ACCOUNTS), direction: z.enum(['debit', 'credit']), amount: decimal, currency: z.string(), created_at: z.date(),
+});
+export const ledgerPageResponse = pageSchema(ledgerEntryResponse);
+export const balanceResponse = z.object({
+  items: z.array(z.object({ tenant_id: z.string().nullable(), account: z.enum(LEDGER_ACCOUNTS), currency: z.string(), debit: decimal, credit: decimal, balance: decimal })),
+  balanced: z.boolean(),
+});

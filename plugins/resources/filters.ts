@@ -4,10 +4,9 @@
  * a 400 `BAD_REQUEST`. Called by `parseListArgs` (query.ts).
  */
 import { Types } from 'mongoose';
-import { BadRequestError } from '../../core/errors.ts';
 import type { Filter } from '../../core/identity/guards.ts';
 import type { ListArgs } from './params.ts';
-import { RESERVED_PARAMS } from './params.ts';
+import { QueryParamError, RESERVED_PARAMS } from './params.ts';
 import type { QueryLimits, ResourceQueryInfo } from './query.ts';
 import { checkRegex, escapeRegex } from './regex.ts';
 import { HEX24, checkPath, isSafePath } from './where.ts';
@@ -67,7 +66,7 @@ function coerce(raw: string): unknown {
 export function buildParamFilter(params: Record<string, unknown>, resource: ResourceQueryInfo, lim: QueryLimits): Filter {
   const byField = new Map<string, { eq?: { value: unknown }; ops: Filter }>();
   for (const [key, raw] of Object.entries(params)) {
-    if (RESERVED_PARAMS.has(key)) throw new BadRequestError(`'${key}' is a list parameter, not a filter`, { param: key });
+    if (RESERVED_PARAMS.has(key)) throw new QueryParamError(`'${key}' is a list parameter, not a filter`, key);
     let field = key;
     let op: string | null = null;
     // A key that is itself a field is an equality filter even if it contains `__`.
@@ -78,7 +77,7 @@ export function buildParamFilter(params: Record<string, unknown>, resource: Reso
         op = key.slice(idx + 2);
       }
       checkPath(field, resource, key, `Unknown filter field '${field}'`);
-      if (op !== null && !SUFFIX_OPS.has(op)) throw new BadRequestError(`Unknown filter operator '${op}'`, { param: key });
+      if (op !== null && !SUFFIX_OPS.has(op)) throw new QueryParamError(`Unknown filter operator '${op}'`, key);
     }
     let entry = byField.get(field);
     if (!entry) {
@@ -94,14 +93,14 @@ export function buildParamFilter(params: Record<string, unknown>, resource: Reso
       case 'nin': {
         const items = Array.isArray(raw) ? raw.flatMap((v) => (typeof v === 'string' ? splitList(v) : [v])) : splitList(textOf(raw));
         if (items.length > lim.maxInItems) {
-          throw new BadRequestError(`${op} accepts at most ${lim.maxInItems} values`, { param: key });
+          throw new QueryParamError(`${op} accepts at most ${lim.maxInItems} values`, key);
         }
         entry.ops[`$${op}`] = items.map(operand);
         break;
       }
       case 'exists': {
         const text = textOf(raw);
-        if (text !== 'true' && text !== 'false') throw new BadRequestError('exists must be true or false', { param: key });
+        if (text !== 'true' && text !== 'false') throw new QueryParamError('exists must be true or false', key);
         entry.ops.$exists = text === 'true';
         break;
       }
@@ -130,9 +129,9 @@ export function buildTagClauses(args: ListArgs, resource: ResourceQueryInfo, lim
     const param = `tags__${op}`;
     const raw = args[`tags_${op}`];
     if (!given(raw)) continue;
-    if (!resource.hasTags) throw new BadRequestError(`Tag filters are not supported by ${resource.name}`, { param });
+    if (!resource.hasTags) throw new QueryParamError(`Tag filters are not supported by ${resource.name}`, param);
     const tags = listOf(raw);
-    if (tags.length > lim.maxInItems) throw new BadRequestError(`${param} accepts at most ${lim.maxInItems} tags`, { param });
+    if (tags.length > lim.maxInItems) throw new QueryParamError(`${param} accepts at most ${lim.maxInItems} tags`, param);
     clauses.push({ tags: { [`$${op}`]: tags } });
   }
   return clauses;
@@ -140,11 +139,38 @@ export function buildTagClauses(args: ListArgs, resource: ResourceQueryInfo, lim
 
 export function buildSearchClauses(raw: string, resource: ResourceQueryInfo, lim: QueryLimits): Filter[] {
   if (resource.searchableFields.length === 0) {
-    throw new BadRequestError('Search is not enabled for this resource', { param: 'q' });
+    throw new QueryParamError('Search is not enabled for this resource', 'q');
   }
-  if (raw.length > lim.maxQLength) throw new BadRequestError(`q must be at most ${lim.maxQLength} characters`, { param: 'q' });
+  if (raw.length > lim.maxQLength) throw new QueryParamError(`q must be at most ${lim.maxQLength} characters`, 'q');
   const words = raw.trim().split(/\s+/).filter((w) => w.length > 0);
   return words.map((word) => ({
     $or: resource.searchableFields.map((f) => ({ [f]: { $regex: `(^|\\s)${escapeRegex(word)}`, $options: 'i' } })),
   }));
+}
+/**
+ * A filter value the field's type cannot hold, found by the database driver when the query runs
+ * (`amount__gte=abc` on a number), as the 400 naming its parameter (`where` when no field filter
+ * holds it); any other error is returned unchanged.
+ */
+export function nameCastParam(err: unknown, filters: Readonly<Record<string, unknown>>): unknown {
+  if (!err || typeof err !== 'object') return err;
+  const e = err as { name?: string; path?: unknown; value?: unknown; kind?: unknown; message?: string };
+  const keys = Object.keys(filters).filter((k) => !RESERVED_PARAMS.has(k));
+  if (e.name === 'CastError' && typeof e.path === 'string') {
+    const field = e.path;
+    const value = String(e.value);
+    const ofField = keys.filter((k) => k === field || k.startsWith(`${field}__`));
+    const holding = ofField.filter((k) => textOf(filters[k]).split(',').map((s) => s.trim()).includes(value));
+    const param = holding[0] ?? ofField[0] ?? 'where';
+    const kind = typeof e.kind === 'string' ? e.kind.toLowerCase() : 'value';
+    return new QueryParamError(`'${value}' is not a valid ${kind} for field '${field}'`, param, 'cast_error');
+  }
+  // Query casting of an operator the field type lacks (`budget__regex=1` on a number; `__regex`
+  // also sets `$options`, which is the one the driver names).
+  const m = (e.name === 'MongooseError' || e.name === 'Error') && /^Can't use \$(\w+)/.exec(e.message ?? '');
+  if (!m) return err;
+  const op = m[1] === 'options' ? 'regex' : m[1]!;
+  const key = keys.find((k) => k.endsWith(`__${op}`));
+  if (!key) return new QueryParamError(e.message!, 'where', 'invalid_operator');
+  return new QueryParamError(`Operator '${op}' cannot be used on field '${key.slice(0, -op.length - 2)}'`, key, 'invalid_operator');
 }

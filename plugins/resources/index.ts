@@ -6,6 +6,7 @@ import { defineResource, type ResourceDefinition, type ResourceOptions } from '.
 import { ResourceRegistry, type PurgeResult } from './registry.ts';
 import { resourceRoutes } from './rest.ts';
 import { resourceEventTypes } from './events.ts';
+import { adminSchemaResponse, responseSchemas } from './output.ts';
 import { resourceGraphQL } from './graphql.ts';
 import { sampleResources } from './sample-resources.ts';
 import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
@@ -33,6 +34,13 @@ export interface ResourcesApi {
    * @example await services.get('resources').purgeSoftDeleted(systemActor(tenantId), 30)
    */
   purgeSoftDeleted(actor: Actor, days?: number): Promise<PurgeResult>;
+  /**
+   * The zod schema of a registered resource's document as its REST routes answer it (OpenAPI
+   * component `<GraphQL name>`), for a plugin's own routes that answer one (`response`). Wrap it
+   * in `z.lazy` when the routes are declared before the resource is registered.
+   * @throws Error for an unknown resource
+   */
+  documentSchema(name: string): z.ZodType;
 }
 
 declare module '../../core/services.ts' {
@@ -64,6 +72,11 @@ export const resourcesPlugin = definePlugin({
       get: (name) => registry.get(name),
       list: () => registry.list(),
       purgeSoftDeleted: (actor, days) => registry.purgeSoftDeleted(actor, days),
+      documentSchema: (name) => {
+        const svc = registry.get(name);
+        if (!svc) throw new Error(`No resource "${name}" is registered`);
+        return responseSchemas(svc.def).document;
+      },
     });
 
     return {
@@ -72,6 +85,7 @@ export const resourcesPlugin = definePlugin({
         return [
           defineRoute({
             method: 'GET', path: '/admin/schema', auth: 'admin', tags: ['admin'], summary: 'Every registered resource: fields, search, sort, paging, bulk, guards, cascade, personal data',
+            response: adminSchemaResponse,
             handler: () => registry.describe(),
           }),
           ...registry.list().flatMap(resourceRoutes),

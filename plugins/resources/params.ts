@@ -59,7 +59,7 @@ export interface ListParam {
 /** Every list parameter, in the order of the REST documentation. */
 export const LIST_PARAMS: readonly ListParam[] = [
   { name: 'page', arg: 'page', kind: 'int', doc: 'Offset mode page number (>= 1), default 1', graphqlOrder: 9 },
-  { name: 'per_page', arg: 'per_page', kind: 'int', doc: 'Offset mode page size; above the resource max_page_size is a 422', graphqlOrder: 10 },
+  { name: 'per_page', arg: 'per_page', kind: 'int', doc: 'Offset mode page size; above the resource max_page_size is a 400', graphqlOrder: 10 },
   { name: 'cursor', arg: 'cursor', kind: 'text', doc: 'Opaque signed cursor; selects cursor mode', graphqlOrder: 12 },
   { name: 'limit', arg: 'limit', kind: 'int', doc: 'Cursor mode page size (default 25, max 100); without `page` selects cursor mode', graphqlOrder: 11 },
   { name: 'direction', arg: 'direction', kind: 'text', doc: '`next` (default) or `prev`', graphqlOrder: 13 },
@@ -87,13 +87,18 @@ const BY_NAME = new Map(LIST_PARAMS.map((p) => [p.name, p]));
 
 const optionalText = (doc: string) => z.string().optional().describe(doc);
 
+/** JSON Schema type of each kind, as the parameter is documented (the query string carries text). */
+const DOC_TYPE: Record<ListParamKind, { type: 'integer' | 'boolean' | 'string'; minimum?: number }> = {
+  int: { type: 'integer', minimum: 1 }, boolean: { type: 'boolean' }, text: { type: 'string' }, list: { type: 'string' }, json: { type: 'string' },
+};
+
 /**
- * The REST list query: every parameter a single string, any other name a field filter. It
- * documents the parameters and rejects a repeated list parameter (422); {@link readListQuery} and
- * `parseListArgs` do the real checking (400/422).
+ * The REST list query, any other name a field filter. It only documents the parameters (typed by
+ * their kind): the route accepts any value, and {@link readListQuery} and `parseListArgs` do the
+ * checking, so every mistake in a list parameter (a repeated one included) is one 400.
  */
 export const listQuerySchema = z
-  .object(Object.fromEntries(LIST_PARAMS.map((p) => [p.name, optionalText(p.doc)])))
+  .object(Object.fromEntries(LIST_PARAMS.map((p) => [p.name, z.any().meta({ ...DOC_TYPE[p.kind], description: p.doc }).optional()])))
   .catchall(z.union([z.string(), z.array(z.string())]).describe('`<field>` equality or `<field>__<op>` (gt gte lt lte ne in nin exists regex)'));
 
 /** The parameters of a get-one read. */
@@ -102,9 +107,22 @@ export const getOneQuerySchema = z.object({ fields: optionalText('Projection'), 
 const POSITIVE_INT = /^\d+$/;
 
 /**
+ * A malformed list parameter: 400 `BAD_REQUEST`, whatever the mistake (a bad value, a value over
+ * a limit, an unknown field or operator, a value the field's type cannot hold, a repeated
+ * parameter). `details.param` names the parameter, and `details.errors` says the same in the
+ * shape of a 422 (`loc: ['query', <parameter>]`), so a client reads every input error one way.
+ * GraphQL arguments report the REST parameter name (`tags__in` for `tags_in`).
+ */
+export class QueryParamError extends BadRequestError {
+  constructor(message: string, param: string, type = 'invalid_parameter') {
+    super(message, { param, errors: [{ loc: ['query', param], msg: message, type }] });
+  }
+}
+
+/**
  * Reads a REST query string into {@link ListArgs}: list parameters by their kind, every other name
  * into `filter`.
- * @throws BadRequestError for a repeated or malformed parameter
+ * @throws QueryParamError for a repeated or malformed parameter
  */
 export function readListQuery(query: RawQuery): ListArgs {
   const args: ListArgs = {};
@@ -113,8 +131,8 @@ export function readListQuery(query: RawQuery): ListArgs {
   for (const key of Object.keys(query)) {
     const value = query[key];
     if (value === undefined) continue;
-    if (Array.isArray(value)) throw new BadRequestError(`Query parameter '${key}' given more than once`, { param: key });
-    if (typeof value !== 'string') throw new BadRequestError(`Query parameter '${key}' is malformed`, { param: key });
+    if (Array.isArray(value)) throw new QueryParamError(`Query parameter '${key}' given more than once`, key);
+    if (typeof value !== 'string') throw new QueryParamError(`Query parameter '${key}' is malformed`, key);
     const param = BY_NAME.get(key);
     if (!param) filter[key] = value;
     else if (param.kind === 'int') (args as Record<string, unknown>)[param.arg] = POSITIVE_INT.test(value) ? Number(value) : NaN;
@@ -128,5 +146,5 @@ export function readListQuery(query: RawQuery): ListArgs {
 function readBoolean(value: string, name: string): boolean {
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
-  throw new BadRequestError(`${name} must be true, false, 1 or 0`, { param: name });
+  throw new QueryParamError(`${name} must be true, false, 1 or 0`, name);
 }

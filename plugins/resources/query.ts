@@ -1,17 +1,16 @@
 /**
  * Checking of list parameters (filters, sort, projection, populate, pagination). Pure: turns list
  * arguments into a {@link ParsedListQuery} whose `filter` is safe to hand to MongoDB, or throws an
- * `AppError` (400 `BAD_REQUEST`, or 422 `VALIDATION_ERROR` for `per_page` above the resource
- * ceiling). It never throws anything else for any input.
+ * `QueryParamError` (400 `BAD_REQUEST` naming the parameter). It never throws anything else for
+ * any input.
  *
  * Two entry points feed one core: {@link parseListArgs} takes structured arguments (GraphQL),
  * {@link parseListQuery} reads a REST query string into the same structure first.
  */
 import { z } from 'zod';
-import { BadRequestError, ValidationError } from '../../core/errors.ts';
 import type { Filter } from '../../core/identity/guards.ts';
 import { buildParamFilter, buildSearchClauses, buildTagClauses, given, listOf, splitList } from './filters.ts';
-import { readListQuery, type ListArgs, type RawQuery } from './params.ts';
+import { QueryParamError, readListQuery, type ListArgs, type RawQuery } from './params.ts';
 import { checkPath, isPlainObject, validateWhere } from './where.ts';
 
 export type { ListArgs, RawQuery } from './params.ts';
@@ -74,7 +73,7 @@ export interface ResourceQueryInfo {
   defaultSort: string;
   /** `per_page` when absent (typically 25). */
   defaultPageSize: number;
-  /** Ceiling of `per_page` (typically 100); above it is a 422. */
+  /** Ceiling of `per_page` (typically 100); above it is a 400. */
   maxPageSize: number;
   /** The model has a `tags` array field, enabling `tags__in`, `tags__all`, `tags__nin`. */
   hasTags: boolean;
@@ -119,8 +118,8 @@ export interface ParsedListQuery {
  * empty items dropped; an empty `cursor=` selects cursor mode on its first page; `q` on a resource
  * without search fields is a 400 even when empty.
  *
- * @throws BadRequestError (400) for any malformed parameter; ValidationError (422) for `per_page`
- *   above `resource.maxPageSize`.
+ * @throws QueryParamError (400) for any malformed parameter, `per_page` above
+ *   `resource.maxPageSize` included.
  */
 export function parseListQuery(query: RawQuery, resource: ResourceQueryInfo, limits?: Partial<QueryLimits>): ParsedListQuery {
   return parseListArgs(readListQuery(query), resource, limits);
@@ -132,27 +131,25 @@ export function parseListQuery(query: RawQuery, resource: ResourceQueryInfo, lim
  * trimmed and may be comma-separated, filter values follow the query-string coercion when they are
  * strings and keep their JSON type otherwise.
  *
- * @throws BadRequestError (400) for any malformed argument; ValidationError (422) for `per_page`
- *   above `resource.maxPageSize`.
+ * @throws QueryParamError (400) for any malformed argument, `per_page` above
+ *   `resource.maxPageSize` included.
  */
 export function parseListArgs(args: ListArgs, resource: ResourceQueryInfo, limits?: Partial<QueryLimits>): ParsedListQuery {
   const lim: QueryLimits = { ...DEFAULT_QUERY_LIMITS, ...limits };
   const page = given(args.page) ? positiveInt(args.page, 'page') : 1;
   const perPage = given(args.per_page) ? positiveInt(args.per_page, 'per_page') : resource.defaultPageSize;
   if (perPage > resource.maxPageSize) {
-    throw new ValidationError([
-      { loc: ['query', 'per_page'], msg: `per_page must be at most ${resource.maxPageSize}`, type: 'too_big' },
-    ]);
+    throw new QueryParamError(`per_page must be at most ${resource.maxPageSize}`, 'per_page', 'too_big');
   }
   const limit = given(args.limit) ? positiveInt(args.limit, 'limit') : Math.min(lim.defaultLimit, lim.maxLimit);
-  if (limit > lim.maxLimit) throw new BadRequestError(`limit must be at most ${lim.maxLimit}`, { param: 'limit' });
+  if (limit > lim.maxLimit) throw new QueryParamError(`limit must be at most ${lim.maxLimit}`, 'limit', 'too_big');
 
   const mode: ParsedListQuery['mode'] = given(args.cursor) || (given(args.limit) && !given(args.page)) ? 'cursor' : 'offset';
   const cursor = args.cursor || null;
 
   const direction = args.direction ?? 'next';
   if (direction !== 'next' && direction !== 'prev') {
-    throw new BadRequestError("direction must be 'next' or 'prev'", { param: 'direction' });
+    throw new QueryParamError("direction must be 'next' or 'prev'", 'direction');
   }
   const includeDeleted = args.include_deleted === true;
 
@@ -163,7 +160,7 @@ export function parseListArgs(args: ListArgs, resource: ResourceQueryInfo, limit
   let where: Filter = {};
   if (given(args.where)) where = validateWhere(typeof args.where === 'string' ? parseWhereText(args.where, lim) : args.where, resource, lim);
 
-  if (given(args.filter) && !isPlainObject(args.filter)) throw new BadRequestError('filter must be an object', { param: 'filter' });
+  if (given(args.filter) && !isPlainObject(args.filter)) throw new QueryParamError('filter must be an object', 'filter');
   const paramFilter = buildParamFilter(args.filter ?? {}, resource, lim);
   const tagClauses = buildTagClauses(args, resource, lim);
   const searchClauses = given(args.q) ? buildSearchClauses(args.q, resource, lim) : [];
@@ -189,12 +186,12 @@ export function parseListArgs(args: ListArgs, resource: ResourceQueryInfo, limit
 /** `where` given as JSON text (REST, or a GraphQL string argument). */
 function parseWhereText(raw: string, lim: QueryLimits): unknown {
   if (raw.length > lim.maxWhereBytes) {
-    throw new BadRequestError(`where must be at most ${lim.maxWhereBytes} characters`, { param: 'where' });
+    throw new QueryParamError(`where must be at most ${lim.maxWhereBytes} characters`, 'where');
   }
   try {
     return JSON.parse(raw);
   } catch {
-    throw new BadRequestError('where is not valid JSON', { param: 'where' });
+    throw new QueryParamError('where is not valid JSON', 'where');
   }
 }
 
@@ -222,15 +219,15 @@ function sortFrom(expr: string, resource: ResourceQueryInfo, isDefault: boolean)
       field = item.slice(1).trim();
     }
     checkPath(field, resource, 'sort', `Unknown sort field '${field}'`);
-    if (resource.isSortable && !resource.isSortable(field)) throw new BadRequestError(`Cannot sort on '${field}': it is not a single-valued field`, { param: 'sort' });
-    if (seen.has(field)) throw new BadRequestError(`Sort field '${field}' given more than once`, { param: 'sort' });
+    if (resource.isSortable && !resource.isSortable(field)) throw new QueryParamError(`Cannot sort on '${field}': it is not a single-valued field`, 'sort');
+    if (seen.has(field)) throw new QueryParamError(`Sort field '${field}' given more than once`, 'sort');
     seen.add(field);
     spec.push([field, dir]);
   }
   if (spec.length === 0) {
     // A resource configured without a default sort still gets a stable order.
     if (isDefault) return [['_id', 1]];
-    throw new BadRequestError('sort must name at least one field', { param: 'sort' });
+    throw new QueryParamError('sort must name at least one field', 'sort');
   }
   if (!seen.has('_id')) spec.push(['_id', spec[spec.length - 1]![1]]);
   return spec;
@@ -240,12 +237,12 @@ function sortFrom(expr: string, resource: ResourceQueryInfo, isDefault: boolean)
 // Arguments
 
 function positiveInt(n: number, param: string): number {
-  if (!Number.isSafeInteger(n) || n < 1) throw new BadRequestError(`${param} must be an integer >= 1`, { param });
+  if (!Number.isSafeInteger(n) || n < 1) throw new QueryParamError(`${param} must be an integer >= 1`, param);
   return n;
 }
 
 function parseFields(items: string[], resource: ResourceQueryInfo): string[] {
-  if (items.length === 0) throw new BadRequestError('fields must name at least one field', { param: 'fields' });
+  if (items.length === 0) throw new QueryParamError('fields must name at least one field', 'fields');
   for (const f of items) checkPath(f, resource, 'fields', `Unknown field '${f}' in fields`);
   const unique = [...new Set(['_id', ...items])];
   // MongoDB rejects a projection naming both a path and one of its sub-paths ("path collision");
@@ -256,10 +253,10 @@ function parseFields(items: string[], resource: ResourceQueryInfo): string[] {
 function parsePopulate(list: string[], resource: ResourceQueryInfo, lim: QueryLimits): string[] {
   const items = [...new Set(list)];
   for (const p of items) {
-    if (!resource.populatable.includes(p)) throw new BadRequestError(`Field '${p}' cannot be populated`, { param: 'populate' });
+    if (!resource.populatable.includes(p)) throw new QueryParamError(`Field '${p}' cannot be populated`, 'populate');
   }
   if (items.length > lim.maxPopulate) {
-    throw new BadRequestError(`populate accepts at most ${lim.maxPopulate} fields`, { param: 'populate' });
+    throw new QueryParamError(`populate accepts at most ${lim.maxPopulate} fields`, 'populate');
   }
   return items;
 }

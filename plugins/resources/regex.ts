@@ -3,7 +3,7 @@
  * database's PCRE2 rejects or reads differently, so a bad pattern is a 400 here rather than a
  * database error (500) later.
  */
-import { BadRequestError } from '../../core/errors.ts';
+import { QueryParamError } from './params.ts';
 
 /** Escape every regular-expression metacharacter so `s` matches literally (JS and PCRE). */
 export function escapeRegex(s: string): string {
@@ -16,21 +16,21 @@ export function escapeRegex(s: string): string {
  */
 export function checkRegex(pattern: string, options: string, maxLength: number, param: string): void {
   if (pattern.length > maxLength) {
-    throw new BadRequestError(`Regular expression longer than ${maxLength} characters`, { param });
+    throw new QueryParamError(`Regular expression longer than ${maxLength} characters`, param);
   }
   // With the `x` option the database ignores white space; JavaScript has no such flag, so the
   // pattern is checked the way the database will read it.
   const effective = options.includes('x') ? stripExtended(pattern) : pattern;
   if (effective === null) {
-    throw new BadRequestError('Invalid regular expression: # comments and white space after ( are not supported with the x option', { param });
+    throw new QueryParamError('Invalid regular expression: # comments and white space after ( are not supported with the x option', param);
   }
   try {
     new RegExp(effective);
   } catch {
-    throw new BadRequestError('Invalid regular expression', { param });
+    throw new QueryParamError('Invalid regular expression', param);
   }
   const problem = pcreProblem(effective);
-  if (problem !== null) throw new BadRequestError(`Invalid regular expression: ${problem}`, { param });
+  if (problem !== null) throw new QueryParamError(`Invalid regular expression: ${problem}`, param);
 }
 
 const EXTENDED_SPACE = /[ \t\n\v\f\r\u0085\u200e\u200f\u2028\u2029]/;

@@ -7,6 +7,7 @@ import { etagOf } from '../../core/etag.ts';
 import type { BulkItemError, ResourceService } from './service.ts';
 import type { Operation } from './define.ts';
 import { getOneQuerySchema, listQuerySchema, type RawQuery } from './params.ts';
+import { responseSchemas } from './output.ts';
 
 /** Any string: a malformed id is a 404 like an unknown one (the service decides), unlike core's `idParams` (422). */
 const documentPath = z.object({ id: z.string().describe('24-character hex object id') });
@@ -34,13 +35,16 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
   const base = def.path;
   const custom = (op: Operation, fallback: RouteDef['handler']): RouteDef['handler'] => def.handlers[op] ?? fallback;
   const routes: RouteDef[] = [];
+  const schemas = responseSchemas(def);
+  // A replaced handler answers what it likes: its route documents no body.
+  const out = (op: Operation) => (def.handlers[op] ? {} : { response: schemas[op === 'list' ? 'list' : 'document'] });
 
   const offers = (op: Operation) => def.operations.has(op);
   if (def.allow_bulk_create && offers('create')) {
     routes.push(
       defineRoute({
         method: 'POST', path: `${base}/bulk`, tags, features, status: 201,
-        summary: `Create up to ${def.max_bulk_size} ${def.name}: 201 all created, 207 some, 422 none`,
+        summary: `Create up to ${def.max_bulk_size} documents in ${def.name}: 201 all created, 207 some, 422 none`, response: schemas.bulkCreate,
         body: z.object({ items: z.array(z.unknown()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [422] },
         async handler({ actor, body, ctx }) {
@@ -66,7 +70,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
     routes.push(
       defineRoute({
         method: 'DELETE', path: `${base}/bulk`, tags, features,
-        summary: `Soft-delete up to ${def.max_bulk_size} ${def.name}, each with its ETag: 200 all, 207 some, 409 none`,
+        summary: `Soft-delete up to ${def.max_bulk_size} documents in ${def.name}, each with its ETag: 200 all, 207 some, 409 none`, response: schemas.bulkDelete,
         body: z.object({ items: z.array(z.object({ id: objectId, etag: z.string().min(1) }).strict()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [409] },
         async handler({ actor, body, ctx }) {
@@ -84,7 +88,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
 
   const generated: [Operation, RouteDef][] = [
     ['list', defineRoute({
-      method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema,
+      method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema, ...out('list'),
       docs: { responseHeaders: { 'X-Total-Count': 'Offset mode: matching rows', 'X-Page': 'Offset mode: page', 'X-Per-Page': 'Offset mode: page size', 'X-Total-Pages': 'Offset mode: pages' } },
       handler: custom('list', async ({ actor, query, ctx }) => {
         const res = await svc.list(actor!, queryOf(query));
@@ -94,7 +98,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['get', defineRoute({
-      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one ${def.name} document`, params: documentPath, query: getOneQuerySchema,
+      method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one document of ${def.name}`, params: documentPath, query: getOneQuerySchema, ...out('get'),
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ actor, params, query, ctx }) => {
         const { doc, etag } = await svc.getOne(actor!, idOf(params), queryOf(query));
@@ -103,7 +107,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['create', defineRoute({
-      method: 'POST', path: base, tags, features, status: 201, summary: `Create a ${def.name} document`,
+      method: 'POST', path: base, tags, features, status: 201, summary: `Create a document in ${def.name}`, ...out('create'),
       docs: { body: def.inputs.create, responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
       handler: custom('create', async ({ actor, ctx }) => {
         const doc = await svc.create(actor!, ctx.request.body);
@@ -113,7 +117,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['update', defineRoute({
-      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a ${def.name} document`, params: documentPath,
+      method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a document of ${def.name}`, params: documentPath, ...out('update'),
       docs: { body: def.inputs.update, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ actor, params, ctx }) => {
         const doc = await svc.update(actor!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
@@ -122,7 +126,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['replace', defineRoute({
-      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a ${def.name} document`, params: documentPath,
+      method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a document of ${def.name}`, params: documentPath, ...out('replace'),
       docs: { body: def.inputs.replace, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ actor, params, ctx }) => {
         const doc = await svc.update(actor!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);
@@ -131,7 +135,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['delete', defineRoute({
-      method: 'DELETE', path: `${base}/:id`, tags, features, status: 204, summary: `Soft-delete a ${def.name} document (204)`, params: documentPath,
+      method: 'DELETE', path: `${base}/:id`, tags, features, status: 204, summary: `Soft-delete a document of ${def.name} (204)`, params: documentPath,
       docs: { headers: ifMatch, errors: [404, 412, 422, 428] },
       handler: custom('delete', async ({ actor, params, ctx }) => {
         await svc.remove(actor!, idOf(params), ctx.get('If-Match'));
@@ -139,7 +143,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['delete', defineRoute({
-      method: 'POST', path: `${base}/:id/restore`, tags, features, summary: `Restore a soft-deleted ${def.name} document (administrators)`, params: documentPath,
+      method: 'POST', path: `${base}/:id/restore`, tags, features, summary: `Restore a soft-deleted document of ${def.name} (administrators)`, params: documentPath, response: schemas.document,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [403, 404, 409, 412, 428] },
       async handler({ actor, params, ctx }) {
         const doc = await svc.restore(actor!, idOf(params), ctx.get('If-Match'));

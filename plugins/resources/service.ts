@@ -14,6 +14,7 @@ import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, typ
 import { cursorFilter, decodeCursor, encodeCursor, querySort } from '../../core/cursor.ts';
 import type { ResourceDefinition } from './define.ts';
 import { isSystemField } from './fields.ts';
+import { nameCastParam } from './filters.ts';
 import { applyCascade, checkCascadeDeny } from './cascade.ts';
 import { checkReferences, checkWritable, fillGuardedFields } from './write-checks.ts';
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
@@ -148,12 +149,12 @@ export class ResourceService {
 
   /** Lists with REST parameters (a query string). */
   async list(actor: Actor, raw: RawQuery, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
-    return this.listParsed(actor, this.parse(raw), opts);
+    return this.listParsed(actor, this.parse(raw), opts).catch((err: unknown) => Promise.reject(nameCastParam(err, raw)));
   }
 
   /** Lists with structured arguments (GraphQL); same rules and errors as {@link list}. */
   async listArgs(actor: Actor, args: ListArgs, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
-    return this.listParsed(actor, parseListArgs(args, this.queryInfo, this.deps.limits), opts);
+    return this.listParsed(actor, parseListArgs(args, this.queryInfo, this.deps.limits), opts).catch((err: unknown) => Promise.reject(nameCastParam(err, args.filter ?? {})));
   }
 
   /**

@@ -3,10 +3,10 @@
  * size limits, returning a sanitized copy that is safe to hand to MongoDB.
  */
 import { Types } from 'mongoose';
-import { BadRequestError } from '../../core/errors.ts';
 import type { Filter } from '../../core/identity/guards.ts';
 import type { QueryLimits, ResourceQueryInfo } from './query.ts';
 import { checkRegex } from './regex.ts';
+import { QueryParamError } from './params.ts';
 
 /** Every operator accepted inside `where`, at any depth. */
 export const WHERE_OPERATORS: readonly string[] = Object.freeze([
@@ -70,7 +70,7 @@ const REGEX_OPTIONS = /^[imsx]*$/;
  * @throws BadRequestError (400) for anything outside the grammar or the limits.
  */
 export function validateWhere(value: unknown, resource: ResourceQueryInfo, limits: QueryLimits): Record<string, unknown> {
-  if (!isPlainObject(value)) throw new BadRequestError('where must be a JSON object', { param: 'where' });
+  if (!isPlainObject(value)) throw new QueryParamError('where must be a JSON object', 'where');
   const counter = { nodes: 0 };
   checkStructure(value, 1, limits, counter);
   let json: string | undefined;
@@ -80,7 +80,7 @@ export function validateWhere(value: unknown, resource: ResourceQueryInfo, limit
     json = undefined;
   }
   if (json === undefined || json.length > limits.maxWhereBytes) {
-    throw new BadRequestError(`where must be at most ${limits.maxWhereBytes} characters of JSON`, { param: 'where' });
+    throw new QueryParamError(`where must be at most ${limits.maxWhereBytes} characters of JSON`, 'where');
   }
   return new WhereWalker(resource, limits).filter(value, '');
 }
@@ -90,7 +90,7 @@ export function validateWhere(value: unknown, resource: ResourceQueryInfo, limit
  * (`$`) segment, no prototype keys, and the resource must expose it.
  */
 export function checkPath(path: string, resource: ResourceQueryInfo, param: string, message: string): void {
-  if (!isSafePath(path) || !resource.isFilterable(path)) throw new BadRequestError(message, { param });
+  if (!isSafePath(path) || !resource.isFilterable(path)) throw new QueryParamError(message, param);
 }
 
 export function isSafePath(path: string): boolean {
@@ -112,7 +112,7 @@ function isScalar(v: unknown): v is string | number | boolean | null {
 function checkStructure(v: unknown, depth: number, limits: QueryLimits, counter: { nodes: number }): void {
   if (isScalar(v)) return;
   if (depth > limits.maxWhereDepth) {
-    throw new BadRequestError(`where is nested deeper than ${limits.maxWhereDepth} levels`, { param: 'where' });
+    throw new QueryParamError(`where is nested deeper than ${limits.maxWhereDepth} levels`, 'where');
   }
   let children: unknown[];
   if (Array.isArray(v)) {
@@ -120,21 +120,21 @@ function checkStructure(v: unknown, depth: number, limits: QueryLimits, counter:
   } else if (isPlainObject(v)) {
     const keys = Object.keys(v);
     for (const k of keys) {
-      if (FORBIDDEN_KEYS.has(k)) throw new BadRequestError(`Key '${k}' is not allowed in where`, { param: 'where' });
+      if (FORBIDDEN_KEYS.has(k)) throw new QueryParamError(`Key '${k}' is not allowed in where`, 'where');
     }
     children = keys.map((k) => v[k]);
   } else {
-    throw new BadRequestError('where may only contain JSON values', { param: 'where' });
+    throw new QueryParamError('where may only contain JSON values', 'where');
   }
   counter.nodes += children.length;
   if (counter.nodes > limits.maxWhereNodes) {
-    throw new BadRequestError(`where has more than ${limits.maxWhereNodes} keys and array items`, { param: 'where' });
+    throw new QueryParamError(`where has more than ${limits.maxWhereNodes} keys and array items`, 'where');
   }
   for (const c of children) checkStructure(c, depth + 1, limits, counter);
 }
 
-function bad(message: string): BadRequestError {
-  return new BadRequestError(message, { param: 'where' });
+function bad(message: string): QueryParamError {
+  return new QueryParamError(message, 'where');
 }
 
 function isIdPath(path: string): boolean {
@@ -163,7 +163,7 @@ class WhereWalker {
       }
       const path = prefix + key;
       if (!isSafePath(key) || !this.resource.isFilterable(path)) {
-        throw new BadRequestError(`Unknown filter field '${path}'`, { param: 'where' });
+        throw new QueryParamError(`Unknown filter field '${path}'`, 'where');
       }
       out[key] = this.fieldValue(value, path);
     }

@@ -5,7 +5,7 @@ import { defineRoute } from '../../core/http/route.ts';
 import { onHook } from '../../core/hooks.ts';
 import type { AppState } from '../../core/http/middleware.ts';
 import { webauthnModels } from './model.ts';
-import { authenticateBody, authenticateOptionsBody, credentialParams, credentialResponse, registerBody, tokenResponse } from './schemas.ts';
+import { authenticateBody, authenticateOptionsBody, authenticationOptionsResponse, credentialParams, credentialResponse, registerBody, registrationOptionsResponse, tokenResponse } from './schemas.ts';
 import { PASSKEY_CREDENTIAL_KIND, WebAuthnService } from './service.ts';
 import { webauthnGraphql } from './graphql.ts';
 import { DEMO_CSP, DEMO_HTML } from './demo.ts';
@@ -49,7 +49,7 @@ export const webauthnPlugin = definePlugin({
     return {
       routes: [
         defineRoute({
-          method: 'POST', path: '/auth/webauthn/register/options', tags, summary: 'Start passkey registration: creation options with a fresh challenge',
+          method: 'POST', path: '/auth/webauthn/register/options', tags, summary: 'Start passkey registration: creation options with a fresh challenge', response: registrationOptionsResponse,
           handler: ({ actor }) => service.registerOptions(actor!),
         }),
         defineRoute({
@@ -59,7 +59,7 @@ export const webauthnPlugin = definePlugin({
         }),
         defineRoute({
           method: 'POST', path: '/auth/webauthn/authenticate/options', tags, auth: 'public', summary: 'Start passkey login: request options with a fresh challenge',
-          body: authenticateOptionsBody,
+          body: authenticateOptionsBody, response: authenticationOptionsResponse,
           handler: ({ body }) => service.authenticateOptions(body.email),
         }),
         defineRoute({
@@ -82,7 +82,7 @@ export const webauthnPlugin = definePlugin({
         ...(demo
           ? [
               defineRoute({
-                method: 'GET', path: '/auth/webauthn/demo', tags, auth: 'public', summary: 'Passkey demo page (development)',
+                method: 'GET', path: '/auth/webauthn/demo', tags, auth: 'public', summary: 'Passkey demo page (development)', docs: { mediaTypes: ['text/html'] },
                 handler: ({ ctx }) => {
                   ctx.set('Content-Security-Policy', DEMO_CSP);
                   ctx.set('Cache-Control', 'no-store');

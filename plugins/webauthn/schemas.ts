@@ -52,3 +52,24 @@ export const credentialResponse = z.object({
 });
 
 export const tokenResponse = z.object({ token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int() });
+
+/** `POST /auth/webauthn/register/options`: WebAuthn creation options (JSON form; binary values base64url). */
+export const registrationOptionsResponse = z
+  .object({
+    challenge: z.string(),
+    rp: z.object({ id: z.string().optional(), name: z.string() }),
+    user: z.object({ id: z.string(), name: z.string(), displayName: z.string() }),
+    pubKeyCredParams: z.array(z.object({ alg: z.number().int(), type: z.literal('public-key') })),
+    timeout: z.number().int().optional(),
+  })
+  .passthrough();
+
+/** `POST /auth/webauthn/authenticate/options`: WebAuthn request options (JSON form). */
+export const authenticationOptionsResponse = z
+  .object({
+    challenge: z.string(),
+    rpId: z.string().optional(),
+    allowCredentials: z.array(z.object({ id: z.string(), type: z.literal('public-key') }).passthrough()).optional(),
+    timeout: z.number().int().optional(),
+  })
+  .passthrough();

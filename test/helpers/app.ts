@@ -7,6 +7,8 @@ import type { Logger } from '../../core/logger.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import type { JobRunContext, Plugin } from '../../core/plugin.ts';
 import { systemActor } from '../../core/context.ts';
+import { buildOpenApiDocument } from '../../plugins/openapi/service.ts';
+import { ResponseChecker } from './response-check.ts';
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef';
 /** Secrets of test apps (so no test writes `.data/secrets.json`); pass `''` to leave one unset. */
@@ -48,9 +50,11 @@ const commands = () => (recorder ??= commandRecorder(inject('commandsDir'), () =
 
 /**
  * A fresh app on its own database, listening on a free port. The bootstrap admin key `ADMIN_KEY`
- * is set unless `config.ADMIN_API_KEY` says otherwise (pass `''` for none).
+ * is set unless `config.ADMIN_API_KEY` says otherwise (pass `''` for none). With `checkResponses`
+ * every JSON response of `http()`/`gql()` must match the schema the app's OpenAPI document gives it,
+ * or the request throws (response-check.ts); on by default, for the whole suite.
  */
-export async function buildTestApp({ plugins = [], config = {}, logger }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger } = {}): Promise<TestApp> {
+export async function buildTestApp({ plugins = [], config = {}, logger, checkResponses = true }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger; checkResponses?: boolean } = {}): Promise<TestApp> {
   // EVENTS_RELAY_INTERVAL_MS=0: a write answers once its event is in the log, so tests read settled documents and logs.
   const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), EVENTS_RELAY_INTERVAL_MS: '0', ...TEST_SECRETS, ...config });
   const app = await createApp({ config: cfg, plugins, onDatabaseCommand: (e) => commands().onCommand(e, cfg.MULTI_TENANT_ENABLED), ...(logger ? { logger } : {}) });
@@ -58,6 +62,8 @@ export async function buildTestApp({ plugins = [], config = {}, logger }: { plug
   app.koa.middleware.unshift(tagRequests(cfg.ADMIN_API_KEY ?? ADMIN_KEY) as never);
   const port = await app.listen(0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
+  let checker: ResponseChecker | undefined;
+  const checkerOf = () => (checker ??= new ResponseChecker(buildOpenApiDocument(app.kernel.routes(), { info: { title: 'test', version: '0' }, rateLimitEnabled: cfg.RATE_LIMIT_ENABLED })));
 
   const http: TestApp['http'] = async (method, path, opts = {}) => {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
@@ -73,6 +79,7 @@ export async function buildTestApp({ plugins = [], config = {}, logger }: { plug
     const text = await res.text();
     let parsed: unknown = text;
     if ((res.headers.get('content-type') ?? '').includes('json') && text) parsed = JSON.parse(text);
+    if (checkResponses) checkerOf().check(method, path, res.status, res.headers.get('content-type') ?? '', parsed);
     return { status: res.status, headers: res.headers, body: parsed as never };
   };
 

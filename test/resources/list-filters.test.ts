@@ -170,16 +170,32 @@ describe('equality filters: coercion in the spec order (true/false, null/none, i
     ['regex on _id', '/projects', '_id__regex=a'],
     ['where: regex on a date field', '/projects', `where=${encodeURIComponent('{"created_at":{"$regex":"1"}}')}`],
     ['where: $size on a string field', '/projects', `where=${encodeURIComponent('{"name":{"$size":1}}')}`],
-  ])('400 BAD_REQUEST: %s', async (_label, path, search) => {
+  ])('400 BAD_REQUEST naming the parameter: %s', async (_label, path, search) => {
     const res = await t.http('GET', `${path}?${search}`, { key: alice.key });
     expect(res.status).toBe(400);
-    expect(envelope(res).code).toBe('BAD_REQUEST');
+    const e = envelope(res);
+    expect(e.code).toBe('BAD_REQUEST');
+    const param = decodeURIComponent(search.split('=')[0]!);
+    expect(e.details.param).toBe(param);
+    expect(e.details.errors).toEqual([{ loc: ['query', param], msg: e.message, type: expect.any(String) }]);
   });
 
-  it('a list parameter given twice is a 422 from the query schema; `__proto__` is dropped by validation and ignored', async () => {
+  it('a value the field cannot hold is a 400 cast_error naming its parameter, also among several filters on the field', async () => {
+    const res = await t.http('GET', '/projects?budget__lte=5&budget__gte=abc', { key: alice.key });
+    expect(res.status).toBe(400);
+    expect(envelope(res)).toMatchObject({
+      code: 'BAD_REQUEST',
+      message: "'abc' is not a valid number for field 'budget'",
+      details: { param: 'budget__gte', errors: [{ loc: ['query', 'budget__gte'], type: 'cast_error' }] },
+    });
+    const gql = await t.gql('{ projects(filter: {budget__gte: "abc"}) { total } }', undefined, { key: alice.key });
+    expect(gql.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_REQUEST', details: { param: 'budget__gte' } });
+  });
+
+  it('a list parameter given twice is a 400 like any malformed one; `__proto__` is dropped by validation and ignored', async () => {
     const twice = await t.http('GET', '/projects?page=1&page=2', { key: alice.key });
-    expect(twice.status).toBe(422);
-    expect((envelope(twice).details.errors as { loc: unknown[] }[])[0]!.loc).toEqual(['query', 'page']);
+    expect(twice.status).toBe(400);
+    expect(envelope(twice).details).toMatchObject({ param: 'page', errors: [{ loc: ['query', 'page'] }] });
     const all = await t.http('GET', '/projects', { key: alice.key });
     const proto = await t.http('GET', '/projects?__proto__=1', { key: alice.key });
     expect(proto.status).toBe(200);

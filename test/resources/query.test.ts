@@ -145,11 +145,16 @@ describe('pagination mode and paging parameters', () => {
     expectAppError(() => parseListQuery(query, resource), error);
   });
 
-  it('per_page above the resource ceiling is a 422 with a too_big issue', () => {
+  it('per_page above the resource ceiling is a 400 like limit above its ceiling, both naming the parameter', () => {
     expectAppError(() => parseListQuery({ per_page: '101' }, resource), {
-      status: 422,
-      code: 'VALIDATION_ERROR',
-      details: { errors: [{ loc: ['query', 'per_page'], msg: expect.any(String), type: 'too_big' }] },
+      status: 400,
+      code: 'BAD_REQUEST',
+      details: { param: 'per_page', errors: [{ loc: ['query', 'per_page'], msg: 'per_page must be at most 100', type: 'too_big' }] },
+    });
+    expectAppError(() => parseListQuery({ limit: '101' }, resource), {
+      status: 400,
+      code: 'BAD_REQUEST',
+      details: { param: 'limit', errors: [{ loc: ['query', 'limit'], msg: 'limit must be at most 100', type: 'too_big' }] },
     });
   });
 
