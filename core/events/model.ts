@@ -31,7 +31,7 @@ export const eventSchema = new Schema(
 eventSchema.index({ tenant_id: 1, created_at: -1, _id: -1 });
 eventSchema.index({ created_at: -1, _id: -1 });
 eventSchema.index({ committed_at: 1, _id: 1 });
-eventSchema.index({ 'source.collection': 1, 'source.id': 1 }, { sparse: true });
+eventSchema.index({ tenant_id: 1, 'source.collection': 1, 'source.id': 1 });
 
 export const eventModel = (conn: Connection) => modelOn(conn, 'Event', eventSchema, 'events');
 

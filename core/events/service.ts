@@ -172,7 +172,7 @@ export class EventLog {
    * field of `data` and `previous` becomes `replacement` (strings) or null, and any string equal to
    * one of `values` (case-insensitive) becomes `replacement`. Returns the events changed.
    */
-  async scrubSubject(input: { documents: { resource: string; item_id: unknown; fields: readonly string[] }[]; values: readonly string[]; replacement: string }): Promise<number> {
+  async scrubSubject(input: { documents: { resource: string; item_id: unknown; fields: readonly string[]; tenant_id?: unknown }[]; values: readonly string[]; replacement: string }): Promise<number> {
     const values = new Set(input.values.map((v) => v.trim().toLowerCase()));
     let changed = 0;
     for (const d of input.documents) {
@@ -183,7 +183,10 @@ export class EventLog {
         for (const [k, v] of Object.entries(out)) if (typeof v === 'string' && values.has(v.trim().toLowerCase())) out[k] = input.replacement;
         return out;
       };
-      const events = await this.models.events.find({ 'source.collection': d.resource, 'source.id': d.item_id }, { data: 1, previous: 1 }).lean<EventDoc[]>();
+      // A document's events carry its tenant (null for a collection without tenants): one shard on a cluster.
+      const events = await this.models.events
+        .find({ tenant_id: d.tenant_id ?? null, 'source.collection': d.resource, 'source.id': d.item_id }, { data: 1, previous: 1 })
+        .lean<EventDoc[]>();
       for (const e of events) {
         await this.models.events.updateOne({ _id: e._id }, { $set: { data: fix(e.data), previous: fix(e.previous) } });
         changed++;

@@ -30,7 +30,7 @@ const idempotencyKeySchema = new Schema(
   },
   { collection: 'idempotency_keys', versionKey: false },
 );
-idempotencyKeySchema.index({ actor_id: 1, tenant_id: 1, key: 1 }, { unique: true });
+idempotencyKeySchema.index({ tenant_id: 1, actor_id: 1, key: 1 }, { unique: true });
 idempotencyKeySchema.index({ expires_at: 1 }, { expireAfterSeconds: 0 });
 
 export type IdempotencyKeyDoc = InferSchemaType<typeof idempotencyKeySchema>;

@@ -16,7 +16,7 @@ import type { PrivacyDeps, RunControl } from './service.ts';
 type ErasureItemRecord = ErasureItemDoc & { _id: Types.ObjectId };
 
 /** A document whose audit entries lose the subject's values of `fields`. */
-type ScrubDocument = { resource: string; item_id: Types.ObjectId; fields: string[] };
+type ScrubDocument = { resource: string; item_id: Types.ObjectId; fields: string[]; tenant_id: unknown };
 
 /** Least interval between two progress reports of one execution. */
 const PROGRESS_MS = 250;
@@ -146,7 +146,7 @@ export class ErasureRun {
       await this.settle(item, res.modifiedCount > 0, () =>
         this.audit?.logDepersonalize({ resource, item_id: id, gdpr_fields: fields, subject_user_id: this.user._id, user: this.auditActor, tenant_id: item.row.tenant_id }) ?? Promise.resolve(),
       );
-      this.depersonalized.push({ resource, item_id: id, fields });
+      this.depersonalized.push({ resource, item_id: id, fields, tenant_id: item.row.tenant_id });
       await this.step(`${d.name} ${String(id)} depersonalized`);
     }
   }
@@ -197,10 +197,10 @@ export class ErasureRun {
     await this.renew(true);
     const { ErasureItem, ErasureRequest } = this.env.models;
     const { user, account, accountFields, accountValues, audit } = this;
-    const deleted = await ErasureItem.find({ request_id: this.req._id, action: 'delete' }, { resource: 1, item_id: 1, fields: 1 }).lean();
+    const deleted = await ErasureItem.find({ request_id: this.req._id, action: 'delete' }, { resource: 1, item_id: 1, fields: 1, tenant_id: 1 }).lean();
     // The event log holds the objects as they were: their personal fields go too.
     await this.env.deps.events.scrubSubject({
-      documents: [...this.depersonalized, ...deleted.map((x) => ({ resource: x.resource, item_id: x.item_id, fields: [...x.fields] }))],
+      documents: [...this.depersonalized, ...deleted.map((x) => ({ resource: x.resource, item_id: x.item_id, fields: [...x.fields], tenant_id: x.tenant_id }))],
       values: accountFields.map((f) => (user as Doc)[f]).filter((v): v is string => typeof v === 'string' && !Object.values(accountValues).includes(v)),
       replacement: this.env.deps.settings.pseudonym,
     });

@@ -148,7 +148,7 @@ export class EndpointService implements EndpointHealth {
     const old = await this.find(actor, id);
     const res = await this.deps.endpoints.deleteOne({ _id: old._id });
     if (!res.deletedCount) throw new NotFoundError('webhook endpoint', id);
-    await this.deps.deliveries.deleteMany({ endpoint_id: old._id });
+    await this.deps.deliveries.deleteMany({ tenant_id: old.tenant_id, endpoint_id: old._id });
     await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.eventBase(actor, String(old.tenant_id)), id, old: hookDoc(old), doc: hookDoc(old) });
   }
 
@@ -182,7 +182,7 @@ export class EndpointService implements EndpointHealth {
   /** The endpoint's deliveries, newest first. */
   async deliveries(actor: Actor, id: string, q: DeliveryListQuery): Promise<Page<DeliveryView>> {
     const endpoint = await this.find(actor, id);
-    const filter = { endpoint_id: endpoint._id, ...(q.status ? { status: q.status } : {}) };
+    const filter = { tenant_id: endpoint.tenant_id, endpoint_id: endpoint._id, ...(q.status ? { status: q.status } : {}) };
     const [rows, total] = await Promise.all([
       this.deps.deliveries.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<WebhookDeliveryRecord[]>(),
       this.deps.deliveries.countDocuments(filter),
@@ -196,7 +196,7 @@ export class EndpointService implements EndpointHealth {
    */
   async retry(actor: Actor, id: string, deliveryId: string): Promise<DeliveryView> {
     const endpoint = await this.find(actor, id);
-    const exists = await this.deps.deliveries.exists({ _id: deliveryId, endpoint_id: endpoint._id });
+    const exists = await this.deps.deliveries.exists({ _id: deliveryId, tenant_id: endpoint.tenant_id, endpoint_id: endpoint._id });
     if (!exists) throw new NotFoundError('webhook delivery', deliveryId);
     const claimed = await this.deps.sender.claim({ _id: new Types.ObjectId(deliveryId), endpoint_id: endpoint._id });
     if (!claimed) throw new ConflictError('The delivery is being sent right now; try again in a moment');

@@ -122,7 +122,7 @@ export const webhookDeliverySchema = new Schema(
 );
 webhookDeliverySchema.index({ endpoint_id: 1, event_id: 1 }, { unique: true });
 webhookDeliverySchema.index({ status: 1, next_attempt_at: 1 });
-webhookDeliverySchema.index({ endpoint_id: 1, created_at: -1 });
+webhookDeliverySchema.index({ tenant_id: 1, endpoint_id: 1, created_at: -1 });
 
 export type WebhookDeliveryDoc = InferSchemaType<typeof webhookDeliverySchema>;
 export type WebhookDeliveryRecord = WebhookDeliveryDoc & { _id: Types.ObjectId };
