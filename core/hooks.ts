@@ -15,6 +15,12 @@ export interface DocumentEventBase {
   secret_fields: string[];
   /** True when the operation is part of a bulk call. */
   bulk: boolean;
+  /**
+   * The change's event in the event log, when its write carried one in its outbox (resources).
+   * Durable sinks of the log (audit) record the change from that event; a listener that persists
+   * the change may rely on them instead.
+   */
+  event_id?: string | null;
 }
 
 export type Doc = Record<string, unknown>;

@@ -6,7 +6,7 @@ import { eventIdParams, eventListQuery, pingData } from './schemas.ts';
 
 export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
 export type { EventConsumer, EventRecord } from './consumers.ts';
-export type { EventDoc, EventSink, OutboxEntry, OutboxSource } from './relay.ts';
+export type { AuditedChange, EventDoc, EventSink, OutboxEntry, OutboxSource } from './relay.ts';
 export { outboxPath, OUTBOX_FIELD } from './model.ts';
 export type { EventLog } from './service.ts';
 

@@ -48,6 +48,21 @@ export interface EventSink {
   write(events: EventDoc[]): Promise<void>;
 }
 
+/**
+ * `meta.audit` of an event whose change must have an audit entry. The audit plugin is a durable sink:
+ * it writes the entry from the event (changes from `previous` to `data`, the snapshot of a delete
+ * from `previous`) in the relay's batch, before the outbox is cleared, so a crash after the answer
+ * loses neither. The change's after-hooks carry `event_id`, so hook listeners can tell.
+ */
+export interface AuditedChange {
+  operation: 'insert' | 'update' | 'replace' | 'delete';
+  /** The audited resource (collection) name. */
+  resource: string;
+  /** The actor's display name, as audit entries show it (null for the system). */
+  actor_name: string | null;
+  ip: string | null;
+}
+
 /** An event document as stored in `events`. */
 export interface EventDoc {
   _id: string;
