@@ -14,6 +14,7 @@ export const ErrorCode = {
   NOT_FOUND: 'NOT_FOUND',
   METHOD_NOT_ALLOWED: 'METHOD_NOT_ALLOWED',
   CONFLICT: 'CONFLICT',
+  GONE: 'GONE',
   ETAG_MISMATCH: 'ETAG_MISMATCH',
   PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
   URI_TOO_LONG: 'URI_TOO_LONG',
@@ -138,6 +139,13 @@ export class RateLimitedError extends AppError {
   }
 }
 
+/** 410: what was asked for existed once and is gone for good (e.g. an event older than the log keeps). */
+export class GoneError extends AppError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(410, ErrorCode.GONE, message, details);
+  }
+}
+
 export class ServiceUnavailableError extends AppError {
   constructor(message = 'Service unavailable', details: ErrorDetails = {}) {
     super(503, ErrorCode.SERVICE_UNAVAILABLE, message, details);
@@ -223,6 +231,10 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
   METHOD_NOT_ALLOWED: { example: new AppError(405, ErrorCode.METHOD_NOT_ALLOWED, 'Method not allowed'), description: 'Known path, other method (`Allow` lists the methods).' },
   REQUEST_TIMEOUT: { example: new AppError(408, ErrorCode.REQUEST_TIMEOUT, 'Request timeout'), description: 'The request did not arrive in time.' },
   CONFLICT: { example: new ConflictError('A document with the same unique value already exists'), description: 'Duplicate key or state conflict.' },
+  GONE: {
+    example: new GoneError('Event evt_64b7f0c2a1b2c3d4e5f60718 is older than the event log keeps (30 days): read the current state, then stream without Last-Event-ID', { last_event_id: 'evt_64b7f0c2a1b2c3d4e5f60718', retention_days: 30 }),
+    description: 'A stream resumed from an event older than the event log keeps.',
+  },
   ETAG_MISMATCH: { example: new EtagMismatchError(), description: '`If-Match` does not match the current revision.' },
   PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`.' },
   URI_TOO_LONG: { example: new AppError(414, ErrorCode.URI_TOO_LONG, 'Request URL is too long'), description: 'The request target is above `MAX_URL_LENGTH`.' },

@@ -25,6 +25,7 @@ import { toAppError } from './http/map-error.ts';
 import { clientErrorHandler } from './http/protocol.ts';
 import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
+import { attachGraphqlWs } from './realtime/index.ts';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
@@ -129,6 +130,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   };
 
   let schema: GraphQLSchema;
+  let yoga: ReturnType<typeof createYogaServer>;
   let router: Router;
   let requestLimiter: RequestLimiter | null;
   try {
@@ -178,7 +180,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     schema = builder.toSchema({ sortSchema: true });
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
-    router = mountRoutes(routes, createYogaServer(schema, config, log), config.BODY_LIMIT);
+    yoga = createYogaServer(schema, config, log);
+    router = mountRoutes(routes, yoga, config.BODY_LIMIT);
     requestLimiter = config.RATE_LIMIT_ENABLED ? await createRequestLimiter(config, db.conn, log) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the plugins open.
@@ -211,6 +214,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   koa.use(dispatch(router));
 
   let server: Server | undefined;
+  let closeWs: (() => Promise<void>) | undefined;
   let closing: Promise<void> | undefined;
   return {
     koa, config, db, hooks, services, schema, log, kernel,
@@ -220,6 +224,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         // clientError: requests the parser refuses still get the error envelope and a request id.
         server = createServer({ maxHeaderSize: config.MAX_HEADER_SIZE }, koa.callback());
         server.on('clientError', clientErrorHandler(log));
+        // GraphQL over WebSocket (graphql-ws) on the same path as over HTTP, through the same Yoga.
+        closeWs = attachGraphqlWs(server, { yoga, identity, maxInputDepth: config.GRAPHQL_MAX_INPUT_DEPTH, log });
         server.once('error', reject);
         server.listen(port, host, () => resolve((server!.address() as AddressInfo).port));
       });
@@ -227,6 +233,9 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     close() {
       closing ??= (async () => {
         draining = true;
+        // Open streams never finish by themselves: end them (they say why) before waiting for requests.
+        services.get('realtime').endAll();
+        await closeWs?.();
         if (server) await stopServer(server, config.SHUTDOWN_TIMEOUT_MS);
         await closePlugins();
         // The last counts of this process go to the shared store while it is still open.
@@ -307,7 +316,7 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger) {
     onResultProcess({ result, setResult, serverContext }) {
       if (Array.isArray(result) || !('errors' in result) || !result.errors?.length) return;
       const gctx = serverContext as unknown as GraphQLContext;
-      const rlog = (gctx.koa.state as AppState).ctx?.log ?? log;
+      const rlog = (gctx.koa?.state as AppState | undefined)?.ctx?.log ?? log;
       const errors = result.errors.map((e) => {
         if (unhandled.has(e as GraphQLError)) rlog.error({ err: unhandled.get(e as GraphQLError) }, 'unhandled GraphQL resolver error');
         if (!(e instanceof GraphQLError) || e.extensions.request_id) return e;
