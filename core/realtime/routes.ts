@@ -1,9 +1,9 @@
-import { PassThrough } from 'node:stream';
 import type Koa from 'koa';
 import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../http/route.ts';
 import type { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
+import type { AppState } from '../http/middleware.ts';
 import type { EventRecord } from '../events/consumers.ts';
 import type { RealtimeService } from './service.ts';
 import { presentedOf, type LiveSession } from './sessions.ts';
@@ -18,26 +18,32 @@ export const sseFrame = (e: EventRecord): string => `id: ${e.id}\nevent: ${e.typ
 
 /** Writes `events` to the response as server-sent events, with keep-alive comments, until either side ends. */
 function pipeStream(ctx: Koa.Context, session: LiveSession, events: AsyncIterableIterator<EventRecord>, keepAliveMs: number, log: Logger): void {
-  const out = new PassThrough();
-  ctx.status = 200;
-  ctx.set({ 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no' });
-  ctx.body = out;
-  out.write(': event stream\n\n');
-  const ping = setInterval(() => out.write(': keep-alive\n\n'), keepAliveMs);
+  // Written to the socket directly: Koa would report a client that leaves as a stream error.
+  ctx.respond = false;
+  const res = ctx.res;
+  res.writeHead(200, {
+    ...(ctx.response.headers as Record<string, string>),
+    'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no',
+  });
+  const write = (chunk: string) => {
+    if (!res.writableEnded && !res.destroyed) res.write(chunk);
+  };
+  write(': event stream\n\n');
+  const ping = setInterval(() => write(': keep-alive\n\n'), keepAliveMs);
   // The response closes when the client goes (the request itself "closes" once read).
-  ctx.res.on('close', () => void events.return?.());
+  res.on('close', () => void events.return?.());
   void (async () => {
     try {
-      for await (const e of events) out.write(sseFrame(e));
+      for await (const e of events) write(sseFrame(e));
     } catch (err) {
       const e = err as AppError;
       // The stream's end, said once: the credential ended (401) or the reader fell behind (503).
-      if (e?.code) out.write(`event: error\ndata: ${JSON.stringify({ error: { code: e.code, message: e.message, details: e.details ?? {} }, request_id: ctx.state.ctx?.requestId ?? null })}\n\n`);
+      if (e?.code) write(`event: error\ndata: ${JSON.stringify({ error: { code: e.code, message: e.message, details: e.details ?? {} }, request_id: (ctx.state as AppState).ctx?.requestId ?? null })}\n\n`);
       else log.warn({ err }, 'event stream failed');
     } finally {
       clearInterval(ping);
       session.end();
-      out.end();
+      res.end();
     }
   })();
 }

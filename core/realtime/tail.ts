@@ -24,18 +24,22 @@ const PUBLIC = { _id: 1, type: 1, tenant_id: 1, created_at: 1, committed_at: 1, 
  * event to every listener in memory. Its queries do not depend on the number of listeners: one
  * for the ids of the window, one for the events not seen yet. Events this process relays are
  * pushed at once (`push`) and then skipped by the poll.
+ *
+ * A new listener starts receiving after a poll that began once it asked: whatever that poll finds
+ * was committed before, so it is not sent (a fresh stream has events from "now" on, with no clock
+ * compared across processes); joins arriving together share that poll.
  */
 export class EventTail {
   private readonly listeners = new Set<TailListener>();
+  private readonly joining = new Set<TailListener>();
   /** Event id → committed_at (ms), for events already handed out inside the look-back window. */
   private readonly seen = new Map<string, number>();
+  /** Joiners waiting for a poll that starts after they asked. */
+  private waiters: (() => void)[] = [];
   private position = 0;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  private seeded: Promise<void> | null = null;
   private stopped = false;
-  /** Bumped on every start: a poll of an earlier run (all listeners left meanwhile) schedules nothing. */
-  private generation = 0;
   /** Database queries made, for measurements (bench/realtime.ts). */
   queries = 0;
 
@@ -47,26 +51,31 @@ export class EventTail {
   ) {}
 
   /**
-   * Adds a listener; resolves once the tail has its starting point, so every event committed
-   * after that reaches the listener. Returns the function that removes it.
+   * Adds a listener; resolves once it receives every event committed from then on. Returns the
+   * function that removes it.
    */
   async listen(listener: TailListener): Promise<() => void> {
-    this.listeners.add(listener);
-    this.start();
-    await this.seeded;
-    return () => {
+    this.joining.add(listener);
+    const remove = () => {
+      this.joining.delete(listener);
       this.listeners.delete(listener);
-      if (!this.listeners.size) this.pause();
+      if (!this.size) this.pause();
     };
+    await new Promise<void>((resolve) => {
+      this.waiters.push(resolve);
+      if (!this.running) this.run();
+    });
+    if (this.joining.delete(listener)) this.listeners.add(listener);
+    return remove;
   }
 
   get size(): number {
-    return this.listeners.size;
+    return this.listeners.size + this.joining.size;
   }
 
   /** Events this process just stored: delivered now rather than at the next poll. */
   push(docs: readonly EventDoc[]): void {
-    if (!this.listeners.size || !this.seeded) return;
+    if (!this.listeners.size) return;
     const fresh = docs.filter((d) => !this.seen.has(d._id));
     for (const d of fresh) this.seen.set(d._id, d.committed_at.getTime());
     this.deliver(fresh);
@@ -78,40 +87,32 @@ export class EventTail {
     await this.running;
   }
 
-  private start(): void {
-    if (this.seeded || this.stopped) return;
-    const generation = ++this.generation;
-    // The starting point: whatever is in the look-back window now was committed before this
-    // listener came, so it is marked seen, not delivered.
-    this.seeded = this.poll(false).catch((err) => this.log.warn({ err }, 'event tail start failed'));
-    this.running = this.seeded;
-    void this.seeded.then(() => this.schedule(generation));
-  }
-
   private pause(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    this.seeded = null;
     this.seen.clear();
     this.position = 0;
   }
 
-  private schedule(generation: number): void {
-    if (this.stopped || !this.listeners.size || this.timer || generation !== this.generation) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      if (!this.listeners.size || !this.seeded) return;
-      this.running = this.poll(true)
-        .catch((err) => this.log.warn({ err }, 'event tail poll failed'))
-        .finally(() => {
-          this.running = null;
-          this.schedule(generation);
-        });
-    }, this.settings.pollMs);
-    this.timer.unref();
+  /** One poll now (unless one runs), then the next after `pollMs` while anyone listens. */
+  private run(): void {
+    if (this.stopped || this.running) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const waiters = this.waiters.splice(0);
+    this.running = this.poll()
+      .catch((err) => this.log.warn({ err }, 'event tail poll failed'))
+      .finally(() => {
+        this.running = null;
+        for (const w of waiters) w();
+        if (this.stopped || !this.size) return;
+        if (this.waiters.length) return this.run();
+        this.timer = setTimeout(() => this.run(), this.settings.pollMs);
+        this.timer.unref();
+      });
   }
 
-  private async poll(deliver: boolean): Promise<void> {
+  private async poll(): Promise<void> {
     const floor = (this.position || Date.now()) - this.settings.lookbackMs;
     let from = new Date(floor);
     const fresh: string[] = [];
@@ -134,7 +135,8 @@ export class EventTail {
       from = last.committed_at;
     }
     for (const [id, at] of this.seen) if (at < floor) this.seen.delete(id);
-    if (!deliver || !fresh.length) return;
+    // Nobody to give them to yet (the first poll, or only joiners): they are marked seen.
+    if (!this.listeners.size || !fresh.length) return;
     for (let i = 0; i < fresh.length; i += this.settings.batch) {
       this.queries++;
       const docs = await this.events
