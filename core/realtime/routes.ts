@@ -13,8 +13,16 @@ export const streamQuery = z.object({
   last_event_id: z.string().max(100).optional().describe('Resume after this event (as the `Last-Event-ID` header, which wins when both are sent)'),
 });
 
-/** One server-sent event of the stream: the event id, its type and the event as `GET /events/{id}` shows it. */
-export const sseFrame = (e: EventRecord): string => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
+const frames = new WeakMap<EventRecord, string>();
+/**
+ * One server-sent event of the stream: the event id, its type and the event as `GET /events/{id}`
+ * shows it. Made once per event, however many streams send it (the tail hands all the same object).
+ */
+export function sseFrame(e: EventRecord): string {
+  let frame = frames.get(e);
+  if (frame === undefined) frames.set(e, (frame = `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`));
+  return frame;
+}
 
 /** Writes `events` to the response as server-sent events, with keep-alive comments, until either side ends. */
 function pipeStream(ctx: Koa.Context, session: LiveSession, events: AsyncIterableIterator<EventRecord>, keepAliveMs: number, log: Logger): void {
