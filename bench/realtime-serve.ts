@@ -37,9 +37,11 @@ const config = loadConfig({
   ADMIN_API_KEY: process.env.ADMIN_API_KEY!, TOKEN_SECRET: 'bench-token-secret-0123456789abcdef0123456789', CURSOR_HMAC_SECRET: 'bench-cursor-secret-0123456789abcdef01234567',
 });
 const app = await createApp({ config, plugins: [benchPlugin], logger: createLogger('silent') });
-// Every database operation of the app (mongoose's debug hook sees model and collection calls).
+// Every database operation of the app but the bench's own writes (mongoose's debug hook sees model and collection calls).
 let commands = 0;
-(app.db.conn as unknown as { base: { set(k: string, v: unknown): void } }).base.set('debug', () => void commands++);
+(app.db.conn as unknown as { base: { set(k: string, v: unknown): void } }).base.set('debug', (_coll: string, method: string) => {
+  if (method !== 'insertOne') commands++;
+});
 const port = await app.listen(0, '127.0.0.1');
 process.on('message', (m: { type: string }) => {
   if (m.type === 'stats') {
