@@ -10,11 +10,13 @@
  * credential check per AUTH_CACHE_TTL_MS for all of them).
  *
  * Standalone: `npx tsx bench/realtime.ts` (MONGODB_URI optional; an embedded MongoDB otherwise).
- * Env: BENCH_RT_SUBSCRIBERS (default 2000, half per transport), BENCH_RT_SECONDS (default 10).
+ * Env: BENCH_RT_SUBSCRIBERS (default 2000, half per transport), BENCH_RT_SECONDS (default 10),
+ * BENCH_RT_TRANSPORT (`both`, `sse` or `ws`).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
+import { loadavg } from 'node:os';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import WebSocket from 'ws';
 import { createClient, type Client } from 'graphql-ws';
@@ -23,6 +25,8 @@ const log = (s: string) => process.stdout.write(`${s}\n`);
 const N = Number(process.env.BENCH_RT_SUBSCRIBERS ?? 2000);
 const SECONDS = Number(process.env.BENCH_RT_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RT_RATE ?? 100);
+/** `both` (default: alternate), `sse` or `ws`: which transport the subscribers use. */
+const TRANSPORT = process.env.BENCH_RT_TRANSPORT ?? 'both';
 const KEY = 'bench-admin-key-0123456789abcdef';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs: number[], p: number) => {
@@ -83,7 +87,7 @@ export async function benchRealtime(mongodbUri: string) {
   };
   const open = async (n: number) => {
     for (let i = 0; i < n; i++) {
-      if (i % 2) openWs();
+      if (TRANSPORT === 'ws' || (TRANSPORT === 'both' && i % 2)) openWs();
       else await openSse();
       if (i % 100 === 99) await sleep(50);
     }
@@ -125,7 +129,7 @@ export async function benchRealtime(mongodbUri: string) {
       db_commands_per_s: { with_10: +ten.perSecond.toFixed(1), [`with_${N}`]: +many.perSecond.toFixed(1) },
       tail_queries_per_s: { with_10: +ten.tailPerSecond.toFixed(1), [`with_${N}`]: +many.tailPerSecond.toFixed(1) },
     };
-    log(`realtime: ${N} subscribers (${N / 2} SSE + ${N / 2} graphql-ws), ${RATE} writes/s for ${SECONDS} s`);
+    log(`realtime: ${N} subscribers (${TRANSPORT === 'both' ? `${N / 2} SSE + ${N / 2} graphql-ws` : TRANSPORT}), ${RATE} writes/s for ${SECONDS} s, load average ${loadavg()[0]!.toFixed(1)}`);
     log(`  memory per subscriber: ${result.memory_per_subscriber_kb} KiB heap+external (${result.rss_per_subscriber_kb} KiB RSS)`);
     log(`  write → delivery: p50 ${result.delay_ms.p50} ms, p99 ${result.delay_ms.p99} ms (${delivered} of ${result.delay_ms.expected} deliveries)`);
     log(`  database commands/s: ${result.db_commands_per_s.with_10} with 10 subscribers, ${result.db_commands_per_s[`with_${N}`]} with ${N} (tail queries/s ${result.tail_queries_per_s.with_10} / ${result.tail_queries_per_s[`with_${N}`]})`);
