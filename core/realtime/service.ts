@@ -8,7 +8,7 @@ import { toRecord, type EventRecord } from '../events/consumers.ts';
 import type { EventDoc } from '../events/relay.ts';
 import { Channel } from './channel.ts';
 import type { EventTail } from './tail.ts';
-import { EventVisibility, RESOURCE_VERBS } from './visibility.ts';
+import { RESOURCE_VERBS, type EventVisibility } from './visibility.ts';
 import { authenticatePresented, type CredentialCheck, type LiveSession, type PresentedCredential, type SessionRegistry } from './sessions.ts';
 
 /** Which events a stream wants, besides what its actor may see. */
@@ -76,9 +76,9 @@ export class RealtimeService {
     this.deps.sessions.closeAll(new AppError(503, 'SERVICE_UNAVAILABLE', 'Server shutting down; reconnect'));
   }
 
-  /** Counts for metrics and the bench: tail listeners, open sessions, database queries of the tail. */
-  stats(): { listeners: number; sessions: number; tail_queries: number } {
-    return { listeners: this.deps.tail.size, sessions: this.deps.sessions.size, tail_queries: this.deps.tail.queries };
+  /** Counts for metrics and the bench: tail listeners, open sessions, the tail's polls and database queries. */
+  stats(): { listeners: number; sessions: number; tail_polls: number; tail_queries: number } {
+    return { listeners: this.deps.tail.size, sessions: this.deps.sessions.size, tail_polls: this.deps.tail.polls, tail_queries: this.deps.tail.queries };
   }
 
   /** @throws ValidationError (loc `[source, field]`) for a type that is not in the catalogue */

@@ -40,8 +40,9 @@ export class EventTail {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = false;
-  /** Database queries made, for measurements (bench/realtime.ts). */
+  /** Database queries made, and polls, for measurements (bench/realtime.ts). */
   queries = 0;
+  polls = 0;
 
   constructor(
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -113,6 +114,7 @@ export class EventTail {
   }
 
   private async poll(): Promise<void> {
+    this.polls++;
     const floor = (this.position || Date.now()) - this.settings.lookbackMs;
     let from = new Date(floor);
     const fresh: string[] = [];

@@ -66,7 +66,7 @@ describe('graphql-ws on /graphql', () => {
     const byKey = sub(client({ apiKey: userA.key }), EVENTS, { types: ['memos.created'] });
     await sleep(300);
     await memo(userA.key, 'hello ws');
-    await until(() => byToken.results.length === 1 && byKey.results.length === 1, 8000, 'deliveries');
+    await until(() => byToken.results.length === 1 && byKey.results.length === 1, 15_000, 'deliveries');
     expect(byKey.values('events')[0]).toMatchObject({ type: 'memos.created', tenant_id: userA.tenantId, data: { title: 'hello ws' } });
     expect(byKey.values('events')[0].data).not.toHaveProperty('secret');
   });
@@ -81,7 +81,7 @@ describe('graphql-ws on /graphql', () => {
     await memo(userA.key, 'a1');
     await memo(userB.key, 'b1');
     await t.http('POST', '/ew-notes', { key: userA.key, json: { title: 'note' } });
-    await until(() => a.results.length >= 1 && b.results.length >= 1 && adm.results.length === 1, 8000, 'deliveries');
+    await until(() => a.results.length >= 1 && b.results.length >= 1 && adm.results.length === 1, 15_000, 'deliveries');
     await sleep(400);
     expect(a.values('events').map((e) => e.data.title)).toEqual(['a1']);
     expect(b.values('events').map((e) => e.data.title)).toEqual(['b1']);
@@ -100,7 +100,7 @@ describe('graphql-ws on /graphql', () => {
     expect((await t.http('PATCH', `/memos/${first.body._id}`, { key: userA.key, json: { title: 'watched 2' }, headers: { 'If-Match': await etag(first.body._id) } })).status).toBe(200);
     expect((await t.http('PATCH', `/memos/${other.body._id}`, { key: userA.key, json: { title: 'other 2' }, headers: { 'If-Match': await etag(other.body._id) } })).status).toBe(200);
     expect((await t.http('DELETE', `/memos/${first.body._id}`, { key: userA.key, headers: { 'If-Match': await etag(first.body._id) } })).status).toBe(204);
-    await until(() => one.results.length === 2 && all.results.length === 3, 8000, 'changes').catch((e) => { throw new Error(`${e.message}: ${JSON.stringify([one.results, all.results, one.errors])}`); });
+    await until(() => one.results.length === 2 && all.results.length === 3, 15_000, 'changes').catch((e) => { throw new Error(`${e.message}: ${JSON.stringify([one.results, all.results, one.errors])}`); });
     await sleep(300);
     expect(one.values('resourceChanged').map((e) => e.type)).toEqual(['memos.updated', 'memos.deleted']);
     expect(all.values('resourceChanged').map((e) => e.data.title)).toEqual(['watched 2', 'other 2', 'watched 2']);
@@ -133,7 +133,7 @@ describe('graphql-ws on /graphql', () => {
     const ok = sub(c, EVENTS, { types: ['ew_note.created'] });
     await sleep(300);
     await t.http('POST', '/ew-notes', { key: adminA.key, json: { title: 'still open' } });
-    await until(() => ok.results.length === 1, 8000, 'a delivery');
+    await until(() => ok.results.length === 1, 15_000, 'a delivery');
   });
 
   it('jobRun: log lines, progress and the end of one run, tenant-scoped as GET /jobs/runs/{id}', async () => {
@@ -162,7 +162,7 @@ describe('graphql-ws on /graphql', () => {
     expect(user.errors[0].extensions.code).toBe('ACCESS_DENIED');
     await sleep(300);
     await memo(userA.key, 'audited');
-    await until(() => adm.results.length === 1, 8000, 'the audit entry');
+    await until(() => adm.results.length === 1, 15_000, 'the audit entry');
     expect(adm.values('auditEntries')[0]).toMatchObject({ resource: 'memos', operation: 'insert', tenant_id: userA.tenantId });
     await sleep(400);
     expect(admB.results).toEqual([]);
@@ -177,7 +177,7 @@ describe('GraphQL over SSE (Yoga) on /graphql', () => {
     await sleep(300);
     await memo(userA.key, 'over sse');
     await memo(userB.key, 'b over sse');
-    await until(() => a.results().length === 1 && b.results().length === 1, 8000, 'deliveries');
+    await until(() => a.results().length === 1 && b.results().length === 1, 15_000, 'deliveries');
     expect(a.results()[0].data.events).toMatchObject({ type: 'memos.created', data: { title: 'over sse' } });
     expect(b.results()[0].data.resourceChanged).toMatchObject({ tenant_id: userB.tenantId, data: { title: 'b over sse' } });
     a.close();

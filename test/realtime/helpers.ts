@@ -4,7 +4,7 @@ import { createClient, type Client } from 'graphql-ws';
 import { ADMIN_KEY } from '../helpers/app.ts';
 
 /** Polls `fn` until it returns a truthy value (or throws after `ms`). */
-export async function until<T>(fn: () => T | Promise<T>, ms = 8000, what = 'condition'): Promise<NonNullable<T>> {
+export async function until<T>(fn: () => T | Promise<T>, ms = 15_000, what = 'condition'): Promise<NonNullable<T>> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await fn();

@@ -64,7 +64,7 @@ describe('GET /events/stream: the stream itself', () => {
     const r = await note(adminA.key, 'hello');
     await note(adminA.key, 'second');
     await t.http('PATCH', `/ew-notes/${r.body.id}`, { key: adminA.key, json: { title: 'changed' } }); // another type: filtered out
-    await until(() => s.events.length >= 2, 8000, 'two events');
+    await until(() => s.events.length >= 2, 15_000, 'two events');
     const [first] = s.events;
     expect(first!.event).toBe('ew_note.created');
     expect(first!.id).toMatch(/^evt_[0-9a-f]{24}$/);
@@ -85,9 +85,9 @@ describe('GET /events/stream: the stream itself', () => {
     for (const title of ['m1', 'm2', 'm3']) await note(adminA.key, title);
     await t.app.services.get('events').flush();
     const s2 = await stream({ key: adminA.key, query: 'types=ew_note.created', headers: { 'Last-Event-ID': last } });
-    await until(() => s2.events.length === 3, 8000, 'the missed events');
+    await until(() => s2.events.length === 3, 15_000, 'the missed events');
     await note(adminA.key, 'live');
-    await until(() => s2.events.length === 4, 8000, 'the live event');
+    await until(() => s2.events.length === 4, 15_000, 'the live event');
     expect(s2.data().map((e) => e.data.title)).toEqual(['m1', 'm2', 'm3', 'live']);
     // Committed order is the log's (committed_at, id) order.
     const stored = await t.app.db.conn.collection('events').find({ _id: { $in: s2.events.map((e) => e.id) } as never }).sort({ committed_at: 1, _id: 1 }).toArray();
@@ -106,7 +106,7 @@ describe('GET /events/stream: the stream itself', () => {
     const recent = `evt_${Types.ObjectId.createFromTime(Math.floor(Date.now() / 1000) - 60).toHexString()}`;
     const s = await stream({ key: adminA.key, query: 'types=ew_note.created', headers: { 'Last-Event-ID': recent } });
     expect(s.status).toBe(200);
-    await until(() => s.events.length > 0, 8000, 'events of the last minute');
+    await until(() => s.events.length > 0, 15_000, 'events of the last minute');
   });
 
   it('a late-committing event (committed_at in the past, inside the look-back window) is not skipped', async () => {
@@ -118,7 +118,7 @@ describe('GET /events/stream: the stream itself', () => {
       _id: id as never, type: 'ew_note.updated', tenant_id: new Types.ObjectId(tenantA.tenantId), created_at: new Date(Date.now() - 900), committed_at: new Date(Date.now() - 800),
       data: { id: 'late', title: 'late', tenant_id: tenantA.tenantId, version: 2 }, actor: null, request_id: null, previous: null, meta: null, source: null,
     });
-    await until(() => s.events.some((e) => e.id === id), 8000, 'the late event');
+    await until(() => s.events.some((e) => e.id === id), 15_000, 'the late event');
     await sleep(300);
     expect(s.events.filter((e) => e.id === id)).toHaveLength(1);
   });
@@ -132,7 +132,7 @@ describe('GET /events/stream: who sees what', () => {
     const sysB = await stream({ key: ADMIN_KEY, query: 'types=memos.created', headers: { 'X-Tenant-Id': tenantB.tenantId } });
     await memo(tenantA.key, 'of A');
     await memo(tenantB.key, 'of B');
-    await until(() => sys.events.length === 2 && a.events.length === 1 && b.events.length === 1 && sysB.events.length === 1, 8000, 'deliveries');
+    await until(() => sys.events.length === 2 && a.events.length === 1 && b.events.length === 1 && sysB.events.length === 1, 15_000, 'deliveries');
     await sleep(300);
     expect(a.data().map((e) => e.data.title)).toEqual(['of A']);
     expect(b.data().map((e) => e.data.title)).toEqual(['of B']);
@@ -149,7 +149,7 @@ describe('GET /events/stream: who sees what', () => {
     expect((await t.app.db.conn.collection('memos').findOne({ _id: new Types.ObjectId(r.body._id as string) }))!.secret).toBe('hidden-value');
     // What a query shows each of them.
     expectError(await t.http('GET', '/memos', { key: noFeature.key }), 403, 'ACCESS_DENIED');
-    await until(() => withIt.events.some((e) => e.event === 'memos.created'), 8000, 'the memo event');
+    await until(() => withIt.events.some((e) => e.event === 'memos.created'), 15_000, 'the memo event');
     await sleep(300);
     expect(without.events.filter((e) => e.event?.startsWith('memos.'))).toEqual([]);
     const ev = withIt.data('memos.created').find((e) => e.data.title === 'guarded');
@@ -167,7 +167,7 @@ describe('GET /events/stream: who sees what', () => {
     const inA = { 'X-Tenant-Id': tenantA.tenantId };
     expect((await t.http('POST', '/sites', { headers: inA, json: { name: 'paris', region: 'eu' } })).status).toBe(201);
     expect((await t.http('POST', '/sites', { headers: inA, json: { name: 'ohio', region: 'us' } })).status).toBe(201);
-    await until(() => eu.events.length === 1 && usS.events.length === 1, 8000, 'site events');
+    await until(() => eu.events.length === 1 && usS.events.length === 1, 15_000, 'site events');
     await sleep(300);
     expect(eu.data().map((e) => e.data.name)).toEqual(['paris']);
     expect(usS.data().map((e) => e.data.name)).toEqual(['ohio']);
