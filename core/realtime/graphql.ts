@@ -66,7 +66,7 @@ export function unsettle<T>(v: T | StreamEnd): T {
  * come as the subscription's error rather than mid-stream.
  * @example subscribe: async (_r, a, ctx) => liveSubscription(realtime, ctx, (actor, signal) => svc.watch(actor, a.id, signal))
  */
-export async function liveSubscription<T>(realtime: RealtimeService, ctx: GraphQLContext, source: (actor: AuthUser, signal: AbortSignal) => AsyncIterable<T>): Promise<AsyncIterableIterator<T | StreamEnd>> {
+export async function liveSubscription<T>(realtime: RealtimeService, ctx: GraphQLContext, source: (actor: AuthUser, signal: AbortSignal, current: () => AuthUser) => AsyncIterable<T>): Promise<AsyncIterableIterator<T | StreamEnd>> {
   return settled(realtime.guard(await openSession(realtime, ctx), source));
 }
 

@@ -176,8 +176,9 @@ export class RealtimeService {
   /**
    * Any async source (a job run's log, new audit entries) bound to a session: it ends with the
    * session's reason when the credential ends, and its `signal` aborts when the reader leaves.
+   * `current()` is the actor as last re-checked (roles and features may have changed since).
    */
-  guard<T>(session: LiveSession, source: (actor: AuthUser, signal: AbortSignal) => AsyncIterable<T>): AsyncIterableIterator<T> {
+  guard<T>(session: LiveSession, source: (actor: AuthUser, signal: AbortSignal, current: () => AuthUser) => AsyncIterable<T>): AsyncIterableIterator<T> {
     const controller = new AbortController();
     const onAbort = () => channel.fail(session.reason);
     const channel = new Channel<T>(() => {
@@ -187,7 +188,7 @@ export class RealtimeService {
     });
     session.signal.addEventListener('abort', onAbort, { once: true });
     void (async () => {
-      for await (const value of source(session.actor, controller.signal)) {
+      for await (const value of source(session.actor, controller.signal, () => session.actor)) {
         if (channel.closed) return;
         channel.push(value);
         if (channel.length > this.deps.maxQueue) channel.fail(tooSlow(this.deps.maxQueue));

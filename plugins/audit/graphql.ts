@@ -81,8 +81,9 @@ export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs 
       description: 'New audit entries as they are recorded, for those who may list the audit log (same filters and scope as auditLog)',
       args: { resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string() },
       subscribe: async (_r, a, ctx) => {
-        const filter = audit.filterOf(requireAdmin(ctx), parseInput(liveQuery, givenArgs(a)));
-        return liveSubscription(realtime, ctx, (_actor, signal) => newAuditEntries(model, filter, { pollMs, lookbackMs: 2000 }, signal));
+        const f = parseInput(liveQuery, givenArgs(a));
+        audit.filterOf(requireAdmin(ctx), f); // refused at subscribe time, as the list is
+        return liveSubscription(realtime, ctx, (_actor, signal, current) => newAuditEntries(model, () => audit.filterOf(current(), f), { pollMs, lookbackMs: 2000 }, signal));
       },
       resolve: (e) => unsettle(e),
     }),

@@ -10,15 +10,16 @@ export interface AuditTailOptions {
 }
 
 /**
- * New audit entries matching `filter` (the audit list's filter for the actor, `AuditService.filterOf`)
- * as they are written: polls by `_id` (time-ordered) from a look-back window, with a seen-set so
+ * New audit entries matching `filterNow()` (the audit list's filter for the actor as it is now,
+ * `AuditService.filterOf`: a caller who lost the right to list the log gets its 403) as they are written: polls by `_id` (time-ordered) from a look-back window, with a seen-set so
  * an entry a buffer flushed late is not skipped. Entries recorded before the call are not sent.
  */
-export async function* newAuditEntries(model: AuditEntryModel, filter: Filter, opts: AuditTailOptions, signal: AbortSignal): AsyncGenerator<AuditEntryView> {
+export async function* newAuditEntries(model: AuditEntryModel, filterNow: () => Filter, opts: AuditTailOptions, signal: AbortSignal): AsyncGenerator<AuditEntryView> {
   const since = new Date();
   const seen = new Map<string, number>();
   while (!signal.aborted) {
     const floor = Date.now() - opts.lookbackMs;
+    const filter = filterNow();
     const rows = await model
       .find({ $and: [filter, { _id: { $gte: Types.ObjectId.createFromTime(Math.floor(floor / 1000)) } }] })
       .sort({ _id: 1 })
