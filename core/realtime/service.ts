@@ -98,7 +98,7 @@ export class RealtimeService {
     const types = RESOURCE_VERBS.map((v) => `${resource}.${v}`).filter((t) => this.deps.catalogue.has(t));
     if (!types.length) throw new NotFoundError('resource', resource, `Resource "${resource}" has no events`);
     // A failed feature or attribute guard refuses the subscription, as it refuses the read.
-    if (this.deps.visibility.resourceOf(types[0]!, actor)?.filter === null) this.deps.visibility.requireResource(resource, actor);
+    this.deps.visibility.requireResource(resource, actor);
     return types;
   }
 

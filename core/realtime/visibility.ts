@@ -61,7 +61,7 @@ export class EventVisibility {
     }
   }
 
-  /** @throws AccessDeniedError when the resource's feature or attribute guards reject the actor */
+  /** @throws AccessDeniedError when the resource's feature or attribute guards reject the actor (nothing for a name that is no resource) */
   requireResource(resource: string, actor: AuthUser): void {
     this.resourceScope(resource, actor);
   }
