@@ -37,6 +37,8 @@ export class EventTail {
   /** Joiners waiting for a poll that starts after they asked. */
   private waiters: (() => void)[] = [];
   private position = 0;
+  /** Where the last poll looked from: never moves back, since the seen-set forgets what lies before it. */
+  private floor = 0;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = false;
@@ -77,8 +79,15 @@ export class EventTail {
   /** Events this process just stored: delivered now rather than at the next poll. */
   push(docs: readonly EventDoc[]): void {
     if (!this.listeners.size) return;
-    const fresh = docs.filter((d) => !this.seen.has(d._id));
-    for (const d of fresh) this.seen.set(d._id, d.committed_at.getTime());
+    // One batch may hold an event twice (a change and the write that superseded it, in one flush).
+    const fresh: EventDoc[] = [];
+    for (const d of docs) {
+      if (this.seen.has(d._id)) continue;
+      const at = d.committed_at.getTime();
+      this.seen.set(d._id, at);
+      if (at > this.position) this.position = at;
+      fresh.push(d);
+    }
     this.deliver(fresh);
   }
 
@@ -93,6 +102,7 @@ export class EventTail {
     this.timer = null;
     this.seen.clear();
     this.position = 0;
+    this.floor = 0;
   }
 
   /** One poll now (unless one runs), then the next after `pollMs` while anyone listens. */
@@ -115,7 +125,7 @@ export class EventTail {
 
   private async poll(): Promise<void> {
     this.polls++;
-    const floor = (this.position || Date.now()) - this.settings.lookbackMs;
+    const floor = (this.floor = Math.max(this.floor, (this.position || Date.now()) - this.settings.lookbackMs));
     let from = new Date(floor);
     const fresh: string[] = [];
     for (;;) {
