@@ -25,7 +25,7 @@ const benchPlugin = definePlugin({
           method: 'POST', path: '/bench-events', auth: 'admin', body: tick, status: 201,
           // Appended directly: the event reaches subscribers through the tail's poll, as one
           // written on another replica would (the relay's immediate push does not apply).
-          handler: ({ user, body }) => events.append('bench.tick', { actor: user, tenant_id: '5f0000000000000000000001', data: body }).then((e) => ({ id: e.id })),
+          handler: ({ actor, body }) => events.append('bench.tick', { actor: user, tenant_id: '5f0000000000000000000001', data: body }).then((e) => ({ id: e.id })),
         }),
       ],
     };

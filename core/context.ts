@@ -15,7 +15,7 @@ export interface CredentialRef {
 }
 
 /** The authenticated actor, as every service and plugin sees it. */
-export interface AuthUser {
+export interface Actor {
   id: string;
   email: string;
   name: string;
@@ -42,7 +42,7 @@ export interface AuthUser {
 export interface RequestContext {
   requestId: string;
   ip: string | null;
-  user: AuthUser | null;
+  user: Actor | null;
   log: Logger;
 }
 
@@ -54,24 +54,24 @@ export interface RequestContext {
 const REQUEST: unique symbol = Symbol('request');
 
 /** The actor as seen below a request: the same actor, carrying its request (id, ip, logger). */
-export const withRequest = (actor: AuthUser, request: RequestContext): AuthUser => ({ ...actor, [REQUEST]: request });
+export const withRequest = (actor: Actor, request: RequestContext): Actor => ({ ...actor, [REQUEST]: request });
 
 /**
  * The request an actor came in with, for logs and hook events (`ip`, `request_id`); undefined for
  * actors made outside requests (`systemActor()`, jobs, start-up).
  */
-export const requestOf = (actor: AuthUser | null | undefined): RequestContext | undefined => actor?.[REQUEST];
+export const requestOf = (actor: Actor | null | undefined): RequestContext | undefined => actor?.[REQUEST];
 
 /**
  * True for actors holding system scope (`scope: system` or `is_system_user`): system
  * administrators and `systemActor()`. They may act across tenants. Compare `isSystemActor`, which
  * is true only for the synthetic actor `systemActor()` returns (no user behind it).
  */
-export const hasSystemScope = (actor: AuthUser | null | undefined): boolean =>
+export const hasSystemScope = (actor: Actor | null | undefined): boolean =>
   !!actor && (actor.scope === 'system' || actor.is_system_user);
 
 /** Role `admin`, or system scope. For a refusal use `requireRole(actor, 'admin')` (core/identity/guards.ts). */
-export const isAdmin = (actor: AuthUser | null | undefined): boolean =>
+export const isAdmin = (actor: Actor | null | undefined): boolean =>
   !!actor && (actor.roles.includes('admin') || hasSystemScope(actor));
 
 /** `id` of the actor returned by `systemActor()`; audit stores it as `user_id` null. */
@@ -84,7 +84,7 @@ const SYSTEM_ACTOR_ID = 'system';
  *
  * @example await services.get('resources').get('projects')!.list(systemActor(tenantId), {})
  */
-export function systemActor(tenantId?: string | null): AuthUser {
+export function systemActor(tenantId?: string | null): Actor {
   return {
     id: SYSTEM_ACTOR_ID,
     email: '',
@@ -110,7 +110,7 @@ export const isSystemActor = (actor: { id: string } | null | undefined): boolean
  * the acting tenant, or null for all tenants. Fails closed: only an explicit system actor gets null.
  * @throws AccessDeniedError for a non-system actor without a tenant (never widened to all tenants)
  */
-export function scopedTenantId(actor: AuthUser): string | null {
+export function scopedTenantId(actor: Actor): string | null {
   if (!hasSystemScope(actor)) {
     // An empty tenant would read as "no tenant filter": refuse instead of widening the scope.
     if (!actor.tenant_id) throw new AccessDeniedError('The caller belongs to no tenant');
@@ -124,7 +124,7 @@ export function scopedTenantId(actor: AuthUser): string | null {
  * in all tenants its own tenant. `systemActor()` has none and must name one.
  * @throws Error for `systemActor()` without a tenant (a programming error, not a client error)
  */
-export function writeTenantId(actor: AuthUser): string {
+export function writeTenantId(actor: Actor): string {
   const t = scopedTenantId(actor) ?? actor.tenant_id;
   if (!t) throw new Error('systemActor() acts in every tenant: use systemActor(tenantId) to write tenant-scoped documents');
   return t;

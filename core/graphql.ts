@@ -2,13 +2,13 @@ import SchemaBuilder from '@pothos/core';
 import { DateTimeResolver, JSONResolver, ObjectIDResolver } from 'graphql-scalars';
 import type Koa from 'koa';
 import { AuthRequiredError } from './errors.ts';
-import type { AuthUser } from './context.ts';
+import type { Actor } from './context.ts';
 import type { Page } from './page.ts';
 import type { PresentedCredential } from './realtime/sessions.ts';
 import { requireRole, type RequiredRole } from './identity/guards.ts';
 
 export interface GraphQLContext {
-  user: AuthUser | null;
+  user: Actor | null;
   requestId: string;
   /** The HTTP request; absent over WebSocket (graphql-ws). */
   koa?: Koa.Context;
@@ -39,18 +39,18 @@ export function createBuilder(): Builder {
 }
 
 /** @throws AuthRequiredError (code AUTH_REQUIRED in `extensions`) */
-export function requireUser(ctx: GraphQLContext): AuthUser {
-  if (!ctx.user) throw new AuthRequiredError();
-  return ctx.user;
+export function requireUser(ctx: GraphQLContext): Actor {
+  if (!ctx.actor) throw new AuthRequiredError();
+  return ctx.actor;
 }
 
 /** The GraphQL caller, required to hold `role` (the same check as services and routes). */
-export function requireUserRole(ctx: GraphQLContext, role: RequiredRole): AuthUser {
+export function requireUserRole(ctx: GraphQLContext, role: RequiredRole): Actor {
   return requireRole(requireUser(ctx), role);
 }
 
 /** Shorthand for `requireUserRole(ctx, 'admin')`. */
-export const requireAdmin = (ctx: GraphQLContext): AuthUser => requireUserRole(ctx, 'admin');
+export const requireAdmin = (ctx: GraphQLContext): Actor => requireUserRole(ctx, 'admin');
 
 /** Validate GraphQL arguments with the same zod schema as the REST route (422 VALIDATION_ERROR, loc starting with `args`). */
 export { parseInput } from './errors.ts';

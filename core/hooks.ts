@@ -1,11 +1,11 @@
-import type { AuthUser } from './context.ts';
+import type { Actor } from './context.ts';
 import type { Logger } from './logger.ts';
 
 /** What every document lifecycle event carries (resources plugin, and any plugin writing documents). */
 export interface DocumentEventBase {
   /** Resource name (its collection name). */
   resource: string;
-  actor: AuthUser | null;
+  actor: Actor | null;
   /** Tenant of the document (null for documents that are not tenant-scoped). */
   tenant_id: string | null;
   ip: string | null;
@@ -39,7 +39,7 @@ export interface HookEvents {
     user_id: string;
     tenant_id: string;
     reason: 'disabled' | 'deleted';
-    actor: AuthUser | null;
+    actor: Actor | null;
     request_id: string | null;
   };
 }

@@ -273,7 +273,7 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
     seen.add(key);
     router.register(route.path, [route.method], async (ctx) => {
       const state = ctx.state as AppState;
-      checkAuth(route, state.user, state.authError);
+      checkAuth(route, state.actor, state.authError);
       // A non-empty body of another type was skipped by the JSON parser: say so rather than validate `{}`.
       if ((route.body ?? route.docs?.body) && (ctx.request.length ?? (ctx.get('Transfer-Encoding') ? 1 : 0)) > 0 && !ctx.request.is('json', '+json')) {
         throw new UnsupportedMediaTypeError();
@@ -283,7 +283,7 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
       const input = raw
         ? { ...validateInputs({ ...route, body: undefined }, { params: ctx.params, query: ctx.query, body: undefined }), body: raw }
         : validateInputs(route, { params: ctx.params, query: ctx.query, body: ctx.request.body });
-      const result = await route.handler({ ...input, user: state.user, ctx } as never);
+      const result = await route.handler({ ...input, actor: state.actor, ctx } as never);
       if (result !== undefined) {
         ctx.status = route.status ?? 200;
         ctx.body = result;
@@ -292,7 +292,7 @@ function mountRoutes(routes: readonly RouteDef[], yoga: YogaServerInstance<Recor
   }
   router.all('/graphql', async (ctx) => {
     const state = ctx.state as AppState;
-    const gctx: GraphQLContext = { user: state.user, requestId: state.ctx.requestId, koa: ctx };
+    const gctx: GraphQLContext = { user: state.actor, requestId: state.ctx.requestId, koa: ctx };
     // A rejected credential is an error even for GraphQL, as for every non-public REST route.
     if (state.authError) throw state.authError;
     const response = await yoga.handleNodeRequestAndResponse(ctx.request, ctx.res, gctx as never);

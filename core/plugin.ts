@@ -6,7 +6,7 @@ import type { Logger } from './logger.ts';
 import type { ServiceRegistry } from './services.ts';
 import type { RouteDef } from './http/route.ts';
 import type { Builder } from './graphql.ts';
-import type { AuthUser } from './context.ts';
+import type { Actor } from './context.ts';
 import type { Tenancy } from './tenancy.ts';
 import type { EventConsumer } from './events/consumers.ts';
 import type { EventTypeDefinition } from './events/catalogue.ts';
@@ -63,7 +63,7 @@ export interface JobRunContext {
   /** Aborted on cancel or timeout; a function that ignores it has its result discarded. */
   signal: AbortSignal;
   /** Who the job acts as: `systemActor(tenant_id)` for per-tenant runs, else `systemActor()`. */
-  actor: AuthUser;
+  actor: Actor;
   /** The tenant of a per-tenant run (or of a run triggered for one tenant), else null. */
   tenant_id: string | null;
   log(line: string, level?: 'debug' | 'info' | 'warning' | 'error'): void;
@@ -79,7 +79,7 @@ export interface JobRunner {
    * Queue a run of a registered job as `actor`. Resolves once the run document exists (`pending`).
    * @throws NotFoundError for an unknown job, ValidationError when params fail its schema.
    */
-  trigger(name: string, params: Record<string, unknown>, opts: { actor: AuthUser; tenant_id?: string | null }): Promise<{ run_id: string; status: string }>;
+  trigger(name: string, params: Record<string, unknown>, opts: { actor: Actor; tenant_id?: string | null }): Promise<{ run_id: string; status: string }>;
 }
 
 /**

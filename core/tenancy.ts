@@ -1,4 +1,4 @@
-import type { AuthUser } from './context.ts';
+import type { Actor } from './context.ts';
 import { scopedTenantId } from './context.ts';
 import { tenantFilter, accessFilter, type AccessPolicy, type Filter } from './identity/guards.ts';
 
@@ -16,17 +16,17 @@ export class Tenancy {
   ) {}
 
   /** The tenant filter of a read or write: `{[field]: tenant}` or `{}` (all tenants / setting off). */
-  filter(actor: AuthUser, field = 'tenant_id'): Filter {
+  filter(actor: Actor, field = 'tenant_id'): Filter {
     return tenantFilter(actor, this.enabled, field);
   }
 
   /** Tenant filter plus feature and attribute rules (403 when a rule rejects the actor). */
-  access(actor: AuthUser, policy: AccessPolicy): Filter {
+  access(actor: Actor, policy: AccessPolicy): Filter {
     return accessFilter(actor, policy, this.enabled);
   }
 
   /** The tenant the actor is confined to, or null for all tenants (system scope, or the setting off). */
-  scope(actor: AuthUser): string | null {
+  scope(actor: Actor): string | null {
     return this.enabled ? scopedTenantId(actor) : null;
   }
 }

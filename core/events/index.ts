@@ -53,7 +53,7 @@ export const eventsPlugin: Plugin = definePlugin({
         defineRoute({
           method: 'GET', path: '/events', auth: 'admin', tags: ['events'], query: eventListQuery,
           summary: "The tenant's events, newest first, in cursor pages ({items, cursors})",
-          handler: ({ user, query }) => events.list(user!, query),
+          handler: ({ actor, query }) => events.list(actor!, query),
         }),
         defineRoute({
           method: 'GET', path: '/events/types', auth: 'user', tags: ['events'],
@@ -65,7 +65,7 @@ export const eventsPlugin: Plugin = definePlugin({
         defineRoute({
           method: 'GET', path: '/events/:id', auth: 'admin', tags: ['events'], params: eventIdParams,
           summary: 'One event of the tenant',
-          handler: ({ user, params }) => events.get(user!, params.id),
+          handler: ({ actor, params }) => events.get(actor!, params.id),
         }),
       ],
       graphql: (b) => realtime.graphql(b, eventsGraphql(b, events)),

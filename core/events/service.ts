@@ -1,6 +1,6 @@
 import { Types, type Connection } from 'mongoose';
 import { NotFoundError, ValidationError } from '../errors.ts';
-import { isSystemActor, requestOf, type AuthUser } from '../context.ts';
+import { isSystemActor, requestOf, type Actor } from '../context.ts';
 import { requireRole } from '../identity/guards.ts';
 import type { Tenancy } from '../tenancy.ts';
 import type { Logger } from '../logger.ts';
@@ -21,7 +21,7 @@ export interface EventLogSettings extends RelaySettings, ConsumerSettings {
 
 /** What the emitter of an event says about it, besides its type. */
 export interface StageInput {
-  actor: AuthUser | null;
+  actor: Actor | null;
   tenant_id: string | Types.ObjectId | null;
   /** The document version the change produces (absent for documents without versions). */
   version?: number;
@@ -179,7 +179,7 @@ export class EventLog {
    * tenant's; system administrators all tenants' (or one, with `X-Tenant-Id`).
    * @throws AccessDeniedError for non-administrators; ValidationError for a type not in the catalogue
    */
-  async list(actor: AuthUser, q: EventListQuery): Promise<EventPage> {
+  async list(actor: Actor, q: EventListQuery): Promise<EventPage> {
     requireRole(actor, 'admin');
     if (q.type && !this.catalogue.has(q.type)) {
       throw new ValidationError([{ loc: ['query', 'type'], msg: `Unknown event type; known types: ${this.catalogue.names().join(', ')}`, type: 'enum' }]);
@@ -214,7 +214,7 @@ export class EventLog {
   }
 
   /** One event of the actor's tenant (404 outside it). */
-  async get(actor: AuthUser, id: string): Promise<EventRecord> {
+  async get(actor: Actor, id: string): Promise<EventRecord> {
     requireRole(actor, 'admin');
     const doc = await this.models.events.findOne({ _id: id, ...this.tenancy.filter(actor) }, { previous: 0, meta: 0, source: 0 }).lean<EventDoc>();
     if (!doc) throw new NotFoundError('event', id);

@@ -4,14 +4,14 @@ import Router from '@koa/router';
 import { ROUTE_BUDGETS, type AuthFailureLimiter, type LimitDecision, type RequestLimiter } from '../rate-limit.ts';
 import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, ErrorCode, NotFoundError, RateLimitedError } from '../errors.ts';
-import { hasSystemScope, withRequest, type AuthUser, type RequestContext } from '../context.ts';
+import { hasSystemScope, withRequest, type Actor, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import { API_KEY_PREFIX, hashKey, type AuthenticationService } from '../identity/authentication.ts';
 import { toAppError } from './map-error.ts';
 
 export interface AppState {
   ctx: RequestContext;
-  user: AuthUser | null;
+  user: Actor | null;
   /** Set when a credential was presented but rejected; raised by routes that need a user. */
   authError: AppError | null;
   /** Rate-limit identity of an accepted credential (`key:<hash prefix>` or `user:<id>`). */
@@ -56,7 +56,7 @@ export function requestHead(log: Logger, opts: RequestHeadOptions): Koa.Middlewa
     };
     const state = ctx.state as AppState;
     state.ctx = rc;
-    state.user = null;
+    state.actor = null;
     state.authError = null;
     try {
       if (ctx.originalUrl.length > opts.maxUrlLength) {
@@ -115,7 +115,7 @@ export function authenticate(identity: AuthenticationService, failures: AuthFail
     const apiKey = ctx.get('X-API-Key');
     const authz = ctx.get('Authorization');
     try {
-      let actor: AuthUser | null = null;
+      let actor: Actor | null = null;
       if (apiKey) {
         const hash = hashKey(apiKey);
         actor = await identity.authenticateApiKey(apiKey, hash);
@@ -137,8 +137,8 @@ export function authenticate(identity: AuthenticationService, failures: AuthFail
         }
         // Services read the request (id, ip, logger) from the actor they are given, never from ambient state.
         actor = withRequest(actor, state.ctx);
-        state.user = actor;
-        state.ctx.user = actor;
+        state.actor = actor;
+        state.ctx.actor = actor;
       }
     } catch (err) {
       if (!(err instanceof AppError) || err.status !== 401) throw err;
@@ -194,7 +194,7 @@ export function rateLimit(config: Config, limiter: RequestLimiter | null, exempt
   return async (ctx, next) => {
     if (exempt(ctx.path)) return next();
     const state = ctx.state as AppState;
-    const client = state.user && state.credential ? state.credential : `ip:${ctx.ip}`;
+    const client = state.actor && state.credential ? state.credential : `ip:${ctx.ip}`;
     const own = budgetOf(ctx);
     if (!own) {
       answer(ctx, limiter.consume(client, general), general);

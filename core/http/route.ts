@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import type { z } from 'zod';
 import { AuthRequiredError, ValidationError, zodIssues, type ValidationIssue } from '../errors.ts';
-import type { AuthUser } from '../context.ts';
+import type { Actor } from '../context.ts';
 import { requireFeatures, requireRole } from '../identity/guards.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -23,7 +23,7 @@ export interface HandlerArgs<P, Q, B> {
   query: Q;
   body: B;
   /** The authenticated actor (null only on `public` routes). */
-  user: AuthUser | null;
+  user: Actor | null;
   ctx: Koa.Context;
 }
 
@@ -92,7 +92,7 @@ export function defineRoute<P extends Schema | undefined = undefined, Q extends 
 }
 
 /** The route's `auth` and `features` guards. @throws the rejected credential's error or AuthRequiredError (401), AccessDeniedError (403) */
-export function checkAuth(route: Pick<RouteDef, 'auth' | 'features'>, actor: AuthUser | null, authError: Error | null): void {
+export function checkAuth(route: Pick<RouteDef, 'auth' | 'features'>, actor: Actor | null, authError: Error | null): void {
   const auth = route.auth ?? 'user';
   if (auth === 'public') return;
   if (!actor) throw authError ?? new AuthRequiredError();

@@ -4,7 +4,7 @@ import { Types } from 'mongoose';
 import { SignJWT, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
 import type { Config } from '../../config/index.ts';
 import { AuthRequiredError } from '../errors.ts';
-import type { AuthUser, CredentialRef } from '../context.ts';
+import type { Actor, CredentialRef } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import type { IdentityModels, UserDoc } from './models.ts';
 
@@ -19,7 +19,7 @@ export const hashKey = (key: string): string => createHash('sha256').update(key)
 export type UserRecord = UserDoc & { _id: Types.ObjectId; created_at?: Date };
 
 /** A stored user as the actor every service is given. */
-export const toAuthUser = (u: UserRecord): AuthUser => ({
+export const toAuthUser = (u: UserRecord): Actor => ({
   id: String(u._id),
   email: u.email,
   name: u.name,
@@ -62,7 +62,7 @@ export class AuthenticationService {
    * and TTL, least recently used evicted first). Revocation here drops entries at once; other
    * replicas follow when their entry expires, so the TTL is the revocation delay across replicas.
    */
-  private readonly cache: LRUCache<string, { actor: AuthUser; keyId?: string }> | null;
+  private readonly cache: LRUCache<string, { actor: Actor; keyId?: string }> | null;
   private readonly lastUsedWrites = new LRUCache<string, number>({ max: CACHE_MAX_ENTRIES });
   private readonly secret: Uint8Array;
   private readonly credentialKinds = new Map<string, CredentialResolver>();
@@ -103,7 +103,7 @@ export class AuthenticationService {
   }
 
   /** Resolve an `X-API-Key`. @throws AuthRequiredError when unknown, revoked, or its user is inactive */
-  async authenticateApiKey(key: string, hash = hashKey(key)): Promise<AuthUser> {
+  async authenticateApiKey(key: string, hash = hashKey(key)): Promise<Actor> {
     const hit = this.cache?.get(`k:${hash}`);
     if (hit) {
       this.touchKey(hit.keyId);
@@ -113,7 +113,7 @@ export class AuthenticationService {
     if (!apiKey) throw new AuthRequiredError('Invalid API key');
     const user = await this.models.User.findOne({ _id: apiKey.user_id, is_active: true, ...LIVE }).lean();
     if (!user) throw new AuthRequiredError('Invalid API key');
-    const actor: AuthUser = { ...toAuthUser(user), credential: { kind: 'api_key', id: String(apiKey._id) } };
+    const actor: Actor = { ...toAuthUser(user), credential: { kind: 'api_key', id: String(apiKey._id) } };
     this.toCache(`k:${hash}`, actor, String(apiKey._id));
     this.touchKey(String(apiKey._id));
     return actor;
@@ -125,7 +125,7 @@ export class AuthenticationService {
    * other credentials, so revoking a key ends every token of its chain within `AUTH_CACHE_TTL_MS`.
    * @throws AuthRequiredError when invalid, expired, unbound, or its credential or user is gone
    */
-  async authenticateToken(token: string): Promise<AuthUser> {
+  async authenticateToken(token: string): Promise<Actor> {
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, this.secret, { algorithms: ['HS256'], requiredClaims: ['exp', 'sub', CREDENTIAL_CLAIM] }));
@@ -160,7 +160,7 @@ export class AuthenticationService {
    * @param credential defaults to `actor.credential`; plugins that log users in (passkeys) pass their own
    * @throws AuthRequiredError when the parent token has (just) expired
    */
-  async issueToken(actor: AuthUser, credential: CredentialRef | undefined = actor.credential): Promise<{ token: string; token_type: 'Bearer'; expires_in: number }> {
+  async issueToken(actor: Actor, credential: CredentialRef | undefined = actor.credential): Promise<{ token: string; token_type: 'Bearer'; expires_in: number }> {
     if (!credential) throw new Error('issueToken: the actor has no credential to bind the token to');
     if (!this.credentialKinds.has(credential.kind)) throw new Error(`issueToken: credential kind "${credential.kind}" is not registered`);
     const now = Math.floor(Date.now() / 1000);
@@ -180,7 +180,7 @@ export class AuthenticationService {
    * per tenant only: a login must be settled by the credential presented (a passkey id is global),
    * never by picking one of these.
    */
-  async usersByEmail(email: string): Promise<AuthUser[]> {
+  async usersByEmail(email: string): Promise<Actor[]> {
     const docs = await this.models.User.find({ email: email.trim().toLowerCase(), is_active: true, ...LIVE }).sort({ _id: 1 }).limit(100).lean();
     return docs.map(toAuthUser);
   }
@@ -191,7 +191,7 @@ export class AuthenticationService {
     this.invalidateCredential('api_key', id);
   }
 
-  private toCache(key: string, actor: AuthUser, keyId?: string) {
+  private toCache(key: string, actor: Actor, keyId?: string) {
     this.cache?.set(key, { actor, ...(keyId ? { keyId } : {}) });
   }
 

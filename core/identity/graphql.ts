@@ -1,7 +1,7 @@
 import { parseInput, requireAdmin, requireUser, requireUserRole, type Builder } from '../graphql.ts';
 import { idParams } from '../http/schemas.ts';
 import { createApiKeyInput, createTenantInput, createUserInput, updateUserInput, type PageRequest } from './schemas.ts';
-import type { AuthUser } from '../context.ts';
+import type { Actor } from '../context.ts';
 import type { ApiKeyView, IdentityService, TenantView } from './service.ts';
 
 /** GraphQL `page` / `per_page` arguments: clamped to the REST limits (default 50, at most 500), never refused. */
@@ -16,7 +16,7 @@ const clampPage = (a: { page?: number | null; per_page?: number | null }): PageR
  */
 export function identityGraphql(builder: Builder, identity: IdentityService): void {
   // `me` is the actor itself; `users` and the mutations add `is_active` (and `created_at`, not exposed).
-  const Me = builder.objectRef<AuthUser & { is_active?: boolean }>('User');
+  const Me = builder.objectRef<Actor & { is_active?: boolean }>('User');
   Me.implement({
     fields: (t) => ({
       id: t.exposeID('id', { nullable: false }),

@@ -1,6 +1,6 @@
 import { Types, type QueryFilter } from 'mongoose';
 import { AccessDeniedError } from '../errors.ts';
-import { hasSystemScope, isAdmin, scopedTenantId, type AuthUser } from '../context.ts';
+import { hasSystemScope, isAdmin, scopedTenantId, type Actor } from '../context.ts';
 
 /**
  * An attribute rule. `equals` / `oneOf` are plain yes/no checks on the actor; `field` restricts
@@ -44,18 +44,18 @@ export const ROLE_REQUIRED_MESSAGE: Record<RequiredRole, string> = {
  * and by the route and GraphQL guards. Returns the actor for chaining.
  * @throws AccessDeniedError (403 ACCESS_DENIED) when the actor lacks the role
  */
-export function requireRole(actor: AuthUser, role: RequiredRole): AuthUser {
+export function requireRole(actor: Actor, role: RequiredRole): Actor {
   const ok = role === 'system' ? hasSystemScope(actor) : isAdmin(actor);
   if (!ok) throw new AccessDeniedError(ROLE_REQUIRED_MESSAGE[role]);
   return actor;
 }
 
 /** System actors act anywhere, so they hold every feature. */
-const hasFeature = (actor: AuthUser, feature: string): boolean =>
+const hasFeature = (actor: Actor, feature: string): boolean =>
   hasSystemScope(actor) || actor.features.includes(feature);
 
 /** @throws AccessDeniedError (403, `details.feature`) for the first feature the actor lacks */
-export function requireFeatures(actor: AuthUser, features: readonly string[]): void {
+export function requireFeatures(actor: Actor, features: readonly string[]): void {
   for (const feature of features) {
     if (!hasFeature(actor, feature)) throw new AccessDeniedError(`Feature "${feature}" required`, { feature });
   }
@@ -65,7 +65,7 @@ export function requireFeatures(actor: AuthUser, features: readonly string[]): v
  * Checks attribute rules and returns the document filter they imply (empty when none restricts).
  * @throws AccessDeniedError when a yes/no rule fails or a filtering rule's attribute is missing
  */
-function attributeFilter(actor: AuthUser, rules: readonly AttributeRule[] = []): Filter {
+function attributeFilter(actor: Actor, rules: readonly AttributeRule[] = []): Filter {
   if (hasSystemScope(actor)) return {};
   const filter: Filter = {};
   for (const rule of rules) {
@@ -90,7 +90,7 @@ function attributeFilter(actor: AuthUser, rules: readonly AttributeRule[] = []):
  * names the tenant field of the collection (`_id` for the tenants collection). Plugins call it
  * through `ctx.tenancy.filter(actor)`, which passes `MULTI_TENANT_ENABLED`.
  */
-export function tenantFilter(actor: AuthUser, multiTenant: boolean, field = 'tenant_id'): Filter {
+export function tenantFilter(actor: Actor, multiTenant: boolean, field = 'tenant_id'): Filter {
   if (!multiTenant) return {};
   const tenant = scopedTenantId(actor);
   return tenant ? { [field]: new Types.ObjectId(tenant) } : {};
@@ -100,7 +100,7 @@ export function tenantFilter(actor: AuthUser, multiTenant: boolean, field = 'ten
  * The one filter that list, count, get, update, delete, populate and GraphQL all apply: tenant
  * scope plus attribute rules. Throws 403 when a feature or attribute rule rejects the actor.
  */
-export function accessFilter(actor: AuthUser, policy: AccessPolicy, multiTenant: boolean): Filter {
+export function accessFilter(actor: Actor, policy: AccessPolicy, multiTenant: boolean): Filter {
   requireFeatures(actor, policy.features ?? []);
   const attrs = attributeFilter(actor, policy.attributes);
   const tenant = policy.tenantScoped === false ? {} : tenantFilter(actor, multiTenant);

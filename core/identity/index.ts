@@ -47,60 +47,60 @@ export const identityPlugin = definePlugin({
       routes: [
         defineRoute({
           method: 'POST', path: '/auth/token', tags: ['auth'], summary: 'Exchange the presented credential for a bearer token',
-          handler: ({ user }) => identity.issueToken(user!),
+          handler: ({ actor }) => identity.issueToken(actor!),
         }),
         defineRoute({
           method: 'GET', path: '/auth/me', tags: ['auth'], summary: 'The caller with tenant, roles and features',
           // The credential reference is internal (it names the key behind the request).
-          handler: ({ user }) => {
-            const { credential: _credential, ...me } = user!;
+          handler: ({ actor }) => {
+            const { credential: _credential, ...me } = actor!;
             return me;
           },
         }),
         defineRoute({
           method: 'POST', path: '/admin/tenants', tags: ['admin'], auth: 'system', status: 201, summary: 'Create a tenant',
           body: createTenantInput,
-          handler: ({ user, body }) => identity.createTenant(user!, body),
+          handler: ({ actor, body }) => identity.createTenant(actor!, body),
         }),
         defineRoute({
           method: 'GET', path: '/admin/tenants', tags: ['admin'], auth: 'admin', summary: 'List tenants (own tenant for tenant admins)',
           query: tenantsQuery,
-          handler: ({ user, query }) => identity.listTenants(user!, query),
+          handler: ({ actor, query }) => identity.listTenants(actor!, query),
         }),
         defineRoute({
           method: 'POST', path: '/admin/users', tags: ['admin'], auth: 'admin', status: 201, summary: 'Create a user',
           body: createUserInput,
-          handler: ({ user, body }) => identity.createUser(user!, body),
+          handler: ({ actor, body }) => identity.createUser(actor!, body),
         }),
         defineRoute({
           method: 'GET', path: '/admin/users', tags: ['admin'], auth: 'admin', summary: 'List users (own tenant for tenant admins)',
           query: usersQuery,
-          handler: ({ user, query }) => identity.listUsers(user!, query),
+          handler: ({ actor, query }) => identity.listUsers(actor!, query),
         }),
         defineRoute({
           method: 'PATCH', path: '/admin/users/:id', tags: ['admin'], auth: 'admin',
           summary: 'Change a user (name, roles, features, attributes, is_active); is_active false cuts the user off',
           params: idParams, body: updateUserInput,
-          handler: ({ user, params, body }) => identity.updateUser(user!, params.id, body),
+          handler: ({ actor, params, body }) => identity.updateUser(actor!, params.id, body),
         }),
         defineRoute({
           method: 'DELETE', path: '/admin/users/:id', tags: ['admin'], auth: 'admin', status: 204,
           summary: 'Soft-delete a user: its keys are revoked, the audit trail is kept',
           params: idParams,
-          handler: async ({ user, params }) => {
-            await identity.deleteUser(user!, params.id);
+          handler: async ({ actor, params }) => {
+            await identity.deleteUser(actor!, params.id);
           },
         }),
         defineRoute({
           method: 'POST', path: '/admin/api-keys', tags: ['admin'], auth: 'admin', status: 201,
           summary: 'Create an API key; the plain key is returned once',
           body: createApiKeyInput,
-          handler: ({ user, body }) => identity.createApiKey(user!, body),
+          handler: ({ actor, body }) => identity.createApiKey(actor!, body),
         }),
         defineRoute({
           method: 'DELETE', path: '/admin/api-keys/:id', tags: ['admin'], auth: 'admin', summary: 'Revoke an API key',
           params: idParams,
-          handler: ({ user, params }) => identity.revokeApiKey(user!, params.id),
+          handler: ({ actor, params }) => identity.revokeApiKey(actor!, params.id),
         }),
       ],
       graphql: (builder) => identityGraphql(builder, identity),

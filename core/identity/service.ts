@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../errors.ts';
-import { hasSystemScope, isSystemActor, requestOf, writeTenantId, type AuthUser } from '../context.ts';
+import { hasSystemScope, isSystemActor, requestOf, writeTenantId, type Actor } from '../context.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../hooks.ts';
 import type { Tenancy } from '../tenancy.ts';
 import { requireRole, type Filter } from './guards.ts';
@@ -40,13 +40,13 @@ export class IdentityService extends AuthenticationService {
     this.tenancy = deps.tenancy;
   }
 
-  async createTenant(actor: AuthUser, input: CreateTenantInput) {
+  async createTenant(actor: Actor, input: CreateTenantInput) {
     requireRole(actor, 'system');
     const t = await this.models.Tenant.create({ name: input.name });
     return tenantView(t.toObject());
   }
 
-  async listTenants(actor: AuthUser, page: PageRequest) {
+  async listTenants(actor: Actor, page: PageRequest) {
     requireRole(actor, 'admin');
     const filter = this.tenancy.filter(actor, '_id');
     const [items, total] = await Promise.all([
@@ -56,7 +56,7 @@ export class IdentityService extends AuthenticationService {
     return { items: items.map(tenantView), total, page: page.page, per_page: page.per_page };
   }
 
-  async createUser(actor: AuthUser, input: CreateUserInput) {
+  async createUser(actor: Actor, input: CreateUserInput) {
     requireRole(actor, 'admin');
     const tenantId = input.tenant_id ?? writeTenantId(actor);
     const scoped = this.tenancy.scope(actor);
@@ -87,7 +87,7 @@ export class IdentityService extends AuthenticationService {
    * @throws NotFoundError outside the actor's tenant or for a deleted user
    * @throws AccessDeniedError for a non-admin, a tenant admin touching a system user, or anyone disabling or re-roling themselves
    */
-  async updateUser(actor: AuthUser, id: string, input: UpdateUserInput) {
+  async updateUser(actor: Actor, id: string, input: UpdateUserInput) {
     const old = await this.managedUser(actor, id);
     const roles = input.roles ? [...new Set(input.roles)] : undefined;
     if (actor.id === id && (input.is_active === false || (roles && [...roles].sort().join() !== [...(old.roles ?? [])].sort().join())))
@@ -112,7 +112,7 @@ export class IdentityService extends AuthenticationService {
    * @throws NotFoundError outside the actor's tenant or when already deleted
    * @throws AccessDeniedError for a non-admin, a tenant admin deleting a system user, or anyone deleting themselves
    */
-  async deleteUser(actor: AuthUser, id: string): Promise<void> {
+  async deleteUser(actor: Actor, id: string): Promise<void> {
     const old = await this.managedUser(actor, id);
     if (actor.id === id) throw new AccessDeniedError('You cannot delete yourself', { reason: 'self' });
     const now = new Date();
@@ -128,7 +128,7 @@ export class IdentityService extends AuthenticationService {
     await this.emitDisabled(actor, doc, 'deleted');
   }
 
-  async listUsers(actor: AuthUser, query: ListUsersQuery) {
+  async listUsers(actor: Actor, query: ListUsersQuery) {
     requireRole(actor, 'admin');
     const filter: Filter = { ...this.tenantScope(actor), ...LIVE };
     if (!filter.tenant_id && query.tenant_id) filter.tenant_id = new Types.ObjectId(query.tenant_id);
@@ -140,7 +140,7 @@ export class IdentityService extends AuthenticationService {
   }
 
   /** Create an API key for a user the actor administers. The plain key is in this response only. */
-  async createApiKey(actor: AuthUser, input: CreateApiKeyInput) {
+  async createApiKey(actor: Actor, input: CreateApiKeyInput) {
     requireRole(actor, 'admin');
     const user = await this.models.User.findOne({ _id: input.user_id, ...LIVE, ...this.tenantScope(actor) }).lean();
     if (!user) throw new NotFoundError('user', input.user_id);
@@ -159,7 +159,7 @@ export class IdentityService extends AuthenticationService {
     return { ...apiKeyView(doc.toObject()), key };
   }
 
-  async revokeApiKey(actor: AuthUser, id: string) {
+  async revokeApiKey(actor: Actor, id: string) {
     requireRole(actor, 'admin');
     if (!hasSystemScope(actor)) {
       // A tenant admin (of the system tenant, or of any tenant when tenancy is off) must not cut off a system administrator.
@@ -184,7 +184,7 @@ export class IdentityService extends AuthenticationService {
    * off). Live keys are never touched.
    * @throws AccessDeniedError for a non-system actor, tenant administrators included (nothing deleted)
    */
-  async purgeDeadApiKeys(actor: AuthUser, cutoff: Date): Promise<{ revoked_keys_deleted: number; deleted_user_keys_deleted: number }> {
+  async purgeDeadApiKeys(actor: Actor, cutoff: Date): Promise<{ revoked_keys_deleted: number; deleted_user_keys_deleted: number }> {
     requireRole(actor, 'system');
     const scope = this.tenantScope(actor);
     const revoked = await this.models.ApiKey.deleteMany({ ...scope, revoked_at: { $ne: null, $lt: cutoff } });
@@ -234,7 +234,7 @@ export class IdentityService extends AuthenticationService {
    * A live user the actor administers.
    * @throws AccessDeniedError for a non-admin, or a system user and a non-system actor; NotFoundError outside the actor's scope
    */
-  private async managedUser(actor: AuthUser, id: string) {
+  private async managedUser(actor: Actor, id: string) {
     requireRole(actor, 'admin');
     const user = await this.models.User.findOne({ _id: id, ...LIVE, ...this.tenantScope(actor) }).lean();
     if (!user) throw new NotFoundError('user', id);
@@ -243,11 +243,11 @@ export class IdentityService extends AuthenticationService {
     return user;
   }
 
-  private tenantScope(actor: AuthUser): Filter {
+  private tenantScope(actor: Actor): Filter {
     return this.tenancy.filter(actor);
   }
 
-  private eventBase(actor: AuthUser, tenantId: string): DocumentEventBase {
+  private eventBase(actor: Actor, tenantId: string): DocumentEventBase {
     const ctx = requestOf(actor);
     return { resource: 'users', actor, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null, secret_fields: [], bulk: false };
   }
@@ -255,13 +255,13 @@ export class IdentityService extends AuthenticationService {
   /** Document events as the resources plugin emits them, so the audit plugin records user changes without identity knowing it. */
   private async emitDocument(
     event: 'AFTER_UPDATE' | 'AFTER_DELETE',
-    actor: AuthUser,
+    actor: Actor,
     e: { id: string; tenant_id: string; old: UserRecord; doc: UserRecord; replace?: boolean },
   ) {
     await this.hooks.emitAfter(event, { ...this.eventBase(actor, e.tenant_id), ...e, old: e.old as unknown as Doc, doc: e.doc as unknown as Doc } as never);
   }
 
-  private async emitDisabled(actor: AuthUser, user: { _id: Types.ObjectId; tenant_id: Types.ObjectId }, reason: 'disabled' | 'deleted') {
+  private async emitDisabled(actor: Actor, user: { _id: Types.ObjectId; tenant_id: Types.ObjectId }, reason: 'disabled' | 'deleted') {
     await this.hooks.emitAfter('AFTER_USER_DISABLED', {
       user_id: String(user._id),
       tenant_id: String(user.tenant_id),

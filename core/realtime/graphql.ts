@@ -1,6 +1,6 @@
 import type { Builder, GraphQLContext } from '../graphql.ts';
 import { requireUser } from '../graphql.ts';
-import type { AuthUser } from '../context.ts';
+import type { Actor } from '../context.ts';
 import type { EventRef } from '../events/graphql.ts';
 import type { EventRecord } from '../events/consumers.ts';
 import type { RealtimeService } from './service.ts';
@@ -66,7 +66,7 @@ export function unsettle<T>(v: T | StreamEnd): T {
  * come as the subscription's error rather than mid-stream.
  * @example subscribe: async (_r, a, ctx) => liveSubscription(realtime, ctx, (actor, signal) => svc.watch(actor, a.id, signal))
  */
-export async function liveSubscription<T>(realtime: RealtimeService, ctx: GraphQLContext, source: (actor: AuthUser, signal: AbortSignal, current: () => AuthUser) => AsyncIterable<T>): Promise<AsyncIterableIterator<T | StreamEnd>> {
+export async function liveSubscription<T>(realtime: RealtimeService, ctx: GraphQLContext, source: (actor: Actor, signal: AbortSignal, current: () => Actor) => AsyncIterable<T>): Promise<AsyncIterableIterator<T | StreamEnd>> {
   return settled(realtime.guard(await openSession(realtime, ctx), source));
 }
 

@@ -5,7 +5,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { GraphQLError, type ExecutionArgs } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { AppError, ErrorCode } from '../errors.ts';
-import { withRequest, type AuthUser } from '../context.ts';
+import { withRequest, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import type { GraphQLContext } from '../graphql.ts';
 import { checkVariablesDepth } from '../graphql-limits.ts';
@@ -78,7 +78,7 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
       onSubscribe: async (ctx, _id, payload) => {
         const requestId = randomUUID();
         const presented = ctx.extra.presented ?? {};
-        let actor: AuthUser | null;
+        let actor: Actor | null;
         try {
           actor = await authenticatePresented(opts.identity, presented);
           checkVariablesDepth(payload.variables, opts.maxInputDepth);

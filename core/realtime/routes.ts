@@ -66,7 +66,7 @@ export function realtimeRoutes(realtime: RealtimeService, opts: { keepAliveMs: n
         'Each event is `id:` (the event id), `event:` (its type) and `data:` (the event as `GET /events/{id}` shows it). Reconnecting with `Last-Event-ID` first sends every missed event in committed order, then live ones. ' +
         'Who sees what: docs/realtime.md. A comment line every 15 s keeps the connection open; a final `event: error` says why the server ended the stream (credential revoked or expired, reader too slow).',
       docs: { errors: [410], headers: { 'Last-Event-ID': { description: 'Resume after this event id (410 GONE when older than the log keeps)' } } },
-      handler: async ({ user, query, ctx }) => {
+      handler: async ({ actor, query, ctx }) => {
         const types = query.types ? query.types.split(',').map((t) => t.trim()).filter(Boolean) : null;
         realtime.checkTypes(types, ['query', 'types']);
         const lastId = ctx.get('Last-Event-ID') || query.last_event_id;

@@ -1,6 +1,6 @@
 import { Types, type Model } from 'mongoose';
 import { AppError, AuthRequiredError, BadRequestError, GoneError, NotFoundError, ValidationError } from '../errors.ts';
-import type { AuthUser } from '../context.ts';
+import type { Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import type { Tenancy } from '../tenancy.ts';
 import type { EventCatalogue } from '../events/catalogue.ts';
@@ -65,7 +65,7 @@ export class RealtimeService {
    * Opens a session for a stream from the credential it presented.
    * @throws AuthRequiredError when no credential was presented, or it is rejected
    */
-  async open(presented: PresentedCredential, actor?: AuthUser | null): Promise<LiveSession> {
+  async open(presented: PresentedCredential, actor?: Actor | null): Promise<LiveSession> {
     const who = actor ?? (await authenticatePresented(this.deps.identity, presented));
     if (!who) throw new AuthRequiredError();
     return this.deps.sessions.open(who, presented);
@@ -94,7 +94,7 @@ export class RealtimeService {
    * catalogue), after checking the actor passes the resource's guards, as a read would.
    * @throws NotFoundError for a resource without events; AccessDeniedError from its guards
    */
-  resourceTypes(actor: AuthUser, resource: string): string[] {
+  resourceTypes(actor: Actor, resource: string): string[] {
     const types = RESOURCE_VERBS.map((v) => `${resource}.${v}`).filter((t) => this.deps.catalogue.has(t));
     if (!types.length) throw new NotFoundError('resource', resource, `Resource "${resource}" has no events`);
     // A failed feature or attribute guard refuses the subscription, as it refuses the read.
@@ -178,7 +178,7 @@ export class RealtimeService {
    * session's reason when the credential ends, and its `signal` aborts when the reader leaves.
    * `current()` is the actor as last re-checked (roles and features may have changed since).
    */
-  guard<T>(session: LiveSession, source: (actor: AuthUser, signal: AbortSignal, current: () => AuthUser) => AsyncIterable<T>): AsyncIterableIterator<T> {
+  guard<T>(session: LiveSession, source: (actor: Actor, signal: AbortSignal, current: () => Actor) => AsyncIterable<T>): AsyncIterableIterator<T> {
     const controller = new AbortController();
     const onAbort = () => channel.fail(session.reason);
     const channel = new Channel<T>(() => {
@@ -219,7 +219,7 @@ export class RealtimeService {
    * The tenant term of the replay query (each event is still checked in memory): the actor's
    * tenant, plus the types of resources it may read across tenants (not tenant-scoped).
    */
-  private tenantTerm(actor: AuthUser): Record<string, unknown> {
+  private tenantTerm(actor: Actor): Record<string, unknown> {
     const f = this.deps.tenancy.filter(actor);
     if (!Object.keys(f).length) return {};
     const shared = this.deps.catalogue.names().filter((t) => {

@@ -1,5 +1,5 @@
 import { AppError, AuthRequiredError, BadRequestError } from '../errors.ts';
-import { hasSystemScope, type AuthUser } from '../context.ts';
+import { hasSystemScope, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
 
 /** The credential a stream was opened with, kept to check it again while the stream lasts. */
@@ -14,8 +14,8 @@ export interface PresentedCredential {
 
 /** The identity service's two ways of resolving a credential (cached for `AUTH_CACHE_TTL_MS`). */
 export interface CredentialCheck {
-  authenticateApiKey(key: string): Promise<AuthUser>;
-  authenticateToken(token: string): Promise<AuthUser>;
+  authenticateApiKey(key: string): Promise<Actor>;
+  authenticateToken(token: string): Promise<Actor>;
 }
 
 /**
@@ -23,8 +23,8 @@ export interface CredentialCheck {
  * system administrators). Null when nothing was presented.
  * @throws AuthRequiredError for a rejected credential; BadRequestError for a malformed tenant id
  */
-export async function authenticatePresented(identity: CredentialCheck, p: PresentedCredential): Promise<AuthUser | null> {
-  let actor: AuthUser;
+export async function authenticatePresented(identity: CredentialCheck, p: PresentedCredential): Promise<Actor | null> {
+  let actor: Actor;
   if (p.apiKey) actor = await identity.authenticateApiKey(p.apiKey);
   else if (p.token) actor = await identity.authenticateToken(p.token);
   else return null;
@@ -52,7 +52,7 @@ export class LiveSession {
   private expiry: NodeJS.Timeout | null = null;
 
   constructor(
-    public actor: AuthUser,
+    public actor: Actor,
     readonly presented: PresentedCredential,
     private readonly onClose: (s: LiveSession) => void,
   ) {
@@ -99,7 +99,7 @@ export class SessionRegistry {
     private readonly log: Logger,
   ) {}
 
-  open(actor: AuthUser, presented: PresentedCredential): LiveSession {
+  open(actor: Actor, presented: PresentedCredential): LiveSession {
     const session = new LiveSession(actor, presented, (s) => this.sessions.delete(s));
     this.sessions.add(session);
     if (!this.timer) {

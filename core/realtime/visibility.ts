@@ -1,5 +1,5 @@
 import { AppError } from '../errors.ts';
-import { hasSystemScope, isAdmin, scopedTenantId, type AuthUser } from '../context.ts';
+import { hasSystemScope, isAdmin, scopedTenantId, type Actor } from '../context.ts';
 import type { Filter } from '../identity/guards.ts';
 import type { Tenancy } from '../tenancy.ts';
 import type { EventRecord } from '../events/consumers.ts';
@@ -9,7 +9,7 @@ import type { EventRecord } from '../events/consumers.ts';
  * attribute rules. Throws 403 when a feature or attribute guard rejects the actor; undefined for a
  * name that is no resource. (The resources plugin's `get(name).scope(actor)`, when it is enabled.)
  */
-export type ResourceScope = (resource: string, actor: AuthUser) => Filter | undefined;
+export type ResourceScope = (resource: string, actor: Actor) => Filter | undefined;
 
 /** The verbs of resource events: `<resource>.<verb>`. */
 export const RESOURCE_VERBS = ['created', 'updated', 'deleted', 'restored'] as const;
@@ -48,7 +48,7 @@ export class EventVisibility {
   ) {}
 
   /** The resource an event type belongs to, when its first word names a registered resource. */
-  resourceOf(type: string, actor: AuthUser): { name: string; filter: Filter | null } | null {
+  resourceOf(type: string, actor: Actor): { name: string; filter: Filter | null } | null {
     const dot = type.lastIndexOf('.');
     if (dot <= 0 || !(RESOURCE_VERBS as readonly string[]).includes(type.slice(dot + 1))) return null;
     const name = type.slice(0, dot);
@@ -62,11 +62,11 @@ export class EventVisibility {
   }
 
   /** @throws AccessDeniedError when the resource's feature or attribute guards reject the actor (nothing for a name that is no resource) */
-  requireResource(resource: string, actor: AuthUser): void {
+  requireResource(resource: string, actor: Actor): void {
     this.resourceScope(resource, actor);
   }
 
-  visible(actor: AuthUser, e: EventRecord): boolean {
+  visible(actor: Actor, e: EventRecord): boolean {
     const resource = this.resourceOf(e.type, actor);
     if (!resource) return this.inTenant(actor, e.tenant_id) && isAdmin(actor);
     if (!resource.filter) return false;
@@ -79,7 +79,7 @@ export class EventVisibility {
   }
 
   /** True when the actor's tenant scope includes `tenantId` (events without a tenant: system scope only). */
-  inTenant(actor: AuthUser, tenantId: string | null): boolean {
+  inTenant(actor: Actor, tenantId: string | null): boolean {
     if (!this.tenancy.enabled) return true;
     const scope = scopedTenantId(actor);
     if (scope === null) return hasSystemScope(actor);

@@ -69,19 +69,19 @@ export const auditPlugin = definePlugin({
         defineRoute({
           method: 'GET', path: '/admin/audit-log', tags, auth: 'admin', summary: 'List audit entries',
           query: listQuery, response: listResponse,
-          handler: ({ user, query }) => audit.list(user!, query),
+          handler: ({ actor, query }) => audit.list(actor!, query),
         }),
         defineRoute({
           method: 'GET', path: '/admin/audit-log/stats', tags, auth: 'admin', summary: 'Audit entry counts by operation, resource, user and period',
           query: statsQuery, response: statsResponse,
-          handler: ({ user, query }) => audit.stats(user!, query),
+          handler: ({ actor, query }) => audit.stats(actor!, query),
         }),
         defineRoute({
           method: 'GET', path: '/admin/audit-log/export', tags, auth: 'admin', summary: 'Download audit entries as JSON or CSV',
           query: exportQuery, response: exportResponse,
           docs: { responseHeaders: { 'Content-Disposition': 'attachment; filename="audit-log-<timestamp>.json|csv"' } },
-          handler: async ({ user, query, ctx }) => {
-            const out = await audit.export(user!, query);
+          handler: async ({ actor, query, ctx }) => {
+            const out = await audit.export(actor!, query);
             ctx.set('Content-Disposition', `attachment; filename="${out.filename}"`);
             ctx.body = out.stream;
             ctx.type = out.contentType;
@@ -91,8 +91,8 @@ export const auditPlugin = definePlugin({
           method: 'DELETE', path: '/admin/audit-log/retention', tags, auth: 'system', summary: 'Delete audit entries older than N days',
           query: retentionQuery(config.AUDIT_LOG_RETENTION_DAYS), response: retentionResponse,
           // The actor's scope: every tenant, or the one named by `X-Tenant-Id`.
-          handler: async ({ user, query }) => {
-            const res = await audit.purge(user!, query.older_than_days);
+          handler: async ({ actor, query }) => {
+            const res = await audit.purge(actor!, query.older_than_days);
             return { message: `Deleted ${res.deleted_count} audit entries older than ${query.older_than_days} days`, ...res };
           },
         }),

@@ -1,7 +1,7 @@
 import { Readable, pipeline } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
-import { isSystemActor, type AuthUser } from '../../core/context.ts';
+import { isSystemActor, type Actor } from '../../core/context.ts';
 import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -12,7 +12,7 @@ import { Redactor, diffDocs, isPlainObject } from './diff.ts';
 import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
 import { DEFAULT_SORT, type AuditFilter, type ExportQuery, type ListQuery, type StatsQuery } from './schemas.ts';
 
-/** Who made a change: anything with an id and optionally a display name (an `AuthUser` fits). */
+/** Who made a change: anything with an id and optionally a display name (an `Actor` fits). */
 export interface AuditActor {
   id: string;
   name?: string | null;
@@ -330,7 +330,7 @@ export class AuditService implements AuditLogger {
   // --- reading (each read flushes first, so a process reads its own writes) ----------------
 
   /** `GET /admin/audit-log`: filtered, sorted (`_id` breaks ties), one page, with the total. */
-  async list(actor: AuthUser, q: ListQuery): Promise<AuditPage> {
+  async list(actor: Actor, q: ListQuery): Promise<AuditPage> {
     const filter = this.filterOf(actor, q);
     await this.flush();
     const [items, total] = await Promise.all([
@@ -346,7 +346,7 @@ export class AuditService implements AuditLogger {
   }
 
   /** `GET /admin/audit-log/stats`: counts by operation, resource, user and period, in one aggregation. */
-  async stats(actor: AuthUser, q: StatsQuery): Promise<AuditStats> {
+  async stats(actor: Actor, q: StatsQuery): Promise<AuditStats> {
     const filter = this.filterOf(actor, q);
     await this.flush();
     type Count<K> = { _id: K; count: number };
@@ -390,7 +390,7 @@ export class AuditService implements AuditLogger {
    * cursor so memory does not grow with the row count. CSV uses CRLF records, RFC 4180 quoting
    * and a `'` before cells that a spreadsheet would run as a formula.
    */
-  async export(actor: AuthUser, q: ExportQuery): Promise<AuditExport> {
+  async export(actor: Actor, q: ExportQuery): Promise<AuditExport> {
     const filter = this.filterOf(actor, q);
     await this.flush();
     const cursor = this.model.find(filter).sort(sortOf(DEFAULT_SORT)).limit(q.limit).lean<AuditEntryRecord[]>().cursor({ batchSize: 1000 });
@@ -416,7 +416,7 @@ export class AuditService implements AuditLogger {
    * @example await audit.purge(ctx.actor, 365)   // in a job: per-tenant runs purge their tenant only
    * @throws AccessDeniedError for a non-system actor (nothing deleted)
    */
-  async purge(actor: AuthUser, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
+  async purge(actor: Actor, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
     requireRole(actor, 'system');
     const scope = this.opts.tenancy.filter(actor);
     await this.flush();
@@ -430,7 +430,7 @@ export class AuditService implements AuditLogger {
    * their own tenant, unless `MULTI_TENANT_ENABLED` is false. A system actor acting in one tenant
    * (`X-Tenant-Id`, `systemActor(tenantId)`) sees that tenant only. Also the filter of live entries.
    */
-  filterOf(actor: AuthUser, f: AuditFilter): Filter {
+  filterOf(actor: Actor, f: AuditFilter): Filter {
     requireRole(actor, 'admin');
     const filter: Filter = this.opts.tenancy.filter(actor);
     if (f.resource !== undefined) filter.resource = f.resource;

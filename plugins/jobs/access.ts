@@ -1,4 +1,4 @@
-import { hasSystemScope, type AuthUser } from '../../core/context.ts';
+import { hasSystemScope, type Actor } from '../../core/context.ts';
 import { NotFoundError } from '../../core/errors.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -16,30 +16,30 @@ export class JobAccess {
   ) {}
 
   /** An administrator's tenant scope: the tenant the actor is confined to, null for all tenants. */
-  scope(actor: AuthUser): string | null {
+  scope(actor: Actor): string | null {
     requireRole(actor, 'admin');
     return this.tenancy.scope(actor);
   }
 
   /** The tenant filter of an administrator's reads and writes. */
-  filter(actor: AuthUser, field = 'tenant_id'): Record<string, unknown> {
+  filter(actor: Actor, field = 'tenant_id'): Record<string, unknown> {
     requireRole(actor, 'admin');
     return this.tenancy.filter(actor, field);
   }
 
   /** A tenant administrator (as opposed to a system administrator) confined to a tenant. */
-  isTenantAdmin(actor: AuthUser): boolean {
+  isTenantAdmin(actor: Actor): boolean {
     return !!this.scope(actor) && !hasSystemScope(actor);
   }
 
   /** The jobs the actor may see and run: every job with system scope, per-tenant jobs in a tenant. */
-  visibleJobs(actor: AuthUser): RegisteredJob[] {
+  visibleJobs(actor: Actor): RegisteredJob[] {
     const tenantAdmin = this.isTenantAdmin(actor);
     return this.jobs.all().filter((j) => !tenantAdmin || j.per_tenant);
   }
 
   /** A job the actor may see and run; 404 (not 403) for any other name. */
-  visibleJob(actor: AuthUser, name: string): RegisteredJob {
+  visibleJob(actor: Actor, name: string): RegisteredJob {
     const tenantAdmin = this.isTenantAdmin(actor);
     const j = this.jobs.get(name);
     if (!j || (tenantAdmin && !j.per_tenant)) throw new NotFoundError('job', name, `Job "${name}" is not registered`);

@@ -2,7 +2,7 @@ import { Types } from 'mongoose';
 import type { z } from 'zod';
 import { ConflictError, NotFoundError, ValidationError, zodIssues, type ValidationIssue } from '../../core/errors.ts';
 import { requireRole } from '../../core/identity/guards.ts';
-import { systemActor, type AuthUser } from '../../core/context.ts';
+import { systemActor, type Actor } from '../../core/context.ts';
 import { FINISHED, type ChainStepDoc, type JobChainRecord, type JobModels, type JobRunDoc, type JobRunRecord } from './model.ts';
 import type { ChainBody, ChainStepInput, chainPatch } from './schemas.ts';
 import type { RunLauncher } from './runs.ts';
@@ -14,7 +14,7 @@ const nameTaken = (name: string | undefined) => new ConflictError(`A chain named
 
 /** How a stored chain's run is started (`ChainService.start`). */
 export interface ChainStart {
-  actor: AuthUser | null;
+  actor: Actor | null;
   trigger: JobRunDoc['trigger'];
   tenant_id: string | null;
   schedule_id?: Types.ObjectId;
@@ -62,12 +62,12 @@ export class ChainService {
     if (issues.length) throw new ValidationError(issues);
   }
 
-  async list(actor: AuthUser): Promise<ChainView[]> {
+  async list(actor: Actor): Promise<ChainView[]> {
     requireRole(actor, 'system');
     return (await this.models.Chain.find().sort({ name: 1 }).lean<JobChainRecord[]>()).map(chainView);
   }
 
-  private async find(actor: AuthUser, id: string): Promise<JobChainRecord> {
+  private async find(actor: Actor, id: string): Promise<JobChainRecord> {
     requireRole(actor, 'system');
     const c = await this.models.Chain.findById(id).lean<JobChainRecord>();
     if (!c) throw new NotFoundError('job_chain', id);
@@ -85,11 +85,11 @@ export class ChainService {
     return !!(await this.models.Chain.exists({ _id: id }));
   }
 
-  async get(actor: AuthUser, id: string): Promise<ChainView> {
+  async get(actor: Actor, id: string): Promise<ChainView> {
     return chainView(await this.find(actor, id));
   }
 
-  async create(actor: AuthUser, body: ChainBody, isSystem = false): Promise<ChainView> {
+  async create(actor: Actor, body: ChainBody, isSystem = false): Promise<ChainView> {
     if (!isSystem) requireRole(actor, 'system');
     this.checkSteps(body.steps, 'steps');
     try {
@@ -111,7 +111,7 @@ export class ChainService {
     }
   }
 
-  async update(actor: AuthUser, id: string, body: z.output<typeof chainPatch>): Promise<ChainView> {
+  async update(actor: Actor, id: string, body: z.output<typeof chainPatch>): Promise<ChainView> {
     await this.find(actor, id);
     if (body.steps) this.checkSteps(body.steps, 'steps');
     // Checked before writing, as for schedules (DocumentDB: findAndModify's unique violation is not E11000).
@@ -126,7 +126,7 @@ export class ChainService {
     }
   }
 
-  async remove(actor: AuthUser, id: string): Promise<void> {
+  async remove(actor: Actor, id: string): Promise<void> {
     const c = await this.find(actor, id);
     if (c.is_system) throw new ConflictError(`Chain "${c.name}" is a built-in chain and cannot be deleted`, { is_system: true });
     if (await this.models.Schedule.exists({ type: 'chain', chain_id: c._id })) throw new ConflictError(`Chain "${c.name}" is the target of a schedule`);
@@ -134,7 +134,7 @@ export class ChainService {
   }
 
   /** `POST /jobs/chains/{id}/run`: the chain's coordinating run. */
-  async run(actor: AuthUser, id: string, params: Record<string, unknown>): Promise<RunView> {
+  async run(actor: Actor, id: string, params: Record<string, unknown>): Promise<RunView> {
     const chain = await this.find(actor, id);
     return runView(actor, await this.start(chain, params, { actor, trigger: 'manual', tenant_id: null }));
   }

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import type Koa from 'koa';
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import type { Logger } from '../../core/logger.ts';
 import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
 import {
@@ -16,7 +16,7 @@ import type { ChainService } from './chains.ts';
 const PING_MS = 15_000;
 
 /** Answers with a server-sent event stream of `svc.watch` (the run was checked visible before). */
-function streamRun(ctx: Koa.Context, svc: JobsService, actor: AuthUser, runId: string, log: Logger): void {
+function streamRun(ctx: Koa.Context, svc: JobsService, actor: Actor, runId: string, log: Logger): void {
   const stop = new AbortController();
   const stream = new PassThrough();
   ctx.req.on('close', () => stop.abort());
@@ -44,105 +44,105 @@ export function jobsRoutes(svc: JobsService, schedules: ScheduleService, chains:
   return [
     defineRoute({
       method: 'GET', path: '/jobs/registry', tags, auth: 'admin', summary: 'Registered jobs',
-      handler: ({ user }) => svc.registry(user!),
+      handler: ({ actor }) => svc.registry(actor!),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/registry/:job_name', tags, auth: 'admin', summary: 'One registered job', params: jobNameParams, docs: { errors: [404] },
-      handler: ({ user, params }) => svc.registryEntry(user!, params.job_name),
+      handler: ({ actor, params }) => svc.registryEntry(actor!, params.job_name),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/schedules', tags, auth: 'admin', summary: 'List schedules',
-      handler: ({ user }) => schedules.list(user!),
+      handler: ({ actor }) => schedules.list(actor!),
     }),
     defineRoute({
       method: 'POST', path: '/jobs/schedules', tags, auth: 'admin', summary: 'Create a schedule', status: 201, body: scheduleBody, docs: { errors: [409] },
-      handler: ({ user, body }) => schedules.create(user!, body),
+      handler: ({ actor, body }) => schedules.create(actor!, body),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Get a schedule', params: idParams, docs: { errors: [404] },
-      handler: ({ user, params }) => schedules.get(user!, params.id),
+      handler: ({ actor, params }) => schedules.get(actor!, params.id),
     }),
     defineRoute({
       method: 'PATCH', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Update a schedule', params: idParams, body: scheduleBody, docs: { errors: [404, 409] },
-      handler: ({ user, params, body }) => schedules.update(user!, params.id, body),
+      handler: ({ actor, params, body }) => schedules.update(actor!, params.id, body),
     }),
     defineRoute({
       method: 'DELETE', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Delete a schedule', params: idParams, docs: { errors: [404] },
-      handler: async ({ user, params }) => {
-        await schedules.remove(user!, params.id);
+      handler: async ({ actor, params }) => {
+        await schedules.remove(actor!, params.id);
       },
     }),
     defineRoute({
       method: 'POST', path: '/jobs/schedules/:id/run', tags, auth: 'admin', summary: 'Run a schedule now', status: 202, params: idParams, body: scheduleRunBody,
       description: '`params` overrides the schedule\'s parameters when `allow_param_override` is true (422 otherwise).',
-      handler: ({ user, params, body }) => schedules.runNow(user!, params.id, body.params),
+      handler: ({ actor, params, body }) => schedules.runNow(actor!, params.id, body.params),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/runs', tags, auth: 'admin', summary: 'List runs (newest first)', query: listRunsQuery, response: runsPageResponse,
       docs: { responseHeaders: pageHeaderDocs('Matching runs') },
-      handler: async ({ user, query, ctx }) => setPageHeaders(ctx, await svc.listRuns(user!, query)),
+      handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await svc.listRuns(actor!, query)),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/runs/:run_id', tags, auth: 'admin', summary: 'One run with live progress and logs', params: runIdParams, response: runResponse, docs: { errors: [404] },
-      handler: ({ user, params }) => svc.getRun(user!, params.run_id),
+      handler: ({ actor, params }) => svc.getRun(actor!, params.run_id),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/runs/:run_id/logs', tags, auth: 'admin', summary: 'Server-sent events: log lines and progress of a run until it ends', params: runIdParams,
       description: 'Events `log` ({timestamp, level, message, percentage}), `progress` ({status, progress_current, progress_total, progress_message, percentage}) and a final `end` ({status, result, error}).',
       docs: { errors: [404] },
-      handler: async ({ user, params, ctx }) => {
-        await svc.checkVisible(user!, params.run_id);
-        streamRun(ctx, svc, user!, params.run_id, log);
+      handler: async ({ actor, params, ctx }) => {
+        await svc.checkVisible(actor!, params.run_id);
+        streamRun(ctx, svc, actor!, params.run_id, log);
       },
     }),
     defineRoute({
       method: 'POST', path: '/jobs/runs/:run_id/cancel', tags, auth: 'admin', summary: 'Cancel a pending or running run', params: runIdParams, response: runResponse,
       docs: { errors: [404, 409] },
-      handler: ({ user, params }) => svc.cancel(user!, params.run_id),
+      handler: ({ actor, params }) => svc.cancel(actor!, params.run_id),
     }),
     defineRoute({
       method: 'POST', path: '/jobs/run/:job_name', tags, auth: 'admin', summary: 'Trigger a job; answers 202 with the pending run', status: 202,
       params: jobNameParams, body: triggerBody, response: runResponse, docs: { errors: [404] },
-      handler: ({ user, params, body }) => svc.triggerAs(user!, params.job_name, body.parameters),
+      handler: ({ actor, params, body }) => svc.triggerAs(actor!, params.job_name, body.parameters),
     }),
     defineRoute({
       method: 'POST', path: '/jobs/run', tags, auth: 'admin', summary: 'Trigger a job (extended model)', status: 202, body: runBody, response: triggerResponse,
       docs: { errors: [404] },
-      handler: async ({ user, body }) => {
-        const run = await svc.triggerAs(user!, body.job, body.params, body.tenant_id, ['body', 'params']);
+      handler: async ({ actor, body }) => {
+        const run = await svc.triggerAs(actor!, body.job, body.params, body.tenant_id, ['body', 'params']);
         return { run_id: run.id, status: 'pending' as const, message: `Job "${body.job}" queued` };
       },
     }),
     defineRoute({
       method: 'POST', path: '/jobs/check-schedules', tags, auth: 'system', summary: 'Run every due schedule now',
-      handler: ({ user }) => schedules.checkDue(user!),
+      handler: ({ actor }) => schedules.checkDue(actor!),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/chains', tags, auth: 'system', summary: 'List chains',
-      handler: ({ user }) => chains.list(user!),
+      handler: ({ actor }) => chains.list(actor!),
     }),
     defineRoute({
       method: 'POST', path: '/jobs/chains', tags, auth: 'system', summary: 'Create a chain', status: 201, body: chainBody, docs: { errors: [409] },
-      handler: ({ user, body }) => chains.create(user!, body),
+      handler: ({ actor, body }) => chains.create(actor!, body),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Get a chain', params: idParams, docs: { errors: [404] },
-      handler: ({ user, params }) => chains.get(user!, params.id),
+      handler: ({ actor, params }) => chains.get(actor!, params.id),
     }),
     defineRoute({
       method: 'PATCH', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Update a chain', params: idParams, body: chainPatch, docs: { errors: [404, 409] },
-      handler: ({ user, params, body }) => chains.update(user!, params.id, body),
+      handler: ({ actor, params, body }) => chains.update(actor!, params.id, body),
     }),
     defineRoute({
       method: 'DELETE', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Delete a chain (not a built-in one)', params: idParams, docs: { errors: [404, 409] },
-      handler: async ({ user, params }) => {
-        await chains.remove(user!, params.id);
+      handler: async ({ actor, params }) => {
+        await chains.remove(actor!, params.id);
       },
     }),
     defineRoute({
       method: 'POST', path: '/jobs/chains/:id/run', tags, auth: 'system', summary: 'Run a chain; answers 202 with its coordinating run', status: 202,
       params: idParams, body: chainRunBody, response: runResponse, docs: { errors: [404] },
-      handler: ({ user, params, body }) => chains.run(user!, params.id, body.params),
+      handler: ({ actor, params, body }) => chains.run(actor!, params.id, body.params),
     }),
   ] as RouteDef[];
 }

@@ -1,5 +1,5 @@
 import { ConflictError, ValidationError, zodIssues } from '../../core/errors.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import type { JobRunDoc, JobRunRecord, JobScheduleRecord } from './model.ts';
 import type { JobRegistry, RegisteredJob } from './registry.ts';
 import type { RunSpec, RunStore } from './store.ts';
@@ -17,7 +17,7 @@ export interface Dispatcher {
 
 /** How a run of a registered job is started (`RunLauncher.startJob`). */
 export interface JobStart {
-  actor?: AuthUser | null;
+  actor?: Actor | null;
   tenant_id: string | null;
   trigger: JobRunDoc['trigger'];
   job_type: JobRunDoc['job_type'];

@@ -1,6 +1,6 @@
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError, ValidationError, zodIssues, type ValidationIssue } from '../../core/errors.ts';
-import { hasSystemScope, type AuthUser } from '../../core/context.ts';
+import { hasSystemScope, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
 import { objectId } from '../../core/http/schemas.ts';
@@ -41,7 +41,7 @@ export class ScheduleService {
   ) {}
 
   /** Both field sets onto one schedule: extended names are aliases; a conflict between them is 422. */
-  private async fields(actor: AuthUser, body: ScheduleBody, current: JobScheduleRecord | null) {
+  private async fields(actor: Actor, body: ScheduleBody, current: JobScheduleRecord | null) {
     const issues: ValidationIssue[] = [];
     const pick = <T>(a: T | undefined, b: T | undefined, na: string, nb: string): T | undefined => {
       if (a !== undefined && b !== undefined && JSON.stringify(a) !== JSON.stringify(b)) issues.push({ loc: ['body', nb], msg: `${nb} differs from ${na}; give one of them`, type: 'conflict' });
@@ -129,7 +129,7 @@ export class ScheduleService {
    * A cron given by an actor without system scope may not fire more often than
    * `minIntervalSeconds`: the smallest gap among its next fire times decides.
    */
-  private frequencyIssues(actor: AuthUser, cron: string, tz: string, field: string): ValidationIssue[] {
+  private frequencyIssues(actor: Actor, cron: string, tz: string, field: string): ValidationIssue[] {
     const min = this.settings.minIntervalSeconds;
     if (hasSystemScope(actor) || min <= 0) return [];
     const gap = smallestGapSeconds(cron, tz, GAP_SAMPLE);
@@ -137,22 +137,22 @@ export class ScheduleService {
     return [{ loc: ['body', field], msg: `fires every ${gap} s at its most frequent; schedules may run at most once every ${min} s`, type: 'too_frequent' }];
   }
 
-  async list(actor: AuthUser): Promise<ScheduleView[]> {
+  async list(actor: Actor): Promise<ScheduleView[]> {
     const items = await this.models.Schedule.find(this.access.filter(actor)).sort({ job_name: 1 }).lean<JobScheduleRecord[]>();
     return items.map(scheduleView);
   }
 
-  private async find(actor: AuthUser, id: string): Promise<JobScheduleRecord> {
+  private async find(actor: Actor, id: string): Promise<JobScheduleRecord> {
     const s = await this.models.Schedule.findOne({ _id: id, ...this.access.filter(actor) }).lean<JobScheduleRecord>();
     if (!s) throw new NotFoundError('job_schedule', id);
     return s;
   }
 
-  async get(actor: AuthUser, id: string): Promise<ScheduleView> {
+  async get(actor: Actor, id: string): Promise<ScheduleView> {
     return scheduleView(await this.find(actor, id));
   }
 
-  async create(actor: AuthUser, body: ScheduleBody): Promise<ScheduleView> {
+  async create(actor: Actor, body: ScheduleBody): Promise<ScheduleView> {
     const set = await this.fields(actor, body, null);
     let doc: JobScheduleRecord;
     try {
@@ -165,7 +165,7 @@ export class ScheduleService {
     return scheduleView(doc);
   }
 
-  async update(actor: AuthUser, id: string, body: ScheduleBody): Promise<ScheduleView> {
+  async update(actor: Actor, id: string, body: ScheduleBody): Promise<ScheduleView> {
     const current = await this.find(actor, id);
     const set = await this.fields(actor, body, current);
     // Answer a rename onto a taken name before writing (the unique index still decides races). Not
@@ -184,14 +184,14 @@ export class ScheduleService {
     return scheduleView(doc);
   }
 
-  async remove(actor: AuthUser, id: string): Promise<void> {
+  async remove(actor: Actor, id: string): Promise<void> {
     const s = await this.find(actor, id);
     await this.models.Schedule.deleteOne({ _id: s._id });
     await this.launcher.dispatcher.removeSchedule(id);
   }
 
   /** Run a schedule now (`POST /jobs/schedules/{id}/run`); `params` only when `allow_param_override`. */
-  async runNow(actor: AuthUser, id: string, params: Record<string, unknown> | undefined): Promise<RunView> {
+  async runNow(actor: Actor, id: string, params: Record<string, unknown> | undefined): Promise<RunView> {
     const s = await this.find(actor, id);
     if (params && !s.allow_param_override) throw new ValidationError([{ loc: ['body', 'params'], msg: 'this schedule does not allow parameter overrides', type: 'override_not_allowed' }]);
     const run = await this.fire(s, new Date(), 'manual', { params, actor });
@@ -235,7 +235,7 @@ export class ScheduleService {
    */
   async fire(
     s: JobScheduleRecord, at: Date, trigger: 'schedule' | 'dependency' | 'manual',
-    o: { params?: Record<string, unknown> | undefined; actor?: AuthUser } = {},
+    o: { params?: Record<string, unknown> | undefined; actor?: Actor } = {},
   ): Promise<JobRunRecord | null> {
     if (trigger === 'schedule') {
       const next = nextOccurrence(s.cron_expression, s.timezone, new Date(Math.max(Date.now(), at.getTime())));
@@ -318,7 +318,7 @@ export class ScheduleService {
   }
 
   /** `POST /jobs/check-schedules`: every enabled schedule whose `next_run_at` has passed runs now. */
-  async checkDue(actor: AuthUser | null) {
+  async checkDue(actor: Actor | null) {
     if (actor) requireRole(actor, 'system');
     const due = await this.models.Schedule.find({ is_enabled: true, next_run_at: { $lte: new Date() } }).lean<JobScheduleRecord[]>();
     const triggered: { schedule_id: string; run_id: string }[] = [];

@@ -1,6 +1,6 @@
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
-import { hasSystemScope, isSystemActor, type AuthUser } from '../../core/context.ts';
+import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts';
 import type { JobRunner } from '../../core/plugin.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import { pageOf, type Page } from '../../core/page.ts';
@@ -42,16 +42,16 @@ export class JobsService implements JobRunner {
     return this.deps.launcher.dispatcher;
   }
 
-  registry(actor: AuthUser): RegistryEntry[] {
+  registry(actor: Actor): RegistryEntry[] {
     return this.deps.access.visibleJobs(actor).map(registryView);
   }
 
-  registryEntry(actor: AuthUser, name: string): RegistryEntry {
+  registryEntry(actor: Actor, name: string): RegistryEntry {
     return registryView(this.deps.access.visibleJob(actor, name));
   }
 
   /** `JobRunner.trigger`: trusted code (other plugins) as `opts.actor`; no role check, params validated. */
-  async trigger(name: string, params: Record<string, unknown>, opts: { actor: AuthUser; tenant_id?: string | null }) {
+  async trigger(name: string, params: Record<string, unknown>, opts: { actor: Actor; tenant_id?: string | null }) {
     const job = this.deps.launcher.jobs.get(name);
     if (!job) throw new NotFoundError('job', name, `Job "${name}" is not registered`);
     const { actor } = opts;
@@ -61,7 +61,7 @@ export class JobsService implements JobRunner {
   }
 
   /** `POST /jobs/run/{job_name}` and `POST /jobs/run`: an administrator's manual run. */
-  async triggerAs(actor: AuthUser, name: string, params: unknown, tenantId?: string, loc: (string | number)[] = ['body', 'parameters']): Promise<RunView> {
+  async triggerAs(actor: Actor, name: string, params: unknown, tenantId?: string, loc: (string | number)[] = ['body', 'parameters']): Promise<RunView> {
     const job = this.deps.access.visibleJob(actor, name);
     const scope = this.deps.access.scope(actor);
     if (tenantId && scope && tenantId !== scope) throw new AccessDeniedError('Runs for another tenant need a system administrator');
@@ -69,7 +69,7 @@ export class JobsService implements JobRunner {
     return runView(actor, await this.deps.launcher.startJob(job, params, { actor, tenant_id: tenant, trigger: 'manual', job_type: 'manual', loc }));
   }
 
-  async listRuns(actor: AuthUser, q: ListRunsQuery): Promise<Page<RunView>> {
+  async listRuns(actor: Actor, q: ListRunsQuery): Promise<Page<RunView>> {
     const { Run } = this.deps.models;
     const filter: Record<string, unknown> = { ...this.deps.access.filter(actor) };
     if (q.job_name) filter.job_name = q.job_name;
@@ -83,18 +83,18 @@ export class JobsService implements JobRunner {
     return pageOf(items.map((r) => runView(actor, r, false)), total, q);
   }
 
-  private async findRun(actor: AuthUser, id: string): Promise<JobRunRecord> {
+  private async findRun(actor: Actor, id: string): Promise<JobRunRecord> {
     const r = await this.deps.models.Run.findOne({ _id: id, ...this.deps.access.filter(actor) }).lean<JobRunRecord>();
     if (!r) throw new NotFoundError('job_run', id);
     return r;
   }
 
-  async getRun(actor: AuthUser, id: string): Promise<RunView> {
+  async getRun(actor: Actor, id: string): Promise<RunView> {
     return runView(actor, await this.findRun(actor, id));
   }
 
   /** Cancel a pending or running run (and the runs it started: tenants of a fan-out, chain steps). 409 when it has finished. */
-  async cancel(actor: AuthUser, id: string): Promise<RunView> {
+  async cancel(actor: Actor, id: string): Promise<RunView> {
     const run = await this.findRun(actor, id);
     const done = await this.cancelRun(run._id, `cancelled by ${isSystemActor(actor) ? 'system' : actor.id}`);
     if (!done) {
@@ -114,7 +114,7 @@ export class JobsService implements JobRunner {
   }
 
   /** Checks that the actor may see the run (404 otherwise) before a stream of it starts. */
-  async checkVisible(actor: AuthUser, id: string): Promise<void> {
+  async checkVisible(actor: Actor, id: string): Promise<void> {
     await this.findRun(actor, id);
   }
 
@@ -124,7 +124,7 @@ export class JobsService implements JobRunner {
    * executes the run). Ends after the run finishes or when `signal` aborts. Lines and the final
    * error are shown as `runView` shows them to this actor.
    */
-  async *watch(actor: AuthUser, id: string, signal: AbortSignal): AsyncGenerator<WatchEvent> {
+  async *watch(actor: Actor, id: string, signal: AbortSignal): AsyncGenerator<WatchEvent> {
     await this.findRun(actor, id);
     let sent = 0;
     let lastProgress = '';
@@ -160,7 +160,7 @@ export class JobsService implements JobRunner {
    * tenant's runs (a per-tenant run of the job passes its `ctx.actor`).
    * @throws AccessDeniedError for an actor without system scope, tenant administrators included (nothing deleted)
    */
-  async purgeRuns(actor: AuthUser, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
+  async purgeRuns(actor: Actor, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
     requireRole(actor, 'system');
     const cutoff = new Date(Date.now() - days * 86_400_000);
     const deleted = await this.deps.store.purgeFinished(this.deps.access.tenancy.filter(actor), cutoff);

@@ -1,5 +1,5 @@
 import { Types, type Model } from 'mongoose';
-import { isSystemActor, type AuthUser } from '../../core/context.ts';
+import { isSystemActor, type Actor } from '../../core/context.ts';
 import { FINISHED, type JobRunDoc, type JobRunRecord, type RunStatus } from './model.ts';
 
 /** Coordinating runs (per-tenant parents, stored chains) outlive their children: a day, retried on a lost worker only. */
@@ -25,7 +25,7 @@ export interface RunSpec {
    * a fan-out, a chain step, the next job of a schedule's sequence), whose starter it keeps and
    * which becomes its `parent_job_id`.
    */
-  origin: { actor: AuthUser | null; trigger: Trigger } | { parent: JobRunRecord; trigger?: Trigger };
+  origin: { actor: Actor | null; trigger: Trigger } | { parent: JobRunRecord; trigger?: Trigger };
   /** A coordinating run: `fanout` (one child per tenant) or `chain` (a stored chain's steps). */
   coordinator?: 'fanout' | 'chain' | null;
   /** Attempts and time limit; a coordinator without them gets its own (3 attempts, a day). */

@@ -1,5 +1,5 @@
 import type { Types } from 'mongoose';
-import { hasSystemScope, type AuthUser } from '../../core/context.ts';
+import { hasSystemScope, type Actor } from '../../core/context.ts';
 import type { JobChainRecord, JobRunRecord, JobScheduleRecord, RunStatus } from './model.ts';
 
 const REDACTED = '[redacted]';
@@ -26,13 +26,13 @@ export function redactSecrets(text: string): string {
  * error message only, secrets redacted (a handler's message may quote a connection string; the
  * traceback names server files).
  */
-export function failureView(actor: AuthUser, r: Pick<JobRunRecord, 'error' | 'error_traceback'>): { error: string | null; error_traceback: string | null } {
+export function failureView(actor: Actor, r: Pick<JobRunRecord, 'error' | 'error_traceback'>): { error: string | null; error_traceback: string | null } {
   if (hasSystemScope(actor)) return { error: r.error ?? null, error_traceback: r.error_traceback ?? null };
   return { error: r.error ? redactSecrets(r.error) : null, error_traceback: null };
 }
 
 /** A log line as shown to `actor`: its message redacted like the error for actors without system scope. */
-export function logLineView(actor: AuthUser, l: { timestamp: Date; level: string; message: string; percentage?: number | null | undefined }) {
+export function logLineView(actor: Actor, l: { timestamp: Date; level: string; message: string; percentage?: number | null | undefined }) {
   return { timestamp: l.timestamp, level: l.level, message: hasSystemScope(actor) ? l.message : redactSecrets(l.message), percentage: l.percentage ?? null };
 }
 
@@ -40,7 +40,7 @@ const iso = (d: Date | null | undefined) => d ?? null;
 const str = (id: Types.ObjectId | null | undefined) => (id ? String(id) : null);
 
 /** Public shape of a run as `actor` sees it (`failureView`). `logs` only where asked for (one run), not in lists. */
-export function runView(actor: AuthUser, r: JobRunRecord, withLogs = true) {
+export function runView(actor: Actor, r: JobRunRecord, withLogs = true) {
   const total = r.progress_total ?? null;
   return {
     id: String(r._id),

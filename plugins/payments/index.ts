@@ -2,7 +2,7 @@ import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { onHook } from '../../core/hooks.ts';
 import { etagOf } from '../../core/etag.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 // Types only: the declaration merging that gives `services.get('webhooks')` its type.
 import type {} from '../webhooks/index.ts';
 import { ledgerModel, payoutModel, paymentSchema, refundModel } from './model.ts';
@@ -32,7 +32,7 @@ declare module '../../core/services.ts' {
 interface PaymentEventBase {
   /** The payment after the change, as the API shows it (decimal strings, no bookkeeping fields). */
   payment: PaymentView;
-  actor: AuthUser;
+  actor: Actor;
   tenant_id: string | null;
   request_id: string | null;
 }
@@ -81,8 +81,8 @@ export const paymentsPlugin = definePlugin({
         defineRoute({
           method: 'PUT', path: '/payments/:id', tags, params: id, summary: 'Update provider_reference, receipt_url and metadata (other fields are 422)',
           docs: { body: updatePaymentInput, headers: ifMatchHeader, responseHeaders: { ETag: 'New revision' }, errors: [404, 409, 412, 428] },
-          handler: async ({ user, params, ctx }) => {
-            const doc = await svc.update(user!, params.id, ctx.get('If-Match'), ctx.request.body);
+          handler: async ({ actor, params, ctx }) => {
+            const doc = await svc.update(actor!, params.id, ctx.get('If-Match'), ctx.request.body);
             ctx.set('ETag', etagOf(doc.version));
             return doc;
           },
@@ -90,26 +90,26 @@ export const paymentsPlugin = definePlugin({
         defineRoute({
           method: 'POST', path: '/payments/:id/process', tags, params: id, summary: "Ask the payment's provider to accept it: pending → processing (→ completed / failed)",
           docs: { errors: [404, 409, 502] },
-          handler: ({ user, params }) => svc.process(user!, params.id),
+          handler: ({ actor, params }) => svc.process(actor!, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/payments/:id/complete', tags, auth: 'admin', params: id, body: completeInput,
           summary: 'Mark captured: processing → completed; idempotent for the same provider_reference', docs: { errors: [404, 409] },
-          handler: ({ user, params, body }) => svc.complete(user!, params.id, body),
+          handler: ({ actor, params, body }) => svc.complete(actor!, params.id, body),
         }),
         defineRoute({
           method: 'POST', path: '/payments/:id/cancel', tags, params: id, body: cancelInput, summary: 'Cancel before capture: pending → cancelled',
           docs: { errors: [404, 409] },
-          handler: ({ user, params, body }) => svc.cancel(user!, params.id, body.reason ?? null),
+          handler: ({ actor, params, body }) => svc.cancel(actor!, params.id, body.reason ?? null),
         }),
         defineRoute({
           method: 'GET', path: '/payments/:id/refunds', tags, params: id, summary: 'Refund attempts of a payment, oldest first', docs: { errors: [404] },
-          handler: ({ user, params }) => svc.refundsOf(user!, params.id),
+          handler: ({ actor, params }) => svc.refundsOf(actor!, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/payments/:id/refund', tags, auth: 'admin', params: id, body: refundInput,
           summary: 'Full or partial refund; a total above the captured amount is 400', docs: { errors: [400, 404, 409, 502] },
-          handler: ({ user, params, body }) => svc.refund(user!, params.id, body),
+          handler: ({ actor, params, body }) => svc.refund(actor!, params.id, body),
         }),
       ],
     });
@@ -131,45 +131,45 @@ export const paymentsPlugin = definePlugin({
           ? [
               defineRoute({
                 method: 'GET', path: '/ledger/entries', tags: ['ledger'], auth: 'admin', query: ledgerQuery, summary: "Ledger lines of the caller's tenant, newest first",
-                handler: ({ user, query }) => ledger.entries(user!, query),
+                handler: ({ actor, query }) => ledger.entries(actor!, query),
               }),
               defineRoute({
                 method: 'GET', path: '/ledger/balance', tags: ['ledger'], auth: 'admin', summary: 'Debits, credits and balance per tenant, account and currency',
-                handler: ({ user }) => ledger.balance(user!),
+                handler: ({ actor }) => ledger.balance(actor!),
               }),
             ]
           : []),
         defineRoute({
           method: 'GET', path: '/payouts', tags: ptags, auth: 'system', query: payoutListQuery, summary: 'List payout batches, newest first',
-          handler: ({ user, query }) => payouts.list(user!, query),
+          handler: ({ actor, query }) => payouts.list(actor!, query),
         }),
         defineRoute({
           method: 'POST', path: '/payouts/settle', tags: ptags, auth: 'system', body: settleParams, summary: 'Run settlement now as the caller (the batches record the caller as creator)',
-          handler: ({ user, body }) => payouts.settle(user!, body),
+          handler: ({ actor, body }) => payouts.settle(actor!, body),
         }),
         defineRoute({
           method: 'GET', path: '/payouts/:id', tags: ptags, auth: 'system', params: payoutId, summary: 'One payout batch', docs: { errors: [404] },
-          handler: ({ user, params }) => payouts.get(user!, params.id),
+          handler: ({ actor, params }) => payouts.get(actor!, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/payouts/:id/approve', tags: ptags, auth: 'system', params: payoutId, summary: 'approve_payout: draft → approved',
           docs: { errors: [403, 404, 409] },
-          handler: ({ user, params }) => payouts.approve(user!, params.id),
+          handler: ({ actor, params }) => payouts.approve(actor!, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/payouts/:id/process', tags: ptags, auth: 'system', params: payoutId,
           summary: 'process_payout: approved (or failed, to retry) → processing: the transfer was handed to the bank', docs: { errors: [404, 409] },
-          handler: ({ user, params }) => payouts.process(user!, params.id),
+          handler: ({ actor, params }) => payouts.process(actor!, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/payouts/:id/fail', tags: ptags, auth: 'system', params: payoutId, body: failPayoutInput,
           summary: 'fail_payout: processing → failed with a reason (the bank rejected the transfer)', docs: { errors: [404, 409] },
-          handler: ({ user, params, body }) => payouts.fail(user!, params.id, body.reason),
+          handler: ({ actor, params, body }) => payouts.fail(actor!, params.id, body.reason),
         }),
         defineRoute({
           method: 'POST', path: '/payouts/:id/execute', tags: ptags, auth: 'system', params: payoutId, body: executeInput,
           summary: 'execute_payout: approved or processing → completed with bank_reference and paid_at', docs: { errors: [404, 409] },
-          handler: ({ user, params, body }) => payouts.execute(user!, params.id, body.bank_reference),
+          handler: ({ actor, params, body }) => payouts.execute(actor!, params.id, body.bank_reference),
         }),
       ],
       graphql: (builder) => paymentsGraphql(builder, { svc, payouts, ledger }),

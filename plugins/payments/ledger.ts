@@ -5,7 +5,7 @@
  * again (a retry, a reconciliation) adds nothing.
  */
 import { Types } from 'mongoose';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -61,7 +61,7 @@ export class LedgerService {
   }
 
   /** `GET /ledger/entries`, newest first. @throws AccessDeniedError unless the actor is an administrator */
-  async entries(actor: AuthUser, q: LedgerQuery): Promise<Page<LedgerEntryView>> {
+  async entries(actor: Actor, q: LedgerQuery): Promise<Page<LedgerEntryView>> {
     const filter: Filter = this.tenancy.filter(requireRole(actor, 'admin'));
     if (q.payment_id) filter.payment_id = new Types.ObjectId(q.payment_id);
     if (q.account) filter.account = q.account;
@@ -77,7 +77,7 @@ export class LedgerService {
    * Per tenant, account and currency: debits, credits and their difference, summed exactly in minor units.
    * @throws AccessDeniedError unless the actor is an administrator
    */
-  async balance(actor: AuthUser): Promise<{ items: BalanceRow[]; balanced: boolean }> {
+  async balance(actor: Actor): Promise<{ items: BalanceRow[]; balanced: boolean }> {
     const scope = this.tenancy.filter(requireRole(actor, 'admin'));
     const rows = await this.model.aggregate<{ _id: Pick<LedgerEntryRecord, 'tenant_id' | 'account' | 'currency'>; debit: number; credit: number }>([
       // Aggregation does not cast: the filter's ObjectId matches the stored ObjectId as it is.

@@ -4,7 +4,7 @@
  * `PaymentStore.transition`), so concurrent callers never leave an impossible state.
  */
 import { ConflictError, ValidationError } from '../../core/errors.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import type { PaymentRecord } from './model.ts';
 import type { PaymentIntent } from './providers.ts';
 import type { CompleteInput } from './schemas.ts';
@@ -29,7 +29,7 @@ export class PaymentLifecycle {
    * `POST /payments/{id}/process`: asks the provider to accept the payment. pending → processing
    * (accepted), → completed as well when the provider captured inline, → failed when it declined.
    */
-  async process(actor: AuthUser, id: string): Promise<{ payment: PaymentView; provider_data: Record<string, unknown> }> {
+  async process(actor: Actor, id: string): Promise<{ payment: PaymentView; provider_data: Record<string, unknown> }> {
     const { store } = this;
     const p = await store.owned(actor, id);
     if (p.status !== 'pending') throw transitionConflict(p.status, 'process', ['pending']);
@@ -60,7 +60,7 @@ export class PaymentLifecycle {
    * `POST /payments/{id}/complete`: processing → completed. Idempotent for the same
    * `provider_reference` (a repeat answers the payment as it is); another reference is 409.
    */
-  async complete(actor: AuthUser, id: string, input: CompleteInput): Promise<PaymentView> {
+  async complete(actor: Actor, id: string, input: CompleteInput): Promise<PaymentView> {
     const { store } = this;
     const p = await store.owned(actor, id);
     const provider = store.deps.providers.get(p.provider);
@@ -73,7 +73,7 @@ export class PaymentLifecycle {
   }
 
   /** processing → completed with the capture's reference; a repeat with the same reference is a no-op. */
-  async completeDoc(actor: AuthUser, p: PaymentRecord, ref: string, receiptUrl: string | null): Promise<PaymentRecord> {
+  async completeDoc(actor: Actor, p: PaymentRecord, ref: string, receiptUrl: string | null): Promise<PaymentRecord> {
     const { store } = this;
     const set: Record<string, unknown> = { status: 'completed', paid_at: new Date(), provider_reference: ref, refundable_minor: p.amount_minor };
     if (receiptUrl) set.receipt_url = receiptUrl;
@@ -91,7 +91,7 @@ export class PaymentLifecycle {
   }
 
   /** pending or processing → failed (the provider declined). */
-  async fail(actor: AuthUser, p: PaymentRecord, reason: string): Promise<PaymentRecord> {
+  async fail(actor: Actor, p: PaymentRecord, reason: string): Promise<PaymentRecord> {
     const moved = await this.store.transition(actor, p._id, ['pending', 'processing'], { $set: { status: 'failed', failure_reason: reason } });
     if (moved) return moved.doc;
     const cur = await this.store.current(p._id);
@@ -100,18 +100,18 @@ export class PaymentLifecycle {
   }
 
   /** `POST /payments/{id}/cancel`: pending → cancelled (terminal). */
-  async cancel(actor: AuthUser, id: string, reason: string | null): Promise<PaymentView> {
+  async cancel(actor: Actor, id: string, reason: string | null): Promise<PaymentView> {
     return this.store.view(await this.cancelDoc(actor, await this.store.owned(actor, id), reason));
   }
 
-  async cancelDoc(actor: AuthUser, p: PaymentRecord, reason: string | null): Promise<PaymentRecord> {
+  async cancelDoc(actor: Actor, p: PaymentRecord, reason: string | null): Promise<PaymentRecord> {
     const moved = await this.store.transition(actor, p._id, ['pending'], { $set: { status: 'cancelled', cancelled_at: new Date(), ...(reason ? { failure_reason: reason } : {}) } });
     if (moved) return moved.doc;
     throw transitionConflict((await this.store.current(p._id)).status, 'cancel', ['pending']);
   }
 
   /** pending → processing with the provider's reference (a webhook saw the payment at the provider); the payment as it is now. */
-  async toProcessing(actor: AuthUser, p: PaymentRecord, ref: string | null): Promise<PaymentRecord> {
+  async toProcessing(actor: Actor, p: PaymentRecord, ref: string | null): Promise<PaymentRecord> {
     const moved = await this.store.transition(actor, p._id, ['pending'], { $set: { status: 'processing', provider_reference: ref } });
     return moved ? moved.doc : this.store.current(p._id);
   }

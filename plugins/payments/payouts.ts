@@ -5,7 +5,7 @@
  */
 import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
-import { isSystemActor, type AuthUser } from '../../core/context.ts';
+import { isSystemActor, type Actor } from '../../core/context.ts';
 import type { HookBus } from '../../core/hooks.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import { pageOf, type Page } from '../../core/page.ts';
@@ -64,7 +64,7 @@ export class PayoutsService {
     return new Types.ObjectId(id);
   }
 
-  async list(actor: AuthUser, q: PayoutListQuery): Promise<Page<PayoutView>> {
+  async list(actor: Actor, q: PayoutListQuery): Promise<Page<PayoutView>> {
     requireRole(actor, 'system');
     const filter: Filter = this.deps.tenancy.filter(actor);
     if (q.status) filter.status = q.status;
@@ -77,7 +77,7 @@ export class PayoutsService {
     return pageOf(rows.map(payoutView), total, q);
   }
 
-  async get(actor: AuthUser, id: string): Promise<PayoutView> {
+  async get(actor: Actor, id: string): Promise<PayoutView> {
     return payoutView(await this.owned(actor, id));
   }
 
@@ -90,7 +90,7 @@ export class PayoutsService {
    * `approve_payout`: draft → approved. Above the threshold only a person may approve, and never
    * the batch's creator; the settlement runner (system actor) approves only batches below it.
    */
-  async approve(actor: AuthUser, id: string): Promise<PayoutView> {
+  async approve(actor: Actor, id: string): Promise<PayoutView> {
     const b = await this.owned(actor, id);
     if (b.status !== 'draft' || b.building) throw new ConflictError(`Cannot approve a payout that is ${b.building ? 'still being built' : b.status}`, { status: b.status, operation: 'approve', allowed_from: ['draft'] });
     const system = isSystemActor(actor);
@@ -113,7 +113,7 @@ export class PayoutsService {
    * processing (a retry of a failed transfer; `failure_reason` is cleared). Nothing else
    * moves a batch to `processing`. Repeating it on a processing batch is a no-op.
    */
-  async process(actor: AuthUser, id: string): Promise<PayoutView> {
+  async process(actor: Actor, id: string): Promise<PayoutView> {
     const b = await this.owned(actor, id);
     const now = new Date();
     const done = await this.model
@@ -129,7 +129,7 @@ export class PayoutsService {
    * `fail_payout`: processing → failed with `failure_reason` (the bank rejected the transfer). The
    * batch keeps its payments, so none can be paid out twice; `process_payout` retries it.
    */
-  async fail(actor: AuthUser, id: string, reason: string): Promise<PayoutView> {
+  async fail(actor: Actor, id: string, reason: string): Promise<PayoutView> {
     const b = await this.owned(actor, id);
     const now = new Date();
     const done = await this.model
@@ -143,7 +143,7 @@ export class PayoutsService {
    * `execute_payout`: approved (or processing) → completed with `bank_reference` and `paid_at`.
    * Repeating it with the same reference is a no-op; another reference is 409.
    */
-  async execute(actor: AuthUser, id: string, bankReference: string): Promise<PayoutView> {
+  async execute(actor: Actor, id: string, bankReference: string): Promise<PayoutView> {
     const { _id } = await this.owned(actor, id);
     const now = new Date();
     const done = await this.model
@@ -163,7 +163,7 @@ export class PayoutsService {
    * The batch, if the actor's tenant scope reaches it (404 otherwise).
    * @throws AccessDeniedError unless the actor is a system administrator or the system actor
    */
-  private async owned(actor: AuthUser, id: string): Promise<PayoutRecord> {
+  private async owned(actor: Actor, id: string): Promise<PayoutRecord> {
     requireRole(actor, 'system');
     const b = await this.model.findOne({ _id: this.oid(id), ...this.deps.tenancy.filter(actor) }).lean<PayoutRecord>();
     if (!b) throw new NotFoundError('payouts', id);
@@ -181,7 +181,7 @@ export class PayoutsService {
    * conditional update (`payout_batch_id: null`), so concurrent runs split payments between their
    * batches and none lands in two. Batches below the threshold are approved at once.
    */
-  async settle(actor: AuthUser, params: SettleParams): Promise<{ period_start: Date; period_end: Date; batches: PayoutView[]; payment_count: number }> {
+  async settle(actor: Actor, params: SettleParams): Promise<{ period_start: Date; period_end: Date; batches: PayoutView[]; payment_count: number }> {
     const today = new Date();
     today.setUTCHours(0, 0, 0, 0);
     const end = params.period_end ? new Date(params.period_end) : today;
@@ -218,7 +218,7 @@ export class PayoutsService {
   }
 
   /** One payment into one batch: atomic on `payout_batch_id: null`; audited like every Payment write. */
-  private async claim(actor: AuthUser, paymentId: Types.ObjectId, batchId: Types.ObjectId, match: Record<string, unknown>) {
+  private async claim(actor: Actor, paymentId: Types.ObjectId, batchId: Types.ObjectId, match: Record<string, unknown>) {
     const now = new Date();
     const set = { payout_batch_id: batchId, updated_at: now, updated_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id) };
     const old = await this.paymentModel

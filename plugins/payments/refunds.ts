@@ -5,7 +5,7 @@
  */
 import { Types } from 'mongoose';
 import { ConflictError, ValidationError } from '../../core/errors.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import { fromMinor, toMinor } from './money.ts';
 import { REFUNDABLE, type PaymentRecord, type PaymentStatus, type RefundRecord } from './model.ts';
 import type { PaymentProvider } from './providers.ts';
@@ -29,7 +29,7 @@ export class PaymentRefunds {
    * `POST /payments/{id}/refund`: reserve the amount atomically on the payment, call the provider,
    * then apply the refund (or release the reservation when the provider fails).
    */
-  async refund(actor: AuthUser, id: string, input: RefundInput): Promise<PaymentView> {
+  async refund(actor: Actor, id: string, input: RefundInput): Promise<PaymentView> {
     const p = await this.store.owned(actor, id);
     const minor = toMinor(input.amount, p.currency);
     if (typeof minor === 'string') throw new ValidationError([{ loc: ['body', 'amount'], msg: minor, type: 'invalid_value' }]);
@@ -57,7 +57,7 @@ export class PaymentRefunds {
    * deliveries each apply their part once, or find nothing left to apply.
    * @throws Error when the total is not a whole, non-negative number of minor units or exceeds the captured amount (nothing written)
    */
-  async applyProviderTotal(actor: AuthUser, payment: PaymentRecord, total: number): Promise<void> {
+  async applyProviderTotal(actor: Actor, payment: PaymentRecord, total: number): Promise<void> {
     if (!Number.isSafeInteger(total) || total < 0) throw new Error(`refunded total ${String(total)} is not a whole number of minor units (0 or more)`);
     if (total > payment.amount_minor) {
       throw new Error(`refunded total ${String(total)} exceeds the captured amount ${String(payment.amount_minor)} (${payment.amount} ${payment.currency}) minor units`);
@@ -79,7 +79,7 @@ export class PaymentRefunds {
    * Holds `minor` on the payment: one conditional update on a refundable status and enough left to
    * refund (plus `extra`). Null, with the record removed, when the condition did not hold.
    */
-  private async reserve(actor: AuthUser, p: PaymentRecord, minor: number, reason: string | null, extra: Record<string, unknown> = {}): Promise<Reservation | null> {
+  private async reserve(actor: Actor, p: PaymentRecord, minor: number, reason: string | null, extra: Record<string, unknown> = {}): Promise<Reservation | null> {
     const { store } = this;
     const rid = new Types.ObjectId();
     const now = new Date();
@@ -136,7 +136,7 @@ export class PaymentRefunds {
    * landed first. Idempotent through `applied_refund_ids`. `payment` is the caller's latest copy; it
    * is read again only when the compare-and-set finds it out of date.
    */
-  async applyRefund(actor: AuthUser, payment: PaymentRecord, rid: Types.ObjectId, minor: number, reason: string | null, providerRefundId: string | null): Promise<PaymentRecord> {
+  async applyRefund(actor: Actor, payment: PaymentRecord, rid: Types.ObjectId, minor: number, reason: string | null, providerRefundId: string | null): Promise<PaymentRecord> {
     const { store } = this;
     const key = String(rid);
     const paymentId = payment._id;
@@ -169,7 +169,7 @@ export class PaymentRefunds {
   }
 
   /** `GET /payments/{id}/refunds`: the payment's refund attempts, oldest first. */
-  async refundsOf(actor: AuthUser, id: string) {
+  async refundsOf(actor: Actor, id: string) {
     const p = await this.store.owned(actor, id);
     const rows = await this.store.deps.refunds.find({ payment_id: p._id }).sort({ created_at: 1, _id: 1 }).lean<RefundRecord[]>();
     return {

@@ -4,7 +4,7 @@
  * own module. No Koa or GraphQL here.
  */
 import { ConflictError } from '../../core/errors.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import type { HookBus } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -38,13 +38,13 @@ export interface PaymentsApi {
    * `approve_payout(payout_id)`, as `actor` (the same rules as `POST /payouts/{id}/approve`).
    * @throws ConflictError when payments are not enabled (`PAYMENTS_ENABLED`)
    */
-  approve_payout(actor: AuthUser, payoutId: string): Promise<PayoutView>;
+  approve_payout(actor: Actor, payoutId: string): Promise<PayoutView>;
   /** `execute_payout(payout_id, bank_reference)`, as `actor` (same rules as `POST /payouts/{id}/execute`). */
-  execute_payout(actor: AuthUser, payoutId: string, bankReference: string): Promise<PayoutView>;
+  execute_payout(actor: Actor, payoutId: string, bankReference: string): Promise<PayoutView>;
   /** approved (or failed, to retry) → processing: the transfer was handed to the bank (`POST /payouts/{id}/process`). */
-  process_payout(actor: AuthUser, payoutId: string): Promise<PayoutView>;
+  process_payout(actor: Actor, payoutId: string): Promise<PayoutView>;
   /** processing → failed with a reason: the bank rejected the transfer (`POST /payouts/{id}/fail`). */
-  fail_payout(actor: AuthUser, payoutId: string, reason: string): Promise<PayoutView>;
+  fail_payout(actor: Actor, payoutId: string, reason: string): Promise<PayoutView>;
 }
 
 export interface PaymentsServiceDeps {
@@ -101,46 +101,46 @@ export class PaymentsService implements PaymentsApi {
     return this.registry.names();
   }
 
-  approve_payout(actor: AuthUser, payoutId: string): Promise<PayoutView> {
+  approve_payout(actor: Actor, payoutId: string): Promise<PayoutView> {
     return this.on.payouts.approve(actor, payoutId);
   }
 
-  execute_payout(actor: AuthUser, payoutId: string, bankReference: string): Promise<PayoutView> {
+  execute_payout(actor: Actor, payoutId: string, bankReference: string): Promise<PayoutView> {
     return this.on.payouts.execute(actor, payoutId, bankReference);
   }
 
-  process_payout(actor: AuthUser, payoutId: string): Promise<PayoutView> {
+  process_payout(actor: Actor, payoutId: string): Promise<PayoutView> {
     return this.on.payouts.process(actor, payoutId);
   }
 
-  fail_payout(actor: AuthUser, payoutId: string, reason: string): Promise<PayoutView> {
+  fail_payout(actor: Actor, payoutId: string, reason: string): Promise<PayoutView> {
     return this.on.payouts.fail(actor, payoutId, reason);
   }
 
   /** `PUT /payments/{id}`: provider_reference, receipt_url and metadata, under `If-Match` (the resource's update). */
-  update(actor: AuthUser, id: string, ifMatch: string | null | undefined, body: unknown): Promise<PaymentView> {
+  update(actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown): Promise<PaymentView> {
     return this.on.store.deps.resource.update(actor, id, ifMatch, body, false) as Promise<unknown> as Promise<PaymentView>;
   }
 
-  process(actor: AuthUser, id: string) {
+  process(actor: Actor, id: string) {
     return this.on.lifecycle.process(actor, id);
   }
 
   /** @throws AccessDeniedError unless the actor is an administrator */
-  complete(actor: AuthUser, id: string, input: CompleteInput): Promise<PaymentView> {
+  complete(actor: Actor, id: string, input: CompleteInput): Promise<PaymentView> {
     return this.on.lifecycle.complete(requireRole(actor, 'admin'), id, input);
   }
 
-  cancel(actor: AuthUser, id: string, reason: string | null): Promise<PaymentView> {
+  cancel(actor: Actor, id: string, reason: string | null): Promise<PaymentView> {
     return this.on.lifecycle.cancel(actor, id, reason);
   }
 
   /** @throws AccessDeniedError unless the actor is an administrator */
-  refund(actor: AuthUser, id: string, input: RefundInput): Promise<PaymentView> {
+  refund(actor: Actor, id: string, input: RefundInput): Promise<PaymentView> {
     return this.on.refunds.refund(requireRole(actor, 'admin'), id, input);
   }
 
-  refundsOf(actor: AuthUser, id: string) {
+  refundsOf(actor: Actor, id: string) {
     return this.on.refunds.refundsOf(actor, id);
   }
 

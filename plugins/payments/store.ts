@@ -5,7 +5,7 @@
  */
 import { Types, type Model } from 'mongoose';
 import { NotFoundError } from '../../core/errors.ts';
-import { isSystemActor, requestOf, type AuthUser } from '../../core/context.ts';
+import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { HookBus, HookEvents } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { ResourceService } from '../resources/index.ts';
@@ -55,7 +55,7 @@ export class PaymentStore {
   }
 
   /** The payment in the actor's scope (tenant, soft delete), with its bookkeeping fields. */
-  async owned(actor: AuthUser, id: string): Promise<PaymentRecord> {
+  async owned(actor: Actor, id: string): Promise<PaymentRecord> {
     if (!/^[0-9a-fA-F]{24}$/.test(id)) throw new NotFoundError('payments', id);
     const doc = await this.model.findOne({ _id: new Types.ObjectId(id), ...this.deps.resource.scope(actor) }).lean<PaymentRecord>();
     if (!doc) throw new NotFoundError('payments', id);
@@ -68,7 +68,7 @@ export class PaymentStore {
     return cur;
   }
 
-  actorId(actor: AuthUser): Types.ObjectId | null {
+  actorId(actor: Actor): Types.ObjectId | null {
     return isSystemActor(actor) ? null : new Types.ObjectId(actor.id);
   }
 
@@ -76,7 +76,7 @@ export class PaymentStore {
    * One transition: a single conditional update on `{_id, status ∈ from}` (plus `extra`), then the
    * audit (AFTER_UPDATE, as for every resource write). Returns null when the condition did not hold.
    */
-  async transition(actor: AuthUser, id: Types.ObjectId, from: readonly PaymentStatus[], u: Update, extra: Record<string, unknown> = {}): Promise<{ old: PaymentRecord; doc: PaymentRecord } | null> {
+  async transition(actor: Actor, id: Types.ObjectId, from: readonly PaymentStatus[], u: Update, extra: Record<string, unknown> = {}): Promise<{ old: PaymentRecord; doc: PaymentRecord } | null> {
     const update: Update = { ...u, $set: { ...u.$set, updated_at: new Date(), updated_by: this.actorId(actor) }, $inc: { ...(u.$inc ?? {}), version: 1 } };
     const old = await this.model
       .findOneAndUpdate({ _id: id, is_deleted: false, status: { $in: from }, ...extra }, update as never, { returnDocument: 'before' })
@@ -91,7 +91,7 @@ export class PaymentStore {
   }
 
   /** Who and where, for a domain event about `doc`. */
-  eventBase(actor: AuthUser, doc: PaymentRecord) {
+  eventBase(actor: Actor, doc: PaymentRecord) {
     return { actor, tenant_id: doc.tenant_id ? String(doc.tenant_id) : null, request_id: requestOf(actor)?.requestId ?? null };
   }
 

@@ -1,7 +1,7 @@
 /** Consents: grant, list and revoke a user's consent to a purpose. No Koa or GraphQL here. */
 import { Types } from 'mongoose';
 import { AccessDeniedError, NotFoundError, ValidationError } from '../../core/errors.ts';
-import { isAdmin, isSystemActor, requestOf, type AuthUser } from '../../core/context.ts';
+import { isAdmin, isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/identity/guards.ts';
 import { CONSENT_COLLECTION, consentView, type ConsentRecord, type ConsentView, type PrivacyModels } from './model.ts';
@@ -24,7 +24,7 @@ export class ConsentsService {
    * granting again returns it (`created: false`) and writes nothing.
    * @throws ValidationError for a purpose outside `PRIVACY_CONSENT_PURPOSES` (when set), at `[...loc, 'purpose']`
    */
-  async grant(actor: AuthUser, input: GrantInput, defaultSource: string, loc: readonly string[] = ['body']): Promise<{ consent: ConsentView; created: boolean }> {
+  async grant(actor: Actor, input: GrantInput, defaultSource: string, loc: readonly string[] = ['body']): Promise<{ consent: ConsentView; created: boolean }> {
     const userId = this.personOf(actor);
     const { purposes } = this.deps.settings;
     if (purposes.length && !purposes.includes(input.purpose))
@@ -51,7 +51,7 @@ export class ConsentsService {
    * tenant's user has no consents as far as a tenant administrator can tell (an empty page).
    * @throws AccessDeniedError for a non-administrator naming someone else
    */
-  async list(actor: AuthUser, q: ConsentsQuery): Promise<PrivacyPage<ConsentView>> {
+  async list(actor: Actor, q: ConsentsQuery): Promise<PrivacyPage<ConsentView>> {
     const self = !q.user_id || q.user_id === actor.id;
     if (!self && !isAdmin(actor)) throw new AccessDeniedError("Only administrators read other users' consents");
     const filter: Filter = self ? { user_id: this.personOf(actor) } : { user_id: oid(q.user_id), ...this.deps.tenancy.filter(actor) };
@@ -64,7 +64,7 @@ export class ConsentsService {
    * Revoke one of the actor's own consents. Idempotent: an already revoked consent is returned unchanged.
    * @throws NotFoundError for a consent that is not the actor's (administrators included)
    */
-  async revoke(actor: AuthUser, id: string): Promise<ConsentView> {
+  async revoke(actor: Actor, id: string): Promise<ConsentView> {
     const userId = this.personOf(actor);
     const { Consent } = this.models;
     const now = new Date();
@@ -83,7 +83,7 @@ export class ConsentsService {
   }
 
   /** Consents belong to people: the `systemActor()` has none. */
-  private personOf(actor: AuthUser): Types.ObjectId {
+  private personOf(actor: Actor): Types.ObjectId {
     if (isSystemActor(actor) || !Types.ObjectId.isValid(actor.id)) throw new AccessDeniedError('Consents belong to users; the system actor has none');
     return oid(actor.id);
   }

@@ -5,7 +5,7 @@
  */
 import type { Types } from 'mongoose';
 import { NotFoundError } from '../../core/errors.ts';
-import { isSystemActor, systemActor, type AuthUser } from '../../core/context.ts';
+import { isSystemActor, systemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { AuditActor, AuditLogger } from '../audit/index.ts';
@@ -27,7 +27,7 @@ const PROGRESS_MS = 250;
  * `systemActor()` of jobs, and never a human administrator: naming the operator next to the
  * subject's id would itself be linkable data.
  */
-export const auditActorOf = (actor: AuthUser): AuditActor | null =>
+export const auditActorOf = (actor: Actor): AuditActor | null =>
   actor.is_system_user && !isSystemActor(actor) ? { id: actor.id, name: actor.name } : null;
 
 /** What an execution works with: the plugin's models, the declarations and its dependencies. */
@@ -64,7 +64,7 @@ export class ErasureRun {
 
   private constructor(
     private readonly env: ErasureEnv,
-    private readonly actor: AuthUser,
+    private readonly actor: Actor,
     private readonly req: ErasureRequestRecord,
     private readonly user: Subject,
     private readonly control: RunControl,
@@ -79,7 +79,7 @@ export class ErasureRun {
   }
 
   /** @throws NotFoundError when the request's user no longer exists */
-  static async start(env: ErasureEnv, actor: AuthUser, req: ErasureRequestRecord, control: RunControl): Promise<ErasureRun> {
+  static async start(env: ErasureEnv, actor: Actor, req: ErasureRequestRecord, control: RunControl): Promise<ErasureRun> {
     const user = await env.personal.identity.User.findOne({ _id: req.user_id }).lean<Subject>();
     if (!user) throw new NotFoundError('user', String(req.user_id));
     return new ErasureRun(env, actor, req, user, control);

@@ -6,7 +6,7 @@
  */
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
-import { hasSystemScope, isSystemActor, type AuthUser } from '../../core/context.ts';
+import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import { erasureView, type CollectionCount, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels } from './model.ts';
 import { findPage, oid, subjectAsActor, type PersonalData, type PrivacyPage, type Subject } from './personal-data.ts';
@@ -43,7 +43,7 @@ export class ErasureService {
    * @throws NotFoundError for a user outside the actor's tenant scope (no preview is computed)
    * @throws AccessDeniedError for a non-administrator, the actor's own account, or a user with system scope and an actor without it
    */
-  async create(actor: AuthUser, userId: string): Promise<ErasureRequestView> {
+  async create(actor: Actor, userId: string): Promise<ErasureRequestView> {
     requireRole(actor, 'admin');
     const user = await this.personal.subjectFor(actor, userId);
     if (actor.id === userId) throw new AccessDeniedError('You cannot erase your own account', { reason: 'self' });
@@ -80,7 +80,7 @@ export class ErasureService {
   }
 
   /** Erasure requests within the actor's tenant scope, newest first. */
-  async list(actor: AuthUser, q: ErasureListQuery): Promise<PrivacyPage<ErasureRequestView>> {
+  async list(actor: Actor, q: ErasureListQuery): Promise<PrivacyPage<ErasureRequestView>> {
     requireRole(actor, 'admin');
     const filter: Filter = this.deps.tenancy.filter(actor);
     if (q.status) filter.status = q.status;
@@ -89,11 +89,11 @@ export class ErasureService {
   }
 
   /** @throws NotFoundError for an unknown id or one outside the actor's tenant scope */
-  async get(actor: AuthUser, id: string): Promise<ErasureRequestView> {
+  async get(actor: Actor, id: string): Promise<ErasureRequestView> {
     return erasureView(await this.find(actor, id));
   }
 
-  private async find(actor: AuthUser, id: string): Promise<ErasureRequestRecord> {
+  private async find(actor: Actor, id: string): Promise<ErasureRequestRecord> {
     requireRole(actor, 'admin');
     const r = await this.models.ErasureRequest.findOne({ _id: id, ...this.deps.tenancy.filter(actor) }).lean<ErasureRequestRecord>();
     if (!r) throw new NotFoundError('erasure_request', id);
@@ -108,7 +108,7 @@ export class ErasureService {
    * claimed it yet (`queued_until`), executing it again is a 409 and triggers nothing.
    * @throws ConflictError while another execution holds or has queued the request
    */
-  async execute(actor: AuthUser, id: string): Promise<ErasureExecution> {
+  async execute(actor: Actor, id: string): Promise<ErasureExecution> {
     const r = await this.find(actor, id);
     if (r.status === 'completed') return { request: erasureView(r), queued: false };
     const jobs = this.deps.jobs();
@@ -151,7 +151,7 @@ export class ErasureService {
    * personal value left. A completed request is returned unchanged.
    * @throws ConflictError while another execution holds the request; the original error (request `failed`) when a step fails
    */
-  async run(actor: AuthUser, id: string, control: RunControl = {}): Promise<ErasureRequestView> {
+  async run(actor: Actor, id: string, control: RunControl = {}): Promise<ErasureRequestView> {
     const { ErasureRequest } = this.models;
     const scope = this.deps.tenancy.filter(actor);
     const now = new Date();
@@ -188,7 +188,7 @@ export class ErasureService {
   }
 
   /** The work of one execution, step by step; safe to repeat after a crash at any point. */
-  private async erase(actor: AuthUser, req: ErasureRequestRecord, control: RunControl) {
+  private async erase(actor: Actor, req: ErasureRequestRecord, control: RunControl) {
     const run = await ErasureRun.start(this.env, actor, req, control);
     await run.revokeConsents();
     await run.eraseLinkedDocuments();

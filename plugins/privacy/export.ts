@@ -1,7 +1,7 @@
 /** The right of access: everything held about a user, as one streamed JSON document. No Koa or GraphQL here. */
 import { Readable } from 'node:stream';
 import { AccessDeniedError } from '../../core/errors.ts';
-import { isAdmin, type AuthUser } from '../../core/context.ts';
+import { isAdmin, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { consentView, type ConsentRecord, type PrivacyModels } from './model.ts';
 import { omit, type PersonalData } from './personal-data.ts';
@@ -26,7 +26,7 @@ export class ExportService {
    * the data).
    * @throws AccessDeniedError for a non-administrator asking for someone else; NotFoundError outside the actor's tenant scope
    */
-  async exportData(actor: AuthUser, userId: string): Promise<PersonalDataExport> {
+  async exportData(actor: Actor, userId: string): Promise<PersonalDataExport> {
     if (actor.id !== userId && !isAdmin(actor)) throw new AccessDeniedError("Only administrators export other users' data");
     const personal = this.personal;
     const user = await personal.subjectFor(actor, userId);

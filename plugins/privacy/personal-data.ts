@@ -5,7 +5,7 @@
  */
 import { Types, type Connection, type Model } from 'mongoose';
 import { NotFoundError } from '../../core/errors.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/identity/guards.ts';
 import { identityModels, type IdentityModels, type UserDoc } from '../../core/identity/models.ts';
@@ -65,7 +65,7 @@ const isNeutral = (value: unknown, neutral: unknown): boolean => {
  * The subject as the core's scope rules see an actor (system scope, the tenant it is confined
  * to). Used only to ask those rules about the subject, never to act.
  */
-export const subjectAsActor = (subject: Subject): AuthUser => ({
+export const subjectAsActor = (subject: Subject): Actor => ({
   id: String(subject._id),
   email: subject.email,
   name: subject.name,
@@ -108,7 +108,7 @@ export class PersonalData {
    * users included (their data is still held).
    * @throws NotFoundError outside the actor's scope (the same answer as for an unknown id)
    */
-  async subjectFor(actor: AuthUser, userId: string): Promise<Subject> {
+  async subjectFor(actor: Actor, userId: string): Promise<Subject> {
     const user = await this.identity.User.findOne({ _id: userId, ...this.tenancy.filter(actor) }).lean<Subject>();
     if (!user) throw new NotFoundError('user', userId);
     return user;

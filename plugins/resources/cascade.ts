@@ -3,7 +3,7 @@
  * (422 `CASCADE_DENY`), `cascade` soft-deletes the referencing documents, `set_null` clears their
  * reference. Each child write is a normal audited write (AFTER_DELETE / AFTER_UPDATE).
  */
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import { CascadeDenyError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceService } from './service.ts';
@@ -28,7 +28,7 @@ export async function checkCascadeDeny(svc: ResourceService, old: Doc, seen = ne
  * Soft-cascade and set-null after the parent is deleted. Without transactions this is best
  * effort per child; each child write is a normal audited write (AFTER_DELETE / AFTER_UPDATE).
  */
-export async function applyCascade(svc: ResourceService, actor: AuthUser, parent: Doc): Promise<void> {
+export async function applyCascade(svc: ResourceService, actor: Actor, parent: Doc): Promise<void> {
   for (const ref of svc.deps.lookup.referencing(svc.def.name)) {
     if (ref.on_delete === 'deny') continue;
     const child = ref.service;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import { defineResource, type ResourceDefinition, type ResourceOptions } from './define.ts';
 import { ResourceRegistry, type PurgeResult } from './registry.ts';
 import { resourceRoutes } from './rest.ts';
@@ -31,7 +31,7 @@ export interface ResourcesApi {
    * @throws AccessDeniedError for a non-system actor, tenant administrators included (nothing deleted)
    * @example await services.get('resources').purgeSoftDeleted(systemActor(tenantId), 30)
    */
-  purgeSoftDeleted(actor: AuthUser, days?: number): Promise<PurgeResult>;
+  purgeSoftDeleted(actor: Actor, days?: number): Promise<PurgeResult>;
 }
 
 declare module '../../core/services.ts' {

@@ -1,5 +1,5 @@
 import type { Connection, Model } from 'mongoose';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
@@ -73,7 +73,7 @@ export class ResourceRegistry implements ResourceLookup {
    * `systemActor()` purges every tenant, `systemActor(tenantId)` that tenant only.
    * @throws AccessDeniedError for a non-system actor, tenant administrators included (nothing deleted)
    */
-  async purgeSoftDeleted(actor: AuthUser, days = this.deps.config.SOFT_DELETE_RETENTION_DAYS): Promise<PurgeResult> {
+  async purgeSoftDeleted(actor: Actor, days = this.deps.config.SOFT_DELETE_RETENTION_DAYS): Promise<PurgeResult> {
     // Refused up front: also when no resource is registered, so the answer never depends on the registry.
     requireRole(actor, 'system');
     const results = await Promise.all(this.list().map((s) => s.purgeSoftDeleted(actor, days)));

@@ -43,8 +43,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
         summary: `Create up to ${def.max_bulk_size} ${def.name}: 201 all created, 207 some, 422 none`,
         body: z.object({ items: z.array(z.unknown()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [422] },
-        async handler({ user, body, ctx }) {
-          const res = await svc.bulkCreate(user!, body.items);
+        async handler({ actor, body, ctx }) {
+          const res = await svc.bulkCreate(actor!, body.items);
           if (res.created_count === 0) {
             // Every item failed the same non-validation way (e.g. all 403): keep that status and code.
             const codes = new Set(res.errors.map((e) => e.error.code));
@@ -69,8 +69,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
         summary: `Soft-delete up to ${def.max_bulk_size} ${def.name}, each with its ETag: 200 all, 207 some, 409 none`,
         body: z.object({ items: z.array(z.object({ id: objectId, etag: z.string().min(1) }).strict()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [409] },
-        async handler({ user, body, ctx }) {
-          const res = await svc.bulkDelete(user!, body.items);
+        async handler({ actor, body, ctx }) {
+          const res = await svc.bulkDelete(actor!, body.items);
           if (res.error_count) {
             ctx.status = 207;
             ctx.body = res;
@@ -87,7 +87,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'GET', path: base, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema,
       docs: { responseHeaders: { 'X-Total-Count': 'Offset mode: matching rows', 'X-Page': 'Offset mode: page', 'X-Per-Page': 'Offset mode: page size', 'X-Total-Pages': 'Offset mode: pages' } },
       handler: custom('list', async ({ user, query, ctx }) => {
-        const res = await svc.list(user!, queryOf(query));
+        const res = await svc.list(actor!, queryOf(query));
         if (res.mode === 'cursor') return { items: res.items, cursors: res.cursors };
         const { mode: _mode, ...page } = res;
         return setPageHeaders(ctx, page);
@@ -97,7 +97,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one ${def.name} document`, params: documentPath, query: getOneQuerySchema,
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ user, params, query, ctx }) => {
-        const { doc, etag } = await svc.getOne(user!, idOf(params), queryOf(query));
+        const { doc, etag } = await svc.getOne(actor!, idOf(params), queryOf(query));
         ctx.set('ETag', etag);
         return doc;
       }),
@@ -106,7 +106,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'POST', path: base, tags, features, status: 201, summary: `Create a ${def.name} document`,
       docs: { body: def.inputs.create, responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
       handler: custom('create', async ({ user, ctx }) => {
-        const doc = await svc.create(user!, ctx.request.body);
+        const doc = await svc.create(actor!, ctx.request.body);
         ctx.set('ETag', etagOf(doc.version));
         ctx.set('Location', `${base}/${String(doc._id)}`);
         return doc;
@@ -116,7 +116,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a ${def.name} document`, params: documentPath,
       docs: { body: def.inputs.update, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ user, params, ctx }) => {
-        const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
+        const doc = await svc.update(actor!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
         ctx.set('ETag', etagOf(doc.version));
         return doc;
       }),
@@ -125,7 +125,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a ${def.name} document`, params: documentPath,
       docs: { body: def.inputs.replace, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ user, params, ctx }) => {
-        const doc = await svc.update(user!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);
+        const doc = await svc.update(actor!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);
         ctx.set('ETag', etagOf(doc.version));
         return doc;
       }),
@@ -134,7 +134,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'DELETE', path: `${base}/:id`, tags, features, status: 204, summary: `Soft-delete a ${def.name} document (204)`, params: documentPath,
       docs: { headers: ifMatch, errors: [404, 412, 422, 428] },
       handler: custom('delete', async ({ user, params, ctx }) => {
-        await svc.remove(user!, idOf(params), ctx.get('If-Match'));
+        await svc.remove(actor!, idOf(params), ctx.get('If-Match'));
         return undefined;
       }),
     })],

@@ -4,7 +4,7 @@ import type { AppError } from '../../core/errors.ts';
 import { AccessDeniedError, EtagMismatchError, EtagRequiredError, NotFoundError, parseInput } from '../../core/errors.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import { etagOf } from '../../core/etag.ts';
-import { isAdmin, requestOf, isSystemActor, writeTenantId, type AuthUser } from '../../core/context.ts';
+import { isAdmin, requestOf, isSystemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
@@ -111,7 +111,7 @@ export class ResourceService {
    * The one access filter: tenant scope + attribute rules (403 on a failed feature/attribute
    * guard) + live documents unless `includeDeleted`.
    */
-  scope(actor: AuthUser, opts: { includeDeleted?: boolean } = {}): Filter {
+  scope(actor: Actor, opts: { includeDeleted?: boolean } = {}): Filter {
     const f: Filter = this.deps.tenancy.access(actor, {
       tenantScoped: this.def.tenant_scoped, features: this.def.guards.features, attributes: this.def.guards.attributes,
     });
@@ -119,7 +119,7 @@ export class ResourceService {
     return f;
   }
 
-  private checkIncludeDeleted(actor: AuthUser, includeDeleted: boolean) {
+  private checkIncludeDeleted(actor: Actor, includeDeleted: boolean) {
     // Soft-deleted documents may hold data their owners meant to remove: only admins see them.
     if (includeDeleted && !isAdmin(actor)) throw new AccessDeniedError('include_deleted requires the admin role');
   }
@@ -138,12 +138,12 @@ export class ResourceService {
   }
 
   /** Lists with REST parameters (a query string). */
-  async list(actor: AuthUser, raw: RawQuery, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
+  async list(actor: Actor, raw: RawQuery, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
     return this.listParsed(actor, this.parse(raw), opts);
   }
 
   /** Lists with structured arguments (GraphQL); same rules and errors as {@link list}. */
-  async listArgs(actor: AuthUser, args: ListArgs, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
+  async listArgs(actor: Actor, args: ListArgs, opts: ReadOptions = {}): Promise<OffsetPage | CursorPage> {
     return this.listParsed(actor, parseListArgs(args, this.queryInfo, this.deps.limits), opts);
   }
 
@@ -151,7 +151,7 @@ export class ResourceService {
    * REST get-one: reads `fields`, `populate` and `include_deleted` from the query string and returns
    * the document with its ETag (computed even when `fields` leaves `version` out, which then stays out).
    */
-  async getOne(actor: AuthUser, id: string, query: RawQuery = {}): Promise<{ doc: Doc; etag: string }> {
+  async getOne(actor: Actor, id: string, query: RawQuery = {}): Promise<{ doc: Doc; etag: string }> {
     const { fields, populate, include_deleted } = query;
     // Most reads carry none of the three: skip the list parser then (hot path).
     if (fields === undefined && populate === undefined && include_deleted === undefined) return this.read(actor, id);
@@ -160,7 +160,7 @@ export class ResourceService {
   }
 
   /** {@link get} plus the ETag; `version` is projected for it and removed again unless `fields` asked for it. */
-  async read(actor: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<{ doc: Doc; etag: string }> {
+  async read(actor: Actor, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<{ doc: Doc; etag: string }> {
     const asked = opts.fields ?? null;
     const fields = this.withVersion(asked);
     const doc = await this.get(actor, id, { ...opts, fields });
@@ -173,7 +173,7 @@ export class ResourceService {
     return fields && !fields.includes('version') ? [...fields, 'version'] : fields;
   }
 
-  private async listParsed(actor: AuthUser, parsed: ParsedListQuery, opts: ReadOptions): Promise<OffsetPage | CursorPage> {
+  private async listParsed(actor: Actor, parsed: ParsedListQuery, opts: ReadOptions): Promise<OffsetPage | CursorPage> {
     const q = opts.etags ? { ...parsed, fields: this.withVersion(parsed.fields) } : parsed;
     this.checkIncludeDeleted(actor, q.includeDeleted);
     const scope = this.scope(actor, { includeDeleted: q.includeDeleted });
@@ -231,7 +231,7 @@ export class ResourceService {
     return { mode: 'cursor', items: await this.populate(actor, items, q.populate), cursors };
   }
 
-  async get(actor: AuthUser, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<Doc> {
+  async get(actor: Actor, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<Doc> {
     this.checkIncludeDeleted(actor, !!opts.includeDeleted);
     if (opts.populate?.length) this.checkPopulate(actor, opts.populate);
     const filter = { _id: this.oid(id), ...this.scope(actor, { includeDeleted: opts.includeDeleted }) };
@@ -248,7 +248,7 @@ export class ResourceService {
     return out!;
   }
 
-  async create(actor: AuthUser, body: unknown, opts: { bulk?: boolean; loc?: (string | number)[] } = {}): Promise<Doc> {
+  async create(actor: Actor, body: unknown, opts: { bulk?: boolean; loc?: (string | number)[] } = {}): Promise<Doc> {
     const scope = this.scope(actor);
     const input = parseInput(this.def.inputs.create, body, opts.loc ?? ['body']) as Doc;
     // A system actor's acting tenant (`X-Tenant-Id`), else the actor's own.
@@ -271,7 +271,7 @@ export class ResourceService {
   }
 
   /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
-  async update(actor: AuthUser, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
+  async update(actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
     // Same order for REST and GraphQL: guards (403), If-Match (428), body (422), lookup (404), revision (412).
     const scope = this.scope(actor);
     const tags = parseIfMatch(ifMatch);
@@ -308,7 +308,7 @@ export class ResourceService {
   }
 
   /** Soft delete guarded by `If-Match`; cascade rules of referencing resources run first. */
-  async remove(actor: AuthUser, id: string, ifMatch: string | null | undefined, opts: { bulk?: boolean } = {}): Promise<Doc> {
+  async remove(actor: Actor, id: string, ifMatch: string | null | undefined, opts: { bulk?: boolean } = {}): Promise<Doc> {
     const scope = this.scope(actor);
     const tags = parseIfMatch(ifMatch);
     const old = await this.findOwned(id, scope);
@@ -331,16 +331,16 @@ export class ResourceService {
    * @throws AccessDeniedError for a non-system actor (nothing deleted)
    */
   /** Creates each item as {@link create} would; rejected items are reported, not thrown (see bulk.ts). */
-  bulkCreate(actor: AuthUser, items: unknown[]): Promise<BulkCreateResult> {
+  bulkCreate(actor: Actor, items: unknown[]): Promise<BulkCreateResult> {
     return bulkCreate(this, actor, items);
   }
 
   /** Soft-deletes each `{id, etag}` as {@link remove} would (see bulk.ts). */
-  bulkDelete(actor: AuthUser, items: { id: string; etag: string }[]): Promise<BulkDeleteResult> {
+  bulkDelete(actor: Actor, items: { id: string; etag: string }[]): Promise<BulkDeleteResult> {
     return bulkDelete(this, actor, items);
   }
 
-  async purgeSoftDeleted(actor: AuthUser, olderThanDays: number): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
+  async purgeSoftDeleted(actor: Actor, olderThanDays: number): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
     requireRole(actor, 'system');
     const scope = this.scope(actor, { includeDeleted: true });
     const cutoff = new Date(Date.now() - olderThanDays * 86_400_000);
@@ -386,7 +386,7 @@ export class ResourceService {
   }
 
   /** Soft-deletes `old` if it is still at its revision (also for cascade.ts). */
-  softDelete(old: Doc, scope: Filter, actor: AuthUser | null) {
+  softDelete(old: Doc, scope: Filter, actor: Actor | null) {
     const now = new Date();
     const by = this.actorId(actor);
     return this.model
@@ -404,7 +404,7 @@ export class ResourceService {
     return { [field]: parent._id, is_deleted: false, ...(sameTenant ? { tenant_id: parent.tenant_id } : {}) };
   }
 
-  private checkPopulate(actor: AuthUser, paths: string[]) {
+  private checkPopulate(actor: Actor, paths: string[]) {
     for (const p of paths) {
       const target = this.deps.lookup.get(this.fieldByPath.get(p)?.ref ?? '');
       target?.scope(actor);
@@ -412,7 +412,7 @@ export class ResourceService {
   }
 
   /** Replaces relation ids with the related documents the actor may see (else null). One query per path. */
-  private async populate(actor: AuthUser, items: Doc[], paths: string[]): Promise<Doc[]> {
+  private async populate(actor: Actor, items: Doc[], paths: string[]): Promise<Doc[]> {
     if (!paths.length || !items.length) return items.map((d) => this.view(d));
     const out = items.map((d) => ({ ...this.view(d) }));
     for (const p of paths) {
@@ -431,11 +431,11 @@ export class ResourceService {
   }
 
   /** The id stored in `created_by` and the like: null for `systemActor()`. */
-  actorId(actor: AuthUser | null) {
+  actorId(actor: Actor | null) {
     return actor && !isSystemActor(actor) ? new Types.ObjectId(actor.id) : null;
   }
 
-  event(actor: AuthUser | null, tenantId: string | null, bulk: boolean): DocumentEventBase {
+  event(actor: Actor | null, tenantId: string | null, bulk: boolean): DocumentEventBase {
     const ctx = requestOf(actor);
     return {
       resource: this.def.name, actor, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null,

@@ -4,7 +4,7 @@
  * attribute-guarded fields must stay within the actor's values.
  */
 import { Types } from 'mongoose';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import { AccessDeniedError, ValidationError, type ValidationIssue } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/identity/guards.ts';
@@ -15,7 +15,7 @@ import type { ResourceService } from './service.ts';
  * Relation values must point at documents the actor can see (live, guards pass) in the tenant the
  * document is written to (a system actor without `X-Tenant-Id` sees every tenant but writes to one).
  */
-export async function checkReferences(svc: ResourceService, actor: AuthUser, data: Doc, loc: (string | number)[], tenantId: string | null): Promise<void> {
+export async function checkReferences(svc: ResourceService, actor: Actor, data: Doc, loc: (string | number)[], tenantId: string | null): Promise<void> {
   const issues: ValidationIssue[] = [];
   for (const f of svc.def.fields) {
     if (!f.ref || f.kind !== 'objectId') continue;

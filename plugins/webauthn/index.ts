@@ -50,12 +50,12 @@ export const webauthnPlugin = definePlugin({
       routes: [
         defineRoute({
           method: 'POST', path: '/auth/webauthn/register/options', tags, summary: 'Start passkey registration: creation options with a fresh challenge',
-          handler: ({ user }) => service.registerOptions(user!),
+          handler: ({ actor }) => service.registerOptions(actor!),
         }),
         defineRoute({
           method: 'POST', path: '/auth/webauthn/register', tags, status: 201, summary: 'Finish passkey registration (attestation verified, format none)',
           body: registerBody, response: credentialResponse, docs: { errors: [422] },
-          handler: ({ user, body }) => service.register(user!, body),
+          handler: ({ actor, body }) => service.register(actor!, body),
         }),
         defineRoute({
           method: 'POST', path: '/auth/webauthn/authenticate/options', tags, auth: 'public', summary: 'Start passkey login: request options with a fresh challenge',
@@ -70,13 +70,13 @@ export const webauthnPlugin = definePlugin({
         defineRoute({
           method: 'GET', path: '/auth/webauthn/credentials', tags, summary: "The caller's passkeys",
           response: z.array(credentialResponse),
-          handler: ({ user }) => service.listOwn(user!),
+          handler: ({ actor }) => service.listOwn(actor!),
         }),
         defineRoute({
           method: 'DELETE', path: '/auth/webauthn/credentials/:credential_id', tags, status: 204, summary: 'Remove one of your passkeys',
           params: credentialParams, docs: { errors: [404] },
-          handler: async ({ user, params }) => {
-            await service.deleteOwn(user!, params.credential_id);
+          handler: async ({ actor, params }) => {
+            await service.deleteOwn(actor!, params.credential_id);
           },
         }),
         ...(demo

@@ -4,7 +4,7 @@ import type * as Server from '@simplewebauthn/server';
 import type * as Helpers from '@simplewebauthn/server/helpers';
 import type { AuthenticatorTransport, PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server';
 import { AppError, AuthRequiredError, NotFoundError, RateLimitedError } from '../../core/errors.ts';
-import { requestOf, type AuthUser } from '../../core/context.ts';
+import { requestOf, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import type { AuthenticationService } from '../../core/identity/authentication.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -110,7 +110,7 @@ export class WebAuthnService {
   }
 
   /** `POST /auth/webauthn/register/options`: creation options; the challenge replaces any pending one of this user. */
-  async registerOptions(actor: AuthUser): Promise<PublicKeyCredentialCreationOptionsJSON> {
+  async registerOptions(actor: Actor): Promise<PublicKeyCredentialCreationOptionsJSON> {
     const existing = await this.models.Credential.find({ user_id: actor.id }, { credential_id: 1, transports: 1 }).lean();
     const [{ generateRegistrationOptions }] = await webauthnLib();
     const options = await generateRegistrationOptions({
@@ -135,7 +135,7 @@ export class WebAuthnService {
    * A refusal names the first check that failed.
    * @throws AppError 422 `VALIDATION_ERROR` with `details.reason`
    */
-  async register(actor: AuthUser, body: RegisterBody): Promise<CredentialView> {
+  async register(actor: Actor, body: RegisterBody): Promise<CredentialView> {
     // Consumed whatever follows: a challenge serves one attempt.
     const stored = await this.takeChallenge('register', `user:${actor.id}`);
     if (!stored) throw new RegistrationError('challenge_not_found', 'no pending registration challenge for this user (none requested, expired or already used)');
@@ -300,7 +300,7 @@ export class WebAuthnService {
   }
 
   /** `GET /auth/webauthn/credentials` / GraphQL `me.passkeys`: the actor's own passkeys. */
-  async listOwn(actor: AuthUser): Promise<CredentialView[]> {
+  async listOwn(actor: Actor): Promise<CredentialView[]> {
     return this.list(this.own(actor));
   }
 
@@ -309,7 +309,7 @@ export class WebAuthnService {
    * actors, or every administrator when `MULTI_TENANT_ENABLED` is off: any tenant).
    * @throws AccessDeniedError for a non-administrator asking for someone else's
    */
-  async listForUser(actor: AuthUser, userId: string): Promise<CredentialView[]> {
+  async listForUser(actor: Actor, userId: string): Promise<CredentialView[]> {
     if (actor.id === userId) return this.listOwn(actor);
     requireRole(actor, 'admin');
     return this.list({ user_id: userId, ...this.tenancy.filter(actor) });
@@ -320,7 +320,7 @@ export class WebAuthnService {
    * it stop working (this process at once, other replicas within `AUTH_CACHE_TTL_MS`).
    * @throws NotFoundError for anyone else's or an unknown credential
    */
-  async deleteOwn(actor: AuthUser, credentialId: string): Promise<void> {
+  async deleteOwn(actor: Actor, credentialId: string): Promise<void> {
     const doc = await this.models.Credential.findOneAndDelete({ credential_id: credentialId, ...this.own(actor) }).lean();
     if (!doc) throw new NotFoundError('passkey', credentialId);
     this.identity.invalidateCredential(PASSKEY_CREDENTIAL_KIND, String(doc._id));
@@ -338,7 +338,7 @@ export class WebAuthnService {
   }
 
   /** The actor's own credentials: its user id, in its own tenant while tenancy is on (never the tenant it acts in). */
-  private own(actor: AuthUser) {
+  private own(actor: Actor) {
     return { user_id: actor.id, ...(this.tenancy.enabled ? { tenant_id: actor.tenant_id } : {}) };
   }
 

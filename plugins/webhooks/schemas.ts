@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { pageQuery } from '../../core/http/schemas.ts';
 import { pageSchema } from '../../core/page.ts';
-import type { AuthUser } from '../../core/context.ts';
+import type { Actor } from '../../core/context.ts';
 import { WEBHOOK_STATUSES } from './model.ts';
 import { PRESET_NAMES } from './presets.ts';
 import { isCustomVerifier, type WebhookVerifier } from './verifiers.ts';
@@ -76,7 +76,7 @@ export interface WebhookEventContext {
   /** Id of the stored WebhookEvent. */
   id: string;
   /** The actor of any service the handler uses: `systemActor()`; webhooks run outside the identity of whoever called the receiver. */
-  actor: AuthUser;
+  actor: Actor;
 }
 
 /** A provider's handler; a throw (or rejection) marks the event `failed` with the error's message. */

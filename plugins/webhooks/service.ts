@@ -7,7 +7,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Types } from 'mongoose';
 import { AuthRequiredError, BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { PluginError } from '../../core/plugin.ts';
-import { systemActor, type AuthUser } from '../../core/context.ts';
+import { systemActor, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -200,7 +200,7 @@ export class WebhooksService implements WebhookRegistry {
    * @throws AccessDeniedError (403) for anyone else
    * @example await svc.operator(actor).list(query)
    */
-  operator(actor: AuthUser): WebhookOperations {
+  operator(actor: Actor): WebhookOperations {
     requireRole(actor, 'system');
     return this.operations;
   }

@@ -16,7 +16,7 @@ import { FAST, waitRun } from '../jobs/helpers.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { jobsPlugin } from '../../plugins/jobs/index.ts';
-import { requestOf, systemActor, type AuthUser } from '../../core/context.ts';
+import { requestOf, systemActor, type Actor } from '../../core/context.ts';
 import { AccessDeniedError } from '../../core/errors.ts';
 import type { AuditService } from '../../plugins/audit/service.ts';
 import type { JobsService } from '../../plugins/jobs/service.ts';
@@ -28,7 +28,7 @@ const ago = (days: number) => new Date(Date.now() - days * DAY);
 type Label = 'A' | 'B' | 'none';
 type Kind = 'audit' | 'docs' | 'runs' | 'keys';
 const COLLECTION: Record<Kind, string> = { audit: 'audit_log', docs: 'projects', runs: 'job_runs', keys: 'api_keys' };
-type Side = Awaited<ReturnType<typeof createTenantUser>> & { admin: AuthUser; plain: AuthUser };
+type Side = Awaited<ReturnType<typeof createTenantUser>> & { admin: Actor; plain: Actor };
 
 let t: TestApp;
 let A: Side;
@@ -46,10 +46,10 @@ interface World {
   kept: Record<Kind, Types.ObjectId[]>;
 }
 
-async function me(key: string): Promise<AuthUser> {
+async function me(key: string): Promise<Actor> {
   const res = await t.http('GET', '/auth/me', { key });
   expect(res.status).toBe(200);
-  return res.body as AuthUser;
+  return res.body as Actor;
 }
 
 async function side(): Promise<Side> {
@@ -133,7 +133,7 @@ async function expectKept(w: World) {
 }
 
 /** Every purge of this file, as one actor. */
-const purges: Record<Kind, (actor: AuthUser) => Promise<unknown>> = {
+const purges: Record<Kind, (actor: Actor) => Promise<unknown>> = {
   audit: (actor) => audit().purge(actor, DAYS),
   docs: (actor) => resources().purgeSoftDeleted(actor, DAYS),
   runs: (actor) => jobs().purgeRuns(actor, DAYS),
@@ -199,7 +199,7 @@ describe('systemActor(A) outside any request purges tenant A only', () => {
 
 describe('a tenant-A user outside any request is refused', () => {
   it('an administrator, a plain user and a user with a forged acting tenant: AccessDeniedError from every purge, nothing deleted', async () => {
-    const actors: [string, AuthUser][] = [
+    const actors: [string, Actor][] = [
       ['tenant admin', A.admin],
       ['plain user', A.plain],
       ['forged acting tenant', { ...A.admin, acting_tenant_id: B.tenantId }],

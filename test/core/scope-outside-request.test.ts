@@ -10,14 +10,14 @@ import { Types } from 'mongoose';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
-import { requestOf, systemActor, type AuthUser } from '../../core/context.ts';
+import { requestOf, systemActor, type Actor } from '../../core/context.ts';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { CursorPage, OffsetPage } from '../../plugins/resources/service.ts';
 import type { AuditService } from '../../plugins/audit/service.ts';
 import { exportQuery, listQuery, statsQuery } from '../../plugins/audit/schemas.ts';
 
-type Side = Awaited<ReturnType<typeof createTenantUser>> & { actor: AuthUser; projects: string[]; task: string };
+type Side = Awaited<ReturnType<typeof createTenantUser>> & { actor: Actor; projects: string[]; task: string };
 let t: TestApp;
 let A: Side;
 let B: Side;
@@ -62,7 +62,7 @@ async function seed(): Promise<Side> {
   const p2 = await post('/projects', { name: 'two' });
   const task = await post('/tasks', { title: 'task', project_id: p1 });
   const me = await t.http('GET', '/auth/me', { key: u.key });
-  return { ...u, actor: me.body as AuthUser, projects: [p1, p2], task };
+  return { ...u, actor: me.body as Actor, projects: [p1, p2], task };
 }
 
 beforeAll(async () => {
@@ -126,7 +126,7 @@ describe('a tenant-A user outside any request', () => {
   });
 
   it('a forged acting tenant on a non-system user is ignored', async () => {
-    const forged: AuthUser = { ...A.actor, acting_tenant_id: B.tenantId };
+    const forged: Actor = { ...A.actor, acting_tenant_id: B.tenantId };
     const page = (await projects().list(forged, { per_page: '100' })) as OffsetPage;
     expect(tenantsOf(page.items)).toEqual([A.tenantId]);
     const made = await projects().create(forged, { name: 'forged' });
@@ -135,7 +135,7 @@ describe('a tenant-A user outside any request', () => {
   });
 
   it('a non-system user without a tenant is refused, never widened to all tenants', async () => {
-    const orphan: AuthUser = { ...A.actor, tenant_id: '' };
+    const orphan: Actor = { ...A.actor, tenant_id: '' };
     await expect(projects().list(orphan, {})).rejects.toBeInstanceOf(AccessDeniedError);
     await expect(audit().list(orphan, listQ)).rejects.toBeInstanceOf(AccessDeniedError);
     await expect(identity().listUsers(orphan, { page: 1, per_page: 100 })).rejects.toBeInstanceOf(AccessDeniedError);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import { expectError, jobContext, type TestApp } from '../helpers/app.ts';
-import { systemActor, type AuthUser } from '../../core/context.ts';
+import { systemActor, type Actor } from '../../core/context.ts';
 import { col, completed, create, paymentsApp, tenant } from './helpers.ts';
 
 let t: TestApp;
@@ -213,7 +213,7 @@ describe('payouts and settlement', () => {
     const id = ((await settleJob().run(jobContext(), { ...window(), tenant_id: L.tenantId })) as { batch_ids: string[] }).batch_ids[0]!;
     const payments = t.app.services.get('payments');
     // A person (a system administrator who did not create the batch) approves above the threshold.
-    const person: AuthUser = { ...systemActor(), id: String(new Types.ObjectId()), name: 'Ops', email: 'ops@example.com' };
+    const person: Actor = { ...systemActor(), id: String(new Types.ObjectId()), name: 'Ops', email: 'ops@example.com' };
     expect(await payments.approve_payout(person, id)).toMatchObject({ status: 'approved', approved_by: person.id, auto_approved: false });
     expect(await payments.process_payout(systemActor(), id)).toMatchObject({ status: 'processing' });
     expect(await payments.fail_payout(systemActor(), id, 'timeout at the bank')).toMatchObject({ status: 'failed', failure_reason: 'timeout at the bank' });

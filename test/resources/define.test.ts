@@ -20,15 +20,15 @@ const notesPlugin = definePlugin({
         handlers: {
           // Override: the list answers only titles, through the same service (same scope, same filters).
           list: async ({ user, ctx }) => {
-            const page = await notes.list(user!, ctx.query as Record<string, string>);
+            const page = await notes.list(actor!, ctx.query as Record<string, string>);
             return { titles: page.items.map((d) => d.title) };
           },
         },
         routes: [
           defineRoute({
             method: 'GET', path: '/notes-stats', summary: 'extra route of the notes resource',
-            handler: async ({ user }) => {
-              const page = await notes.list(user!, { per_page: '100' });
+            handler: async ({ actor }) => {
+              const page = await notes.list(actor!, { per_page: '100' });
               return { count: page.mode === 'offset' ? page.total : page.items.length };
             },
           }),

@@ -5,7 +5,7 @@
 import { Types } from 'mongoose';
 import { ValidationError } from '../../../core/errors.ts';
 import { PluginError } from '../../../core/plugin.ts';
-import { isSystemActor, writeTenantId, type AuthUser } from '../../../core/context.ts';
+import { isSystemActor, writeTenantId, type Actor } from '../../../core/context.ts';
 import { requireRole } from '../../../core/identity/guards.ts';
 import { pageOf } from '../../../core/page.ts';
 import type { HookBus } from '../../../core/hooks.ts';
@@ -17,9 +17,9 @@ import type { ArchiveNotesInput, CreateNoteInput, ListNotesQuery, NotesPage, Not
 declare module '../../../core/hooks.ts' {
   interface HookEvents {
     /** Before a note is stored: return a changed `data` or throw an `AppError` to veto. */
-    BEFORE_NOTE_CREATE: { actor: AuthUser; tenant_id: string; data: CreateNoteInput };
+    BEFORE_NOTE_CREATE: { actor: Actor; tenant_id: string; data: CreateNoteInput };
     /** After a note is stored: side effects only (errors are logged, never shown). */
-    AFTER_NOTE_CREATE: { actor: AuthUser; tenant_id: string; note: NoteView };
+    AFTER_NOTE_CREATE: { actor: Actor; tenant_id: string; note: NoteView };
   }
 }
 
@@ -34,8 +34,8 @@ export interface NotesApi {
    * @example services.get('notes').registerFormatter('shout', (n) => n.title.toUpperCase())
    */
   registerFormatter(name: string, formatter: NoteFormatter): void;
-  list(actor: AuthUser, q: ListNotesQuery): Promise<NotesPage>;
-  create(actor: AuthUser, input: CreateNoteInput): Promise<NoteView>;
+  list(actor: Actor, q: ListNotesQuery): Promise<NotesPage>;
+  create(actor: Actor, input: CreateNoteInput): Promise<NoteView>;
 }
 
 /** What the service needs from the app, given by `setup()`. */
@@ -84,7 +84,7 @@ export class NotesService implements NotesApi {
   }
 
   /** The caller's notes, newest first. Scope comes from the actor: a tenant user sees its tenant only. */
-  async list(actor: AuthUser, q: ListNotesQuery): Promise<NotesPage> {
+  async list(actor: Actor, q: ListNotesQuery): Promise<NotesPage> {
     const formatter = this.formatter(q.format);
     const filter = { ...this.tenancy.filter(actor), ...(q.archived === undefined ? {} : { archived: q.archived }) };
     const [rows, total] = await Promise.all([
@@ -102,7 +102,7 @@ export class NotesService implements NotesApi {
    * Stores a note in the actor's tenant (`systemActor(tenantId)` for a job; `systemActor()` alone
    * has no tenant and throws). `BEFORE_NOTE_CREATE` may change or veto it; `AFTER_NOTE_CREATE` follows.
    */
-  async create(actor: AuthUser, input: CreateNoteInput): Promise<NoteView> {
+  async create(actor: Actor, input: CreateNoteInput): Promise<NoteView> {
     const tenantId = writeTenantId(actor);
     const ev = await this.hooks.runBefore('BEFORE_NOTE_CREATE', { actor, tenant_id: tenantId, data: input });
     const doc = await this.model.create({
@@ -118,7 +118,7 @@ export class NotesService implements NotesApi {
   }
 
   /** How many of the actor's notes `archiveBatch` would archive: the total a job reports progress against. */
-  countArchivable(actor: AuthUser, cutoff: Date): Promise<number> {
+  countArchivable(actor: Actor, cutoff: Date): Promise<number> {
     return this.model.countDocuments({ ...this.tenancy.filter(actor), archived: false, created_at: { $lt: cutoff } });
   }
 
@@ -128,7 +128,7 @@ export class NotesService implements NotesApi {
    * REST and GraphQL refuse alike.
    * @throws AccessDeniedError (403 ACCESS_DENIED) for an actor without the admin role
    */
-  async archiveOlderThan(actor: AuthUser, input: ArchiveNotesInput): Promise<{ archived: number }> {
+  async archiveOlderThan(actor: Actor, input: ArchiveNotesInput): Promise<{ archived: number }> {
     requireRole(actor, 'admin');
     const cutoff = new Date(Date.now() - input.older_than_days * 86_400_000);
     const res = await this.model.updateMany({ ...this.tenancy.filter(actor), archived: false, created_at: { $lt: cutoff } }, { $set: { archived: true } });
@@ -139,7 +139,7 @@ export class NotesService implements NotesApi {
    * Archives up to `limit` of the actor's notes created before `cutoff`, oldest first, and returns
    * how many. `systemActor(tenantId)` (a per-tenant job's `ctx.actor`) confines it to that tenant.
    */
-  async archiveBatch(actor: AuthUser, cutoff: Date, limit: number): Promise<number> {
+  async archiveBatch(actor: Actor, cutoff: Date, limit: number): Promise<number> {
     const filter = { ...this.tenancy.filter(actor), archived: false, created_at: { $lt: cutoff } };
     const batch = await this.model.find(filter, { _id: 1 }).sort({ created_at: 1, _id: 1 }).limit(limit).lean();
     if (!batch.length) return 0;
