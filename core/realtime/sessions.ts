@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import { AppError, AuthRequiredError, BadRequestError } from '../errors.ts';
 import { hasSystemScope, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
@@ -92,6 +93,8 @@ export class SessionRegistry {
   private readonly sessions = new Set<LiveSession>();
   private timer: NodeJS.Timeout | null = null;
   private checking = false;
+  /** The re-checks' async context: the registry's own, not that of the request that opened the first session. */
+  private readonly scope = new AsyncResource('realtime.sessions');
 
   constructor(
     private readonly identity: CredentialCheck,
@@ -103,7 +106,7 @@ export class SessionRegistry {
     const session = new LiveSession(actor, presented, (s) => this.sessions.delete(s));
     this.sessions.add(session);
     if (!this.timer) {
-      this.timer = setInterval(() => void this.recheck(), this.intervalMs);
+      this.timer = this.scope.runInAsyncScope(() => setInterval(() => void this.recheck(), this.intervalMs));
       this.timer.unref();
     }
     return session;

@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import type { Model } from 'mongoose';
 import type { Logger } from '../logger.ts';
 import { toRecord, type EventRecord } from '../events/consumers.ts';
@@ -42,6 +43,12 @@ export class EventTail {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = false;
+  /**
+   * The async context the polls run in: the tail's own, taken where it was made (start-up), not
+   * that of the request whose subscriber happened to start it. Its queries serve every subscriber
+   * of every tenant, so they are background work (traces, test/sharding), not that request's.
+   */
+  private readonly scope = new AsyncResource('realtime.tail');
   /** Database queries made, and polls, for measurements (bench/realtime.ts). */
   queries = 0;
   polls = 0;
@@ -66,7 +73,7 @@ export class EventTail {
     };
     await new Promise<void>((resolve) => {
       this.waiters.push(resolve);
-      if (!this.running) this.run();
+      if (!this.running) this.scope.runInAsyncScope(() => this.run());
     });
     if (this.joining.delete(listener)) this.listeners.add(listener);
     return remove;
