@@ -120,7 +120,7 @@ export const auditPlugin = definePlugin({
           },
         },
       ],
-      graphql: (builder) => auditGraphql(builder, { audit }),
+      graphql: (builder) => auditGraphql(builder, { audit, model, realtime: services.get('realtime'), pollMs: config.EVENTS_POLL_INTERVAL_MS }),
       // Shutdown writes what is still queued.
       close: () => audit.flush(),
     };

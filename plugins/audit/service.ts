@@ -380,9 +380,9 @@ export class AuditService implements AuditLogger {
   /**
    * Administrators only. System actors see every tenant; other administrators only the entries of
    * their own tenant, unless `MULTI_TENANT_ENABLED` is false. A system actor acting in one tenant
-   * (`X-Tenant-Id`, `systemActor(tenantId)`) sees that tenant only.
+   * (`X-Tenant-Id`, `systemActor(tenantId)`) sees that tenant only. Also the filter of live entries.
    */
-  private filterOf(actor: Actor, f: AuditFilter): Filter {
+  filterOf(actor: Actor, f: AuditFilter): Filter {
     requireRole(actor, 'admin');
     const filter: Filter = this.opts.tenancy.filter(actor);
     if (f.resource !== undefined) filter.resource = f.resource;

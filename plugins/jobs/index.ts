@@ -70,7 +70,7 @@ export const jobsPlugin = definePlugin({
       },
       close: () => engine.stop(),
       routes: jobsRoutes(svc, schedules, chains, log),
-      graphql: (builder) => jobsGraphql(builder, svc, schedules, chains),
+      graphql: (builder) => jobsGraphql(builder, svc, schedules, chains, services.get('realtime')),
     };
   },
 });
