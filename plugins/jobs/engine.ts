@@ -333,8 +333,14 @@ export class Engine implements Dispatcher {
       : { timestamp: now, level: 'error', message: `failed: ${out.error}`, percentage: null };
     const done = await this.deps.store.finish(run, token, set, line);
     // Null: cancelled or taken over meanwhile; this attempt's outcome is discarded.
-    if (done) this.deps.metrics?.jobFinished(done);
-    if (done) await this.deps.afterFinish(done);
+    if (!done) return;
+    this.deps.metrics?.jobFinished(done);
+    try {
+      // Schedules learn of the outcome first, as before the event log; the event is already safe in the run's outbox.
+      await this.deps.afterFinish(done);
+    } finally {
+      await this.deps.store.relay(done);
+    }
   }
 }
 

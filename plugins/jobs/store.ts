@@ -173,8 +173,8 @@ export class RunStore {
   /**
    * The final state of a run still held with `token`; null when cancelled or taken over meanwhile.
    * The same conditional update stores its `job_run.<status>` event in the run's outbox, so the
-   * event exists if and only if the run finished (docs/events.md); it reaches the log before this
-   * resolves when `EVENTS_RELAY_INTERVAL_MS` is 0, otherwise within the relay's batch.
+   * event exists if and only if the run finished (docs/events.md). Hand the returned run to `relay`
+   * afterwards (a process that dies first leaves the event to the sweep).
    */
   async finish(run: Pick<JobRunRecord, '_id' | 'tenant_id'>, token: string, set: Record<string, unknown> & { status: 'completed' | 'failed' }, line: Record<string, unknown>): Promise<JobRunRecord | null> {
     // The system finishes a run (null actor); a finished run never changes again, so the relay reads its object from the document.
@@ -184,8 +184,12 @@ export class RunStore {
       { $set: set, $push: { logs: line, [OUTBOX_FIELD]: entry } },
       { returnDocument: 'after' },
     ).lean<JobRunRecord>().exec();
-    if (done) await this.events.committed(this.source, done as unknown as Doc);
     return done;
+  }
+
+  /** Hands a run `finish` returned to the event log's relay (resolves once stored when `EVENTS_RELAY_INTERVAL_MS` is 0). */
+  relay(done: JobRunRecord): Promise<void> {
+    return this.events.committed(this.source, done as unknown as Doc);
   }
 
   /** A log or progress write of the holder: applies only while it still holds the running run. */
