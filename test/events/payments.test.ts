@@ -126,4 +126,29 @@ describe('payment.<status> events', () => {
     expect(stored[0]!.data).toMatchObject({ status: 'completed', provider_reference: 'bank-s', version: raw!.version });
     expect((await col(t, 'payments').findOne({ _id: raw!._id }))!._outbox).toEqual([]);
   });
+
+  it('a payout claim of a payment whose event still waits freezes the event\'s object: the event keeps the payment of its own change', async () => {
+    const events = t.app.services.get('events');
+    const p = await create(t, A.admin);
+    await post(`/payments/${p._id}/process`);
+    const committed = events.committed.bind(events);
+    events.committed = async () => undefined;
+    try {
+      expect((await post(`/payments/${p._id}/complete`, { provider_reference: 'bank-c', provider_status: 'paid' })).status).toBe(200);
+    } finally {
+      events.committed = committed;
+    }
+    const hour = 3_600_000;
+    const settle = await t.http('POST', '/payouts/settle', { json: { tenant_id: A.tenantId, period_start: new Date(Date.now() - hour).toISOString(), period_end: new Date(Date.now() + hour).toISOString() } });
+    expect(settle.status).toBe(200);
+    const raw = await col(t, 'payments').findOne({ _id: new Types.ObjectId(p._id) });
+    expect(raw!.payout_batch_id).toBeTruthy();
+    expect(raw!._outbox).toHaveLength(1);
+    expect(raw!._outbox[0]).toMatchObject({ type: 'payment.completed', version: raw!.version - 1, data: { status: 'completed', payout_batch_id: null, version: raw!.version - 1 } });
+    await col(t, 'payments').updateOne({ _id: raw!._id }, { $set: { '_outbox.0.created_at': new Date(Date.now() - 60_000) } });
+    await events.sweep();
+    const [e] = await eventsOfType(t, A.admin, 'payment.completed', ofPayment(p._id));
+    expect(e!.data).toMatchObject({ status: 'completed', provider_reference: 'bank-c', payout_batch_id: null, version: raw!.version - 1 });
+    expectConforms(schemas['payment.completed']!, e!.data);
+  });
 });
