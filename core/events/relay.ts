@@ -127,13 +127,15 @@ export function eventsOf(source: OutboxSource, doc: Doc, log?: Logger): Omit<Eve
 
 /**
  * The `_outbox` value of a write that supersedes `old`: its waiting entries with their object
- * frozen (the object of an entry at `old.version` is `old` itself), plus the new entry.
+ * frozen (the object of an entry at `old.version` is `old` itself), plus the new entry (none for a
+ * write that has no event of its own).
  */
-export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] {
+export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry | null): OutboxEntry[] {
   const waiting = (old[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? [];
-  if (!waiting.length) return [entry];
+  const added = entry ? [entry] : [];
+  if (!waiting.length) return added;
   const view = source.view(old);
-  return [...waiting.map((e) => (e.data ? e : { ...e, data: view })), entry];
+  return [...waiting.map((e) => (e.data ? e : { ...e, data: view })), ...added];
 }
 
 /**

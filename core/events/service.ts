@@ -93,6 +93,11 @@ export class EventLog {
     insert: (entry: OutboxEntry): OutboxEntry[] => [entry],
     /** The outbox of a write replacing `old` (waiting entries keep their own object). */
     update: (source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] => supersede(source, old, entry),
+    /**
+     * The outbox of a write that changes `old` (and its `version`) without an event of its own: the
+     * waiting entries with their object frozen. Use it with a compare-and-set on `old.version`.
+     */
+    freeze: (source: OutboxSource, old: Doc): OutboxEntry[] => supersede(source, old, null),
   };
 
   /**
