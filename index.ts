@@ -17,6 +17,7 @@ import type {} from '@koa/bodyparser';
 import type {} from './core/identity/index.ts';
 import type {} from './core/metrics.ts';
 import type {} from './core/events/index.ts';
+import type {} from './core/realtime/index.ts';
 import type {} from './plugins/audit/index.ts';
 import type {} from './plugins/payments/index.ts';
 import type {} from './plugins/privacy/index.ts';

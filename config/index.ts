@@ -96,6 +96,10 @@ export const configSchema = z.object({
   EVENTS_RETENTION_DAYS: int(30, 1),
   /** How often durable consumers (and realtime tails) read the event log. @default 250 */
   EVENTS_POLL_INTERVAL_MS: int(250, 10),
+  /** How often realtime streams (`GET /events/stream`, GraphQL over SSE) send a keep-alive comment. @default 15000 */
+  REALTIME_KEEPALIVE_MS: int(15000, 10),
+  /** Events one realtime subscriber may have waiting before its stream is ended (a client that does not read). @default 10000 */
+  REALTIME_MAX_QUEUE: int(10000, 1),
   /**
    * How long the relay gathers this process's events before one bulk insert into the log; 0 = each
    * write waits until its event is in the log before answering (slower; tests use it). @default 50

@@ -14,6 +14,7 @@ export const ErrorCode = {
   NOT_FOUND: 'NOT_FOUND',
   METHOD_NOT_ALLOWED: 'METHOD_NOT_ALLOWED',
   CONFLICT: 'CONFLICT',
+  GONE: 'GONE',
   ETAG_MISMATCH: 'ETAG_MISMATCH',
   PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
   URI_TOO_LONG: 'URI_TOO_LONG',
@@ -140,6 +141,13 @@ export class RateLimitedError extends AppError {
   }
 }
 
+/** 410: what was asked for existed once and is gone for good (e.g. an event older than the log keeps). */
+export class GoneError extends AppError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(410, ErrorCode.GONE, message, details);
+  }
+}
+
 export class ServiceUnavailableError extends AppError {
   constructor(message = 'Service unavailable', details: ErrorDetails = {}) {
     super(503, ErrorCode.SERVICE_UNAVAILABLE, message, details);
@@ -228,6 +236,10 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
   IDEMPOTENCY_IN_PROGRESS: {
     example: new AppError(409, ErrorCode.IDEMPOTENCY_IN_PROGRESS, 'A request with this Idempotency-Key is still being processed; retry later', { header: 'Idempotency-Key' }),
     description: 'A request with the same `Idempotency-Key` (same actor and tenant) is still running; `Retry-After: 1`.',
+  },
+  GONE: {
+    example: new GoneError('Event evt_64b7f0c2a1b2c3d4e5f60718 is older than the event log keeps (30 days): read the current state, then stream without Last-Event-ID', { last_event_id: 'evt_64b7f0c2a1b2c3d4e5f60718', retention_days: 30 }),
+    description: 'A stream resumed from an event older than the event log keeps.',
   },
   ETAG_MISMATCH: { example: new EtagMismatchError(), description: '`If-Match` does not match the current revision.' },
   PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`.' },

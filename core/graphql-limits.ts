@@ -122,6 +122,15 @@ const listItemsRule = (max: number, assumed: number, variables: Record<string, u
 };
 
 /**
+ * The variables-depth limit (`GRAPHQL_MAX_INPUT_DEPTH`), checked before anything recurses over
+ * them. Yoga runs it for HTTP (`onParams`); GraphQL over WebSocket, which Yoga does not parse, calls it itself.
+ * @throws GraphQLError BAD_REQUEST (400) past the limit
+ */
+export function checkVariablesDepth(variables: unknown, max: number): void {
+  if (jsonDepth(variables ?? null, max) > max) throw badRequest(`Variables nested too deep: more than ${max} levels`, { limit: 'input_depth', max });
+}
+
+/**
  * Cost limits of `/graphql`, all checked before any resolver runs, each answering 400
  * `BAD_REQUEST` (settings `GRAPHQL_*`, docs/operations.md): graphql-armor's maximum aliases,
  * depth, tokens (parser-level, so deep query text never reaches a recursive descent), directives
@@ -148,9 +157,7 @@ export function graphqlLimitPlugins(config: Config): Plugin[] {
     costLimitPlugin({ maxCost: config.GRAPHQL_MAX_COST, ignoreIntrospection: true, ...armor }),
     {
       onParams({ params }) {
-        const depth = jsonDepth(params.variables ?? null, config.GRAPHQL_MAX_INPUT_DEPTH);
-        if (depth > config.GRAPHQL_MAX_INPUT_DEPTH)
-          throw badRequest(`Variables nested too deep: more than ${config.GRAPHQL_MAX_INPUT_DEPTH} levels`, { limit: 'input_depth', max: config.GRAPHQL_MAX_INPUT_DEPTH });
+        checkVariablesDepth(params.variables, config.GRAPHQL_MAX_INPUT_DEPTH);
       },
       // Yoga marks parse errors as GraphQL-over-HTTP "spec" errors, which `application/json`
       // clients get with 200; a limit is a 400 for every client, so say it on the whole result.

@@ -4,12 +4,16 @@ import type Koa from 'koa';
 import { AuthRequiredError } from './errors.ts';
 import type { Actor } from './context.ts';
 import type { Page } from './page.ts';
+import type { PresentedCredential } from './realtime/sessions.ts';
 import { requireRole, type RequiredRole } from './identity/guards.ts';
 
 export interface GraphQLContext {
   actor: Actor | null;
   requestId: string;
-  koa: Koa.Context;
+  /** The HTTP request; absent over WebSocket (graphql-ws). */
+  koa?: Koa.Context;
+  /** Over WebSocket: the credential the connection presented, re-checked while subscriptions run. */
+  presented?: PresentedCredential;
 }
 
 export interface BuilderTypes {

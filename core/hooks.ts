@@ -1,5 +1,5 @@
 import { traced } from './tracing.ts';
-import type { Actor } from './context.ts';
+import { requestOf, type Actor } from './context.ts';
 import type { Logger } from './logger.ts';
 
 /** What every document lifecycle event carries (resources plugin, and any plugin writing documents). */
@@ -15,9 +15,25 @@ export interface DocumentEventBase {
   secret_fields: string[];
   /** True when the operation is part of a bulk call. */
   bulk: boolean;
+  /**
+   * The change's event in the event log, when its write carried one in its outbox (resources).
+   * Durable sinks of the log (audit) record the change from that event; a listener that persists
+   * the change may rely on them instead.
+   */
+  event_id?: string | null;
 }
 
 export type Doc = Record<string, unknown>;
+
+/**
+ * The common part of a document event for `actor`'s change of a document of `resource`, with the
+ * request's ip and id when the actor acts in a request. For plugins that announce their own
+ * documents' changes on the hook bus (so audit records them) the way the resources plugin does.
+ */
+export function documentEventBase(resource: string, actor: Actor | null, tenantId: string | null, opts: { secret_fields?: string[]; bulk?: boolean } = {}): DocumentEventBase {
+  const ctx = requestOf(actor);
+  return { resource, actor, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null, secret_fields: opts.secret_fields ?? [], bulk: opts.bulk ?? false };
+}
 
 /**
  * Typed events of the hook bus. Plugins add their own by declaration merging. `BEFORE_*` handlers

@@ -33,6 +33,7 @@ import { listenMetrics, metricsRoute } from './metrics-http.ts';
 import { countRefusals } from './metrics-limits.ts';
 import { tracingEnabled } from './tracing.ts';
 import { traceGraphQL } from './tracing-graphql.ts';
+import { attachGraphqlWs } from './realtime/index.ts';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
@@ -145,6 +146,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   };
 
   let schema: GraphQLSchema;
+  let yoga: ReturnType<typeof createYogaServer>;
   let router: Router;
   let requestLimiter: RequestLimiter | null;
   let idempotency: Idempotency;
@@ -200,7 +202,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     schema = builder.toSchema({ sortSchema: true });
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
-    router = mountRoutes(routes, createYogaServer(schema, config, log, metrics), config.BODY_LIMIT);
+    yoga = createYogaServer(schema, config, log, metrics);
+    router = mountRoutes(routes, yoga, config.BODY_LIMIT);
     requestLimiter = config.RATE_LIMIT_ENABLED ? countRefusals(await createRequestLimiter(config, db.conn, log), metrics) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the
@@ -246,6 +249,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 
   let server: Server | undefined;
   let metricsServer: Server | undefined;
+  let closeWs: (() => Promise<void>) | undefined;
   let closing: Promise<void> | undefined;
   return {
     koa, config, db, hooks, services, schema, log, kernel,
@@ -260,6 +264,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         // clientError: requests the parser refuses still get the error envelope and a request id.
         server = createServer({ maxHeaderSize: config.MAX_HEADER_SIZE }, koa.callback());
         server.on('clientError', clientErrorHandler(log));
+        // GraphQL over WebSocket (graphql-ws) on the same path as over HTTP, through the same Yoga.
+        closeWs = attachGraphqlWs(server, { yoga, identity, maxInputDepth: config.GRAPHQL_MAX_INPUT_DEPTH, log });
         server.once('error', reject);
         server.listen(port, host, () => resolve((server!.address() as AddressInfo).port));
       });
@@ -267,6 +273,9 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     close() {
       closing ??= (async () => {
         draining = true;
+        // Open streams never finish by themselves: end them (they say why) before waiting for requests.
+        services.get('realtime').endAll();
+        await closeWs?.();
         if (server) await stopServer(server, config.SHUTDOWN_TIMEOUT_MS);
         if (metricsServer) await stopServer(metricsServer, 0);
         await closePlugins();
@@ -364,7 +373,7 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, me
     onResultProcess({ result, setResult, serverContext }) {
       if (Array.isArray(result) || !('errors' in result) || !result.errors?.length) return;
       const gctx = serverContext as unknown as GraphQLContext;
-      const rlog = (gctx.koa.state as AppState).ctx?.log ?? log;
+      const rlog = (gctx.koa?.state as AppState | undefined)?.ctx?.log ?? log;
       const errors = result.errors.map((e) => {
         if (unhandled.has(e as GraphQLError)) rlog.error({ err: unhandled.get(e as GraphQLError) }, 'unhandled GraphQL resolver error');
         if (!(e instanceof GraphQLError) || e.extensions.request_id) return e;

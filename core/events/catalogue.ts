@@ -28,6 +28,14 @@ export interface EventTypeView {
 
 const NAME = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
 
+/** JSON encodes dates as ISO strings: say so instead of `{}` (zod calls `z.date()` unrepresentable). */
+const dateAsString = (ctx: { zodSchema: { _zod: { def: { type: string } } }; jsonSchema: JsonSchema }): void => {
+  if (ctx.zodSchema._zod.def.type === 'date') {
+    ctx.jsonSchema.type = 'string';
+    ctx.jsonSchema.format = 'date-time';
+  }
+};
+
 /** The catalogue of event types: names are unique across plugins (a duplicate fails start-up). */
 export class EventCatalogue {
   private readonly types = new Map<string, EventTypeView>();
@@ -36,7 +44,7 @@ export class EventCatalogue {
     if (!NAME.test(def.name)) throw new PluginError(`Event type "${def.name}" of plugin "${plugin}" must be lower-case words separated by dots`);
     const prior = this.types.get(def.name);
     if (prior) throw new PluginError(`Event type "${def.name}" of plugin "${plugin}" is already declared by plugin "${prior.plugin}"`);
-    const schema = def.data instanceof z.ZodType ? (z.toJSONSchema(def.data, { unrepresentable: 'any', io: 'output' }) as JsonSchema) : def.data;
+    const schema = def.data instanceof z.ZodType ? (z.toJSONSchema(def.data, { unrepresentable: 'any', io: 'output', override: dateAsString as never }) as JsonSchema) : def.data;
     this.types.set(def.name, { name: def.name, description: def.description, plugin, schema });
   }
 

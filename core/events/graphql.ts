@@ -1,12 +1,15 @@
-import type { Builder } from '../graphql.ts';
+import type { Builder, BuilderTypes } from '../graphql.ts';
 import { cursorsObject, givenArgs, parseInput, requireUser } from '../graphql.ts';
 import type { EventLog, EventPage } from './service.ts';
 import type { EventRecord } from './consumers.ts';
 import type { EventTypeView } from './catalogue.ts';
 import { eventListQuery } from './schemas.ts';
 
-/** GraphQL: `events` (cursor pages, newest first) and `eventTypes` (the catalogue). */
-export function eventsGraphql(builder: Builder, events: EventLog): void {
+/** The GraphQL object of an event, for fragments that return events (realtime subscriptions). */
+export type EventRef = PothosSchemaTypes.ObjectRef<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>, EventRecord>;
+
+/** GraphQL: `events` (cursor pages, newest first) and `eventTypes` (the catalogue). Returns the `Event` object. */
+export function eventsGraphql(builder: Builder, events: EventLog): EventRef {
   const Event = builder.objectRef<EventRecord>('Event');
   Event.implement({
     description: 'One event of the durable event log',
@@ -51,4 +54,5 @@ export function eventsGraphql(builder: Builder, events: EventLog): void {
       },
     }),
   }));
+  return Event;
 }

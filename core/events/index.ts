@@ -3,10 +3,11 @@ import { defineRoute } from '../http/route.ts';
 import { EventLog } from './service.ts';
 import { eventsGraphql } from './graphql.ts';
 import { eventIdParams, eventListQuery, eventPageView, eventTypesView, eventView, pingData } from './schemas.ts';
+import { createRealtime } from '../realtime/index.ts';
 
 export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
 export type { EventConsumer, EventRecord } from './consumers.ts';
-export type { EventDoc, EventSink, OutboxEntry, OutboxSource } from './relay.ts';
+export type { AuditedChange, EventDoc, EventSink, OutboxEntry, OutboxSource } from './relay.ts';
 export { outboxPath, OUTBOX_FIELD } from './model.ts';
 export type { EventLog } from './service.ts';
 
@@ -19,7 +20,8 @@ declare module '../services.ts' {
 
 /**
  * Core plugin: the event log service, `GET /events`, `GET /events/{id}`, `GET /events/types`,
- * and GraphQL `events` / `eventTypes`. Other plugins' `eventTypes` and `eventConsumers`
+ * and GraphQL `events` / `eventTypes`; realtime delivery (core/realtime: `GET /events/stream`,
+ * subscriptions `events` and `resourceChanged`). Other plugins' `eventTypes` and `eventConsumers`
  * contributions are registered by the kernel once every plugin is set up.
  */
 export const eventsPlugin: Plugin = definePlugin({
@@ -39,6 +41,12 @@ export const eventsPlugin: Plugin = definePlugin({
       queryTimeoutMs: config.QUERY_TIMEOUT_MS,
     }, log);
     services.provide('events', events);
+    // Resource events are filtered by the resource's own guards, when the resources plugin is on.
+    const realtime = createRealtime({
+      db, config, events, identity: services.get('identity'), tenancy, log,
+      resourceScope: (name, actor) => services.maybe('resources')?.get(name)?.scope(actor, { includeDeleted: true }),
+    });
+    services.provide('realtime', realtime.service);
     events.catalogue.register({ name: 'ping', description: 'A test event, sent on request (e.g. POST /webhook-endpoints/{id}/test)', data: pingData }, 'events');
     return {
       routes: [
@@ -52,15 +60,20 @@ export const eventsPlugin: Plugin = definePlugin({
           summary: 'The event catalogue: every type with the JSON Schema of its data',
           handler: () => ({ items: events.types() }),
         }),
+        // Before `/events/:id`, which would otherwise take `stream` for an id.
+        ...realtime.routes(),
         defineRoute({
           method: 'GET', path: '/events/:id', auth: 'admin', tags: ['events'], params: eventIdParams, response: eventView,
           summary: 'One event of the tenant',
           handler: ({ actor, params }) => events.get(actor!, params.id),
         }),
       ],
-      graphql: (b) => eventsGraphql(b, events),
+      graphql: (b) => realtime.graphql(b, eventsGraphql(b, events)),
       ready: () => events.start(),
-      close: () => events.close(),
+      close: async () => {
+        await realtime.close();
+        await events.close();
+      },
     };
   },
 });

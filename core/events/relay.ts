@@ -48,6 +48,21 @@ export interface EventSink {
   write(events: EventDoc[]): Promise<void>;
 }
 
+/**
+ * `meta.audit` of an event whose change must have an audit entry. The audit plugin is a durable sink:
+ * it writes the entry from the event (changes from `previous` to `data`, the snapshot of a delete
+ * from `previous`) in the relay's batch, before the outbox is cleared, so a crash after the answer
+ * loses neither. The change's after-hooks carry `event_id`, so hook listeners can tell.
+ */
+export interface AuditedChange {
+  operation: 'insert' | 'update' | 'replace' | 'delete';
+  /** The audited resource (collection) name. */
+  resource: string;
+  /** The actor's display name, as audit entries show it (null for the system). */
+  actor_name: string | null;
+  ip: string | null;
+}
+
 /** An event document as stored in `events`. */
 export interface EventDoc {
   _id: string;
@@ -112,13 +127,15 @@ export function eventsOf(source: OutboxSource, doc: Doc, log?: Logger): Omit<Eve
 
 /**
  * The `_outbox` value of a write that supersedes `old`: its waiting entries with their object
- * frozen (the object of an entry at `old.version` is `old` itself), plus the new entry.
+ * frozen (the object of an entry at `old.version` is `old` itself), plus the new entry (none for a
+ * write that has no event of its own).
  */
-export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] {
+export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry | null): OutboxEntry[] {
   const waiting = (old[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? [];
-  if (!waiting.length) return [entry];
+  const added = entry ? [entry] : [];
+  if (!waiting.length) return added;
   const view = source.view(old);
-  return [...waiting.map((e) => (e.data ? e : { ...e, data: view })), entry];
+  return [...waiting.map((e) => (e.data ? e : { ...e, data: view })), ...added];
 }
 
 /**

@@ -93,6 +93,11 @@ export class EventLog {
     insert: (entry: OutboxEntry): OutboxEntry[] => [entry],
     /** The outbox of a write replacing `old` (waiting entries keep their own object). */
     update: (source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] => supersede(source, old, entry),
+    /**
+     * The outbox of a write that changes `old` (and its `version`) without an event of its own: the
+     * waiting entries with their object frozen. Use it with a compare-and-set on `old.version`.
+     */
+    freeze: (source: OutboxSource, old: Doc): OutboxEntry[] => supersede(source, old, null),
   };
 
   /**
@@ -172,9 +177,22 @@ export class EventLog {
    * field of `data` and `previous` becomes `replacement` (strings) or null, and any string equal to
    * one of `values` (case-insensitive) becomes `replacement`. Returns the events changed.
    */
-  async scrubSubject(input: { documents: { resource: string; item_id: unknown; fields: readonly string[]; tenant_id?: unknown }[]; values: readonly string[]; replacement: string }): Promise<number> {
+  async scrubSubject(input: {
+    documents: { resource: string; item_id: unknown; fields: readonly string[]; tenant_id?: unknown }[];
+    values: readonly string[];
+    replacement: string;
+    /** The subject as the actor of changes: the name their events keep for audit (`meta.audit.actor_name`) goes too. */
+    actor?: { id: string; tenant_id: unknown };
+  }): Promise<number> {
     const values = new Set(input.values.map((v) => v.trim().toLowerCase()));
     let changed = 0;
+    if (input.actor) {
+      const res = await this.models.events.updateMany(
+        { tenant_id: input.actor.tenant_id ?? null, actor: input.actor.id, 'meta.audit.actor_name': { $nin: [null, input.replacement] } },
+        { $set: { 'meta.audit.actor_name': input.replacement } },
+      );
+      changed += res.modifiedCount;
+    }
     for (const d of input.documents) {
       const fix = (o: Doc | null): Doc | null => {
         if (!o) return o;

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../errors.ts';
 import { hasSystemScope, isSystemActor, requestOf, writeTenantId, type Actor } from '../context.ts';
-import type { Doc, DocumentEventBase, HookBus } from '../hooks.ts';
+import { documentEventBase, type Doc, type HookBus } from '../hooks.ts';
 import type { Tenancy } from '../tenancy.ts';
 import { requireRole, type Filter } from './guards.ts';
 import { API_KEY_PREFIX, AuthenticationService, hashKey, LIVE, toAuthUser, type AuthenticationDeps, type UserRecord } from './authentication.ts';
@@ -77,7 +77,9 @@ export class IdentityService extends AuthenticationService {
       if ((err as { code?: number }).code === 11000) throw new ConflictError('A user with this email already exists in this tenant', { field: 'email' });
       throw err;
     }
-    return userView(u.toObject());
+    const doc = u.toObject() as UserRecord;
+    await this.emitDocument('AFTER_CREATE', actor, { id: String(doc._id), tenant_id: String(doc.tenant_id), doc });
+    return userView(doc);
   }
 
   /**
@@ -247,18 +249,13 @@ export class IdentityService extends AuthenticationService {
     return this.tenancy.filter(actor);
   }
 
-  private eventBase(actor: Actor, tenantId: string): DocumentEventBase {
-    const ctx = requestOf(actor);
-    return { resource: 'users', actor, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null, secret_fields: [], bulk: false };
-  }
-
   /** Document events as the resources plugin emits them, so the audit plugin records user changes without identity knowing it. */
   private async emitDocument(
-    event: 'AFTER_UPDATE' | 'AFTER_DELETE',
+    event: 'AFTER_CREATE' | 'AFTER_UPDATE' | 'AFTER_DELETE',
     actor: Actor,
-    e: { id: string; tenant_id: string; old: UserRecord; doc: UserRecord; replace?: boolean },
+    e: { id: string; tenant_id: string; old?: UserRecord; doc: UserRecord; replace?: boolean },
   ) {
-    await this.hooks.emitAfter(event, { ...this.eventBase(actor, e.tenant_id), ...e, old: e.old as unknown as Doc, doc: e.doc as unknown as Doc } as never);
+    await this.hooks.emitAfter(event, { ...documentEventBase('users', actor, e.tenant_id), ...e, old: e.old as unknown as Doc, doc: e.doc as unknown as Doc } as never);
   }
 
   private async emitDisabled(actor: Actor, user: { _id: Types.ObjectId; tenant_id: Types.ObjectId }, reason: 'disabled' | 'deleted') {

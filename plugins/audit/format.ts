@@ -1,4 +1,5 @@
 /** Output shapes of the audit log's export and list: CSV rows, a streamed JSON array, sort and write-error helpers. */
+import { Types } from 'mongoose';
 import { CSV_COLUMNS, entryView, type AuditEntryRecord } from './model.ts';
 
 /** One CSV record: the flat columns of the API shape, dates as ISO 8601. */
@@ -32,3 +33,10 @@ export function onlyDuplicateIds(err: unknown): boolean {
   const errors = e.writeErrors ?? [e];
   return errors.length > 0 && errors.every((w) => w.code === 11000);
 }
+
+/** An object id from its string form; a malformed one is a programming error of the caller. */
+export const oid = (v: string | Types.ObjectId, what: string): Types.ObjectId => {
+  if (typeof v !== 'string') return v;
+  if (!/^[0-9a-fA-F]{24}$/.test(v)) throw new TypeError(`audit: ${what} must be an object id, got ${JSON.stringify(v)}`);
+  return new Types.ObjectId(v);
+};

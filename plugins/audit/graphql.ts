@@ -1,15 +1,18 @@
 import type { Builder } from '../../core/graphql.ts';
 import { parseInput, requireAdmin, givenArgs } from '../../core/graphql.ts';
 import { AUDIT_FIELDS, type AuditEntryView } from './model.ts';
-import { listQuery, statsQuery } from './schemas.ts';
+import { listQuery, liveQuery, statsQuery } from './schemas.ts';
 import type { AuditPage, AuditService, AuditStats } from './service.ts';
+import type { AuditEntryModel } from './model.ts';
+import { newAuditEntries } from './live.ts';
+import { liveSubscription, unsettle, type RealtimeService } from '../../core/realtime/index.ts';
 
 /**
  * GraphQL fragment: queries `auditLog` and `auditStats`, the same service and the same zod inputs
  * (and so the same access rules and `VALIDATION_ERROR`s) as `GET /admin/audit-log` and
- * `GET /admin/audit-log/stats`.
+ * `GET /admin/audit-log/stats`; subscription `auditEntries` (new entries, with the list's filter and access rules).
  */
-export function auditGraphql(builder: Builder, { audit }: { audit: AuditService }): void {
+export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs }: { audit: AuditService; model: AuditEntryModel; realtime: RealtimeService; pollMs: number }): void {
   const Entry = builder.objectRef<AuditEntryView>('AuditEntry');
   // Every field from the entry's single definition (model.ts): object ids as String (`id` as ID).
   const GQL_TYPES = { id: 'String', string: 'String', date: 'DateTime', json: 'JSON' } as const;
@@ -70,6 +73,19 @@ export function auditGraphql(builder: Builder, { audit }: { audit: AuditService 
       type: Stats, nullable: false, description: 'Audit aggregates, as GET /admin/audit-log/stats',
       args: { resource: t.arg.string(), user_id: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string(), group_by: t.arg.string() },
       resolve: (_r, a, ctx) => audit.stats(requireAdmin(ctx), parseInput(statsQuery, givenArgs(a))),
+    }),
+  }));
+  builder.subscriptionFields((t) => ({
+    auditEntries: t.field({
+      type: Entry, nullable: false,
+      description: 'New audit entries as they are recorded, for those who may list the audit log (same filters and scope as auditLog)',
+      args: { resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string() },
+      subscribe: async (_r, a, ctx) => {
+        const f = parseInput(liveQuery, givenArgs(a));
+        audit.filterOf(requireAdmin(ctx), f); // refused at subscribe time, as the list is
+        return liveSubscription(realtime, ctx, (_actor, signal, current) => newAuditEntries(model, () => audit.filterOf(current(), f), { pollMs, lookbackMs: 2000 }, signal));
+      },
+      resolve: (e) => unsettle(e),
     }),
   }));
 }

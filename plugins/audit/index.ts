@@ -57,11 +57,15 @@ export const auditPlugin = definePlugin({
           retry: { when: isDatabaseUnavailable, delayMs: 500 },
         },
         observeFlush: (n, write) => services.get('metrics').auditFlush(n, write),
+        // Reads see the entries still waiting in the relay's batch (this process's own writes).
+        flushEvents: () => services.get('events').flush(),
       },
       log,
     );
     services.provide('audit', audit);
     services.get('metrics').watchAuditBuffer(() => audit.pending);
+    // Changes that carry an event (resources) get their entry from the event log, durably.
+    if (config.AUDIT_LOG_ENABLED) services.get('events').addSink({ name: 'audit', types: '*', write: (events) => audit.recordEvents(events) });
     const tags = ['audit'];
 
     return {
@@ -116,7 +120,7 @@ export const auditPlugin = definePlugin({
           },
         },
       ],
-      graphql: (builder) => auditGraphql(builder, { audit }),
+      graphql: (builder) => auditGraphql(builder, { audit, model, realtime: services.get('realtime'), pollMs: config.EVENTS_POLL_INTERVAL_MS }),
       // Shutdown writes what is still queued.
       close: () => audit.flush(),
     };

@@ -56,6 +56,9 @@ export const listQuery = z
   .strict()
   .superRefine(dateOrder);
 export type ListQuery = z.output<typeof listQuery>;
+/** GraphQL `auditEntries`: the list's filters, without paging or sort (new entries come in order). */
+export const liveQuery = z.object(filterShape).strict().superRefine(dateOrder);
+
 /** The filter part of a listing or export. */
 export type AuditFilter = Pick<ListQuery, 'resource' | 'resource_id' | 'user_id' | 'operation' | 'date_from' | 'date_to'>;
 

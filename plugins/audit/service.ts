@@ -9,10 +9,12 @@ import type { Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
 import { traced } from '../../core/tracing.ts';
-import { OUTBOX_FIELD } from '../../core/events/index.ts';
-import { Redactor, diffDocs, isPlainObject } from './diff.ts';
+import { OUTBOX_FIELD, type EventDoc } from '../../core/events/index.ts';
+import { entryOfEvent } from './from-events.ts';
+import { scrubEntries } from './scrub.ts';
+import { Redactor, diffDocs } from './diff.ts';
 import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
-import { csvRow, jsonArray, mapped, onlyDuplicateIds, sortOf } from './format.ts';
+import { csvRow, jsonArray, mapped, oid, onlyDuplicateIds, sortOf } from './format.ts';
 import { DEFAULT_SORT, type AuditFilter, type ExportQuery, type ListQuery, type StatsQuery } from './schemas.ts';
 
 /** Who made a change: anything with an id and optionally a display name (an `Actor` fits). */
@@ -95,6 +97,8 @@ export interface AuditServiceOptions {
   denyFields: readonly string[];
   ignoredFields: readonly string[];
   buffer: WriteBehindOptions;
+  /** Stores the events still waiting in the relay (their entries come with them). */
+  flushEvents?: () => Promise<void>;
   /** Times a batch write (metrics: `Metrics.auditFlush`). */
   observeFlush: <T>(entries: number, write: () => Promise<T>) => Promise<T>;
 }
@@ -124,11 +128,6 @@ const PERIOD_FORMAT = { day: '%Y-%m-%d', week: '%G-W%V', month: '%Y-%m' } as con
 
 const DAY_MS = 86_400_000;
 
-const oid = (v: string | Types.ObjectId, what: string): Types.ObjectId => {
-  if (typeof v !== 'string') return v;
-  if (!/^[0-9a-fA-F]{24}$/.test(v)) throw new TypeError(`audit: ${what} must be an object id, got ${JSON.stringify(v)}`);
-  return new Types.ObjectId(v);
-};
 
 const optionalOid = (v: string | Types.ObjectId | null | undefined, what: string): Types.ObjectId | null =>
   v === null || v === undefined ? null : oid(v, what);
@@ -161,14 +160,7 @@ export class AuditService implements AuditLogger {
     this.ignored = new Set([...opts.ignoredFields, OUTBOX_FIELD]);
     this.buffer = new WriteBehindBuffer<AuditEntryInput>(
       async (batch) => {
-        await traced('audit.flush', () => opts.observeFlush(batch.length, async () => {
-          try {
-            await this.model.insertMany(batch, { ordered: false, lean: true });
-          } catch (err) {
-            // A retried batch keeps the ids the driver gave it: entries the lost attempt did write are duplicates, not failures.
-            if (!onlyDuplicateIds(err)) throw err;
-          }
-        }), { attributes: { 'audit.entries': batch.length } });
+        await traced('audit.flush', () => opts.observeFlush(batch.length, () => this.insert(batch)), { attributes: { 'audit.entries': batch.length } });
       },
       (err, batch) =>
         this.log.error(
@@ -186,24 +178,59 @@ export class AuditService implements AuditLogger {
 
   // --- recording -------------------------------------------------------------------------
 
+  // A change with an `event_id` has its entry written from its event (`recordEvents`), durably.
+
   /** AFTER_CREATE handler. */
   async afterCreate(e: HookEvents['AFTER_CREATE']): Promise<void> {
-    await this.logInsert(eventTarget(e));
+    if (!e.event_id) await this.logInsert(eventTarget(e));
   }
 
   /** AFTER_UPDATE handler (update and replace). */
   async afterUpdate(e: HookEvents['AFTER_UPDATE']): Promise<void> {
-    await this.logUpdate({ ...eventTarget(e), old: e.old, doc: e.doc, replace: e.replace });
+    if (!e.event_id) await this.logUpdate({ ...eventTarget(e), old: e.old, doc: e.doc, replace: e.replace });
   }
 
   /** AFTER_DELETE handler: the snapshot is the document before deletion (`old`). */
   async afterDelete(e: HookEvents['AFTER_DELETE']): Promise<void> {
-    await this.logDelete({ ...eventTarget(e), old: e.old });
+    if (!e.event_id) await this.logDelete({ ...eventTarget(e), old: e.old });
+  }
+
+  /**
+   * The event log's durable sink: writes the entries of the events that ask for one, idempotently
+   * (an entry's `_id` comes from its event). An unreachable database throws, so the relay keeps the
+   * batch and its outboxes and tries again; any other failure is logged with the entries it lost,
+   * as for direct calls, so a broken audit collection cannot stop the event log.
+   */
+  async recordEvents(events: EventDoc[]): Promise<void> {
+    if (!this.opts.enabled) return;
+    const entries = events.map((e) => entryOfEvent(e, (d) => this.redactor.redact(d), this.ignored)).filter((x) => x !== null);
+    if (!entries.length) return;
+    try {
+      await this.opts.observeFlush(entries.length, () => this.insert(entries));
+    } catch (err) {
+      if (this.opts.buffer.retry?.when(err)) throw err;
+      this.log.error({ err, lost: entries.length, entries: entries.map((e) => ({ resource: e.resource, item_id: String(e.item_id), operation: e.operation })) }, 'audit entries could not be written');
+    }
+  }
+
+  private async insert(batch: AuditEntryInput[]): Promise<void> {
+    try {
+      await this.model.insertMany(batch, { ordered: false, lean: true });
+    } catch (err) {
+      // Entries written by an earlier attempt (a retried batch, a second sweep) are duplicates, not failures.
+      if (!onlyDuplicateIds(err)) throw err;
+    }
+  }
+
+  /** Stores an entry of a change without an event before the call resolves (grouped with concurrent ones). */
+  private async record(entry: AuditEntryInput): Promise<void> {
+    void this.buffer.push(entry);
+    await this.buffer.flush();
   }
 
   async logInsert(t: AuditTarget): Promise<void> {
     if (!this.opts.enabled) return;
-    await this.buffer.push(this.entry(t, 'insert', null, null));
+    await this.record(this.entry(t, 'insert', null, null));
   }
 
   async logUpdate(t: AuditTarget & { old: Doc; doc: Doc; replace?: boolean }): Promise<boolean> {
@@ -211,103 +238,30 @@ export class AuditService implements AuditLogger {
     const secret = t.secret_fields ?? [];
     const changes = diffDocs(this.redactor.redact(t.old, secret), this.redactor.redact(t.doc, secret), this.ignored);
     if (Object.keys(changes).length === 0) return false;
-    await this.buffer.push(this.entry(t, t.replace ? 'replace' : 'update', changes, null));
+    await this.record(this.entry(t, t.replace ? 'replace' : 'update', changes, null));
     return true;
   }
 
   async logDelete(t: AuditTarget & { old: Doc }): Promise<void> {
     if (!this.opts.enabled) return;
-    await this.buffer.push(this.entry(t, 'delete', null, this.redactor.redact(t.old, t.secret_fields)));
+    await this.record(this.entry(t, 'delete', null, this.redactor.redact(t.old, t.secret_fields)));
   }
 
   async logDepersonalize(t: AuditTarget & { gdpr_fields: readonly string[]; subject_user_id: string | Types.ObjectId }): Promise<void> {
     if (!this.opts.enabled) return;
     const changes = { gdpr_fields: [...t.gdpr_fields], user_id: oid(t.subject_user_id, 'subject_user_id') };
-    await this.buffer.push(this.entry(t, 'depersonalize', changes, null));
+    await this.record(this.entry(t, 'depersonalize', changes, null));
   }
 
-  flush(): Promise<void> {
-    return this.buffer.flush();
+  async flush(): Promise<void> {
+    await this.opts.flushEvents?.();
+    await this.buffer.flush();
   }
 
   async scrubSubject(input: ScrubInput): Promise<{ scrubbed: number }> {
     // Runs whether or not recording is enabled: entries written earlier still hold the data.
     await this.flush();
-    const { replacement } = input;
-    const subject = oid(input.subject_user_id, 'subject_user_id');
-    const values = new Set(input.values.filter(Boolean).map((v) => v.trim().toLowerCase()));
-    const fieldsOf = new Map<string, ReadonlySet<string>>();
-    const byResource = new Map<string, Types.ObjectId[]>();
-    for (const d of input.documents) {
-      const id = oid(d.item_id, 'item_id');
-      fieldsOf.set(`${d.resource}:${String(id)}`, new Set(d.fields));
-      const ids = byResource.get(d.resource);
-      if (ids) ids.push(id);
-      else byResource.set(d.resource, [id]);
-    }
-    const CHUNK = 1000;
-    const clauses: Filter[] = [{ user_id: subject }];
-    for (const [resource, ids] of byResource) {
-      for (let i = 0; i < ids.length; i += CHUNK) clauses.push({ resource, item_id: { $in: ids.slice(i, i + CHUNK) } });
-    }
-    /**
-     * The value with every personal string replaced; the very same value (===) when nothing was.
-     * Walks into arrays and plain objects only: BSON values (Decimal128, Binary, Long, ObjectId),
-     * dates and buffers are leaves, written back untouched.
-     */
-    const scrubValue = (v: unknown): unknown => {
-      if (typeof v === 'string') return values.has(v.trim().toLowerCase()) ? replacement : v;
-      if (Array.isArray(v)) {
-        const out = v.map(scrubValue);
-        return out.some((x, i) => x !== v[i]) ? out : v;
-      }
-      if (v && typeof v === 'object' && isPlainObject(v)) {
-        let out: Doc | null = null;
-        for (const [k, x] of Object.entries(v)) {
-          const y = scrubValue(x);
-          if (y !== x) (out ??= { ...v })[k] = y;
-        }
-        return out ?? v;
-      }
-      return v;
-    };
-    const hide = (v: unknown) => (v === null || v === undefined ? v : replacement);
-    /** `doc` with `f(key, value)` applied to every entry, or `doc` itself when no value changes. */
-    const mapEntries = (doc: Doc, f: (k: string, v: unknown) => unknown): Doc => {
-      let out: Doc | null = null;
-      for (const [k, v] of Object.entries(doc)) {
-        const w = f(k, v);
-        if (w !== v) (out ??= { ...doc })[k] = w;
-      }
-      return out ?? doc;
-    };
-    let scrubbed = 0;
-    for (let i = 0; i < clauses.length; i += 50) {
-      const ops: { updateOne: { filter: Filter; update: Filter } }[] = [];
-      for await (const e of this.model.find({ $or: clauses.slice(i, i + 50) }).lean<AuditEntryRecord[]>().cursor({ batchSize: 500 })) {
-        const fields = fieldsOf.get(`${e.resource}:${String(e.item_id)}`) ?? new Set<string>();
-        let changes = scrubValue(e.changes) as Doc | null;
-        let snapshot = scrubValue(e.snapshot) as Doc | null;
-        if (changes && fields.size) {
-          changes = mapEntries(changes, (k, c) => {
-            if (!fields.has(k) || !c || typeof c !== 'object' || !isPlainObject(c)) return c;
-            const old = hide(c.old);
-            const nu = hide(c.new);
-            return old === c.old && nu === c.new ? c : { ...c, old, new: nu };
-          });
-        }
-        if (snapshot && fields.size) snapshot = mapEntries(snapshot, (k, v) => (fields.has(k) ? hide(v) : v));
-        const userName =
-          e.user_name != null && (String(e.user_id) === String(subject) || values.has(e.user_name.trim().toLowerCase())) ? replacement : e.user_name;
-        const set: Doc = {};
-        if (userName !== e.user_name) set.user_name = userName;
-        if (changes !== e.changes) set.changes = changes;
-        if (snapshot !== e.snapshot) set.snapshot = snapshot;
-        if (Object.keys(set).length) ops.push({ updateOne: { filter: { _id: e._id }, update: { $set: set } } });
-      }
-      if (ops.length) scrubbed += (await this.model.bulkWrite(ops, { ordered: false })).modifiedCount;
-    }
-    return { scrubbed };
+    return scrubEntries(this.model, input);
   }
 
   private entry(t: AuditTarget, operation: AuditOperation, changes: Doc | null, snapshot: Doc | null): AuditEntryInput {
@@ -426,9 +380,9 @@ export class AuditService implements AuditLogger {
   /**
    * Administrators only. System actors see every tenant; other administrators only the entries of
    * their own tenant, unless `MULTI_TENANT_ENABLED` is false. A system actor acting in one tenant
-   * (`X-Tenant-Id`, `systemActor(tenantId)`) sees that tenant only.
+   * (`X-Tenant-Id`, `systemActor(tenantId)`) sees that tenant only. Also the filter of live entries.
    */
-  private filterOf(actor: Actor, f: AuditFilter): Filter {
+  filterOf(actor: Actor, f: AuditFilter): Filter {
     requireRole(actor, 'admin');
     const filter: Filter = this.opts.tenancy.filter(actor);
     if (f.resource !== undefined) filter.resource = f.resource;

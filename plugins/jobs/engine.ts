@@ -324,17 +324,23 @@ export class Engine implements Dispatcher {
     await writer.flush();
     const now = new Date();
     const ms = run.started_at ? now.getTime() - new Date(run.started_at).getTime() : 0;
-    const set: Record<string, unknown> = {
+    const set = {
       status: out.status, completed_at: now, duration_ms: ms, duration_seconds: ms / 1000, lock_token: null, lease_until: null,
       ...(out.status === 'completed' ? { result: out.result, error: null, error_traceback: null } : { error: out.error, error_traceback: out.traceback }),
     };
     const line = out.status === 'completed'
       ? { timestamp: now, level: 'info', message: `completed in ${ms} ms`, percentage: null }
       : { timestamp: now, level: 'error', message: `failed: ${out.error}`, percentage: null };
-    const done = await this.deps.store.finish(run._id, token, set, line);
+    const done = await this.deps.store.finish(run, token, set, line);
     // Null: cancelled or taken over meanwhile; this attempt's outcome is discarded.
-    if (done) this.deps.metrics?.jobFinished(done);
-    if (done) await this.deps.afterFinish(done);
+    if (!done) return;
+    this.deps.metrics?.jobFinished(done);
+    try {
+      // Schedules learn of the outcome first, as before the event log; the event is already safe in the run's outbox.
+      await this.deps.afterFinish(done);
+    } finally {
+      await this.deps.store.relay(done);
+    }
   }
 }
 

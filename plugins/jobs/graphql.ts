@@ -6,15 +6,18 @@ import { idParams, listRunsQuery, runBody, runIdParams, scheduleBody } from './s
 import type { JobsService } from './service.ts';
 import type { ScheduleService } from './schedules.ts';
 import type { ChainService } from './chains.ts';
+import type { WatchEvent } from './service.ts';
+import { liveSubscription, unsettle, type RealtimeService } from '../../core/realtime/index.ts';
 
 type LogView = NonNullable<RunView['logs']>[number];
 
 /**
  * GraphQL fragment (the dashboard): `jobRegistry`, `jobSchedules`, `jobRuns(filter)`, `jobRun(id)`,
- * `jobChains`; mutations `triggerJob`, `cancelJobRun`, `upsertJobSchedule`. Same service, same
+ * `jobChains`; mutations `triggerJob`, `cancelJobRun`, `upsertJobSchedule`; subscription `jobRun(id)`
+ * (the run's log lines and progress until it ends, as GET /jobs/runs/{run_id}/logs). Same service, same
  * access rules as REST.
  */
-export function jobsGraphql(builder: Builder, svc: JobsService, schedules: ScheduleService, chains: ChainService): void {
+export function jobsGraphql(builder: Builder, svc: JobsService, schedules: ScheduleService, chains: ChainService, realtime: RealtimeService): void {
   const Entry = builder.objectRef<RegistryEntry>('JobRegistryEntry');
   Entry.implement({
     fields: (t) => ({
@@ -186,6 +189,36 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
         const input = parseInput(scheduleBody, a.input, ['args', 'input']);
         return a.id ? schedules.update(actor, parseInput(idParams, { id: a.id }).id, input) : schedules.create(actor, input);
       },
+    }),
+  }));
+
+  const Update = builder.objectRef<WatchEvent>('JobRunUpdate');
+  const field = <K extends string>(e: WatchEvent, k: K) => (e.event === 'log' ? null : ((e.data as Record<string, unknown>)[k] ?? null));
+  Update.implement({
+    description: 'One step of a run as it goes: a new log line (`log`), changed progress (`progress`), or its end (`end`)',
+    fields: (t) => ({
+      event: t.string({ nullable: false, resolve: (e) => e.event }),
+      log: t.field({ type: Log, resolve: (e) => (e.event === 'log' ? (e.data as LogView) : null) }),
+      status: t.string({ resolve: (e) => field(e, 'status') as string | null }),
+      progress_current: t.float({ resolve: (e) => field(e, 'progress_current') as number | null }),
+      progress_total: t.float({ resolve: (e) => field(e, 'progress_total') as number | null }),
+      progress_message: t.string({ resolve: (e) => field(e, 'progress_message') as string | null }),
+      percentage: t.float({ resolve: (e) => field(e, 'percentage') as number | null }),
+      result: t.field({ type: 'JSON', resolve: (e) => field(e, 'result') }),
+      error: t.string({ resolve: (e) => field(e, 'error') as string | null }),
+    }),
+  });
+  builder.subscriptionFields((t) => ({
+    jobRun: t.field({
+      type: Update, nullable: false,
+      description: "A run's log lines and progress as they happen, then its end (who may see it: as GET /jobs/runs/{run_id})",
+      args: { id: t.arg.string({ required: true }) },
+      subscribe: async (_r, a, ctx) => {
+        const id = parseInput(runIdParams, { run_id: a.id }).run_id;
+        await svc.checkVisible(requireUser(ctx), id);
+        return liveSubscription(realtime, ctx, (actor, signal) => svc.watch(actor, id, signal));
+      },
+      resolve: (e) => unsettle(e),
     }),
   }));
 }

@@ -1,6 +1,6 @@
 import { definePlugin } from '../../core/plugin.ts';
 import { jobModels } from './model.ts';
-import { jobsOptions } from './schemas.ts';
+import { jobEventTypes, jobsOptions } from './schemas.ts';
 import { JobRegistry, registerJob } from './registry.ts';
 import { RunStore } from './store.ts';
 import { RunLauncher } from './runs.ts';
@@ -32,7 +32,9 @@ export const jobsPlugin = definePlugin({
     const models = jobModels(db);
     const identity = services.get('identity');
     const registry = new JobRegistry();
-    const store = new RunStore(models.Run, config.JOBS_RETRY_DELAY_MS);
+    const events = services.get('events');
+    const store = new RunStore(models.Run, config.JOBS_RETRY_DELAY_MS, events);
+    events.addSource(store.source);
     const launcher = new RunLauncher(store, registry);
     const access = new JobAccess(tenancy, registry);
     const chains = new ChainService(models, launcher, config.JOBS_POLL_INTERVAL_MS);
@@ -60,6 +62,7 @@ export const jobsPlugin = definePlugin({
 
     return {
       jobs: builtinJobs(svc, schedules, config, identity),
+      eventTypes: jobEventTypes,
       async ready() {
         registry.set(kernel.jobs().map(registerJob));
         // The unique dedupe index must exist before the first run is queued.
@@ -70,7 +73,7 @@ export const jobsPlugin = definePlugin({
       },
       close: () => engine.stop(),
       routes: jobsRoutes(svc, schedules, chains, log),
-      graphql: (builder) => jobsGraphql(builder, svc, schedules, chains),
+      graphql: (builder) => jobsGraphql(builder, svc, schedules, chains, services.get('realtime')),
     };
   },
 });

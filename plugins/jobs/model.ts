@@ -1,5 +1,6 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
+import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
@@ -91,6 +92,8 @@ export const jobRunSchema = new Schema(
     worker: { type: String, default: null },
     /** Times another worker took this run over from a holder that stopped renewing its lock. */
     takeovers: { type: Number, default: 0 },
+    /** The `job_run.completed` / `job_run.failed` event until the relay moves it to the log (docs/events.md). */
+    ...outboxPath,
   },
   { timestamps, versionKey: false, minimize: false, collection: 'job_runs' },
 );
@@ -100,6 +103,8 @@ jobRunSchema.index({ tenant_id: 1, created_at: -1 });
 jobRunSchema.index({ parent_job_id: 1 });
 jobRunSchema.index({ created_at: -1 });
 jobRunSchema.index({ dedupe_key: 1 }, { unique: true, partialFilterExpression: { dedupe_key: { $type: 'string' } } });
+// The event log's sweep finds outbox entries a dead process left behind.
+jobRunSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 
 export const jobScheduleSchema = new Schema(
   {

@@ -132,3 +132,43 @@ export const chainResponse = z
   .passthrough();
 /** `POST /jobs/check-schedules`. */
 export const checkSchedulesResponse = z.object({ checked: z.number().int(), triggered: z.array(z.object({ schedule_id: z.string(), run_id: z.string() })) }).passthrough();
+const nullableId = z.string().nullable();
+/** The data of `job_run.completed` and `job_run.failed`: the finished run in its list form (views.ts `runEventData`). */
+export const runEventData = z.object({
+  id: z.string(),
+  job_name: z.string(),
+  job_type: z.enum(['scheduled', 'manual', 'chain']),
+  status: z.enum(RUN_STATUSES),
+  started_at: z.date().nullable(),
+  completed_at: z.date().nullable(),
+  duration_ms: z.number().nullable(),
+  duration_seconds: z.number().nullable(),
+  parameters: jsonObject,
+  result: z.unknown().describe('What the job returned (JSON), null when it failed'),
+  error: z.string().nullable().describe('The failure message, secrets redacted'),
+  error_traceback: z.null().describe('Never in an event (only system administrators see tracebacks, through /jobs/runs)'),
+  progress_current: z.number(),
+  progress_total: z.number().nullable(),
+  progress_message: z.string().nullable(),
+  percentage: z.number().nullable(),
+  parent_job_id: nullableId,
+  chain_index: z.number().int().nullable(),
+  attempt: z.number().int(),
+  max_attempts: z.number().int(),
+  triggered_by: z.string().nullable(),
+  trigger: z.string(),
+  triggered_by_user: z.string().nullable(),
+  tenant_id: nullableId,
+  chain_id: nullableId,
+  chain_run_id: nullableId,
+  schedule_id: nullableId,
+  timeout_seconds: z.number(),
+  created_at: z.date(),
+  updated_at: z.date(),
+});
+
+/** The jobs plugin's event types, each stored in the run's outbox by the write that finishes it (store.ts `finish`). */
+export const jobEventTypes = [
+  { name: 'job_run.completed', description: 'A job run completed; data is the run (no logs)', data: runEventData },
+  { name: 'job_run.failed', description: 'A job run failed after its last attempt; data is the run (no logs, error redacted as for tenant administrators)', data: runEventData },
+];

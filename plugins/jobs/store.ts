@@ -1,7 +1,10 @@
 import { Types, type Model } from 'mongoose';
 import { isSystemActor, type Actor } from '../../core/context.ts';
 import { currentTraceparent } from '../../core/tracing.ts';
+import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
+import type { Doc } from '../../core/hooks.ts';
 import { FINISHED, type JobRunDoc, type JobRunRecord, type RunStatus } from './model.ts';
+import { runEventData } from './views.ts';
 
 /** Coordinating runs (per-tenant parents, stored chains) outlive their children: a day, retried on a lost worker only. */
 export const COORDINATOR_TIMEOUT_S = 86_400;
@@ -92,10 +95,16 @@ const ACTIVE = { $in: ['pending', 'running'] as RunStatus[] };
  * overwrites a cancel or a takeover.
  */
 export class RunStore {
+  /** `job_runs` as an outbox source of the event log: a finished run's event waits in its document. */
+  readonly source: OutboxSource;
+
   constructor(
     readonly Run: Model<JobRunDoc>,
     private readonly retryDelayMs: number,
-  ) {}
+    private readonly events: Pick<EventLog, 'stage' | 'committed' | 'outbox'>,
+  ) {
+    this.source = { name: 'job_runs', model: Run, view: (d: Doc) => runEventData(d as unknown as JobRunRecord) };
+  }
 
   /** Insert a new run; null when its `dedupe_key` exists already (insert-first idempotency). */
   async insert(spec: RunSpec): Promise<JobRunRecord | null> {
@@ -161,13 +170,26 @@ export class RunStore {
     ).lean<JobRunRecord>().exec();
   }
 
-  /** The final state of a run still held with `token`; null when cancelled or taken over meanwhile. */
-  finish(id: Types.ObjectId, token: string, set: Record<string, unknown>, line: Record<string, unknown>): Promise<JobRunRecord | null> {
-    return this.Run.findOneAndUpdate(
-      { _id: id, status: 'running', lock_token: token },
-      { $set: set, $push: { logs: line } },
+  /**
+   * The final state of a run still held with `token`; null when cancelled or taken over meanwhile.
+   * The same conditional update stores its `job_run.<status>` event in the run's outbox, so the
+   * event exists if and only if the run finished (docs/events.md). Hand the returned run to `relay`
+   * afterwards (a process that dies first leaves the event to the sweep).
+   */
+  async finish(run: Pick<JobRunRecord, '_id' | 'tenant_id'>, token: string, set: Record<string, unknown> & { status: 'completed' | 'failed' }, line: Record<string, unknown>): Promise<JobRunRecord | null> {
+    // The system finishes a run (null actor); a finished run never changes again, so the relay reads its object from the document.
+    const entry = this.events.stage(`job_run.${set.status}`, { actor: null, tenant_id: run.tenant_id ? String(run.tenant_id) : null });
+    const done = await this.Run.findOneAndUpdate(
+      { _id: run._id, status: 'running', lock_token: token },
+      { $set: set, $push: { logs: line, [OUTBOX_FIELD]: entry } },
       { returnDocument: 'after' },
     ).lean<JobRunRecord>().exec();
+    return done;
+  }
+
+  /** Hands a run `finish` returned to the event log's relay (resolves once stored when `EVENTS_RELAY_INTERVAL_MS` is 0). */
+  relay(done: JobRunRecord): Promise<void> {
+    return this.events.committed(this.source, done as unknown as Doc);
   }
 
   /** A log or progress write of the holder: applies only while it still holds the running run. */

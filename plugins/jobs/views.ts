@@ -27,20 +27,39 @@ export function redactSecrets(text: string): string {
  * traceback names server files).
  */
 export function failureView(actor: Actor, r: Pick<JobRunRecord, 'error' | 'error_traceback'>): { error: string | null; error_traceback: string | null } {
-  if (hasSystemScope(actor)) return { error: r.error ?? null, error_traceback: r.error_traceback ?? null };
+  return failureFor(hasSystemScope(actor), r);
+}
+
+function failureFor(system: boolean, r: Pick<JobRunRecord, 'error' | 'error_traceback'>): { error: string | null; error_traceback: string | null } {
+  if (system) return { error: r.error ?? null, error_traceback: r.error_traceback ?? null };
   return { error: r.error ? redactSecrets(r.error) : null, error_traceback: null };
 }
 
+type LogLineRecord = { timestamp: Date; level: string; message: string; percentage?: number | null | undefined };
+
 /** A log line as shown to `actor`: its message redacted like the error for actors without system scope. */
-export function logLineView(actor: Actor, l: { timestamp: Date; level: string; message: string; percentage?: number | null | undefined }) {
-  return { timestamp: l.timestamp, level: l.level, message: hasSystemScope(actor) ? l.message : redactSecrets(l.message), percentage: l.percentage ?? null };
+export function logLineView(actor: Actor, l: LogLineRecord) {
+  return lineFor(hasSystemScope(actor), l);
 }
+
+const lineFor = (system: boolean, l: LogLineRecord) => ({ timestamp: l.timestamp, level: l.level, message: system ? l.message : redactSecrets(l.message), percentage: l.percentage ?? null });
 
 const iso = (d: Date | null | undefined) => d ?? null;
 const str = (id: Types.ObjectId | null | undefined) => (id ? String(id) : null);
 
 /** Public shape of a run as `actor` sees it (`failureView`). `logs` only where asked for (one run), not in lists. */
 export function runView(actor: Actor, r: JobRunRecord, withLogs = true) {
+  return runFor(hasSystemScope(actor), r, withLogs);
+}
+
+/**
+ * A finished run as its `job_run.completed` / `job_run.failed` event carries it: the list form (no
+ * logs), the failure as a tenant administrator sees it (secrets redacted, no traceback), because
+ * tenant administrators read their tenant's event log.
+ */
+export const runEventData = (r: JobRunRecord) => runFor(false, r, false);
+
+function runFor(system: boolean, r: JobRunRecord, withLogs: boolean) {
   const total = r.progress_total ?? null;
   return {
     id: String(r._id),
@@ -53,7 +72,7 @@ export function runView(actor: Actor, r: JobRunRecord, withLogs = true) {
     duration_seconds: r.duration_seconds ?? null,
     parameters: (r.parameters ?? {}) as Record<string, unknown>,
     result: r.result ?? null,
-    ...failureView(actor, r),
+    ...failureFor(system, r),
     progress_current: r.progress_current ?? 0,
     progress_total: total,
     progress_message: r.progress_message ?? null,
@@ -72,7 +91,7 @@ export function runView(actor: Actor, r: JobRunRecord, withLogs = true) {
     timeout_seconds: r.timeout_seconds,
     created_at: r.created_at,
     updated_at: r.updated_at,
-    ...(withLogs ? { logs: (r.logs ?? []).map((l) => logLineView(actor, l)) } : {}),
+    ...(withLogs ? { logs: (r.logs ?? []).map((l) => lineFor(system, l)) } : {}),
   };
 }
 export type RunView = ReturnType<typeof runView>;

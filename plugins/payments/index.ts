@@ -4,7 +4,7 @@ import type { Actor } from '../../core/context.ts';
 // Types only: the declaration merging that gives `services.get('webhooks')` its type.
 import type {} from '../webhooks/index.ts';
 import { ledgerModel, payoutModel, paymentSchema, refundModel } from './model.ts';
-import { createPaymentInput, paymentResponses, updatePaymentInput } from './schemas.ts';
+import { createPaymentInput, paymentEventTypes, paymentResponses, updatePaymentInput } from './schemas.ts';
 import { ledgerRoutes, paymentRoutes, payoutRoutes } from './routes.ts';
 import { PaymentsService, type PaymentsApi, type PaymentView } from './service.ts';
 import { LedgerService } from './ledger.ts';
@@ -55,7 +55,7 @@ export const paymentsPlugin = definePlugin({
   dependsOn: ['resources', 'webhooks'],
   setup({ db, config, services, hooks, log, tenancy }) {
     const ledger = config.PAYMENTS_LEDGER_ENABLED ? new LedgerService(ledgerModel(db), tenancy) : null;
-    const svc = new PaymentsService({ hooks, log, refunds: refundModel(db), webhooks: services.get('webhooks'), ledger });
+    const svc = new PaymentsService({ hooks, log, refunds: refundModel(db), webhooks: services.get('webhooks'), ledger, events: services.get('events') });
     services.provide('payments', svc);
     svc.registerProvider(manualProvider);
     if (config.STRIPE_SECRET_KEY && config.STRIPE_WEBHOOK_SECRET) {
@@ -73,7 +73,7 @@ export const paymentsPlugin = definePlugin({
       input: { create: createPaymentInput(() => svc.providers()), update: updatePaymentInput },
       routes: paymentRoutes(svc, paymentResponses(() => services.get('resources').documentSchema('payments'))),
     });
-    const payouts = new PayoutsService({ model: payoutModel(db), payments: resource, hooks, tenancy }, {
+    const payouts = new PayoutsService({ model: payoutModel(db), payments: resource, hooks, tenancy, events: services.get('events') }, {
       feePercent: config.PAYOUT_FEE_PERCENT, autoApproveThreshold: config.PAYOUT_AUTO_APPROVE_THRESHOLD,
     });
     svc.attach(resource, payouts);
@@ -87,6 +87,8 @@ export const paymentsPlugin = definePlugin({
       routes: [...(ledger ? ledgerRoutes(ledger) : []), ...payoutRoutes(payouts)],
       graphql: (builder) => paymentsGraphql(builder, { svc, payouts, ledger }),
       jobs: paymentJobs(svc, payouts, { ledger: !!ledger, refundReconcileSeconds: config.PAYMENT_REFUND_RECONCILE_SECONDS }),
+      // Each transition stores `payment.<new status>` in the payment's outbox with the write (store.ts).
+      eventTypes: paymentEventTypes(),
     };
   },
 });

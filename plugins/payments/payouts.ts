@@ -7,6 +7,7 @@ import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, type Actor } from '../../core/context.ts';
 import type { HookBus } from '../../core/hooks.ts';
+import { OUTBOX_FIELD, type EventLog } from '../../core/events/index.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -43,7 +44,12 @@ export interface PayoutsDeps {
   payments: ResourceService;
   hooks: HookBus;
   tenancy: Tenancy;
+  /** The event log (kernel service): a claim freezes the payment events still waiting in the outbox. */
+  events: Pick<EventLog, 'outbox'>;
 }
+
+/** Compare-and-set attempts of one claim against concurrent writers of the payment. */
+const MAX_CLAIM_ATTEMPTS = 10;
 
 export class PayoutsService {
   private readonly model: PayoutModel;
@@ -217,17 +223,32 @@ export class PayoutsService {
     return { period_start: start, period_end: end, batches, payment_count: count };
   }
 
-  /** One payment into one batch: atomic on `payout_batch_id: null`; audited like every Payment write. */
+  /**
+   * One payment into one batch: atomic on `payout_batch_id: null`; audited like every Payment write.
+   * A payment whose outbox still holds events (its writer died before the relay) is claimed by a
+   * compare-and-set on its `version` that freezes their object (docs/events.md).
+   */
   private async claim(actor: Actor, paymentId: Types.ObjectId, batchId: Types.ObjectId, match: Record<string, unknown>) {
-    const now = new Date();
-    const set = { payout_batch_id: batchId, updated_at: now, updated_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id) };
-    const old = await this.paymentModel
-      .findOneAndUpdate({ ...match, _id: paymentId }, { $set: set, $inc: { version: 1 } }, { returnDocument: 'before' })
-      .lean<PaymentRecord>();
-    if (!old) return;
-    const doc = { ...old, ...set, version: old.version + 1 };
-    const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.deps.payments.event(actor, tenantId, true), id: String(old._id), old: old as never, doc: doc as never, replace: false });
+    for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
+      const now = new Date();
+      const set: Record<string, unknown> = { payout_batch_id: batchId, updated_at: now, updated_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id) };
+      // The usual case, one write: nothing waits in the payment's outbox.
+      let filter: Record<string, unknown> = { ...match, _id: paymentId, [`${OUTBOX_FIELD}.0`]: { $exists: false } };
+      let old = await this.paymentModel.findOneAndUpdate(filter, { $set: set, $inc: { version: 1 } }, { returnDocument: 'before' }).lean<PaymentRecord>();
+      if (!old) {
+        const cur = await this.paymentModel.findOne({ ...match, _id: paymentId }).lean<PaymentRecord & Record<string, unknown>>();
+        if (!cur) return; // not claimable (another batch has it, or it left the period's states)
+        if (!(cur[OUTBOX_FIELD] as unknown[] | undefined)?.length) continue; // relayed meanwhile: the usual case again
+        set[OUTBOX_FIELD] = this.deps.events.outbox.freeze(this.deps.payments.source, cur);
+        filter = { ...match, _id: paymentId, version: cur.version };
+        old = await this.paymentModel.findOneAndUpdate(filter, { $set: set, $inc: { version: 1 } }, { returnDocument: 'before' }).lean<PaymentRecord>();
+        if (!old) continue;
+      }
+      const doc = { ...old, ...set, version: old.version + 1 };
+      const tenantId = old.tenant_id ? String(old.tenant_id) : null;
+      await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.deps.payments.event(actor, tenantId, true), id: String(old._id), old: old as never, doc: doc as never, replace: false });
+      return;
+    }
   }
 
   /** Totals from the payments the batch claimed; an empty batch is removed. */

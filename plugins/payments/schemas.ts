@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
 import { currencyDigits, fromMinor, toMinor } from './money.ts';
-import { LEDGER_ACCOUNTS, PAYOUT_STATUSES, REFUND_STATUSES } from './model.ts';
+import { LEDGER_ACCOUNTS, PAYMENT_STATUSES, PAYOUT_STATUSES, REFUND_STATUSES } from './model.ts';
 import { pageSchema } from '../../core/page.ts';
 
 /** A decimal amount: a string such as `"12.50"` or a JSON number. */
@@ -158,3 +158,61 @@ export const balanceResponse = z.object({
   items: z.array(z.object({ tenant_id: z.string().nullable(), account: z.enum(LEDGER_ACCOUNTS), currency: z.string(), debit: decimal, credit: decimal, balance: decimal })),
   balanced: z.boolean(),
 });
+const id = z.string().regex(/^[0-9a-f]{24}$/);
+/**
+ * The data of every `payment.<status>` event: the payment as the API shows it (decimal strings, the
+ * resource base fields, no bookkeeping fields), after the transition.
+ */
+export const paymentEventData = z.object({
+  _id: id,
+  tenant_id: id.nullable(),
+  resource_type: z.string(),
+  resource_id: z.string(),
+  user_id: z.string(),
+  user_name: z.string().nullable(),
+  amount: z.string().describe('Decimal string, e.g. "12.50"'),
+  amount_minor: z.number().int(),
+  currency: z.string(),
+  provider: z.string(),
+  provider_reference: z.string().nullable(),
+  status: z.enum(PAYMENT_STATUSES),
+  refunded_amount: z.string(),
+  refunded_minor: z.number().int(),
+  refund_reason: z.string().nullable(),
+  paid_at: z.date().nullable(),
+  refunded_at: z.date().nullable(),
+  cancelled_at: z.date().nullable(),
+  failure_reason: z.string().nullable(),
+  receipt_url: z.string().nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+  payout_batch_id: id.nullable(),
+  version: z.number().int(),
+  created_at: z.date(),
+  updated_at: z.date(),
+  created_by: id.nullable(),
+  updated_by: id.nullable(),
+  is_deleted: z.boolean(),
+  deleted_at: z.date().nullable(),
+  deleted_by: id.nullable(),
+});
+
+/** What each payment event type says happened, by the status the transition reached. */
+const PAYMENT_EVENT_DESCRIPTIONS: Record<Exclude<(typeof PAYMENT_STATUSES)[number], 'pending'>, string> = {
+  processing: 'The provider accepted the payment (pending → processing)',
+  completed: 'The payment was captured (processing → completed)',
+  partially_refunded: 'A refund was applied and part of the amount stays captured',
+  refunded: 'A refund was applied and the whole amount is refunded',
+  cancelled: 'The payment was cancelled before processing (pending → cancelled)',
+  failed: 'The provider declined the payment (pending or processing → failed)',
+};
+
+/**
+ * The payments plugin's event types: `payment.<status>` for every status a transition reaches
+ * (`pending` is only the state of a new payment, announced by the resource event `payments.created`).
+ */
+export const paymentEventTypes = () =>
+  Object.entries(PAYMENT_EVENT_DESCRIPTIONS).map(([status, what]) => ({
+    name: `payment.${status}`,
+    description: `${what}; data is the payment after the change, as the API shows it`,
+    data: paymentEventData,
+  }));

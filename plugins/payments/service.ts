@@ -8,6 +8,7 @@ import type { Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import type { HookBus } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
+import type { EventLog } from '../../core/events/index.ts';
 import type { ResourceService } from '../resources/index.ts';
 import type { WebhookRegistry } from '../webhooks/index.ts';
 import type { PaymentProvider } from './providers.ts';
@@ -53,6 +54,8 @@ export interface PaymentsServiceDeps {
   refunds: ReturnType<typeof refundModel>;
   webhooks: WebhookRegistry;
   ledger: LedgerService | null;
+  /** The event log (kernel service): transitions store `payment.<status>` events with their write. */
+  events: EventLog;
 }
 
 /** The modules that exist once the `payments` resource is registered. */
@@ -73,8 +76,8 @@ export class PaymentsService implements PaymentsApi {
 
   /** Builds the payment modules on the registered `payments` resource (`PAYMENTS_ENABLED`). */
   attach(resource: ResourceService, payouts: PayoutsService): void {
-    const { hooks, log, refunds, ledger } = this.deps;
-    const store = new PaymentStore({ hooks, log, resource, providers: this.registry, refunds, ledger });
+    const { hooks, log, refunds, ledger, events } = this.deps;
+    const store = new PaymentStore({ hooks, log, resource, providers: this.registry, refunds, ledger, events });
     const lifecycle = new PaymentLifecycle(store);
     const refundService = new PaymentRefunds(store);
     this.enabled = {

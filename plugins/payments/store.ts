@@ -1,10 +1,12 @@
 /**
  * The Payment documents as the payments services share them: scoped reads, the one conditional
- * transition (a single `findOneAndUpdate` on the current status, then the audit), and the domain
+ * transition (a compare-and-set on the current status and version that also stores the
+ * `payment.<status>` event in the document's outbox, then the audit), and the in-process domain
  * events. No Koa or GraphQL here.
  */
 import { Types, type Model } from 'mongoose';
-import { NotFoundError } from '../../core/errors.ts';
+import { ConflictError, NotFoundError } from '../../core/errors.ts';
+import { OUTBOX_FIELD, type EventLog } from '../../core/events/index.ts';
 import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { HookBus, HookEvents } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -41,7 +43,12 @@ export interface PaymentStoreDeps {
   providers: ProviderRegistry;
   refunds: ReturnType<typeof refundModel>;
   ledger: LedgerService | null;
+  /** The event log (the kernel service `events`): each transition stores `payment.<status>` with its write. */
+  events: EventLog;
 }
+
+/** Compare-and-set attempts of one transition against concurrent writers before it gives up (409). */
+const MAX_TRANSITION_ATTEMPTS = 50;
 
 export class PaymentStore {
   constructor(readonly deps: PaymentStoreDeps) {}
@@ -73,21 +80,45 @@ export class PaymentStore {
   }
 
   /**
-   * One transition: a single conditional update on `{_id, status ∈ from}` (plus `extra`), then the
-   * audit (AFTER_UPDATE, as for every resource write). Returns null when the condition did not hold.
+   * One transition: a compare-and-set on `{_id, status ∈ from, version}` (plus `extra`) that also
+   * writes the `payment.<new status>` event into the document's outbox (docs/events.md "Nothing is
+   * lost"), then hands it to the relay and runs the audit (AFTER_UPDATE, as for every resource
+   * write). The version term is what lets the write freeze the object of an event still waiting in
+   * the outbox; a write that loses it to another writer reads the payment again. Returns null when
+   * the status or `extra` condition does not hold.
+   * @throws ConflictError when the payment kept changing under it (MAX_TRANSITION_ATTEMPTS)
    */
   async transition(actor: Actor, id: Types.ObjectId, from: readonly PaymentStatus[], u: Update, extra: Record<string, unknown> = {}): Promise<{ old: PaymentRecord; doc: PaymentRecord } | null> {
-    const update: Update = { ...u, $set: { ...u.$set, updated_at: new Date(), updated_by: this.actorId(actor) }, $inc: { ...(u.$inc ?? {}), version: 1 } };
-    const old = await this.model
-      .findOneAndUpdate({ _id: id, is_deleted: false, status: { $in: from }, ...extra }, update as never, { returnDocument: 'before' })
-      .lean<PaymentRecord>();
-    if (!old) return null;
-    const doc = applied(old, update);
-    const tenantId = doc.tenant_id ? String(doc.tenant_id) : null;
-    await this.deps.hooks.emitAfter('AFTER_UPDATE', {
-      ...this.deps.resource.event(actor, tenantId, false), id: String(doc._id), old: old as never, doc: doc as never, replace: false,
-    });
-    return { old, doc };
+    const { events, resource } = this.deps;
+    const read = () => this.model.findOne({ _id: id, is_deleted: false }).lean<PaymentRecord>();
+    let cur = await read();
+    for (let attempt = 0; attempt < MAX_TRANSITION_ATTEMPTS; attempt++) {
+      if (!cur || !from.includes(cur.status)) return null;
+      const tenantId = cur.tenant_id ? String(cur.tenant_id) : null;
+      const status = (u.$set.status ?? cur.status) as PaymentStatus;
+      const entry = events.stage(`payment.${status}`, { actor, tenant_id: tenantId, version: cur.version + 1 });
+      const update: Update = {
+        ...u,
+        $set: { ...u.$set, updated_at: new Date(), updated_by: this.actorId(actor), [OUTBOX_FIELD]: events.outbox.update(resource.source, cur as never, entry) },
+        $inc: { ...(u.$inc ?? {}), version: 1 },
+      };
+      const old = await this.model
+        .findOneAndUpdate({ _id: id, is_deleted: false, status: { $in: from }, version: cur.version, ...extra }, update as never, { returnDocument: 'before' })
+        .lean<PaymentRecord>();
+      if (old) {
+        const doc = applied(old, update);
+        await events.committed(resource.source, doc as never);
+        await this.deps.hooks.emitAfter('AFTER_UPDATE', {
+          ...resource.event(actor, tenantId, false), id: String(doc._id), old: old as never, doc: doc as never, replace: false,
+        });
+        return { old, doc };
+      }
+      const next = await read();
+      // Same version: nothing else wrote a revision, so the status or `extra` condition is what failed.
+      if (next && next.version === cur.version) return null;
+      cur = next;
+    }
+    throw new ConflictError('The payment kept changing; try again', { payment_id: String(id) });
   }
 
   /** Who and where, for a domain event about `doc`. */

@@ -203,6 +203,7 @@ export class ErasureRun {
       documents: [...this.depersonalized, ...deleted.map((x) => ({ resource: x.resource, item_id: x.item_id, fields: [...x.fields], tenant_id: x.tenant_id }))],
       values: accountFields.map((f) => (user as Doc)[f]).filter((v): v is string => typeof v === 'string' && !Object.values(accountValues).includes(v)),
       replacement: this.env.deps.settings.pseudonym,
+      actor: { id: String(user._id), tenant_id: user.tenant_id },
     });
     if (!audit) return;
     const users = this.env.personal.identity.User.collection.collectionName;

@@ -8,7 +8,9 @@ import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
-import { erasureView, type CollectionCount, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels } from './model.ts';
+import { OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
+import type { Doc } from '../../core/hooks.ts';
+import { ERASURE_COLLECTION, erasureView, type CollectionCount, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels } from './model.ts';
 import { findPage, oid, subjectAsActor, type PersonalData, type PrivacyPage, type Subject } from './personal-data.ts';
 import { ErasureRun, type ErasureEnv } from './erasure-run.ts';
 import type { ErasureListQuery } from './schemas.ts';
@@ -16,6 +18,8 @@ import type { PrivacyDeps, RunControl } from './service.ts';
 
 /** The job that executes an erasure request when the jobs plugin is enabled. */
 export const ERASURE_JOB = 'execute_erasure';
+/** The event type stored when an erasure request completes. */
+export const ERASURE_COMPLETED_EVENT = 'erasure_request.completed';
 
 /** What `execute` answers: the request, and whether its execution was queued as a job. */
 export interface ErasureExecution {
@@ -28,6 +32,8 @@ const claimable = (now: Date): Filter => ({ $or: [{ status: { $in: ['pending', '
 
 export class ErasureService {
   private readonly env: ErasureEnv;
+  /** `privacy_erasure_requests` as an outbox source of the event log (the completion's event waits there). */
+  readonly source: OutboxSource;
 
   constructor(
     private readonly models: PrivacyModels,
@@ -35,6 +41,7 @@ export class ErasureService {
     private readonly deps: PrivacyDeps,
   ) {
     this.env = { models, personal, deps };
+    this.source = { name: ERASURE_COLLECTION, model: models.ErasureRequest, view: (d: Doc) => erasureView(d as unknown as ErasureRequestRecord) };
   }
 
   /**
@@ -169,12 +176,15 @@ export class ErasureService {
     if (!claimed.started_at) await ErasureRequest.updateOne({ _id: claimed._id, started_at: null }, { $set: { started_at: now } });
     try {
       const result = await this.erase(actor, claimed, control);
+      // The event travels in the request's outbox, written by the same conditional update as `completed`.
+      const entry = this.deps.events.stage(ERASURE_COMPLETED_EVENT, { actor, tenant_id: String(claimed.tenant_id) });
       const done = await ErasureRequest.findOneAndUpdate(
         { _id: claimed._id, status: 'running' },
-        { $set: { status: 'completed', completed_at: new Date(), lease_until: null, result }, $unset: { open: 1 } },
+        { $set: { status: 'completed', completed_at: new Date(), lease_until: null, result }, $unset: { open: 1 }, $push: { [OUTBOX_FIELD]: entry } },
         { returnDocument: 'after' },
       ).lean<ErasureRequestRecord>();
       if (!done) throw new ConflictError('The erasure request changed while it was executed');
+      await this.deps.events.committed(this.source, done as unknown as Doc);
       this.deps.log.info({ request_id: id, ...result }, 'erasure request completed');
       return erasureView(done);
     } catch (err) {

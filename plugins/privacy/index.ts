@@ -6,7 +6,7 @@ import {
   consentPageResponse, consentResponse, consentsQuery, erasureBody, erasureJobParams, erasureListQuery, erasurePageResponse, erasureResponse, exportResponse, grantBody, userParams,
 } from './schemas.ts';
 import { PrivacyService } from './service.ts';
-import { ERASURE_JOB } from './erasure.ts';
+import { ERASURE_COMPLETED_EVENT, ERASURE_JOB } from './erasure.ts';
 import { privacyGraphql } from './graphql.ts';
 
 export { ERASURE_JOB } from './erasure.ts';
@@ -45,6 +45,7 @@ export const privacyPlugin = definePlugin({
       },
     });
     services.provide('privacy', svc);
+    services.get('events').addSource(svc.erasures.source);
     const { consents, exports, erasures } = svc;
     const tags = ['privacy'];
 
@@ -65,6 +66,7 @@ export const privacyPlugin = definePlugin({
       // Every declaration must name a model that exists, or erasure would silently miss data.
       ready: () => svc.checkDeclarations(),
       jobs: [erasureJob],
+      eventTypes: [{ name: ERASURE_COMPLETED_EVENT, description: 'An erasure request completed; data is the request (ids and counts, never personal values)', data: erasureResponse }],
       routes: [
         defineRoute({
           method: 'GET', path: '/privacy/consents', tags, summary: "The caller's consents; administrators may name a user of their tenant",

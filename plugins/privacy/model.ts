@@ -1,5 +1,6 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
+import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
@@ -103,9 +104,13 @@ export const erasureRequestSchema = new Schema(
     queue_token: { type: Schema.Types.ObjectId, default: null },
     started_at: { type: Date, default: null },
     completed_at: { type: Date, default: null },
+    /** The `erasure_request.completed` event until the relay moves it to the log (docs/events.md). */
+    ...outboxPath,
   },
   { timestamps, versionKey: false, minimize: false },
 );
+// The event log's sweep finds outbox entries a dead process left behind.
+erasureRequestSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 erasureRequestSchema.index({ user_id: 1 }, { unique: true, partialFilterExpression: { open: true }, name: 'one_open_request' });
 erasureRequestSchema.index({ tenant_id: 1, created_at: -1 });
 

@@ -8,6 +8,7 @@ import type { Actor } from '../../core/context.ts';
 import { CascadeDenyError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceService } from './service.ts';
+import { lastEventId } from './events.ts';
 
 /** Every `deny` rule the delete would hit, including below children that `cascade` would delete too. */
 export async function checkCascadeDeny(svc: ResourceService, old: Doc, seen = new Set<string>()): Promise<void> {
@@ -38,7 +39,7 @@ export async function applyCascade(svc: ResourceService, actor: Actor, parent: D
       const tenantId = old.tenant_id ? String(old.tenant_id) : null;
       if (ref.on_delete === 'cascade') {
         const doc = await child.softDelete(old, {}, actor);
-        if (doc) await svc.deps.hooks.emitAfter('AFTER_DELETE', { ...child.event(actor, tenantId, true), id: String(old._id), old, doc });
+        if (doc) await svc.deps.hooks.emitAfter('AFTER_DELETE', { ...child.event(actor, tenantId, true), id: String(old._id), old, doc, event_id: lastEventId(doc) });
         if (doc) await applyCascade(child, actor, old); // the child's own referrers follow it
       } else {
         const doc = await child.model
@@ -49,7 +50,7 @@ export async function applyCascade(svc: ResourceService, actor: Actor, parent: D
           )
           .lean<Doc>();
         if (doc) await child.committed(doc);
-        if (doc) await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...child.event(actor, tenantId, true), id: String(old._id), old, doc, replace: false });
+        if (doc) await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...child.event(actor, tenantId, true), id: String(old._id), old, doc, replace: false, event_id: lastEventId(doc) });
       }
     }
   }

@@ -2,8 +2,9 @@
  * A resource's events: `<resource>.created`, `.updated`, `.deleted` and `.restored`, each staged into
  * the changed document's outbox by the write itself (docs/events.md). No Koa or GraphQL here.
  */
-import type { EventTypeDefinition, JsonSchema, OutboxEntry } from '../../core/events/index.ts';
-import { requestOf, type Actor } from '../../core/context.ts';
+import type { AuditedChange, EventTypeDefinition, JsonSchema, OutboxEntry } from '../../core/events/index.ts';
+import { OUTBOX_FIELD } from '../../core/events/index.ts';
+import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { ResourceService } from './service.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceDefinition } from './define.ts';
@@ -53,7 +54,14 @@ export interface ResourceEventMeta extends Doc {
   ip: string | null;
   bulk: boolean;
   replace?: boolean;
+  /** Audit writes the change's entry from the event (a durable sink). */
+  audit: AuditedChange;
 }
+
+const AUDIT_OPERATION: Record<ResourceEventVerb, AuditedChange['operation']> = { created: 'insert', updated: 'update', deleted: 'delete', restored: 'update' };
+
+/** The id of the event a write just put in `doc`'s outbox (the last entry), for the after-hooks. */
+export const lastEventId = (doc: Doc): string | null => ((doc[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).at(-1)?.id ?? null;
 
 /** The inputs of one staged resource event. */
 export interface ResourceChange {
@@ -89,7 +97,15 @@ export function outboxFor(svc: ResourceService, verb: ResourceEventVerb, actor: 
   const tenantId = opts.tenantId !== undefined ? opts.tenantId : old?.tenant_id ? String(old.tenant_id) : null;
   const entry = stageResourceEvent((type, input) => svc.deps.events.stage(type, input), svc.def.name, {
     verb, actor, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? svc.view(old) : null,
-    meta: { resource: svc.def.name, ip: ctx?.ip ?? null, bulk: !!opts.bulk, ...(opts.replace !== undefined ? { replace: opts.replace } : {}) },
+    meta: {
+      resource: svc.def.name, ip: ctx?.ip ?? null, bulk: !!opts.bulk, ...(opts.replace !== undefined ? { replace: opts.replace } : {}),
+      audit: {
+        operation: verb === 'updated' && opts.replace ? 'replace' : AUDIT_OPERATION[verb],
+        resource: svc.def.name,
+        actor_name: actor && !isSystemActor(actor) ? actor.name ?? null : null,
+        ip: ctx?.ip ?? null,
+      },
+    },
   });
   return old ? svc.deps.events.outbox.update(svc.source, old, entry) : svc.deps.events.outbox.insert(entry);
 }

@@ -5,6 +5,7 @@ import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceService } from './service.ts';
+import { lastEventId } from './events.ts';
 
 /**
  * Restores a soft-deleted document (administrators; guarded by `If-Match` like a delete). What a
@@ -30,7 +31,7 @@ export async function restoreDocument(svc: ResourceService, actor: Actor, id: st
   if (!doc) throw await svc.lostRace(id, scope);
   await svc.committed(doc);
   const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-  await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...svc.event(actor, tenantId, false), id, old, doc, replace: false });
+  await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...svc.event(actor, tenantId, false), id, old, doc, replace: false, event_id: lastEventId(doc) });
   return svc.view(doc);
 }
 

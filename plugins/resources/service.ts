@@ -18,7 +18,7 @@ import { nameCastParam } from './filters.ts';
 import { applyCascade, checkCascadeDeny } from './cascade.ts';
 import { checkReferences, checkWritable, fillGuardedFields } from './write-checks.ts';
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
-import { outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
+import { lastEventId, outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
 import { restoreDocument } from './restore.ts';
 import { checkPopulate, populate } from './populate.ts';
 
@@ -278,7 +278,7 @@ export class ResourceService {
     });
     const doc = created.toObject() as Doc;
     await this.committed(doc);
-    await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), id: String(doc._id), doc });
+    await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), id: String(doc._id), doc, event_id: lastEventId(doc) });
     return this.view(doc);
   }
 
@@ -316,7 +316,7 @@ export class ResourceService {
       .lean<Doc>();
     if (!doc) throw await this.lostRace(id, scope);
     await this.committed(doc);
-    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(actor, tenantId, false), id, old, doc, replace });
+    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(actor, tenantId, false), id, old, doc, replace, event_id: lastEventId(doc) });
     return this.view(doc);
   }
 
@@ -331,7 +331,7 @@ export class ResourceService {
     await this.deps.hooks.runBefore('BEFORE_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old });
     const doc = await this.softDelete(old, scope, actor, !!opts.bulk);
     if (!doc) throw await this.lostRace(id, scope);
-    await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old, doc });
+    await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old, doc, event_id: lastEventId(doc) });
     await applyCascade(this, actor, old);
     return this.view(doc);
   }

@@ -10,10 +10,10 @@ import { defineRoute } from '../../core/http/route.ts';
 import { pageHeaderDocs, setPageHeaders, type Page } from '../../core/page.ts';
 import { webhookEventModel } from './model.ts';
 import {
-  deadLetterQuery, listQuery, listResponse, providerParams, purgeQuery, purgeResponse, receiveResponse, retryParams, retryResponse,
+  deadLetterQuery, eventView, listQuery, listResponse, providerParams, purgeQuery, purgeResponse, receiveResponse, retryParams, retryResponse,
   webhooksOptions, type WebhookEventContext, type WebhookEventView,
 } from './schemas.ts';
-import { WebhooksService, type WebhookRegistry } from './service.ts';
+import { WEBHOOK_EVENT_FAILED, WebhooksService, type WebhookRegistry } from './service.ts';
 import { outboundWebhooksGraphql, webhooksGraphql } from './graphql.ts';
 import { createOutbound } from './outbound.ts';
 import { outboundRoutes } from './rest.ts';
@@ -51,7 +51,7 @@ export const webhooksPlugin = definePlugin({
   name: 'webhooks',
   options: webhooksOptions,
   setup({ db, config, options, services, hooks, log, tenancy }) {
-    const svc = new WebhooksService(webhookEventModel(db), { leaseMs: options.lease_seconds * 1000, log });
+    const svc = new WebhooksService(webhookEventModel(db), { leaseMs: options.lease_seconds * 1000, log, events: services.get('events') });
     services.provide('webhooks', svc);
     for (const { name, ...p } of config.WEBHOOK_PROVIDERS) {
       svc.register({ ...p, provider: name, handler: (payload, event) => hooks.dispatch('WEBHOOK_RECEIVED', { payload, event }) });
@@ -60,6 +60,7 @@ export const webhooksPlugin = definePlugin({
     services.get('metrics').watchDeadLetter(webhookEventModel(db) as never);
     const tags = ['webhooks'];
     const outbound = createOutbound({ db, config, hooks, tenancy, events: services.get('events'), log });
+    services.get('events').addSource(svc.source);
 
     return {
       routes: [
@@ -93,7 +94,10 @@ export const webhooksPlugin = definePlugin({
         webhooksGraphql(builder, svc);
         outboundWebhooksGraphql(builder, outbound.endpoints);
       },
-      eventTypes: outbound.eventTypes,
+      eventTypes: [
+        ...outbound.eventTypes,
+        { name: WEBHOOK_EVENT_FAILED, description: 'An inbound webhook event reached the dead-letter queue (its handler failed); data is the event without its signature header', data: eventView },
+      ],
       eventConsumers: [outbound.consumer],
       ready: () => outbound.start(),
       close: () => outbound.stop(),

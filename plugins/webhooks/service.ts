@@ -11,6 +11,8 @@ import { systemActor, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Logger } from '../../core/logger.ts';
+import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
+import type { Doc } from '../../core/hooks.ts';
 import type { WebhookEventModel, WebhookEventRecord } from './model.ts';
 import { PRESETS, type PresetName } from './presets.ts';
 import {
@@ -82,7 +84,12 @@ export interface WebhooksServiceOptions {
   /** How long a claimed event stays `processing` before another delivery or a retry may take it over. */
   leaseMs: number;
   log: Logger;
+  /** The event log (kernel service): a run that fails stores `webhook_event.failed` with the same write. */
+  events: Pick<EventLog, 'stage' | 'committed'>;
 }
+
+/** The event type of an inbound event entering the dead-letter queue. */
+export const WEBHOOK_EVENT_FAILED = 'webhook_event.failed';
 
 /** Headers always kept on a stored event, besides the provider's own (signature, ids, type). Never credentials. */
 export const KEPT_HEADERS = ['content-type', 'content-length', 'user-agent', 'x-request-id'] as const;
@@ -141,11 +148,25 @@ export class WebhooksService implements WebhookRegistry {
     purge: (days) => this.purge(days),
   };
 
+  /** `webhook_events` as an outbox source of the event log. */
+  readonly source: OutboxSource;
+
   constructor(
     private readonly model: WebhookEventModel,
     private readonly opts: WebhooksServiceOptions,
   ) {
     this.duplicates = new DuplicateDeliveries(model);
+    this.source = { name: 'webhook_events', model, view: (d: Doc) => this.eventData(d as unknown as WebhookEventRecord) };
+  }
+
+  /**
+   * An inbound event as `webhook_event.failed` carries it: the operator view without the provider's
+   * signature header (without any header when the provider is no longer registered).
+   */
+  eventData(d: WebhookEventRecord): WebhookEventView {
+    const view = toView(d);
+    const signature = this.registry.get(d.provider)?.signature_header.toLowerCase();
+    return { ...view, headers: signature ? Object.fromEntries(Object.entries(view.headers).filter(([k]) => k.toLowerCase() !== signature)) : {} };
   }
 
   register(input: ProviderRegistrationInput): void {
@@ -345,9 +366,17 @@ export class WebhooksService implements WebhookRegistry {
     const set = error === null
       ? { status: 'processed', processed_at: now, error: null, lease_until: null, updated_at: now }
       : { status: 'failed', error, lease_until: null, updated_at: now };
+    const after = { ...d, ...set } as WebhookEventRecord;
+    // A failure enters the dead-letter queue: its event travels in the document's outbox, written by
+    // the same update, with its object frozen (a retry may change the document before the relay runs).
+    const entry = error === null ? null : { ...this.opts.events.stage(WEBHOOK_EVENT_FAILED, { actor: null, tenant_id: null }), data: this.eventData(after) as unknown as Doc };
     // Only the holder of this attempt may record its outcome (a takeover after lease expiry bumps `attempts`).
-    await this.model.collection.updateOne({ _id: d._id, status: 'processing', attempts: d.attempts ?? 1 }, { $set: set });
-    return { ...d, ...set } as WebhookEventRecord;
+    const res = await this.model.collection.updateOne(
+      { _id: d._id, status: 'processing', attempts: d.attempts ?? 1 },
+      { $set: set, ...(entry ? { $push: { [OUTBOX_FIELD]: entry } } : {}) } as never,
+    );
+    if (entry && res.modifiedCount) await this.opts.events.committed(this.source, { ...after, [OUTBOX_FIELD]: [entry] } as unknown as Doc);
+    return after;
   }
 
   private async list(q: ListQuery): Promise<Page<WebhookEventView>> {

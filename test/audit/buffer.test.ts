@@ -30,17 +30,23 @@ describe('audit write-behind buffer', () => {
   });
 
   it('items that arrive during a write wait for their own interval instead of following at once', async () => {
-    const { buffer, writes, started } = recording({ flushIntervalMs: 60, batchSize: 100, maxQueue: 1000 }, 30);
-    buffer.push(1);
-    await sleep(70); // the first write has started and takes 30 ms
-    expect(started()).toBe(1);
-    buffer.push(2);
-    buffer.push(3);
-    await sleep(40); // the first write is done; the second must not have started yet
-    expect(writes).toEqual([[1]]);
-    expect(started()).toBe(1);
-    await sleep(80);
-    expect(writes).toEqual([[1], [2, 3]]);
+    // Fake timers: the order of timer callbacks, not a busy machine's scheduling, decides.
+    vi.useFakeTimers();
+    try {
+      const { buffer, writes, started } = recording({ flushIntervalMs: 60, batchSize: 100, maxQueue: 1000 }, 30);
+      buffer.push(1);
+      await vi.advanceTimersByTimeAsync(61); // the first write has started and takes 30 ms
+      expect(started()).toBe(1);
+      buffer.push(2);
+      buffer.push(3);
+      await vi.advanceTimersByTimeAsync(35); // the first write is done; the second must not have started yet
+      expect(writes).toEqual([[1]]);
+      expect(started()).toBe(1);
+      await vi.advanceTimersByTimeAsync(60);
+      expect(writes).toEqual([[1], [2, 3]]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a full batch is written at once, and flush() writes everything queued, in order', async () => {

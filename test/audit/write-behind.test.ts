@@ -1,46 +1,82 @@
 /**
- * The write-behind buffer: a request does not wait for its audit write, reads flush first so a
- * process reads its own writes, and shutdown writes what is still queued.
+ * When an audit entry is stored. A change that carries an event (a resource write) gets its entry
+ * from the event log: in the relay's batch, with the event, never twice. Any other change (a plugin
+ * announcing it on the hook bus, a direct `audit` call) has its entry stored before the call
+ * answers. Either way an acknowledged change keeps its entry if the process dies right after.
  */
 import mongoose from 'mongoose';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { docWriterPlugin } from '../fixtures/doc-writer-plugin.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
+import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { auditCollection, listEntries } from './helpers.ts';
 
-let t: TestApp;
-beforeAll(async () => {
-  // An interval far beyond the test's run time: only a read, a full batch or close() writes.
-  t = await buildTestApp({ plugins: [auditPlugin.configure({ flush_interval_ms: 60_000, batch_size: 3 }), docWriterPlugin] });
-});
-afterAll(() => t?.close());
+describe('a change without an event', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    // An interval far beyond the test's run time: nothing may depend on it any more.
+    t = await buildTestApp({ plugins: [auditPlugin.configure({ flush_interval_ms: 60_000, batch_size: 3 }), docWriterPlugin] });
+  });
+  afterAll(() => t?.close());
 
-it('queues entries off the request path; a read flushes them first', async () => {
-  const res = await t.http('POST', '/dw/projects', { json: { name: 'queued' } });
-  expect(res.status).toBe(201);
-  expect(await auditCollection(t).countDocuments()).toBe(0);
-  const items = await listEntries(t);
-  expect(items.map((e) => [e.operation, e.item_id])).toEqual([['insert', String(res.body._id)]]);
-  expect(await auditCollection(t).countDocuments()).toBe(1);
+  it('has its entry stored when the request answers', async () => {
+    const res = await t.http('POST', '/dw/projects', { json: { name: 'stored' } });
+    expect(res.status).toBe(201);
+    const id = new mongoose.Types.ObjectId(String(res.body._id));
+    expect(await auditCollection(t).countDocuments({ item_id: id })).toBe(1);
+  });
+
+  it('concurrent changes are stored together, each before its answer', async () => {
+    const before = await auditCollection(t).countDocuments();
+    const res = await t.http('POST', '/dw/tasks/bulk-create', { json: { items: [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }] } });
+    expect(res.status).toBe(201);
+    expect(await auditCollection(t).countDocuments()).toBe(before + 4);
+  });
 });
 
-it('writes a full batch without waiting for the interval', async () => {
-  const before = await auditCollection(t).countDocuments();
-  const res = await t.http('POST', '/dw/tasks/bulk-create', { json: { items: [{ n: 1 }, { n: 2 }, { n: 3 }] } });
-  expect(res.status).toBe(201);
-  await expect.poll(() => auditCollection(t).countDocuments(), { timeout: 5000 }).toBe(before + 3);
-});
+describe('a resource change (it carries an event)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    // A relay that only stores on a full batch, a read, or close: the entry must travel with the event.
+    t = await buildTestApp({ plugins: [auditPlugin, resourcesPlugin], config: { EVENTS_RELAY_INTERVAL_MS: '60000' } });
+  });
+  afterAll(() => t?.close());
 
-it('close() writes what is still queued', async () => {
-  const res = await t.http('POST', '/dw/projects', { json: { name: 'at shutdown' } });
-  expect(res.status).toBe(201);
-  expect(await auditCollection(t).countDocuments({ item_id: new mongoose.Types.ObjectId(String(res.body._id)) })).toBe(0);
-  await t.app.close();
-  const conn = await mongoose.createConnection(t.config.MONGODB_URI!).asPromise();
-  try {
-    expect(await conn.collection('audit_log').countDocuments({ item_id: new mongoose.Types.ObjectId(String(res.body._id)) })).toBe(1);
-  } finally {
-    await conn.close();
-  }
+  it('gets its entry with its event, once, whose id it shares; a read stores what waits first', async () => {
+    const res = await t.http('POST', '/projects', { json: { name: 'with its event' } });
+    expect(res.status).toBe(201);
+    const id = new mongoose.Types.ObjectId(String(res.body._id));
+    // Still in the document's outbox: neither the event nor the entry is stored yet.
+    expect(await auditCollection(t).countDocuments({ item_id: id })).toBe(0);
+    const outbox = (await t.app.db.conn.collection('projects').findOne({ _id: id }))?._outbox as { id: string }[];
+    expect(outbox).toHaveLength(1);
+
+    const items = await listEntries(t, { resource: 'projects' });
+    expect(items.filter((e) => e.item_id === String(id)).map((e) => [e.operation, e.id])).toEqual([['insert', outbox[0]!.id.replace(/^evt_/, '')]]);
+    expect(await t.app.db.conn.collection('events').countDocuments({ _id: outbox[0]!.id as never })).toBe(1);
+  });
+
+  it('an update records its changes from the event, and nothing through the hook bus', async () => {
+    const c = await t.http('POST', '/projects', { json: { name: 'before' } });
+    const u = await t.http('PATCH', `/projects/${c.body._id}`, { json: { name: 'after' }, headers: { 'If-Match': c.headers.get('etag')! } });
+    expect(u.status).toBe(200);
+    const items = (await listEntries(t, { resource: 'projects' })).filter((e) => e.item_id === String(c.body._id));
+    expect(items.map((e) => e.operation).sort()).toEqual(['insert', 'update']);
+    expect(items.find((e) => e.operation === 'update').changes).toMatchObject({ name: { old: 'before', new: 'after' } });
+  });
+
+  it('close() stores what still waits, entries included', async () => {
+    const res = await t.http('POST', '/projects', { json: { name: 'at shutdown' } });
+    expect(res.status).toBe(201);
+    const id = new mongoose.Types.ObjectId(String(res.body._id));
+    expect(await auditCollection(t).countDocuments({ item_id: id })).toBe(0);
+    await t.app.close();
+    const conn = await mongoose.createConnection(t.config.MONGODB_URI!).asPromise();
+    try {
+      expect(await conn.collection('audit_log').countDocuments({ item_id: id })).toBe(1);
+    } finally {
+      await conn.close();
+    }
+  });
 });

@@ -1,0 +1,160 @@
+/**
+ * Realtime: one server process (bench/realtime-serve.ts) with N concurrent subscribers, half over
+ * SSE (`GET /events/stream`), half over graphql-ws; measures
+ * - memory per subscriber (server heap + external after GC, with N open minus with none),
+ * - write → delivery delay, p50 and p99, at `BENCH_RT_RATE` writes per second (default 100),
+ *   measured on every delivery to every subscriber (send time from the writer, same machine clock),
+ * - database commands per second of the server with 10 and with N subscribers (aim: the same).
+ * Events are appended directly, so they reach subscribers through the tail's poll (250 ms by
+ * default), as events written on another replica do. All subscribers use one API key (one
+ * credential check per AUTH_CACHE_TTL_MS for all of them).
+ *
+ * Standalone: `npx tsx bench/realtime.ts` (MONGODB_URI optional; an embedded MongoDB otherwise).
+ * Env: BENCH_RT_SUBSCRIBERS (default 2000, half per transport), BENCH_RT_SECONDS (default 10),
+ * BENCH_RT_TRANSPORT (`both`, `sse` or `ws`).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve } from 'node:path';
+import { loadavg } from 'node:os';
+import { MongoMemoryServer } from 'mongodb-memory-server';
+import WebSocket from 'ws';
+import { createClient, type Client } from 'graphql-ws';
+
+const log = (s: string) => process.stdout.write(`${s}\n`);
+const N = Number(process.env.BENCH_RT_SUBSCRIBERS ?? 2000);
+const SECONDS = Number(process.env.BENCH_RT_SECONDS ?? 10);
+const RATE = Number(process.env.BENCH_RT_RATE ?? 100);
+/** `both` (default: alternate), `sse` or `ws`: which transport the subscribers use. */
+const TRANSPORT = process.env.BENCH_RT_TRANSPORT ?? 'both';
+const KEY = 'bench-admin-key-0123456789abcdef';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+};
+
+type Stats = { heap: number; external: number; rss: number; commands: number; listeners: number; sessions: number; tail_queries: number };
+
+export async function benchRealtime(mongodbUri: string) {
+  const uri = new URL(mongodbUri);
+  uri.pathname = '/bench_realtime';
+  const server: ChildProcess = fork(resolve(import.meta.dirname, 'realtime-serve.ts'), [], {
+    env: { ...process.env, MONGODB_URI: uri.toString(), ADMIN_API_KEY: KEY },
+    execArgv: ['--import', 'tsx', '--expose-gc'],
+  });
+  const [ready] = (await once(server, 'message')) as [{ port: number }];
+  const base = `http://127.0.0.1:${ready.port}`;
+  const stats = async (): Promise<Stats> => {
+    server.send({ type: 'stats' });
+    for (;;) {
+      const [m] = (await once(server, 'message')) as [Stats & { type: string }];
+      if (m.type === 'stats') return m;
+    }
+  };
+  const delays: number[] = [];
+  let delivered = 0;
+  const record = (sentAt: number) => {
+    delivered++;
+    delays.push(Date.now() - sentAt);
+  };
+  const sse: AbortController[] = [];
+  const ws: Client[] = [];
+  const openSse = async () => {
+    const abort = new AbortController();
+    sse.push(abort);
+    const res = await fetch(`${base}/events/stream?types=bench.tick`, { headers: { 'X-API-Key': KEY }, signal: abort.signal });
+    void (async () => {
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) return;
+          for (const m of value.matchAll(/"sent_at":(\d+)/g)) record(Number(m[1]));
+        }
+      } catch {
+        // closed
+      }
+    })();
+  };
+  const openWs = () => {
+    const client = createClient({ url: base.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, connectionParams: { apiKey: KEY }, retryAttempts: 0 });
+    ws.push(client);
+    client.subscribe<{ events: { data: { sent_at: number } } }>(
+      { query: 'subscription { events(types: ["bench.tick"]) { data } }' },
+      { next: (r) => r.data && record(r.data.events.data.sent_at), error: () => undefined, complete: () => undefined },
+    );
+  };
+  const open = async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      if (TRANSPORT === 'ws' || (TRANSPORT === 'both' && i % 2)) openWs();
+      else await openSse();
+      if (i % 100 === 99) await sleep(50);
+    }
+  };
+  /** Writes at RATE/s for `seconds`; returns the database commands per second meanwhile. */
+  const write = async (seconds: number) => {
+    const before = await stats();
+    const start = Date.now();
+    let n = 0;
+    while (Date.now() - start < seconds * 1000) {
+      const due = start + (n * 1000) / RATE;
+      if (due > Date.now()) await sleep(due - Date.now());
+      void fetch(`${base}/bench-events`, { method: 'POST', headers: { 'X-API-Key': KEY, 'Content-Type': 'application/json' }, body: JSON.stringify({ sent_at: Date.now(), n: n++ }) }).then((r) => r.text()).catch(() => undefined);
+    }
+    await sleep(1500); // the last deliveries
+    const after = await stats();
+    return { perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n };
+  };
+
+  try {
+    await sleep(500);
+    const idle = await stats();
+    await open(10);
+    await sleep(1000);
+    const ten = await write(Math.min(5, SECONDS));
+    await open(N - 10);
+    await until(async () => (await stats()).listeners >= N, 60_000);
+    await sleep(1000);
+    const full = await stats();
+    delays.length = 0;
+    delivered = 0;
+    const many = await write(SECONDS);
+    const perSub = (full.heap + full.external - idle.heap - idle.external) / N;
+    const result = {
+      subscribers: N,
+      memory_per_subscriber_kb: +(perSub / 1024).toFixed(1),
+      rss_per_subscriber_kb: +((full.rss - idle.rss) / N / 1024).toFixed(1),
+      delay_ms: { p50: pct(delays, 50), p99: pct(delays, 99), deliveries: delivered, expected: many.writes * N },
+      db_commands_per_s: { with_10: +ten.perSecond.toFixed(1), [`with_${N}`]: +many.perSecond.toFixed(1) },
+      tail_queries_per_s: { with_10: +ten.tailPerSecond.toFixed(1), [`with_${N}`]: +many.tailPerSecond.toFixed(1) },
+    };
+    log(`realtime: ${N} subscribers (${TRANSPORT === 'both' ? `${N / 2} SSE + ${N / 2} graphql-ws` : TRANSPORT}), ${RATE} writes/s for ${SECONDS} s, load average ${loadavg()[0]!.toFixed(1)}`);
+    log(`  memory per subscriber: ${result.memory_per_subscriber_kb} KiB heap+external (${result.rss_per_subscriber_kb} KiB RSS)`);
+    log(`  write → delivery: p50 ${result.delay_ms.p50} ms, p99 ${result.delay_ms.p99} ms (${delivered} of ${result.delay_ms.expected} deliveries)`);
+    log(`  database commands/s: ${result.db_commands_per_s.with_10} with 10 subscribers, ${result.db_commands_per_s[`with_${N}`]} with ${N} (tail queries/s ${result.tail_queries_per_s.with_10} / ${result.tail_queries_per_s[`with_${N}`]})`);
+    return result;
+  } finally {
+    for (const a of sse) a.abort();
+    await Promise.all(ws.map((c) => c.dispose()));
+    server.send({ type: 'stop' });
+    await once(server, 'exit');
+  }
+}
+
+async function until(fn: () => Promise<boolean>, ms: number) {
+  const end = Date.now() + ms;
+  while (!(await fn())) {
+    if (Date.now() > end) throw new Error('subscribers did not all connect');
+    await sleep(200);
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const mongo = process.env.MONGODB_URI ? null : await MongoMemoryServer.create();
+  try {
+    await benchRealtime(process.env.MONGODB_URI ?? mongo!.getUri());
+  } finally {
+    await mongo?.stop();
+  }
+}

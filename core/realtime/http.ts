@@ -1,0 +1,122 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, Server } from 'node:http';
+import { WebSocketServer } from 'ws';
+import { useServer } from 'graphql-ws/use/ws';
+import { GraphQLError, type ExecutionArgs } from 'graphql';
+import type { YogaServerInstance } from 'graphql-yoga';
+import { AppError, ErrorCode } from '../errors.ts';
+import { withRequest, type Actor } from '../context.ts';
+import type { Logger } from '../logger.ts';
+import type { GraphQLContext } from '../graphql.ts';
+import { checkVariablesDepth } from '../graphql-limits.ts';
+import { authenticatePresented, presentedOf, type CredentialCheck, type PresentedCredential } from './sessions.ts';
+
+/** `connection_init` payload: the credential, as an API key or a bearer token, and a system administrator's tenant. */
+type InitPayload = { apiKey?: unknown; authorization?: unknown; tenantId?: unknown } | undefined;
+
+type Extra = { presented?: PresentedCredential };
+
+export interface GraphqlWsOptions {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  yoga: YogaServerInstance<any, any>;
+  identity: CredentialCheck;
+  maxInputDepth: number;
+  log: Logger;
+  path?: string;
+}
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
+
+/** The credential of a connection: its `connection_init` payload, else the upgrade request's headers. */
+function presentedFrom(payload: InitPayload, req: IncomingMessage): PresentedCredential {
+  const headers = presentedOf((h) => str(req.headers[h]));
+  const apiKey = str(payload?.apiKey);
+  const bearer = /^Bearer\s+(\S+)$/i.exec(str(payload?.authorization) ?? '')?.[1];
+  const tenantId = str(payload?.tenantId) ?? headers.tenantId;
+  if (!apiKey && !bearer) return headers;
+  return { ...(apiKey ? { apiKey } : { token: bearer! }), ...(tenantId ? { tenantId } : {}) };
+}
+
+/** A GraphQL error in the form resolver errors take: the code, status and details in `extensions`. */
+const graphqlError = (err: unknown, requestId: string): GraphQLError => {
+  if (err instanceof GraphQLError) return new GraphQLError(err.message, { extensions: { ...err.extensions, request_id: requestId } });
+  const e = err instanceof AppError ? err : new AppError(500, ErrorCode.INTERNAL_ERROR, 'Internal server error');
+  return new GraphQLError(e.message, { extensions: { code: e.code, status: e.status, details: e.details, request_id: requestId } });
+};
+
+/**
+ * GraphQL over WebSocket (the graphql-ws protocol) on `path` of the app's HTTP server: the same
+ * schema, cost and depth limits (Yoga's envelop plugins: parse, validate, execute, subscribe) and
+ * error masking as `/graphql` over HTTP. The connection authenticates in `connection_init`
+ * (`{apiKey}` or `{authorization: 'Bearer ...'}`, or the upgrade request's headers); no credential,
+ * or a rejected one, closes it with 4403. Each operation checks the credential again.
+ * @returns a function that closes every connection and the WebSocket server
+ */
+export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => Promise<void> {
+  const path = opts.path ?? '/graphql';
+  const wss = new WebSocketServer({ noServer: true });
+  server.on('upgrade', (req, socket, head) => {
+    if ((req.url ?? '').split('?')[0] !== path) {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+  });
+  const disposable = useServer<InitPayload, Extra>(
+    {
+      onConnect: async (ctx) => {
+        const presented = presentedFrom(ctx.connectionParams, ctx.extra.request);
+        try {
+          if (!(await authenticatePresented(opts.identity, presented))) return false;
+        } catch (err) {
+          if (err instanceof AppError && err.status < 500) return false;
+          throw err;
+        }
+        ctx.extra.presented = presented;
+        return true;
+      },
+      onSubscribe: async (ctx, _id, payload) => {
+        const requestId = randomUUID();
+        const presented = ctx.extra.presented ?? {};
+        let actor: Actor | null;
+        try {
+          actor = await authenticatePresented(opts.identity, presented);
+          checkVariablesDepth(payload.variables, opts.maxInputDepth);
+        } catch (err) {
+          return [graphqlError(err, requestId)];
+        }
+        const rlog = opts.log.child({ request_id: requestId });
+        const ip = ctx.extra.request.socket.remoteAddress ?? null;
+        const context: GraphQLContext = { actor: actor ? withRequest(actor, { requestId, ip, actor, log: rlog }) : null, requestId, presented };
+        const { schema, execute, subscribe, parse, validate, contextFactory } = opts.yoga.getEnveloped(context);
+        let document;
+        try {
+          document = parse(payload.query);
+        } catch (err) {
+          return [graphqlError(err, requestId)];
+        }
+        const errors: readonly GraphQLError[] = validate(schema, document);
+        if (errors.length) return errors.map((e) => graphqlError(e, requestId));
+        const args: ExecutionArgs = {
+          schema, document, operationName: payload.operationName ?? null, variableValues: payload.variables ?? null,
+          contextValue: await contextFactory(), rootValue: { execute, subscribe },
+        };
+        return args;
+      },
+      execute: (args) => (args.rootValue as { execute: (a: ExecutionArgs) => never }).execute(args),
+      subscribe: (args) => (args.rootValue as { subscribe: (a: ExecutionArgs) => never }).subscribe(args),
+      onNext: (_ctx, _id, _payload, args, result) => {
+        // Every error carries its operation's request id, as over HTTP.
+        const requestId = (args.contextValue as GraphQLContext).requestId;
+        if (!result.errors?.length) return;
+        return { ...result, errors: result.errors.map((e) => ({ ...e.toJSON(), extensions: { ...e.extensions, request_id: requestId } })) };
+      },
+    },
+    wss,
+  );
+  return async () => {
+    for (const client of wss.clients) client.close(1001, 'Server shutting down');
+    await disposable.dispose();
+    await new Promise<void>((resolve) => wss.close(() => resolve()));
+  };
+}
