@@ -43,6 +43,9 @@ export class ApiError extends Error {
 
 interface GqlResponse {
   data?: unknown;
+  /** The REST error envelope: what a refused credential gets before GraphQL runs. */
+  error?: { code: string; message: string; details?: Record<string, unknown> };
+  request_id?: string;
   errors?: { message: string; extensions?: { code?: string; status?: number; details?: Record<string, unknown>; request_id?: string } }[];
 }
 
@@ -66,9 +69,12 @@ export async function request(query: string, variables: Record<string, unknown> 
     throw new ApiError(`Unexpected answer (HTTP ${res.status})`, 'BAD_RESPONSE', res.status, {}, requestId);
   }
   const first = body.errors?.[0];
-  if (first) {
-    const x = first.extensions ?? {};
-    const err = new ApiError(first.message, x.code ?? 'ERROR', x.status ?? res.status, x.details ?? {}, x.request_id ?? requestId);
+  const envelope = body.error;
+  if (first || envelope || !res.ok) {
+    const x = first?.extensions ?? {};
+    const err = first
+      ? new ApiError(first.message, x.code ?? 'ERROR', x.status ?? res.status, x.details ?? {}, x.request_id ?? requestId)
+      : new ApiError(envelope?.message ?? `HTTP ${res.status}`, envelope?.code ?? 'ERROR', res.status, envelope?.details ?? {}, body.request_id ?? requestId);
     if (err.code === 'AUTH_REQUIRED' && !auth && session.value) {
       session.value = null;
       signedOutReason.value = 'Your session has expired or was revoked. Sign in again.';

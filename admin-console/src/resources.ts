@@ -70,13 +70,13 @@ export async function deleteDoc(t: ResourceType, id: string, etag?: string): Pro
   await request(`mutation Delete($id: ID!, $if_match: String) { r: ${field(t.operations.delete)}(id: $id, if_match: $if_match) { _id } }`, { id, if_match: etag ?? null });
 }
 
-export async function restoreDoc(t: ResourceType, id: string): Promise<void> {
-  await request(`mutation Restore($id: ID!) { r: ${field(t.operations.restore)}(id: $id) { _id } }`, { id });
+export async function restoreDoc(t: ResourceType, id: string, etag?: string): Promise<void> {
+  await request(`mutation Restore($id: ID!, $if_match: String) { r: ${field(t.operations.restore)}(id: $id, if_match: $if_match) { _id } }`, { id, if_match: etag ?? null });
 }
 
 /** Bulk delete: one request, one aliased delete per document (the server caps mutation fields per request). */
-export async function deleteMany(t: ResourceType, ids: string[]): Promise<void> {
-  const vars = Object.fromEntries(ids.map((id, i) => [`id${i}`, id]));
-  const q = `mutation Bulk(${ids.map((_, i) => `$id${i}: ID!`).join(', ')}) { ${ids.map((_, i) => `d${i}: ${field(t.operations.delete)}(id: $id${i}) { _id }`).join(' ')} }`;
+export async function deleteMany(t: ResourceType, docs: { _id: string; etag: string }[]): Promise<void> {
+  const vars = Object.fromEntries(docs.flatMap((d, i) => [[`id${i}`, d._id], [`m${i}`, d.etag]]));
+  const q = `mutation Bulk(${docs.map((_, i) => `$id${i}: ID!, $m${i}: String`).join(', ')}) { ${docs.map((_, i) => `d${i}: ${field(t.operations.delete)}(id: $id${i}, if_match: $m${i}) { _id }`).join(' ')} }`;
   await request(q, vars);
 }

@@ -19,6 +19,18 @@ const csvCell = (v: unknown) => `"${show(v).replace(/"/g, '""')}"`;
 const toCsv = (items: Entry[]) =>
   ['created_at,operation,resource,item_id,user_id,user_name,changes', ...items.map((e) => [e.created_at, e.operation, e.resource, e.item_id, e.user_id, e.user_name, e.changes].map(csvCell).join(','))].join('\n');
 
+/** Downloads every entry matching `filters` (up to 20,000) as CSV or JSON. */
+async function exportEntries(filters: Filters, kind: 'csv' | 'json') {
+  const items: Entry[] = [];
+  for (let p = 1; p <= 40; p++) {
+    const r = (await run(AuditLog, { ...filters, page: p, per_page: 500 })).auditLog;
+    items.push(...r.items);
+    if (p * r.per_page >= r.total) break;
+  }
+  if (kind === 'csv') download('audit-log.csv', 'text/csv', toCsv(items));
+  else download('audit-log.json', 'application/json', JSON.stringify(items, null, 2));
+}
+
 export function AuditScreen() {
   const [form, setForm] = useState<Filters>({});
   const [filters, setFilters] = useState<Filters>({});
@@ -32,16 +44,8 @@ export function AuditScreen() {
       <input id={`a-${k}`} type={type} value={form[k] ?? ''} onInput={(e) => setForm({ ...form, [k]: e.currentTarget.value })} />
     </div>
   );
-  const exportAll = async (kind: 'csv' | 'json') => {
-    const items: Entry[] = [];
-    for (let p = 1; p <= 40; p++) {
-      const r = (await run(AuditLog, { ...clean, page: p, per_page: 500 })).auditLog;
-      items.push(...r.items);
-      if (p * r.per_page >= r.total) break;
-    }
-    if (kind === 'csv') download('audit-log.csv', 'text/csv', toCsv(items));
-    else download('audit-log.json', 'application/json', JSON.stringify(items, null, 2));
-  };
+  const [exportError, setExportError] = useState<unknown>(null);
+  const exportAll = (kind: 'csv' | 'json') => exportEntries(clean, kind).then(() => setExportError(null), setExportError);
   return (
     <>
       <h1>Audit log</h1>
@@ -52,7 +56,7 @@ export function AuditScreen() {
           <label for="a-operation">Operation</label>
           <select id="a-operation" value={form.operation ?? ''} onChange={(e) => setForm({ ...form, operation: e.currentTarget.value })}>
             <option value="">any</option>
-            {['create', 'update', 'delete', 'restore'].map((o) => <option key={o} value={o}>{o}</option>)}
+            {['insert', 'update', 'replace', 'delete', 'depersonalize'].map((o) => <option key={o} value={o}>{o}</option>)}
           </select>
         </div>
         {input('date_from', 'From (date)', 'date')}
@@ -63,6 +67,7 @@ export function AuditScreen() {
           <button type="button" onClick={() => void exportAll('json')}>Export JSON</button>
         </div>
       </form>
+      <ErrorBox error={exportError} />
       <section aria-labelledby="h-stats">
         <h2 id="h-stats">Stats</h2>
         <ErrorBox error={stats.error} />

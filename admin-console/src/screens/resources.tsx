@@ -9,7 +9,7 @@ export function ResourcesScreen({ route }: { route: string[] }) {
   const types = useAsync(resourceTypes, []);
   const [name, id, mode] = route;
   const list = (types.data ?? []).filter((t) => t.accessible && t.operations.list);
-  const t = list.find((x) => x.name === name);
+  const t = list.find((x) => x.name === (name ?? list[0]?.name));
   return (
     <>
       <h1>Resources</h1>
@@ -17,10 +17,10 @@ export function ResourcesScreen({ route }: { route: string[] }) {
       <ErrorBox error={types.error} />
       <nav aria-label="Resources" class="tabs">
         {list.map((x) => (
-          <a key={x.name} href={`#/resources/${x.name}`} aria-current={x.name === name ? 'page' : undefined}>{x.name}</a>
+          <a key={x.name} href={`#/resources/${x.name}`} aria-current={x.name === t?.name ? 'page' : undefined}>{x.name}</a>
         ))}
       </nav>
-      {types.data && !t && <p>{name ? `No resource "${name}" you may use.` : 'Choose a resource.'}</p>}
+      {types.data && !t && <p>{name ? `No resource "${name}" you may use.` : 'No resource you may use.'}</p>}
       {t && !id && <ResourceList key={t.name} t={t} />}
       {t && id === 'new' && <ResourceForm key="new" t={t} />}
       {t && id && id !== 'new' && mode === 'edit' && <ResourceForm key={`e${id}`} t={t} id={id} />}
@@ -76,7 +76,7 @@ function ResourceList({ t }: { t: ResourceType }) {
   const bulkDelete = async () => {
     setActionError(null);
     try {
-      await deleteMany(t, [...selected]);
+      await deleteMany(t, (res.data?.items ?? []).filter((d) => selected.has(d._id)));
       setSelected(new Set());
       res.reload();
     } catch (e) {
@@ -215,7 +215,7 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
           <p class="actions">
             {t.operations.update && !d.is_deleted && <a class="button" href={`#/resources/${t.name}/${id}/edit`}>Edit</a>}
             {t.operations.delete && !d.is_deleted && <button type="button" onClick={() => act(() => deleteDoc(t, id, d.etag), 'Deleted (soft delete: it can be restored).')}>Delete</button>}
-            {t.operations.restore && d.is_deleted && <button type="button" onClick={() => act(() => restoreDoc(t, id), 'Restored.')}>Restore</button>}
+            {t.operations.restore && d.is_deleted && <button type="button" onClick={() => act(() => restoreDoc(t, id, d.etag), 'Restored.')}>Restore</button>}
             <a href={`#/resources/${t.name}`}>Back to the list</a>
           </p>
         </>
