@@ -40,8 +40,8 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
       items: t.string({ description: 'Kind of the items of an array', resolve: (f) => f.items ?? null }),
       required: t.boolean({ nullable: false, resolve: (f) => f.required }),
       enum: t.stringList({ resolve: (f) => (f.enum ? f.enum.map(String) : null) }),
-      min: t.float({ description: 'Least value, or least length of a string', resolve: (f) => f.min ?? null }),
-      max: t.float({ description: 'Greatest value, or greatest length of a string', resolve: (f) => f.max ?? null }),
+      min: t.float({ description: 'Least value of a number', resolve: (f) => f.min ?? null }),
+      max: t.float({ description: 'Greatest value of a number', resolve: (f) => f.max ?? null }),
       ref: t.string({ description: 'Resource this id refers to', resolve: (f) => f.ref ?? null }),
     }),
   });
