@@ -1,7 +1,8 @@
 import { ServiceUnavailableError } from './errors.ts';
 import { definePlugin, type Plugin } from './plugin.ts';
 import { defineRoute } from './http/route.ts';
-import type { HealthRegistry } from './health.ts';
+import type { HealthRegistry, HealthReport } from './health.ts';
+import { requireAdmin } from './graphql.ts';
 import { withTimeout } from './timeout.ts';
 
 /** Core plugin: `/health`, `/ready`, `/admin/health/detailed`, and the `database` check. */
@@ -13,8 +14,39 @@ export const healthPlugin = (registry: HealthRegistry): Plugin =>
         if (db.readyState !== 1 || !db.db) throw new Error('database not connected');
         await db.db.admin().ping();
       };
+      const detailed = () =>
+        registry.run(config.HEALTH_CHECK_TIMEOUT_MS, (name, status, err) => log.warn({ check: name, status, err }, 'health check not ok'));
       return {
         health: { database: ping },
+        graphql: (builder) => {
+          type Check = { name: string; status: string; duration_ms: number };
+          const HealthCheck = builder.objectRef<Check>('HealthCheck').implement({
+            fields: (t) => ({
+              name: t.exposeString('name', { nullable: false }),
+              status: t.exposeString('status', { nullable: false, description: 'ok, failed, timeout or error' }),
+              duration_ms: t.exposeInt('duration_ms', { nullable: false }),
+            }),
+          });
+          const Health = builder.objectRef<HealthReport>('HealthReport').implement({
+            description: 'Every registered health check, run in parallel (as GET /admin/health/detailed)',
+            fields: (t) => ({
+              status: t.exposeString('status', { nullable: false, description: 'ok when every check is ok, else degraded' }),
+              checks: t.field({
+                type: [HealthCheck], nullable: false,
+                resolve: (r) => Object.entries(r.checks).map(([name, c]) => ({ name, ...c })),
+              }),
+            }),
+          });
+          builder.queryField('health', (t) =>
+            t.field({
+              type: Health, nullable: false, description: 'Detailed health (administrators), as GET /admin/health/detailed',
+              resolve: (_r, _a, ctx) => {
+                requireAdmin(ctx);
+                return detailed();
+              },
+            }),
+          );
+        },
         routes: [
           defineRoute({
             method: 'GET', path: '/health', auth: 'public', rateLimitExempt: true, tags: ['health'], summary: 'Liveness',
@@ -35,8 +67,7 @@ export const healthPlugin = (registry: HealthRegistry): Plugin =>
           defineRoute({
             method: 'GET', path: '/admin/health/detailed', auth: 'admin', tags: ['health'],
             summary: 'Runs every registered health check in parallel',
-            handler: () =>
-              registry.run(config.HEALTH_CHECK_TIMEOUT_MS, (name, status, err) => log.warn({ check: name, status, err }, 'health check not ok')),
+            handler: () => detailed(),
           }),
         ],
       };
