@@ -21,7 +21,7 @@ const crossPlugin = (self) => {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'coverage/**', 'dist/**', 'test-results/**'] },
+  { ignores: ['node_modules/**', '.data/**', 'coverage/**', 'dist/**', 'test-results/**', 'admin-console/dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -50,6 +50,13 @@ export default tseslint.config(
     // The kernel knows no plugin: plugins are listed in config/plugins.ts and reached through services.
     files: ['core/**/*.ts'],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/plugins/**'], message: 'core/ never imports a plugin.' }] }] },
+  },
+  {
+    // The admin console is a browser app on the public GraphQL API: it imports no server code and no Node module.
+    files: ['admin-console/src/**/*.{ts,tsx}'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [
+      { group: ['**/core/**', '**/plugins/**', '**/config/**', 'node:*', 'plugin-api-server', 'plugin-api-server/*'], message: 'The console talks to /graphql only: no server code in the browser bundle (docs/console.md).' },
+    ] }] },
   },
   {
     // Response bodies in tests are asserted field by field; typing each one adds nothing.

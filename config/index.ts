@@ -258,6 +258,9 @@ export const configSchema = z.object({
   /** Serve the passkey demo page `GET /auth/webauthn/demo`. @default true in development, else false */
   WEBAUTHN_DEMO_ENABLED: z.enum(['true', 'false', '1', '0', 'yes', 'no']).optional().transform((v) => (v === undefined ? undefined : v === 'true' || v === '1' || v === 'yes')),
 
+  /** Serve the admin console (a single-page app on the GraphQL API) at `/admin`. @default true */
+  ADMIN_CONSOLE_ENABLED: bool(true),
+
   /** @default true */
   RATE_LIMIT_ENABLED: bool(true),
   /**

@@ -2,7 +2,8 @@ import { ServiceUnavailableError } from './errors.ts';
 import { definePlugin, type Plugin } from './plugin.ts';
 import { z } from 'zod';
 import { defineRoute } from './http/route.ts';
-import type { HealthRegistry } from './health.ts';
+import type { HealthRegistry, HealthReport } from './health.ts';
+import { requireAdmin } from './graphql.ts';
 import { withTimeout } from './timeout.ts';
 
 /** Core plugin: `/health`, `/ready`, `/admin/health/detailed`, and the `database` check. */
@@ -14,8 +15,39 @@ export const healthPlugin = (registry: HealthRegistry): Plugin =>
         if (db.readyState !== 1 || !db.db) throw new Error('database not connected');
         await db.db.admin().ping();
       };
+      const detailed = () =>
+        registry.run(config.HEALTH_CHECK_TIMEOUT_MS, (name, status, err) => log.warn({ check: name, status, err }, 'health check not ok'));
       return {
         health: { database: ping },
+        graphql: (builder) => {
+          type Check = { name: string; status: string; duration_ms: number };
+          const HealthCheck = builder.objectRef<Check>('HealthCheck').implement({
+            fields: (t) => ({
+              name: t.exposeString('name', { nullable: false }),
+              status: t.exposeString('status', { nullable: false, description: 'ok, failed, timeout or error' }),
+              duration_ms: t.exposeInt('duration_ms', { nullable: false }),
+            }),
+          });
+          const Health = builder.objectRef<HealthReport>('HealthReport').implement({
+            description: 'Every registered health check, run in parallel (as GET /admin/health/detailed)',
+            fields: (t) => ({
+              status: t.exposeString('status', { nullable: false, description: 'ok when every check is ok, else degraded' }),
+              checks: t.field({
+                type: [HealthCheck], nullable: false,
+                resolve: (r) => Object.entries(r.checks).map(([name, c]) => ({ name, ...c })),
+              }),
+            }),
+          });
+          builder.queryField('health', (t) =>
+            t.field({
+              type: Health, nullable: false, description: 'Detailed health (administrators), as GET /admin/health/detailed',
+              resolve: (_r, _a, ctx) => {
+                requireAdmin(ctx);
+                return detailed();
+              },
+            }),
+          );
+        },
         routes: [
           defineRoute({
             method: 'GET', path: '/health', auth: 'public', rateLimitExempt: true, tags: ['health'], summary: 'Liveness', response: z.object({ status: z.literal('ok') }),
@@ -41,8 +73,7 @@ export const healthPlugin = (registry: HealthRegistry): Plugin =>
               status: z.enum(['ok', 'degraded']),
               checks: z.record(z.string(), z.object({ status: z.enum(['ok', 'failed', 'timeout', 'error']), duration_ms: z.number().int() })),
             }),
-            handler: () =>
-              registry.run(config.HEALTH_CHECK_TIMEOUT_MS, (name, status, err) => log.warn({ check: name, status, err }, 'health check not ok')),
+            handler: () => detailed(),
           }),
         ],
       };

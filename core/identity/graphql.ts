@@ -1,6 +1,6 @@
-import { parseInput, requireAdmin, requireUser, requireUserRole, type Builder } from '../graphql.ts';
+import { givenArgs, parseInput, requireAdmin, requireUser, requireUserRole, type Builder } from '../graphql.ts';
 import { idParams } from '../http/schemas.ts';
-import { createApiKeyInput, createTenantInput, createUserInput, updateUserInput, type PageRequest } from './schemas.ts';
+import { apiKeysQuery, createApiKeyInput, createTenantInput, createUserInput, updateUserInput, usersQuery, type PageRequest } from './schemas.ts';
 import type { Actor } from '../context.ts';
 import type { ApiKeyView, IdentityService, TenantView } from './service.ts';
 
@@ -46,8 +46,20 @@ export function identityGraphql(builder: Builder, identity: IdentityService): vo
       resolve: async (_r, a, ctx) => (await identity.listTenants(requireAdmin(ctx), clampPage(a))).items,
     }),
     users: t.field({
-      type: [Me], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
-      resolve: async (_r, a, ctx) => (await identity.listUsers(requireAdmin(ctx), clampPage(a))).items,
+      type: [Me], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int(), tenant_id: t.arg.string({ description: 'System administrators: users of this tenant only' }) },
+      resolve: async (_r, a, ctx) => {
+        const actor = requireAdmin(ctx);
+        const { tenant_id } = parseInput(usersQuery.pick({ tenant_id: true }), givenArgs({ tenant_id: a.tenant_id }));
+        return (await identity.listUsers(actor, { ...clampPage(a), ...(tenant_id ? { tenant_id } : {}) })).items;
+      },
+    }),
+    apiKeys: t.field({
+      type: [ApiKey], nullable: false, description: 'API keys you administer, newest first (never the key itself): of one user with user_id; revoked ones with include_revoked',
+      args: { user_id: t.arg.string(), include_revoked: t.arg.boolean(), page: t.arg.int(), per_page: t.arg.int() },
+      resolve: (_r, a, ctx) => {
+        const actor = requireAdmin(ctx);
+        return identity.listApiKeys(actor, { ...parseInput(apiKeysQuery, givenArgs({ user_id: a.user_id, include_revoked: a.include_revoked })), ...clampPage(a) });
+      },
     }),
   }));
   const Token = builder.objectRef<{ token: string; token_type: string; expires_in: number }>('TokenResponse');
@@ -66,6 +78,9 @@ export function identityGraphql(builder: Builder, identity: IdentityService): vo
       user_id: t.exposeString('user_id', { nullable: false }),
       tenant_id: t.exposeString('tenant_id', { nullable: false }),
       prefix: t.exposeString('prefix', { nullable: false }),
+      created_at: t.field({ type: 'DateTime', resolve: (k) => k.created_at ?? null }),
+      last_used_at: t.field({ type: 'DateTime', resolve: (k) => k.last_used_at ?? null }),
+      revoked_at: t.field({ type: 'DateTime', resolve: (k) => k.revoked_at ?? null }),
       key: t.string({ description: 'The plain key: only in the createApiKey answer', resolve: (k) => k.key ?? null }),
     }),
   });

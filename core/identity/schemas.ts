@@ -45,6 +45,10 @@ export type ListUsersQuery = z.output<typeof usersQuery>;
 export const createApiKeyInput = z.object({ user_id: objectId, name: z.string().min(1).max(200) }).strict();
 export type CreateApiKeyInput = z.output<typeof createApiKeyInput>;
 
+/** GraphQL `apiKeys` arguments: a page of keys, optionally of one user, revoked ones on request. */
+export const apiKeysQuery = pageQuery(50, 500).extend({ user_id: objectId.optional(), include_revoked: z.boolean().default(false) });
+export type ListApiKeysQuery = z.output<typeof apiKeysQuery>;
+
 // Response schemas (OpenAPI documentation of what the routes answer).
 
 /** The actor as `GET /auth/me` shows it. */

@@ -6,7 +6,7 @@ import { documentEventBase, type Doc, type HookBus } from '../hooks.ts';
 import type { Tenancy } from '../tenancy.ts';
 import { requireRole, type Filter } from './guards.ts';
 import { API_KEY_PREFIX, AuthenticationService, hashKey, LIVE, toAuthUser, type AuthenticationDeps, type UserRecord } from './authentication.ts';
-import type { CreateApiKeyInput, CreateTenantInput, CreateUserInput, ListUsersQuery, PageRequest, UpdateUserInput } from './schemas.ts';
+import type { CreateApiKeyInput, CreateTenantInput, CreateUserInput, ListApiKeysQuery, ListUsersQuery, PageRequest, UpdateUserInput } from './schemas.ts';
 
 const generateApiKey = (): string => API_KEY_PREFIX + randomBytes(32).toString('base64url');
 
@@ -139,6 +139,19 @@ export class IdentityService extends AuthenticationService {
       this.models.User.countDocuments(filter),
     ]);
     return { items: items.map(userView), total, page: query.page, per_page: query.per_page };
+  }
+
+  /**
+   * API keys the actor administers (never their hash or plain key), newest first: of one user with
+   * `user_id`, live ones only unless `include_revoked`.
+   */
+  async listApiKeys(actor: Actor, query: ListApiKeysQuery) {
+    requireRole(actor, 'admin');
+    const filter: Filter = { ...this.tenantScope(actor) };
+    if (query.user_id) filter.user_id = new Types.ObjectId(query.user_id);
+    if (!query.include_revoked) filter.revoked_at = null;
+    const items = await this.models.ApiKey.find(filter).sort({ created_at: -1, _id: -1 }).skip((query.page - 1) * query.per_page).limit(query.per_page).lean();
+    return items.map(apiKeyView);
   }
 
   /** Create an API key for a user the actor administers. The plain key is in this response only. */

@@ -6,6 +6,7 @@ import { systemActor, type Actor } from '../../core/context.ts';
 import { FINISHED, type ChainStepDoc, type JobChainRecord, type JobModels, type JobRunDoc, type JobRunRecord } from './model.ts';
 import type { ChainBody, ChainStepInput, chainPatch } from './schemas.ts';
 import type { RunLauncher } from './runs.ts';
+import type { DocumentChanges } from './changes.ts';
 import { isDup, sleep } from './store.ts';
 import { FinalError, progressOnChange, type Coordinator } from './coordinators.ts';
 import { chainView, runView, type ChainView, type RunView } from './views.ts';
@@ -31,6 +32,7 @@ export class ChainService {
     private readonly models: Pick<JobModels, 'Chain' | 'Schedule'>,
     private readonly launcher: RunLauncher,
     private readonly pollMs: number,
+    private readonly changes: DocumentChanges,
   ) {}
 
   private checkSteps(steps: ChainStepInput[], loc: string): void {
@@ -93,8 +95,9 @@ export class ChainService {
     if (!isSystem) requireRole(actor, 'system');
     this.checkSteps(body.steps, 'steps');
     try {
-      const doc = await this.models.Chain.create({ ...body, is_system: isSystem, created_by: actor.id });
-      return chainView(doc.toObject() as JobChainRecord);
+      const doc = (await this.models.Chain.create({ ...body, is_system: isSystem, created_by: actor.id })).toObject() as JobChainRecord;
+      await this.changes.created(actor, doc);
+      return chainView(doc);
     } catch (err) {
       if (isDup(err)) throw nameTaken(body.name);
       throw err;
@@ -112,13 +115,14 @@ export class ChainService {
   }
 
   async update(actor: Actor, id: string, body: z.output<typeof chainPatch>): Promise<ChainView> {
-    await this.find(actor, id);
+    const old = await this.find(actor, id);
     if (body.steps) this.checkSteps(body.steps, 'steps');
     // Checked before writing, as for schedules (DocumentDB: findAndModify's unique violation is not E11000).
     if (body.name && (await this.models.Chain.exists({ name: body.name, _id: { $ne: id } }))) throw nameTaken(body.name);
     try {
       const doc = await this.models.Chain.findOneAndUpdate({ _id: id }, { $set: body }, { returnDocument: 'after' }).lean<JobChainRecord>();
       if (!doc) throw new NotFoundError('job_chain', id);
+      await this.changes.updated(actor, old, doc);
       return chainView(doc);
     } catch (err) {
       if (isDup(err)) throw nameTaken(body.name);
@@ -131,6 +135,7 @@ export class ChainService {
     if (c.is_system) throw new ConflictError(`Chain "${c.name}" is a built-in chain and cannot be deleted`, { is_system: true });
     if (await this.models.Schedule.exists({ type: 'chain', chain_id: c._id })) throw new ConflictError(`Chain "${c.name}" is the target of a schedule`);
     await this.models.Chain.deleteOne({ _id: c._id });
+    await this.changes.deleted(actor, c);
   }
 
   /** `POST /jobs/chains/{id}/run`: the chain's coordinating run. */

@@ -6,6 +6,7 @@ import { RunStore } from './store.ts';
 import { RunLauncher } from './runs.ts';
 import { JobAccess } from './access.ts';
 import { fanoutCoordinator, tenantIds } from './coordinators.ts';
+import { DocumentChanges } from './changes.ts';
 import { ChainService } from './chains.ts';
 import { ScheduleService } from './schedules.ts';
 import { JobsService } from './service.ts';
@@ -25,7 +26,7 @@ export { jobsOptions } from './schemas.ts';
 export const jobsPlugin = definePlugin({
   name: 'jobs',
   options: jobsOptions,
-  async setup({ db, config, options, services, kernel, tenancy, log }) {
+  async setup({ db, config, options, services, kernel, tenancy, log, hooks }) {
     if (!config.JOBS_ENABLED) return {};
     // Agenda loads only when the plugin is on: servers without jobs do not pay its start-up time.
     const { Engine } = await import('./engine.ts');
@@ -37,11 +38,11 @@ export const jobsPlugin = definePlugin({
     events.addSource(store.source);
     const launcher = new RunLauncher(store, registry);
     const access = new JobAccess(tenancy, registry);
-    const chains = new ChainService(models, launcher, config.JOBS_POLL_INTERVAL_MS);
+    const chains = new ChainService(models, launcher, config.JOBS_POLL_INTERVAL_MS, new DocumentChanges(hooks, 'job_chains'));
     const schedules = new ScheduleService(models, access, launcher, chains, {
       defaultTimezone: config.JOBS_DEFAULT_TIMEZONE,
       minIntervalSeconds: config.JOBS_MIN_SCHEDULE_INTERVAL_SECONDS,
-    }, log);
+    }, log, new DocumentChanges(hooks, 'job_schedules'));
     const afterFinish = (run: Parameters<ScheduleService['afterFinish']>[0]) => schedules.afterFinish(run);
     const svc = new JobsService({ models, store, launcher, access, afterFinish, pollMs: config.JOBS_POLL_INTERVAL_MS });
     const engine = new Engine(

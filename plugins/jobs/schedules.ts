@@ -10,6 +10,7 @@ import type { JobAccess } from './access.ts';
 import type { RunLauncher } from './runs.ts';
 import { isDup } from './store.ts';
 import type { ChainService } from './chains.ts';
+import type { DocumentChanges } from './changes.ts';
 import { checkCron, isTimeZone, localDay, nextOccurrence, previousOccurrence, resolveTemplates, smallestGapSeconds, templateValues } from './cron.ts';
 import { runView, scheduleView, type RunView, type ScheduleView } from './views.ts';
 
@@ -38,6 +39,7 @@ export class ScheduleService {
     private readonly chains: ChainService,
     private readonly settings: ScheduleSettings,
     private readonly log: Logger,
+    private readonly changes: DocumentChanges,
   ) {}
 
   /** Both field sets onto one schedule: extended names are aliases; a conflict between them is 422. */
@@ -162,6 +164,7 @@ export class ScheduleService {
       throw err;
     }
     await this.launcher.dispatcher.syncSchedule(doc);
+    await this.changes.created(actor, doc);
     return scheduleView(doc);
   }
 
@@ -181,6 +184,7 @@ export class ScheduleService {
     }
     if (!doc) throw new NotFoundError('job_schedule', id);
     await this.launcher.dispatcher.syncSchedule(doc);
+    await this.changes.updated(actor, current, doc);
     return scheduleView(doc);
   }
 
@@ -188,6 +192,7 @@ export class ScheduleService {
     const s = await this.find(actor, id);
     await this.models.Schedule.deleteOne({ _id: s._id });
     await this.launcher.dispatcher.removeSchedule(id);
+    await this.changes.deleted(actor, s);
   }
 
   /** Run a schedule now (`POST /jobs/schedules/{id}/run`); `params` only when `allow_param_override`. */

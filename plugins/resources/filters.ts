@@ -11,7 +11,9 @@ import type { QueryLimits, ResourceQueryInfo } from './query.ts';
 import { checkRegex, escapeRegex } from './regex.ts';
 import { HEX24, checkPath, isSafePath } from './where.ts';
 
-const SUFFIX_OPS = new Set(['gt', 'gte', 'lt', 'lte', 'ne', 'in', 'nin', 'exists', 'regex']);
+/** The filter suffixes of `<field>__<op>` (also listed by GraphQL `resourceTypes`). */
+export const FILTER_OPERATORS = ['gt', 'gte', 'lt', 'lte', 'ne', 'in', 'nin', 'exists', 'regex'] as const;
+const SUFFIX_OPS = new Set<string>(FILTER_OPERATORS);
 
 const INT_LIKE = /^-?\d+$/;
 // A decimal point or an exponent is required, so that long digit-only strings (e.g. a 24-digit

@@ -9,6 +9,7 @@ import { FILTER_ARG_DOC, LIST_PARAMS, type ListArgs, type ListParam } from './pa
 import type { Operation } from './define.ts';
 import type { ResourceRegistry } from './registry.ts';
 import { etagOf } from '../../core/etag.ts';
+import { resourceTypesGraphQL } from './graphql-types.ts';
 
 const lowerFirst = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
 const camel = (s: string) => s.replace(/_(\w)/g, (_m, c: string) => c.toUpperCase());
@@ -54,6 +55,7 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
   const refs = new Map(services.map((s) => [s.def.name, builder.objectRef<Doc>(s.def.graphqlName)]));
 
   const Cursors = cursorsObject(builder, 'Cursors');
+  resourceTypesGraphQL(builder, registry);
 
   for (const svc of services) {
     const { def } = svc;

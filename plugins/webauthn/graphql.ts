@@ -1,7 +1,8 @@
 import type { Builder } from '../../core/graphql.ts';
 import { parseInput, requireAdmin, requireUser } from '../../core/graphql.ts';
 import type { CredentialView } from './model.ts';
-import { credentialParams, userPasskeysArgs } from './schemas.ts';
+import { authenticateBody, authenticateOptionsBody, credentialParams, registerBody, userPasskeysArgs } from './schemas.ts';
+import type { AppState } from '../../core/http/middleware.ts';
 import type { WebAuthnService } from './service.ts';
 
 /**
@@ -38,6 +39,29 @@ export function webauthnGraphql(builder: Builder, service: WebAuthnService): voi
     }),
   }));
   builder.mutationFields((t) => ({
+    passkeyRegistrationOptions: t.field({
+      type: 'JSON', nullable: false,
+      description: 'Start registering a passkey for yourself: creation options for navigator.credentials.create (as POST /auth/webauthn/register/options)',
+      resolve: (_r, _a, ctx) => service.registerOptions(requireUser(ctx)),
+    }),
+    registerPasskey: t.field({
+      type: Passkey, nullable: false,
+      description: 'Finish registering: credential_id, client_data_json, attestation_object (base64url), transports, device_name (as POST /auth/webauthn/register)',
+      args: { input: t.arg({ type: 'JSON', required: true }) },
+      resolve: (_r, a, ctx) => service.register(requireUser(ctx), parseInput(registerBody, a.input)),
+    }),
+    passkeyLoginOptions: t.field({
+      type: 'JSON', nullable: false,
+      description: 'Start a passkey login (no credential needed): request options for navigator.credentials.get (as POST /auth/webauthn/authenticate/options)',
+      args: { email: t.arg.string({ required: true }) },
+      resolve: (_r, a) => service.authenticateOptions(parseInput(authenticateOptionsBody, a).email),
+    }),
+    passkeyLogin: t.field({
+      type: 'TokenResponse' as never, nullable: false,
+      description: 'Finish a passkey login: email, credential_id, client_data_json, authenticator_data, signature (base64url); a bearer token bound to the passkey (as POST /auth/webauthn/authenticate)',
+      args: { input: t.arg({ type: 'JSON', required: true }) },
+      resolve: (_r, a, ctx) => service.authenticate(parseInput(authenticateBody, a.input), ctx.koa.ip || null, (ctx.koa.state as AppState).ctx.log) as never,
+    }),
     deletePasskey: t.field({
       type: 'Boolean',
       nullable: false,

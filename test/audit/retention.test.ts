@@ -20,6 +20,7 @@ it('is refused to tenant administrators and regular users (403), deleting nothin
   await seedEntries(t, [ageOf('old', 400)]);
   for (const roles of [['admin'], ['user']] as const) {
     const { key } = await createTenantUser(t, { roles: [...roles] });
+    await auditCollection(t).deleteMany({ resource: 'users' }); // the new user's own entry
     const res = await t.http('DELETE', '/admin/audit-log/retention?older_than_days=1', { key });
     expect(res.status).toBe(403);
     expect(envelope(res).code).toBe('ACCESS_DENIED');

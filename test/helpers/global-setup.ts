@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { checkSharding } from '../sharding/check.ts';
+import { buildConsole } from '../../scripts/build-console.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -19,6 +20,8 @@ declare module 'vitest' {
  * (the error is printed and the exit code set to 1).
  */
 export default async function setup(project: TestProject) {
+  // The admin console's tests serve the built app: build it when its sources changed (no build output is committed).
+  await buildConsole({ quiet: true });
   const server = await MongoMemoryServer.create();
   const commandsDir = resolve(import.meta.dirname, `../../.tmp/commands/run-${process.pid}-${Date.now()}`);
   project.provide('mongoUri', server.getUri());

@@ -8,9 +8,10 @@ import { defineRoute } from '../../core/http/route.ts';
 /**
  * Routes whose JSON success body is documented as a bare object on purpose: `/openapi.json` is the
  * document itself (its schema is the OpenAPI 3.1 meta-schema), and the JSON files among the
- * reference page's assets are source maps. Every other route documents what it answers.
+ * reference page's and the admin console's assets are source maps. Every other route documents
+ * what it answers.
  */
-const BARE_OBJECT_ALLOWED = new Set(['GET /openapi.json', 'GET /docs/assets/{file}']);
+const BARE_OBJECT_ALLOWED = new Set(['GET /openapi.json', 'GET /docs/assets/{file}', 'GET /admin-console/assets/{file}']);
 
 let t: TestApp;
 let doc: any;

@@ -1,0 +1,78 @@
+/** Entry point: the shell (sign-in, navigation by role) and the hash router. */
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { isAdmin, isSystem, session, signedOutReason } from './api.ts';
+import { SignIn } from './signin.tsx';
+import { Overview } from './screens/overview.tsx';
+import { ResourcesScreen } from './screens/resources.tsx';
+import { AuditScreen } from './screens/audit.tsx';
+import { IdentityScreen } from './screens/identity.tsx';
+import { AccountScreen } from './screens/account.tsx';
+
+function useRoute(): string[] {
+  const parse = () => location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  const [route, setRoute] = useState(parse);
+  useEffect(() => {
+    const on = () => setRoute(parse());
+    addEventListener('hashchange', on);
+    return () => removeEventListener('hashchange', on);
+  }, []);
+  return route;
+}
+
+function App() {
+  const s = session.value;
+  const route = useRoute();
+  const [screen = 'overview', ...rest] = route;
+  useEffect(() => {
+    const title = { overview: 'Overview', resources: 'Resources', audit: 'Audit log', identity: 'Identity', account: 'My account' }[screen] ?? 'Admin console';
+    document.title = `${title} · Admin console`;
+  }, [screen]);
+  if (!s) return <SignIn reason={signedOutReason.value} />;
+  const admin = isAdmin(s.user);
+  const nav = [
+    ['overview', 'Overview'],
+    ['resources', 'Resources'],
+    ...(admin ? [['audit', 'Audit log'], ['identity', 'Identity']] : []),
+    ['account', 'My account'],
+  ] as const;
+  const role = isSystem(s.user) ? 'system administrator' : admin ? 'tenant administrator' : 'user';
+  let body;
+  if (screen === 'resources') body = <ResourcesScreen route={rest} />;
+  else if (screen === 'audit' && admin) body = <AuditScreen />;
+  else if (screen === 'identity' && admin) body = <IdentityScreen />;
+  else if (screen === 'account') body = <AccountScreen />;
+  else body = <Overview />;
+  return (
+    <>
+      <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById('main')?.focus(); }}>
+        Skip to content
+      </a>
+      <header class="top">
+        <span class="brand">Admin console</span>
+        <nav aria-label="Main">
+          <ul>
+            {nav.map(([id, label]) => (
+              <li key={id}>
+                <a href={`#/${id}`} aria-current={screen === id ? 'page' : undefined}>
+                  {label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <span class="who">
+          <span data-testid="who">{s.user.email}</span> <span class="badge">{role}</span>{' '}
+          <button type="button" class="link" onClick={() => { session.value = null; signedOutReason.value = 'Signed out.'; }}>
+            Sign out
+          </button>
+        </span>
+      </header>
+      <main id="main" tabIndex={-1}>
+        {body}
+      </main>
+    </>
+  );
+}
+
+render(<App />, document.getElementById('app')!);

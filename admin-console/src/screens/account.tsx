@@ -1,0 +1,61 @@
+/** My account: who I am, and my passkeys (add one with WebAuthn, remove one). */
+import { useState } from 'preact/hooks';
+import { run, session } from '../api.ts';
+import { DeletePasskey, MyPasskeys, PasskeyRegistrationOptions, RegisterPasskey } from '../graphql.ts';
+import { attestationJson, creationOptions } from '../webauthn.ts';
+import { ErrorBox, fmtDate, Loading, Notice, useAsync } from '../ui.tsx';
+
+export function AccountScreen() {
+  const u = session.value!.user;
+  const passkeys = useAsync(() => run(MyPasskeys).then((r) => r.me?.passkeys ?? []), []);
+  const [device, setDevice] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [done, setDone] = useState<string | null>(null);
+  const add = async (e: Event) => {
+    e.preventDefault();
+    setError(null);
+    try {
+      const { passkeyRegistrationOptions } = await run(PasskeyRegistrationOptions);
+      const cred = (await navigator.credentials.create({ publicKey: creationOptions(passkeyRegistrationOptions) })) as PublicKeyCredential | null;
+      if (!cred) throw new Error('No passkey was created');
+      await run(RegisterPasskey, { input: { ...attestationJson(cred), device_name: device || 'Passkey' } });
+      setDone('Passkey added: you can now sign in with it.');
+      setDevice('');
+      passkeys.reload();
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <>
+      <h1>My account</h1>
+      <dl class="detail">
+        <div><dt>Email</dt><dd>{u.email}</dd></div>
+        <div><dt>Name</dt><dd>{u.name}</dd></div>
+        <div><dt>Tenant</dt><dd>{u.tenant_id}</dd></div>
+        <div><dt>Roles</dt><dd>{u.roles.join(', ')}</dd></div>
+        <div><dt>Features</dt><dd>{u.features.join(', ') || 'none'}</dd></div>
+      </dl>
+      <section aria-labelledby="h-pk">
+        <h2 id="h-pk">My passkeys</h2>
+        <Loading when={passkeys.loading} />
+        <ErrorBox error={passkeys.error} />
+        <ErrorBox error={error} />
+        {done && <Notice>{done}</Notice>}
+        <ul data-testid="passkeys">
+          {(passkeys.data ?? []).map((p) => (
+            <li key={p.credential_id}>
+              {p.device_name}, added {fmtDate(p.registered_at)}{p.last_used_at ? `, last used ${fmtDate(p.last_used_at)}` : ''}{' '}
+              <button type="button" onClick={() => void run(DeletePasskey, { id: p.credential_id }).then(passkeys.reload, setError)}>Remove {p.device_name}</button>
+            </li>
+          ))}
+        </ul>
+        <form class="inline-form" onSubmit={add}>
+          <label for="pk-device">Device name</label>
+          <input id="pk-device" value={device} onInput={(e) => setDevice(e.currentTarget.value)} />
+          <button type="submit">Add a passkey</button>
+        </form>
+      </section>
+    </>
+  );
+}

@@ -1,0 +1,339 @@
+/** Generic resource screens, from `resourceTypes`: list (filters, search, tags, sort, cursor pages, bulk delete), detail, create/edit forms. */
+import { useState } from 'preact/hooks';
+import { ApiError, isAdmin, session } from '../api.ts';
+import type { Field, ResourceType } from '../graphql.ts';
+import { createDoc, deleteDoc, deleteMany, getDoc, listDocs, resourceTypes, restoreDoc, updateDoc, type ListArgs } from '../resources.ts';
+import { ErrorBox, fmtDate, go, Loading, Notice, show, useAsync } from '../ui.tsx';
+
+export function ResourcesScreen({ route }: { route: string[] }) {
+  const types = useAsync(resourceTypes, []);
+  const [name, id, mode] = route;
+  const list = (types.data ?? []).filter((t) => t.accessible && t.operations.list);
+  const t = list.find((x) => x.name === (name ?? list[0]?.name));
+  return (
+    <>
+      <h1>Resources</h1>
+      <Loading when={types.loading} />
+      <ErrorBox error={types.error} />
+      <nav aria-label="Resources" class="tabs">
+        {list.map((x) => (
+          <a key={x.name} href={`#/resources/${x.name}`} aria-current={x.name === t?.name ? 'page' : undefined}>{x.name}</a>
+        ))}
+      </nav>
+      {types.data && !t && <p>{name ? `No resource "${name}" you may use.` : 'No resource you may use.'}</p>}
+      {t && !id && <ResourceList key={t.name} t={t} />}
+      {t && id === 'new' && <ResourceForm key="new" t={t} />}
+      {t && id && id !== 'new' && mode === 'edit' && <ResourceForm key={`e${id}`} t={t} id={id} />}
+      {t && id && id !== 'new' && !mode && <ResourceDetail key={id} t={t} id={id} />}
+    </>
+  );
+}
+
+const OPS = ['eq', 'gt', 'gte', 'lt', 'lte', 'ne', 'in', 'nin', 'exists', 'regex'];
+
+/** Explains a refused delete instead of dumping it. */
+function explain(e: unknown): unknown {
+  if (e instanceof ApiError && e.code === 'CASCADE_DENY') {
+    const d = e.details as { resource?: string; item_id?: string; referenced_by?: string; count?: number };
+    return new ApiError(
+      `This ${d.resource ?? 'document'} cannot be deleted: ${d.count ?? 'some'} ${d.referenced_by ?? 'other'} document(s) still refer to it. Delete or move those first, then try again.`,
+      e.code, e.status, e.details, e.requestId,
+    );
+  }
+  return e;
+}
+
+function ResourceList({ t }: { t: ResourceType }) {
+  const admin = isAdmin(session.value?.user);
+  const [filters, setFilters] = useState<{ field: string; op: string; value: string }[]>([]);
+  const [q, setQ] = useState('');
+  const [tags, setTags] = useState('');
+  const [sort, setSort] = useState(t.default_sort);
+  const [deleted, setDeleted] = useState(false);
+  const [page, setPage] = useState<{ cursor?: string; direction?: 'next' | 'prev' }>({});
+  const [applied, setApplied] = useState<Omit<ListArgs, 'limit' | 'cursor' | 'direction'>>({ sort: t.default_sort });
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  const [actionError, setActionError] = useState<unknown>(null);
+  const limit = Math.min(20, t.max_page_size);
+  const res = useAsync(() => listDocs(t, { ...applied, ...page, limit }), [JSON.stringify(applied), page.cursor, page.direction]);
+  const hasTags = t.fields.some((f) => f.name === 'tags');
+  const columns = t.fields.slice(0, 5);
+
+  const apply = (e: Event) => {
+    e.preventDefault();
+    const filter: Record<string, unknown> = {};
+    for (const f of filters) if (f.field && f.value !== '') filter[f.op === 'eq' ? f.field : `${f.field}__${f.op}`] = f.value;
+    setApplied({
+      ...(Object.keys(filter).length ? { filter } : {}),
+      ...(q ? { q } : {}),
+      ...(tags ? { tags_all: tags.split(',').map((s) => s.trim()).filter(Boolean) } : {}),
+      sort,
+      ...(deleted ? { include_deleted: true } : {}),
+    });
+    setPage({});
+    setSelected(new Set());
+  };
+  const bulkDelete = async () => {
+    setActionError(null);
+    try {
+      await deleteMany(t, (res.data?.items ?? []).filter((d) => selected.has(d._id)));
+      setSelected(new Set());
+      res.reload();
+    } catch (e) {
+      setActionError(explain(e));
+    }
+  };
+  const toggle = (id: string) => {
+    const next = new Set(selected);
+    if (next.has(id)) next.delete(id);
+    else next.add(id);
+    setSelected(next);
+  };
+  return (
+    <section aria-labelledby="h-list">
+      <h2 id="h-list">{t.name}</h2>
+      {t.operations.create && <p><a class="button" href={`#/resources/${t.name}/new`}>New {t.name} document</a></p>}
+      <form class="filters" onSubmit={apply} aria-label={`Filter ${t.name}`}>
+        {t.searchable_fields.length > 0 && (
+          <div class="row">
+            <label for="f-q">Search ({t.searchable_fields.join(', ')})</label>
+            <input id="f-q" type="search" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
+          </div>
+        )}
+        {hasTags && (
+          <div class="row">
+            <label for="f-tags">Tags (all of, comma-separated)</label>
+            <input id="f-tags" value={tags} onInput={(e) => setTags(e.currentTarget.value)} />
+          </div>
+        )}
+        <div class="row">
+          <label for="f-sort">Sort</label>
+          <select id="f-sort" value={sort} onChange={(e) => setSort(e.currentTarget.value)}>
+            {[t.default_sort, ...['created_at', ...t.fields.map((f) => f.name)].flatMap((n) => [n, `-${n}`])].filter((v, i, a) => a.indexOf(v) === i).map((v) => (
+              <option key={v} value={v}>{v.startsWith('-') ? `${v.slice(1)} (descending)` : `${v} (ascending)`}</option>
+            ))}
+          </select>
+        </div>
+        {filters.map((f, i) => (
+          <fieldset key={i} class="row">
+            <legend class="sr-only">Filter {i + 1}</legend>
+            <label for={`ff${i}`}>Field</label>
+            <select id={`ff${i}`} value={f.field} onChange={(e) => setFilters(filters.map((x, j) => (j === i ? { ...x, field: e.currentTarget.value } : x)))}>
+              {t.fields.map((x) => <option key={x.name} value={x.name}>{x.name}</option>)}
+            </select>
+            <label for={`fo${i}`}>Operator</label>
+            <select id={`fo${i}`} value={f.op} onChange={(e) => setFilters(filters.map((x, j) => (j === i ? { ...x, op: e.currentTarget.value } : x)))}>
+              {OPS.filter((o) => o === 'eq' || t.filter_operators.includes(o)).map((o) => <option key={o} value={o}>{o}</option>)}
+            </select>
+            <label for={`fv${i}`}>Value</label>
+            <input id={`fv${i}`} value={f.value} onInput={(e) => setFilters(filters.map((x, j) => (j === i ? { ...x, value: e.currentTarget.value } : x)))} />
+            <button type="button" onClick={() => setFilters(filters.filter((_, j) => j !== i))}>Remove filter</button>
+          </fieldset>
+        ))}
+        <div class="row">
+          <button type="button" onClick={() => setFilters([...filters, { field: t.fields[0]?.name ?? '', op: 'eq', value: '' }])}>Add filter</button>
+          {admin && (
+            <label class="inline"><input type="checkbox" checked={deleted} onChange={(e) => setDeleted(e.currentTarget.checked)} /> Include deleted</label>
+          )}
+          <button type="submit">Apply</button>
+        </div>
+      </form>
+      <Loading when={res.loading} />
+      <ErrorBox error={res.error} />
+      <ErrorBox error={actionError} />
+      {res.data && (
+        <>
+          {t.allow_bulk_delete && t.operations.delete && (
+            <p>
+              <button type="button" disabled={!selected.size} onClick={bulkDelete}>Delete selected ({selected.size})</button>
+            </p>
+          )}
+          <div class="scroll">
+            <table data-testid="resource-list">
+              <caption class="sr-only">{t.name}</caption>
+              <thead>
+                <tr>
+                  <th scope="col"><span class="sr-only">Select</span></th>
+                  {columns.map((c) => <th key={c.name} scope="col">{c.name}</th>)}
+                  <th scope="col">updated</th>
+                </tr>
+              </thead>
+              <tbody>
+                {res.data.items.map((d) => (
+                  <tr key={d._id} class={d.is_deleted ? 'deleted' : ''}>
+                    <td><input type="checkbox" aria-label={`Select ${d._id}`} checked={selected.has(d._id)} onChange={() => toggle(d._id)} /></td>
+                    {columns.map((c, i) => (
+                      <td key={c.name}>{i === 0 ? <a href={`#/resources/${t.name}/${d._id}`}>{show(d[c.name]) || d._id}</a> : show(d[c.name])}</td>
+                    ))}
+                    <td>{d.is_deleted ? 'deleted' : fmtDate(d.updated_at)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          {!res.data.items.length && <p>No documents match.</p>}
+          <nav class="pager" aria-label="Pages">
+            <button type="button" disabled={!res.data.cursors?.has_prev} onClick={() => setPage({ cursor: res.data!.cursors!.prev!, direction: 'prev' })}>Previous page</button>
+            <button type="button" disabled={!res.data.cursors?.has_next} onClick={() => setPage({ cursor: res.data!.cursors!.next!, direction: 'next' })}>Next page</button>
+          </nav>
+        </>
+      )}
+    </section>
+  );
+}
+
+function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
+  const doc = useAsync(() => getDoc(t, id), [id]);
+  const [error, setError] = useState<unknown>(null);
+  const [done, setDone] = useState<string | null>(null);
+  const act = async (fn: () => Promise<void>, msg: string) => {
+    setError(null);
+    try {
+      await fn();
+      setDone(msg);
+      doc.reload();
+    } catch (e) {
+      setError(explain(e));
+    }
+  };
+  const d = doc.data;
+  return (
+    <section aria-labelledby="h-doc">
+      <h2 id="h-doc">{t.name}: {id}</h2>
+      <Loading when={doc.loading} />
+      <ErrorBox error={doc.error} />
+      <ErrorBox error={error} />
+      {done && <Notice>{done}</Notice>}
+      {doc.data === null && <p>Not found.</p>}
+      {d && (
+        <>
+          <dl class="detail">
+            {['_id', 'etag', ...t.fields.map((f) => f.name), 'created_at', 'updated_at', 'is_deleted', 'deleted_at'].map((k) => (
+              <div key={k}><dt>{k}</dt><dd>{k.endsWith('_at') ? fmtDate(d[k]) : show(d[k])}</dd></div>
+            ))}
+          </dl>
+          <p class="actions">
+            {t.operations.update && !d.is_deleted && <a class="button" href={`#/resources/${t.name}/${id}/edit`}>Edit</a>}
+            {t.operations.delete && !d.is_deleted && <button type="button" onClick={() => act(() => deleteDoc(t, id, d.etag), 'Deleted (soft delete: it can be restored).')}>Delete</button>}
+            {t.operations.restore && d.is_deleted && <button type="button" onClick={() => act(() => restoreDoc(t, id, d.etag), 'Restored.')}>Restore</button>}
+            <a href={`#/resources/${t.name}`}>Back to the list</a>
+          </p>
+        </>
+      )}
+    </section>
+  );
+}
+
+const inputType = (f: Field) => (f.kind === 'number' || f.kind === 'integer' ? 'number' : f.kind === 'date' ? 'datetime-local' : 'text');
+
+function toInput(f: Field, v: unknown): string | boolean {
+  if (f.kind === 'boolean') return !!v;
+  if (v === null || v === undefined) return '';
+  if (f.kind === 'array') return (v as unknown[]).map(String).join(', ');
+  if (f.kind === 'date') return String(v).slice(0, 16);
+  if (f.kind === 'mixed') return JSON.stringify(v);
+  return String(v);
+}
+
+function fromInput(f: Field, v: string | boolean): unknown {
+  if (f.kind === 'boolean') return v;
+  const s = String(v);
+  if (s === '') return null;
+  if (f.kind === 'number' || f.kind === 'integer') return Number(s);
+  if (f.kind === 'array') return s.split(',').map((x) => x.trim()).filter(Boolean);
+  if (f.kind === 'date') return new Date(`${s}Z`).toISOString();
+  if (f.kind === 'mixed') {
+    try {
+      return JSON.parse(s);
+    } catch {
+      return s;
+    }
+  }
+  return s;
+}
+
+function ResourceForm({ t, id }: { t: ResourceType; id?: string }) {
+  const [values, setValues] = useState<Record<string, string | boolean> | null>(id ? null : Object.fromEntries(t.fields.map((f) => [f.name, toInput(f, null)])));
+  const [etag, setEtag] = useState<string>('');
+  const [error, setError] = useState<unknown>(null);
+  const [saving, setSaving] = useState(false);
+  const original = useAsync(async () => {
+    if (!id) return null;
+    const d = await getDoc(t, id);
+    if (d) {
+      setValues(Object.fromEntries(t.fields.map((f) => [f.name, toInput(f, d[f.name])])));
+      setEtag(d.etag);
+    }
+    return d;
+  }, [id]);
+  const issues = error instanceof ApiError && error.code === 'VALIDATION_ERROR' ? error.issues : [];
+  const fieldIssue = (name: string) => issues.filter((i) => i.loc.includes(name)).map((i) => i.msg).join('; ');
+  const stale = error instanceof ApiError && error.code === 'ETAG_MISMATCH';
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (!values) return;
+    setSaving(true);
+    setError(null);
+    try {
+      const input: Record<string, unknown> = {};
+      for (const f of t.fields) {
+        const v = fromInput(f, values[f.name] ?? '');
+        if (id || (v !== null && !(Array.isArray(v) && !v.length))) input[f.name] = v;
+      }
+      const saved = id ? await updateDoc(t, id, etag, input) : await createDoc(t, input);
+      go(`/resources/${t.name}/${saved._id}`);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setSaving(false);
+    }
+  };
+  return (
+    <section aria-labelledby="h-form">
+      <h2 id="h-form">{id ? `Edit ${t.name} ${id}` : `New ${t.name} document`}</h2>
+      <Loading when={original.loading || saving} />
+      <ErrorBox error={original.error} />
+      {stale && (
+        <div class="error" role="alert" data-testid="stale">
+          <strong>Someone else changed this document since you opened it</strong> (412, ETAG_MISMATCH
+          {error instanceof ApiError && error.requestId ? `, request_id ${error.requestId}` : ''}). Your edits were not saved.{' '}
+          <button type="button" onClick={() => { setError(null); original.reload(); }}>Reload the current version</button>
+        </div>
+      )}
+      {error && !stale && <ErrorBox error={issues.length ? new ApiError('Some fields are not valid: see the messages next to them', 'VALIDATION_ERROR', 422, {}, (error as ApiError).requestId) : error} />}
+      {values && (
+        <form onSubmit={submit} noValidate>
+          {t.fields.map((f) => {
+            const msg = fieldIssue(f.name);
+            const fid = `fld-${f.name}`;
+            const common = { id: fid, 'aria-invalid': msg ? true : undefined, 'aria-describedby': msg ? `${fid}-err` : undefined };
+            return (
+              <div class="row" key={f.name}>
+                <label for={fid}>
+                  {f.name}
+                  {f.required ? ' (required)' : ''}
+                  {f.kind === 'array' ? ' (comma-separated)' : ''}
+                </label>
+                {f.kind === 'boolean' ? (
+                  <input type="checkbox" {...common} checked={!!values[f.name]} onChange={(e) => setValues({ ...values, [f.name]: e.currentTarget.checked })} />
+                ) : f.enum ? (
+                  <select {...common} value={String(values[f.name])} onChange={(e) => setValues({ ...values, [f.name]: e.currentTarget.value })}>
+                    <option value="">(none)</option>
+                    {f.enum.map((o) => <option key={o} value={o}>{o}</option>)}
+                  </select>
+                ) : (
+                  <input type={inputType(f)} {...common} value={String(values[f.name])} step={f.kind === 'number' ? 'any' : undefined} onInput={(e) => setValues({ ...values, [f.name]: e.currentTarget.value })} />
+                )}
+                {msg && <span class="field-error" id={`${fid}-err`}>{msg}</span>}
+              </div>
+            );
+          })}
+          <p class="actions">
+            <button type="submit" disabled={saving}>{id ? 'Save' : 'Create'}</button>
+            <a href={id ? `#/resources/${t.name}/${id}` : `#/resources/${t.name}`}>Cancel</a>
+          </p>
+        </form>
+      )}
+    </section>
+  );
+}

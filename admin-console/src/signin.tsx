@@ -1,0 +1,71 @@
+/** Sign-in: an API key (exchanged for a bearer token), or a passkey through WebAuthn; the token stays in memory. */
+import { useState } from 'preact/hooks';
+import { ApiError, run, session, signedOutReason } from './api.ts';
+import { IssueToken, Me, PasskeyLogin, PasskeyLoginOptions } from './graphql.ts';
+import { ErrorBox } from './ui.tsx';
+import { assertionJson, requestOptions } from './webauthn.ts';
+
+async function start(token: string, expiresIn: number) {
+  const { me } = await run(Me, {}, { token });
+  if (!me) throw new ApiError('Signed in, but the server does not know the user', 'AUTH_REQUIRED', 401, {}, null);
+  signedOutReason.value = null;
+  session.value = { token, user: me, expiresAt: Date.now() + expiresIn * 1000 };
+  if (!location.hash) location.hash = '#/overview';
+}
+
+export function SignIn({ reason }: { reason: string | null }) {
+  const [key, setKey] = useState('');
+  const [email, setEmail] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const attempt = async (fn: () => Promise<void>) => {
+    setBusy(true);
+    setError(null);
+    try {
+      await fn();
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const withKey = (e: Event) => {
+    e.preventDefault();
+    void attempt(async () => {
+      const { issueToken } = await run(IssueToken, {}, { apiKey: key.trim() });
+      setKey('');
+      await start(issueToken.token, issueToken.expires_in);
+    });
+  };
+  const withPasskey = (e: Event) => {
+    e.preventDefault();
+    void attempt(async () => {
+      const { passkeyLoginOptions } = await run(PasskeyLoginOptions, { email });
+      const credential = (await navigator.credentials.get({ publicKey: requestOptions(passkeyLoginOptions) })) as PublicKeyCredential | null;
+      if (!credential) throw new Error('No passkey was chosen');
+      const { passkeyLogin } = await run(PasskeyLogin, { input: { email, ...assertionJson(credential) } });
+      await start(passkeyLogin.token, passkeyLogin.expires_in);
+    });
+  };
+  return (
+    <main id="main" class="signin">
+      <h1>Admin console</h1>
+      {reason && <p class="notice" role="status">{reason}</p>}
+      <form onSubmit={withKey} aria-labelledby="key-h">
+        <h2 id="key-h">Sign in with an API key</h2>
+        <label for="api-key">API key</label>
+        <input id="api-key" type="password" autoComplete="off" required value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+        <button type="submit" disabled={busy}>Sign in</button>
+      </form>
+      <form onSubmit={withPasskey} aria-labelledby="pk-h">
+        <h2 id="pk-h">Sign in with a passkey</h2>
+        <label for="pk-email">Email</label>
+        <input id="pk-email" type="email" autoComplete="username webauthn" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
+        <button type="submit" disabled={busy}>Sign in with passkey</button>
+      </form>
+      {busy && <p role="status">Signing in…</p>}
+      <ErrorBox error={error} />
+      <p class="muted">The token is kept in this tab's memory only: reloading the page signs you out.</p>
+    </main>
+  );
+}

@@ -1,0 +1,296 @@
+/**
+ * The admin console end to end in Chromium (playwright-core driving Debian's /usr/bin/chromium, as
+ * test/webauthn/browser.test.ts): every screen as a system administrator, a tenant administrator
+ * and a plain user, each screenshotted under test-results/console/ and checked with axe-core; a
+ * validation error, an ETag conflict made by a second session, CASCADE_DENY explained, soft delete,
+ * restore and bulk delete, the API key shown once, a passkey added and used to sign in with a
+ * virtual authenticator, an ended session, and no console error or CSP violation anywhere.
+ * Role awareness is checked twice: the screen is hidden, and the API refuses anyway.
+ */
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { loadConfig } from '../../config/index.ts';
+import { builtinPlugins } from '../../config/plugins.ts';
+import { createApp, type App } from '../../core/kernel.ts';
+import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
+import { CHROMIUM, freePort, screen, signIn, signOut, watchErrors } from './helpers.ts';
+
+const haveBrowser = existsSync(CHROMIUM);
+const inCI = !!process.env.CI;
+it('Chromium is installed when CI is set (CI must run the console browser test)', () => {
+  expect(haveBrowser || !inCI).toBe(true);
+});
+
+describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
+  let app: App;
+  let origin: string;
+  let api: string;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let errors: string[];
+  const ids: Record<string, string> = {};
+
+  /** REST and GraphQL calls of the "second session" and of the set-up. */
+  const call = async (method: string, path: string, key: string, json?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(api + path, {
+      method,
+      headers: { 'X-API-Key': key, ...(json !== undefined ? { 'Content-Type': 'application/json' } : {}), ...headers },
+      ...(json !== undefined ? { body: JSON.stringify(json) } : {}),
+    });
+    return { status: res.status, headers: res.headers, body: res.status === 204 ? null : ((await res.json()) as any) };
+  };
+  const gql = (key: string, query: string, variables: Record<string, unknown> = {}) => call('POST', '/graphql', key, { query, variables });
+
+  beforeAll(async () => {
+    const port = await freePort();
+    origin = `http://localhost:${port}`;
+    api = `http://127.0.0.1:${port}`;
+    const config = loadConfig({
+      NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
+      WEBAUTHN_RP_ID: 'localhost', WEBAUTHN_ORIGIN: origin, AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false',
+    });
+    app = await createApp({ config, plugins: builtinPlugins() });
+    await app.listen(port, '127.0.0.1');
+
+    const tenant = await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'Acme' });
+    ids.tenant = tenant.body.id;
+    const mkUser = async (email: string, roles: string[], features: string[]) => {
+      const u = await call('POST', '/admin/users', ADMIN_KEY, { email, name: email.split('@')[0], tenant_id: ids.tenant, roles, features });
+      const k = await call('POST', '/admin/api-keys', ADMIN_KEY, { user_id: u.body.id, name: 'setup' });
+      return { id: u.body.id as string, key: k.body.key as string, keyId: k.body.id as string };
+    };
+    const admin = await mkUser('ada@acme.test', ['user', 'admin'], ['tasks']);
+    const plain = await mkUser('pat@acme.test', ['user'], []);
+    Object.assign(ids, { adminKey: admin.key, adminId: admin.id, plainKey: plain.key, plainKeyId: plain.keyId, plainId: plain.id });
+    for (let i = 1; i <= 25; i++) {
+      const r = await call('POST', '/projects', admin.key, { name: `Project ${String(i).padStart(2, '0')}`, tags: i % 2 ? ['odd'] : ['even'], budget: i * 10 });
+      if (i === 1) ids.p1 = r.body._id;
+      if (i === 2) ids.p2 = r.body._id;
+    }
+    await call('POST', '/tasks', admin.key, { project_id: ids.p1, title: 'Blocks deletion' });
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true });
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    page = await context.newPage();
+    errors = watchErrors(page);
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  it('a system administrator: overview with health and counts, every resource screen, a validation error, audit, identity with the key shown once', async () => {
+    await signIn(page, origin, ADMIN_KEY);
+    await page.waitForSelector('[data-testid=health-status]');
+    expect(await page.textContent('[data-testid=health-status]')).toBe('ok');
+    await page.waitForSelector('[data-testid=counts] a:has-text("projects")');
+    await screen(page, 'system-admin-overview');
+
+    await page.click('nav[aria-label=Main] a:has-text("Resources")');
+    await page.click('nav[aria-label=Resources] a:has-text("projects")');
+    await page.waitForSelector('[data-testid=resource-list] tbody tr');
+    expect(await page.locator('[data-testid=resource-list] tbody tr').count()).toBe(20);
+    await screen(page, 'system-admin-resources-list');
+
+    // A validation error from the server, shown next to its field.
+    await page.click('a:has-text("New projects document")');
+    await page.waitForSelector('#fld-name');
+    await page.fill('#fld-budget', '12');
+    await page.click('button:has-text("Create")');
+    await page.waitForSelector('#fld-name-err');
+    expect(await page.getAttribute('#fld-name', 'aria-invalid')).toBe('true');
+    expect(await page.textContent('[role=alert]')).toMatch(/VALIDATION_ERROR, request_id \S+/);
+    await screen(page, 'system-admin-resources-validation-error');
+    await page.fill('#fld-name', 'Made by the system admin');
+    await page.click('button:has-text("Create")');
+    await page.waitForSelector('h2:has-text("projects: ")');
+    expect(await page.textContent('.detail')).toContain('Made by the system admin');
+    await screen(page, 'system-admin-resources-detail');
+
+    await page.click('nav[aria-label=Main] a:has-text("Audit log")');
+    await page.waitForSelector('[data-testid=audit-list] li');
+    await page.waitForSelector('[data-testid=audit-stats]');
+    await page.selectOption('#a-operation', 'insert');
+    await page.fill('#a-resource', 'projects');
+    await page.click('form[aria-label="Filter audit entries"] button:has-text("Apply")');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=audit-list] li').length === 25);
+    const download = page.waitForEvent('download');
+    await page.click('button:has-text("Export CSV")');
+    const csv = await download;
+    expect(csv.suggestedFilename()).toBe('audit-log.csv');
+    await screen(page, 'system-admin-audit');
+
+    await page.click('nav[aria-label=Main] a:has-text("Identity")');
+    await page.waitForSelector('[data-testid=tenants] li:has-text("Acme")');
+    await page.fill('#t-name', 'Globex');
+    await page.click('button:has-text("Create tenant")');
+    await page.waitForSelector('[data-testid=tenants] li:has-text("Globex")');
+    await page.waitForSelector('[data-testid=users] td:has-text("pat@acme.test")');
+    await page.selectOption('#k-user', { label: 'pat@acme.test' });
+    await page.fill('#k-name', 'laptop');
+    await page.click('button:has-text("Create key")');
+    const shown = (await page.textContent('[data-testid=new-key]'))!;
+    expect(shown).toMatch(/^ak_/);
+    await screen(page, 'system-admin-identity-key-shown-once');
+    // The key works, and it is never shown again.
+    expect((await gql(shown, '{ me { email } }')).body.data.me.email).toBe('pat@acme.test');
+    await page.click('button:has-text("I have copied it")');
+    await page.click('nav[aria-label=Main] a:has-text("Overview")');
+    await page.click('nav[aria-label=Main] a:has-text("Identity")');
+    await page.waitForSelector('[data-testid=keys] li:has-text("laptop")');
+    expect(await page.content()).not.toContain(shown);
+
+    await page.click('nav[aria-label=Main] a:has-text("My account")');
+    await page.waitForSelector('h2:has-text("My passkeys")');
+    await screen(page, 'system-admin-account');
+    await signOut(page);
+    await screen(page, 'sign-in');
+  }, 120_000);
+
+  it('a tenant administrator: ETag conflict from a second session, CASCADE_DENY explained, soft delete, restore, bulk delete, identity of the own tenant, a passkey', async () => {
+    await signIn(page, origin, ids.adminKey!);
+    await page.waitForSelector('[data-testid=counts] a:has-text("tasks")');
+    await screen(page, 'tenant-admin-overview');
+
+    // Cursor pages: next, then previous.
+    await page.goto(`${origin}/admin#/resources/projects`);
+    await page.waitForSelector('[data-testid=resource-list] tbody tr');
+    const firstPage = await page.textContent('[data-testid=resource-list] tbody');
+    await page.click('button:has-text("Next page")');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=resource-list] tbody tr').length === 5);
+    await page.click('button:has-text("Previous page")');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=resource-list] tbody tr').length === 20);
+    expect(await page.textContent('[data-testid=resource-list] tbody')).toBe(firstPage);
+    // Search, a suffix filter, tags and sort.
+    await page.click('button:has-text("Add filter")');
+    await page.selectOption('#ff0', 'budget');
+    await page.selectOption('#fo0', 'gte');
+    await page.fill('#fv0', '200');
+    await page.fill('#f-tags', 'odd');
+    await page.selectOption('#f-sort', '-budget');
+    await page.click('form[aria-label="Filter projects"] button:has-text("Apply")');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=resource-list] tbody tr').length === 3);
+    expect(await page.locator('[data-testid=resource-list] tbody tr td:nth-child(2)').allTextContents()).toEqual(['Project 25', 'Project 23', 'Project 21']);
+    await page.fill('#f-q', 'Project 23');
+    await page.click('form[aria-label="Filter projects"] button:has-text("Apply")');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=resource-list] tbody tr').length === 1);
+    await screen(page, 'tenant-admin-resources-filtered');
+
+    // ETag conflict: the form is open, a second session changes the document, the save gets 412.
+    await page.goto(`${origin}/admin#/resources/projects/${ids.p2}/edit`);
+    await page.waitForSelector('#fld-name');
+    const current = await call('GET', `/projects/${ids.p2}`, ids.adminKey!);
+    const other = await call('PATCH', `/projects/${ids.p2}`, ADMIN_KEY, { budget: 999 }, { 'If-Match': current.headers.get('etag')! });
+    expect(other.status).toBe(200);
+    await page.fill('#fld-description', 'my edit');
+    await page.click('button:has-text("Save")');
+    await page.waitForSelector('[data-testid=stale]');
+    expect(await page.textContent('[data-testid=stale]')).toMatch(/412, ETAG_MISMATCH, request_id/);
+    await screen(page, 'tenant-admin-resources-etag-conflict');
+    await page.click('button:has-text("Reload the current version")');
+    await page.waitForFunction(() => (document.getElementById('fld-budget') as HTMLInputElement | null)?.value === '999');
+    await page.fill('#fld-description', 'my edit, again');
+    await page.click('button:has-text("Save")');
+    await page.waitForSelector('h2:has-text("projects: ")');
+    expect(await page.textContent('.detail')).toContain('my edit, again');
+
+    // CASCADE_DENY: project 1 still has a task.
+    await page.goto(`${origin}/admin#/resources/projects/${ids.p1}`);
+    await page.waitForSelector('button:has-text("Delete")');
+    await page.click('button:has-text("Delete")');
+    await page.waitForSelector('[role=alert]');
+    expect(await page.textContent('[role=alert]')).toMatch(/cannot be deleted: 1 tasks document\(s\) still refer to it/);
+    await screen(page, 'tenant-admin-resources-cascade-deny');
+
+    // Soft delete and restore.
+    await page.goto(`${origin}/admin#/resources/projects/${ids.p2}`);
+    await page.click('button:has-text("Delete")');
+    await page.waitForSelector('button:has-text("Restore")');
+    await page.click('button:has-text("Restore")');
+    await page.waitForSelector('a:has-text("Edit")');
+
+    // Bulk delete of two documents.
+    await page.goto(`${origin}/admin#/resources/projects`);
+    await page.waitForSelector('[data-testid=resource-list] tbody tr');
+    const before = (await gql(ids.adminKey!, '{ projects(per_page: 1) { total } }')).body.data.projects.total;
+    await page.locator('[data-testid=resource-list] tbody input[type=checkbox]').nth(0).check();
+    await page.locator('[data-testid=resource-list] tbody input[type=checkbox]').nth(1).check();
+    await page.click('button:has-text("Delete selected (2)")');
+    await page.waitForSelector('button:has-text("Delete selected (0)")');
+    expect((await gql(ids.adminKey!, '{ projects(per_page: 1) { total } }')).body.data.projects.total).toBe(before - 2);
+
+    await page.click('nav[aria-label=Main] a:has-text("Audit log")');
+    await page.waitForSelector('table.diff');
+    await screen(page, 'tenant-admin-audit');
+    await page.click('nav[aria-label=Main] a:has-text("Identity")');
+    await page.waitForSelector('[data-testid=users] td:has-text("pat@acme.test")');
+    await page.waitForSelector('[data-testid=tenants] li');
+    expect(await page.locator('[data-testid=tenants] li').allTextContents()).toEqual([expect.stringContaining('Acme')]);
+    expect(await page.locator('#t-name').count()).toBe(0);
+    await screen(page, 'tenant-admin-identity');
+
+    // A passkey, added through WebAuthn with a virtual authenticator, then used to sign in.
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('WebAuthn.enable');
+    await cdp.send('WebAuthn.addVirtualAuthenticator', {
+      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
+    });
+    await page.click('nav[aria-label=Main] a:has-text("My account")');
+    await page.fill('#pk-device', 'Virtual key');
+    await page.click('button:has-text("Add a passkey")');
+    await page.waitForSelector('[data-testid=passkeys] li:has-text("Virtual key")');
+    await screen(page, 'tenant-admin-account-passkey');
+    await signOut(page);
+    await page.fill('#pk-email', 'ada@acme.test');
+    await page.click('button:has-text("Sign in with passkey")');
+    await page.waitForSelector('[data-testid=who]');
+    expect(await page.textContent('[data-testid=who]')).toBe('ada@acme.test');
+    await signOut(page);
+  }, 120_000);
+
+  it('a plain user: no audit or identity screen, no tasks, no deleted documents; the API refuses too; an ended session asks to sign in again', async () => {
+    await signIn(page, origin, ids.plainKey!);
+    await page.waitForSelector('[data-testid=counts] a:has-text("projects")');
+    const nav = await page.locator('nav[aria-label=Main] a').allTextContents();
+    expect(nav).toEqual(['Overview', 'Resources', 'My account']);
+    expect(await page.locator('[data-testid=health-status]').count()).toBe(0);
+    expect(await page.locator('[data-testid=counts] a:has-text("tasks")').count()).toBe(0);
+    await screen(page, 'user-overview');
+    // Typing the address of a hidden screen shows the overview, and the API refuses the data anyway.
+    await page.goto(`${origin}/admin#/audit`);
+    expect(await page.locator('h1').textContent()).toBe('Overview');
+    for (const q of ['{ auditLog { total } }', '{ health { status } }', '{ users { id } }', '{ apiKeys { id } }', '{ tasks { total } }']) {
+      const res = await gql(ids.plainKey!, q);
+      expect(res.body.errors?.[0]?.extensions?.code, q).toBe('ACCESS_DENIED');
+    }
+    await page.goto(`${origin}/admin#/resources/projects`);
+    await page.waitForSelector('[data-testid=resource-list] tbody tr');
+    expect(await page.locator('text=Include deleted').count()).toBe(0);
+    await screen(page, 'user-resources-list');
+    await page.click('nav[aria-label=Main] a:has-text("My account")');
+    await page.waitForSelector('h2:has-text("My passkeys")');
+    await screen(page, 'user-account');
+
+    // Readable on a phone.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.click('nav[aria-label=Main] a:has-text("Resources")');
+    await page.waitForSelector('[data-testid=resource-list] tbody tr');
+    await screen(page, 'user-resources-list-390');
+    await page.setViewportSize({ width: 1280, height: 800 });
+
+    // The key that minted the token is revoked: the token dies, and the console asks to sign in again.
+    expect((await call('DELETE', `/admin/api-keys/${ids.plainKeyId}`, ADMIN_KEY)).status).toBe(200);
+    const logged = errors.length;
+    await page.click('nav[aria-label=Main] a:has-text("Overview")');
+    await page.waitForSelector('text=Your session has expired or was revoked');
+    await screen(page, 'user-session-ended');
+    // The dead token's 401 is the one error Chromium logs by itself (every refused fetch is logged); nothing else.
+    expect(errors.splice(logged).every((e) => e.includes('status of 401'))).toBe(true);
+  }, 120_000);
+
+  it('logged no console error, page error or CSP violation', () => {
+    expect(errors).toEqual([]);
+  });
+});

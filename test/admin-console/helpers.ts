@@ -1,0 +1,66 @@
+/** Chromium helpers of the console's browser tests: sign-in, axe, screenshots, console errors. */
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+import { createRequire } from 'node:module';
+import { expect } from 'vitest';
+import type { Page } from 'playwright-core';
+
+export const CHROMIUM = '/usr/bin/chromium';
+export const SHOTS = resolve(import.meta.dirname, '../../test-results/console');
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+/** A free port, so the origin (http://localhost:<port>) is known before the app starts (WebAuthn needs it). */
+export const freePort = () =>
+  new Promise<number>((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => res(port));
+    });
+  });
+
+/** Collects console errors, page errors and CSP violations of a page. */
+export function watchErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  return errors;
+}
+
+/** Runs axe-core in the page (evaluated through CDP, so the page's CSP stays on) and returns serious and critical violations. */
+export async function axeViolations(page: Page): Promise<string[]> {
+  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(`${AXE}\n;0`);
+  const result = await page.evaluate(async () => {
+    const w = window as unknown as { axe: { run(ctx: Document, o: object): Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }> } };
+    const r = await w.axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => n.target.join(' ')).slice(0, 3) }));
+  });
+  return result.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.targets.join(', ')}`);
+}
+
+/** Screenshot under test-results/console/<name>.png, and no serious or critical axe violation on it. */
+export async function screen(page: Page, name: string): Promise<void> {
+  mkdirSync(SHOTS, { recursive: true });
+  await page.waitForTimeout(50);
+  await page.screenshot({ path: resolve(SHOTS, `${name}.png`), fullPage: true });
+  expect(await axeViolations(page), `axe on ${name}`).toEqual([]);
+}
+
+/** Signs in with an API key through the form. */
+export async function signIn(page: Page, origin: string, key: string): Promise<void> {
+  await page.goto('about:blank');
+  await page.goto(`${origin}/admin#/overview`);
+  await page.fill('#api-key', key);
+  await page.click('button:has-text("Sign in")');
+  await page.waitForSelector('[data-testid=who]');
+}
+
+/** Signs out through the header button. */
+export async function signOut(page: Page): Promise<void> {
+  await page.click('button:has-text("Sign out")');
+  await page.waitForSelector('#api-key');
+}
