@@ -60,7 +60,7 @@ export function webauthnGraphql(builder: Builder, service: WebAuthnService): voi
       type: 'TokenResponse' as never, nullable: false,
       description: 'Finish a passkey login: email, credential_id, client_data_json, authenticator_data, signature (base64url); a bearer token bound to the passkey (as POST /auth/webauthn/authenticate)',
       args: { input: t.arg({ type: 'JSON', required: true }) },
-      resolve: (_r, a, ctx) => service.authenticate(parseInput(authenticateBody, a.input), ctx.koa.ip || null, (ctx.koa.state as AppState).ctx.log) as never,
+      resolve: (_r, a, ctx) => service.authenticate(parseInput(authenticateBody, a.input), ctx.koa?.ip || null, (ctx.koa?.state as AppState | undefined)?.ctx.log) as never,
     }),
     deletePasskey: t.field({
       type: 'Boolean',
