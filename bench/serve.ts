@@ -1,8 +1,9 @@
 /**
  * One server under test, in its own process so the load generator does not share its event loop.
  * BENCH_MODE: `app` (the real server with the default settings: rate limiter on with the MongoDB
- * store, audit on; only `RATE_LIMIT_MAX` is raised so the load stays under it), `app-nolimit`
- * (RATE_LIMIT_ENABLED=false), `app-noaudit` (AUDIT_LOG_ENABLED=false) or `bare` (a bare Koa handler
+ * store, audit on; only `RATE_LIMIT_MAX` is raised so the load stays under it), with suffixes
+ * `-nolimit` (RATE_LIMIT_ENABLED=false), `-noaudit` (AUDIT_LOG_ENABLED=false) and `-noevents`
+ * (resource writes stage no event: the event log's baseline), or `bare` (a bare Koa handler
  * running the same raw-driver reads and writes). Prints `READY <port>` when listening.
  */
 import Koa from 'koa';
@@ -83,9 +84,9 @@ if (mode === 'bare') {
     ...process.env,
     LOG_LEVEL: 'silent',
     // The default limiter and store; a budget no bench scenario spends (one key sends them all).
-    RATE_LIMIT_ENABLED: mode === 'app-nolimit' ? 'false' : 'true',
+    RATE_LIMIT_ENABLED: mode.includes('-nolimit') ? 'false' : 'true',
     RATE_LIMIT_MAX: '1000000000',
-    AUDIT_LOG_ENABLED: mode === 'app-noaudit' ? 'false' : 'true',
+    AUDIT_LOG_ENABLED: mode.includes('-noaudit') ? 'false' : 'true',
   });
   // `/ping/:id`: the request pipeline alone (auth, validation, routing, envelope), no database.
   const ping = definePlugin({
@@ -95,6 +96,13 @@ if (mode === 'bare') {
     }),
   });
   const app = await createApp({ config, plugins: [...builtinPlugins(), ping] });
+  if (mode.includes('-noevents')) {
+    // The baseline of bench/events.ts: resource writes stage no event (an empty outbox). Bench only:
+    // the event log is always on in the product.
+    const events = app.services.get('events');
+    events.outbox.insert = () => [];
+    events.outbox.update = () => [];
+  }
   const port = await app.listen(0, '127.0.0.1');
   process.stdout.write(`READY ${port}\n`);
 }

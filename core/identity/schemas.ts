@@ -19,6 +19,11 @@ export const createUserInput = z
     roles: z.array(z.enum(ROLES)).min(1).optional(),
     features: z.array(z.string().min(1)).optional(),
     attributes: z.record(z.string(), z.unknown()).optional(),
+    /**
+     * `system`: another system administrator (role admin, every tenant), in the system tenant. Only a
+     * system administrator may create one; the creation is audited like any user's.
+     */
+    scope: z.literal('system').optional(),
   })
   .strict();
 export type CreateUserInput = z.output<typeof createUserInput>;

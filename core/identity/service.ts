@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
-import { AccessDeniedError, ConflictError, NotFoundError } from '../errors.ts';
+import { AccessDeniedError, ConflictError, NotFoundError, ValidationError } from '../errors.ts';
 import { hasSystemScope, isSystemActor, requestOf, writeTenantId, type Actor } from '../context.ts';
 import { documentEventBase, type Doc, type HookBus } from '../hooks.ts';
 import type { Tenancy } from '../tenancy.ts';
@@ -56,8 +56,9 @@ export class IdentityService extends AuthenticationService {
     return { items: items.map(tenantView), total, page: page.page, per_page: page.per_page };
   }
 
-  async createUser(actor: Actor, input: CreateUserInput) {
+  async createUser(actor: Actor, input: CreateUserInput, system?: { scope: 'system'; is_system_user: true }): Promise<ReturnType<typeof userView>> {
     requireRole(actor, 'admin');
+    if (input.scope === 'system') return this.createSystemAdmin(actor, input);
     const tenantId = input.tenant_id ?? writeTenantId(actor);
     const scoped = this.tenancy.scope(actor);
     if (scoped && tenantId !== scoped) throw new AccessDeniedError('Tenant administrators act only inside their own tenant');
@@ -71,6 +72,7 @@ export class IdentityService extends AuthenticationService {
         roles: input.roles ?? ['user'],
         features: input.features ?? [],
         attributes: input.attributes ?? {},
+        ...system,
       });
     } catch (err) {
       // Emails are unique per tenant only, so a conflict is about the target tenant and says nothing of others.
@@ -80,6 +82,23 @@ export class IdentityService extends AuthenticationService {
     const doc = u.toObject() as UserRecord;
     await this.emitDocument('AFTER_CREATE', actor, { id: String(doc._id), tenant_id: String(doc.tenant_id), doc });
     return userView(doc);
+  }
+
+  /**
+   * Another system administrator, in the system tenant (role admin, `scope: system`). Give it a key
+   * with `POST /admin/api-keys`. Its creation is audited (resource `users`, by the creating actor).
+   * @throws AccessDeniedError unless the actor is a system administrator; ValidationError for a
+   *   `tenant_id` other than the system tenant's or roles without `admin`
+   */
+  private async createSystemAdmin(actor: Actor, input: CreateUserInput) {
+    requireRole(actor, 'system');
+    const tenant = await this.models.Tenant.findOne({ is_system: true }, { _id: 1 }).lean();
+    if (!tenant) throw new ValidationError([{ loc: ['body', 'scope'], msg: 'There is no system tenant (start the server with ADMIN_API_KEY once)', type: 'value_error' }]);
+    if (input.tenant_id && input.tenant_id !== String(tenant._id)) {
+      throw new ValidationError([{ loc: ['body', 'tenant_id'], msg: 'A system administrator belongs to the system tenant: omit tenant_id or give the system tenant\'s id', type: 'value_error' }]);
+    }
+    if (input.roles && !input.roles.includes('admin')) throw new ValidationError([{ loc: ['body', 'roles'], msg: 'A system administrator has the role admin', type: 'value_error' }]);
+    return this.createUser(actor, { ...input, scope: undefined, tenant_id: String(tenant._id), roles: ['admin'] }, { scope: 'system', is_system_user: true });
   }
 
   /**

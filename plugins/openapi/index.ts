@@ -34,7 +34,7 @@ async function packageInfo(): Promise<OpenApiInfo> {
 /** Serves the OpenAPI document of all plugins and an interactive reference. */
 export const openapiPlugin = definePlugin({
   name: 'openapi',
-  async setup({ kernel, config, log }) {
+  async setup({ kernel, config, log, services }) {
     const info = await packageInfo();
     const ui = new DocsUi(SPEC_PATH);
     const page = ui.html(info);
@@ -45,6 +45,7 @@ export const openapiPlugin = definePlugin({
         info,
         rateLimitEnabled: config.RATE_LIMIT_ENABLED,
         graphql: true,
+        eventTypes: services.get('events').types(),
         successMediaTypes: {
           [`GET ${DOCS_PATH}`]: ['text/html'],
           [`GET ${ASSETS_PATH}/:file`]: ['text/javascript', 'text/css', 'application/json'],

@@ -11,6 +11,7 @@
  * OpenAPI document.
  */
 import { STATUS_CODES } from 'node:http';
+import { webhooksOf, type DocumentedEventType } from './webhooks.ts';
 import type { oas31 } from 'openapi3-ts';
 import type { z } from 'zod';
 import type { HttpMethod, RouteAuth, RouteDef } from '../../core/http/route.ts';
@@ -84,6 +85,8 @@ export interface BuildOptions {
    * @default ['application/json'] for every route
    */
   successMediaTypes?: Record<string, string[]>;
+  /** The event catalogue, documented under the top-level `webhooks` (what outbound webhook endpoints receive). */
+  eventTypes?: readonly DocumentedEventType[];
   /** Receives conversion problems (`warn`; the schema is documented as `{}`) and routes left out (`error`). */
   log?: Pick<Logger, 'warn' | 'error'>;
 }
@@ -194,6 +197,10 @@ class DocumentBuilder {
         post: graphqlOperation(this.doc.components.schemas, this.rateLimited, (status) => this.errorResponseRef(status)),
       };
       tags.add('graphql');
+    }
+    if (this.opts.eventTypes?.length) {
+      this.doc.webhooks = webhooksOf(this.opts.eventTypes);
+      tags.add('webhooks');
     }
     this.doc.tags = [...tags].sort().map((name) => ({ name }));
     return this.doc;

@@ -1,0 +1,48 @@
+/**
+ * The event catalogue in `/openapi.json`, under OpenAPI 3.1's top-level `webhooks`: one `POST` per
+ * event type, with the Standard Webhooks headers and the body a webhook endpoint receives, whose
+ * `data` is the type's JSON Schema from `GET /events/types`. The document stays valid.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { buildTestApp, type TestApp } from '../helpers/app.ts';
+import { openapiPlugin } from '../../plugins/openapi/index.ts';
+import { resourcesPlugin } from '../../plugins/resources/index.ts';
+import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
+import { paymentsPlugin } from '../../plugins/payments/index.ts';
+
+let t: TestApp;
+let doc: any;
+let types: { name: string; schema: Record<string, unknown> }[];
+beforeAll(async () => {
+  t = await buildTestApp({ plugins: [openapiPlugin, resourcesPlugin, webhooksPlugin, paymentsPlugin], config: { WEBHOOKS_ENABLED: 'true', PAYMENTS_ENABLED: 'true' } });
+  doc = (await t.http('GET', '/openapi.json', { key: null })).body;
+  types = (await t.http('GET', '/events/types')).body.items;
+});
+afterAll(() => t?.close());
+
+it('documents every catalogue type, and nothing else', () => {
+  expect(Object.keys(doc.webhooks).sort()).toEqual(types.map((x) => x.name).sort());
+  expect(Object.keys(doc.webhooks)).toEqual(expect.arrayContaining(['projects.created', 'payment.completed', 'ping', 'webhook_endpoint.disabled']));
+});
+
+it('each is the POST an endpoint receives: signed headers, {id, type, timestamp, data} with data per the catalogue', () => {
+  for (const { name, schema } of types) {
+    const op = doc.webhooks[name].post;
+    expect(op.parameters.map((p: any) => [p.in, p.name, p.required])).toEqual([
+      ['header', 'webhook-id', true], ['header', 'webhook-timestamp', true], ['header', 'webhook-signature', true],
+    ]);
+    const body = op.requestBody.content['application/json'].schema;
+    expect(body.required).toEqual(['id', 'type', 'timestamp', 'data']);
+    expect(body.properties.type).toEqual({ type: 'string', const: name });
+    const { $schema: _d, ...data } = schema;
+    expect(body.properties.data).toEqual(data);
+    expect(Object.keys(op.responses)).toEqual(['2XX']);
+  }
+});
+
+it('keeps the document valid OpenAPI 3.1', async () => {
+  const res = await new Validator().validate(structuredClone(doc));
+  expect(res.errors).toBeUndefined();
+  expect(res.valid).toBe(true);
+});
