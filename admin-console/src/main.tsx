@@ -1,7 +1,9 @@
 /** Entry point: the shell (sign-in, navigation by role) and the hash router. */
-import { render } from 'preact';
+import { render, type ComponentType } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { isAdmin, isSystem, session, signedOutReason } from './api.ts';
+import { loadCaps, PLUGIN_SCREENS, rootFields, visibleScreens } from './caps.ts';
+import { ErrorBox, Loading } from './ui.tsx';
 import { SignIn } from './signin.tsx';
 import { Overview } from './screens/overview.tsx';
 import { ResourcesScreen } from './screens/resources.tsx';
@@ -20,20 +22,45 @@ function useRoute(): string[] {
   return route;
 }
 
+type Screen = ComponentType<{ route: string[] }>;
+/** The plugin screens, each its own chunk: loaded when first opened. */
+const LOADERS: Record<string, () => Promise<{ default: Screen }>> = {
+  events: () => import('./screens/events.tsx'),
+  webhooks: () => import('./screens/webhooks.tsx'),
+  inbound: () => import('./screens/inbound.tsx'),
+  jobs: () => import('./screens/jobs.tsx'),
+  payments: () => import('./screens/payments.tsx'),
+  privacy: () => import('./screens/privacy.tsx'),
+};
+
+function Lazy({ id, route }: { id: string; route: string[] }) {
+  const [mod, setMod] = useState<{ id: string; C: Screen } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    LOADERS[id]!().then((m) => setMod({ id, C: m.default }), setError);
+  }, [id]);
+  if (error) return <ErrorBox error={error} />;
+  if (!mod || mod.id !== id) return <Loading when />;
+  return <mod.C route={route} />;
+}
+
 function App() {
   const s = session.value;
   const route = useRoute();
   const [screen = 'overview', ...rest] = route;
   useEffect(() => {
-    const title = { overview: 'Overview', resources: 'Resources', audit: 'Audit log', identity: 'Identity', account: 'My account' }[screen] ?? 'Admin console';
+    const title = { overview: 'Overview', resources: 'Resources', audit: 'Audit log', identity: 'Identity', account: 'My account' }[screen] ?? PLUGIN_SCREENS.find((p) => p.id === screen)?.label ?? 'Admin console';
     document.title = `${title} · Admin console`;
   }, [screen]);
+  useEffect(() => loadCaps(), [s?.token]);
   if (!s) return <SignIn reason={signedOutReason.value} />;
   const admin = isAdmin(s.user);
+  const plugins = visibleScreens(s.user);
   const nav = [
     ['overview', 'Overview'],
     ['resources', 'Resources'],
     ...(admin ? [['audit', 'Audit log'], ['identity', 'Identity']] : []),
+    ...plugins.map((p) => [p.id, p.label]),
     ['account', 'My account'],
   ] as const;
   const role = isSystem(s.user) ? 'system administrator' : admin ? 'tenant administrator' : 'user';
@@ -42,6 +69,8 @@ function App() {
   else if (screen === 'audit' && admin) body = <AuditScreen />;
   else if (screen === 'identity' && admin) body = <IdentityScreen />;
   else if (screen === 'account') body = <AccountScreen />;
+  else if (plugins.some((p) => p.id === screen)) body = <Lazy id={screen} route={rest} />;
+  else if (!rootFields.value && screen in LOADERS) body = <Loading when />;
   else body = <Overview />;
   return (
     <>

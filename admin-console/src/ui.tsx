@@ -90,3 +90,72 @@ export function download(name: string, type: string, text: string) {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
+
+/** JSON, pretty-printed, in a focusable scroll box (keyboard users can scroll it). */
+export function Json({ value, label }: { value: unknown; label: string }) {
+  return (
+    <pre class="json" tabIndex={0} aria-label={label} data-testid="json">
+      {JSON.stringify(value, null, 2)}
+    </pre>
+  );
+}
+
+/** Sub-navigation of a screen (hash links). */
+export function Tabs({ label, items, current }: { label: string; items: [string, string][]; current: string }) {
+  return (
+    <nav aria-label={label} class="tabs">
+      {items.map(([href, text]) => (
+        <a key={href} href={`#${href}`} aria-current={current === href ? 'page' : undefined}>{text}</a>
+      ))}
+    </nav>
+  );
+}
+
+/** Runs actions one at a time, keeping the last error (shown with ErrorBox) and a busy flag. */
+export function useAction(): { error: unknown; busy: boolean; act: (fn: () => Promise<unknown>, ...after: (() => void)[]) => Promise<boolean>; setError: (e: unknown) => void } {
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const act = async (fn: () => Promise<unknown>, ...after: (() => void)[]) => {
+    setError(null);
+    setBusy(true);
+    try {
+      await fn();
+      after.forEach((f) => f());
+      return true;
+    } catch (e) {
+      setError(e);
+      return false;
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { error, busy, act, setError };
+}
+
+/** The server's VALIDATION_ERROR messages by field (the last element of each `loc`). */
+export const fieldErrors = (error: unknown): Record<string, string> => {
+  const out: Record<string, string> = {};
+  if (error instanceof ApiError && error.code === 'VALIDATION_ERROR') for (const i of error.issues) out[String(i.loc[i.loc.length - 1])] ??= i.msg;
+  return out;
+};
+
+/** Money exactly as the server gives it (a decimal string), formatted for its currency. */
+export const money = (amount: string | null | undefined, currency: string | null | undefined): string => {
+  if (amount == null) return '';
+  try {
+    return new Intl.NumberFormat('en-US', { style: 'currency', currency: currency ?? 'USD' }).format(amount as unknown as number);
+  } catch {
+    return `${amount} ${currency ?? ''}`;
+  }
+};
+
+/** A progress bar with its percentage in words. */
+export function Progress({ value, label }: { value: number; label: string }) {
+  const v = Math.max(0, Math.min(100, Math.round(value)));
+  return (
+    <div class="progress-row">
+      <progress max={100} value={v} aria-label={label} data-testid="progress" />
+      <span data-testid="progress-text">{v}%</span>
+    </div>
+  );
+}

@@ -206,7 +206,7 @@ export class AuditService implements AuditLogger {
     const entries = events.map((e) => entryOfEvent(e, (d) => this.redactor.redact(d), this.ignored)).filter((x) => x !== null);
     if (!entries.length) return;
     try {
-      await this.opts.observeFlush(entries.length, () => this.insert(entries));
+      await traced('audit.flush', () => this.opts.observeFlush(entries.length, () => this.insert(entries)), { attributes: { 'audit.entries': entries.length } });
     } catch (err) {
       if (this.opts.buffer.retry?.when(err)) throw err;
       this.log.error({ err, lost: entries.length, entries: entries.map((e) => ({ resource: e.resource, item_id: String(e.item_id), operation: e.operation })) }, 'audit entries could not be written');

@@ -1,8 +1,11 @@
 import type { Builder } from '../../core/graphql.ts';
-import { pageObject, parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
+import { pageObject, parseInput, requireAdmin, requireUser, givenArgs } from '../../core/graphql.ts';
 import type { ChainView, RunView, ScheduleView } from './views.ts';
 import type { RegistryEntry } from './registry.ts';
 import { idParams, listRunsQuery, runBody, runIdParams, scheduleBody } from './schemas.ts';
+import { nextFireTimes, previewCron, type CronPreview } from './cron-words.ts';
+import { isTimeZone } from './cron.ts';
+import { ValidationError } from '../../core/errors.ts';
 import type { JobsService } from './service.ts';
 import type { ScheduleService } from './schedules.ts';
 import type { ChainService } from './chains.ts';
@@ -13,7 +16,7 @@ type LogView = NonNullable<RunView['logs']>[number];
 
 /**
  * GraphQL fragment (the dashboard): `jobRegistry`, `jobSchedules`, `jobRuns(filter)`, `jobRun(id)`,
- * `jobChains`; mutations `triggerJob`, `cancelJobRun`, `upsertJobSchedule`; subscription `jobRun(id)`
+ * `jobChains`, `cronPreview`; mutations `triggerJob`, `cancelJobRun`, `upsertJobSchedule`, `deleteJobSchedule`; subscription `jobRun(id)`
  * (the run's log lines and progress until it ends, as GET /jobs/runs/{run_id}/logs). Same service, same
  * access rules as REST.
  */
@@ -107,6 +110,24 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
       last_run_status: t.exposeString('last_run_status'),
       next_run_at: t.expose('next_run_at', { type: 'DateTime' }),
       dependency_unmet: t.exposeBoolean('dependency_unmet', { nullable: false }),
+      next_fire_times: t.field({
+        type: ['DateTime'], nullable: false, description: 'The next fire times of the cron expression (whether or not the schedule is enabled), 1 to 20',
+        args: { count: t.arg.int({ defaultValue: 5 }) },
+        resolve: (s, a) => nextFireTimes(s.cron_expression, s.timezone, Math.min(Math.max(a.count ?? 5, 1), 20)),
+      }),
+    }),
+  });
+
+  const Preview = builder.objectRef<CronPreview>('CronPreview');
+  Preview.implement({
+    description: 'A cron expression checked, in words, and its next fire times',
+    fields: (t) => ({
+      expression: t.exposeString('expression', { nullable: false }),
+      timezone: t.exposeString('timezone', { nullable: false }),
+      valid: t.exposeBoolean('valid', { nullable: false }),
+      error: t.exposeString('error', { description: "The parser's reason when invalid" }),
+      description: t.exposeString('description', { description: 'In English, e.g. "At 02:30, on Monday to Friday (UTC)"' }),
+      next: t.field({ type: ['DateTime'], nullable: false, resolve: (p) => p.next }),
     }),
   });
 
@@ -159,6 +180,16 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
       args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => svc.getRun(requireUser(ctx), parseInput(runIdParams, { run_id: a.id }).run_id),
     }),
+    cronPreview: t.field({
+      type: Preview, nullable: false, description: 'Check a cron expression, describe it and list its next fire times (administrators), for schedule editors',
+      args: { expression: t.arg.string({ required: true }), timezone: t.arg.string({ defaultValue: 'UTC' }), count: t.arg.int({ defaultValue: 5 }) },
+      resolve: (_r, a, ctx) => {
+        requireAdmin(ctx);
+        const timezone = a.timezone ?? 'UTC';
+        if (!isTimeZone(timezone)) throw new ValidationError([{ loc: ['args', 'timezone'], msg: `Unknown time zone "${timezone}"`, type: 'value_error' }]);
+        return previewCron(a.expression.slice(0, 200), timezone, Math.min(Math.max(a.count ?? 5, 1), 20));
+      },
+    }),
     jobChains: t.field({
       type: [Chain], nullable: false, description: 'Stored chains, as GET /jobs/chains (system administrators)',
       resolve: (_r, _a, ctx) => chains.list(requireUser(ctx)),
@@ -188,6 +219,14 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
         const actor = requireUser(ctx);
         const input = parseInput(scheduleBody, a.input, ['args', 'input']);
         return a.id ? schedules.update(actor, parseInput(idParams, { id: a.id }).id, input) : schedules.create(actor, input);
+      },
+    }),
+    deleteJobSchedule: t.field({
+      type: 'Boolean', nullable: false, description: 'Delete a schedule, as DELETE /jobs/schedules/{id} (true when done)',
+      args: { id: t.arg.string({ required: true }) },
+      resolve: async (_r, a, ctx) => {
+        await schedules.remove(requireUser(ctx), parseInput(idParams, a).id);
+        return true;
       },
     }),
   }));

@@ -8,8 +8,8 @@ import { requireUser, pageObject, parseInput, givenArgs } from '../../core/graph
 import type { PaymentsService, PaymentView } from './service.ts';
 import type { PayoutsService } from './payouts.ts';
 import type { LedgerService, BalanceRow } from './ledger.ts';
-import type { PayoutView } from './model.ts';
-import { cancelInput, completeInput, executeInput, failPayoutInput, payoutListQuery, refundInput } from './schemas.ts';
+import type { LedgerEntryView, PayoutView } from './model.ts';
+import { cancelInput, completeInput, executeInput, failPayoutInput, ledgerQuery, payoutListQuery, refundInput } from './schemas.ts';
 
 /**
  * The fragment. Who may call what is decided by the services (administrators for completion,
@@ -81,6 +81,30 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
         balance: t.exposeString('balance', { nullable: false }),
       }),
     });
+    const Entry = builder.objectRef<LedgerEntryView>('LedgerEntry');
+    Entry.implement({
+      description: 'One ledger line (double entry: every transaction has a debit and a credit of the same amount)',
+      fields: (t) => ({
+        id: t.exposeID('id', { nullable: false }),
+        tenant_id: t.exposeString('tenant_id'),
+        transaction_id: t.exposeString('transaction_id', { nullable: false }),
+        entry_type: t.exposeString('entry_type', { nullable: false }),
+        payment_id: t.exposeString('payment_id', { nullable: false }),
+        account: t.exposeString('account', { nullable: false }),
+        direction: t.exposeString('direction', { nullable: false }),
+        amount: t.exposeString('amount', { nullable: false, description: 'Decimal string, e.g. "12.50"' }),
+        currency: t.exposeString('currency', { nullable: false }),
+        created_at: t.field({ type: 'DateTime', nullable: false, resolve: (e) => e.created_at }),
+      }),
+    });
+    const EntryPage = pageObject(builder, 'LedgerEntryPage', Entry);
+    builder.queryField('ledgerEntries', (t) =>
+      t.field({
+        type: EntryPage, nullable: false, description: "Ledger lines of the caller's tenant, newest first, as GET /ledger/entries (administrators)",
+        args: { payment_id: t.arg.string(), account: t.arg.string(), currency: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
+        resolve: (_r, args, ctx) => ledger.entries(requireUser(ctx), parseInput(ledgerQuery, givenArgs(args))),
+      }),
+    );
     builder.queryField('ledgerBalance', (t) =>
       t.field({ type: [Balance], nullable: false, description: 'Per tenant, account and currency (administrators)', resolve: async (_r, _a, ctx) => (await ledger.balance(requireUser(ctx))).items }),
     );

@@ -3,14 +3,22 @@ import { pageObjectWithoutTotalPages, parseInput, requireAdmin, requireUser, giv
 import { idParams } from '../../core/http/schemas.ts';
 import type { ConsentView, ErasureRequestView } from './model.ts';
 import type { ErasureExecution } from './erasure.ts';
-import { consentsQuery, erasureBody, erasureListQuery, grantBody } from './schemas.ts';
+import { consentsQuery, erasureBody, erasureListQuery, grantBody, userParams } from './schemas.ts';
 import type { PrivacyService } from './service.ts';
 
 /**
- * GraphQL fragment: `consents`, `erasureRequests`, `erasureRequest`; mutations `grantConsent`,
- * `revokeConsent`, `requestErasure`, `executeErasure`. Same service and rules as REST.
+ * GraphQL fragment: `consents`, `erasureRequests`, `erasureRequest`, `personalDataExport`; mutations
+ * `grantConsent`, `revokeConsent`, `requestErasure`, `executeErasure`. Same service and rules as REST.
  */
-export function privacyGraphql(builder: Builder, { consents, erasures }: PrivacyService): void {
+export function privacyGraphql(builder: Builder, { consents, erasures, exports }: PrivacyService): void {
+  const Export = builder.objectRef<{ filename: string; data: unknown }>('PersonalDataExport');
+  Export.implement({
+    description: 'Everything held about a user, as GET /privacy/users/{user_id}/export answers it',
+    fields: (t) => ({
+      filename: t.exposeString('filename', { nullable: false, description: 'The name REST gives the download' }),
+      data: t.field({ type: 'JSON', nullable: false, resolve: (e) => e.data }),
+    }),
+  });
   const Consent = builder.objectRef<ConsentView>('Consent');
   Consent.implement({
     fields: (t) => ({
@@ -101,6 +109,17 @@ export function privacyGraphql(builder: Builder, { consents, erasures }: Privacy
       type: Request, nullable: false, description: 'One erasure request (administrators), as GET /privacy/erasure-requests/{id}',
       args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => erasures.get(requireAdmin(ctx), parseInput(idParams, a).id),
+    }),
+    personalDataExport: t.field({
+      type: Export, nullable: false,
+      description: "A user's data export (the user, or an administrator of the user's tenant), as GET /privacy/users/{user_id}/export; read whole into memory, so REST suits very large exports better",
+      args: { user_id: t.arg.string({ required: true }) },
+      resolve: async (_r, a, ctx) => {
+        const out = await exports.exportData(requireUser(ctx), parseInput(userParams, a).user_id);
+        const chunks: Buffer[] = [];
+        for await (const c of out.stream) chunks.push(Buffer.isBuffer(c) ? c : Buffer.from(String(c)));
+        return { filename: out.filename, data: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown };
+      },
     }),
   }));
   builder.mutationFields((t) => ({

@@ -9,7 +9,7 @@ import { isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from
 import { requireRole } from '../../core/identity/guards.ts';
 import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
 import type {
@@ -86,7 +86,12 @@ const hookDoc = ({ secrets: _secrets, ...rest }: WebhookEndpointRecord): Doc => 
 
 /** The endpoint service behind REST and GraphQL; also the sender's `EndpointHealth` (disables failing endpoints). */
 export class EndpointService implements EndpointHealth {
-  constructor(private readonly deps: EndpointServiceDeps) {}
+  /** `webhook_endpoints` as an outbox source of the event log (the `webhook_endpoint.disabled` event). */
+  readonly source: OutboxSource;
+
+  constructor(private readonly deps: EndpointServiceDeps) {
+    this.source = { name: 'webhook_endpoints', model: deps.endpoints, view: (d) => endpointViewOf(d as unknown as WebhookEndpointRecord) as unknown as Doc };
+  }
 
   /** The actor's tenant's endpoints, newest first. @throws AccessDeniedError for non-administrators */
   async list(actor: Actor, q: EndpointListQuery): Promise<Page<EndpointView>> {
@@ -216,14 +221,20 @@ export class EndpointService implements EndpointHealth {
     const since = new Date(at.getTime() - after);
     const hours = +(after / 3_600_000).toFixed(6);
     const reason = `Every delivery attempt failed for ${hours} hour${hours === 1 ? '' : 's'}`;
-    // Conditional on `enabled`: of several processes failing at once, one disables and tells.
-    const old = await this.deps.endpoints
-      .findOneAndUpdate({ _id: endpointId, enabled: true, failing_since: { $lte: since } }, { $set: { enabled: false, disabled_reason: reason, updated_at: at } }, { returnDocument: 'before' })
-      .lean<WebhookEndpointRecord>();
+    const due = { _id: endpointId, enabled: true, failing_since: { $lte: since } };
+    const old = await this.deps.endpoints.findOne(due).lean<WebhookEndpointRecord>();
     if (!old) return;
-    const doc = { ...old, enabled: false, disabled_reason: reason, updated_at: at };
+    const set = { enabled: false, disabled_reason: reason, updated_at: at };
     const actor = systemActor(String(old.tenant_id));
-    await this.deps.events.append(ENDPOINT_DISABLED_EVENT, { actor, tenant_id: old.tenant_id, data: endpointViewOf(doc) as unknown as Doc });
+    // The event travels in the endpoint's outbox, written by the disabling update itself, with its
+    // object frozen (endpoints have no version): it exists if and only if the endpoint was disabled.
+    const entry = { ...this.deps.events.stage(ENDPOINT_DISABLED_EVENT, { actor, tenant_id: old.tenant_id }), data: endpointViewOf({ ...old, ...set }) as unknown as Doc };
+    // Conditional on the endpoint as read: of several processes failing at once, one disables and tells.
+    const doc = await this.deps.endpoints
+      .findOneAndUpdate({ ...due, updated_at: old.updated_at }, { $set: set, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
+      .lean<WebhookEndpointRecord>();
+    if (!doc) return;
+    await this.deps.events.committed(this.source, doc as unknown as Doc);
     await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.eventBase(actor, String(old.tenant_id)), id: String(old._id), old: hookDoc(old), doc: hookDoc(doc), replace: false });
   }
 

@@ -5,7 +5,7 @@
  */
 import type { Builder } from '../../core/graphql.ts';
 import { pageObject, parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
-import { deadLetterQuery, listQuery, retryParams, type RetryResult, type WebhookEventView } from './schemas.ts';
+import { deadLetterQuery, listQuery, purgeQuery, retryParams, type PurgeResult, type RetryResult, type WebhookEventView } from './schemas.ts';
 import type { WebhooksService } from './service.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import type { EndpointService } from './endpoints.ts';
@@ -14,7 +14,7 @@ import {
   type AttemptView, type DeliveryView, type EndpointView, type EndpointWithSecret,
 } from './schemas.ts';
 
-export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
+export function webhooksGraphql(builder: Builder, svc: WebhooksService, retentionDays: number): void {
   const Event = builder.objectRef<WebhookEventView>('WebhookEvent');
   Event.implement({
     fields: (t) => ({
@@ -45,6 +45,14 @@ export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
       error: t.exposeString('error'),
     }),
   });
+  const PurgeResultRef = builder.objectRef<PurgeResult>('WebhookPurgeResult');
+  PurgeResultRef.implement({
+    fields: (t) => ({
+      deleted_count: t.exposeInt('deleted_count', { nullable: false }),
+      retention_days: t.exposeInt('retention_days', { nullable: false }),
+      cutoff_date: t.expose('cutoff_date', { type: 'DateTime', nullable: false }),
+    }),
+  });
   // `svc.operator(actor)` checks the role before the arguments are parsed, as REST does.
   builder.queryFields((t) => ({
     webhookEvents: t.field({
@@ -63,6 +71,12 @@ export function webhooksGraphql(builder: Builder, svc: WebhooksService): void {
       type: RetryResult, nullable: false, description: 'Re-run the handler of a failed event, as POST /webhooks/dead-letter/{event_id}/retry',
       args: { event_id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).retry(parseInput(retryParams, a).event_id),
+    }),
+    purgeWebhookEvents: t.field({
+      type: PurgeResultRef, nullable: false,
+      description: 'Delete processed events older than retention_days (default WEBHOOK_EVENT_RETENTION_DAYS), as DELETE /webhooks/events/purge (system administrators)',
+      args: { retention_days: t.arg.int() },
+      resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).purge(parseInput(purgeQuery(retentionDays), givenArgs(a)).retention_days),
     }),
   }));
 }

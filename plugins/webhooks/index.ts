@@ -91,7 +91,7 @@ export const webhooksPlugin = definePlugin({
         ...outboundRoutes(outbound.endpoints),
       ],
       graphql: (builder) => {
-        webhooksGraphql(builder, svc);
+        webhooksGraphql(builder, svc, config.WEBHOOK_EVENT_RETENTION_DAYS);
         outboundWebhooksGraphql(builder, outbound.endpoints);
       },
       eventTypes: [

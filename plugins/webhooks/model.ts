@@ -80,10 +80,12 @@ export const webhookEndpointSchema = new Schema(
     created_by: { type: Schema.Types.ObjectId, default: null },
     created_at: { type: Date, required: true },
     updated_at: { type: Date, required: true },
+    ...outboxPath,
   },
   { versionKey: false, minimize: false },
 );
 webhookEndpointSchema.index({ tenant_id: 1, created_at: -1 });
+webhookEndpointSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 
 export type WebhookEndpointDoc = InferSchemaType<typeof webhookEndpointSchema>;
 export type WebhookEndpointRecord = WebhookEndpointDoc & { _id: Types.ObjectId };

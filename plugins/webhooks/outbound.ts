@@ -83,6 +83,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
       disableAfterMs: config.WEBHOOK_ENDPOINT_DISABLE_AFTER_HOURS * 3_600_000,
     },
   });
+  deps.events.addSource(endpoints.source);
   const consumer: EventConsumer = {
     name: FANOUT_CONSUMER,
     types: '*',

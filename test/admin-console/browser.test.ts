@@ -253,8 +253,10 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
   it('a plain user: no audit or identity screen, no tasks, no deleted documents; the API refuses too; an ended session asks to sign in again', async () => {
     await signIn(page, origin, ids.plainKey!);
     await page.waitForSelector('[data-testid=counts] a:has-text("projects")');
+    // The privacy plugin is on by default (its screen is for everyone); jobs, webhooks and payments are off here.
+    await page.waitForSelector('nav[aria-label=Main] a:text-is("Privacy")');
     const nav = await page.locator('nav[aria-label=Main] a').allTextContents();
-    expect(nav).toEqual(['Overview', 'Resources', 'My account']);
+    expect(nav).toEqual(['Overview', 'Resources', 'Privacy', 'My account']);
     expect(await page.locator('[data-testid=health-status]').count()).toBe(0);
     expect(await page.locator('[data-testid=counts] a:has-text("tasks")').count()).toBe(0);
     await screen(page, 'user-overview');

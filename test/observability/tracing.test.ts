@@ -82,7 +82,7 @@ describe('REST', () => {
     expect(insert!.attributes['db.system'] ?? insert!.attributes['db.system.name']).toBe('mongodb');
     const hook = byName('hook AFTER_CREATE', trace)[0];
     expect(hook && under(hook, server)).toBe(true);
-    // The write-behind flush runs on the timer the request armed: same trace, its own span, and the audit insert beneath it.
+    // The audit entry is written with the event by the relay the request started: same trace, its own span, the audit insert beneath it.
     const flush = await until(() => byName('audit.flush', trace)[0], 'the audit flush span');
     expect(under(flush, server)).toBe(true);
     expect(byName('insert audit_log', trace).some((s) => under(s, flush))).toBe(true);

@@ -4,6 +4,7 @@
  * rotation signs with both secrets; test pings go to one endpoint; failing endpoints get disabled.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Types } from 'mongoose';
 import { buildTestApp, createTenantUser } from '../helpers/app.ts';
 import { systemActor } from '../../core/context.ts';
 import { Tenancy } from '../../core/tenancy.ts';
@@ -231,6 +232,34 @@ describe('disabling a failing endpoint', () => {
     // Enabling it again clears the reason.
     const on = await s.t.http('PATCH', `/webhook-endpoints/${ep.id}`, { key: s.a.key, json: { enabled: true } });
     expect(on.body).toMatchObject({ enabled: true, disabled_reason: null });
+  });
+
+  it('the event is written by the disabling update: held back from the relay (a process that died), the sweep stores it once', async () => {
+    const bad = await receiver();
+    bad.respond = () => 500;
+    const ep = await s.endpoint(bad.url, [TEST_EVENT]);
+    const events = s.t.app.services.get('events');
+    const committed = events.committed.bind(events);
+    const endpoints = s.t.app.db.conn.collection('webhook_endpoints');
+    // This process "dies" after the disabling write: the relay never hears of it.
+    events.committed = async (source, doc) => (source.name === 'webhook_endpoints' ? undefined : committed(source, doc));
+    try {
+      await s.emit();
+      await until(async () => (await endpoints.findOne({ _id: new Types.ObjectId(ep.id) }))?.enabled === false, 15_000);
+    } finally {
+      events.committed = committed;
+    }
+    const raw = await endpoints.findOne({ _id: new Types.ObjectId(ep.id) });
+    expect(raw!._outbox).toEqual([expect.objectContaining({ type: 'webhook_endpoint.disabled', data: expect.objectContaining({ id: ep.id, enabled: false }) })]);
+    const ofEp = async () => (await s.t.http('GET', '/events?type=webhook_endpoint.disabled&limit=100', { key: s.a.key })).body.items.filter((e: { data: { id: string } }) => e.data.id === ep.id);
+    expect(await ofEp()).toEqual([]);
+    await endpoints.updateOne({ _id: raw!._id }, { $set: { '_outbox.0.created_at': new Date(Date.now() - 60_000) } });
+    await events.sweep();
+    await events.sweep();
+    const stored = await ofEp();
+    expect(stored).toHaveLength(1);
+    expect(stored[0]).toMatchObject({ id: raw!._outbox[0].id, data: { enabled: false, disabled_reason: raw!.disabled_reason } });
+    expect((await endpoints.findOne({ _id: raw!._id }))!._outbox).toEqual([]);
   });
 
   it('a success ends the failing period: an endpoint that recovers stays enabled', async () => {

@@ -1,0 +1,228 @@
+/**
+ * Payments: the list with filters and exact money per currency (live through `resourceChanged`),
+ * a payment's detail with its transition history from the audit log, process / complete (capture) /
+ * cancel / refund (the refundable amount shown; the server's refusal shown as it says it), the
+ * ledger (administrators) and payout batches (system administrators) with process and fail.
+ */
+import { useState } from 'preact/hooks';
+import { isAdmin, isSystem, run, session } from '../api.ts';
+import { graphql } from '../graphql.ts';
+import { useLive } from '../live.ts';
+import { ErrorBox, fieldErrors, fmtDate, Loading, money, Tabs, useAction, useAsync } from '../ui.tsx';
+
+const Payments = graphql(`
+  query Payments($filter: JSON, $page: Int) {
+    payments(filter: $filter, page: $page, per_page: 20, sort: "-created_at") { total page total_pages items { _id amount currency status provider user_name resource_type resource_id refunded_amount created_at } }
+  }
+`);
+const PaymentQ = graphql(`
+  query Payment($id: ID!, $rid: String!) {
+    payment(id: $id) { _id etag amount currency status provider provider_reference user_id user_name resource_type resource_id refunded_amount refund_reason failure_reason paid_at cancelled_at refunded_at created_at }
+    auditLog(resource: "payments", resource_id: $rid, sort: "created_at", per_page: 100) { items { id created_at operation user_name changes } }
+  }
+`);
+const Process = graphql(`mutation ProcessPayment($id: ID!) { processPayment(id: $id) { payment { _id status } } }`);
+const Complete = graphql(`mutation CompletePayment($id: ID!, $ref: String!) { completePayment(id: $id, provider_reference: $ref, provider_status: "paid") { _id status } }`);
+const CancelP = graphql(`mutation CancelPayment($id: ID!, $reason: String) { cancelPayment(id: $id, reason: $reason) { _id status } }`);
+const Refund = graphql(`mutation RefundPayment($id: ID!, $amount: String!, $reason: String) { refundPayment(id: $id, amount: $amount, reason: $reason) { _id status refunded_amount } }`);
+const Ledger = graphql(`
+  query Ledger($page: Int) {
+    ledgerBalance { tenant_id account currency debit credit balance }
+    ledgerEntries(page: $page, per_page: 25) { total page total_pages items { id created_at entry_type account direction amount currency payment_id } }
+  }
+`);
+const Payouts = graphql(`query Payouts($status: String) { payouts(status: $status, per_page: 50) { total items { id status currency gross_amount fee_amount net_amount payment_count recipient_type recipient_id failure_reason created_at } } }`);
+const ProcessPayout = graphql(`mutation ProcessPayout($id: ID!) { processPayout(id: $id) { id status } }`);
+const ApprovePayout = graphql(`mutation ApprovePayout($id: ID!) { approvePayout(id: $id) { id status } }`);
+const FailPayout = graphql(`mutation FailPayout($id: ID!, $reason: String!) { failPayout(id: $id, reason: $reason) { id status } }`);
+const Changed = graphql(`subscription PaymentsChanged { resourceChanged(resource: "payments") { id } }`);
+
+export default function PaymentsScreen({ route }: { route: string[] }) {
+  const u = session.value?.user;
+  const [tab = 'list', id] = route;
+  const tabs: [string, string][] = [['/payments/list', 'Payments'], ...(isAdmin(u) ? [['/payments/ledger', 'Ledger'] as [string, string]] : []), ...(isSystem(u) ? [['/payments/payouts', 'Payouts'] as [string, string]] : [])];
+  return (
+    <>
+      <h1>Payments</h1>
+      <Tabs label="Payments" current={`/payments/${tab}`} items={tabs} />
+      {tab === 'list' && id ? <PaymentDetail id={id} /> : tab === 'ledger' && isAdmin(u) ? <LedgerView /> : tab === 'payouts' && isSystem(u) ? <PayoutsView /> : <PaymentList />}
+    </>
+  );
+}
+
+function PaymentList() {
+  const [f, setF] = useState({ status: '', currency: '' });
+  const [applied, setApplied] = useState(f);
+  const [page, setPage] = useState(1);
+  const filter = Object.fromEntries(Object.entries(applied).filter(([, v]) => v));
+  const list = useAsync(() => run(Payments, { filter, page }).then((r) => r.payments), [applied, page]);
+  useLive(Changed, {}, () => list.reload(), []);
+  return (
+    <>
+      <form class="filters" aria-label="Filter payments" onSubmit={(e) => { e.preventDefault(); setPage(1); setApplied(f); }}>
+        <div class="row">
+          <label for="pay-status">Status</label>
+          <select id="pay-status" value={f.status} onChange={(e) => setF({ ...f, status: e.currentTarget.value })}>
+            <option value="">(any)</option>
+            {['pending', 'processing', 'completed', 'partially_refunded', 'refunded', 'cancelled', 'failed'].map((s) => <option key={s}>{s}</option>)}
+          </select>
+        </div>
+        <div class="row"><label for="pay-currency">Currency</label><input id="pay-currency" maxLength={3} value={f.currency} onInput={(e) => setF({ ...f, currency: e.currentTarget.value.toUpperCase() })} /></div>
+        <button type="submit">Apply</button>
+      </form>
+      <Loading when={list.loading} />
+      <ErrorBox error={list.error} />
+      <table data-testid="payments">
+        <caption class="sr-only">Payments</caption>
+        <thead><tr><th scope="col">Payment</th><th scope="col">Amount</th><th scope="col">Refunded</th><th scope="col">Status</th><th scope="col">Created</th></tr></thead>
+        <tbody>
+          {(list.data?.items ?? []).map((p) => (
+            <tr key={p._id}>
+              <td><a href={`#/payments/list/${p._id}`}>{p.resource_type} {p.resource_id}</a><br /><small class="muted">{p.user_name} · {p.provider}</small></td>
+              <td class="num">{money(p.amount, p.currency)}</td>
+              <td class="num">{p.refunded_amount && p.refunded_amount !== '0' && !/^0(\.0+)?$/.test(p.refunded_amount) ? money(p.refunded_amount, p.currency) : ''}</td>
+              <td>{p.status}</td>
+              <td>{fmtDate(p.created_at)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <div class="pager">
+        <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>Previous page</button>
+        <span>Page {list.data?.page ?? page} of {list.data?.total_pages ?? 1}</span>
+        <button type="button" disabled={page >= (list.data?.total_pages ?? 1)} onClick={() => setPage(page + 1)}>Next page</button>
+      </div>
+    </>
+  );
+}
+
+/** Exact decimal subtraction on strings (no floating point): a − b with `scale` decimals. */
+const minus = (a: string, b: string | null | undefined): string => {
+  const scale = Math.max((a.split('.')[1] ?? '').length, ((b ?? '0').split('.')[1] ?? '').length);
+  const toInt = (s: string) => {
+    const [i = '0', f = ''] = s.split('.');
+    return BigInt(i + f.padEnd(scale, '0'));
+  };
+  const v = toInt(a) - toInt(b ?? '0');
+  const neg = v < 0n;
+  const digits = (neg ? -v : v).toString().padStart(scale + 1, '0');
+  return `${neg ? '-' : ''}${scale ? `${digits.slice(0, -scale)}.${digits.slice(-scale)}` : digits}`;
+};
+
+function PaymentDetail({ id }: { id: string }) {
+  const admin = isAdmin(session.value?.user);
+  const q = useAsync(() => run(PaymentQ, { id, rid: id }), [id]);
+  const { error, busy, act } = useAction();
+  const [amount, setAmount] = useState('');
+  const [ref, setRef] = useState('');
+  useLive(Changed, {}, () => q.reload(), [id]);
+  const p = q.data?.payment;
+  if (!p) return <><Loading when={q.loading} /><ErrorBox error={q.error ?? (q.data ? new Error('Payment not found') : null)} /></>;
+  const refundable = p.amount && (p.status === 'completed' || p.status === 'partially_refunded') ? minus(p.amount, p.refunded_amount) : null;
+  const errs = fieldErrors(error);
+  return (
+    <section aria-labelledby="pay-h">
+      <p><a href="#/payments/list">All payments</a></p>
+      <h2 id="pay-h">Payment {money(p.amount, p.currency)} · <span data-testid="payment-status">{p.status}</span></h2>
+      <dl class="detail">
+        {([['For', `${p.resource_type} ${p.resource_id}`], ['Payer', `${p.user_name ?? ''} (${p.user_id ?? ''})`], ['Provider', `${p.provider} ${p.provider_reference ?? ''}`], ['Refunded', money(p.refunded_amount ?? '0', p.currency)], ['Refundable', refundable ? money(refundable, p.currency) : '–'], ['Paid', fmtDate(p.paid_at)], ['Created', fmtDate(p.created_at)]] as const).map(([k, v]) => (
+          <div key={k}><dt>{k}</dt><dd data-testid={`pay-${k.toLowerCase()}`}>{v}</dd></div>
+        ))}
+      </dl>
+      <ErrorBox error={error} />
+      <div class="actions">
+        {p.status === 'pending' && <button type="button" disabled={busy} onClick={() => act(() => run(Process, { id }), q.reload)}>Process</button>}
+        {p.status === 'pending' && <button type="button" disabled={busy} onClick={() => act(() => run(CancelP, { id, reason: 'cancelled in the console' }), q.reload)}>Cancel payment</button>}
+      </div>
+      {admin && p.status === 'processing' && (
+        <form class="inline-form" aria-label="Capture" onSubmit={(e) => { e.preventDefault(); void act(() => run(Complete, { id, ref }), q.reload); }}>
+          <label for="cap-ref">Provider reference</label>
+          <input id="cap-ref" required value={ref} onInput={(e) => setRef(e.currentTarget.value)} />
+          <button type="submit" disabled={busy}>Capture (complete)</button>
+        </form>
+      )}
+      {admin && refundable && (
+        <form class="inline-form" aria-label="Refund" onSubmit={(e) => { e.preventDefault(); void act(() => run(Refund, { id, amount, reason: 'console' }), q.reload, () => setAmount('')); }}>
+          <label for="refund-amount">Refund amount ({p.currency}; up to {refundable})</label>
+          <input id="refund-amount" required inputMode="decimal" value={amount} aria-invalid={errs.amount ? 'true' : undefined} aria-describedby={errs.amount ? 'refund-amount-err' : undefined} onInput={(e) => setAmount(e.currentTarget.value)} />
+          {errs.amount && <span id="refund-amount-err" class="field-error">{errs.amount}</span>}
+          <button type="submit" disabled={busy}>Refund</button>
+        </form>
+      )}
+      <h3>History</h3>
+      <ol data-testid="payment-history" class="entries">
+        {(q.data?.auditLog.items ?? []).map((e) => {
+          const ch = e.changes as { status?: { old?: unknown; new?: unknown } } | null;
+          return <li key={e.id}>{fmtDate(e.created_at)}: {e.operation}{ch?.status ? ` ${String(ch.status.old ?? '')} → ${String(ch.status.new ?? '')}` : ''} <small class="muted">by {e.user_name ?? 'system'}</small></li>;
+        })}
+      </ol>
+    </section>
+  );
+}
+
+function LedgerView() {
+  const [page, setPage] = useState(1);
+  const q = useAsync(() => run(Ledger, { page }), [page]);
+  useLive(Changed, {}, () => q.reload(), []);
+  return (
+    <>
+      <Loading when={q.loading} />
+      <ErrorBox error={q.error} />
+      <h2>Balances</h2>
+      <table data-testid="ledger-balance">
+        <caption class="sr-only">Balances</caption>
+        <thead><tr><th scope="col">Account</th><th scope="col">Debit</th><th scope="col">Credit</th><th scope="col">Balance</th></tr></thead>
+        <tbody>{(q.data?.ledgerBalance ?? []).map((b) => <tr key={`${b.tenant_id}-${b.account}-${b.currency}`}><td>{b.account}</td><td>{money(b.debit, b.currency)}</td><td>{money(b.credit, b.currency)}</td><td>{money(b.balance, b.currency)}</td></tr>)}</tbody>
+      </table>
+      <h2>Entries</h2>
+      <table data-testid="ledger-entries">
+        <caption class="sr-only">Ledger entries</caption>
+        <thead><tr><th scope="col">Time</th><th scope="col">Type</th><th scope="col">Account</th><th scope="col">Debit / credit</th><th scope="col">Amount</th><th scope="col">Payment</th></tr></thead>
+        <tbody>{(q.data?.ledgerEntries.items ?? []).map((e) => <tr key={e.id}><td>{fmtDate(e.created_at)}</td><td>{e.entry_type}</td><td>{e.account}</td><td>{e.direction}</td><td>{money(e.amount, e.currency)}</td><td><a href={`#/payments/list/${e.payment_id}`}><code>{e.payment_id}</code></a></td></tr>)}</tbody>
+      </table>
+      <div class="pager">
+        <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>Previous page</button>
+        <button type="button" disabled={page >= (q.data?.ledgerEntries.total_pages ?? 1)} onClick={() => setPage(page + 1)}>Next page</button>
+      </div>
+    </>
+  );
+}
+
+function PayoutsView() {
+  const [status, setStatus] = useState('');
+  const q = useAsync(() => run(Payouts, { status: status || null }).then((r) => r.payouts), [status]);
+  const { error, act } = useAction();
+  return (
+    <>
+      <div class="filters">
+        <div class="row">
+          <label for="po-status">Status</label>
+          <select id="po-status" value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
+            <option value="">(any)</option>
+            {['draft', 'approved', 'processing', 'completed', 'failed'].map((s) => <option key={s}>{s}</option>)}
+          </select>
+        </div>
+      </div>
+      <Loading when={q.loading} />
+      <ErrorBox error={q.error ?? error} />
+      <table data-testid="payouts">
+        <caption class="sr-only">Payout batches</caption>
+        <thead><tr><th scope="col">Batch</th><th scope="col">Gross</th><th scope="col">Fee</th><th scope="col">Net</th><th scope="col">Status</th><th scope="col">Actions</th></tr></thead>
+        <tbody>
+          {(q.data?.items ?? []).map((b) => (
+            <tr key={b.id}>
+              <td>{b.recipient_type} {b.recipient_id}<br /><small class="muted">{b.payment_count} payment(s) · {fmtDate(b.created_at)}</small></td>
+              <td>{money(b.gross_amount, b.currency)}</td><td>{money(b.fee_amount, b.currency)}</td><td>{money(b.net_amount, b.currency)}</td>
+              <td>{b.status}{b.failure_reason ? `: ${b.failure_reason}` : ''}</td>
+              <td class="actions">
+                {b.status === 'draft' && <button type="button" onClick={() => act(() => run(ApprovePayout, { id: b.id }), q.reload)}>Approve</button>}
+                {b.status === 'approved' && <button type="button" onClick={() => act(() => run(ProcessPayout, { id: b.id }), q.reload)}>Process</button>}
+                {b.status === 'processing' && <button type="button" onClick={() => { const r = prompt('Why did the payout fail?'); if (r) void act(() => run(FailPayout, { id: b.id, reason: r }), q.reload); }}>Fail</button>}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+}

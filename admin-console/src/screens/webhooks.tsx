@@ -1,0 +1,168 @@
+/**
+ * Outbound webhook endpoints: create (the secret is shown once), edit event types, disable/enable,
+ * rotate the secret, send a test; per endpoint its deliveries with their last attempt, and retry.
+ * New deliveries appear live: every event the endpoint listens to reloads its deliveries.
+ */
+import { useState } from 'preact/hooks';
+import { run } from '../api.ts';
+import { graphql, type ResultOf } from '../graphql.ts';
+import { useLive } from '../live.ts';
+import { ErrorBox, fieldErrors, fmtDate, Loading, Notice, useAction, useAsync } from '../ui.tsx';
+
+const Endpoints = graphql(`query Endpoints { webhookEndpoints(per_page: 100) { items { id url description event_types enabled disabled_reason secret_rotated_at created_at } } eventTypes { name } }`);
+const CreateEndpoint = graphql(`mutation CreateEndpoint($url: String!, $event_types: [String!]!, $description: String) { createWebhookEndpoint(url: $url, event_types: $event_types, description: $description) { secret endpoint { id } } }`);
+const UpdateEndpoint = graphql(`mutation UpdateEndpoint($id: ID!, $event_types: [String!], $enabled: Boolean) { updateWebhookEndpoint(id: $id, event_types: $event_types, enabled: $enabled) { id enabled event_types } }`);
+const RotateSecret = graphql(`mutation RotateSecret($id: ID!) { rotateWebhookEndpointSecret(id: $id) { secret } }`);
+const TestEndpoint = graphql(`mutation TestEndpoint($id: ID!) { testWebhookEndpoint(id: $id) { id status } }`);
+const DeleteEndpoint = graphql(`mutation DeleteEndpoint($id: ID!) { deleteWebhookEndpoint(id: $id) }`);
+const Deliveries = graphql(`
+  query Deliveries($id: ID!, $status: String) {
+    webhookDeliveries(endpoint_id: $id, status: $status, per_page: 50) {
+      total items { id event_id event_type status attempts created_at next_attempt_at last_attempt { status duration_ms error response_excerpt attempted_at } }
+    }
+  }
+`);
+const RetryDelivery = graphql(`mutation RetryDelivery($endpoint_id: ID!, $delivery_id: ID!) { retryWebhookDelivery(endpoint_id: $endpoint_id, delivery_id: $delivery_id) { id status attempts } }`);
+const AnyEvent = graphql(`subscription AnyEvent($types: [String!]) { events(types: $types) { id type } }`);
+type Endpoint = ResultOf<typeof Endpoints>['webhookEndpoints']['items'][number];
+
+function TypesPicker({ all, value, onChange, idPrefix }: { all: string[]; value: string[]; onChange: (v: string[]) => void; idPrefix: string }) {
+  return (
+    <fieldset class="row">
+      <legend>Event types</legend>
+      {all.map((t, i) => (
+        <label key={t} class="inline" for={`${idPrefix}-${i}`}>
+          <input id={`${idPrefix}-${i}`} type="checkbox" checked={value.includes(t)} onChange={(e) => onChange(e.currentTarget.checked ? [...value, t] : value.filter((x) => x !== t))} />
+          {t}
+        </label>
+      ))}
+    </fieldset>
+  );
+}
+
+export default function WebhooksScreen({ route }: { route: string[] }) {
+  const list = useAsync(() => run(Endpoints), []);
+  const { error, act } = useAction();
+  const [secret, setSecret] = useState<string | null>(null);
+  const [form, setForm] = useState({ url: '', description: '', types: [] as string[] });
+  const all = (list.data?.eventTypes ?? []).map((t) => t.name).filter((n) => n !== 'ping');
+  const errs = fieldErrors(error);
+  const current = list.data?.webhookEndpoints.items.find((e) => e.id === route[0]);
+  if (current) return <EndpointDetail endpoint={current} all={all} reload={list.reload} />;
+  return (
+    <>
+      <h1>Webhooks</h1>
+      <p class="muted">Endpoints your tenant's events are sent to, signed with each endpoint's secret (Standard Webhooks).</p>
+      {secret && (
+        <Notice>
+          Signing secret, shown this once: copy it now. <code data-testid="new-secret">{secret}</code>{' '}
+          <button type="button" onClick={() => setSecret(null)}>I have copied it</button>
+        </Notice>
+      )}
+      <ErrorBox error={error ?? list.error} />
+      <Loading when={list.loading} />
+      <table data-testid="endpoints">
+        <caption class="sr-only">Endpoints</caption>
+        <thead><tr><th scope="col">URL</th><th scope="col">Event types</th><th scope="col">State</th></tr></thead>
+        <tbody>
+          {(list.data?.webhookEndpoints.items ?? []).map((e) => (
+            <tr key={e.id}>
+              <td><a href={`#/webhooks/${e.id}`}>{e.url}</a><br /><small class="muted">{e.description}</small></td>
+              <td>{e.event_types.join(', ')}</td>
+              <td>{e.enabled ? 'enabled' : `disabled${e.disabled_reason ? `: ${e.disabled_reason}` : ''}`}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <form class="filters" aria-label="New endpoint" onSubmit={(ev) => {
+        ev.preventDefault();
+        void act(async () => {
+          const r = await run(CreateEndpoint, { url: form.url, event_types: form.types, description: form.description || null });
+          setSecret(r.createWebhookEndpoint.secret);
+          setForm({ url: '', description: '', types: [] });
+        }, list.reload);
+      }}>
+        <h2>New endpoint</h2>
+        <div class="row">
+          <label for="ep-url">URL</label>
+          <input id="ep-url" type="url" required value={form.url} aria-invalid={errs.url ? 'true' : undefined} aria-describedby={errs.url ? 'ep-url-err' : undefined} onInput={(e) => setForm({ ...form, url: e.currentTarget.value })} />
+          {errs.url && <span id="ep-url-err" class="field-error">{errs.url}</span>}
+        </div>
+        <div class="row"><label for="ep-desc">Description</label><input id="ep-desc" value={form.description} onInput={(e) => setForm({ ...form, description: e.currentTarget.value })} /></div>
+        <TypesPicker all={all} value={form.types} onChange={(types) => setForm({ ...form, types })} idPrefix="ep-new-type" />
+        {errs.event_types && <span class="field-error">{errs.event_types}</span>}
+        <button type="submit">Create endpoint</button>
+      </form>
+    </>
+  );
+}
+
+function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all: string[]; reload: () => void }) {
+  const { error, act } = useAction();
+  const [types, setTypes] = useState(e.event_types);
+  const [secret, setSecret] = useState<string | null>(null);
+  const [status, setStatus] = useState('');
+  const deliveries = useAsync(() => run(Deliveries, { id: e.id, status: status || null }).then((r) => r.webhookDeliveries), [e.id, status]);
+  // A new event of a type this endpoint listens to makes a delivery: show it without polling.
+  useLive(AnyEvent, { types: e.event_types.some((t) => t.includes('*')) ? null : e.event_types }, () => deliveries.reload(), [e.id, e.event_types.join()]);
+  return (
+    <>
+      <p><a href="#/webhooks">All endpoints</a></p>
+      <h1>Endpoint {e.url}</h1>
+      <p>{e.enabled ? 'Enabled' : `Disabled${e.disabled_reason ? `: ${e.disabled_reason}` : ''}`} · created {fmtDate(e.created_at)}{e.secret_rotated_at ? ` · secret rotated ${fmtDate(e.secret_rotated_at)}` : ''}</p>
+      {secret && (
+        <Notice>
+          New signing secret, shown this once: <code data-testid="new-secret">{secret}</code>{' '}
+          <button type="button" onClick={() => setSecret(null)}>I have copied it</button>
+        </Notice>
+      )}
+      <ErrorBox error={error} />
+      <div class="actions">
+        <button type="button" onClick={() => act(() => run(UpdateEndpoint, { id: e.id, enabled: !e.enabled }), reload)}>{e.enabled ? 'Disable' : 'Enable'}</button>
+        <button type="button" onClick={() => act(async () => setSecret((await run(RotateSecret, { id: e.id })).rotateWebhookEndpointSecret.secret), reload)}>Rotate secret</button>
+        <button type="button" onClick={() => act(() => run(TestEndpoint, { id: e.id }), deliveries.reload)}>Send test</button>
+        <button type="button" onClick={() => confirm(`Delete ${e.url} and its deliveries?`) && act(async () => { await run(DeleteEndpoint, { id: e.id }); location.hash = '#/webhooks'; }, reload)}>Delete</button>
+      </div>
+      <form class="filters" aria-label="Event types of this endpoint" onSubmit={(ev) => { ev.preventDefault(); void act(() => run(UpdateEndpoint, { id: e.id, event_types: types }), reload); }}>
+        <TypesPicker all={all} value={types} onChange={setTypes} idPrefix="ep-type" />
+        <button type="submit">Save event types</button>
+      </form>
+      <h2>Deliveries</h2>
+      <div class="filters">
+        <div class="row">
+          <label for="dl-status">Status</label>
+          <select id="dl-status" value={status} onChange={(ev) => setStatus(ev.currentTarget.value)}>
+            <option value="">(any)</option>
+            {['pending', 'delivered', 'failed'].map((s) => <option key={s}>{s}</option>)}
+          </select>
+        </div>
+      </div>
+      <Loading when={deliveries.loading} />
+      <ErrorBox error={deliveries.error} />
+      <div class="scroll">
+        <table data-testid="deliveries">
+          <caption class="sr-only">Deliveries</caption>
+          <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last attempt</th><th scope="col">Actions</th></tr></thead>
+          <tbody>
+            {(deliveries.data?.items ?? []).map((d) => (
+              <tr key={d.id} data-status={d.status}>
+                <td>{d.event_type}<br /><small class="muted">{fmtDate(d.created_at)}</small></td>
+                <td><span class={`pill ${d.status === 'delivered' ? 'ok' : d.status === 'failed' ? 'bad' : ''}`}>{d.status}</span>{d.next_attempt_at && <><br /><small class="muted">next {fmtDate(d.next_attempt_at)}</small></>}</td>
+                <td>{d.attempts}</td>
+                <td>
+                  {d.last_attempt ? (
+                    <>
+                      HTTP {d.last_attempt.status ?? '–'} in {d.last_attempt.duration_ms} ms{d.last_attempt.error ? ` · ${d.last_attempt.error}` : ''}
+                      {d.last_attempt.response_excerpt && <><br /><code>{d.last_attempt.response_excerpt.slice(0, 120)}</code></>}
+                    </>
+                  ) : '–'}
+                </td>
+                <td>{d.status !== 'delivered' && <button type="button" onClick={() => act(() => run(RetryDelivery, { endpoint_id: e.id, delivery_id: d.id }), deliveries.reload)}>Retry</button>}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}
