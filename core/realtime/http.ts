@@ -45,6 +45,35 @@ const graphqlError = (err: unknown, requestId: string): GraphQLError => {
 };
 
 /**
+ * `next` messages whose payload is serialized once however many subscriptions send it: the
+ * replacer (graphql-ws's `jsonMessageReplacer`, called as it stringifies each message) puts a token
+ * in place of the payload and keeps it; the socket's `send`, called right after in the same tick,
+ * puts the payload's JSON (made once per result object: one per group for shared subscription
+ * results, shared.ts) where the token is. The token is random, so no client text can forge it.
+ */
+export function sharedFrames() {
+  const token = `shared-payload:${randomUUID()}`;
+  const tail = `"payload":${JSON.stringify(token)}}`;
+  const json = new WeakMap<object, string>();
+  let pending: object | undefined;
+  return {
+    replacer(this: unknown, key: string, value: unknown): unknown {
+      if (key !== 'payload' || !value || typeof value !== 'object' || (this as { type?: unknown }).type !== 'next') return value;
+      pending = value;
+      return token;
+    },
+    expand<T>(data: T): T | string {
+      if (pending === undefined || typeof data !== 'string' || !data.endsWith(tail)) return data;
+      const payload = pending;
+      pending = undefined;
+      let s = json.get(payload);
+      if (s === undefined) json.set(payload, (s = JSON.stringify(payload)));
+      return `${data.slice(0, -tail.length)}"payload":${s}}`;
+    },
+  };
+}
+
+/**
  * GraphQL over WebSocket (the graphql-ws protocol) on `path` of the app's HTTP server: the same
  * schema, cost and depth limits (Yoga's envelop plugins: parse, validate, execute, subscribe) and
  * error masking as `/graphql` over HTTP. The connection authenticates in `connection_init`
@@ -55,15 +84,21 @@ const graphqlError = (err: unknown, requestId: string): GraphQLError => {
 export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => Promise<void> {
   const path = opts.path ?? '/graphql';
   const wss = new WebSocketServer({ noServer: true });
+  const frames = sharedFrames();
   server.on('upgrade', (req, socket, head) => {
     if ((req.url ?? '').split('?')[0] !== path) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const send = ws.send.bind(ws) as (data: unknown, cb?: (err?: Error) => void) => void;
+      ws.send = ((data: unknown, cb?: (err?: Error) => void) => send(frames.expand(data), cb)) as typeof ws.send;
+      wss.emit('connection', ws, req);
+    });
   });
   const disposable = useServer<InitPayload, Extra>(
     {
+      jsonMessageReplacer: frames.replacer,
       onConnect: async (ctx) => {
         const presented = presentedFrom(ctx.connectionParams, ctx.extra.request);
         try {
@@ -108,7 +143,8 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
       onNext: (_ctx, _id, _payload, args, result) => {
         // Every error carries its operation's request id, as over HTTP.
         const requestId = (args.contextValue as GraphQLContext).requestId;
-        if (!result.errors?.length) return;
+        // The result itself (graphql-ws would copy it): one object per group, serialized once (sharedFrames).
+        if (!result.errors?.length) return result;
         return { ...result, errors: result.errors.map((e) => ({ ...e.toJSON(), extensions: { ...e.extensions, request_id: requestId } })) };
       },
     },
