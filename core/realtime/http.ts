@@ -25,6 +25,9 @@ export interface GraphqlWsOptions {
   path?: string;
 }
 
+/** Bytes a connection may have waiting in its socket before graphql-ws waits for each write. */
+const SEND_HIGH_WATER = 1 << 20;
+
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
 
 /** The credential of a connection: its `connection_init` payload, else the upgrade request's headers. */
@@ -92,7 +95,27 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       const send = ws.send.bind(ws) as (data: unknown, cb?: (err?: Error) => void) => void;
-      ws.send = ((data: unknown, cb?: (err?: Error) => void) => send(frames.expand(data), cb)) as typeof ws.send;
+      let corked = false;
+      const uncork = () => {
+        corked = false;
+        socket.uncork();
+      };
+      ws.send = ((data: unknown, cb?: (err?: Error) => void) => {
+        // The messages of one tick (a batch of events, for every subscription of the connection)
+        // leave in one write rather than one system call each.
+        if (!corked) {
+          corked = true;
+          socket.cork();
+          process.nextTick(uncork);
+        }
+        const frame = frames.expand(data);
+        // graphql-ws waits for each message to be written before taking the next: told at once
+        // while little is buffered, so that the next one joins the same write; past the mark it
+        // waits for the socket, and a slow reader's queue fills up to REALTIME_MAX_QUEUE (503).
+        if (!cb || ws.bufferedAmount > SEND_HIGH_WATER) return send(frame, cb);
+        send(frame);
+        cb();
+      }) as typeof ws.send;
       wss.emit('connection', ws, req);
     });
   });
