@@ -33,7 +33,7 @@ const benchPlugin = definePlugin({
 });
 
 const config = loadConfig({
-  NODE_ENV: 'production', LOG_LEVEL: 'silent', MONGODB_URI: process.env.MONGODB_URI!, RATE_LIMIT_ENABLED: 'false', AUDIT_LOG_ENABLED: 'false',
+  NODE_ENV: 'production', LOG_LEVEL: 'silent', MONGODB_URI: process.env.MONGODB_URI!, RATE_LIMIT_ENABLED: 'false', AUDIT_LOG_ENABLED: 'false', METRICS_ENABLED: 'false',
   ADMIN_API_KEY: process.env.ADMIN_API_KEY!, TOKEN_SECRET: 'bench-token-secret-0123456789abcdef0123456789', CURSOR_HMAC_SECRET: 'bench-cursor-secret-0123456789abcdef01234567',
 });
 const app = await createApp({ config, plugins: [benchPlugin], logger: createLogger('silent') });

@@ -34,14 +34,14 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 };
 
-type Stats = { heap: number; external: number; rss: number; commands: number; listeners: number; sessions: number; tail_queries: number };
+type Stats = { heap: number; external: number; rss: number; commands: number; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number };
 
 export async function benchRealtime(mongodbUri: string) {
   const uri = new URL(mongodbUri);
   uri.pathname = '/bench_realtime';
   const server: ChildProcess = fork(resolve(import.meta.dirname, 'realtime-serve.ts'), [], {
     env: { ...process.env, MONGODB_URI: uri.toString(), ADMIN_API_KEY: KEY },
-    execArgv: ['--import', 'tsx', '--expose-gc'],
+    execArgv: ['--import', 'tsx', '--expose-gc', ...(process.env.BENCH_RT_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_RT_PROF_DIR}`] : [])],
   });
   const [ready] = (await once(server, 'message')) as [{ port: number }];
   const base = `http://127.0.0.1:${ready.port}`;
@@ -104,7 +104,7 @@ export async function benchRealtime(mongodbUri: string) {
     }
     await sleep(1500); // the last deliveries
     const after = await stats();
-    return { perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n };
+    return { perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups };
   };
 
   try {
@@ -128,11 +128,13 @@ export async function benchRealtime(mongodbUri: string) {
       delay_ms: { p50: pct(delays, 50), p99: pct(delays, 99), deliveries: delivered, expected: many.writes * N },
       db_commands_per_s: { with_10: +ten.perSecond.toFixed(1), [`with_${N}`]: +many.perSecond.toFixed(1) },
       tail_queries_per_s: { with_10: +ten.tailPerSecond.toFixed(1), [`with_${N}`]: +many.tailPerSecond.toFixed(1) },
+      graphql: { executions: many.executions, reused: many.reused, groups: many.groups },
     };
     log(`realtime: ${N} subscribers (${TRANSPORT === 'both' ? `${N / 2} SSE + ${N / 2} graphql-ws` : TRANSPORT}), ${RATE} writes/s for ${SECONDS} s, load average ${loadavg()[0]!.toFixed(1)}`);
     log(`  memory per subscriber: ${result.memory_per_subscriber_kb} KiB heap+external (${result.rss_per_subscriber_kb} KiB RSS)`);
     log(`  write → delivery: p50 ${result.delay_ms.p50} ms, p99 ${result.delay_ms.p99} ms (${delivered} of ${result.delay_ms.expected} deliveries)`);
     log(`  database commands/s: ${result.db_commands_per_s.with_10} with 10 subscribers, ${result.db_commands_per_s[`with_${N}`]} with ${N} (tail queries/s ${result.tail_queries_per_s.with_10} / ${result.tail_queries_per_s[`with_${N}`]})`);
+    log(`  GraphQL executions of events: ${many.executions} (${many.reused} results reused, ${many.groups} groups)`);
     return result;
   } finally {
     for (const a of sse) a.abort();

@@ -33,7 +33,7 @@ import { listenMetrics, metricsRoute } from './metrics-http.ts';
 import { countRefusals } from './metrics-limits.ts';
 import { tracingEnabled } from './tracing.ts';
 import { traceGraphQL } from './tracing-graphql.ts';
-import { attachGraphqlWs } from './realtime/index.ts';
+import { attachGraphqlWs, shareSubscriptionResults } from './realtime/index.ts';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
@@ -202,7 +202,9 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     schema = builder.toSchema({ sortSchema: true });
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
-    yoga = createYogaServer(schema, config, log, metrics);
+    // Subscriptions of one document, variables and visibility execute each event once (core/realtime/shared.ts).
+    const realtime = services.get('realtime');
+    yoga = createYogaServer(schema, config, log, metrics, shareSubscriptionResults({ visibilityKey: (a) => realtime.visibility.key(a), counts: realtime.fanout }));
     router = mountRoutes(routes, yoga, config.BODY_LIMIT);
     requestLimiter = config.RATE_LIMIT_ENABLED ? countRefusals(await createRequestLimiter(config, db.conn, log), metrics) : null;
   } catch (err) {
@@ -365,7 +367,7 @@ function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: Y
   return router;
 }
 
-function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, metrics: Metrics) {
+function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, metrics: Metrics, sharing: YogaPlugin) {
   // Masked errors and the originals behind them, logged once the request (and its logger) is known.
   const unhandled = new WeakMap<GraphQLError, unknown>();
   /** Every GraphQL error carries its request's id; unhandled resolver errors are logged with the request's logger. */
@@ -389,7 +391,7 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, me
   return createYoga<Record<string, unknown>>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [metrics.graphqlPlugin()] : []), ...(tracingEnabled() ? [traceGraphQL()] : [])],
+    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [metrics.graphqlPlugin()] : []), ...(tracingEnabled() ? [traceGraphQL()] : []), sharing],
     graphiql: config.NODE_ENV !== 'production',
     // GraphiQL from the package, inlined in the page (Yoga's default loads it from a public CDN, a
     // blank page offline); imported on first use, as the bundle is large.

@@ -30,6 +30,16 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     } else this.items.push(value);
   }
 
+  /**
+   * Takes every value waiting now, without waiting (a writer that got one from `next()` sends the
+   * rest of the batch with it in one write).
+   */
+  drain(): T[] {
+    const values = this.items.splice(0);
+    if (this.done && values.length) this.end();
+    return values;
+  }
+
   /** Ends after the values already pushed. */
   close(): void {
     if (this.done) return;

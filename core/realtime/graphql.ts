@@ -5,6 +5,7 @@ import type { EventRef } from '../events/graphql.ts';
 import type { EventRecord } from '../events/consumers.ts';
 import type { RealtimeService } from './service.ts';
 import { presentedOf, type LiveSession } from './sessions.ts';
+import { SHARED_RESULTS } from './shared.ts';
 
 /**
  * A session for a subscription: its actor (401 without one) and the credential it came with (the
@@ -81,6 +82,8 @@ export function realtimeGraphql(builder: Builder, realtime: RealtimeService, Eve
       type: Event, nullable: false,
       description: "Events of the caller's tenant as they are committed, those the caller may read (docs/realtime.md)",
       args: { types: t.arg.stringList({ required: false, description: 'Exact event types; all when absent' }) },
+      // Each result depends on the event and the caller's visibility only: executed once per group.
+      extensions: { [SHARED_RESULTS]: true },
       subscribe: async (_r, args, ctx) => {
         realtime.checkTypes(args.types, ['args', 'types']);
         return settled(realtime.stream(await openSession(realtime, ctx), { types: args.types }));
@@ -91,6 +94,7 @@ export function realtimeGraphql(builder: Builder, realtime: RealtimeService, Eve
       type: Event, nullable: false,
       description: "A resource's created, updated, deleted and restored events, optionally of one document",
       args: { resource: t.arg.string({ required: true }), id: t.arg.id({ required: false }) },
+      extensions: { [SHARED_RESULTS]: true },
       subscribe: async (_r, args, ctx) => {
         const types = realtime.resourceTypes(requireUser(ctx), args.resource);
         const id = args.id ? String(args.id) : null;

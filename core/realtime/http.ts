@@ -25,6 +25,9 @@ export interface GraphqlWsOptions {
   path?: string;
 }
 
+/** Bytes a connection may have waiting in its socket before graphql-ws waits for each write. */
+const SEND_HIGH_WATER = 1 << 20;
+
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
 
 /** The credential of a connection: its `connection_init` payload, else the upgrade request's headers. */
@@ -45,6 +48,35 @@ const graphqlError = (err: unknown, requestId: string): GraphQLError => {
 };
 
 /**
+ * `next` messages whose payload is serialized once however many subscriptions send it: the
+ * replacer (graphql-ws's `jsonMessageReplacer`, called as it stringifies each message) puts a token
+ * in place of the payload and keeps it; the socket's `send`, called right after in the same tick,
+ * puts the payload's JSON (made once per result object: one per group for shared subscription
+ * results, shared.ts) where the token is. The token is random, so no client text can forge it.
+ */
+export function sharedFrames() {
+  const token = `shared-payload:${randomUUID()}`;
+  const tail = `"payload":${JSON.stringify(token)}}`;
+  const json = new WeakMap<object, string>();
+  let pending: object | undefined;
+  return {
+    replacer(this: unknown, key: string, value: unknown): unknown {
+      if (key !== 'payload' || !value || typeof value !== 'object' || (this as { type?: unknown }).type !== 'next') return value;
+      pending = value;
+      return token;
+    },
+    expand<T>(data: T): T | string {
+      if (pending === undefined || typeof data !== 'string' || !data.endsWith(tail)) return data;
+      const payload = pending;
+      pending = undefined;
+      let s = json.get(payload);
+      if (s === undefined) json.set(payload, (s = JSON.stringify(payload)));
+      return `${data.slice(0, -tail.length)}"payload":${s}}`;
+    },
+  };
+}
+
+/**
  * GraphQL over WebSocket (the graphql-ws protocol) on `path` of the app's HTTP server: the same
  * schema, cost and depth limits (Yoga's envelop plugins: parse, validate, execute, subscribe) and
  * error masking as `/graphql` over HTTP. The connection authenticates in `connection_init`
@@ -55,15 +87,41 @@ const graphqlError = (err: unknown, requestId: string): GraphQLError => {
 export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => Promise<void> {
   const path = opts.path ?? '/graphql';
   const wss = new WebSocketServer({ noServer: true });
+  const frames = sharedFrames();
   server.on('upgrade', (req, socket, head) => {
     if ((req.url ?? '').split('?')[0] !== path) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const send = ws.send.bind(ws) as (data: unknown, cb?: (err?: Error) => void) => void;
+      let corked = false;
+      const uncork = () => {
+        corked = false;
+        socket.uncork();
+      };
+      ws.send = ((data: unknown, cb?: (err?: Error) => void) => {
+        // The messages of one tick (a batch of events, for every subscription of the connection)
+        // leave in one write rather than one system call each.
+        if (!corked) {
+          corked = true;
+          socket.cork();
+          process.nextTick(uncork);
+        }
+        const frame = frames.expand(data);
+        // graphql-ws waits for each message to be written before taking the next: told at once
+        // while little is buffered, so that the next one joins the same write; past the mark it
+        // waits for the socket, and a slow reader's queue fills up to REALTIME_MAX_QUEUE (503).
+        if (!cb || ws.bufferedAmount > SEND_HIGH_WATER) return send(frame, cb);
+        send(frame);
+        cb();
+      }) as typeof ws.send;
+      wss.emit('connection', ws, req);
+    });
   });
   const disposable = useServer<InitPayload, Extra>(
     {
+      jsonMessageReplacer: frames.replacer,
       onConnect: async (ctx) => {
         const presented = presentedFrom(ctx.connectionParams, ctx.extra.request);
         try {
@@ -108,7 +166,8 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
       onNext: (_ctx, _id, _payload, args, result) => {
         // Every error carries its operation's request id, as over HTTP.
         const requestId = (args.contextValue as GraphQLContext).requestId;
-        if (!result.errors?.length) return;
+        // The result itself (graphql-ws would copy it): one object per group, serialized once (sharedFrames).
+        if (!result.errors?.length) return result;
         return { ...result, errors: result.errors.map((e) => ({ ...e.toJSON(), extensions: { ...e.extensions, request_id: requestId } })) };
       },
     },

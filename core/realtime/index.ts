@@ -15,6 +15,7 @@ import { realtimeRoutes } from './routes.ts';
 import { realtimeGraphql } from './graphql.ts';
 
 export { attachGraphqlWs } from './http.ts';
+export { shareSubscriptionResults, SHARED_RESULTS } from './shared.ts';
 export { liveSubscription, openSession, settled, unsettle, StreamEnd } from './graphql.ts';
 export type { RealtimeService } from './service.ts';
 export type { PresentedCredential } from './sessions.ts';

@@ -7,6 +7,7 @@ import type { AppState } from '../http/middleware.ts';
 import type { EventRecord } from '../events/consumers.ts';
 import type { RealtimeService } from './service.ts';
 import { presentedOf, type LiveSession } from './sessions.ts';
+import { Channel } from './channel.ts';
 
 export const streamQuery = z.object({
   types: z.string().max(4000).optional().describe('Comma-separated event types (default: every type the caller may see)'),
@@ -42,7 +43,12 @@ function pipeStream(ctx: Koa.Context, session: LiveSession, events: AsyncIterabl
   res.on('close', () => void events.return?.());
   void (async () => {
     try {
-      for await (const e of events) write(sseFrame(e));
+      for await (const e of events) {
+        // The events already waiting (a batch of the tail) go in the same write: one chunk, one system call.
+        let chunk = sseFrame(e);
+        if (events instanceof Channel) for (const more of events.drain()) chunk += sseFrame(more);
+        write(chunk);
+      }
     } catch (err) {
       const e = err as AppError;
       // The stream's end, said once: the credential ended (401) or the reader fell behind (503).

@@ -10,6 +10,7 @@ import { Channel } from './channel.ts';
 import type { EventTail } from './tail.ts';
 import { RESOURCE_VERBS, type EventVisibility } from './visibility.ts';
 import { authenticatePresented, type CredentialCheck, type LiveSession, type PresentedCredential, type SessionRegistry } from './sessions.ts';
+import type { FanoutCounts } from './shared.ts';
 
 /** Which events a stream wants, besides what its actor may see. */
 export interface StreamFilter {
@@ -54,6 +55,9 @@ const tooSlow = (max: number) => new AppError(503, 'SERVICE_UNAVAILABLE', `The s
  * subscriptions both use it; nothing here knows Koa or GraphQL.
  */
 export class RealtimeService {
+  /** Executions of subscription events, shared among subscribers of one document, variables and visibility (shared.ts). */
+  readonly fanout: FanoutCounts = { executions: 0, reused: 0, groups: 0 };
+
   constructor(private readonly deps: RealtimeDeps) {}
 
   /** The rule of `visible` (docs/realtime.md "Who sees what"). */
@@ -76,9 +80,9 @@ export class RealtimeService {
     this.deps.sessions.closeAll(new AppError(503, 'SERVICE_UNAVAILABLE', 'Server shutting down; reconnect'));
   }
 
-  /** Counts for metrics and the bench: tail listeners, open sessions, the tail's polls and database queries. */
-  stats(): { listeners: number; sessions: number; tail_polls: number; tail_queries: number } {
-    return { listeners: this.deps.tail.size, sessions: this.deps.sessions.size, tail_polls: this.deps.tail.polls, tail_queries: this.deps.tail.queries };
+  /** Counts for metrics and the bench: tail listeners, open sessions, the tail's polls and database queries, GraphQL executions of events. */
+  stats(): { listeners: number; sessions: number; tail_polls: number; tail_queries: number; executions: number; reused: number; groups: number } {
+    return { listeners: this.deps.tail.size, sessions: this.deps.sessions.size, tail_polls: this.deps.tail.polls, tail_queries: this.deps.tail.queries, ...this.fanout };
   }
 
   /** @throws ValidationError (loc `[source, field]`) for a type that is not in the catalogue */

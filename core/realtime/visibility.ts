@@ -78,6 +78,18 @@ export class EventVisibility {
     return true;
   }
 
+  /**
+   * What an actor's view of events depends on: its tenant scope, system scope, roles, features and
+   * attributes (the inputs of tenancy, `isAdmin` and every resource's feature and attribute guards).
+   * Two actors with the same key see the same events with the same fields, so subscriptions may
+   * share results among actors of one key (shared.ts), never across keys.
+   */
+  key(actor: Actor): string {
+    const tenant = !this.tenancy.enabled ? null : hasSystemScope(actor) ? ['system', actor.acting_tenant_id || null] : ['tenant', actor.tenant_id];
+    const attributes = Object.keys(actor.attributes ?? {}).sort().map((k) => [k, actor.attributes[k]]);
+    return JSON.stringify([tenant, actor.scope, actor.is_system_user, [...actor.roles].sort(), [...actor.features].sort(), attributes]);
+  }
+
   /** True when the actor's tenant scope includes `tenantId` (events without a tenant: system scope only). */
   inTenant(actor: Actor, tenantId: string | null): boolean {
     if (!this.tenancy.enabled) return true;
