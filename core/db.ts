@@ -4,6 +4,7 @@ import mongoose, { type Connection, type InferSchemaType, type Model, type Schem
 import type { CommandStartedEvent } from 'mongodb';
 import type { Config } from '../config/index.ts';
 import type { Logger } from './logger.ts';
+import { guardDatabaseSockets } from './db-sockets.ts';
 
 /**
  * The model `name` on this connection, registered on first use (each app has its own connection,
@@ -75,6 +76,10 @@ export async function openDatabase(
     serverSelectionTimeoutMS: Math.min(5000, Math.max(2000, config.QUERY_TIMEOUT_MS)), bufferCommands: false, autoIndex: true,
     monitorCommands: !!(opts.onCommand || opts.observe),
   });
+  // The driver's sockets to these hosts are guarded against hanging on a dropped connection (core/db-sockets.ts).
+  const sockets = guardDatabaseSockets();
+  for (const h of conn.getClient().options.hosts) if (h.port) sockets.watch(h.port);
+  conn.getClient().on('serverOpening', (e: { address: string }) => sockets.watch(Number(e.address.slice(e.address.lastIndexOf(':') + 1))));
   if (opts.observe) opts.observe(conn.getClient());
   if (opts.onCommand) conn.getClient().on('commandStarted', opts.onCommand);
   // Our own close() disconnects too: that is no drop, and nothing reconnects.
@@ -86,6 +91,7 @@ export async function openDatabase(
   try {
     await conn.asPromise();
   } catch (err) {
+    sockets.release();
     await stopEmbedded?.();
     throw new DatabaseUnavailableError(
       `Start-up failed: the MongoDB at ${config.MONGODB_URI ? 'MONGODB_URI' : 'the embedded server'} could not be reached: ${firstLine(err)}. Check MONGODB_URI (host, port, credentials) and that the server is running.`,
@@ -99,6 +105,7 @@ export async function openDatabase(
     async close() {
       closing = true;
       await conn.close();
+      sockets.release();
       await stopEmbedded?.();
     },
   };

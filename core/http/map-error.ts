@@ -1,3 +1,4 @@
+import { isDatabaseSocketError } from '../db-sockets.ts';
 import { AppError, BadRequestError, ConflictError, ErrorCode, ServiceUnavailableError, ValidationError } from '../errors.ts';
 
 interface MongooseValidationLike {
@@ -58,6 +59,8 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   const e = (err ?? {}) as { name?: string; message?: string; errorResponse?: unknown };
   // A bulk write (insertMany) wraps the network error it met.
   if (e.name === 'MongoBulkWriteError' && e.errorResponse !== err && isDatabaseUnavailable(e.errorResponse)) return true;
+  // Node's own error of a database socket the peer closed (EPIPE), which the driver passes on unwrapped.
+  if (isDatabaseSocketError(err)) return true;
   // mongoose's own wait for a connection (only if command buffering is on for a model).
   return UNAVAILABLE.has(e.name ?? '') || (e.name === 'MongooseError' && /buffering timed out/.test(e.message ?? ''));
 }

@@ -14,6 +14,7 @@ import type { RegisteredJob } from './registry.ts';
 import type { Dispatcher } from './runs.ts';
 import { MAX_LOG_LINES, sleep, type RunStore } from './store.ts';
 import { FinalError, type Coordinator } from './coordinators.ts';
+import { isDatabaseUnavailable } from '../../core/http/map-error.ts';
 
 /** Agenda job names: one carries a run id, one repeats per schedule. */
 export const AGENDA_RUN = 'jobs:run';
@@ -26,6 +27,9 @@ export const AGENDA_COLLECTION = 'agenda_jobs';
  * cannot loop forever.
  */
 export const MAX_TAKEOVERS = 3;
+
+/** Locks younger than this are left alone when lost locks are released: their job may be on its way to this worker. */
+const LOCK_GRACE_MS = 5000;
 
 class StopSignal extends Error {
   constructor(readonly kind: 'cancelled' | 'lost' | 'timeout', message: string) {
@@ -98,6 +102,8 @@ export class Engine implements Dispatcher {
     private readonly opts: EngineOptions,
   ) {
     this.agenda = new Agenda({
+      // Agenda records it as `lastModifiedBy` with every lock it takes: the locks of this worker (releaseLostLocks).
+      name: this.worker,
       backend: new MongoBackend({ mongo: opts.db, collection: AGENDA_COLLECTION }),
       // Same-process wake-up on enqueue; other replicas find work by polling every pollMs.
       notificationChannel: new InMemoryNotificationChannel(),
@@ -105,7 +111,14 @@ export class Engine implements Dispatcher {
       maxConcurrency: opts.concurrency * 2,
       defaultLockLifetime: opts.lockTtlMs,
     });
-    this.agenda.on('error', (err) => deps.log.error({ err }, 'agenda error'));
+    this.agenda.on('error', (err) => {
+      if (isDatabaseUnavailable(err)) this.troubleAt = Date.now();
+      deps.log.error({ err }, 'agenda error');
+    });
+    this.agenda.on('fail', (err: unknown) => {
+      if (isDatabaseUnavailable(err)) this.troubleAt = Date.now();
+    });
+    opts.db.client.on('connectionPoolCleared', () => (this.troubleAt = Date.now()));
     this.agenda.define(AGENDA_RUN, (job: Job<{ run_id: string }>) => this.execute(job), {
       concurrency: opts.concurrency, lockLimit: opts.concurrency, lockLifetime: opts.lockTtlMs, removeOnComplete: true,
     });
@@ -115,6 +128,10 @@ export class Engine implements Dispatcher {
   }
 
   private sweeper: NodeJS.Timeout | undefined;
+  private lockKeeper: NodeJS.Timeout | undefined;
+  /** When the database last failed under Agenda (0: never), and up to when lost locks are released. */
+  private troubleAt = 0;
+  private releasedUpTo = 0;
 
   async start(): Promise<void> {
     await this.agenda.start();
@@ -124,6 +141,37 @@ export class Engine implements Dispatcher {
       this.requeueOrphans(every).catch((err: unknown) => this.deps.log.warn({ err }, 'job sweep failed'));
     }, every);
     this.sweeper.unref();
+    let releasing = false;
+    this.lockKeeper = setInterval(() => {
+      if (releasing || !this.troubleAt || this.troubleAt < this.releasedUpTo) return;
+      releasing = true;
+      this.releaseLostLocks()
+        .catch((err: unknown) => (isDatabaseUnavailable(err) ? undefined : this.deps.log.warn({ err }, 'releasing lost Agenda locks failed')))
+        .finally(() => (releasing = false));
+    }, Math.max(this.opts.pollMs, 250));
+    this.lockKeeper.unref();
+  }
+
+  /**
+   * After the database went away, Agenda can leave locks of this worker on jobs it no longer holds:
+   * a job whose first state save failed is dropped without an unlock, and a failed final save is
+   * ignored. Such a job (a schedule's tick, a run's dispatch) would wait `lockTtlMs` (an hour by
+   * default) for the lock to expire. Once the database answers again, the locks this worker took
+   * more than LOCK_GRACE_MS before and holds no more are released. Releasing one a moment too early
+   * is harmless: a run is claimed once (claimPending), and a schedule starts one run per occurrence.
+   */
+  async releaseLostLocks(): Promise<number> {
+    const started = Date.now();
+    const stats = await this.agenda.getRunningStats(true);
+    const held = Array.isArray(stats.lockedJobs) ? stats.lockedJobs.map((j) => j._id).filter((id) => id !== undefined).map((id) => new Types.ObjectId(String(id))) : [];
+    const res = await this.opts.db.collection(AGENDA_COLLECTION).updateMany(
+      { name: { $in: [AGENDA_RUN, AGENDA_SCHEDULE] }, lastModifiedBy: this.worker, lockedAt: { $ne: null, $lt: new Date(started - LOCK_GRACE_MS) }, _id: { $nin: held } },
+      { $unset: { lockedAt: true } },
+    );
+    // Every lock taken before the trouble is older than the grace now: nothing more to release.
+    if (started - LOCK_GRACE_MS > this.troubleAt) this.releasedUpTo = started;
+    if (res.modifiedCount) this.deps.log.warn({ count: res.modifiedCount }, 'released Agenda locks left behind while the database was away');
+    return res.modifiedCount;
   }
 
   /**
@@ -148,6 +196,7 @@ export class Engine implements Dispatcher {
     if (!this.started) return;
     this.started = false;
     clearInterval(this.sweeper);
+    clearInterval(this.lockKeeper);
     // Runs of this process stop; their leases end now so another replica takes them over at once.
     for (const [id, ac] of this.local) {
       ac.abort(new StopSignal('lost', 'this process is shutting down'));

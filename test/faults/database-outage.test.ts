@@ -49,11 +49,11 @@ async function call(method: string, path: string, key: string | null, json?: unk
   return { status: res.status, body: text ? JSON.parse(text) : undefined, requestId: res.headers.get('x-request-id') };
 }
 
-// Skipped until the recovery is fixed: on the final main of this session the server kept answering
-// 503 (MongoServerSelectionError "connection closed") for 43 s after the proxy was restored, also on
-// a quiet machine. The 503 mapping, the missing command buffering and the audit retry this test
-// drove are in; recovery without a restart is not proven. See the closing note of issue 23.
-describe.skip('the database away for 10 s under load', () => {
+// This test found three faults, each fixed in product code: the driver's server monitor hanging on a
+// write to a socket destroyed by the cut (503 until a restart: core/db-sockets.ts), Node's raw EPIPE
+// of such a socket answering 500 (isDatabaseUnavailable), and Agenda leaving the lock of a schedule's
+// tick behind for JOBS_LOCK_TTL_SECONDS (Engine.releaseLostLocks). See docs/operations.md.
+describe('the database away for 10 s under load', () => {
   it('answers 503 promptly, reports not ready, recovers without a restart and loses nothing acknowledged', async () => {
     // A tenant user with an API key: its requests look the key up in the database (cache 200 ms).
     const tenant = await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'outage' });
