@@ -64,33 +64,23 @@ export const givenArgs = (args: Record<string, unknown>): Record<string, unknown
 
 type ItemRef<T> = PothosSchemaTypes.ObjectRef<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>, T>;
 
-/** The numbers of a page without `total_pages` (the audit and privacy lists, whose shape predates core/page.ts). */
-export type PageWithoutTotalPages<T> = Omit<Page<T>, 'total_pages'>;
-
-/** Implements the page object: `items` of `item` and the page numbers, all non-null. */
-function implementPage<P extends PageWithoutTotalPages<T>, T>(builder: Builder, name: string, item: ItemRef<T>, totalPages: boolean) {
-  const ref = builder.objectRef<P>(name);
+/**
+ * The GraphQL object of a `Page<T>` (core/page.ts): `items` of `item` plus the four page numbers,
+ * all non-null, named `name` (e.g. `JobRunPage`). Every offset-paginated list uses it.
+ */
+export function pageObject<T>(builder: Builder, name: string, item: ItemRef<T>) {
+  const ref = builder.objectRef<Page<T>>(name);
   ref.implement({
     fields: (t) => ({
       items: t.field({ type: [item], nullable: false, resolve: (p) => p.items }),
       total: t.int({ nullable: false, resolve: (p) => p.total }),
       page: t.int({ nullable: false, resolve: (p) => p.page }),
       per_page: t.int({ nullable: false, resolve: (p) => p.per_page }),
-      ...(totalPages ? { total_pages: t.int({ nullable: false, resolve: (p) => (p as unknown as Page<T>).total_pages }) } : {}),
+      total_pages: t.int({ nullable: false, resolve: (p) => p.total_pages }),
     }),
   });
   return ref;
 }
-
-/**
- * The GraphQL object of a `Page<T>` (core/page.ts): `items` of `item` plus the four page numbers,
- * all non-null, named `name` (e.g. `JobRunPage`). Every offset-paginated list uses it.
- */
-export const pageObject = <T>(builder: Builder, name: string, item: ItemRef<T>) => implementPage<Page<T>, T>(builder, name, item, true);
-
-/** `pageObject` without `total_pages`, for the lists that never had it (their printed schema stays as it is). */
-export const pageObjectWithoutTotalPages = <T>(builder: Builder, name: string, item: ItemRef<T>) =>
-  implementPage<PageWithoutTotalPages<T>, T>(builder, name, item, false);
 
 /** The cursors of a cursor-mode page (`next`, `prev`, `has_next`, `has_prev`), as a GraphQL object named `name`. */
 export function cursorsObject(builder: Builder, name: string) {

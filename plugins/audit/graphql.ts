@@ -1,8 +1,8 @@
 import type { Builder } from '../../core/graphql.ts';
-import { parseInput, requireAdmin, givenArgs } from '../../core/graphql.ts';
+import { pageObject, parseInput, requireAdmin, givenArgs } from '../../core/graphql.ts';
 import { AUDIT_FIELDS, type AuditEntryView } from './model.ts';
 import { listQuery, liveQuery, statsQuery } from './schemas.ts';
-import type { AuditPage, AuditService, AuditStats } from './service.ts';
+import type { AuditService, AuditStats } from './service.ts';
 import type { AuditEntryModel } from './model.ts';
 import { newAuditEntries } from './live.ts';
 import { liveSubscription, unsettle, type RealtimeService } from '../../core/realtime/index.ts';
@@ -25,16 +25,7 @@ export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs 
         ]),
       ),
   });
-  // Not core's pageObject: the audit page has no `total_pages` (see AuditPage).
-  const Page = builder.objectRef<AuditPage>('AuditLogPage');
-  Page.implement({
-    fields: (t) => ({
-      items: t.expose('items', { type: [Entry], nullable: false }),
-      total: t.exposeInt('total', { nullable: false }),
-      page: t.exposeInt('page', { nullable: false }),
-      per_page: t.exposeInt('per_page', { nullable: false }),
-    }),
-  });
+  const Page = pageObject(builder, 'AuditLogPage', Entry);
   const UserCount = builder.objectRef<AuditStats['by_user'][number]>('AuditUserCount');
   UserCount.implement({
     fields: (t) => ({

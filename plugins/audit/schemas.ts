@@ -105,8 +105,8 @@ const fieldSchema = (f: AuditField): z.ZodType => {
 
 const entryResponse = z.object(Object.fromEntries(AUDIT_FIELDS.map((f) => [f.name, fieldSchema(f)])));
 
-/** core's page of entries without `total_pages`, which the audit list does not answer. */
-export const listResponse = pageSchema(entryResponse).omit({ total_pages: true });
+/** core's page of entries. */
+export const listResponse = pageSchema(entryResponse);
 
 export const statsResponse = z.object({
   total_entries: z.number().int(),

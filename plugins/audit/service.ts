@@ -5,7 +5,7 @@ import { isSystemActor, type Actor } from '../../core/context.ts';
 import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { Page } from '../../core/page.ts';
+import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
 import { traced } from '../../core/tracing.ts';
@@ -103,11 +103,8 @@ export interface AuditServiceOptions {
   observeFlush: <T>(entries: number, write: () => Promise<T>) => Promise<T>;
 }
 
-/**
- * One page of audit entries. The audit list answers `items`, `total`, `page` and `per_page`
- * only (no `total_pages`, unlike core's `Page`), in REST and GraphQL alike.
- */
-export type AuditPage = Omit<Page<AuditEntryView>, 'total_pages'>;
+/** One page of audit entries: core's offset page, as every offset list answers it. */
+export type AuditPage = Page<AuditEntryView>;
 
 export interface AuditStats {
   total_entries: number;
@@ -294,7 +291,7 @@ export class AuditService implements AuditLogger {
         .lean<AuditEntryRecord[]>(),
       this.model.countDocuments(filter),
     ]);
-    return { items: items.map(entryView), total, page: q.page, per_page: q.per_page };
+    return pageOf(items.map(entryView), total, q);
   }
 
   /** `GET /admin/audit-log/stats`: counts by operation, resource, user and period, in one aggregation. */

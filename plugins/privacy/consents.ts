@@ -1,3 +1,4 @@
+import type { Page } from '../../core/page.ts';
 /** Consents: grant, list and revoke a user's consent to a purpose. No Koa or GraphQL here. */
 import { Types } from 'mongoose';
 import { AccessDeniedError, NotFoundError, ValidationError } from '../../core/errors.ts';
@@ -5,7 +6,7 @@ import { isAdmin, isSystemActor, requestOf, type Actor } from '../../core/contex
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/identity/guards.ts';
 import { CONSENT_COLLECTION, consentView, type ConsentRecord, type ConsentView, type PrivacyModels } from './model.ts';
-import { findPage, oid, type PrivacyPage } from './personal-data.ts';
+import { findPage, oid } from './personal-data.ts';
 import type { ConsentsQuery, GrantInput } from './schemas.ts';
 import type { PrivacyDeps } from './service.ts';
 
@@ -51,7 +52,7 @@ export class ConsentsService {
    * tenant's user has no consents as far as a tenant administrator can tell (an empty page).
    * @throws AccessDeniedError for a non-administrator naming someone else
    */
-  async list(actor: Actor, q: ConsentsQuery): Promise<PrivacyPage<ConsentView>> {
+  async list(actor: Actor, q: ConsentsQuery): Promise<Page<ConsentView>> {
     const self = !q.user_id || q.user_id === actor.id;
     if (!self && !isAdmin(actor)) throw new AccessDeniedError("Only administrators read other users' consents");
     const filter: Filter = self ? { user_id: this.personOf(actor) } : { user_id: oid(q.user_id), ...this.deps.tenancy.filter(actor) };

@@ -1,3 +1,4 @@
+import type { Page } from '../../core/page.ts';
 /**
  * Erasure requests: creation with a preview, reading, and execution (inline, or queued as the
  * `execute_erasure` job), with the claim, lease and reservation that make two executions of one
@@ -11,7 +12,7 @@ import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { ERASURE_COLLECTION, erasureView, type CollectionCount, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels } from './model.ts';
-import { findPage, oid, subjectAsActor, type PersonalData, type PrivacyPage, type Subject } from './personal-data.ts';
+import { findPage, oid, subjectAsActor, type PersonalData, type Subject } from './personal-data.ts';
 import { ErasureRun, type ErasureEnv } from './erasure-run.ts';
 import type { ErasureListQuery } from './schemas.ts';
 import type { PrivacyDeps, RunControl } from './service.ts';
@@ -87,7 +88,7 @@ export class ErasureService {
   }
 
   /** Erasure requests within the actor's tenant scope, newest first. */
-  async list(actor: Actor, q: ErasureListQuery): Promise<PrivacyPage<ErasureRequestView>> {
+  async list(actor: Actor, q: ErasureListQuery): Promise<Page<ErasureRequestView>> {
     requireRole(actor, 'admin');
     const filter: Filter = this.deps.tenancy.filter(actor);
     if (q.status) filter.status = q.status;

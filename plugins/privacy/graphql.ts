@@ -1,5 +1,5 @@
 import type { Builder } from '../../core/graphql.ts';
-import { pageObjectWithoutTotalPages, parseInput, requireAdmin, requireUser, givenArgs } from '../../core/graphql.ts';
+import { pageObject, parseInput, requireAdmin, requireUser, givenArgs } from '../../core/graphql.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import type { ConsentView, ErasureRequestView } from './model.ts';
 import type { ErasureExecution } from './erasure.ts';
@@ -32,7 +32,7 @@ export function privacyGraphql(builder: Builder, { consents, erasures, exports }
       active: t.exposeBoolean('active', { nullable: false }),
     }),
   });
-  const ConsentPage = pageObjectWithoutTotalPages(builder, 'ConsentPage', Consent);
+  const ConsentPage = pageObject(builder, 'ConsentPage', Consent);
   type Count = ErasureRequestView['preview']['collections'][number];
   const CollectionCount = builder.objectRef<Count>('ErasureCollectionCount');
   CollectionCount.implement({
@@ -81,7 +81,7 @@ export function privacyGraphql(builder: Builder, { consents, erasures, exports }
       completed_at: t.expose('completed_at', { type: 'DateTime' }),
     }),
   });
-  const RequestPage = pageObjectWithoutTotalPages(builder, 'ErasureRequestPage', Request);
+  const RequestPage = pageObject(builder, 'ErasureRequestPage', Request);
   const Execution = builder.objectRef<ErasureExecution>('ErasureExecution');
   Execution.implement({
     fields: (t) => ({

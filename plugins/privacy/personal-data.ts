@@ -27,21 +27,12 @@ export interface PrivacySettings {
 /** A data subject: a user document as stored (soft-deleted users included). */
 export type Subject = UserDoc & { _id: Types.ObjectId };
 
-/**
- * A page of a privacy list: the core `Page` without `total_pages`, which the consents and erasure
- * request pages (REST bodies and GraphQL objects) have never carried; adding it is an API change of
- * its own.
- */
-export type PrivacyPage<T> = Omit<Page<T>, 'total_pages'>;
-
-/** One page of `model`'s documents matching `filter` in `sort` order, each shown as `view` shows it. */
-export async function findPage<D, R extends D, V>(model: Model<D>, filter: Filter, sort: Record<string, 1 | -1>, q: { page: number; per_page: number }, view: (r: R) => V): Promise<PrivacyPage<V>> {
+export async function findPage<D, R extends D, V>(model: Model<D>, filter: Filter, sort: Record<string, 1 | -1>, q: { page: number; per_page: number }, view: (r: R) => V): Promise<Page<V>> {
   const [items, total] = await Promise.all([
     model.find(filter).sort(sort).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<R[]>(),
     model.countDocuments(filter),
   ]);
-  const { total_pages: _notSent, ...page } = pageOf(items.map(view), total, q);
-  return page;
+  return pageOf(items.map(view), total, q);
 }
 
 export const oid = (v: unknown) => new Types.ObjectId(String(v));

@@ -49,11 +49,6 @@ export const userParams = z.object({ user_id: objectId });
 /** Parameters of the `execute_erasure` job. */
 export const erasureJobParams = z.object({ request_id: objectId.describe('The erasure request to execute') });
 
-/**
- * The pages of the privacy lists: core's page without `total_pages`, which these responses have
- * never carried (see `PrivacyPage`).
- */
-const privacyPageSchema = <T extends z.ZodType>(item: T) => pageSchema(item).omit({ total_pages: true });
 
 // Response shapes, for the OpenAPI description.
 
@@ -67,7 +62,7 @@ export const consentResponse = z.object({
   source: z.string(),
   active: z.boolean(),
 });
-export const consentPageResponse = privacyPageSchema(consentResponse);
+export const consentPageResponse = pageSchema(consentResponse);
 
 const collectionCount = z.object({ name: z.string(), action: z.enum(LINKED_ACTIONS), count: z.number().int(), fields: z.array(z.string()) });
 
@@ -95,7 +90,7 @@ export const erasureResponse = z.object({
   started_at: z.iso.datetime().nullable(),
   completed_at: z.iso.datetime().nullable(),
 });
-export const erasurePageResponse = privacyPageSchema(erasureResponse);
+export const erasurePageResponse = pageSchema(erasureResponse);
 
 export const exportResponse = z.object({
   generated_at: z.iso.datetime(),

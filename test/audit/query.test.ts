@@ -48,9 +48,9 @@ const names = async (query: Record<string, string> = {}) => {
 };
 
 describe('GET /admin/audit-log', () => {
-  it('answers {items, total, page, per_page} with the entry fields, newest first by default', async () => {
+  it('answers {items, total, page, per_page, total_pages} with the entry fields, newest first by default', async () => {
     const body = await list();
-    expect(Object.keys(body).sort()).toEqual(['items', 'page', 'per_page', 'total']);
+    expect(Object.keys(body).sort()).toEqual(['items', 'page', 'per_page', 'total', 'total_pages']);
     expect(body).toMatchObject({ total: 7, page: 1, per_page: 50 });
     expect(await names()).toBe('EDCGBAF');
     const c = body.items.find((e) => e.id === ids.C);

@@ -161,7 +161,7 @@ describe('GraphQL', () => {
     const rest = await t.http('GET', `/privacy/consents?user_id=${alice.userId}`, { key: adminA.key });
     expect(rest.body.total).toBeGreaterThan(0);
     const g = await t.gql(
-      'query($u: String) { consents(user_id: $u) { total page per_page items { id user_id tenant_id purpose granted_at revoked_at source active } } }',
+      'query($u: String) { consents(user_id: $u) { total page per_page total_pages items { id user_id tenant_id purpose granted_at revoked_at source active } } }',
       { u: alice.userId },
       { key: adminA.key },
     );
