@@ -5,7 +5,7 @@
  * The checking itself is query.ts's (`parseListArgs`), shared by REST and GraphQL.
  */
 import { z } from 'zod';
-import { BadRequestError } from '../../core/errors.ts';
+import { AppError, BadRequestError, ErrorCode } from '../../core/errors.ts';
 
 /**
  * Structured list arguments, as GraphQL receives them. Absent and null mean "not given".
@@ -59,7 +59,7 @@ export interface ListParam {
 /** Every list parameter, in the order of the REST documentation. */
 export const LIST_PARAMS: readonly ListParam[] = [
   { name: 'page', arg: 'page', kind: 'int', doc: 'Offset mode page number (>= 1), default 1', graphqlOrder: 9 },
-  { name: 'per_page', arg: 'per_page', kind: 'int', doc: 'Offset mode page size; above the resource max_page_size is a 400', graphqlOrder: 10 },
+  { name: 'per_page', arg: 'per_page', kind: 'int', doc: 'Offset mode page size; above the resource max_page_size is a 422', graphqlOrder: 10 },
   { name: 'cursor', arg: 'cursor', kind: 'text', doc: 'Opaque signed cursor; selects cursor mode', graphqlOrder: 12 },
   { name: 'limit', arg: 'limit', kind: 'int', doc: 'Cursor mode page size (default 25, max 100); without `page` selects cursor mode', graphqlOrder: 11 },
   { name: 'direction', arg: 'direction', kind: 'text', doc: '`next` (default) or `prev`', graphqlOrder: 13 },
@@ -116,6 +116,18 @@ const POSITIVE_INT = /^\d+$/;
 export class QueryParamError extends BadRequestError {
   constructor(message: string, param: string, type = 'invalid_parameter') {
     super(message, { param, errors: [{ loc: ['query', param], msg: message, type }] });
+  }
+}
+
+/**
+ * A page size above its ceiling (`per_page` above the resource's `max_page_size`, `limit` above the
+ * cursor ceiling): 422 `VALIDATION_ERROR`, as spec document 1 says for `per_page`, naming the
+ * parameter like every list-parameter error (`param`, `errors[].loc`).
+ */
+export class PageSizeError extends AppError {
+  constructor(param: 'per_page' | 'limit', max: number) {
+    const msg = `${param} must be at most ${max}`;
+    super(422, ErrorCode.VALIDATION_ERROR, msg, { param, errors: [{ loc: ['query', param], msg, type: 'too_big' }] });
   }
 }
 

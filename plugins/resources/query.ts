@@ -10,14 +10,14 @@
 import { z } from 'zod';
 import type { Filter } from '../../core/identity/guards.ts';
 import { buildParamFilter, buildSearchClauses, buildTagClauses, given, listOf, splitList } from './filters.ts';
-import { QueryParamError, readListQuery, type ListArgs, type RawQuery } from './params.ts';
+import { PageSizeError, QueryParamError, readListQuery, type ListArgs, type RawQuery } from './params.ts';
 import { checkPath, isPlainObject, validateWhere } from './where.ts';
 
 export type { ListArgs, RawQuery } from './params.ts';
 
 const limit = (min: 0 | 1) => (min ? z.number().int().positive() : z.number().int().nonnegative());
 
-/** Abuse limits for list queries. Every value is a hard ceiling; exceeding one is a 400. */
+/** Abuse limits for list queries. Every value is a hard ceiling; exceeding one is a 400 (`limit` above `maxLimit`: 422, a page size). */
 export const queryLimitsSchema = z.object({
   /** Maximum JSON nesting depth of `where`; the top-level object is depth 1 and every object or array adds one. */
   maxWhereDepth: limit(1),
@@ -73,7 +73,7 @@ export interface ResourceQueryInfo {
   defaultSort: string;
   /** `per_page` when absent (typically 25). */
   defaultPageSize: number;
-  /** Ceiling of `per_page` (typically 100); above it is a 400. */
+  /** Ceiling of `per_page` (typically 100); above it is a 422. */
   maxPageSize: number;
   /** The model has a `tags` array field, enabling `tags__in`, `tags__all`, `tags__nin`. */
   hasTags: boolean;
@@ -118,8 +118,8 @@ export interface ParsedListQuery {
  * empty items dropped; an empty `cursor=` selects cursor mode on its first page; `q` on a resource
  * without search fields is a 400 even when empty.
  *
- * @throws QueryParamError (400) for any malformed parameter, `per_page` above
- *   `resource.maxPageSize` included.
+ * @throws QueryParamError (400) for any malformed parameter; PageSizeError (422) for `per_page`
+ *   above `resource.maxPageSize` or `limit` above its ceiling.
  */
 export function parseListQuery(query: RawQuery, resource: ResourceQueryInfo, limits?: Partial<QueryLimits>): ParsedListQuery {
   return parseListArgs(readListQuery(query), resource, limits);
@@ -131,18 +131,18 @@ export function parseListQuery(query: RawQuery, resource: ResourceQueryInfo, lim
  * trimmed and may be comma-separated, filter values follow the query-string coercion when they are
  * strings and keep their JSON type otherwise.
  *
- * @throws QueryParamError (400) for any malformed argument, `per_page` above
- *   `resource.maxPageSize` included.
+ * @throws QueryParamError (400) for any malformed argument; PageSizeError (422) for `per_page`
+ *   above `resource.maxPageSize` or `limit` above its ceiling.
  */
 export function parseListArgs(args: ListArgs, resource: ResourceQueryInfo, limits?: Partial<QueryLimits>): ParsedListQuery {
   const lim: QueryLimits = { ...DEFAULT_QUERY_LIMITS, ...limits };
   const page = given(args.page) ? positiveInt(args.page, 'page') : 1;
   const perPage = given(args.per_page) ? positiveInt(args.per_page, 'per_page') : resource.defaultPageSize;
   if (perPage > resource.maxPageSize) {
-    throw new QueryParamError(`per_page must be at most ${resource.maxPageSize}`, 'per_page', 'too_big');
+    throw new PageSizeError('per_page', resource.maxPageSize);
   }
   const limit = given(args.limit) ? positiveInt(args.limit, 'limit') : Math.min(lim.defaultLimit, lim.maxLimit);
-  if (limit > lim.maxLimit) throw new QueryParamError(`limit must be at most ${lim.maxLimit}`, 'limit', 'too_big');
+  if (limit > lim.maxLimit) throw new PageSizeError('limit', lim.maxLimit);
 
   const mode: ParsedListQuery['mode'] = given(args.cursor) || (given(args.limit) && !given(args.page)) ? 'cursor' : 'offset';
   const cursor = args.cursor || null;

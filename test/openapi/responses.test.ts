@@ -119,7 +119,7 @@ describe('responses are checked against the document in tests', () => {
   it('error envelopes are checked too, including undocumented statuses', async () => {
     const { key } = await createTenantUser(t);
     const res = await t.http('GET', '/projects?per_page=100000', { key });
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(422);
   });
 });
 

@@ -125,8 +125,8 @@ describe('errors carry the REST codes in extensions.code', () => {
     ['filter exists that is not a boolean', 'projects(filter: $v)', { v: { budget__exists: 'yes' } }, 'BAD_REQUEST'],
     ['unknown sort field', 'projects(sort: $v)', { v: 'nope' }, 'BAD_REQUEST'],
     ['invalid cursor', 'projects(cursor: $v)', { v: 'abc.def' }, 'BAD_REQUEST'],
-    ['limit above the cap', 'projects(limit: $v)', { v: 101 }, 'BAD_REQUEST'],
-    ['per_page above max_page_size', 'projects(per_page: $v)', { v: 101 }, 'BAD_REQUEST'],
+    ['limit above the cap', 'projects(limit: $v)', { v: 101 }, 'VALIDATION_ERROR'],
+    ['per_page above max_page_size', 'projects(per_page: $v)', { v: 101 }, 'VALIDATION_ERROR'],
     ['populate of a plain field', 'tasks(populate: $v)', { v: ['title'] }, 'BAD_REQUEST'],
   ])('%s → %s', async (_l, call, variables, code) => {
     const arg = /\((\w+):/.exec(call)![1]!;
