@@ -6,10 +6,10 @@ import type { EventLog, OutboxEntry, OutboxSource } from '../../core/events/inde
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import { etagOf, parseIfMatch } from '../../core/etag.ts';
-import { isAdmin, requestOf, isSystemActor, writeTenantId, type Actor } from '../../core/context.ts';
+import { isAdmin, isSystemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
-import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
+import { documentEventBase, type Doc, type DocumentEventBase, type HookBus } from '../../core/hooks.ts';
 import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type QueryLimits, type RawQuery, type ResourceQueryInfo } from './query.ts';
 import { cursorFilter, decodeCursor, encodeCursor, querySort } from '../../core/cursor.ts';
 import type { ResourceDefinition } from './define.ts';
@@ -440,11 +440,8 @@ export class ResourceService {
   }
 
   event(actor: Actor | null, tenantId: string | null, bulk: boolean): DocumentEventBase {
-    const ctx = requestOf(actor);
-    return {
-      resource: this.def.name, actor, tenant_id: tenantId, ip: ctx?.ip ?? null, request_id: ctx?.requestId ?? null,
-      secret_fields: this.def.privateFields, bulk,
-    };
+    return documentEventBase(this.def.name, actor, tenantId, { secret_fields: this.def.privateFields, bulk });
   }
+
 }
 

@@ -5,9 +5,9 @@
  */
 import { Types } from 'mongoose';
 import { AppError, ConflictError, ErrorCode, NotFoundError, ValidationError } from '../../core/errors.ts';
-import { isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
+import { isSystemActor, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
-import type { Doc, DocumentEventBase, HookBus } from '../../core/hooks.ts';
+import { documentEventBase, type Doc, type DocumentEventBase, type HookBus } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
@@ -283,7 +283,6 @@ export class EndpointService implements EndpointHealth {
   }
 
   private eventBase(actor: Actor, tenantId: string): DocumentEventBase {
-    const req = requestOf(actor);
-    return { resource: ENDPOINTS_RESOURCE, actor, tenant_id: tenantId, ip: req?.ip ?? null, request_id: req?.requestId ?? null, secret_fields: SECRET_FIELDS, bulk: false };
+    return documentEventBase(ENDPOINTS_RESOURCE, actor, tenantId, { secret_fields: SECRET_FIELDS });
   }
 }
