@@ -4,7 +4,6 @@
  * `connection_init`; the same limits and error codes as over HTTP; who sees what on each.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Client } from 'graphql-ws';
 import { ADMIN_KEY, buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
@@ -13,25 +12,15 @@ import { jobsFixturePlugin } from '../fixtures/jobs-fixture-plugin.ts';
 import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
 import { resourceEventsPlugin } from '../fixtures/resource-events-plugin.ts';
 import { FAST, trigger, waitRun } from '../jobs/helpers.ts';
-import { EVENT_FIELDS, sleep, sseSubscribe, subscribe, until, wsClient, type Sub } from './helpers.ts';
+import { EVENT_FIELDS, EVENTS_SUBSCRIPTION, sleep, sseSubscribe, until, wsTracker } from './helpers.ts';
 
 let t: TestApp;
 let userA: Awaited<ReturnType<typeof createTenantUser>>;
 let adminA: Awaited<ReturnType<typeof createTenantUser>>;
 let userB: Awaited<ReturnType<typeof createTenantUser>>;
-const clients: Client[] = [];
-const subs: Sub[] = [];
-const client = (params: Record<string, unknown>, onClosed?: (e: unknown) => void) => {
-  const c = wsClient(t.url, params, onClosed);
-  clients.push(c);
-  return c;
-};
-const sub = (c: Client, query: string, variables: Record<string, unknown> = {}) => {
-  const s = subscribe(c, query, variables);
-  subs.push(s);
-  return s;
-};
-const EVENTS = `subscription($types: [String!]) { events(types: $types) { ${EVENT_FIELDS} } }`;
+const ws = wsTracker(() => t.url);
+const { client, sub } = ws;
+const EVENTS = EVENTS_SUBSCRIPTION;
 const CHANGED = `subscription($resource: String!, $id: ID) { resourceChanged(resource: $resource, id: $id) { ${EVENT_FIELDS} } }`;
 
 beforeAll(async () => {
@@ -44,8 +33,7 @@ beforeAll(async () => {
   userB = await createTenantUser(t, { features: ['memos'] });
 });
 afterAll(async () => {
-  for (const s of subs) s.dispose();
-  await Promise.all(clients.map((c) => c.dispose()));
+  await ws.disposeAll();
   await t?.close();
 });
 

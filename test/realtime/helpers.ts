@@ -122,3 +122,31 @@ export async function sseSubscribe(base: string, query: string, variables: Recor
 }
 
 export const EVENT_FIELDS = 'id type tenant_id data actor created_at';
+
+/**
+ * The graphql-ws clients and subscriptions of one test file, against the app at `base()`, all
+ * disposed by `disposeAll()` (in `afterAll`, before the app closes).
+ */
+export function wsTracker(base: () => string) {
+  const clients: Client[] = [];
+  const subs: Sub[] = [];
+  return {
+    client(params: Record<string, unknown>, onClosed?: (e: unknown) => void): Client {
+      const c = wsClient(base(), params, onClosed);
+      clients.push(c);
+      return c;
+    },
+    sub(c: Client, query: string, variables: Record<string, unknown> = {}): Sub {
+      const s = subscribe(c, query, variables);
+      subs.push(s);
+      return s;
+    },
+    async disposeAll(): Promise<void> {
+      for (const s of subs) s.dispose();
+      await Promise.all(clients.map((c) => c.dispose()));
+    },
+  };
+}
+
+/** The `events` and `resourceChanged` subscriptions with every event field. */
+export const EVENTS_SUBSCRIPTION = `subscription($types: [String!]) { events(types: $types) { ${EVENT_FIELDS} } }`;

@@ -5,27 +5,16 @@
  * credential ends leaves its group without ending the others.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Client } from 'graphql-ws';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { resourceEventsPlugin } from '../fixtures/resource-events-plugin.ts';
-import { EVENT_FIELDS, sleep, sseSubscribe, subscribe, until, wsClient, type Sub } from './helpers.ts';
+import { EVENT_FIELDS, EVENTS_SUBSCRIPTION, sleep, sseSubscribe, until, wsTracker } from './helpers.ts';
 
 let t: TestApp;
-const clients: Client[] = [];
-const subs: Sub[] = [];
+const ws = wsTracker(() => t.url);
+const { client, sub } = ws;
 const closers: (() => void)[] = [];
-const client = (params: Record<string, unknown>) => {
-  const c = wsClient(t.url, params);
-  clients.push(c);
-  return c;
-};
-const sub = (c: Client, query: string, variables: Record<string, unknown> = {}) => {
-  const s = subscribe(c, query, variables);
-  subs.push(s);
-  return s;
-};
-const EVENTS = `subscription($types: [String!]) { events(types: $types) { ${EVENT_FIELDS} } }`;
+const EVENTS = EVENTS_SUBSCRIPTION;
 const CHANGED = `subscription($resource: String!) { resourceChanged(resource: $resource) { ${EVENT_FIELDS} } }`;
 const stats = () => t.app.services.get('realtime').stats();
 
@@ -36,9 +25,8 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  for (const s of subs) s.dispose();
   for (const c of closers) c();
-  await Promise.all(clients.map((c) => c.dispose()));
+  await ws.disposeAll();
   await t?.close();
 });
 
