@@ -10,13 +10,13 @@
  * ratio is the median of its per-round ratios, printed with the rounds.
  */
 import { writeFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
 import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
 import { seed, startServer } from './seed.ts';
 import { benchWebhooks } from './webhooks.ts';
 import { benchJobs } from './jobs.ts';
+import { type Load, loadAvg, log, measureRate, ratioOf, scenarios, showRatio } from './scenarios.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
@@ -26,20 +26,10 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SIDES = ['app', 'app-nolimit', 'bare'] as const;
 type Side = (typeof SIDES)[number];
 
-const log = (s: string) => process.stdout.write(`${s}\n`);
-const loadAvg = () => loadavg().map((l) => l.toFixed(1)).join(' ');
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-
-type Load = Omit<autocannon.Options, 'url'> & { path: string };
-
 async function main() {
   const { mem, MONGODB_URI, tenant, user, key, sample, cursor500, updIds } = await seed(DOCS, log);
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const headers = { 'X-API-Key': key };
-  const json = { ...headers, 'Content-Type': 'application/json' };
   const id = String(sample._id);
   // BENCH_ONLY=get,list runs only the scenarios whose name contains one of the words (quick checks).
   const only = process.env.BENCH_ONLY?.split(',').filter(Boolean) ?? [];
@@ -51,48 +41,25 @@ async function main() {
   const rates: Record<string, number[]> = {};
 
   const measure = async (name: string, side: Side, opts: Load) => {
-    const { port } = servers.get(side)!;
-    const r = await autocannon({ url: `http://127.0.0.1:${port}${opts.path}`, connections: CONNECTIONS, duration: DURATION, headers, ...opts });
-    const bad = r.non2xx + r.errors;
-    // total / duration: per-second samples are coarse for runs bounded by `amount`.
-    const rate = r.requests.total / ((new Date(r.finish).getTime() - new Date(r.start).getTime()) / 1000);
+    const rate = await measureRate(`${side} ${name}`, servers.get(side)!.port, opts, { connections: CONNECTIONS, duration: DURATION, headers });
     (rates[`${side} ${name}`] ??= []).push(rate);
-    log(`  ${`${side} ${name}`.padEnd(32)} ${rate.toFixed(0).padStart(7)} req/s   p99 ${r.latency.p99} ms${bad ? `   (${bad} non-2xx/errors!)` : ''}`);
-    if (bad) throw new Error(`${side} ${name}: ${bad} non-2xx responses or errors; the measurement is invalid`);
   };
 
   try {
     // Warm up (JIT, connection pools, auth cache) on a read so writes are not spent twice.
     for (const { port } of servers.values()) await autocannon({ url: `http://127.0.0.1:${port}/projects/${id}`, connections: CONNECTIONS, duration: 2, headers });
 
-    // GraphQL asks for every field REST returns, so both serialize the same documents.
-    const gqlFields = '_id etag name description status tags budget owner_email tenant_id created_at updated_at created_by updated_by is_deleted deleted_at deleted_by version';
-    const gqlBody = JSON.stringify({ query: `{ projects(per_page: 25) { total page per_page total_pages items { ${gqlFields} } } }` });
+    const { reads: r, create, update } = scenarios({ key, sampleId: id, updIds }, ROUNDS * 3);
     const reads: [string, Side[], Load][] = [
-      ['auth/me', ['app', 'app-nolimit'], { path: '/auth/me' }],
-      ['get-one', ['app', 'app-nolimit', 'bare'], { path: `/projects/${id}` }],
-      ['list', ['app', 'app-nolimit', 'bare'], { path: '/projects?per_page=25' }],
-      ['graphql list', ['app', 'app-nolimit'], { path: '/graphql', method: 'POST', body: gqlBody, headers: json }],
+      ['auth/me', ['app', 'app-nolimit'], r['auth/me']],
+      ['get-one', ['app', 'app-nolimit', 'bare'], r['get-one']],
+      ['list', ['app', 'app-nolimit', 'bare'], r.list],
+      ['graphql list', ['app', 'app-nolimit'], r['graphql list']],
     ];
     // Writes last: the documents they add would otherwise weigh on the later lists.
-    const createBody = JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 });
-    // Updates each hit their own document at version 1 (no ETag round trip): one disjoint slice per run.
-    const slice = Math.floor(updIds.length / (ROUNDS * 3));
-    let nextSlice = 0;
-    const updates = (): Load => {
-      const ids = updIds.slice(nextSlice * slice, ++nextSlice * slice);
-      let i = 0;
-      return {
-        path: '/projects', amount: ids.length,
-        requests: [{
-          method: 'PATCH', headers: { ...json, 'If-Match': '"1"' }, body: JSON.stringify({ budget: 42 }),
-          setupRequest: (req: autocannon.Request) => ({ ...req, path: `/projects/${ids[i++ % ids.length]}` }),
-        }],
-      };
-    };
     const writes: [string, Side[], Load | (() => Load)][] = [
-      ['create', ['app', 'app-nolimit', 'bare'], { path: '/projects', method: 'POST', body: createBody, headers: json }],
-      ['update', ['app', 'app-nolimit', 'bare'], updates],
+      ['create', ['app', 'app-nolimit', 'bare'], create],
+      ['update', ['app', 'app-nolimit', 'bare'], update],
     ];
     for (const group of [reads, writes]) {
       for (let round = 0; round < ROUNDS; round++) {
@@ -112,15 +79,8 @@ async function main() {
     for (const { child } of servers.values()) child.kill('SIGTERM');
   }
 
-  /** Median of the per-round ratios a / b, with the rounds. */
-  const ratio = (a: string, b: string) => {
-    const xs = rates[a], ys = rates[b];
-    if (!xs?.length || !ys?.length) return { median: null, rounds: [] as number[] };
-    const rounds = xs.map((x, i) => x / ys[i]!);
-    return { median: median(rounds), rounds };
-  };
-  const show = (r: { median: number | null; rounds: number[] }) =>
-    r.median === null ? 'n/a' : `${r.median.toFixed(2)}  (rounds ${r.rounds.map((x) => x.toFixed(2)).join(', ')})`;
+  const ratio = (a: string, b: string) => ratioOf(rates, a, b);
+  const show = showRatio;
   const lines: [string, string, string][] = [
     ['GET /auth/me, defaults vs limiter off (aim >= 0.9)', 'app auth/me', 'app-nolimit auth/me'],
     ['get-one, defaults vs limiter off (aim >= 0.9)', 'app get-one', 'app-nolimit get-one'],

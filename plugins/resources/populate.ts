@@ -24,7 +24,7 @@ export async function populate(svc: ResourceService, actor: Actor, items: Doc[],
       .find({ _id: { $in: ids }, ...target.scope(actor) })
       .select(target.projection(null))
       .lean<Doc[]>();
-    const byId = new Map(related.map((r) => [String(r._id), r]));
+    const byId = new Map(related.map((r) => [String(r._id), target.view(r)]));
     for (const d of out) if (d[p] != null) d[p] = byId.get(String(d[p])) ?? null;
   }
   return out;

@@ -1,0 +1,75 @@
+/**
+ * The HTTP scenarios and the ratio arithmetic shared by `npm run bench` (bench/run.ts) and
+ * `npm run bench:compare` (bench/compare.ts): one definition of what "get-one", "create" or
+ * "update" sends, so a comparison between two trees measures exactly what the headline bench does.
+ */
+import { loadavg } from 'node:os';
+import autocannon from 'autocannon';
+
+export type Load = Omit<autocannon.Options, 'url'> & { path: string };
+
+export const log = (s: string) => process.stdout.write(`${s}\n`);
+export const loadAvg = () => loadavg().map((l) => l.toFixed(1)).join(' ');
+
+export const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+/** Requests per second of one autocannon run against `port`; throws when any answer is not 2xx (the measurement would be invalid). */
+export async function measureRate(label: string, port: number, opts: Load, defaults: { connections: number; duration: number; headers: Record<string, string> }): Promise<number> {
+  // A run bounded by `amount` stops at autocannon's next sample tick, so with the default 1 s tick
+  // its length (and so its rate) is rounded up to whole seconds: an update run of 1,333 requests
+  // read 1,333, 666 or 444 req/s whatever its speed. A 20 ms tick keeps that error within 2%.
+  const r = await autocannon({ url: `http://127.0.0.1:${port}${opts.path}`, connections: defaults.connections, duration: defaults.duration, headers: defaults.headers, ...(opts.amount ? { sampleInt: 20 } : {}), ...opts });
+  const bad = r.non2xx + r.errors;
+  const rate = r.requests.total / ((new Date(r.finish).getTime() - new Date(r.start).getTime()) / 1000);
+  log(`  ${label.padEnd(36)} ${rate.toFixed(0).padStart(7)} req/s   p99 ${r.latency.p99} ms${bad ? `   (${bad} non-2xx/errors!)` : ''}`);
+  if (bad) throw new Error(`${label}: ${bad} non-2xx responses or errors; the measurement is invalid`);
+  return rate;
+}
+
+/** Median of the per-round ratios a / b, with the rounds (`rates` holds one rate per round per key). */
+export function ratioOf(rates: Record<string, number[]>, a: string, b: string) {
+  const xs = rates[a], ys = rates[b];
+  if (!xs?.length || !ys?.length) return { median: null, rounds: [] as number[] };
+  const rounds = xs.map((x, i) => x / ys[i]!);
+  return { median: median(rounds), rounds };
+}
+
+export const showRatio = (r: { median: number | null; rounds: number[] }) =>
+  r.median === null ? 'n/a' : `${r.median.toFixed(2)}  (rounds ${r.rounds.map((x) => x.toFixed(2)).join(', ')})`;
+
+/**
+ * The read and write scenarios of the headline bench. Reads: `/auth/me`, get-one, a 25-row list,
+ * the same list over GraphQL. Writes: a create, and an update with `If-Match` (each update hits its
+ * own seeded document at version 1, one disjoint slice of `updIds` per measurement, so no ETag round
+ * trip is needed; `slices` is how many update measurements the run makes).
+ */
+export function scenarios(seeded: { key: string; sampleId: string; updIds: string[] }, slices: number) {
+  const json = { 'X-API-Key': seeded.key, 'Content-Type': 'application/json' };
+  // GraphQL asks for every field REST returns, so both serialize the same documents.
+  const gqlFields = '_id etag name description status tags budget owner_email tenant_id created_at updated_at created_by updated_by is_deleted deleted_at deleted_by version';
+  const gqlBody = JSON.stringify({ query: `{ projects(per_page: 25) { total page per_page total_pages items { ${gqlFields} } } }` });
+  const reads: Record<'auth/me' | 'get-one' | 'list' | 'graphql list', Load> = {
+    'auth/me': { path: '/auth/me' },
+    'get-one': { path: `/projects/${seeded.sampleId}` },
+    list: { path: '/projects?per_page=25' },
+    'graphql list': { path: '/graphql', method: 'POST', body: gqlBody, headers: json },
+  };
+  const slice = Math.floor(seeded.updIds.length / slices);
+  let nextSlice = 0;
+  const update = (): Load => {
+    const ids = seeded.updIds.slice(nextSlice * slice, ++nextSlice * slice);
+    let i = 0;
+    return {
+      path: '/projects', amount: ids.length,
+      requests: [{
+        method: 'PATCH', headers: { ...json, 'If-Match': '"1"' }, body: JSON.stringify({ budget: 42 }),
+        setupRequest: (req: autocannon.Request) => ({ ...req, path: `/projects/${ids[i++ % ids.length]}` }),
+      }],
+    };
+  };
+  const create: Load = { path: '/projects', method: 'POST', body: JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 }), headers: json };
+  return { reads, create, update };
+}
