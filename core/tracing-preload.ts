@@ -21,5 +21,14 @@ if (settings && tracingRequested(settings)) {
   const stop = startTracing(settings);
   // Flush what is buffered when the server stops (server.ts exits after closing the app).
   process.once('beforeExit', () => void stop());
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void stop());
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => {
+      // A listener replaces Node's default of exiting on the signal. When the program preloaded
+      // here has no handler of its own, nothing would ever exit: flush, then raise the signal again
+      // with no listener left, so the process ends as it would have without tracing.
+      void stop().finally(() => {
+        if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+      });
+    });
+  }
 }

@@ -1,26 +1,33 @@
 import { expect } from 'vitest';
-import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import type { App } from '../../core/kernel.ts';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import type { TestApp } from '../helpers/app.ts';
 
-type Sample = MetricValue<string> & { metricName?: string };
+/** One sample as the tests read it: a counter's or gauge's value, or a histogram's observation count. */
+export type Sample = { labels: Record<string, string>; value: number };
 
-/** Every series of the app's own registry, as prom-client reports them (collect callbacks run). */
-export async function metricsJson(app: App): Promise<MetricObjectWithValues<Sample>[]> {
-  return (await app.services.get('metrics').registry.getMetricsAsJSON()) as MetricObjectWithValues<Sample>[];
+/**
+ * Every metric family of a scrape of `GET /metrics`, parsed by `parse-prometheus-text-format`
+ * (a maintained parser whose output follows prom2json's): the tests read what Prometheus reads,
+ * through HTTP, not the registry's own view of itself.
+ */
+export async function scrapeFamilies(t: TestApp): Promise<ReturnType<typeof parsePrometheusTextFormat>> {
+  const res = await scrape(t);
+  expect(res.status, 'GET /metrics').toBe(200);
+  return parsePrometheusTextFormat(res.text);
 }
 
-/** Samples of metric `name` whose labels include `labels` (histograms: their `_count` samples). */
-export async function samples(app: App, name: string, labels: Record<string, string> = {}): Promise<Sample[]> {
-  const m = (await metricsJson(app)).find((x) => x.name === name);
-  if (!m) return [];
-  const wanted = m.type === ('histogram' as never) ? `${name}_count` : undefined;
-  return m.values.filter((v) => (!wanted || v.metricName === wanted) && Object.entries(labels).every(([k, val]) => String(v.labels[k]) === val));
+/** Samples of metric `name` whose labels include `labels` (histograms: their observation counts), from a scrape. */
+export async function samples(t: TestApp, name: string, labels: Record<string, string> = {}): Promise<Sample[]> {
+  const family = (await scrapeFamilies(t)).find((f) => f.name === name);
+  if (!family) return [];
+  return family.metrics
+    .map((m) => ({ labels: m.labels ?? {}, value: Number('count' in m && m.count !== undefined ? m.count : (m as { value: string }).value) }))
+    .filter((m) => Object.entries(labels).every(([k, v]) => m.labels[k] === v));
 }
 
 /** Sum of the matching samples (a counter's total, a histogram's observation count). */
-export async function total(app: App, name: string, labels: Record<string, string> = {}): Promise<number> {
-  return (await samples(app, name, labels)).reduce((s, v) => s + v.value, 0);
+export async function total(t: TestApp, name: string, labels: Record<string, string> = {}): Promise<number> {
+  return (await samples(t, name, labels)).reduce((s, v) => s + v.value, 0);
 }
 
 const LINE = /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? (-?[0-9.e+-]+|[+-]?Inf|NaN)$/i;

@@ -33,70 +33,70 @@ describe('GET /metrics (main port, no token outside production)', () => {
     await t.http('GET', `/projects/${created.body._id ?? created.body.id}`);
     await t.http('GET', '/no/such/path/1');
     await t.http('GET', '/no/such/path/2');
-    expect(await total(t.app, 'http_request_duration_seconds', { method: 'POST', route: '/projects', status_class: '2xx' })).toBeGreaterThanOrEqual(1);
-    expect(await total(t.app, 'http_request_duration_seconds', { method: 'GET', route: '/projects/:id', status_class: '2xx' })).toBeGreaterThanOrEqual(1);
-    expect(await total(t.app, 'http_request_duration_seconds', { method: 'GET', route: 'unmatched', status_class: '4xx' })).toBe(2);
-    const routes = (await samples(t.app, 'http_request_duration_seconds')).map((s) => String(s.labels.route));
+    expect(await total(t, 'http_request_duration_seconds', { method: 'POST', route: '/projects', status_class: '2xx' })).toBeGreaterThanOrEqual(1);
+    expect(await total(t, 'http_request_duration_seconds', { method: 'GET', route: '/projects/:id', status_class: '2xx' })).toBeGreaterThanOrEqual(1);
+    expect(await total(t, 'http_request_duration_seconds', { method: 'GET', route: 'unmatched', status_class: '4xx' })).toBe(2);
+    const routes = (await samples(t, 'http_request_duration_seconds')).map((s) => String(s.labels.route));
     expect(routes.some((r) => r.startsWith('/no/'))).toBe(false);
   });
 
   it('1,000 requests to 1,000 different ids make one series per method, route and status class', async () => {
-    const before = (await samples(t.app, 'http_request_duration_seconds')).length;
+    const before = (await samples(t, 'http_request_duration_seconds')).length;
     const ids = Array.from({ length: 1000 }, () => new Types.ObjectId().toHexString());
     for (let i = 0; i < ids.length; i += 50) await Promise.all(ids.slice(i, i + 50).map((id) => t.http('GET', `/projects/${id}`)));
-    const series = await samples(t.app, 'http_request_duration_seconds', { route: '/projects/:id' });
+    const series = await samples(t, 'http_request_duration_seconds', { route: '/projects/:id' });
     const keys = new Set(series.map((s) => `${s.labels.method} ${s.labels.route} ${s.labels.status_class}`));
     expect([...keys].sort()).toEqual(['GET /projects/:id 2xx', 'GET /projects/:id 4xx']);
-    expect(await total(t.app, 'http_request_duration_seconds', { route: '/projects/:id', status_class: '4xx' })).toBe(1000);
+    expect(await total(t, 'http_request_duration_seconds', { route: '/projects/:id', status_class: '4xx' })).toBe(1000);
     // At most the one new series (404s) over what earlier tests made.
-    expect((await samples(t.app, 'http_request_duration_seconds')).length).toBeLessThanOrEqual(before + 1);
+    expect((await samples(t, 'http_request_duration_seconds')).length).toBeLessThanOrEqual(before + 1);
   });
 
   it('GraphQL: operations by type and bounded name, errors by code, refusals by limit', async () => {
     await t.gql('query Mine { me { email } }');
     await t.gql('{ me { email } }');
     await t.gql('mutation Make { createProject(input: {name: "G"}) { _id } }');
-    expect(await total(t.app, 'graphql_operations_total', { type: 'query', name: 'Mine' })).toBe(1);
-    expect(await total(t.app, 'graphql_operations_total', { type: 'query', name: 'anonymous' })).toBe(1);
+    expect(await total(t, 'graphql_operations_total', { type: 'query', name: 'Mine' })).toBe(1);
+    expect(await total(t, 'graphql_operations_total', { type: 'query', name: 'anonymous' })).toBe(1);
     // 120 distinct names: the first 100 per app keep theirs, the rest fold into `other`.
     for (let i = 0; i < 120; i += 20) await Promise.all(Array.from({ length: 20 }, (_, k) => t.gql(`query N${i + k} { me { email } }`)));
-    const names = new Set((await samples(t.app, 'graphql_operations_total')).map((s) => String(s.labels.name)));
+    const names = new Set((await samples(t, 'graphql_operations_total')).map((s) => String(s.labels.name)));
     expect(names.size).toBeLessThanOrEqual(102);
-    expect(await total(t.app, 'graphql_operations_total', { name: 'other' })).toBeGreaterThan(0);
+    expect(await total(t, 'graphql_operations_total', { name: 'other' })).toBeGreaterThan(0);
 
     const bad = await t.gql('{ project(id: "nope") { name } }');
     expect(bad.body.errors?.length).toBeGreaterThan(0);
     const code = String(bad.body.errors![0]!.extensions?.code);
-    expect(await total(t.app, 'graphql_errors_total', { code })).toBeGreaterThanOrEqual(1);
+    expect(await total(t, 'graphql_errors_total', { code })).toBeGreaterThanOrEqual(1);
 
     const deep = await t.gql('{ me { tenant { id name } } projects { items { _id name tags } } a: projects { items { _id } } }');
     const deeper = await t.gql('{ __typename a: me { email } ...F } fragment F on Query { projects { items { _id name } } }');
     expect(deep.status + deeper.status).toBeGreaterThan(0);
     const tooDeep = await t.gql('{ a { b { c { d { e } } } } }');
     expect(tooDeep.status).toBe(400);
-    expect(await total(t.app, 'graphql_limit_refusals_total')).toBeGreaterThanOrEqual(1);
+    expect(await total(t, 'graphql_limit_refusals_total')).toBeGreaterThanOrEqual(1);
   });
 
   it('failed authentications are counted', async () => {
-    const before = await total(t.app, 'auth_failures_total');
+    const before = await total(t, 'auth_failures_total');
     expect((await t.http('GET', '/projects', { key: 'ak_not_a_real_key_0000000000' })).status).toBe(401);
-    expect(await total(t.app, 'auth_failures_total', { locked_out: 'false' })).toBe(before + 1);
+    expect(await total(t, 'auth_failures_total', { locked_out: 'false' })).toBe(before + 1);
   });
 
   it('audit: a write moves the flush duration and the entries written', async () => {
-    const written = await total(t.app, 'audit_entries_written_total');
+    const written = await total(t, 'audit_entries_written_total');
     await t.http('POST', '/projects', { json: { name: 'audited' } });
     await t.app.services.get('audit').flush();
-    expect(await total(t.app, 'audit_entries_written_total')).toBeGreaterThan(written);
-    expect(await total(t.app, 'audit_flush_duration_seconds')).toBeGreaterThan(0);
-    expect(await samples(t.app, 'audit_buffer_depth')).toEqual([expect.objectContaining({ value: 0 })]);
+    expect(await total(t, 'audit_entries_written_total')).toBeGreaterThan(written);
+    expect(await total(t, 'audit_flush_duration_seconds')).toBeGreaterThan(0);
+    expect(await samples(t, 'audit_buffer_depth')).toEqual([expect.objectContaining({ value: 0 })]);
   });
 
   it('MongoDB: pool gauges and command durations by command name', async () => {
-    expect(await total(t.app, 'mongodb_pool_connections', { state: 'total' })).toBeGreaterThan(0);
-    expect(await total(t.app, 'mongodb_pool_connections', { state: 'waiting' })).toBeGreaterThanOrEqual(0);
-    expect(await total(t.app, 'mongodb_command_duration_seconds', { command: 'insert', outcome: 'ok' })).toBeGreaterThan(0);
-    expect(await total(t.app, 'mongodb_command_duration_seconds', { command: 'find' })).toBeGreaterThan(0);
+    expect(await total(t, 'mongodb_pool_connections', { state: 'total' })).toBeGreaterThan(0);
+    expect(await total(t, 'mongodb_pool_connections', { state: 'waiting' })).toBeGreaterThanOrEqual(0);
+    expect(await total(t, 'mongodb_command_duration_seconds', { command: 'insert', outcome: 'ok' })).toBeGreaterThan(0);
+    expect(await total(t, 'mongodb_command_duration_seconds', { command: 'find' })).toBeGreaterThan(0);
   });
 });
 
@@ -107,8 +107,8 @@ describe('rate-limit refusals', () => {
       const statuses = [];
       for (let i = 0; i < 4; i++) statuses.push((await r.http('GET', '/auth/me')).status);
       expect(statuses.filter((s) => s === 429).length).toBe(2);
-      expect(await total(r.app, 'rate_limit_refusals_total')).toBe(2);
-      expect(await total(r.app, 'http_request_duration_seconds', { route: '/auth/me', status_class: '4xx' })).toBe(2);
+      expect(await total(r, 'rate_limit_refusals_total')).toBe(2);
+      expect(await total(r, 'http_request_duration_seconds', { route: '/auth/me', status_class: '4xx' })).toBe(2);
     } finally {
       await r.close();
     }

@@ -33,21 +33,21 @@ describe('jobs', () => {
   it('runs started, completed and failed by job; duration; queue lag', async () => {
     expect((await trigger('count')).status).toBe('completed');
     expect((await trigger('fail')).status).toBe('failed');
-    expect(await total(t.app, 'job_runs_started_total', { job_name: 'count' })).toBe(1);
-    expect(await total(t.app, 'job_runs_completed_total', { job_name: 'count' })).toBe(1);
-    expect(await total(t.app, 'job_runs_failed_total', { job_name: 'fail' })).toBe(1);
-    expect(await total(t.app, 'job_run_duration_seconds', { job_name: 'count', status: 'completed' })).toBe(1);
-    expect(await total(t.app, 'job_run_duration_seconds', { job_name: 'fail', status: 'failed' })).toBe(1);
-    expect(await total(t.app, 'job_queue_lag_seconds', { job_name: 'count' })).toBe(1);
+    expect(await total(t, 'job_runs_started_total', { job_name: 'count' })).toBe(1);
+    expect(await total(t, 'job_runs_completed_total', { job_name: 'count' })).toBe(1);
+    expect(await total(t, 'job_runs_failed_total', { job_name: 'fail' })).toBe(1);
+    expect(await total(t, 'job_run_duration_seconds', { job_name: 'count', status: 'completed' })).toBe(1);
+    expect(await total(t, 'job_run_duration_seconds', { job_name: 'fail', status: 'failed' })).toBe(1);
+    expect(await total(t, 'job_queue_lag_seconds', { job_name: 'count' })).toBe(1);
   });
 
   it('pending and running now, counted from the database at scrape time', async () => {
     const r = await t.http('POST', '/jobs/run/sleepy', { key: ADMIN_KEY, json: { parameters: { ms: 1500 } } });
     expect(r.status).toBe(202);
     await waitRun(t, String(r.body.id), ['running']);
-    expect(await total(t.app, 'job_runs', { job_name: 'sleepy', status: 'running' })).toBe(1);
+    expect(await total(t, 'job_runs', { job_name: 'sleepy', status: 'running' })).toBe(1);
     await waitRun(t, String(r.body.id));
-    expect(await samples(t.app, 'job_runs', { job_name: 'sleepy' })).toEqual([]);
+    expect(await samples(t, 'job_runs', { job_name: 'sleepy' })).toEqual([]);
   });
 });
 
@@ -62,10 +62,10 @@ describe('inbound webhooks', () => {
     expect((await send('e1')).status).toBe(200);
     expect((await send('e2', 'sha256=00')).status).toBe(401);
     for (const p of ['nobody-1', 'nobody-2']) expect((await deliver(t, p, '{}')).status).toBe(404);
-    expect(await total(t.app, 'webhook_deliveries_total', { provider: 'acme', outcome: 'ok' })).toBe(1);
-    expect(await total(t.app, 'webhook_deliveries_total', { provider: 'acme', outcome: 'already_processed' })).toBe(1);
-    expect(await total(t.app, 'webhook_deliveries_total', { provider: 'acme', outcome: 'rejected_401' })).toBe(1);
-    expect(await total(t.app, 'webhook_deliveries_total', { provider: 'unknown', outcome: 'rejected_404' })).toBe(2);
+    expect(await total(t, 'webhook_deliveries_total', { provider: 'acme', outcome: 'ok' })).toBe(1);
+    expect(await total(t, 'webhook_deliveries_total', { provider: 'acme', outcome: 'already_processed' })).toBe(1);
+    expect(await total(t, 'webhook_deliveries_total', { provider: 'acme', outcome: 'rejected_401' })).toBe(1);
+    expect(await total(t, 'webhook_deliveries_total', { provider: 'unknown', outcome: 'rejected_404' })).toBe(2);
   });
 
   it('a failing handler: outcome failed, and the dead-letter size grows', async () => {
@@ -75,14 +75,14 @@ describe('inbound webhooks', () => {
     } finally {
       calls.failWith = null;
     }
-    expect(await total(t.app, 'webhook_deliveries_total', { provider: 'acme', outcome: 'failed' })).toBe(1);
-    expect(await total(t.app, 'webhook_dead_letter_size', { provider: 'acme' })).toBe(1);
+    expect(await total(t, 'webhook_deliveries_total', { provider: 'acme', outcome: 'failed' })).toBe(1);
+    expect(await total(t, 'webhook_dead_letter_size', { provider: 'acme' })).toBe(1);
   });
 });
 
 describe('events and outbound webhooks', () => {
   it('durable consumer lag is a gauge per consumer', async () => {
-    const lag = await samples(t.app, 'event_consumer_lag_seconds');
+    const lag = await samples(t, 'event_consumer_lag_seconds');
     const consumers = await t.app.services.get('events').lag();
     expect(lag.map((s) => s.labels.consumer).sort()).toEqual(Object.keys(consumers).sort());
   });
@@ -94,7 +94,7 @@ describe('events and outbound webhooks', () => {
     m.outbound.disabled.inc();
     const names = checkExposition((await scrape(t)).text);
     for (const n of ['outbound_webhook_attempts_total', 'outbound_webhook_delivery_delay_seconds', 'outbound_webhook_endpoints_disabled_total']) expect(names).toContain(n);
-    expect(await total(t.app, 'outbound_webhook_attempts_total', { outcome: 'success' })).toBe(1);
+    expect(await total(t, 'outbound_webhook_attempts_total', { outcome: 'success' })).toBe(1);
   });
 
   it('plugins add their own series on the app registry', async () => {
