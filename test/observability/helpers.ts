@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import parsePrometheusTextFormat from 'parse-prometheus-text-format';
+import parsePrometheusTextFormat, { type ParsedFamily } from 'parse-prometheus-text-format';
 import type { TestApp } from '../helpers/app.ts';
 
 /** One sample as the tests read it: a counter's or gauge's value, or a histogram's observation count. */
@@ -7,21 +7,26 @@ export type Sample = { labels: Record<string, string>; value: number };
 
 /**
  * Every metric family of a scrape of `GET /metrics`, parsed by `parse-prometheus-text-format`
- * (a maintained parser whose output follows prom2json's): the tests read what Prometheus reads,
- * through HTTP, not the registry's own view of itself.
+ * (a widely used parser whose output follows prom2json's): the tests read what Prometheus reads,
+ * through HTTP, not the registry's own view of itself. That parser merges every labelled series of
+ * a histogram into one (its `flattenMetrics` keeps a single bucket map), so histograms are handed to
+ * it as untyped: its `<name>_bucket`, `<name>_sum` and `<name>_count` lines then parse as families
+ * of their own with their labels intact.
  */
-export async function scrapeFamilies(t: TestApp): Promise<ReturnType<typeof parsePrometheusTextFormat>> {
+export async function scrapeFamilies(t: TestApp): Promise<ParsedFamily[]> {
   const res = await scrape(t);
   expect(res.status, 'GET /metrics').toBe(200);
-  return parsePrometheusTextFormat(res.text);
+  return parsePrometheusTextFormat(res.text.replace(/^# TYPE (\S+) histogram$/gm, '# TYPE $1 untyped'));
 }
 
-/** Samples of metric `name` whose labels include `labels` (histograms: their observation counts), from a scrape. */
+/** Samples of metric `name` whose labels include `labels` (histograms: their `_count` series), from a scrape. */
 export async function samples(t: TestApp, name: string, labels: Record<string, string> = {}): Promise<Sample[]> {
-  const family = (await scrapeFamilies(t)).find((f) => f.name === name);
-  if (!family) return [];
-  return family.metrics
-    .map((m) => ({ labels: m.labels ?? {}, value: Number('count' in m && m.count !== undefined ? m.count : (m as { value: string }).value) }))
+  const families = await scrapeFamilies(t);
+  // An untyped histogram's series alternate `_bucket`, `_sum`, `_count`, so each `_count` line is a family of its own.
+  const counts = families.filter((f) => f.name === `${name}_count`);
+  return (counts.length ? counts : families.filter((f) => f.name === name))
+    .flatMap((f) => f.metrics)
+    .map((m) => ({ labels: m.labels ?? {}, value: Number(m.value) }))
     .filter((m) => Object.entries(labels).every(([k, v]) => m.labels[k] === v));
 }
 
