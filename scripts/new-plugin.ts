@@ -111,6 +111,29 @@ const tsconfig = {
   include: ['*.ts', 'test/**/*.ts'],
 };
 
+/**
+ * The outside plugin's vitest config. Without it its test fails before it starts ("Cannot use
+ * GraphQLSchema ... from another module or realm"): Vite loads graphql's ES build for the files it
+ * transforms while Node gives Pothos and Yoga the CommonJS build, so the server's own
+ * vitest.config.ts makes the same alias. graphql is the server's dependency, so it resolves from there.
+ */
+const VITEST_CONFIG = `import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
+import { defineConfig } from 'vitest/config';
+
+const require = createRequire(import.meta.url);
+const server = dirname(require.resolve('plugin-api-server/package.json'));
+
+export default defineConfig({
+  resolve: {
+    // One graphql for the server and this plugin: Vite would load graphql's ES build while Node
+    // gives Pothos and Yoga its CommonJS build, and \`instanceof GraphQLSchema\` fails across the two.
+    alias: [{ find: /^graphql$/, replacement: require.resolve('graphql', { paths: [server] }) }],
+  },
+  test: { testTimeout: 30_000, hookTimeout: 60_000 },
+});
+`;
+
 export interface ScaffoldResult { dir: string; files: string[] }
 
 /** Writes the plugin; refuses a bad name or an existing target folder. */
@@ -138,6 +161,7 @@ export function scaffold(name: string, opts: { dir?: string } = {}): ScaffoldRes
     };
     write(join(dir, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
     write(join(dir, 'tsconfig.json'), `${JSON.stringify(tsconfig, null, 2)}\n`);
+    write(join(dir, 'vitest.config.ts'), VITEST_CONFIG);
   } else {
     write(join(ROOT, 'test', name, 'plugin.test.ts'), pluginTest(name, `../../plugins/${name}/index.ts`, '../../testing.ts'));
     // Every folder under plugins/ is under the import rules of eslint.config.js (its PLUGINS list).
@@ -160,7 +184,7 @@ function main(argv: string[]) {
     const where = relative(process.cwd(), res.dir) || '.';
     const next = dir === undefined
       ? `Enable it with PLUGINS=./plugins/${name}/index.ts (or add it to config/plugins.ts); its test: npx vitest run test/${name}`
-      : `Next: cd ${where} && npm install ${ROOT} && npx tsc --noEmit; run the server with PLUGINS=${resolve(res.dir, 'index.ts')}`;
+      : `Next: cd ${where} && npm install ${ROOT} && npx tsc --noEmit && npm test; run the server with PLUGINS=${resolve(res.dir, 'index.ts')}`;
     process.stdout.write(`Wrote ${res.files.length} files in ${where}.\n${next}\n`);
   } catch (err) {
     process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);

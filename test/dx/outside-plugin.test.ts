@@ -83,7 +83,7 @@ beforeAll(async () => {
   await link(outside);
   // The scaffold, run as `npm run new-plugin -- tickets --dir <path>` runs it.
   const res = await run(process.execPath, ['--import', 'tsx', 'scripts/new-plugin.ts', 'tickets', '--dir', scaffolded], { cwd: ROOT });
-  expect(res.stdout).toContain('Wrote 8 files');
+  expect(res.stdout).toContain('Wrote 9 files');
   await link(scaffolded, true);
 }, 60_000);
 
@@ -102,6 +102,15 @@ describe('a plugin outside the repository', () => {
     expect(a).toBe('');
     expect(b).toBe('');
   }, 300_000);
+
+  it("the scaffold's own test passes when run from its folder, as `npm test` runs it there", async () => {
+    // Its vitest.config.ts keeps one graphql (without it: "Cannot use GraphQLSchema ... from another module or realm").
+    const res = await run(process.execPath, [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--reporter=dot'], {
+      cwd: scaffolded, env: { ...process.env, MONGODB_URI: uniqueDbUri(), CI: 'true' },
+    }).catch((err: { stdout?: string; stderr?: string }) => ({ stdout: `${err.stdout ?? ''}${err.stderr ?? String(err)}`, stderr: '' }));
+    expect(res.stdout).toMatch(/Tests\s+.*2 passed/);
+    expect(res.stdout).not.toMatch(/failed/);
+  }, 120_000);
 
   it('loads through PLUGINS in a real server: its route, resource, job and GraphQL field answer', async () => {
     server = await startServerProcess(
