@@ -86,7 +86,9 @@ export function realtimeGraphql(builder: Builder, realtime: RealtimeService, Eve
       extensions: { [SHARED_RESULTS]: true },
       subscribe: async (_r, args, ctx) => {
         realtime.checkTypes(args.types, ['args', 'types']);
-        return settled(realtime.stream(await openSession(realtime, ctx), { types: args.types }));
+        const events = realtime.stream(await openSession(realtime, ctx), { types: args.types });
+        await events.ready;
+        return settled(events);
       },
       resolve: (e: EventRecord | StreamEnd) => unsettle(e),
     }),
@@ -99,7 +101,9 @@ export function realtimeGraphql(builder: Builder, realtime: RealtimeService, Eve
         const types = realtime.resourceTypes(requireUser(ctx), args.resource);
         const id = args.id ? String(args.id) : null;
         const match = id ? (e: EventRecord) => String(e.data.id ?? e.data._id ?? '') === id : undefined;
-        return settled(realtime.stream(await openSession(realtime, ctx), { types, ...(match ? { match } : {}) }));
+        const events = realtime.stream(await openSession(realtime, ctx), { types, ...(match ? { match } : {}) });
+        await events.ready;
+        return settled(events);
       },
       resolve: (e: EventRecord | StreamEnd) => unsettle(e),
     }),

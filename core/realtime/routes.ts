@@ -78,7 +78,10 @@ export function realtimeRoutes(realtime: RealtimeService, opts: { keepAliveMs: n
         const lastId = ctx.get('Last-Event-ID') || query.last_event_id;
         const after = lastId ? await realtime.resumePoint(lastId) : null;
         const session = await realtime.open(presentedOf((h) => ctx.get(h) || undefined), actor);
-        pipeStream(ctx, session, realtime.stream(session, { types }, after), opts.keepAliveMs, opts.log);
+        const events = realtime.stream(session, { types }, after);
+        // The 200 goes out once the stream listens: a client that writes after seeing it gets its event.
+        await events.ready;
+        pipeStream(ctx, session, events, opts.keepAliveMs, opts.log);
       },
     }),
   ];

@@ -13,6 +13,13 @@ import { authenticatePresented, type CredentialCheck, type LiveSession, type Pre
 import type { FanoutCounts } from './shared.ts';
 
 /** Which events a stream wants, besides what its actor may see. */
+/**
+ * A live event stream. `ready` resolves once the process's tail delivers to it every event
+ * committed from then on: a transport tells its client the stream is open only after it, so an
+ * event written once the client saw "open" is never taken for one committed before the stream.
+ */
+export type LiveStream = Channel<EventRecord> & { ready: Promise<void> };
+
 export interface StreamFilter {
   /** Exact event types; absent or empty for all. */
   types?: readonly string[] | null;
@@ -129,7 +136,7 @@ export class RealtimeService {
    * log, in committed order), then live ones as they commit, without duplicates. Ends with the
    * session's reason when its credential ends, or with a 503 when the reader falls `maxQueue` behind.
    */
-  stream(session: LiveSession, filter: StreamFilter, after?: ResumePoint | null): AsyncIterableIterator<EventRecord> {
+  stream(session: LiveSession, filter: StreamFilter, after?: ResumePoint | null): LiveStream {
     const types = filter.types?.length ? new Set(filter.types) : null;
     const accepts = (e: EventRecord) => (!types || types.has(e.type)) && (!filter.match || filter.match(e)) && this.deps.visibility.visible(session.actor, e);
     let stop = () => undefined as void;
@@ -153,8 +160,11 @@ export class RealtimeService {
         else offer(e);
       }
     };
+    let markReady = () => undefined as void;
+    const ready = new Promise<void>((resolve) => (markReady = resolve));
     void (async () => {
       const remove = await this.deps.tail.listen(listener);
+      markReady();
       if (channel.closed) return remove();
       stop = remove;
       if (!after) return;
@@ -171,10 +181,11 @@ export class RealtimeService {
       // event can repeat a replayed one.
       setTimeout(() => replayed.clear(), REPLAYED_MEMORY_MS).unref();
     })().catch((err: unknown) => {
+      markReady();
       this.deps.log.warn({ err }, 'realtime stream failed');
       channel.fail(err);
     });
-    return channel;
+    return Object.assign(channel, { ready });
   }
 
   /**

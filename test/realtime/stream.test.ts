@@ -109,6 +109,20 @@ describe('GET /events/stream: the stream itself', () => {
     await until(() => s.events.length > 0, 15_000, 'events of the last minute');
   });
 
+  it('an event written as soon as the stream answered 200 is delivered (the stream listens before it answers), 20 times over', async () => {
+    // Another stream keeps the tail polling, so a new one often joins while a poll runs and waits for the next.
+    const busy = await stream({ key: adminA.key, query: 'types=ew_note.updated' });
+    expect(busy.status).toBe(200);
+    for (let i = 0; i < 20; i++) {
+      const s = await stream({ key: adminA.key, query: 'types=ew_note.created' });
+      expect(s.status).toBe(200);
+      const r = await note(adminA.key, `race ${i}`);
+      expect(r.status).toBe(201);
+      await until(() => s.data().some((e) => e.data.id === r.body.id), 5_000, `the event of write ${i}`);
+      s.close();
+    }
+  }, 120_000);
+
   it('a late-committing event (committed_at in the past, inside the look-back window) is not skipped', async () => {
     const s = await stream({ key: adminA.key, query: 'types=ew_note.updated' });
     await note(adminA.key, 'tick'); // the tail moves on past now
