@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config/index.ts';
 import { builtinPlugins } from '../../config/plugins.ts';
 import { notesPlugin } from '../../docs/examples/notes/index.ts';
-import { buildTestApp, uniqueDbUri } from '../helpers/app.ts';
+import { ADMIN_KEY, buildTestApp, uniqueDbUri } from '../helpers/app.ts';
 import { startServerProcess } from '../helpers/processes.ts';
 import { ROOT, runServerToExit } from './helpers.ts';
 
@@ -47,6 +48,23 @@ describe('a clean shutdown', () => {
     expect(messages).toContain('stopped');
     expect(messages.filter((m) => m.includes('disconnected'))).toEqual([]);
   });
+});
+
+describe('Ctrl-C in a terminal, or a stop signal to the whole process group', () => {
+  it.each(['SIGINT', 'SIGTERM'] as const)('%s to the group stops the server and its embedded database without a database warning', async (signal) => {
+    const dir = await mkdtemp(join(tmpdir(), 'dx-ctrl-c-'));
+    temps.push(dir);
+    const server = await startServerProcess({ MONGODB_URI: '', DATA_DIR: join(dir, 'data') }, { detached: true, timeoutMs: 90_000 });
+    // Counted requests, so the rate limiter has counts to flush on the way out.
+    for (let i = 0; i < 3; i++) expect((await fetch(`${server.url}/auth/me`, { headers: { 'X-API-Key': ADMIN_KEY } })).status).toBe(200);
+    const exited = once(server.proc, 'exit') as Promise<[number | null, string | null]>;
+    process.kill(-server.proc.pid!, signal);
+    const [code] = await exited;
+    const noisy = server.logs.filter((l) => l.level === 'warn' || l.level === 'error' || Number(l.level) >= 40).map((l) => String(l.msg));
+    expect(code, JSON.stringify(server.logs.map((l) => l.msg))).toBe(0);
+    expect(server.logs.map((l) => String(l.msg))).toContain('stopped');
+    expect(noisy).toEqual([]);
+  }, 120_000);
 });
 
 describe('schedules without a time zone', () => {

@@ -27,9 +27,11 @@ export interface ServerProcess {
  * const [a, b] = await Promise.all([startServerProcess({ MONGODB_URI: uri }), startServerProcess({ MONGODB_URI: uri })]);
  * try { ... } finally { await Promise.all([a.stop(), b.stop()]); }
  */
-export async function startServerProcess(env: Record<string, string>, opts: { timeoutMs?: number } = {}): Promise<ServerProcess> {
+export async function startServerProcess(env: Record<string, string>, opts: { timeoutMs?: number; detached?: boolean } = {}): Promise<ServerProcess> {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'server.ts'], {
     cwd: ROOT,
+    // Its own process group, as a terminal's foreground job: the test can signal the whole group (Ctrl-C).
+    ...(opts.detached ? { detached: true } : {}),
     env: { ...process.env, NODE_ENV: 'test', LOG_LEVEL: 'info', PORT: '0', HOST: '127.0.0.1', ADMIN_API_KEY: ADMIN_KEY, ...TEST_SECRETS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
