@@ -107,8 +107,6 @@ type AttemptRecord = NonNullable<WebhookDeliveryRecord['last_attempt']>;
 /** Stored with each recorded attempt of an outbound delivery: a 2xx (`delivered`), or anything else. */
 export const DELIVERY_SUCCEEDED_EVENT = 'webhook_delivery.succeeded';
 export const DELIVERY_FAILED_EVENT = 'webhook_delivery.failed';
-/** Events about deliveries themselves are never sent to endpoints: that would make deliveries about deliveries without end. */
-export const isDeliveryEvent = (type: string): boolean => type.startsWith('webhook_delivery.');
 
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
 const LEASE_MARGIN_MS = 30_000;

@@ -17,7 +17,7 @@ import type {
 } from './schemas.ts';
 import { checkedAddresses, UnsafeUrlError, type Resolver } from './ssrf.ts';
 import { newSecret } from './signing.ts';
-import { isDeliveryEvent, type DeliverySender, type EndpointHealth } from './delivery.ts';
+import type { DeliverySender, EndpointHealth } from './delivery.ts';
 import { deliveryViewOf } from './views.ts';
 
 /** Resource name of endpoint changes on the hook bus (audit entries). */
@@ -244,11 +244,11 @@ export class EndpointService implements EndpointHealth {
   private checkTypes(types: readonly string[]): void {
     const catalogue = this.deps.events.catalogue;
     const errors = types.flatMap((t, i) => {
-      if (t === '*' || (catalogue.has(t) && !isDeliveryEvent(t))) return [];
-      return [{ loc: ['body', 'event_types', i], msg: catalogue.has(t) ? `"${t}" is not sent to webhook endpoints (an event about deliveries)` : `Unknown event type "${t}"`, type: 'enum' }];
+      if (t === '*' || catalogue.outbound(t)) return [];
+      return [{ loc: ['body', 'event_types', i], msg: catalogue.has(t) ? `"${t}" is never sent to webhook endpoints` : `Unknown event type "${t}"`, type: 'enum' }];
     });
     if (!errors.length) return;
-    const known = catalogue.names().filter((n) => !isDeliveryEvent(n));
+    const known = catalogue.names().filter((n) => catalogue.outbound(n));
     throw new AppError(422, ErrorCode.VALIDATION_ERROR, `Unknown event type; known types: ${known.join(', ')} (or * for all)`, { errors, known_types: known });
   }
 

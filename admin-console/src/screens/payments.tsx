@@ -234,7 +234,7 @@ function PayoutsView() {
               <td>{b.status}{b.failure_reason ? `: ${b.failure_reason}` : ''}</td>
               <td class="actions">
                 {b.status === 'draft' && <button type="button" onClick={() => act(() => run(ApprovePayout, { id: b.id }), q.reload)}>Approve</button>}
-                {b.status === 'approved' && <button type="button" onClick={() => act(() => run(ProcessPayout, { id: b.id }), q.reload)}>Process</button>}
+                {(b.status === 'approved' || b.status === 'failed') && <button type="button" onClick={() => act(() => run(ProcessPayout, { id: b.id }), q.reload)}>Process</button>}
                 {(b.status === 'approved' || b.status === 'processing') && <button type="button" onClick={() => { const ref = prompt('Bank reference of the transfer'); if (ref) void act(() => run(ExecutePayout, { id: b.id, ref }), q.reload); }}>Execute</button>}
                 {b.status === 'processing' && <button type="button" onClick={() => { const r = prompt('Why did the payout fail?'); if (r) void act(() => run(FailPayout, { id: b.id, reason: r }), q.reload); }}>Fail</button>}
               </td>
