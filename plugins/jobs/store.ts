@@ -95,7 +95,7 @@ const ACTIVE = { $in: ['pending', 'running'] as RunStatus[] };
  * overwrites a cancel or a takeover.
  */
 export class RunStore {
-  /** `job_runs` as an outbox source of the event log: a finished run's event waits in its document. */
+  /** `job_runs` as an outbox source of the event log: a run's `job_run.*` events wait in its document until relayed. */
   readonly source: OutboxSource;
 
   constructor(

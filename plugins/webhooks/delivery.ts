@@ -13,6 +13,7 @@ import type { Doc } from '../../core/hooks.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
 import { ATTEMPT_LOG_SIZE, type DeliveryStatus, type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
+import type { AttemptView } from './schemas.ts';
 import { checkedAddresses, pinnedLookup, UnsafeUrlError, type Resolver, type ResolvedAddress } from './ssrf.ts';
 import { activeSecrets, signedHeaders } from './signing.ts';
 
@@ -102,10 +103,9 @@ export interface SenderDeps {
   transport?: Transport;
 }
 
-type AttemptRecord = NonNullable<WebhookDeliveryRecord['last_attempt']>;
-
-/** Stored with each recorded attempt of an outbound delivery: a 2xx (`delivered`), or anything else. */
+/** Stored with a recorded attempt of an outbound delivery that got a 2xx (`delivered`). */
 export const DELIVERY_SUCCEEDED_EVENT = 'webhook_delivery.succeeded';
+/** Stored with a recorded attempt of an outbound delivery that failed (pending again, or failed). */
 export const DELIVERY_FAILED_EVENT = 'webhook_delivery.failed';
 
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
@@ -277,11 +277,11 @@ export class DeliverySender {
    * update, so the event exists if and only if the attempt was recorded. The event's object is
    * frozen into it: the next attempt may change the delivery before the relay runs.
    */
-  private async release(d: WebhookDeliveryRecord, set: { status: DeliveryStatus; last_attempt: AttemptRecord; next_attempt_at: Date | null; attempts?: number }): Promise<WebhookDeliveryRecord | null> {
+  private async release(d: WebhookDeliveryRecord, set: { status: DeliveryStatus; last_attempt: AttemptView; next_attempt_at: Date | null; attempts?: number }): Promise<WebhookDeliveryRecord | null> {
     const now = new Date();
     const written = { ...set, attempt_log: [...(d.attempt_log ?? []), set.last_attempt].slice(-ATTEMPT_LOG_SIZE), lease_until: null, updated_at: now };
     const type = set.status === 'delivered' ? DELIVERY_SUCCEEDED_EVENT : DELIVERY_FAILED_EVENT;
-    const entry = { ...this.deps.events.stage(type, { actor: null, tenant_id: d.tenant_id }), data: deliveryViewOf({ ...d, ...written }) as unknown as Doc };
+    const entry = { ...this.deps.events.stage(type, { actor: null, tenant_id: d.tenant_id }), data: deliveryViewOf({ ...d, ...written } as unknown as WebhookDeliveryRecord) as unknown as Doc };
     const doc = await this.deps.deliveries
       .findOneAndUpdate({ _id: d._id, lease_until: d.lease_until }, { $set: written, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
       .lean<WebhookDeliveryRecord>();

@@ -2,8 +2,10 @@
 import type { WebhookDeliveryRecord } from './model.ts';
 import type { AttemptView, DeliveryView } from './schemas.ts';
 
-type AttemptRecord = NonNullable<WebhookDeliveryRecord['last_attempt']>;
-const attemptViewOf = (a: AttemptRecord): AttemptView => ({
+/** An attempt as stored (`last_attempt`, an entry of `attempt_log`): optional fields may be missing. */
+type StoredAttempt = Pick<AttemptView, 'duration_ms' | 'attempted_at'> & Partial<Pick<AttemptView, 'status' | 'error' | 'response_excerpt'>>;
+
+const attemptViewOf = (a: StoredAttempt): AttemptView => ({
   status: a.status ?? null,
   duration_ms: a.duration_ms,
   error: a.error ?? null,
@@ -20,7 +22,7 @@ export const deliveryViewOf = (d: WebhookDeliveryRecord): DeliveryView => ({
   status: d.status,
   attempts: d.attempts,
   last_attempt: d.last_attempt ? attemptViewOf(d.last_attempt) : null,
-  attempt_log: (d.attempt_log ?? []).map(attemptViewOf),
+  attempt_log: ((d.attempt_log ?? []) as StoredAttempt[]).map(attemptViewOf),
   created_at: d.created_at,
   next_attempt_at: d.next_attempt_at ?? null,
 });

@@ -141,7 +141,7 @@ async function latestRun(c: Chain) {
   const last = (await run(ChainRuns, { name: c.name })).jobRuns.items.find((r) => r.job_type === 'chain' && r.chain_id === c.id);
   if (!last) return null;
   const steps = (await run(StepRuns, { parent: last.id })).jobRuns.items;
-  return { ...last, steps: new Map(steps.filter((r) => r.chain_index != null).map((r) => [r.chain_index!, r.status])) };
+  return { ...last, steps: new Map(steps.filter((r) => r.chain_index != null).map((r): [number, string] => [r.chain_index!, r.status])) };
 }
 
 function ChainGraph({ chain: c }: { chain: Chain }) {

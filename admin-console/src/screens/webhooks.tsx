@@ -10,7 +10,7 @@ import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
 import { ErrorBox, fieldErrors, fmtDate, Loading, Notice, useAction, useAsync } from '../ui.tsx';
 
-const Endpoints = graphql(`query Endpoints { webhookEndpoints(per_page: 100) { items { id url description event_types enabled disabled_reason secret_rotated_at created_at } } eventTypes { name } }`);
+const Endpoints = graphql(`query Endpoints { webhookEndpoints(per_page: 100) { items { id url description event_types enabled disabled_reason secret_rotated_at created_at } } eventTypes { name outbound } }`);
 const CreateEndpoint = graphql(`mutation CreateEndpoint($url: String!, $event_types: [String!]!, $description: String) { createWebhookEndpoint(url: $url, event_types: $event_types, description: $description) { secret endpoint { id } } }`);
 const UpdateEndpoint = graphql(`mutation UpdateEndpoint($id: ID!, $event_types: [String!], $enabled: Boolean) { updateWebhookEndpoint(id: $id, event_types: $event_types, enabled: $enabled) { id enabled event_types } }`);
 const RotateSecret = graphql(`mutation RotateSecret($id: ID!) { rotateWebhookEndpointSecret(id: $id) { secret } }`);
@@ -47,8 +47,8 @@ export default function WebhooksScreen({ route }: { route: string[] }) {
   const { error, act } = useAction();
   const [secret, setSecret] = useState<string | null>(null);
   const [form, setForm] = useState({ url: '', description: '', types: [] as string[] });
-  // Delivery events are never sent to endpoints (the server refuses them in event_types).
-  const all = (list.data?.eventTypes ?? []).map((t) => t.name).filter((n) => n !== 'ping' && !n.startsWith('webhook_delivery.'));
+  // Only types endpoints may receive (not the deliveries' own events, which the server refuses in event_types).
+  const all = (list.data?.eventTypes ?? []).filter((t) => t.outbound && t.name !== 'ping').map((t) => t.name);
   const errs = fieldErrors(error);
   const current = list.data?.webhookEndpoints.items.find((e) => e.id === route[0]);
   if (current) return <EndpointDetail endpoint={current} all={all} reload={list.reload} />;
