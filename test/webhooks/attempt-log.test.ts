@@ -156,6 +156,6 @@ describe('webhook_delivery events', () => {
     const err = expectError(refused, 422, 'VALIDATION_ERROR');
     expect(err.details.known_types).toContain(TEST_EVENT);
     expect(err.details.known_types).not.toContain('webhook_delivery.failed');
-    expect(err.details.errors[0].msg).toBe('"webhook_delivery.failed" is never sent to webhook endpoints');
+    expect((err.details.errors as { msg: string }[])[0]!.msg).toBe('"webhook_delivery.failed" is never sent to webhook endpoints');
   });
 });
