@@ -136,18 +136,37 @@ export function ChainsView() {
 
 type Chain = ResultOf<typeof Chains>['jobChains'][number];
 
+type ChainRun = { id: string; status: string; created_at: string; steps: Map<number, string> };
+/** A run as its `job_run.*` event carries it (the fields used here). */
+type RunEvent = { id: string; job_type: string; status: string; created_at: string; chain_id: string | null; parent_job_id: string | null; chain_index: number | null };
+
 /** The chain's latest coordinating run (its `job_name` is the chain's name) and the status of each step's run. */
-async function latestRun(c: Chain) {
+async function latestRun(c: Chain): Promise<ChainRun | null> {
   const last = (await run(ChainRuns, { name: c.name })).jobRuns.items.find((r) => r.job_type === 'chain' && r.chain_id === c.id);
   if (!last) return null;
   const steps = (await run(StepRuns, { parent: last.id })).jobRuns.items;
-  return { ...last, steps: new Map(steps.filter((r) => r.chain_index != null).map((r): [number, string] => [r.chain_index!, r.status])) };
+  return { id: last.id, status: last.status, created_at: last.created_at, steps: new Map(steps.filter((r) => r.chain_index != null).map((r): [number, string] => [r.chain_index!, r.status])) };
+}
+
+/** `cur` after one `job_run.*` event of the chain: a newer run of it replaces it, a step's event sets that step's state. */
+function applyRunEvent(cur: ChainRun | null, e: RunEvent): ChainRun | null {
+  if (e.job_type === 'chain' && !e.parent_job_id) {
+    if (cur && e.id === cur.id) return { ...cur, status: e.status };
+    return !cur || e.created_at >= cur.created_at ? { id: e.id, status: e.status, created_at: e.created_at, steps: new Map() } : cur;
+  }
+  if (cur && e.parent_job_id === cur.id && e.chain_index != null) return { ...cur, steps: new Map(cur.steps).set(e.chain_index, e.status) };
+  return cur;
 }
 
 function ChainGraph({ chain: c }: { chain: Chain }) {
   const latest = useAsync(() => latestRun(c), [c.id]);
-  // Live: every job_run event of this chain (its run or a step's: created, started, ended) redraws the states.
-  useLive(ChainLive, {}, (d) => (d.events.data as { chain_id?: string | null }).chain_id === c.id && latest.reload(), [c.id]);
+  // Live: each job_run event of this chain (its run or a step's: created, started, ended) carries the
+  // run, so the states are updated from the events themselves, in their order, without a query each.
+  const [live, setLive] = useState<{ run: ChainRun | null } | null>(null);
+  useLive(ChainLive, {}, (d) => {
+    const e = d.events.data as RunEvent;
+    if (e.chain_id === c.id) setLive((l) => ({ run: applyRunEvent(l ? l.run : (latest.data ?? null), e) }));
+  }, [c.id]);
   const depth = new Map<string, number>();
   const d = (job: string, seen: Set<string> = new Set()): number => {
     if (depth.has(job)) return depth.get(job)!;
@@ -165,7 +184,7 @@ function ChainGraph({ chain: c }: { chain: Chain }) {
   cols.forEach((col, i) => col.forEach((job, j) => pos.set(job, { x: 10 + i * 200, y: 10 + j * 60 })));
   const w = 10 + cols.length * 200;
   const h = 20 + Math.max(...cols.map((col) => col.length)) * 60;
-  const r = latest.data;
+  const r = live ? live.run : latest.data;
   const state = (i: number) => (r ? (r.steps.get(i) ?? 'not started') : '');
   return (
     <section aria-labelledby={`ch-${c.id}`}>
