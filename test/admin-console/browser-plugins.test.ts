@@ -408,7 +408,7 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     page.once('dialog', (d) => void d.accept('BANK-2026-11-27'));
     await page.click('[data-testid=payouts] button:text-is("Execute")');
     await page.waitForSelector('[data-testid=payouts] td:has-text("completed")');
-    expect(await page.textContent('[data-testid=payouts] tbody')).toContain('BANK-2026-11-27');
+    await page.waitForSelector('[data-testid=payouts] td:has-text("completed (bank reference BANK-2026-11-27)")');
     await screen(page, 'system-admin-payments-payouts');
     await signOut(page);
   }, 180_000);

@@ -231,7 +231,7 @@ function PayoutsView() {
             <tr key={b.id}>
               <td>{b.recipient_type} {b.recipient_id}<br /><small class="muted">{b.payment_count} payment(s) · {fmtDate(b.created_at)}</small></td>
               <td>{money(b.gross_amount, b.currency)}</td><td>{money(b.fee_amount, b.currency)}</td><td>{money(b.net_amount, b.currency)}</td>
-              <td>{b.status}{b.failure_reason ? `: ${b.failure_reason}` : ''}</td>
+              <td>{b.status}{b.failure_reason ? `: ${b.failure_reason}` : ''}{b.bank_reference ? ` (bank reference ${b.bank_reference})` : ''}</td>
               <td class="actions">
                 {b.status === 'draft' && <button type="button" onClick={() => act(() => run(ApprovePayout, { id: b.id }), q.reload)}>Approve</button>}
                 {(b.status === 'approved' || b.status === 'failed') && <button type="button" onClick={() => act(() => run(ProcessPayout, { id: b.id }), q.reload)}>Process</button>}
