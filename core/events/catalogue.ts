@@ -16,6 +16,12 @@ export interface EventTypeDefinition {
   description: string;
   /** Shape of `data`: a zod schema, or a JSON Schema where none exists in zod (generated resources). */
   data: z.ZodType | JsonSchema;
+  /**
+   * Whether webhook endpoints may subscribe to it. `false` for events about outbound deliveries
+   * themselves, which would otherwise make deliveries about deliveries without end.
+   * @default true
+   */
+  outbound?: boolean;
 }
 
 /** One entry of the catalogue as served by `GET /events/types`. */
@@ -24,6 +30,8 @@ export interface EventTypeView {
   description: string;
   plugin: string;
   schema: JsonSchema;
+  /** Sent to webhook endpoints subscribed to it (false: only in the log and its subscriptions). */
+  outbound: boolean;
 }
 
 const NAME = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
@@ -45,11 +53,16 @@ export class EventCatalogue {
     const prior = this.types.get(def.name);
     if (prior) throw new PluginError(`Event type "${def.name}" of plugin "${plugin}" is already declared by plugin "${prior.plugin}"`);
     const schema = def.data instanceof z.ZodType ? (z.toJSONSchema(def.data, { unrepresentable: 'any', io: 'output', override: dateAsString as never }) as JsonSchema) : def.data;
-    this.types.set(def.name, { name: def.name, description: def.description, plugin, schema });
+    this.types.set(def.name, { name: def.name, description: def.description, plugin, schema, outbound: def.outbound ?? true });
   }
 
   has(name: string): boolean {
     return this.types.has(name);
+  }
+
+  /** Whether webhook endpoints may receive events of `name` (false for unknown names). */
+  outbound(name: string): boolean {
+    return this.types.get(name)?.outbound ?? false;
   }
 
   names(): string[] {

@@ -38,6 +38,7 @@ export function eventsGraphql(builder: Builder, events: EventLog): EventRef {
       description: t.exposeString('description', { nullable: false }),
       plugin: t.exposeString('plugin', { nullable: false }),
       schema: t.field({ type: 'JSON', nullable: false, description: 'JSON Schema of data', resolve: (v) => v.schema }),
+      outbound: t.exposeBoolean('outbound', { nullable: false, description: 'Whether webhook endpoints may subscribe to it' }),
     }),
   });
   builder.queryFields((t) => ({

@@ -36,5 +36,8 @@ export const eventPageView = z.object({
 
 /** `GET /events/types`: the catalogue, each type with the JSON Schema of its `data`. */
 export const eventTypesView = z.object({
-  items: z.array(z.object({ name: z.string(), description: z.string(), plugin: z.string(), schema: z.record(z.string(), z.unknown()) })),
+  items: z.array(z.object({
+    name: z.string(), description: z.string(), plugin: z.string(), schema: z.record(z.string(), z.unknown()),
+    outbound: z.boolean().describe('Whether webhook endpoints may subscribe to it (false: only in the log and its subscriptions)'),
+  })),
 });

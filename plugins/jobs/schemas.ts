@@ -133,7 +133,7 @@ export const chainResponse = z
 /** `POST /jobs/check-schedules`. */
 export const checkSchedulesResponse = z.object({ checked: z.number().int(), triggered: z.array(z.object({ schedule_id: z.string(), run_id: z.string() })) }).passthrough();
 const nullableId = z.string().nullable();
-/** The data of `job_run.completed` and `job_run.failed`: the finished run in its list form (views.ts `runEventData`). */
+/** The data of every `job_run.*` event: the run in its list form (views.ts `runEventData`). */
 export const runEventData = z.object({
   id: z.string(),
   job_name: z.string(),
@@ -167,8 +167,14 @@ export const runEventData = z.object({
   updated_at: z.date(),
 });
 
-/** The jobs plugin's event types, each stored in the run's outbox by the write that finishes it (store.ts `finish`). */
+/**
+ * The jobs plugin's event types, each stored in the run's outbox by the conditional write that makes
+ * the change (store.ts `insert`, `claimPending`, `cancel`, `finish`).
+ */
 export const jobEventTypes = [
+  { name: 'job_run.created', description: 'A job run was queued (by a request, a schedule, a chain or a fan-out); data is the run (no logs)', data: runEventData },
+  { name: 'job_run.started', description: 'A worker started a job run (pending → running); data is the run (no logs)', data: runEventData },
+  { name: 'job_run.cancelled', description: 'A pending or running job run was cancelled; data is the run (no logs)', data: runEventData },
   { name: 'job_run.completed', description: 'A job run completed; data is the run (no logs)', data: runEventData },
   { name: 'job_run.failed', description: 'A job run failed after its last attempt; data is the run (no logs, error redacted as for tenant administrators)', data: runEventData },
 ];

@@ -96,7 +96,7 @@ export class JobsService implements JobRunner {
   /** Cancel a pending or running run (and the runs it started: tenants of a fan-out, chain steps). 409 when it has finished. */
   async cancel(actor: Actor, id: string): Promise<RunView> {
     const run = await this.findRun(actor, id);
-    const done = await this.cancelRun(run._id, `cancelled by ${isSystemActor(actor) ? 'system' : actor.id}`);
+    const done = await this.cancelRun(run._id, `cancelled by ${isSystemActor(actor) ? 'system' : actor.id}`, actor);
     if (!done) {
       const cur = await this.deps.store.byId(run._id);
       throw new ConflictError(`Run ${id} has already finished (${cur?.status ?? run.status})`, { status: cur?.status ?? run.status });
@@ -104,11 +104,11 @@ export class JobsService implements JobRunner {
     return runView(actor, done);
   }
 
-  async cancelRun(id: Types.ObjectId, reason: string): Promise<JobRunRecord | null> {
-    const done = await this.deps.store.cancel(id, reason);
+  async cancelRun(id: Types.ObjectId, reason: string, actor: Actor | null = null): Promise<JobRunRecord | null> {
+    const done = await this.deps.store.cancel(id, reason, actor);
     if (!done) return null;
     this.dispatcher.abortLocal(String(id));
-    for (const c of await this.deps.store.activeChildren(id)) await this.cancelRun(c._id, 'parent run cancelled');
+    for (const c of await this.deps.store.activeChildren(id)) await this.cancelRun(c._id, 'parent run cancelled', actor);
     await this.deps.afterFinish(done);
     return done;
   }

@@ -1,7 +1,7 @@
 import { Types, type Model } from 'mongoose';
 import { isSystemActor, type Actor } from '../../core/context.ts';
 import { currentTraceparent } from '../../core/tracing.ts';
-import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
+import { OUTBOX_FIELD, type EventLog, type OutboxEntry, type OutboxSource } from '../../core/events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { FINISHED, type JobRunDoc, type JobRunRecord, type RunStatus } from './model.ts';
 import { runEventData } from './views.ts';
@@ -95,7 +95,7 @@ const ACTIVE = { $in: ['pending', 'running'] as RunStatus[] };
  * overwrites a cancel or a takeover.
  */
 export class RunStore {
-  /** `job_runs` as an outbox source of the event log: a finished run's event waits in its document. */
+  /** `job_runs` as an outbox source of the event log: a run's `job_run.*` events wait in its document until relayed. */
   readonly source: OutboxSource;
 
   constructor(
@@ -106,14 +106,30 @@ export class RunStore {
     this.source = { name: 'job_runs', model: Run, view: (d: Doc) => runEventData(d as unknown as JobRunRecord) };
   }
 
-  /** Insert a new run; null when its `dedupe_key` exists already (insert-first idempotency). */
+  /**
+   * Insert a new run; null when its `dedupe_key` exists already (insert-first idempotency). Its
+   * `job_run.created` event is inserted with it, in its outbox, with its object frozen (the run
+   * changes on).
+   */
   async insert(spec: RunSpec): Promise<JobRunRecord | null> {
+    const doc = new this.Run(runDocument(spec, this.retryDelayMs));
+    (doc as unknown as { initializeTimestamps(): void }).initializeTimestamps();
+    const actor = 'actor' in spec.origin ? spec.origin.actor : null;
+    doc.set(OUTBOX_FIELD, [this.entry('job_run.created', doc.toObject() as JobRunRecord, actor)]);
     try {
-      return (await this.Run.create(runDocument(spec, this.retryDelayMs))).toObject() as JobRunRecord;
+      await doc.save({ timestamps: false });
     } catch (err) {
       if (isDup(err)) return null;
       throw err;
     }
+    const run = doc.toObject() as JobRunRecord;
+    await this.relay(run);
+    return run;
+  }
+
+  /** An outbox entry of `run`'s change, with the run after it frozen as the event's object. */
+  private entry(type: string, run: JobRunRecord, actor: Actor | null): OutboxEntry {
+    return { ...this.events.stage(type, { actor, tenant_id: run.tenant_id ? String(run.tenant_id) : null }), data: runEventData(run) as unknown as Doc };
   }
 
   byId(id: Types.ObjectId | string): Promise<JobRunRecord | null> {
@@ -131,13 +147,22 @@ export class RunStore {
     await this.Run.updateOne({ _id: id, status: 'running', worker }, { $set: { lease_until: new Date(0) } });
   }
 
-  /** pending → running for this worker; null when the run is not pending. */
-  claimPending(id: string, token: string, worker: string, lease: Date): Promise<JobRunRecord | null> {
-    return this.Run.findOneAndUpdate(
+  /**
+   * pending → running for this worker; null when the run is not pending. The same conditional
+   * update stores `job_run.started` in the run's outbox, with the run as started frozen into it.
+   */
+  async claimPending(id: string, token: string, worker: string, lease: Date): Promise<JobRunRecord | null> {
+    const cur = await this.Run.findOne({ _id: id, status: 'pending' }).lean<JobRunRecord>().exec();
+    if (!cur) return null;
+    const now = new Date();
+    const set = { status: 'running' as const, started_at: now, lock_token: token, lease_until: lease, worker, updated_at: now };
+    const run = await this.Run.findOneAndUpdate(
       { _id: id, status: 'pending' },
-      { $set: { status: 'running', started_at: new Date(), lock_token: token, lease_until: lease, worker } },
-      { returnDocument: 'after' },
+      { $set: set, $push: { [OUTBOX_FIELD]: this.entry('job_run.started', { ...cur, ...set }, null) } },
+      { returnDocument: 'after', timestamps: false },
     ).lean<JobRunRecord>().exec();
+    if (run) await this.relay(run);
+    return run;
   }
 
   lockState(id: string): Promise<Pick<JobRunRecord, '_id' | 'status' | 'lease_until' | 'lock_token' | 'attempt'> | null> {
@@ -206,20 +231,33 @@ export class RunStore {
     return this.Run.find({ parent_job_id: parent, status: ACTIVE }, { _id: 1 }).lean<{ _id: Types.ObjectId }[]>().exec();
   }
 
-  /** pending/running → cancelled with `reason` as its last log line; null when it had finished. */
-  async cancel(id: Types.ObjectId, reason: string): Promise<JobRunRecord | null> {
-    const now = new Date();
-    const cur = await this.Run.findOne({ _id: id, status: ACTIVE }, { started_at: 1 }).lean();
-    if (!cur) return null;
-    const ms = cur.started_at ? now.getTime() - cur.started_at.getTime() : null;
-    return this.Run.findOneAndUpdate(
-      { _id: id, status: ACTIVE },
-      {
-        $set: { status: 'cancelled', completed_at: now, duration_ms: ms, duration_seconds: ms === null ? null : ms / 1000, lock_token: null, lease_until: null },
-        $push: { logs: { timestamp: now, level: 'warning', message: reason, percentage: null } },
-      },
-      { returnDocument: 'after' },
-    ).lean<JobRunRecord>().exec();
+  /**
+   * pending/running → cancelled with `reason` as its last log line; null when it had finished. The
+   * same conditional update stores `job_run.cancelled` in the run's outbox.
+   */
+  async cancel(id: Types.ObjectId, reason: string, actor: Actor | null = null): Promise<JobRunRecord | null> {
+    // Conditional on the status read, so the frozen object is the run as cancelled; a run that
+    // started in between is read again.
+    for (let tries = 0; tries < 3; tries++) {
+      const now = new Date();
+      const cur = await this.Run.findOne({ _id: id, status: ACTIVE }, { logs: 0 }).lean<JobRunRecord>();
+      if (!cur) return null;
+      const ms = cur.started_at ? now.getTime() - cur.started_at.getTime() : null;
+      const set = { status: 'cancelled' as const, completed_at: now, duration_ms: ms, duration_seconds: ms === null ? null : ms / 1000, lock_token: null, lease_until: null, updated_at: now };
+      const done = await this.Run.findOneAndUpdate(
+        { _id: id, status: cur.status },
+        {
+          $set: set,
+          $push: { logs: { timestamp: now, level: 'warning', message: reason, percentage: null }, [OUTBOX_FIELD]: this.entry('job_run.cancelled', { ...cur, ...set }, actor) },
+        },
+        { returnDocument: 'after', timestamps: false },
+      ).lean<JobRunRecord>().exec();
+      if (done) {
+        await this.relay(done);
+        return done;
+      }
+    }
+    return null;
   }
 
   /** Deletes finished runs created before `cutoff` within `scope` (a tenant filter). */

@@ -12,6 +12,8 @@ export interface DocumentedEventType {
   description: string;
   plugin: string;
   schema: Record<string, unknown>;
+  /** False for types never sent to endpoints (left out). */
+  outbound?: boolean;
 }
 
 const header = (name: string, description: string, example: string): oas31.ParameterObject => ({
@@ -24,10 +26,10 @@ const HEADERS: oas31.ParameterObject[] = [
   header('webhook-signature', 'Standard Webhooks signatures, space-separated `v1,<base64 HMAC-SHA256>`; two during a secret rotation.', 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4='),
 ];
 
-/** The `webhooks` map of the document: `POST` of each event type, sorted by name. */
+/** The `webhooks` map of the document: `POST` of each event type endpoints may receive, sorted by name. */
 export function webhooksOf(types: readonly DocumentedEventType[]): Record<string, oas31.PathItemObject> {
   const out: Record<string, oas31.PathItemObject> = {};
-  for (const t of [...types].sort((a, b) => a.name.localeCompare(b.name))) {
+  for (const t of types.filter((x) => x.outbound !== false).sort((a, b) => a.name.localeCompare(b.name))) {
     const { $schema: _dialect, ...data } = t.schema;
     out[t.name] = {
       post: {

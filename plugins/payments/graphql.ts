@@ -9,7 +9,8 @@ import type { PaymentsService, PaymentView } from './service.ts';
 import type { PayoutsService } from './payouts.ts';
 import type { LedgerService, BalanceRow } from './ledger.ts';
 import type { LedgerEntryView, PayoutView } from './model.ts';
-import { cancelInput, completeInput, executeInput, failPayoutInput, ledgerQuery, payoutListQuery, refundInput } from './schemas.ts';
+import { cancelInput, completeInput, executeInput, failPayoutInput, ledgerQuery, paymentIdParams, payoutListQuery, refundInput, type refundResponse } from './schemas.ts';
+import type { z } from 'zod';
 
 /**
  * The fragment. Who may call what is decided by the services (administrators for completion,
@@ -57,7 +58,29 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
   });
   const PayoutPage = pageObject(builder, 'PayoutBatchPage', Payout);
 
+  const Refund = builder.objectRef<z.output<typeof refundResponse>>('PaymentRefund');
+  Refund.implement({
+    description: 'One refund attempt of a payment, as GET /payments/{id}/refunds lists it',
+    fields: (t) => ({
+      id: t.exposeID('id', { nullable: false }),
+      payment_id: t.exposeString('payment_id', { nullable: false }),
+      amount: t.exposeString('amount', { nullable: false, description: 'Decimal string, e.g. "12.50"' }),
+      currency: t.exposeString('currency', { nullable: false }),
+      reason: t.exposeString('reason'),
+      status: t.exposeString('status', { nullable: false, description: 'reserved (the provider has not answered yet), succeeded, failed or abandoned' }),
+      provider_refund_id: t.exposeString('provider_refund_id'),
+      error: t.exposeString('error'),
+      created_at: t.field({ type: 'DateTime', nullable: false, resolve: (r) => r.created_at }),
+      updated_at: t.field({ type: 'DateTime', nullable: false, resolve: (r) => r.updated_at }),
+    }),
+  });
+
   builder.queryFields((t) => ({
+    paymentRefunds: t.field({
+      type: [Refund], nullable: false, description: 'Refund attempts of a payment, oldest first, as GET /payments/{id}/refunds (whoever may read the payment)',
+      args: { id: t.arg.id({ required: true }) },
+      resolve: async (_r, args, ctx) => (await svc.refundsOf(requireUser(ctx), parseInput(paymentIdParams, { id: String(args.id) }).id)).items,
+    }),
     payouts: t.field({
       type: PayoutPage, nullable: false, description: 'Payout batches (system administrators)',
       args: { status: t.arg.string(), tenant_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },

@@ -9,7 +9,11 @@ import type { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { EventLog, EventRecord } from '../../core/events/index.ts';
 import { systemActor } from '../../core/context.ts';
-import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
+import type { Doc } from '../../core/hooks.ts';
+import { OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
+import { ATTEMPT_LOG_SIZE, type DeliveryStatus, type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
+import { deliveryViewOf } from './views.ts';
+import type { AttemptView } from './schemas.ts';
 import { checkedAddresses, pinnedLookup, UnsafeUrlError, type Resolver, type ResolvedAddress } from './ssrf.ts';
 import { activeSecrets, signedHeaders } from './signing.ts';
 
@@ -99,6 +103,11 @@ export interface SenderDeps {
   transport?: Transport;
 }
 
+/** Stored with a recorded attempt of an outbound delivery that got a 2xx (`delivered`). */
+export const DELIVERY_SUCCEEDED_EVENT = 'webhook_delivery.succeeded';
+/** Stored with a recorded attempt of an outbound delivery that failed (pending again, or failed). */
+export const DELIVERY_FAILED_EVENT = 'webhook_delivery.failed';
+
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
 const LEASE_MARGIN_MS = 30_000;
 
@@ -111,9 +120,12 @@ export class DeliverySender {
   private running: Promise<void> | null = null;
   private stopped = true;
   private readonly transport: Transport;
+  /** `webhook_deliveries` as an outbox source of the event log (the `webhook_delivery.*` events). */
+  readonly source: OutboxSource;
 
   constructor(private readonly deps: SenderDeps) {
     this.transport = deps.transport ?? httpTransport;
+    this.source = { name: 'webhook_deliveries', model: deps.deliveries, view: (doc) => deliveryViewOf(doc as unknown as WebhookDeliveryRecord) as unknown as Doc };
   }
 
   private get leaseMs(): number {
@@ -201,7 +213,7 @@ export class DeliverySender {
     if (!endpointIds.length) return 0;
     const now = new Date();
     const docs = endpointIds.map((endpoint_id) => ({
-      tenant_id: tenantId, endpoint_id, event_id: event.id, event_type: event.type, status: 'pending', attempts: 0, last_attempt: null,
+      tenant_id: tenantId, endpoint_id, event_id: event.id, event_type: event.type, status: 'pending', attempts: 0, last_attempt: null, attempt_log: [],
       next_attempt_at: this.firstAttemptAt(now), lease_until: null, created_at: now, updated_at: now,
     }));
     try {
@@ -258,12 +270,23 @@ export class DeliverySender {
     return updated;
   }
 
-  /** Records an attempt's outcome, if this process still holds the lease it claimed `d` with. */
-  private async release(d: WebhookDeliveryRecord, set: Record<string, unknown>): Promise<WebhookDeliveryRecord | null> {
+  /**
+   * Records an attempt's outcome, if this process still holds the lease it claimed `d` with: the
+   * outcome, the attempt appended to `attempt_log` (the last `ATTEMPT_LOG_SIZE`) and its
+   * `webhook_delivery.succeeded` / `.failed` event in the delivery's outbox, all in one conditional
+   * update, so the event exists if and only if the attempt was recorded. The event's object is
+   * frozen into it: the next attempt may change the delivery before the relay runs.
+   */
+  private async release(d: WebhookDeliveryRecord, set: { status: DeliveryStatus; last_attempt: AttemptView; next_attempt_at: Date | null; attempts?: number }): Promise<WebhookDeliveryRecord | null> {
+    const now = new Date();
+    const written = { ...set, attempt_log: [...(d.attempt_log ?? []), set.last_attempt].slice(-ATTEMPT_LOG_SIZE), lease_until: null, updated_at: now };
+    const type = set.status === 'delivered' ? DELIVERY_SUCCEEDED_EVENT : DELIVERY_FAILED_EVENT;
+    const entry = { ...this.deps.events.stage(type, { actor: null, tenant_id: d.tenant_id }), data: deliveryViewOf({ ...d, ...written } as unknown as WebhookDeliveryRecord) as unknown as Doc };
     const doc = await this.deps.deliveries
-      .findOneAndUpdate({ _id: d._id, lease_until: d.lease_until }, { $set: { ...set, lease_until: null, updated_at: new Date() } }, { returnDocument: 'after' })
+      .findOneAndUpdate({ _id: d._id, lease_until: d.lease_until }, { $set: written, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
       .lean<WebhookDeliveryRecord>();
     if (!doc) this.deps.log.warn({ delivery_id: String(d._id) }, 'webhook delivery lease lost before the attempt was recorded');
+    else await this.deps.events.committed(this.source, doc as unknown as Doc);
     return doc;
   }
 

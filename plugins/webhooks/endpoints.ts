@@ -18,6 +18,7 @@ import type {
 import { checkedAddresses, UnsafeUrlError, type Resolver } from './ssrf.ts';
 import { newSecret } from './signing.ts';
 import type { DeliverySender, EndpointHealth } from './delivery.ts';
+import { deliveryViewOf } from './views.ts';
 
 /** Resource name of endpoint changes on the hook bus (audit entries). */
 export const ENDPOINTS_RESOURCE = 'webhook_endpoints';
@@ -58,27 +59,6 @@ export const endpointViewOf = (d: WebhookEndpointRecord): EndpointView => ({
   secret_rotated_at: d.secret_rotated_at ?? null,
   created_at: d.created_at,
   updated_at: d.updated_at,
-});
-
-/** A delivery as the API shows it (no lease). */
-export const deliveryViewOf = (d: WebhookDeliveryRecord): DeliveryView => ({
-  id: String(d._id),
-  endpoint_id: String(d.endpoint_id),
-  event_id: d.event_id,
-  event_type: d.event_type,
-  status: d.status,
-  attempts: d.attempts,
-  last_attempt: d.last_attempt
-    ? {
-        status: d.last_attempt.status ?? null,
-        duration_ms: d.last_attempt.duration_ms,
-        error: d.last_attempt.error ?? null,
-        response_excerpt: d.last_attempt.response_excerpt ?? null,
-        attempted_at: d.last_attempt.attempted_at,
-      }
-    : null,
-  created_at: d.created_at,
-  next_attempt_at: d.next_attempt_at ?? null,
 });
 
 /** The endpoint document as hook listeners get it: without its secrets. */
@@ -263,9 +243,12 @@ export class EndpointService implements EndpointHealth {
 
   private checkTypes(types: readonly string[]): void {
     const catalogue = this.deps.events.catalogue;
-    const errors = types.flatMap((t, i) => (t === '*' || catalogue.has(t) ? [] : [{ loc: ['body', 'event_types', i], msg: `Unknown event type "${t}"`, type: 'enum' }]));
+    const errors = types.flatMap((t, i) => {
+      if (t === '*' || catalogue.outbound(t)) return [];
+      return [{ loc: ['body', 'event_types', i], msg: catalogue.has(t) ? `"${t}" is never sent to webhook endpoints` : `Unknown event type "${t}"`, type: 'enum' }];
+    });
     if (!errors.length) return;
-    const known = catalogue.names();
+    const known = catalogue.names().filter((n) => catalogue.outbound(n));
     throw new AppError(422, ErrorCode.VALIDATION_ERROR, `Unknown event type; known types: ${known.join(', ')} (or * for all)`, { errors, known_types: known });
   }
 

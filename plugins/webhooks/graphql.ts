@@ -133,6 +133,7 @@ export function outboundWebhooksGraphql(builder: Builder, svc: EndpointService):
       status: t.exposeString('status', { nullable: false }),
       attempts: t.exposeInt('attempts', { nullable: false }),
       last_attempt: t.field({ type: Attempt, resolve: (d) => d.last_attempt }),
+      attempt_log: t.field({ type: [Attempt], nullable: false, description: 'Every recorded attempt, oldest first: the last 20 (older ones are dropped)', resolve: (d) => d.attempt_log }),
       created_at: t.expose('created_at', { type: 'DateTime', nullable: false }),
       next_attempt_at: t.expose('next_attempt_at', { type: 'DateTime' }),
     }),

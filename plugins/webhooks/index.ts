@@ -13,7 +13,7 @@ import {
   deadLetterQuery, eventView, listQuery, listResponse, providerParams, purgeQuery, purgeResponse, receiveResponse, retryParams, retryResponse,
   webhooksOptions, type WebhookEventContext, type WebhookEventView,
 } from './schemas.ts';
-import { WEBHOOK_EVENT_FAILED, WebhooksService, type WebhookRegistry } from './service.ts';
+import { WEBHOOK_EVENT_FAILED, WEBHOOK_EVENT_RECOVERED, WebhooksService, type WebhookRegistry } from './service.ts';
 import { outboundWebhooksGraphql, webhooksGraphql } from './graphql.ts';
 import { createOutbound } from './outbound.ts';
 import { outboundRoutes } from './rest.ts';
@@ -97,6 +97,7 @@ export const webhooksPlugin = definePlugin({
       eventTypes: [
         ...outbound.eventTypes,
         { name: WEBHOOK_EVENT_FAILED, description: 'An inbound webhook event reached the dead-letter queue (its handler failed); data is the event without its signature header', data: eventView },
+        { name: WEBHOOK_EVENT_RECOVERED, description: 'A failed inbound webhook event was handled on a redelivery or a retry, so it left the dead-letter queue; data is the event without its signature header', data: eventView },
       ],
       eventConsumers: [outbound.consumer],
       ready: () => outbound.start(),

@@ -94,6 +94,21 @@ export type WebhookEndpointModel = Model<WebhookEndpointDoc>;
 export const webhookEndpointModel = (conn: Connection): WebhookEndpointModel =>
   modelOn(conn, 'WebhookEndpoint', webhookEndpointSchema, 'webhook_endpoints');
 
+/** Attempts kept in a delivery's `attempt_log` (the oldest are dropped first). */
+export const ATTEMPT_LOG_SIZE = 20;
+
+/** One attempt of an outbound delivery: `last_attempt` and each entry of `attempt_log`. */
+const deliveryAttemptSchema = new Schema(
+  {
+    status: { type: Number, default: null },
+    duration_ms: { type: Number, required: true },
+    error: { type: String, default: null },
+    response_excerpt: { type: String, default: null },
+    attempted_at: { type: Date, required: true },
+  },
+  { _id: false },
+);
+
 /**
  * One event on its way to one endpoint (`webhook_deliveries`). Unique per (endpoint, event): the
  * fan-out may run twice for an event, the delivery exists once. `lease_until` is the claim of the
@@ -107,27 +122,20 @@ export const webhookDeliverySchema = new Schema(
     event_type: { type: String, required: true },
     status: { type: String, enum: DELIVERY_STATUSES, required: true },
     attempts: { type: Number, default: 0 },
-    last_attempt: {
-      type: new Schema(
-        {
-          status: { type: Number, default: null },
-          duration_ms: { type: Number, required: true },
-          error: { type: String, default: null },
-          response_excerpt: { type: String, default: null },
-          attempted_at: { type: Date, required: true },
-        },
-        { _id: false },
-      ),
-      default: null,
-    },
+    last_attempt: { type: deliveryAttemptSchema, default: null },
+    /** Every recorded attempt, oldest first, the last `ATTEMPT_LOG_SIZE` only: pushed by the update that records the attempt. */
+    attempt_log: { type: [deliveryAttemptSchema], default: [] },
     next_attempt_at: { type: Date, default: null },
     lease_until: { type: Date, default: null },
     created_at: { type: Date, required: true },
     updated_at: { type: Date, required: true },
+    /** The `webhook_delivery.*` event of a recorded attempt until the relay moves it to the log (docs/events.md). */
+    ...outboxPath,
   },
   { versionKey: false, minimize: false },
 );
 webhookDeliverySchema.index({ endpoint_id: 1, event_id: 1 }, { unique: true });
+webhookDeliverySchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 webhookDeliverySchema.index({ status: 1, next_attempt_at: 1 });
 webhookDeliverySchema.index({ tenant_id: 1, endpoint_id: 1, created_at: -1 });
 

@@ -10,8 +10,8 @@ import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { EventConsumer, EventLog, EventRecord, EventTypeDefinition } from '../../core/events/index.ts';
 import { webhookDeliveryModel, webhookEndpointModel, type WebhookEndpointModel } from './model.ts';
-import { endpointView } from './schemas.ts';
-import { DeliverySender, type Transport } from './delivery.ts';
+import { deliveryView, endpointView } from './schemas.ts';
+import { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, DeliverySender, type Transport } from './delivery.ts';
 import { ENDPOINT_DISABLED_EVENT, EndpointService } from './endpoints.ts';
 import { systemResolver, type Resolver } from './ssrf.ts';
 
@@ -84,11 +84,12 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     },
   });
   deps.events.addSource(endpoints.source);
+  deps.events.addSource(sender.source);
   const consumer: EventConsumer = {
     name: FANOUT_CONSUMER,
     types: '*',
     handle: async (event) => {
-      const to = await targets(endpointModel, event);
+      const to = deps.events.catalogue.outbound(event.type) ? await targets(endpointModel, event) : null;
       if (to && (await sender.create(event, to.tenant, to.endpoints))) sender.wake();
     },
   };
@@ -96,7 +97,12 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     endpoints,
     sender,
     consumer,
-    eventTypes: [{ name: ENDPOINT_DISABLED_EVENT, description: 'The server disabled a webhook endpoint whose deliveries kept failing', data: endpointView }],
+    eventTypes: [
+      { name: ENDPOINT_DISABLED_EVENT, description: 'The server disabled a webhook endpoint whose deliveries kept failing', data: endpointView },
+      // Never sent to endpoints (`outbound: false`): a delivery of them would make another event, and so on.
+      { name: DELIVERY_SUCCEEDED_EVENT, description: 'An attempt of an outbound delivery got a 2xx answer; data is the delivery with its attempts (never sent to webhook endpoints)', data: deliveryView, outbound: false },
+      { name: DELIVERY_FAILED_EVENT, description: 'An attempt of an outbound delivery failed (it is retried per the schedule, or left failed); data is the delivery with its attempts (never sent to webhook endpoints)', data: deliveryView, outbound: false },
+    ],
     start: () => sender.start(),
     stop: () => sender.stop(),
   };
@@ -105,7 +111,8 @@ export function createOutbound(deps: OutboundDeps): Outbound {
 /**
  * The endpoints an event goes to: the enabled endpoints of its tenant subscribed to its type (or
  * `*`) that existed when it happened. An event of no tenant goes nowhere; a test ping (`ping` with
- * `endpoint_id`) is sent by its request alone, to its endpoint alone.
+ * `endpoint_id`) is sent by its request alone, to its endpoint alone. (Types declared
+ * `outbound: false` never get here.)
  */
 async function targets(model: WebhookEndpointModel, event: EventRecord): Promise<{ tenant: Types.ObjectId; endpoints: Types.ObjectId[] } | null> {
   if (!event.tenant_id || (event.type === 'ping' && event.data.endpoint_id)) return null;

@@ -212,6 +212,7 @@ export const deliveryView = z.object({
   status: z.enum(DELIVERY_STATUSES),
   attempts: z.number().int(),
   last_attempt: attemptView.nullable(),
+  attempt_log: z.array(attemptView).describe('Every recorded attempt, oldest first: the last 20 (older ones are dropped)'),
   created_at: z.date(),
   next_attempt_at: z.date().nullable(),
 });

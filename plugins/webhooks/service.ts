@@ -90,6 +90,8 @@ export interface WebhooksServiceOptions {
 
 /** The event type of an inbound event entering the dead-letter queue. */
 export const WEBHOOK_EVENT_FAILED = 'webhook_event.failed';
+/** The event type of a failed inbound event whose handler then succeeded: it left the dead-letter queue. */
+export const WEBHOOK_EVENT_RECOVERED = 'webhook_event.recovered';
 
 /** Headers always kept on a stored event, besides the provider's own (signature, ids, type). Never credentials. */
 export const KEPT_HEADERS = ['content-type', 'content-length', 'user-agent', 'x-request-id'] as const;
@@ -367,9 +369,11 @@ export class WebhooksService implements WebhookRegistry {
       ? { status: 'processed', processed_at: now, error: null, lease_until: null, updated_at: now }
       : { status: 'failed', error, lease_until: null, updated_at: now };
     const after = { ...d, ...set } as WebhookEventRecord;
-    // A failure enters the dead-letter queue: its event travels in the document's outbox, written by
-    // the same update, with its object frozen (a retry may change the document before the relay runs).
-    const entry = error === null ? null : { ...this.opts.events.stage(WEBHOOK_EVENT_FAILED, { actor: null, tenant_id: null }), data: this.eventData(after) as unknown as Doc };
+    // A failure enters the dead-letter queue, and a success of a failed event leaves it: its event travels
+    // in the document's outbox, written by the same update, with its object frozen (a retry may change
+    // the document before the relay runs).
+    const type = error !== null ? WEBHOOK_EVENT_FAILED : d.error ? WEBHOOK_EVENT_RECOVERED : null;
+    const entry = type ? { ...this.opts.events.stage(type, { actor: null, tenant_id: null }), data: this.eventData(after) as unknown as Doc } : null;
     // Only the holder of this attempt may record its outcome (a takeover after lease expiry bumps `attempts`).
     const res = await this.model.collection.updateOne(
       { _id: d._id, status: 'processing', attempts: d.attempts ?? 1 },

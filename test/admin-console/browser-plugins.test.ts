@@ -149,6 +149,27 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     await page.click('[data-testid=deliveries] tr[data-status=failed] button:has-text("Retry")');
     await page.waitForSelector('[data-testid=deliveries] tr[data-status=delivered]:has-text("HTTP 200")');
     expect(receiver.verified(secret).length).toBe(2);
+    // Every attempt is shown: the 500, then the 200.
+    const attempts = page.locator('[data-testid=deliveries] tr[data-status=delivered] [data-testid=attempt-log] li');
+    expect(await attempts.count()).toBe(2);
+    expect(await attempts.nth(0).textContent()).toContain('HTTP 500');
+    expect(await attempts.nth(1).textContent()).toContain('HTTP 200');
+    // Live: a new delivery fails, then another session retries it; the list follows both without a reload.
+    const epId = (await call('GET', '/webhook-endpoints', ids.adminKey!)).body.items[0].id as string;
+    let reloads = 0;
+    const countNav = () => reloads++;
+    page.on('framenavigated', countNav);
+    receiver.respond = () => 500;
+    await call('POST', '/projects', ids.adminKey!, { name: 'Delivered later' });
+    await page.waitForSelector('[data-testid=deliveries] tr[data-status=failed]:has-text("HTTP 500")');
+    const failedId = (await call('GET', `/webhook-endpoints/${epId}/deliveries?status=failed`, ids.adminKey!)).body.items[0].id as string;
+    receiver.respond = () => 200;
+    expect((await call('POST', `/webhook-endpoints/${epId}/deliveries/${failedId}/retry`, ids.adminKey!)).body.status).toBe('delivered');
+    await page.waitForFunction(() => !document.querySelector('[data-testid=deliveries] tr[data-status=failed]'));
+    expect(await page.locator('[data-testid=deliveries] tr[data-status=delivered]').count()).toBe(2);
+    page.off('framenavigated', countNav);
+    expect(reloads).toBe(0);
+    await screen(page, 'tenant-admin-webhooks-attempts-live');
     // Edit event types, send a test, disable.
     await page.check('form[aria-label="Event types of this endpoint"] label:has-text("projects.updated") input');
     await page.click('button:has-text("Save event types")');
@@ -182,6 +203,20 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     await screen(page, 'tenant-admin-jobs-run-live');
     await page.click('nav[aria-label=Jobs] a:has-text("Runs")');
     await page.waitForSelector('[data-testid=runs] td:has-text("completed")');
+    await page.waitForTimeout(300); // the subscription is open
+    // A run started by another session appears, then completes, without a reload.
+    const listUrl = page.url();
+    let listNavs = 0;
+    const countListNav = () => listNavs++;
+    page.on('framenavigated', countListNav);
+    const other = await call('POST', '/jobs/run/console_demo', ids.adminKey!, { parameters: { steps: 2, label: 'elsewhere' } });
+    expect(other.status).toBe(202);
+    const row = `[data-testid=runs] tr:has(a[href="#/jobs/runs/${other.body.id}"])`;
+    await page.waitForSelector(row);
+    await page.waitForSelector(`${row} td:text-is("completed")`, { timeout: 15_000 });
+    page.off('framenavigated', countListNav);
+    expect(listNavs).toBe(0);
+    expect(page.url()).toBe(listUrl);
     await screen(page, 'tenant-admin-jobs-runs');
 
     // Schedules: the expression in words and five next fire times, save, disable.
@@ -233,6 +268,10 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     expect(refusal).toContain(direct.body.errors[0].message);
     expect(await page.textContent('[data-testid=payment-status]')).toBe('partially_refunded');
     await page.waitForSelector('[data-testid=payment-history] li:has-text("completed → partially_refunded")');
+    // The refund attempts: the one refund (the refused one never became an attempt), as GraphQL paymentRefunds lists it.
+    await page.waitForSelector('[data-testid=refund-attempts] tr[data-status=succeeded]');
+    expect(await page.locator('[data-testid=refund-attempts] tbody tr').count()).toBe(1);
+    expect(await page.textContent('[data-testid=refund-attempts] tbody tr')).toContain('$30.00');
     await screen(page, 'tenant-admin-payment-detail-refund-refused');
     await page.click('nav[aria-label=Payments] a:has-text("Ledger")');
     await page.waitForSelector('[data-testid=ledger-entries] tbody tr');
@@ -298,12 +337,16 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     await page.waitForSelector('[data-testid=dlq-total]:text-is("3")');
     // The handler is fixed: retry one, then the selected.
     calls.failWith = null;
+    // Another session retries evt_3: it leaves the queue here too, without a reload (webhook_event.recovered).
+    const e3 = (await call('GET', '/webhooks/dead-letter', ADMIN_KEY)).body.items.find((e: { event_id: string }) => e.event_id === 'evt_3');
+    expect((await call('POST', `/webhooks/dead-letter/${e3.id}/retry`, ADMIN_KEY)).body.status).toBe('processed');
+    await page.waitForSelector('[data-testid=dlq-total]:text-is("2")');
+    expect(await page.locator('input[aria-label="Select evt_3"]').count()).toBe(0);
     await page.click('button:has-text("Retry evt_1")');
     await page.waitForSelector('[data-testid=retry-outcome]:has-text("evt_1: processed")');
-    await page.waitForSelector('[data-testid=dlq-total]:text-is("2")');
+    await page.waitForSelector('[data-testid=dlq-total]:text-is("1")');
     await page.check('input[aria-label="Select evt_2"]');
-    await page.check('input[aria-label="Select evt_3"]');
-    await page.click('button:has-text("Retry selected (2)")');
+    await page.click('button:has-text("Retry selected (1)")');
     await page.waitForSelector('[data-testid=dlq-total]:text-is("0")');
     await page.click('nav[aria-label="Inbound webhooks"] a:has-text("All events")');
     await page.selectOption('#in-status', 'processed');
@@ -324,6 +367,29 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     await page.click('nav[aria-label=Jobs] a:has-text("Chains")');
     await page.waitForSelector('svg.graph');
     expect(await page.getAttribute('svg.graph', 'aria-label')).toBe('Steps of month_end: settle_payouts; reconcile_payment_refunds after settle_payouts; reconcile_payment_ledger after settle_payouts');
+    expect(await page.textContent('[data-testid=chain-run]')).toBe('Not run yet');
+    await page.waitForTimeout(300); // the subscription is open
+    // Another session runs the chain: each step's state follows live, with no reload.
+    const chainUrl = page.url();
+    const seen: Record<string, string[]> = {};
+    await page.exposeFunction('chainStepSeen', (step: string, state: string) => void (seen[step] ??= []).push(state));
+    await page.evaluate(() => {
+      const w = window as unknown as { chainStepSeen(step: string, state: string): void };
+      new MutationObserver((ms) => ms.forEach((m) => {
+        const el = m.target as Element;
+        w.chainStepSeen(el.getAttribute('data-step')!, el.getAttribute('data-state')!);
+      })).observe(document.querySelector('svg.graph')!, { subtree: true, attributes: true, attributeFilter: ['data-state'] });
+    });
+    const chainRun = await call('POST', `/jobs/chains/${chain.body.id}/run`, ADMIN_KEY, {});
+    expect(chainRun.status).toBe(202);
+    for (const step of ['settle_payouts', 'reconcile_payment_refunds', 'reconcile_payment_ledger']) {
+      await page.waitForSelector(`[data-testid=chain-step][data-step=${step}][data-state=completed]`, { timeout: 20_000 });
+    }
+    await page.waitForSelector('[data-testid=chain-run] a:text-is("completed")');
+    expect(page.url()).toBe(chainUrl);
+    // Each step was drawn before it completed (not started, pending or running), then completed.
+    for (const step of ['settle_payouts', 'reconcile_payment_refunds', 'reconcile_payment_ledger']) expect(seen[step]?.at(-1), step).toBe('completed');
+    expect(seen.reconcile_payment_refunds!.length, JSON.stringify(seen)).toBeGreaterThan(1);
     await screen(page, 'system-admin-jobs-chains');
 
     const today = new Date();
@@ -340,6 +406,13 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     page.once('dialog', (d) => void d.accept('bank rejected the transfer'));
     await page.click('[data-testid=payouts] button:text-is("Fail")');
     await page.waitForSelector('[data-testid=payouts] td:has-text("failed: bank rejected the transfer")');
+    // Handed to the bank again, then executed: completed with its bank reference.
+    await page.click('[data-testid=payouts] button:text-is("Process")');
+    await page.waitForSelector('[data-testid=payouts] button:text-is("Execute")');
+    page.once('dialog', (d) => void d.accept('BANK-2026-11-27'));
+    await page.click('[data-testid=payouts] button:text-is("Execute")');
+    await page.waitForSelector('[data-testid=payouts] td:has-text("completed")');
+    await page.waitForSelector('[data-testid=payouts] td:has-text("completed (bank reference BANK-2026-11-27)")');
     await screen(page, 'system-admin-payments-payouts');
     await signOut(page);
   }, 180_000);

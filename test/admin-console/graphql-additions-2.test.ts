@@ -2,7 +2,8 @@
  * GraphQL additions of console part 2 (docs/console.md lists them), each through gql() for a
  * system administrator, a tenant administrator and a plain user: `cronPreview`,
  * `JobSchedule.next_fire_times`, `deleteJobSchedule`, `purgeWebhookEvents`, `personalDataExport`,
- * `ledgerEntries`.
+ * `ledgerEntries`, `paymentRefunds`, `executePayout`; each against its REST twin, with tenant
+ * isolation.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { builtinPlugins } from '../../config/plugins.ts';
@@ -16,7 +17,8 @@ let other: Awaited<ReturnType<typeof createTenantUser>>;
 beforeAll(async () => {
   t = await buildTestApp({
     plugins: builtinPlugins(),
-    config: { WEBHOOKS_ENABLED: 'true', JOBS_ENABLED: 'true', PAYMENTS_ENABLED: 'true', PAYMENTS_LEDGER_ENABLED: 'true', RATE_LIMIT_ENABLED: 'false' },
+    // Payout batches below the threshold are approved at settlement, so one can be executed here.
+    config: { WEBHOOKS_ENABLED: 'true', JOBS_ENABLED: 'true', PAYMENTS_ENABLED: 'true', PAYMENTS_LEDGER_ENABLED: 'true', RATE_LIMIT_ENABLED: 'false', PAYOUT_AUTO_APPROVE_THRESHOLD: '1000000' },
   });
   a = await createTenantUser(t, { roles: ['user', 'admin'] });
   u = await createTenantUser(t, { tenantId: a.tenantId, roles: ['user'] });
@@ -127,5 +129,83 @@ describe('ledgerEntries', () => {
   });
   it('refuses a plain user', async () => {
     expect(code(await t.gql(Q, {}, { key: u.key }))).toBe('ACCESS_DENIED');
+  });
+});
+
+/** A completed payment of tenant `a` (manual provider), created through REST. */
+const completedPayment = async (amount: string, rid: string) => {
+  const p = await t.http('POST', '/payments', { key: a.key, json: { resource_type: 'order', resource_id: rid, user_id: u.userId, user_name: 'U', amount, currency: 'EUR', provider: 'manual' } });
+  expect(p.status).toBe(201);
+  expect((await t.http('POST', `/payments/${p.body._id}/process`, { key: a.key, json: {} })).status).toBe(200);
+  expect((await t.http('POST', `/payments/${p.body._id}/complete`, { key: a.key, json: { provider_reference: `bank-${rid}`, provider_status: 'paid' } })).status).toBe(200);
+  return p.body._id as string;
+};
+
+describe('paymentRefunds', () => {
+  const Q = 'query($id: ID!) { paymentRefunds(id: $id) { id payment_id amount currency reason status provider_refund_id error created_at updated_at } }';
+  it('lists the refund attempts of a payment, oldest first, as GET /payments/{id}/refunds', async () => {
+    const id = await completedPayment('40.00', 'refunds-1');
+    for (const amount of ['10.00', '5.50']) expect((await t.http('POST', `/payments/${id}/refund`, { key: a.key, json: { amount, reason: `part ${amount}` } })).status).toBe(200);
+    const res = await t.gql(Q, { id }, { key: a.key });
+    expect(res.body.errors).toBeUndefined();
+    const rest = await t.http('GET', `/payments/${id}/refunds`, { key: a.key });
+    expect(rest.status).toBe(200);
+    expect(res.body.data.paymentRefunds).toEqual(rest.body.items);
+    expect(res.body.data.paymentRefunds.map((r: any) => [r.amount, r.currency, r.reason, r.status])).toEqual([['10.00', 'EUR', 'part 10.00', 'succeeded'], ['5.50', 'EUR', 'part 5.50', 'succeeded']]);
+    // The payer (a plain user of the tenant) reads them where REST lets them, with the same answer.
+    const mine = await t.http('GET', `/payments/${id}/refunds`, { key: u.key });
+    const g = await t.gql(Q, { id }, { key: u.key });
+    if (mine.status === 200) expect(g.body.data.paymentRefunds).toEqual(mine.body.items);
+    else expect(code(g)).toBe(mine.body.error.code);
+  });
+  it('is NOT_FOUND in another tenant and for an unknown id, as REST', async () => {
+    const id = await completedPayment('3.00', 'refunds-2');
+    expect((await t.http('GET', `/payments/${id}/refunds`, { key: other.key })).status).toBe(404);
+    expect(code(await t.gql(Q, { id }, { key: other.key }))).toBe('NOT_FOUND');
+    expect(code(await t.gql(Q, { id: '0123456789abcdef01234567' }, { key: a.key }))).toBe('NOT_FOUND');
+    expect(code(await t.gql(Q, { id: 'not-an-id' }, { key: a.key }))).toBe('NOT_FOUND');
+    expect((await t.gql(Q, { id }, { key: ADMIN_KEY })).body.data.paymentRefunds).toEqual([]);
+  });
+});
+
+describe('executePayout', () => {
+  const M = 'mutation($id: ID!, $ref: String!) { executePayout(id: $id, bank_reference: $ref) { id status bank_reference paid_at tenant_id } }';
+  let batch: { id: string; status: string };
+  beforeAll(async () => {
+    await completedPayment('25.00', 'payout-1');
+    const day = 86_400_000;
+    const settled = await t.http('POST', '/payouts/settle', { key: ADMIN_KEY, json: { period_start: new Date(Date.now() - day).toISOString(), period_end: new Date(Date.now() + day).toISOString(), tenant_id: a.tenantId } });
+    expect(settled.status).toBe(200);
+    batch = settled.body.batches.find((b: any) => b.tenant_id === a.tenantId);
+    expect(batch.status).toBe('approved');
+  });
+
+  it('refuses tenant administrators and users (payouts are for system administrators), as REST', async () => {
+    for (const key of [a.key, u.key, other.key]) {
+      expect((await t.http('POST', `/payouts/${batch.id}/execute`, { key, json: { bank_reference: 'X' } })).status).toBe(403);
+      expect(code(await t.gql(M, { id: batch.id, ref: 'X' }, { key }))).toBe('ACCESS_DENIED');
+    }
+    expect((await t.gql('query($id: ID!) { payout(id: $id) { status } }', { id: batch.id }, { key: ADMIN_KEY })).body.data.payout.status).toBe('approved');
+  });
+
+  it('completes an approved batch with the bank reference; the same reference again is a no-op, another is the same error as REST', async () => {
+    const res = await t.gql(M, { id: batch.id, ref: 'BANK-2026-001' }, { key: ADMIN_KEY });
+    expect(res.body.errors).toBeUndefined();
+    expect(res.body.data.executePayout).toMatchObject({ id: batch.id, status: 'completed', bank_reference: 'BANK-2026-001', tenant_id: a.tenantId });
+    expect(res.body.data.executePayout.paid_at).toBeTruthy();
+    const rest = await t.http('GET', `/payouts/${batch.id}`, { key: ADMIN_KEY });
+    expect(rest.body).toMatchObject({ status: 'completed', bank_reference: 'BANK-2026-001', paid_at: res.body.data.executePayout.paid_at });
+    expect((await t.gql(M, { id: batch.id, ref: 'BANK-2026-001' }, { key: ADMIN_KEY })).body.data.executePayout.status).toBe('completed');
+    const restConflict = await t.http('POST', `/payouts/${batch.id}/execute`, { key: ADMIN_KEY, json: { bank_reference: 'OTHER' } });
+    expect(restConflict.status).toBe(409);
+    expect(code(await t.gql(M, { id: batch.id, ref: 'OTHER' }, { key: ADMIN_KEY }))).toBe(restConflict.body.error.code);
+  });
+
+  it('answers NOT_FOUND for an unknown batch and VALIDATION_ERROR for an empty reference, as REST', async () => {
+    const unknown = '0123456789abcdef01234567';
+    expect((await t.http('POST', `/payouts/${unknown}/execute`, { key: ADMIN_KEY, json: { bank_reference: 'X' } })).body.error.code).toBe('NOT_FOUND');
+    expect(code(await t.gql(M, { id: unknown, ref: 'X' }, { key: ADMIN_KEY }))).toBe('NOT_FOUND');
+    expect((await t.http('POST', `/payouts/${batch.id}/execute`, { key: ADMIN_KEY, json: { bank_reference: '' } })).body.error.code).toBe('VALIDATION_ERROR');
+    expect(code(await t.gql(M, { id: batch.id, ref: '' }, { key: ADMIN_KEY }))).toBe('VALIDATION_ERROR');
   });
 });

@@ -1,7 +1,8 @@
 /**
- * Job runs in the event log: `job_run.completed` and `job_run.failed`, written in the run's outbox
- * by the conditional update that finishes it (docs/events.md), with the run in its list form (no
- * logs, the error as a tenant administrator sees it), readable by the run's tenant's administrators.
+ * Job runs in the event log: `job_run.created`, `.started`, `.cancelled`, `.completed` and `.failed`,
+ * each written in the run's outbox by the write that makes the change (the insert, or the
+ * conditional update: docs/events.md), with the run in its list form (no logs, the error as a tenant
+ * administrator sees it), readable by the run's tenant's administrators.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
@@ -17,7 +18,7 @@ beforeAll(async () => {
   t = await jobsApp();
   A = await createTenantUser(t, { roles: ['admin'] });
   B = await createTenantUser(t, { roles: ['admin'] });
-  schemas = await catalogue(t, A.key, ['job_run.completed', 'job_run.failed'], 'jobs');
+  schemas = await catalogue(t, A.key, ['job_run.created', 'job_run.started', 'job_run.cancelled', 'job_run.completed', 'job_run.failed'], 'jobs');
 });
 afterAll(() => t?.close());
 
@@ -81,5 +82,44 @@ describe('job_run events', () => {
     const [p] = await eventsOfType(t, ADMIN_KEY, 'job_run.failed', ofRun(parent.id));
     expect(p!.tenant_id).toBeNull();
     expect(await visibleTo(t, A.key, 'job_run.failed', ofRun(parent.id))).toEqual([]);
+  });
+
+  it('a run stores job_run.created when queued (by its starter) and job_run.started when a worker takes it, each with the run as it was then', async () => {
+    const done = await run({});
+    const [c] = await eventsOfType(t, A.key, 'job_run.created', ofRun(done.id));
+    expect(c).toMatchObject({ type: 'job_run.created', tenant_id: A.tenantId, actor: A.userId });
+    expect(c!.data).toMatchObject({ id: done.id, job_name: 'tenant_job', status: 'pending', started_at: null, completed_at: null, tenant_id: A.tenantId, triggered_by_user: A.userId, created_at: done.created_at });
+    expectConforms(schemas['job_run.created']!, c!.data);
+    const [s] = await eventsOfType(t, A.key, 'job_run.started', ofRun(done.id));
+    expect(s).toMatchObject({ type: 'job_run.started', tenant_id: A.tenantId, actor: null });
+    expect(s!.data).toMatchObject({ id: done.id, status: 'running', started_at: done.started_at, completed_at: null });
+    expectConforms(schemas['job_run.started']!, s!.data);
+    expect(Date.parse(c!.created_at)).toBeLessThanOrEqual(Date.parse(s!.created_at));
+    expect(s!.data).not.toHaveProperty('logs');
+    // Tenant B sees neither; the system administrator sees both.
+    expect(await visibleTo(t, B.key, 'job_run.created', ofRun(done.id))).toEqual([]);
+    expect(await visibleTo(t, B.key, 'job_run.started', ofRun(done.id))).toEqual([]);
+    expect((await t.http('GET', `/events/${s!.id}`, { key: B.key })).status).toBe(404);
+    expect(await visibleTo(t, ADMIN_KEY, 'job_run.started', ofRun(done.id))).toHaveLength(1);
+    // Once each, and the outbox emptied.
+    expect(await visibleTo(t, A.key, 'job_run.created', ofRun(done.id))).toHaveLength(1);
+    await t.app.services.get('events').flush();
+    expect((await t.app.db.conn.collection('job_runs').findOne({ _id: new Types.ObjectId(done.id) }))!._outbox).toEqual([]);
+  });
+
+  it('a cancelled run stores job_run.cancelled by whoever cancelled it, and no job_run.completed', async () => {
+    // A system administrator runs it in tenant A (not a per-tenant job); A's administrator cancels it.
+    const r = await t.http('POST', '/jobs/run', { key: ADMIN_KEY, json: { job: 'deaf', params: { ms: 1500 }, tenant_id: A.tenantId } });
+    expect(r.status).toBe(202);
+    const id = r.body.run_id as string;
+    await waitRun(t, id, ['running'], A.key);
+    const c = await t.http('POST', `/jobs/runs/${id}/cancel`, { key: A.key });
+    expect(c.status).toBe(200);
+    const [e] = await eventsOfType(t, A.key, 'job_run.cancelled', ofRun(id));
+    expect(e).toMatchObject({ tenant_id: A.tenantId, actor: A.userId, data: { id, status: 'cancelled', completed_at: c.body.completed_at } });
+    expectConforms(schemas['job_run.cancelled']!, e!.data);
+    expect(await visibleTo(t, B.key, 'job_run.cancelled', ofRun(id))).toEqual([]);
+    await new Promise((res) => setTimeout(res, 2000)); // the deaf function ends by itself: its outcome is not recorded
+    expect(await visibleTo(t, A.key, 'job_run.completed', ofRun(id))).toEqual([]);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Inbound webhook failures in the event log: an event whose handler fails enters the dead-letter
- * queue and stores `webhook_event.failed`, written in the inbound event's outbox by the update that
- * records the failure (docs/events.md). Inbound events belong to no tenant (one system-scoped
+ * queue and stores `webhook_event.failed` (and `webhook_event.recovered` when a later run of it
+ * succeeds), written in the inbound event's outbox by the update that records the outcome
+ * (docs/events.md). Inbound events belong to no tenant (one system-scoped
  * collection, operated by system administrators), so the event has no tenant: the system
  * administrator reads it, tenant administrators never do.
  */
@@ -95,5 +96,27 @@ describe('webhook_event.failed', () => {
     await t.app.services.get('events').flush();
     expect(await visibleTo(t, ADMIN_KEY, 'webhook_event.failed', ofInbound('evt_dlq_2'))).toHaveLength(3);
     expect(await visibleTo(t, ADMIN_KEY, 'webhook_event.failed', ofInbound('evt_ok'))).toEqual([]);
+  });
+});
+
+describe('webhook_event.recovered', () => {
+  it('a failed event handled on a retry leaves the dead-letter queue and stores webhook_event.recovered once; a first success stores none', async () => {
+    const recovered = (await catalogue(t, A.key, ['webhook_event.recovered'], 'webhooks'))['webhook_event.recovered']!;
+    calls.failWith = 'down for now';
+    expect((await send('evt_rec_1')).status).toBe(500);
+    const stored = (await t.http('GET', '/webhooks/dead-letter')).body.items.find((e: { event_id: string }) => e.event_id === 'evt_rec_1');
+    calls.failWith = null;
+    expect((await t.http('POST', `/webhooks/dead-letter/${stored.id}/retry`)).body).toMatchObject({ status: 'processed' });
+    expect((await t.http('GET', '/webhooks/dead-letter')).body.items.map((e: { event_id: string }) => e.event_id)).not.toContain('evt_rec_1');
+    const [e] = await eventsOfType(t, ADMIN_KEY, 'webhook_event.recovered', ofInbound('evt_rec_1'));
+    expect(e).toMatchObject({ type: 'webhook_event.recovered', tenant_id: null, actor: null, data: { id: stored.id, event_id: 'evt_rec_1', status: 'processed', error: null, attempts: 2 } });
+    expect(e!.data.headers).not.toHaveProperty('x-signature');
+    expectConforms(recovered, e!.data);
+    // No tenant: tenant administrators never see it.
+    expect(await visibleTo(t, A.key, 'webhook_event.recovered', ofInbound('evt_rec_1'))).toEqual([]);
+    expect((await send('evt_rec_ok')).status).toBe(200);
+    await t.app.services.get('events').flush();
+    expect(await visibleTo(t, ADMIN_KEY, 'webhook_event.recovered', ofInbound('evt_rec_ok'))).toEqual([]);
+    expect(await visibleTo(t, ADMIN_KEY, 'webhook_event.recovered', ofInbound('evt_rec_1'))).toHaveLength(1);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * The event catalogue in `/openapi.json`, under OpenAPI 3.1's top-level `webhooks`: one `POST` per
- * event type, with the Standard Webhooks headers and the body a webhook endpoint receives, whose
- * `data` is the type's JSON Schema from `GET /events/types`. The document stays valid.
+ * event type endpoints may receive (`outbound`), with the Standard Webhooks headers and the body a
+ * webhook endpoint receives, whose `data` is the type's JSON Schema from `GET /events/types`. The
+ * document stays valid.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Validator } from '@seriousme/openapi-schema-validator';
@@ -13,17 +14,22 @@ import { paymentsPlugin } from '../../plugins/payments/index.ts';
 
 let t: TestApp;
 let doc: any;
-let types: { name: string; schema: Record<string, unknown> }[];
+let types: { name: string; schema: Record<string, unknown>; outbound: boolean }[];
+let all: typeof types;
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [openapiPlugin, resourcesPlugin, webhooksPlugin, paymentsPlugin], config: { WEBHOOKS_ENABLED: 'true', PAYMENTS_ENABLED: 'true' } });
   doc = (await t.http('GET', '/openapi.json', { key: null })).body;
-  types = (await t.http('GET', '/events/types')).body.items;
+  all = (await t.http('GET', '/events/types')).body.items;
+  types = all.filter((x) => x.outbound);
 });
 afterAll(() => t?.close());
 
-it('documents every catalogue type, and nothing else', () => {
+it('documents every catalogue type endpoints may receive, and nothing else', () => {
   expect(Object.keys(doc.webhooks).sort()).toEqual(types.map((x) => x.name).sort());
   expect(Object.keys(doc.webhooks)).toEqual(expect.arrayContaining(['projects.created', 'payment.completed', 'ping', 'webhook_endpoint.disabled']));
+  // Events about deliveries are in the catalogue but never sent to an endpoint, so not documented as webhooks.
+  expect(all.filter((x) => !x.outbound).map((x) => x.name).sort()).toEqual(['webhook_delivery.failed', 'webhook_delivery.succeeded']);
+  expect(Object.keys(doc.webhooks)).not.toContain('webhook_delivery.failed');
 });
 
 it('each is the POST an endpoint receives: signed headers, {id, type, timestamp, data} with data per the catalogue', () => {

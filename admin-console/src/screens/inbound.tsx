@@ -1,7 +1,8 @@
 /**
  * Inbound webhooks (system administrators): received events by provider and status with their
  * payload, the dead-letter queue with retry of one or of the selected, and purge by retention.
- * The queue is live: each `webhook_event.failed` event reloads it.
+ * The queue is live: each `webhook_event.failed` (an event enters it) and `webhook_event.recovered`
+ * (one leaves it, also when another session retried it) reloads it.
  */
 import { useState } from 'preact/hooks';
 import { run } from '../api.ts';
@@ -13,7 +14,7 @@ const WebhookEvents = graphql(`query WebhookEvents($provider: String, $status: S
 const DeadLetter = graphql(`query DeadLetter($provider: String) { webhookDeadLetter(provider: $provider, per_page: 50) { total items { id provider event_id event_type status error attempts retry_count created_at processed_at payload } } }`);
 const RetryEvent = graphql(`mutation RetryEvent($id: String!) { retryWebhookEvent(event_id: $id) { id event_id status error } }`);
 const Purge = graphql(`mutation Purge($days: Int) { purgeWebhookEvents(retention_days: $days) { deleted_count retention_days cutoff_date } }`);
-const Failed = graphql(`subscription FailedWebhooks { events(types: ["webhook_event.failed"]) { id } }`);
+const Failed = graphql(`subscription FailedWebhooks { events(types: ["webhook_event.failed", "webhook_event.recovered"]) { id } }`);
 
 export default function InboundScreen({ route }: { route: string[] }) {
   const tab = route[0] === 'events' ? 'events' : 'dead-letter';

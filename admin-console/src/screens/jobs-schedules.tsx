@@ -1,7 +1,8 @@
-/** Schedules (create, edit, the cron expression in words with its next five fire times, enable/disable, delete) and chains drawn as a graph. */
+/** Schedules (create, edit, the cron expression in words with its next five fire times, enable/disable, delete) and chains drawn as a graph with each step's state, live. */
 import { useEffect, useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
+import { useLive } from '../live.ts';
 import { ErrorBox, fieldErrors, fmtDate, Loading, useAction, useAsync } from '../ui.tsx';
 
 const Schedules = graphql(`
@@ -11,6 +12,9 @@ const Upsert = graphql(`mutation UpsertSchedule($id: String, $input: JSON!) { up
 const DeleteSchedule = graphql(`mutation DeleteSchedule($id: String!) { deleteJobSchedule(id: $id) }`);
 const Preview = graphql(`query CronPreview($e: String!, $tz: String) { cronPreview(expression: $e, timezone: $tz, count: 5) { valid error description next } }`);
 const Chains = graphql(`query Chains { jobChains { id name description is_system default_on_failure steps { job depends_on on_failure retries } } }`);
+const ChainRuns = graphql(`query ChainRuns($name: String!) { jobRuns(filter: { job_name: $name }, per_page: 10) { items { id job_type chain_id status created_at } } }`);
+const StepRuns = graphql(`query StepRuns($parent: String!) { jobRuns(filter: { parent_job_id: $parent }, per_page: 100) { items { id chain_index status } } }`);
+const ChainLive = graphql(`subscription ChainLive { events(types: ["job_run.created", "job_run.started", "job_run.completed", "job_run.failed", "job_run.cancelled"]) { id data } }`);
 type Schedule = ResultOf<typeof Schedules>['jobSchedules'][number];
 
 const EMPTY = { job_name: '', job_type: '', cron_expression: '0 3 * * *', timezone: 'UTC', description: '', parameters: '{}', is_enabled: true };
@@ -117,7 +121,7 @@ function ScheduleForm({ schedule, jobs, done }: { schedule: Schedule | null; job
   );
 }
 
-/** Each chain's steps as boxes in columns by depth, with arrows for `depends_on`. */
+/** Each chain's steps as boxes in columns by depth, with arrows for `depends_on`, and the state of each step in the chain's latest run. */
 export function ChainsView() {
   const chains = useAsync(() => run(Chains).then((r) => r.jobChains), []);
   return (
@@ -125,43 +129,86 @@ export function ChainsView() {
       <Loading when={chains.loading} />
       <ErrorBox error={chains.error} />
       {chains.data?.length === 0 && <p>No chains yet (create them with POST /jobs/chains).</p>}
-      {(chains.data ?? []).map((c) => {
-        const depth = new Map<string, number>();
-        const d = (job: string, seen: Set<string> = new Set()): number => {
-          if (depth.has(job)) return depth.get(job)!;
-          if (seen.has(job)) return 0;
-          seen.add(job);
-          const step = c.steps.find((s) => s.job === job);
-          const v = step && step.depends_on.length ? 1 + Math.max(...step.depends_on.map((p) => d(p, seen))) : 0;
-          depth.set(job, v);
-          return v;
-        };
-        c.steps.forEach((s) => d(s.job));
-        const cols: string[][] = [];
-        for (const s of c.steps) (cols[depth.get(s.job)!] ??= []).push(s.job);
-        const pos = new Map<string, { x: number; y: number }>();
-        cols.forEach((col, i) => col.forEach((job, j) => pos.set(job, { x: 10 + i * 200, y: 10 + j * 60 })));
-        const w = 10 + cols.length * 200;
-        const h = 20 + Math.max(...cols.map((col) => col.length)) * 60;
-        return (
-          <section key={c.id} aria-labelledby={`ch-${c.id}`}>
-            <h2 id={`ch-${c.id}`}>{c.name}{c.is_system ? ' (built-in)' : ''}</h2>
-            <p class="muted">{c.description} · on failure: {c.default_on_failure}</p>
-            <svg class="graph" width={w} height={h} viewBox={`0 0 ${w} ${h}`} role="img" aria-label={`Steps of ${c.name}: ${c.steps.map((s) => `${s.job}${s.depends_on.length ? ` after ${s.depends_on.join(' and ')}` : ''}`).join('; ')}`}>
-              {c.steps.flatMap((s) => s.depends_on.map((p) => {
-                const a = pos.get(p);
-                const b = pos.get(s.job)!;
-                return a ? <path key={`${p}-${s.job}`} d={`M${a.x + 160},${a.y + 20} C${a.x + 180},${a.y + 20} ${b.x - 20},${b.y + 20} ${b.x},${b.y + 20}`} marker-end="url(#arrow)" /> : null;
-              }))}
-              <defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" /></marker></defs>
-              {c.steps.map((s) => {
-                const p = pos.get(s.job)!;
-                return <g key={s.job}><rect x={p.x} y={p.y} width={160} height={40} rx={6} /><text x={p.x + 10} y={p.y + 25}>{s.job}</text></g>;
-              })}
-            </svg>
-          </section>
-        );
-      })}
+      {(chains.data ?? []).map((c) => <ChainGraph key={c.id} chain={c} />)}
     </>
+  );
+}
+
+type Chain = ResultOf<typeof Chains>['jobChains'][number];
+
+type ChainRun = { id: string; status: string; created_at: string; steps: Map<number, string> };
+/** A run as its `job_run.*` event carries it (the fields used here). */
+type RunEvent = { id: string; job_type: string; status: string; created_at: string; chain_id: string | null; parent_job_id: string | null; chain_index: number | null };
+
+/** The chain's latest coordinating run (its `job_name` is the chain's name) and the status of each step's run. */
+async function latestRun(c: Chain): Promise<ChainRun | null> {
+  const last = (await run(ChainRuns, { name: c.name })).jobRuns.items.find((r) => r.job_type === 'chain' && r.chain_id === c.id);
+  if (!last) return null;
+  const steps = (await run(StepRuns, { parent: last.id })).jobRuns.items;
+  return { id: last.id, status: last.status, created_at: last.created_at, steps: new Map(steps.filter((r) => r.chain_index != null).map((r): [number, string] => [r.chain_index!, r.status])) };
+}
+
+/** `cur` after one `job_run.*` event of the chain: a newer run of it replaces it, a step's event sets that step's state. */
+function applyRunEvent(cur: ChainRun | null, e: RunEvent): ChainRun | null {
+  if (e.job_type === 'chain' && !e.parent_job_id) {
+    if (cur && e.id === cur.id) return { ...cur, status: e.status };
+    return !cur || e.created_at >= cur.created_at ? { id: e.id, status: e.status, created_at: e.created_at, steps: new Map() } : cur;
+  }
+  if (cur && e.parent_job_id === cur.id && e.chain_index != null) return { ...cur, steps: new Map(cur.steps).set(e.chain_index, e.status) };
+  return cur;
+}
+
+function ChainGraph({ chain: c }: { chain: Chain }) {
+  const latest = useAsync(() => latestRun(c), [c.id]);
+  // Live: each job_run event of this chain (its run or a step's: created, started, ended) carries the
+  // run, so the states are updated from the events themselves, in their order, without a query each.
+  const [live, setLive] = useState<{ run: ChainRun | null } | null>(null);
+  useLive(ChainLive, {}, (d) => {
+    const e = d.events.data as RunEvent;
+    if (e.chain_id === c.id) setLive((l) => ({ run: applyRunEvent(l ? l.run : (latest.data ?? null), e) }));
+  }, [c.id]);
+  const depth = new Map<string, number>();
+  const d = (job: string, seen: Set<string> = new Set()): number => {
+    if (depth.has(job)) return depth.get(job)!;
+    if (seen.has(job)) return 0;
+    seen.add(job);
+    const step = c.steps.find((s) => s.job === job);
+    const v = step && step.depends_on.length ? 1 + Math.max(...step.depends_on.map((p) => d(p, seen))) : 0;
+    depth.set(job, v);
+    return v;
+  };
+  c.steps.forEach((s) => d(s.job));
+  const cols: string[][] = [];
+  for (const s of c.steps) (cols[depth.get(s.job)!] ??= []).push(s.job);
+  const pos = new Map<string, { x: number; y: number }>();
+  cols.forEach((col, i) => col.forEach((job, j) => pos.set(job, { x: 10 + i * 200, y: 10 + j * 60 })));
+  const w = 10 + cols.length * 200;
+  const h = 20 + Math.max(...cols.map((col) => col.length)) * 60;
+  const r = live ? live.run : latest.data;
+  const state = (i: number) => (r ? (r.steps.get(i) ?? 'not started') : '');
+  return (
+    <section aria-labelledby={`ch-${c.id}`}>
+      <h2 id={`ch-${c.id}`}>{c.name}{c.is_system ? ' (built-in)' : ''}</h2>
+      <p class="muted">{c.description} · on failure: {c.default_on_failure}</p>
+      <p data-testid="chain-run">{r ? <>Latest run: <a href={`#/jobs/runs/${r.id}`}>{r.status}</a> · {fmtDate(r.created_at)}</> : 'Not run yet'}</p>
+      <svg class="graph" width={w} height={h} viewBox={`0 0 ${w} ${h}`} role="img" aria-label={`Steps of ${c.name}: ${c.steps.map((s) => `${s.job}${s.depends_on.length ? ` after ${s.depends_on.join(' and ')}` : ''}`).join('; ')}`}>
+        {c.steps.flatMap((s) => s.depends_on.map((p) => {
+          const a = pos.get(p);
+          const b = pos.get(s.job)!;
+          return a ? <path key={`${p}-${s.job}`} d={`M${a.x + 160},${a.y + 22} C${a.x + 180},${a.y + 22} ${b.x - 20},${b.y + 22} ${b.x},${b.y + 22}`} marker-end="url(#arrow)" /> : null;
+        }))}
+        <defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" /></marker></defs>
+        {c.steps.map((s, i) => {
+          const p = pos.get(s.job)!;
+          return (
+            <g key={s.job} class={`step ${state(i).replace(' ', '-')}`} data-testid="chain-step" data-step={s.job} data-state={state(i)}>
+              <rect x={p.x} y={p.y} width={160} height={44} rx={6} />
+              <text x={p.x + 10} y={p.y + 19}>{s.job}</text>
+              <text class="state" x={p.x + 10} y={p.y + 36}>{state(i)}</text>
+            </g>
+          );
+        })}
+      </svg>
+    </section>
   );
 }

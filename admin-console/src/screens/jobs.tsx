@@ -1,6 +1,7 @@
 /**
  * Jobs: the registry with a trigger form generated from each job's parameters (the server's
- * validation errors next to their fields), runs with filters (live: ended runs reload the list),
+ * validation errors next to their fields), runs with filters (live: every `job_run.*` event, so runs
+ * others start, and each run's start and end, reload the list),
  * and a run's live view through the `jobRun` subscription (progress bar, log lines), with cancel.
  * Schedules and chains are in jobs-schedules.tsx.
  */
@@ -25,7 +26,7 @@ const RunQ = graphql(`
 `);
 const Cancel = graphql(`mutation CancelRun($id: String!) { cancelJobRun(id: $id) { id status } }`);
 const RunLive = graphql(`subscription RunLive($id: String!) { jobRun(id: $id) { event status percentage progress_message result error log { timestamp level message } } }`);
-const RunsLive = graphql(`subscription RunsLive { events(types: ["job_run.completed", "job_run.failed"]) { id } }`);
+const RunsLive = graphql(`subscription RunsLive { events(types: ["job_run.created", "job_run.started", "job_run.completed", "job_run.failed", "job_run.cancelled"]) { id } }`);
 type Entry = ResultOf<typeof Registry>['jobRegistry'][number];
 type ParamInfo = { type: string; required: boolean; description: string; enum?: unknown[] };
 

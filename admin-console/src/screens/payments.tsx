@@ -2,7 +2,8 @@
  * Payments: the list with filters and exact money per currency (live through `resourceChanged`),
  * a payment's detail with its transition history from the audit log, process / complete (capture) /
  * cancel / refund (the refundable amount shown; the server's refusal shown as it says it), the
- * ledger (administrators) and payout batches (system administrators) with process and fail.
+ * the payment's refund attempts, the ledger (administrators) and payout batches (system
+ * administrators) with approve, process, execute (completed, with the bank reference) and fail.
  */
 import { useState } from 'preact/hooks';
 import { isAdmin, isSystem, run, session } from '../api.ts';
@@ -19,6 +20,7 @@ const PaymentQ = graphql(`
   query Payment($id: ID!, $rid: String!) {
     payment(id: $id) { _id etag amount currency status provider provider_reference user_id user_name resource_type resource_id refunded_amount refund_reason failure_reason paid_at cancelled_at refunded_at created_at }
     auditLog(resource: "payments", resource_id: $rid, sort: "created_at", per_page: 100) { items { id created_at operation user_name changes } }
+    paymentRefunds(id: $id) { id amount currency status reason error provider_refund_id created_at }
   }
 `);
 const Process = graphql(`mutation ProcessPayment($id: ID!) { processPayment(id: $id) { payment { _id status } } }`);
@@ -31,9 +33,10 @@ const Ledger = graphql(`
     ledgerEntries(page: $page, per_page: 25) { total page total_pages items { id created_at entry_type account direction amount currency payment_id } }
   }
 `);
-const Payouts = graphql(`query Payouts($status: String) { payouts(status: $status, per_page: 50) { total items { id status currency gross_amount fee_amount net_amount payment_count recipient_type recipient_id failure_reason created_at } } }`);
+const Payouts = graphql(`query Payouts($status: String) { payouts(status: $status, per_page: 50) { total items { id status currency gross_amount fee_amount net_amount payment_count recipient_type recipient_id failure_reason bank_reference created_at } } }`);
 const ProcessPayout = graphql(`mutation ProcessPayout($id: ID!) { processPayout(id: $id) { id status } }`);
 const ApprovePayout = graphql(`mutation ApprovePayout($id: ID!) { approvePayout(id: $id) { id status } }`);
+const ExecutePayout = graphql(`mutation ExecutePayout($id: ID!, $ref: String!) { executePayout(id: $id, bank_reference: $ref) { id status } }`);
 const FailPayout = graphql(`mutation FailPayout($id: ID!, $reason: String!) { failPayout(id: $id, reason: $reason) { id status } }`);
 const Changed = graphql(`subscription PaymentsChanged { resourceChanged(resource: "payments") { id } }`);
 
@@ -149,6 +152,21 @@ function PaymentDetail({ id }: { id: string }) {
           <button type="submit" disabled={busy}>Refund</button>
         </form>
       )}
+      <h3>Refund attempts</h3>
+      {q.data?.paymentRefunds.length ? (
+        <table data-testid="refund-attempts">
+          <caption class="sr-only">Refund attempts</caption>
+          <thead><tr><th scope="col">Time</th><th scope="col">Amount</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">Provider</th></tr></thead>
+          <tbody>
+            {q.data.paymentRefunds.map((r) => (
+              <tr key={r.id} data-status={r.status}>
+                <td>{fmtDate(r.created_at)}</td><td class="num">{money(r.amount, r.currency)}</td>
+                <td>{r.status}{r.error ? `: ${r.error}` : ''}</td><td>{r.reason ?? ''}</td><td>{r.provider_refund_id ?? ''}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : <p class="muted">No refund attempts.</p>}
       <h3>History</h3>
       <ol data-testid="payment-history" class="entries">
         {(q.data?.auditLog.items ?? []).map((e) => {
@@ -213,10 +231,11 @@ function PayoutsView() {
             <tr key={b.id}>
               <td>{b.recipient_type} {b.recipient_id}<br /><small class="muted">{b.payment_count} payment(s) · {fmtDate(b.created_at)}</small></td>
               <td>{money(b.gross_amount, b.currency)}</td><td>{money(b.fee_amount, b.currency)}</td><td>{money(b.net_amount, b.currency)}</td>
-              <td>{b.status}{b.failure_reason ? `: ${b.failure_reason}` : ''}</td>
+              <td>{b.status}{b.failure_reason ? `: ${b.failure_reason}` : ''}{b.bank_reference ? ` (bank reference ${b.bank_reference})` : ''}</td>
               <td class="actions">
                 {b.status === 'draft' && <button type="button" onClick={() => act(() => run(ApprovePayout, { id: b.id }), q.reload)}>Approve</button>}
-                {b.status === 'approved' && <button type="button" onClick={() => act(() => run(ProcessPayout, { id: b.id }), q.reload)}>Process</button>}
+                {(b.status === 'approved' || b.status === 'failed') && <button type="button" onClick={() => act(() => run(ProcessPayout, { id: b.id }), q.reload)}>Process</button>}
+                {(b.status === 'approved' || b.status === 'processing') && <button type="button" onClick={() => { const ref = prompt('Bank reference of the transfer'); if (ref) void act(() => run(ExecutePayout, { id: b.id, ref }), q.reload); }}>Execute</button>}
                 {b.status === 'processing' && <button type="button" onClick={() => { const r = prompt('Why did the payout fail?'); if (r) void act(() => run(FailPayout, { id: b.id, reason: r }), q.reload); }}>Fail</button>}
               </td>
             </tr>

@@ -1,7 +1,8 @@
 /**
  * Outbound webhook endpoints: create (the secret is shown once), edit event types, disable/enable,
- * rotate the secret, send a test; per endpoint its deliveries with their last attempt, and retry.
- * New deliveries appear live: every event the endpoint listens to reloads its deliveries.
+ * rotate the secret, send a test; per endpoint its deliveries with every attempt, and retry.
+ * Deliveries update live: every event the endpoint listens to, and every recorded attempt
+ * (`webhook_delivery.*` events), reloads them.
  */
 import { useState } from 'preact/hooks';
 import { run } from '../api.ts';
@@ -9,7 +10,7 @@ import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
 import { ErrorBox, fieldErrors, fmtDate, Loading, Notice, useAction, useAsync } from '../ui.tsx';
 
-const Endpoints = graphql(`query Endpoints { webhookEndpoints(per_page: 100) { items { id url description event_types enabled disabled_reason secret_rotated_at created_at } } eventTypes { name } }`);
+const Endpoints = graphql(`query Endpoints { webhookEndpoints(per_page: 100) { items { id url description event_types enabled disabled_reason secret_rotated_at created_at } } eventTypes { name outbound } }`);
 const CreateEndpoint = graphql(`mutation CreateEndpoint($url: String!, $event_types: [String!]!, $description: String) { createWebhookEndpoint(url: $url, event_types: $event_types, description: $description) { secret endpoint { id } } }`);
 const UpdateEndpoint = graphql(`mutation UpdateEndpoint($id: ID!, $event_types: [String!], $enabled: Boolean) { updateWebhookEndpoint(id: $id, event_types: $event_types, enabled: $enabled) { id enabled event_types } }`);
 const RotateSecret = graphql(`mutation RotateSecret($id: ID!) { rotateWebhookEndpointSecret(id: $id) { secret } }`);
@@ -18,12 +19,13 @@ const DeleteEndpoint = graphql(`mutation DeleteEndpoint($id: ID!) { deleteWebhoo
 const Deliveries = graphql(`
   query Deliveries($id: ID!, $status: String) {
     webhookDeliveries(endpoint_id: $id, status: $status, per_page: 50) {
-      total items { id event_id event_type status attempts created_at next_attempt_at last_attempt { status duration_ms error response_excerpt attempted_at } }
+      total items { id event_id event_type status attempts created_at next_attempt_at attempt_log { status duration_ms error response_excerpt attempted_at } }
     }
   }
 `);
 const RetryDelivery = graphql(`mutation RetryDelivery($endpoint_id: ID!, $delivery_id: ID!) { retryWebhookDelivery(endpoint_id: $endpoint_id, delivery_id: $delivery_id) { id status attempts } }`);
 const AnyEvent = graphql(`subscription AnyEvent($types: [String!]) { events(types: $types) { id type } }`);
+const DeliveryChanged = graphql(`subscription DeliveryChanged { events(types: ["webhook_delivery.succeeded", "webhook_delivery.failed"]) { id data } }`);
 type Endpoint = ResultOf<typeof Endpoints>['webhookEndpoints']['items'][number];
 
 function TypesPicker({ all, value, onChange, idPrefix }: { all: string[]; value: string[]; onChange: (v: string[]) => void; idPrefix: string }) {
@@ -45,7 +47,8 @@ export default function WebhooksScreen({ route }: { route: string[] }) {
   const { error, act } = useAction();
   const [secret, setSecret] = useState<string | null>(null);
   const [form, setForm] = useState({ url: '', description: '', types: [] as string[] });
-  const all = (list.data?.eventTypes ?? []).map((t) => t.name).filter((n) => n !== 'ping');
+  // Only types endpoints may receive (not the deliveries' own events, which the server refuses in event_types).
+  const all = (list.data?.eventTypes ?? []).filter((t) => t.outbound && t.name !== 'ping').map((t) => t.name);
   const errs = fieldErrors(error);
   const current = list.data?.webhookEndpoints.items.find((e) => e.id === route[0]);
   if (current) return <EndpointDetail endpoint={current} all={all} reload={list.reload} />;
@@ -105,6 +108,8 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
   const deliveries = useAsync(() => run(Deliveries, { id: e.id, status: status || null }).then((r) => r.webhookDeliveries), [e.id, status]);
   // A new event of a type this endpoint listens to makes a delivery: show it without polling.
   useLive(AnyEvent, { types: e.event_types.some((t) => t.includes('*')) ? null : e.event_types }, () => deliveries.reload(), [e.id, e.event_types.join()]);
+  // Each recorded attempt (the sender's, or a retry from another session) changes a delivery's status and attempts.
+  useLive(DeliveryChanged, {}, (d) => (d.events.data as { endpoint_id?: string }).endpoint_id === e.id && deliveries.reload(), [e.id]);
   return (
     <>
       <p><a href="#/webhooks">All endpoints</a></p>
@@ -142,7 +147,7 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
       <div class="scroll">
         <table data-testid="deliveries">
           <caption class="sr-only">Deliveries</caption>
-          <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last attempt</th><th scope="col">Actions</th></tr></thead>
+          <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Every attempt</th><th scope="col">Actions</th></tr></thead>
           <tbody>
             {(deliveries.data?.items ?? []).map((d) => (
               <tr key={d.id} data-status={d.status}>
@@ -150,11 +155,15 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
                 <td><span class={`pill ${d.status === 'delivered' ? 'ok' : d.status === 'failed' ? 'bad' : ''}`}>{d.status}</span>{d.next_attempt_at && <><br /><small class="muted">next {fmtDate(d.next_attempt_at)}</small></>}</td>
                 <td>{d.attempts}</td>
                 <td>
-                  {d.last_attempt ? (
-                    <>
-                      HTTP {d.last_attempt.status ?? '–'} in {d.last_attempt.duration_ms} ms{d.last_attempt.error ? ` · ${d.last_attempt.error}` : ''}
-                      {d.last_attempt.response_excerpt && <><br /><code>{d.last_attempt.response_excerpt.slice(0, 120)}</code></>}
-                    </>
+                  {d.attempt_log.length ? (
+                    <ol class="attempts" data-testid="attempt-log" aria-label={`Attempts of delivery ${d.id}`}>
+                      {d.attempt_log.map((a) => (
+                        <li key={a.attempted_at}>
+                          <small class="muted">{fmtDate(a.attempted_at)}</small> HTTP {a.status ?? '–'} in {a.duration_ms} ms{a.error ? ` · ${a.error}` : ''}
+                          {a.response_excerpt && <><br /><code>{a.response_excerpt.slice(0, 120)}</code></>}
+                        </li>
+                      ))}
+                    </ol>
                   ) : '–'}
                 </td>
                 <td>{d.status !== 'delivered' && <button type="button" onClick={() => act(() => run(RetryDelivery, { endpoint_id: e.id, delivery_id: d.id }), deliveries.reload)}>Retry</button>}</td>
