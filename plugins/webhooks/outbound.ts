@@ -42,6 +42,14 @@ const SENDER_CONCURRENCY = 10;
 /** Name of the fan-out consumer (its claims and position in the event log are kept under it). */
 export const FANOUT_CONSUMER = 'webhooks.outbound-fanout';
 
+/** The events the outbound part writes itself (the endpoint disabled, each delivery attempt). */
+export const OUTBOUND_EVENT_TYPES: EventTypeDefinition[] = [
+  { name: ENDPOINT_DISABLED_EVENT, description: 'The server disabled a webhook endpoint whose deliveries kept failing', data: endpointView },
+  // Never sent to endpoints (`outbound: false`): a delivery of them would make another event, and so on.
+  { name: DELIVERY_SUCCEEDED_EVENT, description: 'An attempt of an outbound delivery got a 2xx answer; data is the delivery with its attempts (never sent to webhook endpoints)', data: deliveryView, outbound: false },
+  { name: DELIVERY_FAILED_EVENT, description: 'An attempt of an outbound delivery failed (it is retried per the schedule, or left failed); data is the delivery with its attempts (never sent to webhook endpoints)', data: deliveryView, outbound: false },
+];
+
 /** Builds the outbound part on `deps.db`; nothing runs until `start()` (and the kernel starts the consumer). */
 export function createOutbound(deps: OutboundDeps): Outbound {
   const { config } = deps;
@@ -97,12 +105,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     endpoints,
     sender,
     consumer,
-    eventTypes: [
-      { name: ENDPOINT_DISABLED_EVENT, description: 'The server disabled a webhook endpoint whose deliveries kept failing', data: endpointView },
-      // Never sent to endpoints (`outbound: false`): a delivery of them would make another event, and so on.
-      { name: DELIVERY_SUCCEEDED_EVENT, description: 'An attempt of an outbound delivery got a 2xx answer; data is the delivery with its attempts (never sent to webhook endpoints)', data: deliveryView, outbound: false },
-      { name: DELIVERY_FAILED_EVENT, description: 'An attempt of an outbound delivery failed (it is retried per the schedule, or left failed); data is the delivery with its attempts (never sent to webhook endpoints)', data: deliveryView, outbound: false },
-    ],
+    eventTypes: OUTBOUND_EVENT_TYPES,
     start: () => sender.start(),
     stop: () => sender.stop(),
   };
