@@ -6,9 +6,9 @@
  */
 import { useState } from 'preact/hooks';
 import { isAdmin, isSystem, run, session } from '../api.ts';
-import { graphql } from '../graphql.ts';
+import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ErrorBox, fieldErrors, fmtDate, Loading, money, Tabs, useAction, useAsync } from '../ui.tsx';
+import { Dialog, ErrorBox, fieldErrors, fmtDate, Loading, money, Tabs, useAction, useAsync } from '../ui.tsx';
 
 const Payments = graphql(`
   query Payments($filter: JSON, $page: Int) {
@@ -36,6 +36,7 @@ const ProcessPayout = graphql(`mutation ProcessPayout($id: ID!) { processPayout(
 const ApprovePayout = graphql(`mutation ApprovePayout($id: ID!) { approvePayout(id: $id) { id status } }`);
 const FailPayout = graphql(`mutation FailPayout($id: ID!, $reason: String!) { failPayout(id: $id, reason: $reason) { id status } }`);
 const Changed = graphql(`subscription PaymentsChanged { resourceChanged(resource: "payments") { id } }`);
+type Batch = ResultOf<typeof Payouts>['payouts']['items'][number];
 
 export default function PaymentsScreen({ route }: { route: string[] }) {
   const u = session.value?.user;
@@ -192,8 +193,10 @@ function PayoutsView() {
   const [status, setStatus] = useState('');
   const q = useAsync(() => run(Payouts, { status: status || null }).then((r) => r.payouts), [status]);
   const { error, act } = useAction();
+  const [failing, setFailing] = useState<Batch | null>(null);
   return (
     <>
+      {failing && <FailDialog batch={failing} onClose={() => setFailing(null)} onDone={q.reload} />}
       <div class="filters">
         <div class="row">
           <label for="po-status">Status</label>
@@ -217,12 +220,35 @@ function PayoutsView() {
               <td class="actions">
                 {b.status === 'draft' && <button type="button" onClick={() => act(() => run(ApprovePayout, { id: b.id }), q.reload)}>Approve</button>}
                 {b.status === 'approved' && <button type="button" onClick={() => act(() => run(ProcessPayout, { id: b.id }), q.reload)}>Process</button>}
-                {b.status === 'processing' && <button type="button" onClick={() => { const r = prompt('Why did the payout fail?'); if (r) void act(() => run(FailPayout, { id: b.id, reason: r }), q.reload); }}>Fail</button>}
+                {b.status === 'processing' && <button type="button" onClick={() => setFailing(b)}>Fail<span class="sr-only"> the payout to {b.recipient_type} {b.recipient_id}</span>…</button>}
               </td>
             </tr>
           ))}
         </tbody>
       </table>
     </>
+  );
+}
+
+/** Why a payout failed, asked in a dialog (required; the server's message shown next to the field). */
+function FailDialog({ batch, onClose, onDone }: { batch: Batch; onClose: () => void; onDone: () => void }) {
+  const [reason, setReason] = useState('');
+  const { error, busy, act } = useAction();
+  const errs = fieldErrors(error);
+  return (
+    <Dialog title={`Fail the payout to ${batch.recipient_type} ${batch.recipient_id}`} onClose={onClose} testId="fail-dialog">
+      <form onSubmit={(e) => { e.preventDefault(); if (!busy) void act(() => run(FailPayout, { id: batch.id, reason }), onDone, onClose); }}>
+        <div class="row">
+          <label for="po-fail-reason">Why did the payout fail?</label>
+          <input id="po-fail-reason" required value={reason} aria-invalid={errs.reason ? 'true' : undefined} aria-describedby={errs.reason ? 'po-fail-reason-err' : undefined} onInput={(e) => setReason(e.currentTarget.value)} />
+          {errs.reason && <span id="po-fail-reason-err" class="field-error">{errs.reason}</span>}
+        </div>
+        <ErrorBox error={errs.reason ? null : error} />
+        <p class="actions">
+          <button type="submit" aria-disabled={busy ? 'true' : undefined}>Mark as failed</button>
+          <button type="button" onClick={onClose}>Cancel</button>
+        </p>
+      </form>
+    </Dialog>
   );
 }
