@@ -6,10 +6,12 @@ import { Busy, ErrorBox } from './ui.tsx';
 import { assertionJson, requestOptions } from './webauthn.ts';
 
 async function start(token: string, expiresIn: number) {
+  // Counted from the exchange's answer, not from the `me` that follows.
+  const expiresAt = expiresAtOf(expiresIn);
   const { me } = await run(Me, {}, { token });
   if (!me) throw new ApiError('Signed in, but the server does not know the user', 'AUTH_REQUIRED', 401, {}, null);
   signedOutReason.value = null;
-  session.value = { token, user: me, expiresAt: expiresAtOf(expiresIn) };
+  session.value = { token, user: me, expiresAt };
   if (!location.hash) location.hash = '#/overview';
 }
 

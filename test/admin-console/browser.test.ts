@@ -301,12 +301,13 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
       await page.waitForSelector(ready, { state: 'attached' });
       await idle();
     }
-    const fast = await page.evaluate(() => ({
-      seen: (window as unknown as { busySeen: boolean }).busySeen,
-      slowest: Math.max(0, ...performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/graphql')).map((e) => e.duration)),
-    }));
-    if (fast.slowest < 200) expect(fast.seen, `no request took 200 ms (slowest ${Math.round(fast.slowest)} ms)`).toBe(false);
-    if (fast.seen) expect(fast.slowest).toBeGreaterThan(150);
+    const fast = await page.evaluate(() => {
+      const times = performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/graphql')).map((e) => e.duration);
+      return { seen: (window as unknown as { busySeen: boolean }).busySeen, requests: times.length, slowest: Math.max(0, ...times) };
+    });
+    expect(fast.requests).toBeGreaterThan(6);
+    // On a machine so busy that a request took 150 ms or more, a chain of them may rightly pass 300 ms.
+    if (fast.slowest < 150) expect(fast.seen, `no indicator for answers of at most ${Math.round(fast.slowest)} ms`).toBe(false);
 
     // Every answer 1 s late: on every screen the indicator shows, then goes once the data has come.
     await page.route('**/graphql', async (route) => {
@@ -338,6 +339,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await page.waitForSelector('#api-key');
     expect((await focused(page))?.id).toBe('api-key');
     await page.keyboard.type(ids.adminKey!);
+    await tabTo(page, 'Sign in', (f) => f.tag === 'button' && f.text === 'Sign in');
     await page.keyboard.press('Enter');
     await page.waitForSelector('[data-testid=who]');
     await focusOnHeading(page, 'h1', 'Overview');
