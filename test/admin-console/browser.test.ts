@@ -277,6 +277,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
       ['Resources', '[data-testid=resource-list] tbody tr'],
       ['Audit log', '[data-testid=audit-list] li'],
       ['Identity', '[data-testid=users] tbody tr'],
+      ['Events', '#ev-type option[value="projects.created"]'],
       ['Privacy', '#pv-user option'],
       ['My account', 'h2:has-text("My passkeys")'],
       ['Overview', '[data-testid=counts] a'],
@@ -285,6 +286,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await signIn(page, origin, ids.adminKey!);
     await page.waitForSelector('[data-testid=counts] a');
     await page.waitForSelector('nav[aria-label=Main] a:text-is("Privacy")');
+    expect(await page.locator('nav[aria-label=Main] a').allTextContents()).toEqual(['Overview', ...screens.slice(0, -1).map(([label]) => label)]);
     await idle();
 
     // Fast answers: the indicator never appears (watched by a MutationObserver), unless a request really took 300 ms.
@@ -347,7 +349,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await page.waitForSelector('nav[aria-label=Main] a:text-is("Privacy")');
 
     // Every main screen: Shift+Tab from the heading back to its link, Enter, and the focus is on the new screen's heading.
-    for (const label of ['Resources', 'Audit log', 'Identity', 'Privacy', 'My account', 'Overview']) {
+    for (const label of ['Resources', 'Audit log', 'Identity', 'Events', 'Privacy', 'My account', 'Overview']) {
       await tabTo(page, `the "${label}" link`, (f) => f.tag === 'a' && f.text === label, { back: true });
       await page.keyboard.press('Enter');
       await focusOnHeading(page, 'h1', label);
