@@ -8,7 +8,7 @@ import { useState } from 'preact/hooks';
 import { isAdmin, isSystem, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { Dialog, ErrorBox, fieldErrors, fmtDate, Loading, money, Tabs, useAction, useAsync } from '../ui.tsx';
+import { Dialog, ErrorBox, fieldErrors, fmtDate, Loading, money, Pager, Tabs, useAction, useAsync } from '../ui.tsx';
 
 const Payments = graphql(`
   query Payments($filter: JSON, $page: Int) {
@@ -88,11 +88,7 @@ function PaymentList() {
           ))}
         </tbody>
       </table>
-      <div class="pager">
-        <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>Previous page</button>
-        <span>Page {list.data?.page ?? page} of {list.data?.total_pages ?? 1}</span>
-        <button type="button" disabled={page >= (list.data?.total_pages ?? 1)} onClick={() => setPage(page + 1)}>Next page</button>
-      </div>
+      <Pager label="Pages of payments" page={page} totalPages={list.data?.total_pages ?? 1} onPage={setPage} />
     </>
   );
 }
@@ -181,10 +177,7 @@ function LedgerView() {
         <thead><tr><th scope="col">Time</th><th scope="col">Type</th><th scope="col">Account</th><th scope="col">Debit / credit</th><th scope="col">Amount</th><th scope="col">Payment</th></tr></thead>
         <tbody>{(q.data?.ledgerEntries.items ?? []).map((e) => <tr key={e.id}><td>{fmtDate(e.created_at)}</td><td>{e.entry_type}</td><td>{e.account}</td><td>{e.direction}</td><td>{money(e.amount, e.currency)}</td><td><a href={`#/payments/list/${e.payment_id}`}><code>{e.payment_id}</code></a></td></tr>)}</tbody>
       </table>
-      <div class="pager">
-        <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>Previous page</button>
-        <button type="button" disabled={page >= (q.data?.ledgerEntries.total_pages ?? 1)} onClick={() => setPage(page + 1)}>Next page</button>
-      </div>
+      <Pager label="Pages of ledger entries" page={page} totalPages={q.data?.ledgerEntries.total_pages ?? 1} onPage={setPage} />
     </>
   );
 }
