@@ -150,6 +150,29 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await page.waitForSelector('[data-testid=keys] li:has-text("laptop")');
     expect(await page.content()).not.toContain(shown);
 
+    // A user created in Globex, then deleted: asked in a dialog (focus on Cancel; Escape closes it untouched).
+    await page.fill('#u-email', 'temp@globex.test');
+    await page.fill('#u-name', 'Temp');
+    await page.selectOption('#u-tenant', { label: 'Globex' });
+    await page.click('button:text-is("Create user")');
+    await page.waitForSelector('[data-testid=users-total]:text-is("24 user(s)")');
+    await page.click('nav[aria-label="Pages of users"] button:has-text("Next page")');
+    await page.waitForSelector('[data-testid=users] td:has-text("temp@globex.test")');
+    await page.click('[data-testid=users] tr:has-text("temp@globex.test") button:has-text("Delete")');
+    await page.waitForSelector('dialog[data-testid=confirm][open]');
+    expect(await focused(page)).toMatchObject({ tag: 'button', text: 'Cancel', inDialog: true });
+    await screen(page, 'system-admin-identity-delete-confirm');
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('dialog[data-testid=confirm]', { state: 'detached' });
+    expect(await focused(page)).toMatchObject({ tag: 'button', text: 'Delete temp@globex.test…' });
+    await page.click('[data-testid=users] tr:has-text("temp@globex.test") button:has-text("Delete")');
+    await page.click('dialog[data-testid=confirm] button:text-is("Delete user")');
+    await page.waitForSelector('[data-testid=users-total]:text-is("23 user(s)")');
+    expect(await page.locator('[data-testid=users] td:has-text("temp@globex.test")').count()).toBe(0);
+    const globex = await gql(ADMIN_KEY, '{ tenantsPage(per_page: 500) { items { id name } } }');
+    const globexId = globex.body.data.tenantsPage.items.find((x: { name: string }) => x.name === 'Globex').id;
+    expect((await gql(ADMIN_KEY, 'query($t: String) { usersPage(tenant_id: $t) { total } }', { t: globexId })).body.data.usersPage.total).toBe(0);
+
     await page.click('nav[aria-label=Main] a:has-text("My account")');
     await page.waitForSelector('h2:has-text("My passkeys")');
     await screen(page, 'system-admin-account');
