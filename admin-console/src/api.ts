@@ -1,11 +1,12 @@
 /**
  * The one way to the server: POST /graphql. The session (bearer token and the signed-in user) is
- * kept in memory only: a reload signs out. An expired or revoked token ends the session and the
- * sign-in form says so.
+ * kept in memory only: a reload signs out. The session ends when the token's lifetime (the
+ * exchange's `expires_in`) has passed, or when the API refuses the token (AUTH_REQUIRED: expired,
+ * its key revoked, its user disabled); the sign-in form then says why.
  */
 import { print } from '@0no-co/graphql.web';
 import type { TadaDocumentNode } from 'gql.tada';
-import { signal } from '@preact/signals';
+import { effect, signal } from '@preact/signals';
 import type { ResultOf } from './graphql.ts';
 import type { Me } from './graphql.ts';
 
@@ -13,12 +14,50 @@ export type User = NonNullable<ResultOf<typeof Me>['me']>;
 export interface Session {
   token: string;
   user: User;
+  /** When the token expires, in this browser's clock (`Date.now()` at the exchange + `expires_in`). */
   expiresAt: number;
 }
 
 export const session = signal<Session | null>(null);
 /** Why the user was signed out (shown on the sign-in form). */
 export const signedOutReason = signal<string | null>(null);
+/** Requests in flight (the shell shows "Loading…" when one lasts longer than 300 ms). */
+export const pending = signal(0);
+
+export const EXPIRED = 'Your session expired. Sign in again to continue.';
+export const ENDED = 'Your session has ended (its key was revoked or its user disabled). Sign in again.';
+
+/**
+ * A little before the server's `exp`: a request sent in the last seconds would otherwise reach the
+ * server after it and fail.
+ */
+const EXPIRY_MARGIN_MS = 5_000;
+
+/** The session's end time from a token exchange's `expires_in` (seconds). */
+export const expiresAtOf = (expiresIn: number): number => Date.now() + Math.max(0, expiresIn * 1000 - EXPIRY_MARGIN_MS);
+
+/** Ends the session (the token is dropped) and shows the sign-in form with `reason`. */
+export function endSession(reason: string): void {
+  session.value = null;
+  signedOutReason.value = reason;
+}
+
+const expired = (s: Session) => Date.now() >= s.expiresAt;
+
+// Sign out when the token's lifetime is over, even if the console is idle (no request to be refused).
+let expiryTimer: ReturnType<typeof setTimeout> | undefined;
+effect(() => {
+  clearTimeout(expiryTimer);
+  const s = session.value;
+  if (!s) return;
+  const check = () => {
+    if (session.value !== s) return;
+    if (expired(s)) endSession(EXPIRED);
+    // Timers longer than ~24.8 days overflow; a long lifetime is checked again later.
+    else expiryTimer = setTimeout(check, Math.min(s.expiresAt - Date.now(), 2 ** 31 - 1));
+  };
+  check();
+});
 
 export interface Issue {
   loc: (string | number)[];
@@ -52,22 +91,33 @@ interface GqlResponse {
 /** Runs a document as the signed-in user (or with `auth`); throws ApiError on any error. */
 export async function request(query: string, variables: Record<string, unknown> = {}, auth?: { apiKey?: string; token?: string }): Promise<unknown> {
   const headers: Record<string, string> = { 'Content-Type': 'application/json', Accept: 'application/json' };
-  const token = auth ? auth.token : session.value?.token;
+  const current = session.value;
+  // A background tab's timers are throttled: the lifetime is checked again before each request.
+  if (!auth && current && expired(current)) {
+    endSession(EXPIRED);
+    throw new ApiError(EXPIRED, 'AUTH_REQUIRED', 401, {}, null);
+  }
+  const token = auth ? auth.token : current?.token;
   if (auth?.apiKey) headers['X-API-Key'] = auth.apiKey;
   else if (token) headers.Authorization = `Bearer ${token}`;
   let res: Response;
+  let body: GqlResponse;
+  pending.value++;
   try {
-    res = await fetch('/graphql', { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
-  } catch {
-    throw new ApiError('The server cannot be reached', 'NETWORK_ERROR', 0, {}, null);
+    try {
+      res = await fetch('/graphql', { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
+    } catch {
+      throw new ApiError('The server cannot be reached', 'NETWORK_ERROR', 0, {}, null);
+    }
+    try {
+      body = (await res.json()) as GqlResponse;
+    } catch {
+      throw new ApiError(`Unexpected answer (HTTP ${res.status})`, 'BAD_RESPONSE', res.status, {}, res.headers.get('X-Request-Id'));
+    }
+  } finally {
+    pending.value--;
   }
   const requestId = res.headers.get('X-Request-Id');
-  let body: GqlResponse;
-  try {
-    body = (await res.json()) as GqlResponse;
-  } catch {
-    throw new ApiError(`Unexpected answer (HTTP ${res.status})`, 'BAD_RESPONSE', res.status, {}, requestId);
-  }
   const first = body.errors?.[0];
   const envelope = body.error;
   if (first || envelope || !res.ok) {
@@ -75,10 +125,8 @@ export async function request(query: string, variables: Record<string, unknown> 
     const err = first
       ? new ApiError(first.message, x.code ?? 'ERROR', x.status ?? res.status, x.details ?? {}, x.request_id ?? requestId)
       : new ApiError(envelope?.message ?? `HTTP ${res.status}`, envelope?.code ?? 'ERROR', res.status, envelope?.details ?? {}, body.request_id ?? requestId);
-    if (err.code === 'AUTH_REQUIRED' && !auth && session.value) {
-      session.value = null;
-      signedOutReason.value = 'Your session has expired or was revoked. Sign in again.';
-    }
+    // Only the session's own token: a refused API key on the sign-in form is that form's error.
+    if (err.code === 'AUTH_REQUIRED' && !auth && session.value?.token === token) endSession(/expired/i.test(err.message) ? EXPIRED : ENDED);
     throw err;
   }
   return body.data;

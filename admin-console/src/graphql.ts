@@ -56,8 +56,14 @@ export const AuditStats = graphql(`
 `);
 
 export const Tenants = graphql(`query Tenants { tenants(per_page: 500) { id name is_system created_at } }`);
+export const TenantsPage = graphql(`query TenantsPage($page: Int, $per_page: Int) { tenantsPage(page: $page, per_page: $per_page) { total page total_pages items { id name is_system created_at } } }`);
 export const CreateTenant = graphql(`mutation CreateTenant($name: String!) { createTenant(name: $name) { id name } }`);
 export const Users = graphql(`query Users($tenant_id: String) { users(tenant_id: $tenant_id, per_page: 500) { id email name tenant_id roles features is_active } }`);
+export const UsersPage = graphql(`
+  query UsersPage($tenant_id: String, $page: Int, $per_page: Int) {
+    usersPage(tenant_id: $tenant_id, page: $page, per_page: $per_page) { total page total_pages items { id email name tenant_id roles features is_active } }
+  }
+`);
 export const CreateUser = graphql(`mutation CreateUser($input: JSON!) { createUser(input: $input) { id email } }`);
 export const UpdateUser = graphql(`mutation UpdateUser($id: String!, $input: JSON!) { updateUser(id: $id, input: $input) { id is_active roles features } }`);
 export const DeleteUser = graphql(`mutation DeleteUser($id: String!) { deleteUser(id: $id) }`);

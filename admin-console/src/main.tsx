@@ -1,9 +1,9 @@
 /** Entry point: the shell (sign-in, navigation by role) and the hash router. */
 import { render, type ComponentType } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
-import { isAdmin, isSystem, session, signedOutReason } from './api.ts';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { endSession, isAdmin, isSystem, session, signedOutReason } from './api.ts';
 import { loadCaps, PLUGIN_SCREENS, rootFields, visibleScreens } from './caps.ts';
-import { ErrorBox, Loading } from './ui.tsx';
+import { Busy, ErrorBox, focusOn, Loading, waitFor } from './ui.tsx';
 import { SignIn } from './signin.tsx';
 import { Overview } from './screens/overview.tsx';
 import { ResourcesScreen } from './screens/resources.tsx';
@@ -37,11 +37,42 @@ function Lazy({ id, route }: { id: string; route: string[] }) {
   const [mod, setMod] = useState<{ id: string; C: Screen } | null>(null);
   const [error, setError] = useState<unknown>(null);
   useEffect(() => {
-    LOADERS[id]!().then((m) => setMod({ id, C: m.default }), setError);
+    waitFor(LOADERS[id]!()).then((m) => setMod({ id, C: m.default }), setError);
   }, [id]);
   if (error) return <ErrorBox error={error} />;
   if (!mod || mod.id !== id) return <Loading when />;
   return <mod.C route={route} />;
+}
+
+/**
+ * After a navigation (and after signing in), focus goes to the new screen's heading, so keyboard and
+ * screen-reader users start there: the `<h1>` when the screen changed, the section's `<h2>` when
+ * only its part did (a list → a document → its form). A screen still loading its data gets the
+ * focus when its heading appears, unless the user has moved the focus meanwhile.
+ */
+function useFocusOnNavigation(key: string | null) {
+  const last = useRef<string | null>(null);
+  useEffect(() => {
+    const before = last.current;
+    last.current = key;
+    if (key === null || key === before) return;
+    const sameScreen = before !== null && before.split('/')[0] === key.split('/')[0];
+    const main = document.getElementById('main');
+    if (!main) return;
+    const from = document.activeElement;
+    const target = () => (sameScreen ? main.querySelector<HTMLElement>('section[aria-labelledby] h2') : null) ?? main.querySelector<HTMLElement>('h1');
+    if (focusOn(target())) return;
+    const observer = new MutationObserver(() => {
+      if (document.activeElement !== from && document.activeElement !== document.body) return observer.disconnect();
+      if (focusOn(target())) observer.disconnect();
+    });
+    observer.observe(main, { childList: true, subtree: true });
+    const stop = setTimeout(() => observer.disconnect(), 5000);
+    return () => {
+      clearTimeout(stop);
+      observer.disconnect();
+    };
+  }, [key]);
 }
 
 function App() {
@@ -53,6 +84,7 @@ function App() {
     document.title = `${title} · Admin console`;
   }, [screen]);
   useEffect(() => loadCaps(), [s?.token]);
+  useFocusOnNavigation(s ? route.join('/') || 'overview' : null);
   if (!s) return <SignIn reason={signedOutReason.value} />;
   const admin = isAdmin(s.user);
   const plugins = visibleScreens(s.user);
@@ -92,10 +124,11 @@ function App() {
         </nav>
         <span class="who">
           <span data-testid="who">{s.user.email}</span> <span class="badge">{role}</span>{' '}
-          <button type="button" class="link" onClick={() => { session.value = null; signedOutReason.value = 'Signed out.'; }}>
+          <button type="button" class="link" onClick={() => endSession('Signed out.')}>
             Sign out
           </button>
         </span>
+        <Busy />
       </header>
       <main id="main" tabIndex={-1}>
         {body}

@@ -1,15 +1,17 @@
 /** Sign-in: an API key (exchanged for a bearer token), or a passkey through WebAuthn; the token stays in memory. */
-import { useState } from 'preact/hooks';
-import { ApiError, run, session, signedOutReason } from './api.ts';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, expiresAtOf, run, session, signedOutReason } from './api.ts';
 import { IssueToken, Me, PasskeyLogin, PasskeyLoginOptions } from './graphql.ts';
-import { ErrorBox } from './ui.tsx';
+import { Busy, ErrorBox } from './ui.tsx';
 import { assertionJson, requestOptions } from './webauthn.ts';
 
 async function start(token: string, expiresIn: number) {
+  // Counted from the exchange's answer, not from the `me` that follows.
+  const expiresAt = expiresAtOf(expiresIn);
   const { me } = await run(Me, {}, { token });
   if (!me) throw new ApiError('Signed in, but the server does not know the user', 'AUTH_REQUIRED', 401, {}, null);
   signedOutReason.value = null;
-  session.value = { token, user: me, expiresAt: Date.now() + expiresIn * 1000 };
+  session.value = { token, user: me, expiresAt };
   if (!location.hash) location.hash = '#/overview';
 }
 
@@ -18,6 +20,9 @@ export function SignIn({ reason }: { reason: string | null }) {
   const [email, setEmail] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  const keyInput = useRef<HTMLInputElement>(null);
+  // The first thing to type is the key (also after an expired session: the notice is announced as a status).
+  useEffect(() => keyInput.current?.focus(), []);
   const attempt = async (fn: () => Promise<void>) => {
     setBusy(true);
     setError(null);
@@ -50,11 +55,11 @@ export function SignIn({ reason }: { reason: string | null }) {
   return (
     <main id="main" class="signin">
       <h1>Admin console</h1>
-      {reason && <p class="notice" role="status">{reason}</p>}
+      {reason && <p class="notice" role="alert" id="signin-reason" data-testid="signin-reason">{reason}</p>}
       <form onSubmit={withKey} aria-labelledby="key-h">
         <h2 id="key-h">Sign in with an API key</h2>
         <label for="api-key">API key</label>
-        <input id="api-key" type="password" autoComplete="off" required value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+        <input id="api-key" ref={keyInput} type="password" autoComplete="off" required aria-describedby={reason ? 'signin-reason' : undefined} value={key} onInput={(e) => setKey(e.currentTarget.value)} />
         <button type="submit" disabled={busy}>Sign in</button>
       </form>
       <form onSubmit={withPasskey} aria-labelledby="pk-h">
@@ -63,7 +68,7 @@ export function SignIn({ reason }: { reason: string | null }) {
         <input id="pk-email" type="email" autoComplete="username webauthn" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
         <button type="submit" disabled={busy}>Sign in with passkey</button>
       </form>
-      {busy && <p role="status">Signing in…</p>}
+      <Busy label="Signing in…" />
       <ErrorBox error={error} />
       <p class="muted">The token is kept in this tab's memory only: reloading the page signs you out.</p>
     </main>

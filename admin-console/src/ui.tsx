@@ -1,7 +1,7 @@
-/** Small shared pieces: async loading with a delayed spinner, error boxes with the request id, links. */
+/** Small shared pieces: async loading with a delayed indicator, dialogs, pagers, error boxes with the request id, links. */
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError } from './api.ts';
+import { ApiError, pending } from './api.ts';
 
 export interface Async<T> {
   data: T | undefined;
@@ -27,15 +27,155 @@ export function useAsync<T>(load: () => Promise<T>, deps: unknown[]): Async<T> {
   return { ...state, reload };
 }
 
-/** "Loading…" shown only when the wait exceeds 300 ms, so fast answers do not flicker. */
-export function Loading({ when }: { when: boolean }) {
-  const [show, setShow] = useState(false);
+/** Waits shorter than this show no indicator, so fast answers do not make it flash. */
+export const SLOW_MS = 300;
+
+/** True once `when` has stayed true for SLOW_MS. */
+export function useSlow(when: boolean): boolean {
+  const [slow, setSlow] = useState(false);
   useEffect(() => {
-    if (!when) return setShow(false);
-    const t = setTimeout(() => setShow(true), 300);
+    if (!when) return setSlow(false);
+    const t = setTimeout(() => setSlow(true), SLOW_MS);
     return () => clearTimeout(t);
   }, [when]);
-  return show ? <p class="loading" role="status" aria-live="polite">Loading…</p> : null;
+  return slow;
+}
+
+/**
+ * The console's one loading announcement: "Loading…" in a polite live region while something (a
+ * request, reads and saves alike, or a screen's code) has been awaited longer than 300 ms, with
+ * `aria-busy` on `<main>` meanwhile. The region is always in the page, empty when idle, so screen
+ * readers announce the change. Only this leaf follows the pending count, so requests re-render
+ * nothing else.
+ */
+export function Busy({ label = 'Loading…' }: { label?: string }) {
+  const slow = useSlow(pending.value > 0);
+  useEffect(() => {
+    const main = document.getElementById('main');
+    if (slow) main?.setAttribute('aria-busy', 'true');
+    else main?.removeAttribute('aria-busy');
+  }, [slow]);
+  return <p class="busy" role="status" data-testid="busy">{slow ? label : ''}</p>;
+}
+
+/**
+ * "Loading…" where a section's data will appear, after 300 ms. Visual only: the announcement is
+ * Busy's, so a screen reader hears one "Loading…" rather than one per section.
+ */
+export function Loading({ when }: { when: boolean }) {
+  return useSlow(when) ? <p class="loading" aria-hidden="true">Loading…</p> : null;
+}
+
+/** Counts a wait that is not a request (a screen's chunk) as pending, for Busy. */
+export async function waitFor<T>(p: Promise<T>): Promise<T> {
+  pending.value++;
+  try {
+    return await p;
+  } finally {
+    pending.value--;
+  }
+}
+
+const FOCUSABLE = 'a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])';
+/** The elements Tab reaches inside `root`, in order. */
+export const focusables = (root: ParentNode): HTMLElement[] => [...root.querySelectorAll<HTMLElement>(FOCUSABLE)].filter((el) => el.getClientRects().length > 0);
+
+/** Moves focus to `el` even when it is not focusable by itself (a heading). */
+export function focusOn(el: HTMLElement | null | undefined): boolean {
+  if (!el) return false;
+  if (!el.matches(FOCUSABLE) && !el.hasAttribute('tabindex')) el.setAttribute('tabindex', '-1');
+  el.focus();
+  return document.activeElement === el;
+}
+
+let dialogSeq = 0;
+
+/**
+ * A modal dialog: the native `<dialog>` opened with showModal (the page behind it is inert),
+ * labelled by its title. Focus goes to its first control (or to `[data-autofocus]`), Tab and
+ * Shift+Tab cycle inside it, Escape closes it, and focus returns to the element that opened it.
+ * Rendering it opens it; the parent closes it by not rendering it (`onClose` asks for that).
+ */
+export function Dialog({ title, onClose, children, testId }: { title: string; onClose: () => void; children: ComponentChildren; testId?: string }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const [titleId] = useState(() => `dlg-${++dialogSeq}`);
+  const close = useRef(onClose);
+  close.current = onClose;
+  useEffect(() => {
+    const d = ref.current!;
+    const opener = document.activeElement instanceof HTMLElement ? document.activeElement : null;
+    // Escape (and the browser's other close requests) fire `cancel`: the parent decides, the dialog stays in sync.
+    const cancel = (e: Event) => {
+      e.preventDefault();
+      close.current();
+    };
+    d.addEventListener('cancel', cancel);
+    d.showModal();
+    focusOn(d.querySelector<HTMLElement>('[data-autofocus]') ?? focusables(d)[0] ?? d);
+    return () => {
+      d.removeEventListener('cancel', cancel);
+      if (d.open) d.close();
+      if (!(opener?.isConnected && focusOn(opener))) focusOn(document.querySelector<HTMLElement>('main h1'));
+    };
+  }, []);
+  const onKeyDown = (e: KeyboardEvent) => {
+    if (e.key === 'Escape') {
+      e.preventDefault();
+      close.current();
+      return;
+    }
+    if (e.key !== 'Tab') return;
+    const all = focusables(ref.current!);
+    const first = all[0];
+    const last = all[all.length - 1];
+    if (!first || !last) return e.preventDefault();
+    const at = document.activeElement;
+    if (e.shiftKey && (at === first || !ref.current!.contains(at))) {
+      e.preventDefault();
+      last.focus();
+    } else if (!e.shiftKey && (at === last || !ref.current!.contains(at))) {
+      e.preventDefault();
+      first.focus();
+    }
+  };
+  return (
+    <dialog ref={ref} class="dialog" aria-labelledby={titleId} onKeyDown={onKeyDown} data-testid={testId}>
+      <h2 id={titleId}>{title}</h2>
+      {children}
+    </dialog>
+  );
+}
+
+/**
+ * Asks before a consequential action, in a Dialog: Cancel (focused first) or `confirmLabel`, which
+ * runs `onConfirm`; its error is shown in the dialog, and success closes it.
+ */
+export function ConfirmDialog({ title, confirmLabel, onConfirm, onClose, children }: { title: string; confirmLabel: string; onConfirm: () => Promise<unknown>; onClose: () => void; children: ComponentChildren }) {
+  const { error, busy, act } = useAction();
+  return (
+    <Dialog title={title} onClose={onClose} testId="confirm">
+      <form onSubmit={(e) => { e.preventDefault(); if (!busy) void act(onConfirm, onClose); }}>
+        <p>{children}</p>
+        <ErrorBox error={error} />
+        <p class="actions">
+          <button type="button" onClick={onClose}>Cancel</button>
+          <button type="submit" aria-disabled={busy ? 'true' : undefined}>{confirmLabel}</button>
+        </p>
+      </form>
+    </Dialog>
+  );
+}
+
+/** Previous / next of an offset page, with "Page x of y". */
+export function Pager({ label, page, totalPages, onPage }: { label: string; page: number; totalPages: number; onPage: (p: number) => void }) {
+  return (
+    <nav class="pager" aria-label={label}>
+      {/* aria-disabled rather than disabled: the button that just reached the last page keeps the focus. */}
+      <button type="button" aria-disabled={page <= 1 ? 'true' : undefined} onClick={() => page > 1 && onPage(page - 1)}>Previous page</button>
+      <span>Page {page} of {Math.max(1, totalPages)}</span>
+      <button type="button" aria-disabled={page >= totalPages ? 'true' : undefined} onClick={() => page < totalPages && onPage(page + 1)}>Next page</button>
+    </nav>
+  );
 }
 
 /** An error with its code and request id, for support. */

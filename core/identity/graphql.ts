@@ -1,6 +1,6 @@
-import { givenArgs, parseInput, requireAdmin, requireUser, requireUserRole, type Builder } from '../graphql.ts';
+import { givenArgs, pageObject, parseInput, requireAdmin, requireUser, requireUserRole, type Builder } from '../graphql.ts';
 import { idParams } from '../http/schemas.ts';
-import { apiKeysQuery, createApiKeyInput, createTenantInput, createUserInput, updateUserInput, usersQuery, type PageRequest } from './schemas.ts';
+import { apiKeysQuery, createApiKeyInput, createTenantInput, createUserInput, tenantsQuery, updateUserInput, usersQuery, type PageRequest } from './schemas.ts';
 import type { Actor } from '../context.ts';
 import type { ApiKeyView, IdentityService, TenantView } from './service.ts';
 
@@ -11,8 +11,9 @@ const clampPage = (a: { page?: number | null; per_page?: number | null }): PageR
 });
 
 /**
- * The identity fragment: `User` (`me`, `users`), `Tenant`, `ApiKey`, `TokenResponse`, and the admin
- * mutations. Arguments are validated with the REST schemas; the service checks the actor's role.
+ * The identity fragment: `User` (`me`, `users`, `usersPage`), `Tenant` (`tenants`, `tenantsPage`),
+ * `ApiKey`, `TokenResponse`, and the admin mutations. Arguments are validated with the REST
+ * schemas; the service checks the actor's role.
  */
 export function identityGraphql(builder: Builder, identity: IdentityService): void {
   // `me` is the actor itself; `users` and the mutations add `is_active` (and `created_at`, not exposed).
@@ -39,19 +40,36 @@ export function identityGraphql(builder: Builder, identity: IdentityService): vo
       created_at: t.expose('created_at', { type: 'DateTime' }),
     }),
   });
+  // `tenants` and `users` answer a bare list (kept as they are for existing clients); `tenantsPage`
+  // and `usersPage` answer core's page, with the total, as GET /admin/tenants and /admin/users do.
+  const TenantPage = pageObject(builder, 'TenantPage', Tenant);
+  const UserPage = pageObject(builder, 'UserPage', Me);
   builder.queryFields((t) => ({
     me: t.field({ type: Me, resolve: (_r, _a, ctx) => requireUser(ctx) }),
     tenants: t.field({
       type: [Tenant], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
+      description: 'One page of tenants, without the total (tenantsPage has it)',
       resolve: async (_r, a, ctx) => (await identity.listTenants(requireAdmin(ctx), clampPage(a))).items,
+    }),
+    tenantsPage: t.field({
+      type: TenantPage, nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
+      description: 'Tenants with their total, as GET /admin/tenants: every tenant for system administrators, their own for tenant administrators',
+      resolve: (_r, a, ctx) => identity.listTenants(requireAdmin(ctx), parseInput(tenantsQuery, givenArgs(a))),
     }),
     users: t.field({
       type: [Me], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int(), tenant_id: t.arg.string({ description: 'System administrators: users of this tenant only' }) },
+      description: 'One page of users, without the total (usersPage has it)',
       resolve: async (_r, a, ctx) => {
         const actor = requireAdmin(ctx);
         const { tenant_id } = parseInput(usersQuery.pick({ tenant_id: true }), givenArgs({ tenant_id: a.tenant_id }));
         return (await identity.listUsers(actor, { ...clampPage(a), ...(tenant_id ? { tenant_id } : {}) })).items;
       },
+    }),
+    usersPage: t.field({
+      type: UserPage, nullable: false,
+      args: { page: t.arg.int(), per_page: t.arg.int(), tenant_id: t.arg.string({ description: 'System administrators: users of this tenant only' }) },
+      description: 'Users with their total, as GET /admin/users: tenant administrators see their own tenant only',
+      resolve: (_r, a, ctx) => identity.listUsers(requireAdmin(ctx), parseInput(usersQuery, givenArgs(a))),
     }),
     apiKeys: t.field({
       type: [ApiKey], nullable: false, description: 'API keys you administer, newest first (never the key itself): of one user with user_id; revoked ones with include_revoked',

@@ -5,6 +5,7 @@ import { identityModels, migrateUsers } from './models.ts';
 import { apiKeyView, createApiKeyInput, createdApiKeyView, createTenantInput, createUserInput, meView, tenantListView, tenantsQuery, tenantView, tokenView, updateUserInput, userListView, usersQuery, userView } from './schemas.ts';
 import { IdentityService } from './service.ts';
 import { identityGraphql } from './graphql.ts';
+import { pageHeaderDocs, setPageHeaders } from '../page.ts';
 import { AuthFailureLimiter, createLimiter } from '../rate-limit.ts';
 
 declare module '../services.ts' {
@@ -64,8 +65,8 @@ export const identityPlugin = definePlugin({
         }),
         defineRoute({
           method: 'GET', path: '/admin/tenants', tags: ['admin'], auth: 'admin', summary: 'List tenants (own tenant for tenant admins)', response: tenantListView,
-          query: tenantsQuery,
-          handler: ({ actor, query }) => identity.listTenants(actor!, query),
+          query: tenantsQuery, docs: { responseHeaders: pageHeaderDocs('Tenants') },
+          handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await identity.listTenants(actor!, query)),
         }),
         defineRoute({
           method: 'POST', path: '/admin/users', tags: ['admin'], auth: 'admin', status: 201, summary: 'Create a user', response: userView,
@@ -74,8 +75,8 @@ export const identityPlugin = definePlugin({
         }),
         defineRoute({
           method: 'GET', path: '/admin/users', tags: ['admin'], auth: 'admin', summary: 'List users (own tenant for tenant admins)', response: userListView,
-          query: usersQuery,
-          handler: ({ actor, query }) => identity.listUsers(actor!, query),
+          query: usersQuery, docs: { responseHeaders: pageHeaderDocs('Matching users') },
+          handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await identity.listUsers(actor!, query)),
         }),
         defineRoute({
           method: 'PATCH', path: '/admin/users/:id', tags: ['admin'], auth: 'admin',

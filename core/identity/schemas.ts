@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { objectId, pageQuery } from '../http/schemas.ts';
+import { pageSchema } from '../page.ts';
 import { ROLES } from './models.ts';
 
 /** `POST /admin/tenants` body, GraphQL `createTenant` arguments. */
@@ -86,6 +87,7 @@ export const createdApiKeyView = apiKeyView.extend({ key: z.string().describe('T
 /** `POST /auth/token`. */
 export const tokenView = z.object({ token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int().describe('Seconds') });
 
-const listOf = <T extends z.ZodType>(item: T) => z.object({ items: z.array(item), total: z.number().int(), page: z.number().int(), per_page: z.number().int() });
-export const tenantListView = listOf(tenantView);
-export const userListView = listOf(userView);
+/** `GET /admin/tenants`: core's page (`total_pages` too, as every offset list). */
+export const tenantListView = pageSchema(tenantView);
+/** `GET /admin/users`: core's page. */
+export const userListView = pageSchema(userView);

@@ -4,6 +4,7 @@ import { AccessDeniedError, ConflictError, NotFoundError, ValidationError } from
 import { hasSystemScope, isSystemActor, requestOf, writeTenantId, type Actor } from '../context.ts';
 import { documentEventBase, type Doc, type HookBus } from '../hooks.ts';
 import type { Tenancy } from '../tenancy.ts';
+import { pageOf } from '../page.ts';
 import { requireRole, type Filter } from './guards.ts';
 import { API_KEY_PREFIX, AuthenticationService, hashKey, LIVE, toAuthUser, type AuthenticationDeps, type UserRecord } from './authentication.ts';
 import type { CreateApiKeyInput, CreateTenantInput, CreateUserInput, ListApiKeysQuery, ListUsersQuery, PageRequest, UpdateUserInput } from './schemas.ts';
@@ -46,6 +47,7 @@ export class IdentityService extends AuthenticationService {
     return tenantView(t.toObject());
   }
 
+  /** A page of tenants, oldest first: every tenant for system administrators, their own for tenant administrators. */
   async listTenants(actor: Actor, page: PageRequest) {
     requireRole(actor, 'admin');
     const filter = this.tenancy.filter(actor, '_id');
@@ -53,7 +55,7 @@ export class IdentityService extends AuthenticationService {
       this.models.Tenant.find(filter).sort({ created_at: 1, _id: 1 }).skip((page.page - 1) * page.per_page).limit(page.per_page).lean(),
       this.models.Tenant.countDocuments(filter),
     ]);
-    return { items: items.map(tenantView), total, page: page.page, per_page: page.per_page };
+    return pageOf(items.map(tenantView), total, page);
   }
 
   async createUser(actor: Actor, input: CreateUserInput, system?: { scope: 'system'; is_system_user: true }): Promise<ReturnType<typeof userView>> {
@@ -149,6 +151,10 @@ export class IdentityService extends AuthenticationService {
     await this.emitDisabled(actor, doc, 'deleted');
   }
 
+  /**
+   * A page of live users, oldest first, with the total of the same filter: the actor's tenant for
+   * tenant administrators (`tenant_id` cannot widen it), every tenant or `tenant_id` for system administrators.
+   */
   async listUsers(actor: Actor, query: ListUsersQuery) {
     requireRole(actor, 'admin');
     const filter: Filter = { ...this.tenantScope(actor), ...LIVE };
@@ -157,7 +163,7 @@ export class IdentityService extends AuthenticationService {
       this.models.User.find(filter).sort({ created_at: 1, _id: 1 }).skip((query.page - 1) * query.per_page).limit(query.per_page).lean(),
       this.models.User.countDocuments(filter),
     ]);
-    return { items: items.map(userView), total, page: query.page, per_page: query.per_page };
+    return pageOf(items.map(userView), total, query);
   }
 
   /**

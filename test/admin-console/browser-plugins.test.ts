@@ -284,12 +284,19 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     const download = page.waitForEvent('download');
     await page.click('button:has-text("Download the data of peter@initech.test")');
     expect((await download).suggestedFilename()).toMatch(new RegExp(`^personal-data-${ids.leaverId}-.+\\.json$`));
-    page.once('dialog', (d) => void d.accept());
+    // Asked in an in-page dialog (no window.confirm): Cancel leaves nothing behind, confirming prepares the preview.
     await page.click('button:has-text("Preview the erasure of peter@initech.test")');
+    await page.waitForSelector('dialog[data-testid=confirm][open]');
+    await screen(page, 'tenant-admin-privacy-erasure-confirm');
+    await page.click('dialog[data-testid=confirm] button:text-is("Cancel")');
+    await page.waitForSelector('dialog[data-testid=confirm]', { state: 'detached' });
+    expect(await page.locator('[data-testid=erasure-request]').count()).toBe(0);
+    await page.click('button:has-text("Preview the erasure of peter@initech.test")');
+    await page.click('dialog[data-testid=confirm] button:text-is("Prepare the erasure")');
     await page.waitForSelector('[data-testid=erasure-request] [data-testid=erasure-preview] td:has-text("projects")');
     await screen(page, 'tenant-admin-privacy-erasure-preview');
-    page.once('dialog', (d) => void d.accept());
     await page.click('[data-testid=erasure-request] button:has-text("Approve and execute")');
+    await page.click('dialog[data-testid=confirm] button:text-is("Approve and execute")');
     await page.waitForSelector('[data-testid=erasure-status]:text-is("completed")', { timeout: 20_000 });
     await page.waitForSelector('[data-testid=erasure-request] [data-testid=progress-text]:text-is("100%")');
     await page.waitForSelector('[data-testid=erasure-request] .notice:has-text("depersonalized")');
@@ -403,14 +410,26 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     await page.waitForSelector('[data-testid=payouts] tbody tr');
     if (await page.locator('[data-testid=payouts] button:text-is("Approve")').count()) await page.click('[data-testid=payouts] button:text-is("Approve")');
     await page.click('[data-testid=payouts] button:text-is("Process")');
-    page.once('dialog', (d) => void d.accept('bank rejected the transfer'));
-    await page.click('[data-testid=payouts] button:text-is("Fail")');
+    // The reason is asked in a labelled in-page form (no window.prompt); Escape closes it untouched.
+    await page.click('[data-testid=payouts] button:has-text("Fail")');
+    await page.waitForSelector('dialog[data-testid=fail-dialog][open]');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('po-fail-reason');
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('dialog[data-testid=fail-dialog]', { state: 'detached' });
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toContain('Fail');
+    await page.click('[data-testid=payouts] button:has-text("Fail")');
+    await page.fill('#po-fail-reason', 'bank rejected the transfer');
+    await screen(page, 'system-admin-payouts-fail-dialog');
+    await page.click('dialog[data-testid=fail-dialog] button:text-is("Mark as failed")');
     await page.waitForSelector('[data-testid=payouts] td:has-text("failed: bank rejected the transfer")');
     // Handed to the bank again, then executed: completed with its bank reference.
     await page.click('[data-testid=payouts] button:text-is("Process")');
-    await page.waitForSelector('[data-testid=payouts] button:text-is("Execute")');
-    page.once('dialog', (d) => void d.accept('BANK-2026-11-27'));
-    await page.click('[data-testid=payouts] button:text-is("Execute")');
+    // The bank reference too is asked in an in-page dialog.
+    await page.click('[data-testid=payouts] button:has-text("Execute")');
+    await page.waitForSelector('dialog[data-testid=execute-dialog][open]');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('po-bank-reference');
+    await page.fill('#po-bank-reference', 'BANK-2026-11-27');
+    await page.click('dialog[data-testid=execute-dialog] button:text-is("Mark as paid")');
     await page.waitForSelector('[data-testid=payouts] td:has-text("completed")');
     await page.waitForSelector('[data-testid=payouts] td:has-text("completed (bank reference BANK-2026-11-27)")');
     await screen(page, 'system-admin-payments-payouts');

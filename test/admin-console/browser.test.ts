@@ -4,7 +4,9 @@
  * and a plain user, each screenshotted under test-results/console/ and checked with axe-core; a
  * validation error, an ETag conflict made by a second session, CASCADE_DENY explained, soft delete,
  * restore and bulk delete, the API key shown once, a passkey added and used to sign in with a
- * virtual authenticator, an ended session, and no console error or CSP violation anywhere.
+ * virtual authenticator, users a page at a time, the loading indicator of slow answers (and none
+ * for fast ones), a keyboard-only walk (sign-in, every screen, a list, a document, its form, a
+ * dialog), an ended session, and no console error or CSP violation anywhere.
  * Role awareness is checked twice: the screen is hidden, and the API refuses anyway.
  */
 import { existsSync } from 'node:fs';
@@ -14,7 +16,7 @@ import { loadConfig } from '../../config/index.ts';
 import { builtinPlugins } from '../../config/plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
-import { CHROMIUM, freePort, screen, signIn, signOut, watchErrors } from './helpers.ts';
+import { CHROMIUM, clickOnly, focused, focusOnHeading, freePort, screen, signIn, signOut, tabTo, watchErrors } from './helpers.ts';
 
 const haveBrowser = existsSync(CHROMIUM);
 const inCI = !!process.env.CI;
@@ -70,6 +72,11 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
       if (i === 2) ids.p2 = r.body._id;
     }
     await call('POST', '/tasks', admin.key, { project_id: ids.p1, title: 'Blocks deletion' });
+    // Acme has 22 users (ada, pat and these 20): two pages of users on the Identity screen.
+    const extra = Array.from({ length: 20 }, (_, i) => i + 2);
+    const made = await gql(ADMIN_KEY, `mutation(${extra.map((i) => `$u${i}: JSON!`).join(', ')}) { ${extra.map((i) => `u${i}: createUser(input: $u${i}) { id }`).join(' ')} }`,
+      Object.fromEntries(extra.map((i) => [`u${i}`, { email: `extra${String(i).padStart(2, '0')}@acme.test`, name: `Extra ${i}`, tenant_id: ids.tenant }])));
+    expect(made.body.errors).toBeUndefined();
 
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true });
     context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
@@ -128,19 +135,43 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await page.click('button:has-text("Create tenant")');
     await page.waitForSelector('[data-testid=tenants] li:has-text("Globex")');
     await page.waitForSelector('[data-testid=users] td:has-text("pat@acme.test")');
-    await page.selectOption('#k-user', { label: 'pat@acme.test' });
-    await page.fill('#k-name', 'laptop');
-    await page.click('button:has-text("Create key")');
+    await page.click('[data-testid=users] tr:has-text("pat@acme.test") button:has-text("New API key")');
+    await page.fill('dialog[data-testid=key-dialog] #k-name', 'laptop');
+    await page.click('dialog[data-testid=key-dialog] button:has-text("Create key")');
     const shown = (await page.textContent('[data-testid=new-key]'))!;
     expect(shown).toMatch(/^ak_/);
     await screen(page, 'system-admin-identity-key-shown-once');
     // The key works, and it is never shown again.
     expect((await gql(shown, '{ me { email } }')).body.data.me.email).toBe('pat@acme.test');
     await page.click('button:has-text("I have copied it")');
+    await page.waitForSelector('dialog[data-testid=key-dialog]', { state: 'detached' });
     await page.click('nav[aria-label=Main] a:has-text("Overview")');
     await page.click('nav[aria-label=Main] a:has-text("Identity")');
     await page.waitForSelector('[data-testid=keys] li:has-text("laptop")');
     expect(await page.content()).not.toContain(shown);
+
+    // A user created in Globex, then deleted: asked in a dialog (focus on Cancel; Escape closes it untouched).
+    await page.fill('#u-email', 'temp@globex.test');
+    await page.fill('#u-name', 'Temp');
+    await page.selectOption('#u-tenant', { label: 'Globex' });
+    await page.click('button:text-is("Create user")');
+    await page.waitForSelector('[data-testid=users-total]:text-is("24 user(s)")');
+    await page.click('nav[aria-label="Pages of users"] button:has-text("Next page")');
+    await page.waitForSelector('[data-testid=users] td:has-text("temp@globex.test")');
+    await page.click('[data-testid=users] tr:has-text("temp@globex.test") button:has-text("Delete")');
+    await page.waitForSelector('dialog[data-testid=confirm][open]');
+    expect(await focused(page)).toMatchObject({ tag: 'button', text: 'Cancel', inDialog: true });
+    await screen(page, 'system-admin-identity-delete-confirm');
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('dialog[data-testid=confirm]', { state: 'detached' });
+    expect(await focused(page)).toMatchObject({ tag: 'button', text: 'Delete temp@globex.test…' });
+    await page.click('[data-testid=users] tr:has-text("temp@globex.test") button:has-text("Delete")');
+    await page.click('dialog[data-testid=confirm] button:text-is("Delete user")');
+    await page.waitForSelector('[data-testid=users-total]:text-is("23 user(s)")');
+    expect(await page.locator('[data-testid=users] td:has-text("temp@globex.test")').count()).toBe(0);
+    const globex = await gql(ADMIN_KEY, '{ tenantsPage(per_page: 500) { items { id name } } }');
+    const globexId = globex.body.data.tenantsPage.items.find((x: { name: string }) => x.name === 'Globex').id;
+    expect((await gql(ADMIN_KEY, 'query($t: String) { usersPage(tenant_id: $t) { total } }', { t: globexId })).body.data.usersPage.total).toBe(0);
 
     await page.click('nav[aria-label=Main] a:has-text("My account")');
     await page.waitForSelector('h2:has-text("My passkeys")');
@@ -230,6 +261,20 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     expect(await page.locator('[data-testid=tenants] li').allTextContents()).toEqual([expect.stringContaining('Acme')]);
     expect(await page.locator('#t-name').count()).toBe(0);
     await screen(page, 'tenant-admin-identity');
+    // Users a page at a time (usersPage): Acme's 22 users are 20 + 2, and no other tenant's is counted.
+    const usersPager = 'nav[aria-label="Pages of users"]';
+    expect(await page.textContent('[data-testid=users-total]')).toBe('22 user(s)');
+    expect(await page.textContent(usersPager)).toContain('Page 1 of 2');
+    expect(await page.locator('[data-testid=users] tbody tr').count()).toBe(20);
+    expect(await page.getAttribute(`${usersPager} button:has-text("Previous page")`, 'aria-disabled')).toBe('true');
+    await page.click(`${usersPager} button:has-text("Next page")`);
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=users] tbody tr').length === 2);
+    expect(await page.textContent(usersPager)).toContain('Page 2 of 2');
+    expect(await page.locator('[data-testid=users] tbody tr td:first-child').allTextContents()).toEqual([expect.stringContaining('extra20@acme.test'), expect.stringContaining('extra21@acme.test')]);
+    await screen(page, 'tenant-admin-identity-users-page-2');
+    await page.click(`${usersPager} button:has-text("Previous page")`);
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=users] tbody tr').length === 20);
+    expect(await page.locator('[data-testid=users] td:first-child:has-text("pat@acme.test")').count()).toBe(1);
 
     // A passkey, added through WebAuthn with a virtual authenticator, then used to sign in.
     const cdp = await context.newCDPSession(page);
@@ -249,6 +294,171 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     expect(await page.textContent('[data-testid=who]')).toBe('ada@acme.test');
     await signOut(page);
   }, 120_000);
+
+  it('loading: slower than 300 ms, every screen says "Loading…" (role=status, main aria-busy) until its data is there; faster, nothing flashes', async () => {
+    const screens: [string, string][] = [
+      ['Resources', '[data-testid=resource-list] tbody tr'],
+      ['Audit log', '[data-testid=audit-list] li'],
+      ['Identity', '[data-testid=users] tbody tr'],
+      ['Events', '#ev-type option[value="projects.created"]'],
+      ['Privacy', '#pv-user option'],
+      ['My account', 'h2:has-text("My passkeys")'],
+      ['Overview', '[data-testid=counts] a'],
+    ];
+    const idle = () => page.waitForFunction(() => !document.querySelector('[data-testid=busy]')?.textContent && !document.querySelector('main[aria-busy]'), undefined, { timeout: 20_000 });
+    await signIn(page, origin, ids.adminKey!);
+    await page.waitForSelector('[data-testid=counts] a');
+    await page.waitForSelector('nav[aria-label=Main] a:text-is("Privacy")');
+    expect(await page.locator('nav[aria-label=Main] a').allTextContents()).toEqual(['Overview', ...screens.slice(0, -1).map(([label]) => label)]);
+    await idle();
+
+    // Fast answers: the indicator never appears (watched by a MutationObserver), unless a request really took 300 ms.
+    await page.evaluate(() => {
+      const w = window as unknown as { busySeen: boolean };
+      w.busySeen = false;
+      new MutationObserver(() => {
+        if (document.querySelector('[data-testid=busy]')?.textContent) w.busySeen = true;
+      }).observe(document.body, { subtree: true, childList: true, characterData: true });
+      performance.clearResourceTimings();
+    });
+    for (const [label, ready] of screens) {
+      await page.click(`nav[aria-label=Main] a:text-is("${label}")`);
+      await page.waitForSelector(ready, { state: 'attached' });
+      await idle();
+    }
+    const fast = await page.evaluate(() => {
+      const times = performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/graphql')).map((e) => e.duration);
+      return { seen: (window as unknown as { busySeen: boolean }).busySeen, requests: times.length, slowest: Math.max(0, ...times) };
+    });
+    expect(fast.requests).toBeGreaterThan(6);
+    // On a machine so busy that a request took 150 ms or more, a chain of them may rightly pass 300 ms.
+    if (fast.slowest < 150) expect(fast.seen, `no indicator for answers of at most ${Math.round(fast.slowest)} ms`).toBe(false);
+
+    // Every answer 1 s late: on every screen the indicator shows, then goes once the data has come.
+    await page.route('**/graphql', async (route) => {
+      await new Promise((r) => setTimeout(r, 1000));
+      await route.continue();
+    });
+    for (const [label, ready] of screens) {
+      await page.click(`nav[aria-label=Main] a:text-is("${label}")`);
+      await page.waitForSelector('[data-testid=busy]:text-is("Loading…")');
+      expect(await page.getAttribute('[data-testid=busy]', 'role')).toBe('status');
+      expect(await page.getAttribute('main', 'aria-busy')).toBe('true');
+      if (label === 'Identity') await screen(page, 'tenant-admin-identity-loading');
+      await page.waitForSelector(ready, { state: 'attached', timeout: 20_000 });
+      await idle();
+    }
+    // Signing in too.
+    await signOut(page);
+    await page.fill('#api-key', ids.adminKey!);
+    await page.click('button:text-is("Sign in")');
+    await page.waitForSelector('[data-testid=busy]:text-is("Signing in…")');
+    await page.waitForSelector('[data-testid=who]', { timeout: 20_000 });
+    // Requests still delayed are answered or dropped with the page (signing out, the next test's navigation).
+    await page.unrouteAll({ behavior: 'ignoreErrors' });
+    await signOut(page);
+  }, 180_000);
+
+  it('keyboard only: sign in, every screen through the navigation, a list, a document, its form saved, a dialog trapped, closed, submitted with a server error and again', async () => {
+    await page.goto('about:blank');
+    await page.goto(`${origin}/admin#/overview`);
+    await page.waitForSelector('#api-key');
+    expect((await focused(page))?.id).toBe('api-key');
+    await page.keyboard.type(ids.adminKey!);
+    await tabTo(page, 'Sign in', (f) => f.tag === 'button' && f.text === 'Sign in');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('[data-testid=who]');
+    await focusOnHeading(page, 'h1', 'Overview');
+    await page.waitForSelector('nav[aria-label=Main] a:text-is("Privacy")');
+
+    // Every main screen: Shift+Tab from the heading back to its link, Enter, and the focus is on the new screen's heading.
+    for (const label of ['Resources', 'Audit log', 'Identity', 'Events', 'Privacy', 'My account', 'Overview']) {
+      await tabTo(page, `the "${label}" link`, (f) => f.tag === 'a' && f.text === label, { back: true });
+      await page.keyboard.press('Enter');
+      await focusOnHeading(page, 'h1', label);
+      expect(await page.getAttribute(`nav[aria-label=Main] a:text-is("${label}")`, 'aria-current')).toBe('page');
+      expect(await clickOnly(page), `click-only elements on ${label}`).toEqual([]);
+    }
+    await tabTo(page, 'the skip link', (f) => f.text === 'Skip to content', { back: true });
+    await page.keyboard.press('Enter');
+    expect((await focused(page))?.id).toBe('main');
+
+    // A resource list, a document, its edit form saved with Enter.
+    await tabTo(page, 'the "Resources" link', (f) => f.tag === 'a' && f.text === 'Resources', { back: true });
+    await page.keyboard.press('Enter');
+    await focusOnHeading(page, 'h1', 'Resources');
+    await tabTo(page, 'the projects tab', (f) => f.tag === 'a' && f.text === 'projects');
+    await page.keyboard.press('Enter');
+    await focusOnHeading(page, 'h2', 'projects');
+    await page.waitForSelector('[data-testid=resource-list] tbody tr');
+    await tabTo(page, 'a document of the list', (f) => f.tag === 'a' && f.within === 'resource-list');
+    await page.keyboard.press('Enter');
+    await focusOnHeading(page, 'h2', /^projects: /);
+    await page.waitForSelector('.detail');
+    await tabTo(page, 'Edit', (f) => f.tag === 'a' && f.text === 'Edit');
+    await page.keyboard.press('Enter');
+    await focusOnHeading(page, 'h2', /^Edit projects /);
+    await page.waitForSelector('#fld-description');
+    await tabTo(page, 'the description field', (f) => f.id === 'fld-description');
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('Edited with the keyboard alone');
+    await page.keyboard.press('Enter');
+    await focusOnHeading(page, 'h2', /^projects: /);
+    await page.waitForSelector('.detail:has-text("Edited with the keyboard alone")');
+
+    // A dialog: focus inside, Tab and Shift+Tab trapped, Escape closes it and gives the focus back.
+    await tabTo(page, 'the "Identity" link', (f) => f.tag === 'a' && f.text === 'Identity', { back: true });
+    await page.keyboard.press('Enter');
+    await focusOnHeading(page, 'h1', 'Identity');
+    await page.waitForSelector('[data-testid=users] td:has-text("extra02@acme.test")');
+    const opener = 'Roles and features of extra02@acme.test…';
+    await tabTo(page, 'the roles and features of extra02', (f) => f.tag === 'button' && f.text === opener);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('dialog[data-testid=access-dialog][open]');
+    expect((await focused(page))?.inDialog).toBe(true);
+    for (const key of [...Array<string>(12).fill('Tab'), ...Array<string>(6).fill('Shift+Tab')]) {
+      await page.keyboard.press(key);
+      const f = await focused(page);
+      expect(f?.inDialog, `${key} stays in the dialog`).toBe(true);
+      expect(f?.outline).toBe(true);
+    }
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('dialog[data-testid=access-dialog]', { state: 'detached' });
+    expect(await focused(page)).toMatchObject({ tag: 'button', text: opener });
+
+    // Opened again with Space: a feature checked, one typed in (Enter adds it), no role at all: the server's error next to the roles.
+    await page.keyboard.press('Space');
+    await page.waitForSelector('dialog[data-testid=access-dialog][open]');
+    await tabTo(page, 'the tasks feature', (f) => f.tag === 'input' && f.text === 'tasks');
+    await page.keyboard.press('Space');
+    await tabTo(page, 'the new-feature field', (f) => f.id === 'acc-new-feature');
+    await page.keyboard.type('reports');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('dialog label:has-text("reports") input:checked');
+    await tabTo(page, 'the user role', (f) => f.tag === 'input' && f.text === 'user', { back: true });
+    await page.keyboard.press('Space');
+    await tabTo(page, 'Save', (f) => f.tag === 'button' && f.text === 'Save');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('dialog #acc-roles-err');
+    expect((await page.textContent('#acc-roles-err'))!.length).toBeGreaterThan(0);
+    expect(await page.getAttribute('dialog fieldset:has(legend:text-is("Roles"))', 'aria-describedby')).toBe('acc-roles-err');
+    expect(await page.textContent('dialog [role=alert]')).toMatch(/VALIDATION_ERROR, request_id/);
+    await screen(page, 'tenant-admin-identity-access-dialog-error');
+    await tabTo(page, 'the user role', (f) => f.tag === 'input' && f.text === 'user', { back: true });
+    await page.keyboard.press('Space');
+    await tabTo(page, 'Save', (f) => f.tag === 'button' && f.text === 'Save');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('dialog[data-testid=access-dialog]', { state: 'detached' });
+    await page.waitForSelector('[data-testid=users] tr:has-text("extra02@acme.test") td:text-is("tasks, reports")');
+    expect(await focused(page)).toMatchObject({ tag: 'button', text: opener });
+    const saved = await gql(ids.adminKey!, '{ usersPage(per_page: 50) { items { email roles features } } }');
+    expect(saved.body.data.usersPage.items.find((u: { email: string }) => u.email === 'extra02@acme.test')).toEqual({ email: 'extra02@acme.test', roles: ['user'], features: ['tasks', 'reports'] });
+
+    await tabTo(page, 'Sign out', (f) => f.tag === 'button' && f.text === 'Sign out', { back: true });
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#api-key');
+    expect((await focused(page))?.id).toBe('api-key');
+  }, 180_000);
 
   it('a plain user: no audit or identity screen, no tasks, no deleted documents; the API refuses too; an ended session asks to sign in again', async () => {
     await signIn(page, origin, ids.plainKey!);
@@ -286,7 +496,8 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     expect((await call('DELETE', `/admin/api-keys/${ids.plainKeyId}`, ADMIN_KEY)).status).toBe(200);
     const logged = errors.length;
     await page.click('nav[aria-label=Main] a:has-text("Overview")');
-    await page.waitForSelector('text=Your session has expired or was revoked');
+    await page.waitForSelector('text=Your session has ended (its key was revoked or its user disabled)');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('api-key');
     await screen(page, 'user-session-ended');
     // The dead token's 401 is the one error Chromium logs by itself (every refused fetch is logged); nothing else.
     expect(errors.splice(logged).every((e) => e.includes('status of 401'))).toBe(true);

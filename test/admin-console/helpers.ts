@@ -64,3 +64,69 @@ export async function signOut(page: Page): Promise<void> {
   await page.click('button:has-text("Sign out")');
   await page.waitForSelector('#api-key');
 }
+
+/** What has the keyboard focus: its tag, id, text (or label), whether a focus outline shows, and whether it is in an open dialog. */
+export interface Focused {
+  tag: string;
+  id: string;
+  text: string;
+  outline: boolean;
+  inDialog: boolean;
+  checked: boolean | null;
+  /** The `data-testid` of the closest marked container (a table, a dialog). */
+  within: string | null;
+}
+
+export const focused = (page: Page): Promise<Focused | null> =>
+  page.evaluate(() => {
+    const el = document.activeElement as HTMLElement | null;
+    if (!el || el === document.body) return null;
+    const cs = getComputedStyle(el);
+    const input = el instanceof HTMLInputElement ? el : null;
+    const text = input ? (input.labels?.[0]?.textContent ?? input.getAttribute('aria-label') ?? '') : (el.textContent ?? '');
+    return {
+      tag: el.tagName.toLowerCase(),
+      id: el.id,
+      text: text.replace(/\s+/g, ' ').trim(),
+      outline: cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) > 0,
+      inDialog: !!el.closest('dialog[open]'),
+      checked: input && input.type === 'checkbox' ? input.checked : null,
+      within: el.closest<HTMLElement>('[data-testid]')?.dataset.testid ?? null,
+    };
+  });
+
+/**
+ * Presses Tab (Shift+Tab with `back`) until the focused element matches `match`, at most `max`
+ * times; every element the focus stops on must show a focus outline.
+ */
+export async function tabTo(page: Page, what: string, match: (f: Focused) => boolean, { back = false, max = 80 } = {}): Promise<Focused> {
+  for (let i = 0; i < max; i++) {
+    await page.keyboard.press(back ? 'Shift+Tab' : 'Tab');
+    const f = await focused(page);
+    if (f) expect(f.outline, `a visible focus on <${f.tag}${f.id ? `#${f.id}` : ''}> "${f.text}"`).toBe(true);
+    if (f && match(f)) return f;
+  }
+  throw new Error(`${what}: not reached with ${back ? 'Shift+Tab' : 'Tab'} in ${max} presses`);
+}
+
+/** Waits until the focus is on a heading reading `text` (where the console puts it after a navigation). */
+export async function focusOnHeading(page: Page, tag: 'h1' | 'h2', text: string | RegExp): Promise<void> {
+  await page.waitForFunction(
+    ({ tag, src, flags }) => {
+      const el = document.activeElement;
+      return !!el && el.tagName.toLowerCase() === tag && new RegExp(src, flags).test(el.textContent ?? '');
+    },
+    { tag, src: typeof text === 'string' ? `^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$` : text.source, flags: typeof text === 'string' ? '' : text.flags },
+  );
+}
+
+/**
+ * Elements that look clickable (pointer cursor) but that the keyboard cannot reach: anything but a
+ * link, button, form control or label (and what is inside one).
+ */
+export const clickOnly = (page: Page): Promise<string[]> =>
+  page.evaluate(() =>
+    [...document.querySelectorAll<HTMLElement>('body *')]
+      .filter((el) => getComputedStyle(el).cursor === 'pointer' && !el.closest('a[href], button, input, select, textarea, label, summary'))
+      .map((el) => `<${el.tagName.toLowerCase()} class="${el.className}">${(el.textContent ?? '').slice(0, 40)}`),
+  );

@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { AuditLog, AuditStats, type ResultOf } from '../graphql.ts';
-import { download, ErrorBox, fmtDate, Loading, show, useAsync } from '../ui.tsx';
+import { download, ErrorBox, fmtDate, Loading, Pager, show, useAsync } from '../ui.tsx';
 
 type Entry = ResultOf<typeof AuditLog>['auditLog']['items'][number];
 type Filters = { user_id?: string; resource?: string; operation?: string; date_from?: string; date_to?: string };
@@ -104,11 +104,7 @@ export function AuditScreen() {
                 </li>
               ))}
             </ol>
-            <nav class="pager" aria-label="Pages">
-              <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>Previous page</button>
-              <span>Page {page} of {Math.max(1, Math.ceil(log.data.total / log.data.per_page))}</span>
-              <button type="button" disabled={page * log.data.per_page >= log.data.total} onClick={() => setPage(page + 1)}>Next page</button>
-            </nav>
+            <Pager label="Pages" page={page} totalPages={Math.ceil(log.data.total / log.data.per_page)} onPage={setPage} />
           </>
         )}
       </section>

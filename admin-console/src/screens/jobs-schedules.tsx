@@ -3,7 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ErrorBox, fieldErrors, fmtDate, Loading, useAction, useAsync } from '../ui.tsx';
+import { ConfirmDialog, ErrorBox, fieldErrors, fmtDate, Loading, useAction, useAsync } from '../ui.tsx';
 
 const Schedules = graphql(`
   query Schedules { jobSchedules { id job_name job_type description cron_expression timezone is_enabled parameters last_run_at last_run_status next_run_at next_fire_times } jobRegistry { name } }
@@ -22,9 +22,15 @@ const EMPTY = { job_name: '', job_type: '', cron_expression: '0 3 * * *', timezo
 export function SchedulesView() {
   const list = useAsync(() => run(Schedules), []);
   const [editing, setEditing] = useState<Schedule | 'new' | null>(null);
+  const [deleting, setDeleting] = useState<Schedule | null>(null);
   const { error, act } = useAction();
   return (
     <>
+      {deleting && (
+        <ConfirmDialog title={`Delete schedule ${deleting.job_name}?`} confirmLabel="Delete schedule" onClose={() => setDeleting(null)} onConfirm={async () => { await run(DeleteSchedule, { id: deleting.id }); list.reload(); }}>
+          It no longer starts {deleting.job_type}; runs it started are kept.
+        </ConfirmDialog>
+      )}
       <Loading when={list.loading} />
       <ErrorBox error={list.error ?? error} />
       <p><button type="button" onClick={() => setEditing('new')}>New schedule</button></p>
@@ -42,7 +48,7 @@ export function SchedulesView() {
               <td class="actions">
                 <button type="button" onClick={() => setEditing(s)}>Edit {s.job_name}</button>
                 <button type="button" onClick={() => act(() => run(Upsert, { id: s.id, input: { is_enabled: !s.is_enabled } }), list.reload)}>{s.is_enabled ? 'Disable' : 'Enable'} {s.job_name}</button>
-                <button type="button" onClick={() => confirm(`Delete schedule ${s.job_name}?`) && act(() => run(DeleteSchedule, { id: s.id }), list.reload)}>Delete</button>
+                <button type="button" onClick={() => setDeleting(s)}>Delete {s.job_name}…</button>
               </td>
             </tr>
           ))}

@@ -9,7 +9,7 @@ import { useState } from 'preact/hooks';
 import { isSystem, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ErrorBox, fieldErrors, fmtDate, go, Json, Loading, Progress, Tabs, useAction, useAsync } from '../ui.tsx';
+import { ErrorBox, fieldErrors, fmtDate, go, Json, Loading, Pager, Progress, Tabs, useAction, useAsync } from '../ui.tsx';
 import { ChainsView, SchedulesView } from './jobs-schedules.tsx';
 
 const Registry = graphql(`query Registry { jobRegistry { name description params per_tenant timeout_seconds max_attempts plugin } }`);
@@ -166,11 +166,7 @@ function RunsList() {
           ))}
         </tbody>
       </table>
-      <div class="pager">
-        <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>Previous page</button>
-        <span>Page {runs.data?.page ?? page} of {runs.data?.total_pages ?? 1}</span>
-        <button type="button" disabled={page >= (runs.data?.total_pages ?? 1)} onClick={() => setPage(page + 1)}>Next page</button>
-      </div>
+      <Pager label="Pages of runs" page={page} totalPages={runs.data?.total_pages ?? 1} onPage={setPage} />
     </>
   );
 }

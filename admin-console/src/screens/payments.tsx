@@ -7,9 +7,9 @@
  */
 import { useState } from 'preact/hooks';
 import { isAdmin, isSystem, run, session } from '../api.ts';
-import { graphql } from '../graphql.ts';
+import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ErrorBox, fieldErrors, fmtDate, Loading, money, Tabs, useAction, useAsync } from '../ui.tsx';
+import { Dialog, ErrorBox, fieldErrors, fmtDate, Loading, money, Pager, Tabs, useAction, useAsync } from '../ui.tsx';
 
 const Payments = graphql(`
   query Payments($filter: JSON, $page: Int) {
@@ -39,6 +39,7 @@ const ApprovePayout = graphql(`mutation ApprovePayout($id: ID!) { approvePayout(
 const ExecutePayout = graphql(`mutation ExecutePayout($id: ID!, $ref: String!) { executePayout(id: $id, bank_reference: $ref) { id status } }`);
 const FailPayout = graphql(`mutation FailPayout($id: ID!, $reason: String!) { failPayout(id: $id, reason: $reason) { id status } }`);
 const Changed = graphql(`subscription PaymentsChanged { resourceChanged(resource: "payments") { id } }`);
+type Batch = ResultOf<typeof Payouts>['payouts']['items'][number];
 
 export default function PaymentsScreen({ route }: { route: string[] }) {
   const u = session.value?.user;
@@ -90,11 +91,7 @@ function PaymentList() {
           ))}
         </tbody>
       </table>
-      <div class="pager">
-        <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>Previous page</button>
-        <span>Page {list.data?.page ?? page} of {list.data?.total_pages ?? 1}</span>
-        <button type="button" disabled={page >= (list.data?.total_pages ?? 1)} onClick={() => setPage(page + 1)}>Next page</button>
-      </div>
+      <Pager label="Pages of payments" page={page} totalPages={list.data?.total_pages ?? 1} onPage={setPage} />
     </>
   );
 }
@@ -198,10 +195,7 @@ function LedgerView() {
         <thead><tr><th scope="col">Time</th><th scope="col">Type</th><th scope="col">Account</th><th scope="col">Debit / credit</th><th scope="col">Amount</th><th scope="col">Payment</th></tr></thead>
         <tbody>{(q.data?.ledgerEntries.items ?? []).map((e) => <tr key={e.id}><td>{fmtDate(e.created_at)}</td><td>{e.entry_type}</td><td>{e.account}</td><td>{e.direction}</td><td>{money(e.amount, e.currency)}</td><td><a href={`#/payments/list/${e.payment_id}`}><code>{e.payment_id}</code></a></td></tr>)}</tbody>
       </table>
-      <div class="pager">
-        <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>Previous page</button>
-        <button type="button" disabled={page >= (q.data?.ledgerEntries.total_pages ?? 1)} onClick={() => setPage(page + 1)}>Next page</button>
-      </div>
+      <Pager label="Pages of ledger entries" page={page} totalPages={q.data?.ledgerEntries.total_pages ?? 1} onPage={setPage} />
     </>
   );
 }
@@ -210,8 +204,12 @@ function PayoutsView() {
   const [status, setStatus] = useState('');
   const q = useAsync(() => run(Payouts, { status: status || null }).then((r) => r.payouts), [status]);
   const { error, act } = useAction();
+  const [failing, setFailing] = useState<Batch | null>(null);
+  const [executing, setExecuting] = useState<Batch | null>(null);
   return (
     <>
+      {failing && <FailDialog batch={failing} onClose={() => setFailing(null)} onDone={q.reload} />}
+      {executing && <ExecuteDialog batch={executing} onClose={() => setExecuting(null)} onDone={q.reload} />}
       <div class="filters">
         <div class="row">
           <label for="po-status">Status</label>
@@ -235,13 +233,60 @@ function PayoutsView() {
               <td class="actions">
                 {b.status === 'draft' && <button type="button" onClick={() => act(() => run(ApprovePayout, { id: b.id }), q.reload)}>Approve</button>}
                 {(b.status === 'approved' || b.status === 'failed') && <button type="button" onClick={() => act(() => run(ProcessPayout, { id: b.id }), q.reload)}>Process</button>}
-                {(b.status === 'approved' || b.status === 'processing') && <button type="button" onClick={() => { const ref = prompt('Bank reference of the transfer'); if (ref) void act(() => run(ExecutePayout, { id: b.id, ref }), q.reload); }}>Execute</button>}
-                {b.status === 'processing' && <button type="button" onClick={() => { const r = prompt('Why did the payout fail?'); if (r) void act(() => run(FailPayout, { id: b.id, reason: r }), q.reload); }}>Fail</button>}
+                {(b.status === 'approved' || b.status === 'processing') && <button type="button" onClick={() => setExecuting(b)}>Execute<span class="sr-only"> the payout to {b.recipient_type} {b.recipient_id}</span>…</button>}
+                {b.status === 'processing' && <button type="button" onClick={() => setFailing(b)}>Fail<span class="sr-only"> the payout to {b.recipient_type} {b.recipient_id}</span>…</button>}
               </td>
             </tr>
           ))}
         </tbody>
       </table>
     </>
+  );
+}
+
+/** Why a payout failed, asked in a dialog (required; the server's message shown next to the field). */
+function FailDialog({ batch, onClose, onDone }: { batch: Batch; onClose: () => void; onDone: () => void }) {
+  const [reason, setReason] = useState('');
+  const { error, busy, act } = useAction();
+  const errs = fieldErrors(error);
+  return (
+    <Dialog title={`Fail the payout to ${batch.recipient_type} ${batch.recipient_id}`} onClose={onClose} testId="fail-dialog">
+      <form onSubmit={(e) => { e.preventDefault(); if (!busy) void act(() => run(FailPayout, { id: batch.id, reason }), onDone, onClose); }}>
+        <div class="row">
+          <label for="po-fail-reason">Why did the payout fail?</label>
+          <input id="po-fail-reason" required value={reason} aria-invalid={errs.reason ? 'true' : undefined} aria-describedby={errs.reason ? 'po-fail-reason-err' : undefined} onInput={(e) => setReason(e.currentTarget.value)} />
+          {errs.reason && <span id="po-fail-reason-err" class="field-error">{errs.reason}</span>}
+        </div>
+        <ErrorBox error={errs.reason ? null : error} />
+        <p class="actions">
+          <button type="submit" aria-disabled={busy ? 'true' : undefined}>Mark as failed</button>
+          <button type="button" onClick={onClose}>Cancel</button>
+        </p>
+      </form>
+    </Dialog>
+  );
+}
+
+/** The bank reference of an executed payout, asked in a dialog (required; the server's message shown next to the field). */
+function ExecuteDialog({ batch, onClose, onDone }: { batch: Batch; onClose: () => void; onDone: () => void }) {
+  const [ref, setRef] = useState('');
+  const { error, busy, act } = useAction();
+  const errs = fieldErrors(error);
+  const err = errs.bank_reference;
+  return (
+    <Dialog title={`Execute the payout to ${batch.recipient_type} ${batch.recipient_id}`} onClose={onClose} testId="execute-dialog">
+      <form onSubmit={(e) => { e.preventDefault(); if (!busy) void act(() => run(ExecutePayout, { id: batch.id, ref }), onDone, onClose); }}>
+        <div class="row">
+          <label for="po-bank-reference">Bank reference of the transfer</label>
+          <input id="po-bank-reference" required value={ref} aria-invalid={err ? 'true' : undefined} aria-describedby={err ? 'po-bank-reference-err' : undefined} onInput={(e) => setRef(e.currentTarget.value)} />
+          {err && <span id="po-bank-reference-err" class="field-error">{err}</span>}
+        </div>
+        <ErrorBox error={err ? null : error} />
+        <p class="actions">
+          <button type="submit" aria-disabled={busy ? 'true' : undefined}>Mark as paid</button>
+          <button type="button" onClick={onClose}>Cancel</button>
+        </p>
+      </form>
+    </Dialog>
   );
 }

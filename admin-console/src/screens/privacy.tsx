@@ -9,7 +9,7 @@ import { isAdmin, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { Users } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { download, ErrorBox, fmtDate, Loading, Notice, Progress, useAction, useAsync } from '../ui.tsx';
+import { ConfirmDialog, download, ErrorBox, fmtDate, Loading, Notice, Progress, useAction, useAsync } from '../ui.tsx';
 
 const Consents = graphql(`query Consents($user_id: String) { consents(user_id: $user_id, per_page: 100) { items { id purpose source active granted_at revoked_at } } }`);
 const ExportQ = graphql(`query Export($user_id: String!) { personalDataExport(user_id: $user_id) { filename data } }`);
@@ -66,12 +66,17 @@ export default function PrivacyScreen() {
 
 function Erasure({ userId, email }: { userId: string; email: string }) {
   const list = useAsync(() => run(Requests).then((r) => r.erasureRequests.items), []);
-  const { error, busy, act } = useAction();
+  const [asking, setAsking] = useState(false);
   return (
     <section aria-labelledby="h-erasure">
       <h2 id="h-erasure">Erasure requests</h2>
-      <ErrorBox error={error ?? list.error} />
-      <button type="button" disabled={busy} onClick={() => confirm(`Prepare the erasure of ${email}?`) && act(() => run(RequestErasure, { user_id: userId }), list.reload)}>Preview the erasure of {email}</button>
+      <ErrorBox error={list.error} />
+      <button type="button" onClick={() => setAsking(true)}>Preview the erasure of {email}…</button>
+      {asking && (
+        <ConfirmDialog title={`Prepare the erasure of ${email}?`} confirmLabel="Prepare the erasure" onClose={() => setAsking(false)} onConfirm={async () => { await run(RequestErasure, { user_id: userId }); list.reload(); }}>
+          This records an erasure request with a preview of what it would change. Nothing is erased until it is approved.
+        </ConfirmDialog>
+      )}
       <Loading when={list.loading} />
       {(list.data ?? []).map((r) => <RequestCard key={r.id} r={r} reload={list.reload} />)}
     </section>
@@ -79,7 +84,7 @@ function Erasure({ userId, email }: { userId: string; email: string }) {
 }
 
 function RequestCard({ r, reload }: { r: Req; reload: () => void }) {
-  const { error, busy, act } = useAction();
+  const [approving, setApproving] = useState(false);
   const [runId, setRunId] = useState<string | null>(r.status === 'running' || r.status === 'pending' ? r.job_run_id : null);
   const [pct, setPct] = useState<number | null>(null);
   useLive(RunLive, runId ? { id: runId } : null, ({ jobRun: u }) => {
@@ -106,12 +111,17 @@ function RequestCard({ r, reload }: { r: Req; reload: () => void }) {
         </Notice>
       )}
       {r.error && <div class="error" role="alert">{r.error}</div>}
-      <ErrorBox error={error} />
       {(r.status === 'pending' || r.status === 'failed') && (
-        <button type="button" disabled={busy} onClick={() => confirm('Approve and execute this erasure? It cannot be undone.') && act(async () => {
+        <button type="button" onClick={() => setApproving(true)}>Approve and execute…</button>
+      )}
+      {approving && (
+        <ConfirmDialog title="Approve and execute this erasure?" confirmLabel="Approve and execute" onClose={() => setApproving(false)} onConfirm={async () => {
           const x = (await run(Execute, { id: r.id })).executeErasure;
           if (x.queued && x.request.job_run_id) { setPct(0); setRunId(x.request.job_run_id); } else setPct(100);
-        }, reload)}>Approve and execute</button>
+          reload();
+        }}>
+          The user's personal data is depersonalized or deleted as previewed. It cannot be undone.
+        </ConfirmDialog>
       )}
     </article>
   );

@@ -173,8 +173,9 @@ function ResourceList({ t }: { t: ResourceType }) {
           </div>
           {!res.data.items.length && <p>No documents match.</p>}
           <nav class="pager" aria-label="Pages">
-            <button type="button" disabled={!res.data.cursors?.has_prev} onClick={() => setPage({ cursor: res.data!.cursors!.prev!, direction: 'prev' })}>Previous page</button>
-            <button type="button" disabled={!res.data.cursors?.has_next} onClick={() => setPage({ cursor: res.data!.cursors!.next!, direction: 'next' })}>Next page</button>
+            {/* aria-disabled, as Pager's: the button that reached the first or last page keeps the focus. */}
+            <button type="button" aria-disabled={res.data.cursors?.has_prev ? undefined : 'true'} onClick={() => res.data?.cursors?.has_prev && setPage({ cursor: res.data.cursors.prev!, direction: 'prev' })}>Previous page</button>
+            <button type="button" aria-disabled={res.data.cursors?.has_next ? undefined : 'true'} onClick={() => res.data?.cursors?.has_next && setPage({ cursor: res.data.cursors.next!, direction: 'next' })}>Next page</button>
           </nav>
         </>
       )}

@@ -8,7 +8,7 @@ import { useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ErrorBox, fieldErrors, fmtDate, Loading, Notice, useAction, useAsync } from '../ui.tsx';
+import { ConfirmDialog, ErrorBox, fieldErrors, fmtDate, Loading, Notice, useAction, useAsync } from '../ui.tsx';
 
 const Endpoints = graphql(`query Endpoints { webhookEndpoints(per_page: 100) { items { id url description event_types enabled disabled_reason secret_rotated_at created_at } } eventTypes { name outbound } }`);
 const CreateEndpoint = graphql(`mutation CreateEndpoint($url: String!, $event_types: [String!]!, $description: String) { createWebhookEndpoint(url: $url, event_types: $event_types, description: $description) { secret endpoint { id } } }`);
@@ -105,6 +105,7 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
   const [types, setTypes] = useState(e.event_types);
   const [secret, setSecret] = useState<string | null>(null);
   const [status, setStatus] = useState('');
+  const [deleting, setDeleting] = useState(false);
   const deliveries = useAsync(() => run(Deliveries, { id: e.id, status: status || null }).then((r) => r.webhookDeliveries), [e.id, status]);
   // A new event of a type this endpoint listens to makes a delivery: show it without polling.
   useLive(AnyEvent, { types: e.event_types.some((t) => t.includes('*')) ? null : e.event_types }, () => deliveries.reload(), [e.id, e.event_types.join()]);
@@ -126,8 +127,13 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
         <button type="button" onClick={() => act(() => run(UpdateEndpoint, { id: e.id, enabled: !e.enabled }), reload)}>{e.enabled ? 'Disable' : 'Enable'}</button>
         <button type="button" onClick={() => act(async () => setSecret((await run(RotateSecret, { id: e.id })).rotateWebhookEndpointSecret.secret), reload)}>Rotate secret</button>
         <button type="button" onClick={() => act(() => run(TestEndpoint, { id: e.id }), deliveries.reload)}>Send test</button>
-        <button type="button" onClick={() => confirm(`Delete ${e.url} and its deliveries?`) && act(async () => { await run(DeleteEndpoint, { id: e.id }); location.hash = '#/webhooks'; }, reload)}>Delete</button>
+        <button type="button" onClick={() => setDeleting(true)}>Delete…</button>
       </div>
+      {deleting && (
+        <ConfirmDialog title={`Delete ${e.url}?`} confirmLabel="Delete endpoint" onClose={() => setDeleting(false)} onConfirm={async () => { await run(DeleteEndpoint, { id: e.id }); reload(); location.hash = '#/webhooks'; }}>
+          The endpoint and its deliveries are deleted; no more events are sent to it.
+        </ConfirmDialog>
+      )}
       <form class="filters" aria-label="Event types of this endpoint" onSubmit={(ev) => { ev.preventDefault(); void act(() => run(UpdateEndpoint, { id: e.id, event_types: types }), reload); }}>
         <TypesPicker all={all} value={types} onChange={setTypes} idPrefix="ep-type" />
         <button type="submit">Save event types</button>
