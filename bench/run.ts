@@ -23,8 +23,13 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const DOCS = Number(process.env.BENCH_DOCS ?? 20_000);
 /** Rounds per scenario: the stand-in database's throughput drifts by ±30% between runs, so the median of several rounds says more than one. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const SIDES = ['app', 'app-nolimit', 'bare'] as const;
-type Side = (typeof SIDES)[number];
+/**
+ * `BENCH_BASE_DIR=<checkout of older code>` adds a fourth side, `base:app`: the old code's server with
+ * the defaults, measured in the same rounds on the same database (before/after in one run).
+ */
+const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : [])];
+type Side = string;
+const BASE: Side[] = SIDES.filter((s) => s.startsWith('base:'));
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const loadAvg = () => loadavg().map((l) => l.toFixed(1)).join(' ');
@@ -77,7 +82,7 @@ async function main() {
     // Writes last: the documents they add would otherwise weigh on the later lists.
     const createBody = JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 });
     // Updates each hit their own document at version 1 (no ETag round trip): one disjoint slice per run.
-    const slice = Math.floor(updIds.length / (ROUNDS * 3));
+    const slice = Math.floor(updIds.length / (ROUNDS * (3 + BASE.length)));
     let nextSlice = 0;
     const updates = (): Load => {
       const ids = updIds.slice(nextSlice * slice, ++nextSlice * slice);
@@ -91,8 +96,8 @@ async function main() {
       };
     };
     const writes: [string, Side[], Load | (() => Load)][] = [
-      ['create', ['app', 'app-nolimit', 'bare'], { path: '/projects', method: 'POST', body: createBody, headers: json }],
-      ['update', ['app', 'app-nolimit', 'bare'], updates],
+      ['create', ['app', 'app-nolimit', 'bare', ...BASE], { path: '/projects', method: 'POST', body: createBody, headers: json }],
+      ['update', ['app', 'app-nolimit', 'bare', ...BASE], updates],
     ];
     for (const group of [reads, writes]) {
       for (let round = 0; round < ROUNDS; round++) {
@@ -144,6 +149,13 @@ async function main() {
     summary[label] = { defaults: withDefaults, limiter_off: limiterOff };
     log(`  ${label.padEnd(52)} ${show(withDefaults)}`);
     log(`  ${'  ... with the rate limiter off'.padEnd(52)} ${show(limiterOff)}`);
+  }
+  for (const b of BASE) {
+    for (const [label, a, c] of [['create (audit on) vs bare insert', `${b} create`, 'bare create'], ['update with If-Match vs bare conditional update', `${b} update`, 'bare update'], ['create, new vs old code', 'app create', `${b} create`], ['update, new vs old code', 'app update', `${b} update`]] as const) {
+      const r = ratio(a, c);
+      summary[`${b}: ${label}`] = r;
+      log(`  ${`${b}: ${label}`.padEnd(52)} ${show(r)}`);
+    }
   }
   const single = (a: string, b: string) => (rates[a]?.[0] && rates[b]?.[0] ? (rates[a][0] / rates[b][0]).toFixed(2) : 'n/a');
   summary['cursor page 500 / page 1 throughput (aim: flat, cost within 1.5x)'] = single('app cursor page 500', 'app cursor page 1');
