@@ -9,7 +9,7 @@
  * trees measured in the same minutes, which separate runs on a shared machine cannot.
  *
  *   git worktree add ../base <commit> && ln -s "$PWD/node_modules" ../base/node_modules
- *   BENCH_BASE_TREE=../base BENCH_BASE_MODE=app BENCH_HEAD_MODE=app-nolimit-noevents npm run bench:compare
+ *   BENCH_BASE_DIR=../base BENCH_BASE_MODE=app BENCH_HEAD_MODE=app-nolimit-noevents npm run bench:compare
  *
  * Modes are each tree's own bench/serve.ts modes (the base tree's may be older names): pick the
  * pair that runs the same settings on both sides.
@@ -26,26 +26,25 @@ const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const DOCS = Number(process.env.BENCH_DOCS ?? 20_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const BASE_TREE = process.env.BENCH_BASE_TREE;
+const BASE_DIR = process.env.BENCH_BASE_DIR;
 const HEAD_MODE = process.env.BENCH_HEAD_MODE ?? 'app';
 const BASE_MODE = process.env.BENCH_BASE_MODE ?? 'app';
 const SIDES = ['head', 'base', 'bare'] as const;
 type Side = (typeof SIDES)[number];
 
 async function main() {
-  if (!BASE_TREE) throw new Error('BENCH_BASE_TREE must name another checkout (a git worktree with node_modules)');
+  if (!BASE_DIR) throw new Error('BENCH_BASE_DIR must name another checkout (a git worktree with node_modules)');
   const { mem, MONGODB_URI, tenant, user, key, sample, updIds } = await seed(DOCS, log);
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const headers = { 'X-API-Key': key };
   const only = process.env.BENCH_ONLY?.split(',').filter(Boolean) ?? [];
   const wanted = (name: string) => !only.length || only.some((w) => name.includes(w));
-  const baseScript = resolve(BASE_TREE, 'bench/serve.ts');
-  log(`head: this tree, mode ${HEAD_MODE}; base: ${resolve(BASE_TREE)}, mode ${BASE_MODE}`);
+  log(`head: this tree, mode ${HEAD_MODE}; base: ${resolve(BASE_DIR)}, mode ${BASE_MODE}`);
 
   const servers = new Map<Side, { child: ChildProcess; port: number }>([
     ['head', await startServer(HEAD_MODE, env)],
-    // The base tree's server runs from its own folder so its relative imports resolve there.
-    ['base', await startServer(BASE_MODE, env, [], baseScript)],
+    // `base:` runs the mode from BENCH_BASE_DIR's own bench/serve.ts, so its imports resolve there.
+    ['base', await startServer(`base:${BASE_MODE}`, env)],
     ['bare', await startServer('bare', env)],
   ]);
   const rates: Record<string, number[]> = {};
@@ -54,7 +53,7 @@ async function main() {
     (rates[`${side} ${name}`] ??= []).push(rate);
   };
 
-  const { reads, create, update } = scenarios({ key, sampleId: String(sample._id), updIds }, ROUNDS * 3);
+  const { reads, create, update } = scenarios({ key, sampleId: String(sample._id), updIds });
   const groups: [string, Side[], Load | (() => Load)][][] = [
     [
       ['get-one', [...SIDES], reads['get-one']],
@@ -99,7 +98,7 @@ async function main() {
   line('graphql list vs REST list: head', 'head graphql list', 'head list');
   line('graphql list vs REST list: base', 'base graphql list', 'base list');
   line('graphql list: head vs base', 'head graphql list', 'base graphql list');
-  writeFileSync(new URL('./compare-results.json', import.meta.url), JSON.stringify({ when: new Date().toISOString(), head_mode: HEAD_MODE, base_tree: resolve(BASE_TREE), base_mode: BASE_MODE, duration_s: DURATION, connections: CONNECTIONS, docs: DOCS, rounds: ROUNDS, rates, summary }, null, 2));
+  writeFileSync(new URL('./compare-results.json', import.meta.url), JSON.stringify({ when: new Date().toISOString(), head_mode: HEAD_MODE, base_tree: resolve(BASE_DIR), base_mode: BASE_MODE, duration_s: DURATION, connections: CONNECTIONS, docs: DOCS, rounds: ROUNDS, rates, summary }, null, 2));
   await mem?.stop();
   await mongoose.disconnect();
 }

@@ -4,14 +4,22 @@
  * processes; the CPU the server process itself spends per request does not, so this says where the
  * app stands against bare independently of load. Each side serves `BENCH_REQUESTS` requests
  * (default 20,000, after 2,000 of warm-up) over 10 connections; rounds alternate (`BENCH_ROUNDS`, 3).
+ *
+ * Writes: `BENCH_BODY='{"name":"x"}'` POSTs that body to the path (create); the path `patch` sends
+ * PATCH `{"budget":42}` with the right `If-Match` to seeded documents in turn (update).
+ * `BENCH_SIDES` (default `bare,app`) lists the servers; `base:app` is the app of the checkout in
+ * `BENCH_BASE_DIR` (old code against new in one run). Each side after the first is compared to the first.
  */
 import type { ChildProcess } from 'node:child_process';
+import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
-import { seed, startServer } from './seed.ts';
+import { patchRequests, seed, startServer } from './seed.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 20_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SIDES = (process.env.BENCH_SIDES ?? 'bare,app').split(',').filter(Boolean);
+const BODY = process.env.BENCH_BODY;
 
 /** Asks the server for its CPU time so far (µs), through SIGUSR2 (bench/serve.ts). */
 function cpuOf(child: ChildProcess): Promise<number> {
@@ -28,10 +36,11 @@ function cpuOf(child: ChildProcess): Promise<number> {
   });
 }
 
-async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: string) {
+async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: string, patch: (() => autocannon.Request[]) | null) {
   const { child, port } = await startServer(mode, env);
-  const url = `http://127.0.0.1:${port}${path}`;
-  const load = (amount: number) => autocannon({ url, connections: 10, amount, headers: { 'X-API-Key': key } });
+  const url = `http://127.0.0.1:${port}${patch ? '/projects' : path}`;
+  const headers = { 'X-API-Key': key, ...(BODY ? { 'Content-Type': 'application/json' } : {}) };
+  const load = (amount: number) => autocannon({ url, connections: 10, amount, headers, ...(BODY ? { method: 'POST' as const, body: BODY } : {}), ...(patch ? { requests: patch() } : {}) });
   await load(2000);
   const before = await cpuOf(child);
   const r = await load(REQUESTS);
@@ -42,19 +51,24 @@ async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: 
 }
 
 async function main() {
-  const { mem, MONGODB_URI, tenant, key, sample } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
-  const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id };
+  const { mem, MONGODB_URI, tenant, user, key, sample, updIds } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
+  const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const paths = process.argv.length > 2 ? process.argv.slice(2) : [`/projects/${String(sample._id)}`, `/ping/${String(sample._id)}`];
+  const versions = new Map<string, number>();
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   for (const path of paths) {
-    const ratios: number[] = [];
+    const patch = path === 'patch' ? () => patchRequests(updIds.slice(0, 2000), versions) : null;
+    const cpu: Record<string, number[]> = {};
     for (let i = 0; i < ROUNDS; i++) {
-      const bare = await measure('bare', env, path, key);
-      const app = await measure('app', env, path, key);
-      ratios.push(bare / app);
-      log(`${path} round ${i + 1}: bare ${bare.toFixed(0)} µs/request, app ${app.toFixed(0)} µs/request (+${(app - bare).toFixed(0)}), bare/app ${(bare / app).toFixed(2)}`);
+      // Rotate the order so no side always runs first.
+      const order = SIDES.map((_, j) => SIDES[(j + i) % SIDES.length]!);
+      for (const side of order) (cpu[side] ??= []).push(await measure(side, env, path, key, patch));
+      const [first, ...rest] = SIDES;
+      log(`${path} round ${i + 1} (load ${loadavg().map((l) => l.toFixed(1)).join(' ')}): ${SIDES.map((s) => `${s} ${cpu[s]!.at(-1)!.toFixed(0)} µs`).join(', ')}; ${rest.map((s) => `${first}/${s} ${(cpu[first!]!.at(-1)! / cpu[s]!.at(-1)!).toFixed(2)}`).join(', ')}`);
     }
-    ratios.sort((a, b) => a - b);
-    log(`${path}: server CPU bare/app, median of ${ROUNDS}: ${ratios[Math.floor(ROUNDS / 2)]!.toFixed(2)}`);
+    const [first, ...rest] = SIDES;
+    log(`${path}: server CPU µs/request, median of ${ROUNDS}: ${SIDES.map((s) => `${s} ${median(cpu[s]!).toFixed(0)} (${cpu[s]!.map((x) => x.toFixed(0)).join(', ')})`).join('; ')}`);
+    for (const s of rest) log(`${path}: ${first}/${s}, median of per-round ratios: ${median(cpu[s]!.map((x, i) => cpu[first!]![i]! / x)).toFixed(2)}`);
   }
   await mem?.stop();
 }

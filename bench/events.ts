@@ -11,7 +11,9 @@
  *    delivered, and how long from the first create to the last delivery.
  *
  * The database: `MONGODB_URI`, or an embedded MongoDB (mongodb-memory-server). Results print as a
- * table and go to bench/events-results.json.
+ * table and go to bench/events-results.json. `BENCH_PARTS=create` runs only part 1 (also `delay`,
+ * `fanout`); `BENCH_BASE_DIR=<checkout of older code>` adds that code's event log on / off pair to
+ * part 1 (`base:` sides), so old and new are measured in the same rounds.
  */
 import { createServer, type Server } from 'node:http';
 import { writeFileSync } from 'node:fs';
@@ -28,6 +30,7 @@ const RATE = Number(process.env.BENCH_RATE ?? 200);
 const FANOUT_EVENTS = Number(process.env.BENCH_FANOUT_EVENTS ?? 1000);
 const FANOUT_ENDPOINTS = Number(process.env.BENCH_FANOUT_ENDPOINTS ?? 10);
 const KEY = 'bench-admin-key-0123456789abcdef';
+const PARTS = (process.env.BENCH_PARTS ?? 'create,delay,fanout').split(',');
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const median = (xs: number[]) => {
@@ -86,31 +89,40 @@ async function main() {
   try {
     // --- 1. create throughput -------------------------------------------------------------
     log(`# create throughput (${CONNECTIONS} connections, ${SECONDS} s, ${ROUNDS} rounds), load ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
-    const sides = ['app', 'app-noaudit', 'app-noaudit-noevents'] as const;
-    const ports = new Map<string, number>();
-    for (const side of sides) ports.set(side, (await start(side, `bench_events_${side.replace(/-/g, '_')}`)).port);
-    const rates: Record<string, number[]> = {};
-    for (let round = 0; round < ROUNDS; round++) {
-      const order = [...sides.slice(round % sides.length), ...sides.slice(0, round % sides.length)];
-      for (const side of order) {
-        const r = await autocannon({
-          url: `http://127.0.0.1:${ports.get(side)}/projects`, method: 'POST', connections: CONNECTIONS, duration: SECONDS,
-          headers: { 'X-API-Key': KEY, 'Content-Type': 'application/json' }, body: JSON.stringify({ name: 'bench', description: 'x'.repeat(100) }),
-        });
-        const rate = r.requests.total / ((new Date(r.finish).getTime() - new Date(r.start).getTime()) / 1000);
-        (rates[side] ??= []).push(rate);
-        log(`  round ${round + 1} ${side.padEnd(22)} ${rate.toFixed(0).padStart(6)} creates/s   p99 ${r.latency.p99} ms${r.non2xx + r.errors ? `   (${r.non2xx + r.errors} non-2xx/errors!)` : ''}`);
+    if (PARTS.includes('create')) {
+      const sides = ['app', 'app-noaudit', 'app-noaudit-noevents', ...(process.env.BENCH_BASE_DIR ? ['base:app-noaudit', 'base:app-noaudit-noevents'] : [])];
+      const ports = new Map<string, number>();
+      for (const side of sides) ports.set(side, (await start(side, `bench_events_${side.replace(/[-:]/g, '_')}`)).port);
+      const rates: Record<string, number[]> = {};
+      for (let round = 0; round < ROUNDS; round++) {
+        const order = [...sides.slice(round % sides.length), ...sides.slice(0, round % sides.length)];
+        for (const side of order) {
+          const r = await autocannon({
+            url: `http://127.0.0.1:${ports.get(side)}/projects`, method: 'POST', connections: CONNECTIONS, duration: SECONDS,
+            headers: { 'X-API-Key': KEY, 'Content-Type': 'application/json' }, body: JSON.stringify({ name: 'bench', description: 'x'.repeat(100) }),
+          });
+          const rate = r.requests.total / ((new Date(r.finish).getTime() - new Date(r.start).getTime()) / 1000);
+          (rates[side] ??= []).push(rate);
+          log(`  round ${round + 1} ${side.padEnd(22)} ${rate.toFixed(0).padStart(6)} creates/s   p99 ${r.latency.p99} ms${r.non2xx + r.errors ? `   (${r.non2xx + r.errors} non-2xx/errors!)` : ''}`);
+        }
       }
+      const ratio = (a: string, b: string) => median(rates[a]!.map((x, i) => x / rates[b]![i]!));
+      const eventsRatio = ratio('app-noaudit', 'app-noaudit-noevents');
+      const auditRatio = ratio('app', 'app-noaudit');
+      results.create = { rates, event_log_on_vs_off: eventsRatio, audit_on_vs_off: auditRatio };
+      log(`  => event log on / off: ${eventsRatio.toFixed(2)} (aim >= 0.9)   audit on / off: ${auditRatio.toFixed(2)} (aim >= 0.85)`);
+      const rounds = (a: string, b: string) => rates[a]!.map((x, i) => (x / rates[b]![i]!).toFixed(2)).join(', ');
+      log(`     rounds: event log on / off ${rounds('app-noaudit', 'app-noaudit-noevents')}; audit on / off ${rounds('app', 'app-noaudit')}`);
+      if (rates['base:app-noaudit']) {
+        const baseRatio = ratio('base:app-noaudit', 'base:app-noaudit-noevents');
+        (results.create as Record<string, unknown>).base_event_log_on_vs_off = baseRatio;
+        log(`  => old code (BENCH_BASE_DIR): event log on / off ${baseRatio.toFixed(2)} (rounds ${rounds('base:app-noaudit', 'base:app-noaudit-noevents')}); new/old with the event log on ${ratio('app-noaudit', 'base:app-noaudit').toFixed(2)} (rounds ${rounds('app-noaudit', 'base:app-noaudit')})`);
+      }
+      for (const c of children.splice(0)) c.kill('SIGINT');
     }
-    const ratio = (a: string, b: string) => median(rates[a]!.map((x, i) => x / rates[b]![i]!));
-    const eventsRatio = ratio('app-noaudit', 'app-noaudit-noevents');
-    const auditRatio = ratio('app', 'app-noaudit');
-    results.create = { rates, event_log_on_vs_off: eventsRatio, audit_on_vs_off: auditRatio };
-    log(`  => event log on / off: ${eventsRatio.toFixed(2)} (aim >= 0.9)   audit on / off: ${auditRatio.toFixed(2)} (aim >= 0.85)`);
-    for (const c of children.splice(0)) c.kill('SIGINT');
 
     // --- 2. write -> receiver delay, one process and two ------------------------------------
-    for (const procs of [1, 2]) {
+    for (const procs of PARTS.includes('delay') ? [1, 2] : []) {
       const rcv = await receiver();
       const db = `bench_events_delay_${procs}`;
       const env = { WEBHOOKS_ENABLED: 'true', WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: '127.0.0.1' };
@@ -137,7 +149,7 @@ async function main() {
     }
 
     // --- 3. fan-out ----------------------------------------------------------------------------
-    {
+    if (PARTS.includes('fanout')) {
       const rcv = await receiver();
       const s = await start('app', 'bench_events_fanout', { WEBHOOKS_ENABLED: 'true', WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: '127.0.0.1' });
       for (let i = 0; i < FANOUT_ENDPOINTS; i++) {

@@ -4,13 +4,14 @@
  * module, grouped into the request pipeline's components. Not a measurement: profiling slows
  * everything; read the shares, not the rates. `PROFILE_MODE=bare` profiles the bare baseline,
  * `PROFILE_MODE=app-noaudit` the app without audit. `PROFILE_BODY='{"name":"x"}'` POSTs that JSON
- * body instead of GETting (e.g. `npx tsx bench/profile.ts /projects` profiles create).
+ * body instead of GETting (e.g. `npx tsx bench/profile.ts /projects` profiles create); the path
+ * `patch` profiles updates (PATCH with the right `If-Match`, seeded documents in turn).
  */
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { seed, startServer } from './seed.ts';
+import { patchRequests, seed, startServer } from './seed.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
@@ -43,15 +44,17 @@ function component(url: string, fn: string): string {
 
 async function main() {
   const path = process.argv[2];
-  const { mem, MONGODB_URI, tenant, key, sample } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
+  const { mem, MONGODB_URI, tenant, user, key, sample, updIds } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
   const dir = mkdtempSync(join(tmpdir(), 'prof-'));
-  const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id };
+  const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const { child, port } = await startServer(process.env.PROFILE_MODE ?? 'app', env, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
-  const url = `http://127.0.0.1:${port}${path ?? `/projects/${String(sample._id)}`}`;
+  const patch = path === 'patch';
+  const url = `http://127.0.0.1:${port}${patch ? '/projects' : path ?? `/projects/${String(sample._id)}`}`;
   const body = process.env.PROFILE_BODY;
   const r = await autocannon({
     url, connections: 10, duration: DURATION,
     ...(body ? { method: 'POST' as const, body, headers: { 'X-API-Key': key, 'Content-Type': 'application/json' } } : { headers: { 'X-API-Key': key } }),
+    ...(patch ? { requests: patchRequests(updIds, new Map()) } : {}),
   });
   log(`${url}: ${(r.requests.total / DURATION).toFixed(0)} req/s under the profiler, ${r.non2xx} non-2xx`);
   await new Promise((res) => { child.once('exit', res); child.kill('SIGINT'); });

@@ -23,8 +23,13 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const DOCS = Number(process.env.BENCH_DOCS ?? 20_000);
 /** Rounds per scenario: the stand-in database's throughput drifts by ±30% between runs, so the median of several rounds says more than one. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const SIDES = ['app', 'app-nolimit', 'bare'] as const;
-type Side = (typeof SIDES)[number];
+/**
+ * `BENCH_BASE_DIR=<checkout of older code>` adds a fourth side, `base:app`: the old code's server with
+ * the defaults, measured in the same rounds on the same database (before/after in one run).
+ */
+const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : [])];
+type Side = string;
+const BASE: Side[] = SIDES.filter((s) => s.startsWith('base:'));
 
 async function main() {
   const { mem, MONGODB_URI, tenant, user, key, sample, cursor500, updIds } = await seed(DOCS, log);
@@ -49,7 +54,7 @@ async function main() {
     // Warm up (JIT, connection pools, auth cache) on a read so writes are not spent twice.
     for (const { port } of servers.values()) await autocannon({ url: `http://127.0.0.1:${port}/projects/${id}`, connections: CONNECTIONS, duration: 2, headers });
 
-    const { reads: r, create, update } = scenarios({ key, sampleId: id, updIds }, ROUNDS * 3);
+    const { reads: r, create, update } = scenarios({ key, sampleId: id, updIds });
     const reads: [string, Side[], Load][] = [
       ['auth/me', ['app', 'app-nolimit'], r['auth/me']],
       ['get-one', ['app', 'app-nolimit', 'bare'], r['get-one']],
@@ -58,8 +63,8 @@ async function main() {
     ];
     // Writes last: the documents they add would otherwise weigh on the later lists.
     const writes: [string, Side[], Load | (() => Load)][] = [
-      ['create', ['app', 'app-nolimit', 'bare'], create],
-      ['update', ['app', 'app-nolimit', 'bare'], update],
+      ['create', ['app', 'app-nolimit', 'bare', ...BASE], create],
+      ['update', ['app', 'app-nolimit', 'bare', ...BASE], update],
     ];
     for (const group of [reads, writes]) {
       for (let round = 0; round < ROUNDS; round++) {
@@ -104,6 +109,13 @@ async function main() {
     summary[label] = { defaults: withDefaults, limiter_off: limiterOff };
     log(`  ${label.padEnd(52)} ${show(withDefaults)}`);
     log(`  ${'  ... with the rate limiter off'.padEnd(52)} ${show(limiterOff)}`);
+  }
+  for (const b of BASE) {
+    for (const [label, a, c] of [['create (audit on) vs bare insert', `${b} create`, 'bare create'], ['update with If-Match vs bare conditional update', `${b} update`, 'bare update'], ['create, new vs old code', 'app create', `${b} create`], ['update, new vs old code', 'app update', `${b} update`]] as const) {
+      const r = ratio(a, c);
+      summary[`${b}: ${label}`] = r;
+      log(`  ${`${b}: ${label}`.padEnd(52)} ${show(r)}`);
+    }
   }
   const single = (a: string, b: string) => (rates[a]?.[0] && rates[b]?.[0] ? (rates[a][0] / rates[b][0]).toFixed(2) : 'n/a');
   summary['cursor page 500 / page 1 throughput (aim: flat, cost within 1.5x)'] = single('app cursor page 500', 'app cursor page 1');

@@ -5,6 +5,7 @@
  */
 import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
+import { patchRequests } from './seed.ts';
 
 export type Load = Omit<autocannon.Options, 'url'> & { path: string };
 
@@ -19,8 +20,8 @@ export const median = (xs: number[]) => {
 /** Requests per second of one autocannon run against `port`; throws when any answer is not 2xx (the measurement would be invalid). */
 export async function measureRate(label: string, port: number, opts: Load, defaults: { connections: number; duration: number; headers: Record<string, string> }): Promise<number> {
   // A run bounded by `amount` stops at autocannon's next sample tick, so with the default 1 s tick
-  // its length (and so its rate) is rounded up to whole seconds: an update run of 1,333 requests
-  // read 1,333, 666 or 444 req/s whatever its speed. A 20 ms tick keeps that error within 2%.
+  // its length (and so its rate) is rounded up to whole seconds (the update runs of earlier benches
+  // read 1,333, 666 or 444 req/s whatever their speed). A 20 ms tick keeps that error within 2%.
   const r = await autocannon({ url: `http://127.0.0.1:${port}${opts.path}`, connections: defaults.connections, duration: defaults.duration, headers: defaults.headers, ...(opts.amount ? { sampleInt: 20 } : {}), ...opts });
   const bad = r.non2xx + r.errors;
   const rate = r.requests.total / ((new Date(r.finish).getTime() - new Date(r.start).getTime()) / 1000);
@@ -42,11 +43,10 @@ export const showRatio = (r: { median: number | null; rounds: number[] }) =>
 
 /**
  * The read and write scenarios of the headline bench. Reads: `/auth/me`, get-one, a 25-row list,
- * the same list over GraphQL. Writes: a create, and an update with `If-Match` (each update hits its
- * own seeded document at version 1, one disjoint slice of `updIds` per measurement, so no ETag round
- * trip is needed; `slices` is how many update measurements the run makes).
+ * the same list over GraphQL. Writes: a create, and an update with `If-Match` at each document's
+ * current version (no ETag round trip: the versions are tracked here).
  */
-export function scenarios(seeded: { key: string; sampleId: string; updIds: string[] }, slices: number) {
+export function scenarios(seeded: { key: string; sampleId: string; updIds: string[] }) {
   const json = { 'X-API-Key': seeded.key, 'Content-Type': 'application/json' };
   // GraphQL asks for every field REST returns, so both serialize the same documents.
   const gqlFields = '_id etag name description status tags budget owner_email tenant_id created_at updated_at created_by updated_by is_deleted deleted_at deleted_by version';
@@ -57,19 +57,10 @@ export function scenarios(seeded: { key: string; sampleId: string; updIds: strin
     list: { path: '/projects?per_page=25' },
     'graphql list': { path: '/graphql', method: 'POST', body: gqlBody, headers: json },
   };
-  const slice = Math.floor(seeded.updIds.length / slices);
-  let nextSlice = 0;
-  const update = (): Load => {
-    const ids = seeded.updIds.slice(nextSlice * slice, ++nextSlice * slice);
-    let i = 0;
-    return {
-      path: '/projects', amount: ids.length,
-      requests: [{
-        method: 'PATCH', headers: { ...json, 'If-Match': '"1"' }, body: JSON.stringify({ budget: 42 }),
-        setupRequest: (req: autocannon.Request) => ({ ...req, path: `/projects/${ids[i++ % ids.length]}` }),
-      }],
-    };
-  };
+  // Every side PATCHes the seeded documents in turn at their current version (`patchRequests`
+  // keeps one version map for the whole run), so update runs are bounded by time like the others.
+  const versions = new Map<string, number>();
+  const update: Load = { path: '/projects', headers: { 'X-API-Key': seeded.key }, requests: patchRequests(seeded.updIds, versions) };
   const create: Load = { path: '/projects', method: 'POST', body: JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 }), headers: json };
   return { reads, create, update };
 }

@@ -1,5 +1,6 @@
 /** Shared by bench/run.ts and bench/profile.ts: seeds the bench database and starts servers under test. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import type autocannon from 'autocannon';
 import { Types } from 'mongoose';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
@@ -51,10 +52,17 @@ export async function seed(DOCS: number, log: (s: string) => void) {
   return { mem, MONGODB_URI, tenant, user, key, sample: sample!, cursor500, updIds };
 }
 
-/** Starts bench/serve.ts in `mode` (extra node flags first, e.g. `--cpu-prof`); resolves once it listens. */
+/**
+ * Starts bench/serve.ts in `mode` (extra node flags first, e.g. `--cpu-prof`); resolves once it listens.
+ * A mode `base:<mode>` runs `<mode>` from the checkout in `BENCH_BASE_DIR` (e.g. a `git worktree` of
+ * the commit before a change), so old and new code are measured in the same run on the same database.
+ */
 export function startServer(mode: string, env: NodeJS.ProcessEnv, nodeFlags: string[] = [], script = './serve.ts'): Promise<{ child: ChildProcess; port: number }> {
+  const base = mode.startsWith('base:');
+  if (base && !env.BENCH_BASE_DIR) throw new Error(`${mode}: set BENCH_BASE_DIR to the checkout of the old code`);
+  const path = base ? `${env.BENCH_BASE_DIR}/bench/${script.replace(/^\.\//, '')}` : new URL(script, import.meta.url).pathname;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', new URL(script, import.meta.url).pathname], { env: { ...env, BENCH_MODE: mode }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', path], { env: { ...env, BENCH_MODE: base ? mode.slice(5) : mode }, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout!.on('data', (b: Buffer) => {
       out += b.toString();
@@ -65,3 +73,22 @@ export function startServer(mode: string, env: NodeJS.ProcessEnv, nodeFlags: str
   });
 }
 
+
+/**
+ * PATCH requests for autocannon that each change a document at its current version: ids are taken
+ * in turn from `ids` (far more of them than connections, so one id is never in flight twice) and the
+ * `If-Match` of each is the version the previous PATCH of that id produced (`versions`, shared by
+ * every side of a run, starts at 1: the seeded version).
+ */
+export function patchRequests(ids: string[], versions: Map<string, number>, body = JSON.stringify({ budget: 42 })): autocannon.Request[] {
+  let i = 0;
+  return [{
+    method: 'PATCH', body,
+    setupRequest: (req: autocannon.Request) => {
+      const id = ids[i++ % ids.length]!;
+      const v = versions.get(id) ?? 1;
+      versions.set(id, v + 1);
+      return { ...req, path: `/projects/${id}`, headers: { ...req.headers, 'Content-Type': 'application/json', 'If-Match': `"${v}"` } };
+    },
+  }];
+}

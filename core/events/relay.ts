@@ -81,6 +81,8 @@ export interface EventDoc {
 interface Pending {
   source: OutboxSource;
   docId: unknown;
+  /** The document's own `tenant_id` (null when it has none): the clear names it, so it stays on one shard. */
+  tenantId: unknown;
   events: Omit<EventDoc, 'committed_at'>[];
 }
 
@@ -94,6 +96,11 @@ export interface RelaySettings {
   /** Age after which an outbox entry counts as left behind. */
   sweepAgeMs: number;
 }
+
+const isWriteConflict = (err: unknown): boolean => {
+  const e = err as { code?: number; writeErrors?: { code?: number; err?: { code?: number } }[] };
+  return e.code === 112 || !!e.writeErrors?.some((w) => (w.code ?? w.err?.code) === 112);
+};
 
 const isDuplicateOnly = (err: unknown): boolean => {
   const e = err as { code?: number; writeErrors?: { code?: number; err?: { code?: number } }[] };
@@ -189,7 +196,7 @@ export class Relay {
   enqueue(source: OutboxSource, doc: Doc): Promise<void> {
     const events = eventsOf(source, doc, this.log);
     if (!events.length) return Promise.resolve();
-    this.queue.push({ source, docId: doc._id, events });
+    this.queue.push({ source, docId: doc._id, tenantId: doc.tenant_id ?? null, events });
     this.queued += events.length;
     if (this.settings.flushMs === 0) return this.flush();
     if (this.queued >= this.settings.maxBatch) void this.flush();
@@ -242,20 +249,53 @@ export class Relay {
       if (mine.length) await sink.write(mine);
     }
     const bySource = new Map<OutboxSource, Pending[]>();
-    for (const b of batch) bySource.set(b.source, [...(bySource.get(b.source) ?? []), b]);
-    await Promise.all(
-      [...bySource].map(([source, items]) =>
-        source.model.collection.bulkWrite(
-          items.map((b) => ({ updateOne: { filter: { _id: b.docId }, update: { $pull: { [OUTBOX_FIELD]: { id: { $in: b.events.map((e) => e._id) } } } } } })) as never,
-          { ordered: false },
-        ),
-      ),
-    );
+    for (const b of batch) {
+      const items = bySource.get(b.source);
+      if (items) items.push(b);
+      else bySource.set(b.source, [b]);
+    }
+    await Promise.all([...bySource].map(([source, items]) => this.clear(source, items)));
     for (const l of this.listeners) {
       try {
         l(docs);
       } catch (err) {
         this.log.error({ err }, 'event listener failed');
+      }
+    }
+  }
+
+  /**
+   * Removes relayed entries from their documents' outboxes: one `updateMany` per tenant of the batch
+   * (all in one command), by `_id $in` (the primary key's index; `_outbox.id` has none) plus the
+   * documents' `tenant_id` where the collection has one, pulling the batch's event ids. A per-document
+   * update cost one statement per document on the database; pulling an id a document does not hold
+   * changes nothing, and pulling it twice (a sweep on another replica) neither.
+   */
+  private async clear(source: OutboxSource, items: Pending[]): Promise<void> {
+    const tenanted = !!source.model.schema.path('tenant_id');
+    const groups = new Map<string, { tenantId: unknown; ids: unknown[]; events: string[] }>();
+    for (const b of items) {
+      const key = tenanted ? String(b.tenantId) : '';
+      let g = groups.get(key);
+      if (!g) groups.set(key, (g = { tenantId: b.tenantId, ids: [], events: [] }));
+      g.ids.push(b.docId);
+      for (const e of b.events) g.events.push(e._id);
+    }
+    const ops = [...groups.values()].map((g) => ({
+      updateMany: {
+        filter: tenanted ? { tenant_id: g.tenantId, _id: { $in: g.ids } } : { _id: { $in: g.ids } },
+        update: { $pull: { [OUTBOX_FIELD]: { id: { $in: g.events } } } },
+      },
+    }));
+    // A write racing the clear on one of the documents may make the database report a write conflict
+    // (PostgreSQL-backed engines do, for a multi-document write): the pull is idempotent, so run it again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await source.model.collection.bulkWrite(ops as never, { ordered: false });
+        return;
+      } catch (err) {
+        if (attempt >= 5 || !isWriteConflict(err)) throw err;
+        await new Promise((r) => setTimeout(r, attempt * 5));
       }
     }
   }
@@ -267,7 +307,7 @@ export class Relay {
     for (const source of this.sources.values()) {
       const docs = await source.model.collection.find({ [`${OUTBOX_FIELD}.created_at`]: { $lt: cutoff } }).limit(this.settings.maxBatch).toArray();
       if (!docs.length) continue;
-      await this.store(docs.map((d) => ({ source, docId: d._id, events: eventsOf(source, d as Doc, this.log) })));
+      await this.store(docs.map((d) => ({ source, docId: d._id, tenantId: d.tenant_id ?? null, events: eventsOf(source, d as Doc, this.log) })));
       total += docs.length;
     }
     return total;

@@ -20,6 +20,7 @@ import { checkReferences, checkWritable, fillGuardedFields } from './write-check
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
 import { lastEventId, outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
 import { restoreDocument } from './restore.ts';
+import { PlainWriter } from './plain-write.ts';
 import { checkPopulate, populate } from './populate.ts';
 
 export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
@@ -75,6 +76,10 @@ export class ResourceService {
   private readonly clientPaths: string[];
   /** This resource's collection as an outbox source of the event log. */
   readonly source: OutboxSource;
+  /** Mongoose-exact writes without mongoose documents or queries, where the schema allows. */
+  private readonly plain: PlainWriter;
+  /** Whether the schema hides a path from reads (`select: false`), which only mongoose's reads apply. */
+  private readonly hidesPaths: boolean;
 
   constructor(
     readonly def: ResourceDefinition,
@@ -88,6 +93,8 @@ export class ResourceService {
     this.privateProjection = Object.fromEntries(def.privateFields.map((f) => [f, 0 as const]));
     this.source = { name: def.name, model, view: (d) => this.view(d) };
     this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);
+    this.plain = new PlainWriter(model);
+    this.hidesPaths = Object.values(model.schema.paths).some((t) => (t.options as { select?: unknown } | undefined)?.select === false);
     this.queryInfo = {
       name: def.name,
       isFilterable: (p) => this.isFilterable(p),
@@ -271,15 +278,14 @@ export class ResourceService {
     checkWritable(scope, ev.data);
     await checkReferences(this, actor, ev.data, opts.loc ?? ['body'], tenantId);
     const now = new Date();
-    const created = await this.model.create({
+    const by = this.actorId(actor);
+    const doc = await this.plain.insert({
       ...ev.data,
       tenant_id: tenantId ? new Types.ObjectId(tenantId) : null,
-      created_at: now, updated_at: now,
-      created_by: this.actorId(actor), updated_by: this.actorId(actor),
+      created_at: now, updated_at: now, created_by: by, updated_by: by,
       is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
       [OUTBOX_FIELD]: this.outboxFor('created', actor, null, { bulk: !!opts.bulk, tenantId }),
     });
-    const doc = created.toObject() as Doc;
     await this.committed(doc);
     await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), id: String(doc._id), doc, event_id: lastEventId(doc) });
     return this.view(doc);
@@ -304,19 +310,13 @@ export class ResourceService {
     const unset: Record<string, 1> = {};
     if (replace) {
       // A replace resets what the body leaves out: defaults where the schema has them, else nothing.
-      const full = new this.model(ev.data).toObject() as Doc;
+      const full = this.plain.build(ev.data, false) ?? (new this.model(ev.data).toObject() as Doc);
       for (const p of this.clientPaths) {
         if (full[p] === undefined) unset[p] = 1;
         else set[p] = full[p];
       }
     } else Object.assign(set, ev.data);
-    const doc = await this.model
-      .findOneAndUpdate(
-        { _id: old._id, ...scope, version: old.version },
-        { $set: set, ...(Object.keys(unset).length ? { $unset: unset } : {}), $inc: { version: 1 } },
-        { returnDocument: 'after', runValidators: true },
-      )
-      .lean<Doc>();
+    const doc = await this.plain.updateIf({ _id: old._id, ...scope, version: old.version }, !this.needsCasting(scope), set, unset);
     if (!doc) throw await this.lostRace(id, scope);
     await this.committed(doc);
     await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(actor, tenantId, false), id, old, doc, replace, event_id: lastEventId(doc) });
@@ -367,7 +367,6 @@ export class ResourceService {
   // ---- internals -------------------------------------------------------------------------
 
   private driver?: ReturnType<NonNullable<Connection['db']>['collection']>;
-
   /** The driver's collection itself: mongoose's wrapper (command buffering, debug hooks) costs on the hot path, and the connection is open once requests arrive. */
   private driverCollection() {
     return (this.driver ??= this.model.db.db!.collection(this.model.collection.collectionName));
@@ -390,7 +389,11 @@ export class ResourceService {
   }
 
   async findOwned(id: string, scope: Filter): Promise<Doc> {
-    const old = await this.model.findOne({ _id: this.oid(id), ...scope }).lean<Doc>();
+    const filter = { _id: this.oid(id), ...scope };
+    // As in `get`, through the driver; a schema hiding paths (`select: false`) keeps mongoose, which omits them.
+    const old = this.hidesPaths || this.needsCasting(filter)
+      ? await this.model.findOne(filter).lean<Doc>()
+      : ((await this.driverCollection().findOne(filter)) as Doc | null);
     if (!old) throw new NotFoundError(this.def.name, id);
     return old;
   }
