@@ -208,8 +208,8 @@ function PayoutsView() {
   const [executing, setExecuting] = useState<Batch | null>(null);
   return (
     <>
-      {failing && <FailDialog batch={failing} onClose={() => setFailing(null)} onDone={q.reload} />}
-      {executing && <ExecuteDialog batch={executing} onClose={() => setExecuting(null)} onDone={q.reload} />}
+      {failing && <PayoutInputDialog input={FAIL_INPUT} batch={failing} onClose={() => setFailing(null)} onDone={q.reload} />}
+      {executing && <PayoutInputDialog input={EXECUTE_INPUT} batch={executing} onClose={() => setExecuting(null)} onDone={q.reload} />}
       <div class="filters">
         <div class="row">
           <label for="po-status">Status</label>
@@ -244,46 +244,43 @@ function PayoutsView() {
   );
 }
 
-/** Why a payout failed, asked in a dialog (required; the server's message shown next to the field). */
-function FailDialog({ batch, onClose, onDone }: { batch: Batch; onClose: () => void; onDone: () => void }) {
-  const [reason, setReason] = useState('');
-  const { error, busy, act } = useAction();
-  const errs = fieldErrors(error);
-  return (
-    <Dialog title={`Fail the payout to ${batch.recipient_type} ${batch.recipient_id}`} onClose={onClose} testId="fail-dialog">
-      <form onSubmit={(e) => { e.preventDefault(); if (!busy) void act(() => run(FailPayout, { id: batch.id, reason }), onDone, onClose); }}>
-        <div class="row">
-          <label for="po-fail-reason">Why did the payout fail?</label>
-          <input id="po-fail-reason" required value={reason} aria-invalid={errs.reason ? 'true' : undefined} aria-describedby={errs.reason ? 'po-fail-reason-err' : undefined} onInput={(e) => setReason(e.currentTarget.value)} />
-          {errs.reason && <span id="po-fail-reason-err" class="field-error">{errs.reason}</span>}
-        </div>
-        <ErrorBox error={errs.reason ? null : error} />
-        <p class="actions">
-          <button type="submit" aria-disabled={busy ? 'true' : undefined}>Mark as failed</button>
-          <button type="button" onClick={onClose}>Cancel</button>
-        </p>
-      </form>
-    </Dialog>
-  );
+/** What one payout action needs, asked in a dialog: the field is required, and the server's message shows next to it. */
+interface PayoutInput {
+  title: string;
+  label: string;
+  /** The input's id. */
+  id: string;
+  /** The argument's name in the server's validation errors. */
+  field: string;
+  submit: string;
+  testId: string;
+  send: (batch: Batch, value: string) => Promise<unknown>;
 }
 
-/** The bank reference of an executed payout, asked in a dialog (required; the server's message shown next to the field). */
-function ExecuteDialog({ batch, onClose, onDone }: { batch: Batch; onClose: () => void; onDone: () => void }) {
-  const [ref, setRef] = useState('');
+const FAIL_INPUT: PayoutInput = {
+  title: 'Fail', label: 'Why did the payout fail?', id: 'po-fail-reason', field: 'reason', submit: 'Mark as failed', testId: 'fail-dialog',
+  send: (b, reason) => run(FailPayout, { id: b.id, reason }),
+};
+const EXECUTE_INPUT: PayoutInput = {
+  title: 'Execute', label: 'Bank reference of the transfer', id: 'po-bank-reference', field: 'bank_reference', submit: 'Mark as paid', testId: 'execute-dialog',
+  send: (b, ref) => run(ExecutePayout, { id: b.id, ref }),
+};
+
+function PayoutInputDialog({ input, batch, onClose, onDone }: { input: PayoutInput; batch: Batch; onClose: () => void; onDone: () => void }) {
+  const [value, setValue] = useState('');
   const { error, busy, act } = useAction();
-  const errs = fieldErrors(error);
-  const err = errs.bank_reference;
+  const err = fieldErrors(error)[input.field];
   return (
-    <Dialog title={`Execute the payout to ${batch.recipient_type} ${batch.recipient_id}`} onClose={onClose} testId="execute-dialog">
-      <form onSubmit={(e) => { e.preventDefault(); if (!busy) void act(() => run(ExecutePayout, { id: batch.id, ref }), onDone, onClose); }}>
+    <Dialog title={`${input.title} the payout to ${batch.recipient_type} ${batch.recipient_id}`} onClose={onClose} testId={input.testId}>
+      <form onSubmit={(e) => { e.preventDefault(); if (!busy) void act(() => input.send(batch, value), onDone, onClose); }}>
         <div class="row">
-          <label for="po-bank-reference">Bank reference of the transfer</label>
-          <input id="po-bank-reference" required value={ref} aria-invalid={err ? 'true' : undefined} aria-describedby={err ? 'po-bank-reference-err' : undefined} onInput={(e) => setRef(e.currentTarget.value)} />
-          {err && <span id="po-bank-reference-err" class="field-error">{err}</span>}
+          <label for={input.id}>{input.label}</label>
+          <input id={input.id} required value={value} aria-invalid={err ? 'true' : undefined} aria-describedby={err ? `${input.id}-err` : undefined} onInput={(e) => setValue(e.currentTarget.value)} />
+          {err && <span id={`${input.id}-err`} class="field-error">{err}</span>}
         </div>
         <ErrorBox error={err ? null : error} />
         <p class="actions">
-          <button type="submit" aria-disabled={busy ? 'true' : undefined}>Mark as paid</button>
+          <button type="submit" aria-disabled={busy ? 'true' : undefined}>{input.submit}</button>
           <button type="button" onClick={onClose}>Cancel</button>
         </p>
       </form>
