@@ -20,7 +20,7 @@ import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
 import { seed, startServer } from './seed.ts';
-import { type Load, loadAvg, log, measureRate, ratioOf, scenarios, showRatio } from './scenarios.ts';
+import { type Load, type Scenario, loadAvg, log, measureRate, ratioOf, runBench, runRounds, scenarios, showRatio } from './scenarios.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
@@ -54,7 +54,7 @@ async function main() {
   };
 
   const { reads, create, update } = scenarios({ key, sampleId: String(sample._id), updIds });
-  const groups: [string, Side[], Load | (() => Load)][][] = [
+  const groups: Scenario<Side>[][] = [
     [
       ['get-one', [...SIDES], reads['get-one']],
       ['list', [...SIDES], reads.list],
@@ -68,16 +68,7 @@ async function main() {
   ];
   try {
     for (const { port } of servers.values()) await autocannon({ url: `http://127.0.0.1:${port}/projects/${String(sample._id)}`, connections: CONNECTIONS, duration: 2, headers });
-    for (const group of groups) {
-      for (let round = 0; round < ROUNDS; round++) {
-        log(`round ${round + 1}/${ROUNDS} (load average ${loadAvg()})`);
-        for (const [name, sides, load] of group) {
-          if (!wanted(name)) continue;
-          const order = sides.map((_, i) => sides[(i + round) % sides.length]!);
-          for (const side of order) await measure(name, side, typeof load === 'function' ? load() : load);
-        }
-      }
-    }
+    await runRounds(groups, ROUNDS, wanted, measure);
   } finally {
     for (const { child } of servers.values()) child.kill('SIGTERM');
   }
@@ -103,10 +94,4 @@ async function main() {
   await mongoose.disconnect();
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -16,7 +16,7 @@ import mongoose from 'mongoose';
 import { seed, startServer } from './seed.ts';
 import { benchWebhooks } from './webhooks.ts';
 import { benchJobs } from './jobs.ts';
-import { type Load, loadAvg, log, measureRate, ratioOf, scenarios, showRatio } from './scenarios.ts';
+import { type Load, type Scenario, loadAvg, log, measureRate, ratioOf, runBench, runRounds, scenarios, showRatio } from './scenarios.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
@@ -55,28 +55,18 @@ async function main() {
     for (const { port } of servers.values()) await autocannon({ url: `http://127.0.0.1:${port}/projects/${id}`, connections: CONNECTIONS, duration: 2, headers });
 
     const { reads: r, create, update } = scenarios({ key, sampleId: id, updIds });
-    const reads: [string, Side[], Load][] = [
+    const reads: Scenario<Side>[] = [
       ['auth/me', ['app', 'app-nolimit'], r['auth/me']],
       ['get-one', ['app', 'app-nolimit', 'bare'], r['get-one']],
       ['list', ['app', 'app-nolimit', 'bare'], r.list],
       ['graphql list', ['app', 'app-nolimit'], r['graphql list']],
     ];
     // Writes last: the documents they add would otherwise weigh on the later lists.
-    const writes: [string, Side[], Load | (() => Load)][] = [
+    const writes: Scenario<Side>[] = [
       ['create', ['app', 'app-nolimit', 'bare', ...BASE], create],
       ['update', ['app', 'app-nolimit', 'bare', ...BASE], update],
     ];
-    for (const group of [reads, writes]) {
-      for (let round = 0; round < ROUNDS; round++) {
-        log(`round ${round + 1}/${ROUNDS} (load average ${loadAvg()})`);
-        for (const [name, sides, load] of group) {
-          if (!wanted(name)) continue;
-          // Rotate the order so no side always runs first (database drift, caches).
-          const order = sides.map((_, i) => sides[(i + round) % sides.length]!);
-          for (const side of order) await measure(name, side, typeof load === 'function' ? load() : load);
-        }
-      }
-    }
+    await runRounds([reads, writes], ROUNDS, wanted, measure);
     for (const [name, path] of [['offset page 1', '/projects?page=1&per_page=25'], ['offset page 500', '/projects?page=500&per_page=25'], ['cursor page 1', '/projects?limit=25'], ['cursor page 500', `/projects?limit=25&cursor=${cursor500}`]] as const) {
       if (wanted(name)) await measure(name, 'app', { path });
     }
@@ -129,10 +119,4 @@ async function main() {
   await mongoose.disconnect();
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runBench(main);

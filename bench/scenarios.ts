@@ -64,3 +64,37 @@ export function scenarios(seeded: { key: string; sampleId: string; updIds: strin
   const create: Load = { path: '/projects', method: 'POST', body: JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 }), headers: json };
   return { reads, create, update };
 }
+
+/** Runs a bench's `main`: exit 0 when it is done (its servers may hold the loop), 1 with the stack when it fails. */
+export function runBench(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}
+
+/** A scenario: its name, the sides it runs on, and its load (a function for one made anew per measurement). */
+export type Scenario<Side extends string> = [name: string, sides: Side[], load: Load | (() => Load)];
+
+/**
+ * Measures each group of scenarios `rounds` times, a group's rounds before the next group's (writes
+ * after reads: the documents they add would weigh on the lists). The sides' order rotates between
+ * rounds so no side always runs first (database drift, caches); `wanted` filters by name.
+ */
+export async function runRounds<Side extends string>(
+  groups: Scenario<Side>[][], rounds: number, wanted: (name: string) => boolean, measure: (name: string, side: Side, load: Load) => Promise<void>,
+): Promise<void> {
+  for (const group of groups) {
+    for (let round = 0; round < rounds; round++) {
+      log(`round ${round + 1}/${rounds} (load average ${loadAvg()})`);
+      for (const [name, sides, load] of group) {
+        if (!wanted(name)) continue;
+        const order = sides.map((_, i) => sides[(i + round) % sides.length]!);
+        for (const side of order) await measure(name, side, typeof load === 'function' ? load() : load);
+      }
+    }
+  }
+}
