@@ -97,15 +97,17 @@ export interface RelaySettings {
   sweepAgeMs: number;
 }
 
-const isWriteConflict = (err: unknown): boolean => {
-  const e = err as { code?: number; writeErrors?: { code?: number; err?: { code?: number } }[] };
-  return e.code === 112 || !!e.writeErrors?.some((w) => (w.code ?? w.err?.code) === 112);
-};
+type WriteError = { code?: number; writeErrors?: { code?: number; err?: { code?: number } }[] };
+/** The codes of a bulk write's failed operations (the driver nests them in `err` on some paths). */
+const writeErrorCodes = (e: WriteError): number[] => (e.writeErrors ?? []).map((w) => w.code ?? w.err?.code ?? 0);
+
+const isWriteConflict = (err: unknown): boolean => (err as WriteError).code === 112 || writeErrorCodes(err as WriteError).includes(112);
 
 const isDuplicateOnly = (err: unknown): boolean => {
-  const e = err as { code?: number; writeErrors?: { code?: number; err?: { code?: number } }[] };
+  const e = err as WriteError;
   if (e.code === 11000 && !e.writeErrors) return true;
-  return !!e.writeErrors?.length && e.writeErrors.every((w) => (w.code ?? w.err?.code) === 11000);
+  const codes = writeErrorCodes(e);
+  return codes.length > 0 && codes.every((c) => c === 11000);
 };
 
 /** Events of one document's outbox, each with its object (frozen, or the document itself). */

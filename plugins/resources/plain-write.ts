@@ -120,8 +120,8 @@ export class PlainWriter {
     this.updates = ok && !hasUserHooks(schema, ['findOneAndUpdate', 'init']);
   }
 
-  /** The driver's collection (mongoose's wrapper costs on the hot path; the connection is open once requests arrive). */
-  private driver() {
+  /** The driver's collection itself: mongoose's wrapper (command buffering, debug hooks) costs on the hot path, and the connection is open once requests arrive. */
+  driver() {
     return (this.collection ??= this.model.db.db!.collection(this.model.collection.collectionName));
   }
 

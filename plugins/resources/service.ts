@@ -1,4 +1,4 @@
-import { Types, type Connection, type Model } from 'mongoose';
+import { Types, type Model } from 'mongoose';
 import type { Config } from '../../config/index.ts';
 import type { AppError } from '../../core/errors.ts';
 import { AccessDeniedError, EtagMismatchError, NotFoundError, parseInput } from '../../core/errors.ts';
@@ -258,7 +258,7 @@ export class ResourceService {
     // values that mongoose casts to the field's type: they keep the mongoose path.
     const doc = this.needsCasting(filter)
       ? await this.model.findOne(filter).select(projection).lean<Doc>()
-      : ((await this.driverCollection().findOne(filter, { projection })) as Doc | null);
+      : ((await this.plain.driver().findOne(filter, { projection })) as Doc | null);
     if (!doc) throw new NotFoundError(this.def.name, id);
     if (!opts.populate?.length) return this.view(doc);
     const [out] = await this.populate(actor, [doc], opts.populate);
@@ -363,11 +363,6 @@ export class ResourceService {
 
   // ---- internals -------------------------------------------------------------------------
 
-  private driver?: ReturnType<NonNullable<Connection['db']>['collection']>;
-  /** The driver's collection itself: mongoose's wrapper (command buffering, debug hooks) costs on the hot path, and the connection is open once requests arrive. */
-  private driverCollection() {
-    return (this.driver ??= this.model.db.db!.collection(this.model.collection.collectionName));
-  }
 
   private oid(id: string): Types.ObjectId {
     if (!Types.ObjectId.isValid(id) || !/^[0-9a-fA-F]{24}$/.test(id)) throw new NotFoundError(this.def.name, id);
@@ -390,7 +385,7 @@ export class ResourceService {
     // As in `get`, through the driver; a schema hiding paths (`select: false`) keeps mongoose, which omits them.
     const old = this.hidesPaths || this.needsCasting(filter)
       ? await this.model.findOne(filter).lean<Doc>()
-      : ((await this.driverCollection().findOne(filter)) as Doc | null);
+      : ((await this.plain.driver().findOne(filter)) as Doc | null);
     if (!old) throw new NotFoundError(this.def.name, id);
     return old;
   }
