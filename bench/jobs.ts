@@ -48,7 +48,7 @@ export async function benchJobs(mongodbUri: string) {
   uri.pathname = '/bench_jobs';
   const config = loadConfig({
     NODE_ENV: 'production', LOG_LEVEL: 'silent', MONGODB_URI: uri.toString(), ...SECRETS, RATE_LIMIT_ENABLED: 'false', AUDIT_LOG_ENABLED: 'false',
-    JOBS_ENABLED: 'true', JOBS_POLL_INTERVAL_MS: String(POLL_MS), JOBS_CONCURRENCY: String(CONCURRENCY),
+    METRICS_ENABLED: 'false', JOBS_ENABLED: 'true', JOBS_POLL_INTERVAL_MS: String(POLL_MS), JOBS_CONCURRENCY: String(CONCURRENCY),
   });
   const app = await createApp({ config, plugins: [jobsPlugin, benchJobPlugin], logger: createLogger('silent') });
   const jobs = app.services.get('jobs');

@@ -2,7 +2,8 @@
  * One server under test, in its own process so the load generator does not share its event loop.
  * BENCH_MODE: `app` (the real server with the default settings: rate limiter on with the MongoDB
  * store, audit on; only `RATE_LIMIT_MAX` is raised so the load stays under it), with suffixes
- * `-nolimit` (RATE_LIMIT_ENABLED=false), `-noaudit` (AUDIT_LOG_ENABLED=false) and `-noevents`
+ * `-nolimit` (RATE_LIMIT_ENABLED=false), `-noaudit` (AUDIT_LOG_ENABLED=false), `-nometrics`
+ * (METRICS_ENABLED=false) and `-noevents`
  * (resource writes stage no event: the event log's baseline), or `bare` (a bare Koa handler
  * running the same raw-driver reads and writes). Prints `READY <port>` when listening.
  */
@@ -87,6 +88,7 @@ if (mode === 'bare') {
     RATE_LIMIT_ENABLED: mode.includes('-nolimit') ? 'false' : 'true',
     RATE_LIMIT_MAX: '1000000000',
     AUDIT_LOG_ENABLED: mode.includes('-noaudit') ? 'false' : 'true',
+    ...(mode.includes('-nometrics') ? { METRICS_ENABLED: 'false' } : {}),
   });
   // `/ping/:id`: the request pipeline alone (auth, validation, routing, envelope), no database.
   const ping = definePlugin({
