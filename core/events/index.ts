@@ -32,6 +32,8 @@ export const eventsPlugin: Plugin = definePlugin({
       maxBatch: 500,
       sweepMs: 1000,
       sweepAgeMs: 5000,
+      lateSweepAgeMs: 600_000,
+      retentionMs: config.EVENTS_RETENTION_DAYS * 86_400_000,
       pollMs: config.EVENTS_POLL_INTERVAL_MS,
       lookbackMs: 2000,
       leaseMs: 30_000,

@@ -84,6 +84,8 @@ interface Pending {
   /** The document's own `tenant_id` (null when it has none): the clear names it, so it stays on one shard. */
   tenantId: unknown;
   events: Omit<EventDoc, 'committed_at'>[];
+  /** Ids of the entries to remove from the document's outbox once their events are stored. */
+  clearIds: string[];
 }
 
 export interface RelaySettings {
@@ -91,13 +93,17 @@ export interface RelaySettings {
   flushMs: number;
   /** Flush at once when this many events wait. */
   maxBatch: number;
-  /** How often every process sweeps outboxes left behind (a writer that died). */
+  /** How often every process runs the sweep passes (a writer that died leaves entries behind). */
   sweepMs: number;
-  /** Age after which an outbox entry counts as left behind. */
+  /** The recent pass: entries stamped at least this long ago are checked against the log. */
   sweepAgeMs: number;
+  /** The late pass: the same window again this long after, for writes that committed late. */
+  lateSweepAgeMs: number;
+  /** No pass looks back further than this (the log's retention): older events may be purged. */
+  retentionMs: number;
 }
 
-type WriteError = { code?: number; writeErrors?: { code?: number; err?: { code?: number } }[] };
+type WriteError = { code?: number; writeErrors?: { code?: number; index?: number; err?: { code?: number } }[] };
 /** The codes of a bulk write's failed operations (the driver nests them in `err` on some paths). */
 const writeErrorCodes = (e: WriteError): number[] => (e.writeErrors ?? []).map((w) => w.code ?? w.err?.code ?? 0);
 
@@ -109,6 +115,19 @@ const isDuplicateOnly = (err: unknown): boolean => {
   const codes = writeErrorCodes(e);
   return codes.length > 0 && codes.every((c) => c === 11000);
 };
+
+/**
+ * Whether an entry stays in its document once its event is in the log: an entry with neither an
+ * object nor `previous` of its own, on a versioned document (a create). Removing it would rewrite
+ * the document's row (every index entry on PostgreSQL-backed engines) to save a few hundred bytes;
+ * the sweep tells it from a lost one by looking its id up in the log (docs/events.md). Entries
+ * carrying objects are removed: left in place they would weigh on every read of the document.
+ */
+export const staysAfterRelay = (e: OutboxEntry): boolean => e.version !== undefined && !e.data && !e.previous;
+
+/** The ids of a document's entries that the relay removes once stored (see `staysAfterRelay`). */
+export const clearIdsOf = (doc: Doc): string[] =>
+  ((doc[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => !staysAfterRelay(e)).map((e) => e.id);
 
 /** Events of one document's outbox, each with its object (frozen, or the document itself). */
 export function eventsOf(source: OutboxSource, doc: Doc, log?: Logger): Omit<EventDoc, 'committed_at'>[] {
@@ -137,31 +156,57 @@ export function eventsOf(source: OutboxSource, doc: Doc, log?: Logger): Omit<Eve
 /**
  * The `_outbox` value of a write that supersedes `old`: its waiting entries with their object
  * frozen (the object of an entry at `old.version` is `old` itself), plus the new entry (none for a
- * write that has no event of its own).
+ * write that has no event of its own). Entries `relayed` says are in the log are dropped.
  */
-export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry | null): OutboxEntry[] {
-  const waiting = (old[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? [];
+export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry | null, relayed: (e: OutboxEntry) => boolean = () => false): OutboxEntry[] {
+  const waiting = ((old[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => !relayed(e));
   const added = entry ? [entry] : [];
   if (!waiting.length) return added;
   const view = source.view(old);
   return [...waiting.map((e) => (e.data ? e : { ...e, data: view })), ...added];
 }
 
+/** A bounded set of the newest ids added: what this process knows is in the log. */
+class RecentIds {
+  private readonly set = new Set<string>();
+  private readonly order: string[] = [];
+  private next = 0;
+  constructor(private readonly capacity: number) {}
+
+  add(id: string): void {
+    if (this.set.has(id)) return;
+    if (this.order.length < this.capacity) this.order.push(id);
+    else {
+      this.set.delete(this.order[this.next]!);
+      this.order[this.next] = id;
+      this.next = (this.next + 1) % this.capacity;
+    }
+    this.set.add(id);
+  }
+
+  has(id: string): boolean {
+    return this.set.has(id);
+  }
+}
+
 /**
  * Moves events from document outboxes into the `events` collection: in batches for this process's
- * own writes (one insert and one bulk update per flush), and by a periodic sweep for entries a
- * dead process left behind. Both are idempotent (event ids are the `_id`), so several processes
- * may relay the same entry: it is stored once.
+ * own writes (one insert and one bulk update per flush), and through sweep windows (core/events/sweep.ts)
+ * for entries a dead process left behind. Both are idempotent (event ids are the `_id`), so several
+ * processes may relay the same entry: it is stored once.
  */
 export class Relay {
   private queue: Pending[] = [];
   private queued = 0;
   private timer: NodeJS.Timeout | null = null;
-  private sweeper: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
   private readonly sources = new Map<string, OutboxSource>();
   private readonly listeners: ((events: EventDoc[]) => void)[] = [];
   private readonly sinks: EventSink[] = [];
+  /** Events this process stored or saw in the log: their entries need no freezing. */
+  private readonly recent = new RecentIds(50_000);
+  /** Entries stamped before this (ms) are in the log: the late sweep pass covered them. */
+  private knownBefore = 0;
 
   constructor(
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -174,20 +219,29 @@ export class Relay {
     this.sources.set(source.name, source);
   }
 
-  /** Adds a durable sink: it sees every batch before the outboxes are cleared (see `EventSink`). */
+  /** The registered outbox collections. */
+  get sourceList(): OutboxSource[] {
+    return [...this.sources.values()];
+  }
+
+  /** Adds a durable sink: it sees every batch before its events are stored (see `EventSink`). */
   addSink(sink: EventSink): void {
     this.sinks.push(sink);
   }
 
-  /** Called with every batch this process stored in the log (in-process fan-out). */
+  /** Called with every batch of events this process inserted into the log (in-process fan-out). */
   onStored(listener: (events: EventDoc[]) => void): void {
     this.listeners.push(listener);
   }
 
-  start(): void {
-    if (this.sweeper) return;
-    this.sweeper = setInterval(() => void this.sweep().catch((err) => this.log.warn({ err }, 'outbox sweep failed')), this.settings.sweepMs);
-    this.sweeper.unref();
+  /** Whether `entry`'s event is known to be in the log (so a superseding write may drop it). */
+  relayed(entry: OutboxEntry): boolean {
+    return this.recent.has(entry.id) || new Date(entry.created_at).getTime() < this.knownBefore;
+  }
+
+  /** The late sweep pass covered every entry stamped before `at` (ms). */
+  coveredBefore(at: number): void {
+    if (at > this.knownBefore) this.knownBefore = at;
   }
 
   /**
@@ -198,7 +252,7 @@ export class Relay {
   enqueue(source: OutboxSource, doc: Doc): Promise<void> {
     const events = eventsOf(source, doc, this.log);
     if (!events.length) return Promise.resolve();
-    this.queue.push({ source, docId: doc._id, tenantId: doc.tenant_id ?? null, events });
+    this.queue.push({ source, docId: doc._id, tenantId: doc.tenant_id ?? null, events, clearIds: clearIdsOf(doc) });
     this.queued += events.length;
     if (this.settings.flushMs === 0) return this.flush();
     if (this.queued >= this.settings.maxBatch) void this.flush();
@@ -236,40 +290,60 @@ export class Relay {
     await this.flushing;
   }
 
-  private async store(batch: Pending[]): Promise<void> {
+  /**
+   * Sinks first, then the insert into the log, then the clear: an event in the log has had its
+   * sinks run, so a sweep that finds an entry's event in the log has nothing left to do for it
+   * (but clear it). A process dying before the insert leaves the entry for the sweep, which runs
+   * the sinks again (they are idempotent by event id).
+   */
+  async store(batch: Pending[]): Promise<void> {
     const committed_at = new Date();
     const docs: EventDoc[] = batch.flatMap((b) => b.events.map((e) => ({ ...e, committed_at })));
-    try {
-      await this.events.collection.insertMany(docs as never[], { ordered: false });
-    } catch (err) {
-      if (!isDuplicateOnly(err)) throw err;
+    if (docs.length) {
+      for (const sink of this.sinks) {
+        const mine = sink.types === '*' ? docs : docs.filter((d) => (sink.types as string[]).includes(d.type));
+        if (mine.length) await sink.write(mine);
+      }
     }
-    // Sinks run before the outboxes are cleared: a process dying here leaves the outboxes for the
-    // sweep, which stores (duplicates ignored) and runs the sinks again.
-    for (const sink of this.sinks) {
-      const mine = sink.types === '*' ? docs : docs.filter((d) => (sink.types as string[]).includes(d.type));
-      if (mine.length) await sink.write(mine);
-    }
+    const inserted = await this.insertNew(docs);
+    for (const d of docs) this.recent.add(d._id);
     const bySource = new Map<OutboxSource, Pending[]>();
     for (const b of batch) {
+      if (!b.clearIds.length) continue;
       const items = bySource.get(b.source);
       if (items) items.push(b);
       else bySource.set(b.source, [b]);
     }
     await Promise.all([...bySource].map(([source, items]) => this.clear(source, items)));
+    if (!inserted.length) return;
     for (const l of this.listeners) {
       try {
-        l(docs);
+        l(inserted);
       } catch (err) {
         this.log.error({ err }, 'event listener failed');
       }
     }
   }
 
+  /** Inserts `docs` into the log; resolves to those that were not there already. */
+  private async insertNew(docs: EventDoc[]): Promise<EventDoc[]> {
+    if (!docs.length) return docs;
+    try {
+      await this.events.collection.insertMany(docs as never[], { ordered: false });
+      return docs;
+    } catch (err) {
+      if (!isDuplicateOnly(err)) throw err;
+      const e = err as WriteError;
+      const dup = new Set((e.writeErrors ?? []).map((w) => w.index));
+      // A single-document insert reports its duplicate without writeErrors.
+      return e.writeErrors ? docs.filter((_, i) => !dup.has(i)) : [];
+    }
+  }
+
   /**
    * Removes relayed entries from their documents' outboxes: one `updateMany` per tenant of the batch
    * (all in one command), by `_id $in` (the primary key's index; `_outbox.id` has none) plus the
-   * documents' `tenant_id` where the collection has one, pulling the batch's event ids. A per-document
+   * documents' `tenant_id` where the collection has one, pulling the batch's entry ids. A per-document
    * update cost one statement per document on the database; pulling an id a document does not hold
    * changes nothing, and pulling it twice (a sweep on another replica) neither.
    */
@@ -281,7 +355,7 @@ export class Relay {
       let g = groups.get(key);
       if (!g) groups.set(key, (g = { tenantId: b.tenantId, ids: [], events: [] }));
       g.ids.push(b.docId);
-      for (const e of b.events) g.events.push(e._id);
+      g.events.push(...b.clearIds);
     }
     const ops = [...groups.values()].map((g) => ({
       updateMany: {
@@ -302,22 +376,56 @@ export class Relay {
     }
   }
 
-  /** Relays outbox entries older than `sweepAgeMs`: their writer died or lost its connection. */
-  async sweep(): Promise<number> {
-    const cutoff = new Date(Date.now() - this.settings.sweepAgeMs);
+  /**
+   * Relays what the documents' entries stamped in [from, until) left behind: events missing from
+   * the log are stored (sinks, insert), and entries that should have been cleared are. Resolves to
+   * the number of events stored.
+   */
+  async sweepWindow(from: Date, until: Date): Promise<number> {
     let total = 0;
     for (const source of this.sources.values()) {
-      const docs = await source.model.collection.find({ [`${OUTBOX_FIELD}.created_at`]: { $lt: cutoff } }).limit(this.settings.maxBatch).toArray();
-      if (!docs.length) continue;
-      await this.store(docs.map((d) => ({ source, docId: d._id, tenantId: d.tenant_id ?? null, events: eventsOf(source, d as Doc, this.log) })));
-      total += docs.length;
+      const filter = { [OUTBOX_FIELD]: { $elemMatch: { created_at: { $gte: from, $lt: until } } } };
+      let chunk: Doc[] = [];
+      for await (const d of source.model.collection.find(filter).batchSize(this.settings.maxBatch)) {
+        chunk.push(d as Doc);
+        if (chunk.length >= this.settings.maxBatch) {
+          total += await this.relayLeftBehind(source, chunk, from, until);
+          chunk = [];
+        }
+      }
+      if (chunk.length) total += await this.relayLeftBehind(source, chunk, from, until);
     }
     return total;
   }
 
+  private async relayLeftBehind(source: OutboxSource, docs: Doc[], from: Date, until: Date): Promise<number> {
+    const inWindow = (e: { created_at: Date }) => e.created_at >= from && e.created_at < until;
+    const items: Pending[] = docs.map((d) => {
+      const events = eventsOf(source, d, this.log).filter(inWindow);
+      // Only entries of this window: a newer one may still wait in its writer's relay, not yet in the log.
+      const window = new Set(events.map((e) => e._id));
+      return { source, docId: d._id, tenantId: d.tenant_id ?? null, events, clearIds: clearIdsOf(d).filter((id) => window.has(id)) };
+    });
+    const ids = items.flatMap((b) => b.events.map((e) => e._id)).filter((id) => !this.recent.has(id));
+    const known = new Set(ids.length ? (await this.events.collection.find({ _id: { $in: ids } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)) : []);
+    let missing = 0;
+    for (const b of items) {
+      b.events = b.events.filter((e) => {
+        if (this.recent.has(e._id)) return false;
+        if (known.has(e._id)) {
+          this.recent.add(e._id);
+          return false;
+        }
+        missing++;
+        return true;
+      });
+    }
+    const todo = items.filter((b) => b.events.length || b.clearIds.length);
+    if (todo.length) await this.store(todo);
+    return missing;
+  }
+
   async close(): Promise<void> {
-    if (this.sweeper) clearInterval(this.sweeper);
-    this.sweeper = null;
     await this.flush();
   }
 }

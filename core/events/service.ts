@@ -8,6 +8,7 @@ import type { Doc } from '../hooks.ts';
 import { cursorFilter, decodeCursor, encodeCursor, querySort, type SortSpec } from '../cursor.ts';
 import { EventCatalogue, type EventTypeView } from './catalogue.ts';
 import { eventClaimModel, eventCursorModel, eventModel, newEventId } from './model.ts';
+import { OutboxSweeper } from './sweep.ts';
 import { Relay, supersede, type EventDoc, type EventSink, type OutboxEntry, type OutboxSource, type RelaySettings } from './relay.ts';
 import { ConsumerRunner, toRecord, type ConsumerSettings, type EventConsumer, type EventRecord } from './consumers.ts';
 import type { EventListQuery } from './schemas.ts';
@@ -46,6 +47,8 @@ export interface EventPage {
 export class EventLog {
   readonly catalogue = new EventCatalogue();
   private readonly relay: Relay;
+  private readonly sweeper: OutboxSweeper;
+  private sweepTimer: NodeJS.Timeout | null = null;
   private readonly runners: ConsumerRunner[] = [];
   private readonly models;
   private retentionTimer: NodeJS.Timeout | null = null;
@@ -58,6 +61,7 @@ export class EventLog {
   ) {
     this.models = { events: eventModel(conn), claims: eventClaimModel(conn), cursors: eventCursorModel(conn) };
     this.relay = new Relay(this.models.events, settings, log);
+    this.sweeper = new OutboxSweeper(conn, this.relay, settings, log);
   }
 
   /** Registers a collection whose documents carry outboxes, so left-behind entries are swept. */
@@ -92,12 +96,12 @@ export class EventLog {
     /** The outbox of a new document. */
     insert: (entry: OutboxEntry): OutboxEntry[] => [entry],
     /** The outbox of a write replacing `old` (waiting entries keep their own object). */
-    update: (source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] => supersede(source, old, entry),
+    update: (source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] => supersede(source, old, entry, (e) => this.relay.relayed(e)),
     /**
      * The outbox of a write that changes `old` (and its `version`) without an event of its own: the
      * waiting entries with their object frozen. Use it with a compare-and-set on `old.version`.
      */
-    freeze: (source: OutboxSource, old: Doc): OutboxEntry[] => supersede(source, old, null),
+    freeze: (source: OutboxSource, old: Doc): OutboxEntry[] => supersede(source, old, null, (e) => this.relay.relayed(e)),
   };
 
   /**
@@ -141,9 +145,12 @@ export class EventLog {
     this.runners.push(runner);
   }
 
-  /** Starts the relay's sweep, the retention purge and every consumer. */
+  /** Starts the sweep passes, the retention purge and every consumer. */
   start(): void {
-    this.relay.start();
+    if (!this.sweepTimer) {
+      this.sweepTimer = setInterval(() => void this.sweeper.tick().catch((err) => this.log.warn({ err }, 'outbox sweep failed')), this.settings.sweepMs);
+      this.sweepTimer.unref();
+    }
     for (const r of this.runners) r.start();
     const purge = () => void this.purge().catch((err) => this.log.warn({ err }, 'event retention purge failed'));
     this.retentionTimer = setInterval(purge, 3_600_000);
@@ -155,13 +162,19 @@ export class EventLog {
     return this.relay.flush();
   }
 
-  /** Relays left-behind outbox entries now (normally every sweep interval). */
-  sweep(): Promise<number> {
-    return this.relay.sweep();
+  /**
+   * Relays left-behind outbox entries now: the sweep passes (normally run every sweep interval), or
+   * with `from`, every entry stamped from then until 5 s ago whose event is not in the log
+   * (docs/events.md). Resolves to the number of events stored.
+   */
+  sweep(from?: Date): Promise<number> {
+    return from ? this.sweeper.catchUp(from) : this.sweeper.tick();
   }
 
   async close(): Promise<void> {
     if (this.retentionTimer) clearInterval(this.retentionTimer);
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.sweepTimer = null;
     await Promise.all(this.runners.map((r) => r.stop()));
     await this.relay.close();
   }

@@ -9,6 +9,7 @@ import { MongoClient, ObjectId } from 'mongodb';
 import { ADMIN_KEY, uniqueDbUri } from '../helpers/app.ts';
 import { startServerProcess } from '../helpers/processes.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { unrelayedEntries } from '../helpers/outbox.ts';
 
 const ENV = { RATE_LIMIT_ENABLED: 'false', AUDIT_LOG_ENABLED: 'true', EVENTS_RELAY_INTERVAL_MS: '1000' };
 
@@ -45,7 +46,7 @@ describe('audit log: SIGKILL right after 300 acknowledged creates', () => {
 
       const second = await startServerProcess({ MONGODB_URI: uri, ...ENV });
       try {
-        await waitFor(async () => (await db.collection('projects').countDocuments({ '_outbox.0': { $exists: true } })) === 0, 'the sweep to relay the outboxes', 30_000);
+        await waitFor(async () => (await unrelayedEntries(db, 'projects')).length === 0, 'the sweep to relay the outboxes', 30_000);
       } finally {
         await second.stop();
       }

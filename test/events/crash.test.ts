@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MongoClient, type ObjectId } from 'mongodb';
 import { ADMIN_KEY, uniqueDbUri } from '../helpers/app.ts';
 import { startServerProcess } from '../helpers/processes.ts';
+import { unrelayedEntries } from '../helpers/outbox.ts';
 
 const PLUGIN = { PLUGINS: './test/fixtures/event-writer-plugin.ts', EVENTS_RELAY_INTERVAL_MS: '200' };
 
@@ -30,13 +31,12 @@ describe('event log: SIGKILL between the write and its event', () => {
     const client = new MongoClient(uri);
     try {
       const db = client.db();
-      const waiting = await db.collection('ew_notes').countDocuments({ '_outbox.0': { $exists: true } });
-      expect(waiting).toBeGreaterThan(0);
+      expect((await unrelayedEntries(db, 'ew_notes')).length).toBeGreaterThan(0);
 
       const second = await startServerProcess({ MONGODB_URI: uri, ...PLUGIN });
       try {
         const deadline = Date.now() + 30_000;
-        while ((await db.collection('ew_notes').countDocuments({ '_outbox.0': { $exists: true } })) > 0) {
+        while ((await unrelayedEntries(db, 'ew_notes')).length > 0) {
           if (Date.now() > deadline) throw new Error('outboxes not relayed after restart');
           await new Promise((r) => setTimeout(r, 200));
         }

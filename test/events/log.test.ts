@@ -3,6 +3,7 @@ import { MongoClient } from 'mongodb';
 import { buildTestApp, createTenantUser, expectError, uniqueDbUri, ADMIN_KEY, type TestApp } from '../helpers/app.ts';
 import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
 import type { EventConsumer } from '../../core/events/index.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 /** Polls `fn` until it returns a truthy value (or fails after `ms`). */
 async function until<T>(fn: () => Promise<T | null | undefined | false>, ms = 10_000): Promise<T> {
@@ -164,21 +165,38 @@ describe('event log: left-behind outboxes', () => {
       const client = new MongoClient(uri);
       try {
         const tenant = (await createTenantUser(p, { roles: ['admin'] })).tenantId;
-        // A note written with its outbox, as if its writer died before relaying.
         const { ObjectId } = await import('mongodb');
-        const at = new Date(Date.now() - 60_000);
-        await client.db().collection('ew_notes').insertOne({
-          _id: new ObjectId(), tenant_id: new ObjectId(tenant), title: 'orphan', version: 1,
-          _outbox: [{ id: `evt_${new ObjectId().toHexString()}`, type: 'ew_note.created', tenant_id: new ObjectId(tenant), created_at: at, actor: null, request_id: null, version: 1 }],
-        });
+        // Notes written with their outbox, as if their writer died before relaying.
+        const orphan = async (title: string, at: Date) => {
+          const id = `evt_${new ObjectId().toHexString()}`;
+          await client.db().collection('ew_notes').insertOne({
+            _id: new ObjectId(), tenant_id: new ObjectId(tenant), title, version: 1,
+            _outbox: [{ id, type: 'ew_note.created', tenant_id: new ObjectId(tenant), created_at: at, actor: null, request_id: null, version: 1 }],
+          });
+          return id;
+        };
+        const storedOf = (title: string) => client.db().collection('events').find({ type: 'ew_note.created', 'data.title': title }).toArray();
+
+        // Just written: both processes' sweep passes (every second, entries 5 s old) find it, and it is stored once.
+        const fresh = await orphan('fresh', new Date());
+        await waitFor(async () => (await storedOf('fresh')).length > 0, 'the sweep to relay the fresh orphan', 20_000);
+        await new Promise((r) => setTimeout(r, 2500)); // more passes on both processes
+        const freshStored = await storedOf('fresh');
+        expect(freshStored.map((e) => e._id)).toEqual([fresh]);
+        expect(freshStored[0]!.actor).toBeNull();
+        // A relayed create's entry stays in its document: the sweep tells it by its id in the log.
+        expect((await client.db().collection('ew_notes').findOne({ title: 'fresh' }))!._outbox).toEqual([expect.objectContaining({ id: fresh })]);
+
+        // Older than the passes' windows: a catch-up sweep from a given time, run three times at once.
+        const old = await orphan('orphan', new Date(Date.now() - 60_000));
         const events = p.app.services.get('events');
         const other = q.app.services.get('events');
-        await Promise.all([events.sweep(), other.sweep(), events.sweep()]);
-        const stored = await client.db().collection('events').find({ type: 'ew_note.created', 'data.title': 'orphan' }).toArray();
-        expect(stored).toHaveLength(1);
-        expect(stored[0]!.actor).toBeNull();
-        const note = await client.db().collection('ew_notes').findOne({ title: 'orphan' });
-        expect(note!._outbox).toEqual([]);
+        const from = new Date(Date.now() - 120_000);
+        const counts = await Promise.all([events.sweep(from), other.sweep(from), events.sweep(from)]);
+        expect(counts.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(1);
+        const stored = await storedOf('orphan');
+        expect(stored.map((e) => e._id)).toEqual([old]);
+        expect(await events.sweep(from)).toBe(0);
       } finally {
         await client.close();
       }

@@ -1,0 +1,98 @@
+/**
+ * What stays in an outbox once relayed, and how the sweep passes tell a relayed entry from a lost
+ * one (docs/events.md, "Finding what a dead writer left"): a create's entry (no object of its own)
+ * stays in its document; the next update drops it when its process knows it is in the log, or
+ * freezes and clears it when it does not; the `recent` pass finds a dead writer's entry 5 s after
+ * it was stamped, and the `late` pass finds one that committed after the recent pass read its window.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MongoClient, ObjectId, type Db } from 'mongodb';
+import { buildTestApp, createTenantUser, uniqueDbUri, type TestApp } from '../helpers/app.ts';
+import { resourcesPlugin } from '../../plugins/resources/index.ts';
+import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
+import { unrelayedEntries } from '../helpers/outbox.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+describe('outbox entries after the relay', () => {
+  const uri = uniqueDbUri();
+  let p: TestApp;
+  let q: TestApp;
+  let client: MongoClient;
+  let db: Db;
+  let admin: Awaited<ReturnType<typeof createTenantUser>>;
+  beforeAll(async () => {
+    p = await buildTestApp({ plugins: [resourcesPlugin, eventWriterPlugin], config: { MONGODB_URI: uri } });
+    q = await buildTestApp({ plugins: [resourcesPlugin, eventWriterPlugin], config: { MONGODB_URI: uri, ADMIN_API_KEY: '' } });
+    admin = await createTenantUser(p, { roles: ['admin'] });
+    client = new MongoClient(uri);
+    db = client.db();
+  });
+  afterAll(async () => {
+    await client?.close();
+    await Promise.all([p?.close(), q?.close()]);
+  });
+
+  const outboxOf = async (id: string) => ((await db.collection('projects').findOne({ _id: new ObjectId(id) }))?._outbox ?? []) as Record<string, unknown>[];
+  const eventsOf = (id: string) => db.collection('events').find({ 'source.collection': 'projects', 'source.id': new ObjectId(id) }).sort({ created_at: 1 }).toArray();
+
+  it('a relayed create stays in its document; an update in the same process drops it, so documents do not grow', async () => {
+    const c = await p.http('POST', '/projects', { key: admin.key, json: { name: 'Stays', budget: 1 } });
+    expect(c.status).toBe(201);
+    const id = c.body._id as string;
+    const [created] = await eventsOf(id);
+    expect(created).toMatchObject({ type: 'projects.created' });
+    expect(await outboxOf(id)).toEqual([expect.objectContaining({ id: created!._id, version: 1 })]);
+    expect((await outboxOf(id))[0]).not.toHaveProperty('data');
+
+    const u = await p.http('PATCH', `/projects/${id}`, { key: admin.key, json: { budget: 2 }, headers: { 'If-Match': '"1"' } });
+    expect(u.status).toBe(200);
+    // The update's entry carries `previous`: removed once relayed. The create's was dropped by the write.
+    expect(await outboxOf(id)).toEqual([]);
+    expect((await eventsOf(id)).map((e) => e.type)).toEqual(['projects.created', 'projects.updated']);
+  });
+
+  it('an update through another process freezes the create it cannot know is relayed, stores no duplicate, and clears both', async () => {
+    const c = await p.http('POST', '/projects', { key: admin.key, json: { name: 'Elsewhere', budget: 1 } });
+    const id = c.body._id as string;
+    const u = await q.http('PATCH', `/projects/${id}`, { key: admin.key, json: { budget: 5 }, headers: { 'If-Match': '"1"' } });
+    expect(u.status).toBe(200);
+    expect(await outboxOf(id)).toEqual([]);
+    const events = await eventsOf(id);
+    expect(events.map((e) => e.type)).toEqual(['projects.created', 'projects.updated']);
+    expect(events[0]!.data).toMatchObject({ budget: 1, version: 1 });
+    expect(events[1]!.data).toMatchObject({ budget: 5, version: 2 });
+    expect(await unrelayedEntries(db, 'projects')).toEqual([]);
+  });
+
+  it('the late pass finds an entry that committed after the recent pass had read its window', async () => {
+    // Stamped 10 minutes ago less 3 s, as by a write that took that long to commit, or a writer
+    // whose clock ran behind: the recent pass read that window long ago; the late one reaches it in 3 s.
+    // (The passes' first windows reach back to the log's retention: wait until both ran once.)
+    await waitFor(async () => (await db.collection('event_sweeps').countDocuments({ horizon: { $gt: new Date(Date.now() - 601_000) } })) === 2, 'both passes to run once', 10_000);
+    const id = `evt_${new ObjectId().toHexString()}`;
+    await db.collection('ew_notes').insertOne({
+      _id: new ObjectId(), tenant_id: new ObjectId(admin.tenantId), title: 'late', version: 1,
+      _outbox: [{ id, type: 'ew_note.created', tenant_id: new ObjectId(admin.tenantId), created_at: new Date(Date.now() - 600_000 + 3_000), actor: null, request_id: null, version: 1 }],
+    });
+    const insertedAt = Date.now();
+    await waitFor(async () => (await db.collection('events').countDocuments({ _id: id } as never)) > 0, 'the late pass to relay the entry', 20_000);
+    await new Promise((r) => setTimeout(r, 1500)); // further passes on both processes
+    expect(await db.collection('events').countDocuments({ _id: id } as never)).toBe(1);
+    // Stored by the late pass (3 s on), not earlier: the recent pass had read that window.
+    expect((await db.collection('events').findOne({ _id: id } as never))!.committed_at.getTime() - insertedAt).toBeGreaterThanOrEqual(2_900);
+  });
+
+  it('the passes share their windows through event_sweeps: each pass has one horizon, moving forward', async () => {
+    const before = await db.collection('event_sweeps').find().sort({ _id: 1 }).toArray();
+    expect(before.map((s) => s._id)).toEqual(['late', 'recent']);
+    await new Promise((r) => setTimeout(r, 2200));
+    const after = await db.collection('event_sweeps').find().sort({ _id: 1 }).toArray();
+    const lag = { recent: 5000, late: 600_000 } as Record<string, number>;
+    for (const s of after) {
+      const prev = before.find((b) => b._id === s._id)!;
+      expect(s.horizon.getTime()).toBeGreaterThan(prev.horizon.getTime());
+      expect(s.horizon.getTime()).toBeLessThanOrEqual(Date.now() - lag[String(s._id)]!);
+      expect(s.horizon.getTime()).toBeGreaterThan(Date.now() - lag[String(s._id)]! - 5000);
+    }
+  });
+});
