@@ -39,15 +39,19 @@ const config = loadConfig({
 const app = await createApp({ config, plugins: [benchPlugin], logger: createLogger('silent') });
 // Every database operation of the app but the bench's own writes (mongoose's debug hook sees model and collection calls).
 let commands = 0;
-(app.db.conn as unknown as { base: { set(k: string, v: unknown): void } }).base.set('debug', (_coll: string, method: string) => {
-  if (method !== 'insertOne') commands++;
+/** The same, by `collection.method`, to tell what grows with subscribers. */
+const byKind: Record<string, number> = {};
+(app.db.conn as unknown as { base: { set(k: string, v: unknown): void } }).base.set('debug', (coll: string, method: string) => {
+  if (method === 'insertOne') return;
+  commands++;
+  byKind[`${coll}.${method}`] = (byKind[`${coll}.${method}`] ?? 0) + 1;
 });
 const port = await app.listen(0, '127.0.0.1');
 process.on('message', (m: { type: string }) => {
   if (m.type === 'stats') {
     (globalThis as { gc?: () => void }).gc?.();
     const mem = process.memoryUsage();
-    process.send!({ type: 'stats', heap: mem.heapUsed, external: mem.external, rss: mem.rss, commands, ...app.services.get('realtime').stats() });
+    process.send!({ type: 'stats', heap: mem.heapUsed, external: mem.external, rss: mem.rss, commands, by_kind: { ...byKind }, ...app.services.get('realtime').stats() });
   } else if (m.type === 'stop') void app.close().then(() => process.exit(0));
 });
 process.send!({ type: 'ready', port });

@@ -18,6 +18,8 @@ interface SweepState {
 }
 
 const LEASE_MS = 60_000;
+/** The late pass runs on one tick in this many. */
+const LATE_EVERY = 10;
 
 /**
  * Finds outbox entries whose writer died before relaying them. Relayed creates stay in their
@@ -30,12 +32,13 @@ const LEASE_MS = 60_000;
  * - `late` checks it again `lateSweepAgeMs` (10 min) after: a write that committed late, or a writer
  *   whose clock ran behind, is still found.
  * Windows are contiguous (a pass's horizon moves only over what it read), and never reach further
- * back than the log's retention.
+ * back than the log's retention. `recent` runs on every tick (`sweepMs`), `late` on every tenth.
  */
 export class OutboxSweeper {
   private readonly owner = new Types.ObjectId().toHexString();
   private readonly passes: SweepPass[];
   private ready = false;
+  private ticks = 0;
 
   constructor(
     private readonly conn: Connection,
@@ -61,8 +64,10 @@ export class OutboxSweeper {
       }
       this.ready = true;
     }
+    // The late pass reads each entry once however often it runs: every tenth tick is enough.
+    const late = this.ticks++ % LATE_EVERY === 0;
     let stored = 0;
-    for (const p of this.passes) stored += await this.run(p);
+    for (const p of this.passes) if (p.name === 'recent' || late) stored += await this.run(p);
     return stored;
   }
 

@@ -64,6 +64,11 @@ export class AuthenticationService {
    */
   private readonly cache: LRUCache<string, { actor: Actor; keyId?: string }> | null;
   private readonly lastUsedWrites = new LRUCache<string, number>({ max: CACHE_MAX_ENTRIES });
+  /**
+   * Lookups under way, by cache key: requests that miss the cache together (its entry just expired,
+   * under load) share one database lookup instead of each sending its own.
+   */
+  private readonly lookups = new Map<string, Promise<{ actor: Actor; keyId?: string }>>();
   private readonly secret: Uint8Array;
   private readonly credentialKinds = new Map<string, CredentialResolver>();
   protected readonly models: IdentityModels;
@@ -94,6 +99,7 @@ export class AuthenticationService {
   /** Forget this process's cached resolution of a credential (after revoking it); other processes follow within `AUTH_CACHE_TTL_MS`. */
   invalidateCredential(kind: string, id: string): void {
     this.cache?.delete(`t:${kind}:${id}`);
+    this.lookups.delete(`t:${kind}:${id}`);
   }
 
   /** Drop cached credentials of a user, e.g. after its roles changed. */
@@ -104,19 +110,28 @@ export class AuthenticationService {
 
   /** Resolve an `X-API-Key`. @throws AuthRequiredError when unknown, revoked, or its user is inactive */
   async authenticateApiKey(key: string, hash = hashKey(key)): Promise<Actor> {
-    const hit = this.cache?.get(`k:${hash}`);
-    if (hit) {
-      this.touchKey(hit.keyId);
-      return hit.actor;
-    }
+    const hit = this.cache?.get(`k:${hash}`) ?? (await this.once(`k:${hash}`, () => this.lookUpApiKey(hash)));
+    this.touchKey(hit.keyId);
+    return hit.actor;
+  }
+
+  private async lookUpApiKey(hash: string): Promise<{ actor: Actor; keyId: string }> {
     const apiKey = await this.models.ApiKey.findOne({ key_hash: hash, revoked_at: null }).lean();
     if (!apiKey) throw new AuthRequiredError('Invalid API key');
     const user = await this.models.User.findOne({ _id: apiKey.user_id, is_active: true, ...LIVE }).lean();
     if (!user) throw new AuthRequiredError('Invalid API key');
     const actor: Actor = { ...toAuthUser(user), credential: { kind: 'api_key', id: String(apiKey._id) } };
     this.toCache(`k:${hash}`, actor, String(apiKey._id));
-    this.touchKey(String(apiKey._id));
-    return actor;
+    return { actor, keyId: String(apiKey._id) };
+  }
+
+  /** Runs `lookUp` for `key` unless a lookup of the same key is under way, whose answer it then shares. */
+  private once<T extends { actor: Actor; keyId?: string }>(key: string, lookUp: () => Promise<T>): Promise<T> {
+    const running = this.lookups.get(key) as Promise<T> | undefined;
+    if (running) return running;
+    const p = lookUp().finally(() => this.lookups.delete(key));
+    this.lookups.set(key, p);
+    return p;
   }
 
   /**
@@ -138,15 +153,16 @@ export class AuthenticationService {
     const resolve = m ? this.credentialKinds.get(m[1]!) : undefined;
     if (!sub || !Types.ObjectId.isValid(sub) || !m || !resolve || typeof exp !== 'number') throw new AuthRequiredError('Invalid token');
     const [kind, id] = [m[1]!, m[2]!];
-    let actor = this.cache?.get(`t:${kind}:${id}`)?.actor;
-    if (!actor) {
+    const cacheKey = `t:${kind}:${id}`;
+    const { actor } = this.cache?.get(cacheKey) ?? (await this.once(cacheKey, async () => {
       const owner = await resolve(id);
       if (!owner) throw new AuthRequiredError('Invalid token');
       const doc = await this.models.User.findOne({ _id: owner.user_id, is_active: true, ...LIVE }).lean();
       if (!doc) throw new AuthRequiredError('Invalid token');
-      actor = toAuthUser(doc);
-      this.toCache(`t:${kind}:${id}`, actor, kind === 'api_key' ? id : undefined);
-    }
+      const found = toAuthUser(doc);
+      this.toCache(cacheKey, found, kind === 'api_key' ? id : undefined);
+      return { actor: found };
+    }));
     // A token naming someone else's credential is forged or stale: never act as either user.
     if (actor.id !== sub) throw new AuthRequiredError('Invalid token');
     return { ...actor, credential: { kind, id, exp } };

@@ -135,7 +135,9 @@ export class SessionRegistry {
       const byCredential = new Map<string, LiveSession[]>();
       for (const s of this.sessions) {
         const key = JSON.stringify(s.presented);
-        byCredential.set(key, [...(byCredential.get(key) ?? []), s]);
+        const group = byCredential.get(key);
+        if (group) group.push(s);
+        else byCredential.set(key, [s]);
       }
       await Promise.all(
         [...byCredential.values()].map(async (group) => {

@@ -61,6 +61,38 @@ describe('X-API-Key', () => {
     expect(envelope(again).code).toBe('NOT_FOUND');
   });
 
+  it('requests that miss the credential cache together share one lookup (no stampede when an entry expires under load)', async () => {
+    const k = await createTenantUser(t, { tenantId: user.tenantId });
+    const token = (await t.http('POST', '/auth/token', { key: k.key })).body.token as string;
+    t.app.services.get('identity').invalidateUser(k.userId);
+    const finds: string[] = [];
+    const client = t.app.db.conn.getClient();
+    const onCommand = (e: { commandName: string; command: Record<string, unknown> }) => {
+      if (e.commandName === 'find' && (e.command.find === 'api_keys' || e.command.find === 'users')) finds.push(String(e.command.find));
+    };
+    client.on('commandStarted', onCommand);
+    try {
+      const keyAnswers = await Promise.all(Array.from({ length: 20 }, () => t.http('GET', '/auth/me', { key: k.key })));
+      expect(keyAnswers.map((r) => r.status)).toEqual(Array(20).fill(200));
+      expect(finds).toEqual(['api_keys', 'users']);
+      finds.length = 0;
+      t.app.services.get('identity').invalidateUser(k.userId);
+      const tokenAnswers = await Promise.all(Array.from({ length: 20 }, () => t.http('GET', '/auth/me', { token })));
+      expect(tokenAnswers.map((r) => r.status)).toEqual(Array(20).fill(200));
+      expect(tokenAnswers.every((r) => r.body.id === k.userId)).toBe(true);
+      expect(finds).toEqual(['api_keys', 'users']);
+      // A failed lookup is shared too, and not remembered: the next request looks again.
+      finds.length = 0;
+      const bad = await Promise.all(Array.from({ length: 5 }, () => t.http('GET', '/auth/me', { key: 'ak_not-a-real-key-either' })));
+      for (const r of bad) expectAuthRequired(r, 'Invalid API key');
+      expect(finds).toEqual(['api_keys']);
+      expectAuthRequired(await t.http('GET', '/auth/me', { key: 'ak_not-a-real-key-either' }), 'Invalid API key');
+      expect(finds).toEqual(['api_keys', 'api_keys']);
+    } finally {
+      client.off('commandStarted', onCommand);
+    }
+  });
+
   it('the key of a deactivated user is refused', async () => {
     const k = await createTenantUser(t, { tenantId: user.tenantId });
     const { Types } = await import('mongoose');
