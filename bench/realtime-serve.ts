@@ -6,6 +6,7 @@
  *
  * Started by bench/realtime.ts with `MONGODB_URI`; prints nothing, sends `{ port }` when listening.
  */
+import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
 import { loadConfig } from '../config/index.ts';
 import { createApp } from '../core/kernel.ts';
@@ -51,7 +52,7 @@ process.on('message', (m: { type: string }) => {
   if (m.type === 'stats') {
     (globalThis as { gc?: () => void }).gc?.();
     const mem = process.memoryUsage();
-    process.send!({ type: 'stats', heap: mem.heapUsed, external: mem.external, rss: mem.rss, commands, by_kind: { ...byKind }, ...app.services.get('realtime').stats() });
+    process.send!({ type: 'stats', heap: mem.heapUsed, external: mem.external, rss: mem.rss, commands, by_kind: { ...byKind }, elu: performance.eventLoopUtilization(), ...app.services.get('realtime').stats() });
   } else if (m.type === 'stop') void app.close().then(() => process.exit(0));
 });
 process.send!({ type: 'ready', port });

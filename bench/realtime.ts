@@ -34,7 +34,7 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 };
 
-type Stats = { heap: number; external: number; rss: number; commands: number; by_kind: Record<string, number>; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number };
+type Stats = { heap: number; external: number; rss: number; commands: number; by_kind: Record<string, number>; elu: { idle: number; active: number }; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number };
 
 export async function benchRealtime(mongodbUri: string) {
   const uri = new URL(mongodbUri);
@@ -105,7 +105,8 @@ export async function benchRealtime(mongodbUri: string) {
     await sleep(1500); // the last deliveries
     const after = await stats();
     const kinds = Object.entries(after.by_kind).map(([k, v]) => [k, (v - (before.by_kind[k] ?? 0)) / (seconds + 1.5)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
-    return { byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups };
+    const busy = (after.elu.active - before.elu.active) / (after.elu.active - before.elu.active + after.elu.idle - before.elu.idle);
+    return { busy, byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups };
   };
 
   try {
@@ -135,6 +136,7 @@ export async function benchRealtime(mongodbUri: string) {
     log(`  memory per subscriber: ${result.memory_per_subscriber_kb} KiB heap+external (${result.rss_per_subscriber_kb} KiB RSS)`);
     log(`  write → delivery: p50 ${result.delay_ms.p50} ms, p99 ${result.delay_ms.p99} ms (${delivered} of ${result.delay_ms.expected} deliveries)`);
     log(`  database commands/s: ${result.db_commands_per_s.with_10} with 10 subscribers, ${result.db_commands_per_s[`with_${N}`]} with ${N} (tail queries/s ${result.tail_queries_per_s.with_10} / ${result.tail_queries_per_s[`with_${N}`]})`);
+    log(`  server event loop busy while writing: ${(100 * ten.busy).toFixed(0)}% with 10 subscribers, ${(100 * many.busy).toFixed(0)}% with ${N}`);
     log(`    by collection and method, with 10: ${ten.byKind}`);
     log(`    with ${N}: ${many.byKind}`);
     log(`  GraphQL executions of events: ${many.executions} (${many.reused} results reused, ${many.groups} groups)`);
