@@ -35,6 +35,7 @@ export interface OutboxSource {
   model: Model<any>;
   /** The object as the API shows it (private fields removed) for a stored document. */
   view(doc: Doc): Doc;
+  /** Whether documents belong to tenants (default: the schema has `tenant_id`). */ tenantScoped?: boolean;
 }
 
 /**
@@ -184,9 +185,7 @@ class RecentIds {
     this.set.add(id);
   }
 
-  has(id: string): boolean {
-    return this.set.has(id);
-  }
+  has = (id: string): boolean => this.set.has(id);
 }
 
 /**
@@ -217,11 +216,6 @@ export class Relay {
 
   addSource(source: OutboxSource): void {
     this.sources.set(source.name, source);
-  }
-
-  /** The registered outbox collections. */
-  get sourceList(): OutboxSource[] {
-    return [...this.sources.values()];
   }
 
   /** Adds a durable sink: it sees every batch before its events are stored (see `EventSink`). */
@@ -423,6 +417,26 @@ export class Relay {
     const todo = items.filter((b) => b.events.length || b.clearIds.length);
     if (todo.length) await this.store(todo);
     return missing;
+  }
+
+  /**
+   * Replaces the actor's display name (`meta.audit.actor_name`, what audit entries show) in the
+   * outbox entries of `actorId` that stay in their documents, for an erasure. Resolves to the
+   * number of documents changed. As for the events themselves, the actor's own tenant: one shard
+   * on a cluster. No index covers `_outbox.actor`: each outbox collection of that tenant is read.
+   */
+  async scrubActorName(actorId: string, tenantId: unknown, replacement: string): Promise<number> {
+    let changed = 0;
+    for (const source of this.sources.values()) {
+      const tenant = (source.tenantScoped ?? !!source.model.schema.path('tenant_id')) ? { tenant_id: tenantId ?? null } : {};
+      const res = await source.model.collection.updateMany(
+        { ...tenant, [OUTBOX_FIELD]: { $elemMatch: { actor: actorId, 'meta.audit.actor_name': { $nin: [null, replacement] } } } },
+        { $set: { [`${OUTBOX_FIELD}.$[e].meta.audit.actor_name`]: replacement } },
+        { arrayFilters: [{ 'e.actor': actorId, 'e.meta.audit.actor_name': { $nin: [null, replacement] } }] },
+      );
+      changed += res.modifiedCount;
+    }
+    return changed;
   }
 
   async close(): Promise<void> {

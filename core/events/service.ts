@@ -205,6 +205,7 @@ export class EventLog {
         { $set: { 'meta.audit.actor_name': input.replacement } },
       );
       changed += res.modifiedCount;
+      changed += await this.relay.scrubActorName(input.actor.id, input.actor.tenant_id, input.replacement);
     }
     for (const d of input.documents) {
       const fix = (o: Doc | null): Doc | null => {

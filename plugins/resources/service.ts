@@ -88,7 +88,7 @@ export class ResourceService {
     this.fieldByPath = new Map(def.fields.map((f) => [f.path, f]));
     // Not the outbox: view() drops it, and excluding it made a sorted 25-row page cost 34 ms, not 22 (docs/performance.md).
     this.privateProjection = Object.fromEntries(def.privateFields.map((f) => [f, 0 as const]));
-    this.source = { name: def.name, model, view: (d) => this.view(d) };
+    this.source = { name: def.name, model, view: (d) => this.view(d), tenantScoped: def.tenant_scoped !== false };
     this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);
     this.plain = new PlainWriter(model);
     this.hidesPaths = Object.values(model.schema.paths).some((t) => (t.options as { select?: unknown } | undefined)?.select === false);

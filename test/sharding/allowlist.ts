@@ -56,6 +56,7 @@ export const ALLOWED_CROSS_TENANT: AllowedQuery[] = [
   { origin: 'request', collection: 'pd_notes', shape: /author_id/, reason: 'Test fixture (test/fixtures/privacy-data-plugin.ts): personal data of one user, found by the erasure as the system actor.' },
   { origin: 'request', collection: 'job_runs', op: 'aggregate', shape: 'status', reason: 'The /metrics scrape counts pending and running runs of every tenant (an operator\'s gauge), once per scrape, over the status index.' },
   { origin: 'request', collection: 'events', op: 'find', shape: '', reason: 'The /metrics scrape reads the newest event of the whole log for consumer lag (an operator\'s gauge), once per scrape, over the committed_at index.' },
+  { origin: 'request', collection: 'shared_notes', op: 'update', shape: '_outbox', reason: 'Test fixture (test/privacy/declarations.test.ts): a resource with tenant_scoped: false, whose documents belong to no tenant; erasure scrubs the subject\'s name from the outbox entries left in them.' },
   { origin: 'request', collection: 'projects', shape: /^(\$or\[owner_email\],created_by|created_by)$/, reason: 'Erasure: documents of one user (one tenant), found as the system actor.' },
 ];
 
