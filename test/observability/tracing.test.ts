@@ -103,6 +103,19 @@ describe('REST', () => {
     expect(server.spanContext().traceId).toBe(traceId);
     expect(server.parentSpanContext?.spanId).toBe(parent);
   });
+
+  it('a request the caller did not sample records no span at all: no server, database, hook or audit span of its trace', async () => {
+    exporter.reset();
+    const u = await createTenantUser(t);
+    const traceId = '5bf92f3577b34da6a3ce929d0e0e4737';
+    const res = await t.http('POST', '/projects', { key: u.key, json: { name: 'unsampled' }, headers: { traceparent: `00-${traceId}-00f067aa0ba902b8-00` } });
+    expect(res.status).toBe(201);
+    await t.app.services.get('audit').flush();
+    // A sampled request after it: its spans arriving means the unsampled one's would have too.
+    await t.http('GET', `/projects/${(res.body as { _id: string })._id}`, { key: u.key });
+    await until(() => spans().find((s) => s.kind === SpanKind.SERVER && s.name === 'GET /projects/:id'), 'the later request\'s span');
+    expect(spans().filter((s) => s.spanContext().traceId === traceId).map((s) => s.name)).toEqual([]);
+  });
 });
 
 describe('GraphQL', () => {
