@@ -1,7 +1,9 @@
 /**
  * `npx tsx bench/profile.ts [path]`: seeds the bench database, runs the app under `--cpu-prof` with
  * autocannon load on one scenario (default: get-one), then prints self time per function and per
- * module, grouped into the request pipeline's components. Not a measurement: profiling slows
+ * module, grouped into the request pipeline's components. Only samples taken during the measured
+ * run count (after `PROFILE_WARMUP_SECONDS` of warm-up, default 3: start-up and JIT are not request
+ * work). Not a measurement: profiling slows
  * everything; read the shares, not the rates. `PROFILE_MODE=bare` profiles the bare baseline,
  * `PROFILE_MODE=app-noaudit` the app without audit. `PROFILE_BODY='{"name":"x"}'` POSTs that JSON
  * body instead of GETting (e.g. `npx tsx bench/profile.ts /projects` profiles create); the path

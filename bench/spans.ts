@@ -4,7 +4,6 @@
  * tree with each span's kind and attribute count. An in-memory exporter records them; the SDK starts
  * before the app's modules load, as core/tracing-preload.ts does.
  */
-import { createRequire } from 'node:module';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { SpanKind } from '@opentelemetry/api';
 import { startTracing } from '../core/tracing-sdk.ts';
@@ -14,8 +13,6 @@ const stopTracing = startTracing({
   OTEL_SERVICE_NAME: 'spans', OTEL_TRACES_SAMPLER: 'parentbased_always_on', OTEL_TRACES_SAMPLER_ARG: 1, OTEL_GRAPHQL_RESOLVER_SPANS: false,
   OTEL_EXPORTER_OTLP_ENDPOINT: undefined, OTEL_TRACES_EXPORTER: undefined,
 }, new SimpleSpanProcessor(exporter));
-// The kernel imports node:http as an ES module; one require lets the instrumentation patch it.
-createRequire(import.meta.url)('node:http');
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const { seed } = await import('./seed.ts');

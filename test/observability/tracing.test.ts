@@ -3,7 +3,6 @@
  * before the app's modules load (as core/tracing-preload.ts does for `npm start`): the app comes
  * from dynamic imports below, after `startTracing`.
  */
-import { createRequire } from 'node:module';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
@@ -18,9 +17,6 @@ const stopTracing = startTracing({
   OTEL_SERVICE_NAME: 'test', OTEL_TRACES_SAMPLER: 'parentbased_always_on', OTEL_TRACES_SAMPLER_ARG: 1, OTEL_GRAPHQL_RESOLVER_SPANS: false,
   OTEL_EXPORTER_OTLP_ENDPOINT: undefined, OTEL_TRACES_EXPORTER: undefined,
 }, new SimpleSpanProcessor(exporter));
-// The kernel imports node:http as an ES module, which does not pass through require hooks; one
-// require after the SDK started lets the http instrumentation patch the shared Server prototype.
-createRequire(import.meta.url)('node:http');
 
 const { buildTestApp, createTenantUser, ADMIN_KEY } = await import('../helpers/app.ts');
 const { createLogger } = await import('../../core/logger.ts');
