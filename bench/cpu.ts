@@ -9,11 +9,15 @@
  * PATCH `{"budget":42}` with the right `If-Match` to seeded documents in turn (update).
  * `BENCH_SIDES` (default `bare,app`) lists the servers; `base:app` is the app of the checkout in
  * `BENCH_BASE_DIR` (old code against new in one run). Each side after the first is compared to the first.
+ * The sides of bench/observability-sides.ts (`nometrics`, `metrics`, `trace100`, `trace10`) measure
+ * what metrics and tracing cost per request (spans go to a local OTLP sink that drops them), e.g.
+ * `BENCH_SIDES=nometrics,metrics,trace100,trace10 npx tsx bench/cpu.ts`.
  */
 import type { ChildProcess } from 'node:child_process';
 import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import { patchRequests, seed, startServer } from './seed.ts';
+import { isObservabilitySide, startObservabilitySide, startOtlpSink } from './observability-sides.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 20_000);
@@ -36,8 +40,8 @@ function cpuOf(child: ChildProcess): Promise<number> {
   });
 }
 
-async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: string, patch: (() => autocannon.Request[]) | null) {
-  const { child, port } = await startServer(mode, env);
+async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: string, patch: (() => autocannon.Request[]) | null, otlp: string) {
+  const { child, port } = await (isObservabilitySide(mode) ? startObservabilitySide(mode, env, otlp) : startServer(mode, env));
   const url = `http://127.0.0.1:${port}${patch ? '/projects' : path}`;
   const headers = { 'X-API-Key': key, ...(BODY ? { 'Content-Type': 'application/json' } : {}) };
   const load = (amount: number) => autocannon({ url, connections: 10, amount, headers, ...(BODY ? { method: 'POST' as const, body: BODY } : {}), ...(patch ? { requests: patch() } : {}) });
@@ -55,6 +59,7 @@ async function main() {
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const paths = process.argv.length > 2 ? process.argv.slice(2) : [`/projects/${String(sample._id)}`, `/ping/${String(sample._id)}`];
   const versions = new Map<string, number>();
+  const sink = await startOtlpSink();
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   for (const path of paths) {
     const patch = path === 'patch' ? () => patchRequests(updIds.slice(0, 2000), versions) : null;
@@ -62,7 +67,7 @@ async function main() {
     for (let i = 0; i < ROUNDS; i++) {
       // Rotate the order so no side always runs first.
       const order = SIDES.map((_, j) => SIDES[(j + i) % SIDES.length]!);
-      for (const side of order) (cpu[side] ??= []).push(await measure(side, env, path, key, patch));
+      for (const side of order) (cpu[side] ??= []).push(await measure(side, env, path, key, patch, sink.url));
       const [first, ...rest] = SIDES;
       log(`${path} round ${i + 1} (load ${loadavg().map((l) => l.toFixed(1)).join(' ')}): ${SIDES.map((s) => `${s} ${cpu[s]!.at(-1)!.toFixed(0)} µs`).join(', ')}; ${rest.map((s) => `${first}/${s} ${(cpu[first!]!.at(-1)! / cpu[s]!.at(-1)!).toFixed(2)}`).join(', ')}`);
     }
@@ -70,6 +75,7 @@ async function main() {
     log(`${path}: server CPU µs/request, median of ${ROUNDS}: ${SIDES.map((s) => `${s} ${median(cpu[s]!).toFixed(0)} (${cpu[s]!.map((x) => x.toFixed(0)).join(', ')})`).join('; ')}`);
     for (const s of rest) log(`${path}: ${first}/${s}, median of per-round ratios: ${median(cpu[s]!.map((x, i) => cpu[first!]![i]! / x)).toFixed(2)}`);
   }
+  sink.close();
   await mem?.stop();
 }
 

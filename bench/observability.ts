@@ -1,92 +1,73 @@
 /**
- * `npm run bench:observability`: the cost of metrics and tracing, as throughput ratios measured in
- * one run against the same seeded database (never absolute numbers: the database here may be a
- * stand-in and the machine shared). Each pair alternates its two sides `BENCH_ROUNDS` times and
- * compares the means, so drift and load from other processes weigh on both alike:
+ * `npm run bench:observability`: the cost of metrics and tracing on `GET /projects/:id`, as
+ * throughput ratios measured in one run against the same seeded database (never absolute numbers:
+ * the database here may be a stand-in and the machine shared):
  * - metrics on / off (`METRICS_ENABLED`), tracing off on both sides; aim >= 0.95
  * - tracing at 100% sampling / off, metrics on on both sides; aim >= 0.8
  * - tracing at 10% sampling / off; aim >= 0.95
- * Spans go to a local OTLP/HTTP sink that accepts and drops them, so export costs what it costs.
- * Prints each ratio with its rounds and the load average.
+ *
+ * The four servers (bench/observability-sides.ts) start once and run side by side for the whole run
+ * on the same database, each warmed up first (JIT, pools, auth cache). In each of `BENCH_ROUNDS`
+ * rounds (default 5) every side is measured for `BENCH_SECONDS`, the order rotating between rounds
+ * so no side always runs first; each ratio is the median of its per-round ratios, printed with the
+ * rounds and the load average. Spans go to a local OTLP/HTTP sink that accepts and drops them.
+ * Knobs: `BENCH_SECONDS` (5), `BENCH_CONNECTIONS` (10), `BENCH_ROUNDS` (5), `BENCH_DOCS` (5,000),
+ * `BENCH_WARMUP_SECONDS` (3).
  */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { loadavg } from 'node:os';
+import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
-import { seed, startServer } from './seed.ts';
+import { seed } from './seed.ts';
+import { type Load, loadAvg, log, measureRate, ratioOf, runBench, runRounds, showRatio } from './scenarios.ts';
+import { OBSERVABILITY_SIDES, type ObservabilitySide, startObservabilitySide, startOtlpSink } from './observability-sides.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const PRELOAD = new URL('../core/tracing-preload.ts', import.meta.url).pathname;
-const log = (s: string) => process.stdout.write(`${s}\n`);
-const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-const load = () => loadavg().map((l) => l.toFixed(1)).join(' ');
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
+
+const PAIRS: [label: string, on: ObservabilitySide, off: ObservabilitySide, aim: number][] = [
+  ['metrics on / off', 'metrics', 'nometrics', 0.95],
+  ['tracing 100% / off', 'trace100', 'metrics', 0.8],
+  ['tracing 10% / off', 'trace10', 'metrics', 0.95],
+];
 
 async function main() {
-  // A connection to a server process this bench already stopped is refused after its side ended
-  // (seen at the very end of a run, nobody awaiting it); failed requests during a measurement are
-  // counted by autocannon and invalidate it.
+  // A connection to a server process this bench already stopped is refused at the very end of a
+  // run (nobody awaiting it); failed requests during a measurement invalidate it (measureRate).
   process.on('unhandledRejection', (err) => {
     if ((err as { code?: string }).code !== 'ECONNREFUSED') throw err;
   });
-  const { mem, MONGODB_URI, tenant, key, sample } = await seed(Number(process.env.BENCH_DOCS ?? 5000), log);
-  let spansReceived = 0;
-  const sink = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      spansReceived++;
-      res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
-    });
-  });
-  await new Promise<void>((r) => sink.listen(0, '127.0.0.1', r));
-  const otlp = `http://127.0.0.1:${(sink.address() as AddressInfo).port}`;
-  const base = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, METRICS_ENABLED: 'true', OTEL_TRACES_EXPORTER: 'none' };
-  const path = `/projects/${String(sample._id)}`;
+  const { mem, MONGODB_URI, tenant, user, key, sample } = await seed(Number(process.env.BENCH_DOCS ?? 5000), log);
+  const sink = await startOtlpSink();
+  const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const headers = { 'X-API-Key': key };
+  const getOne: Load = { path: `/projects/${String(sample._id)}` };
 
-  /** Requests per second of one server process started with `env`. */
-  const rate = async (env: NodeJS.ProcessEnv): Promise<number> => {
-    const { child, port } = await startServer('app', env, ['--import', 'tsx', '--import', PRELOAD]);
-    try {
-      const url = `http://127.0.0.1:${port}${path}`;
-      await autocannon({ url, connections: CONNECTIONS, duration: 1, headers });
-      const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
-      if (r.non2xx + r.errors) throw new Error(`${r.non2xx + r.errors} non-2xx responses or errors; the measurement is invalid`);
-      return r.requests.total / ((new Date(r.finish).getTime() - new Date(r.start).getTime()) / 1000);
-    } finally {
-      child.kill('SIGTERM');
-    }
-  };
+  const servers = new Map<ObservabilitySide, { child: ChildProcess; port: number }>();
+  const rates: Record<string, number[]> = {};
+  try {
+    for (const side of OBSERVABILITY_SIDES) servers.set(side, await startObservabilitySide(side, env, sink.url));
+    log(`GET /projects/:id, ${CONNECTIONS} connections, ${DURATION} s per side, ${ROUNDS} rounds, ${WARMUP} s warm-up per side; load average ${loadAvg()}`);
+    for (const { port } of servers.values()) await autocannon({ url: `http://127.0.0.1:${port}${getOne.path}`, connections: CONNECTIONS, duration: WARMUP, headers });
+    await runRounds([[['get-one', [...OBSERVABILITY_SIDES], getOne]]], ROUNDS, () => true, async (_name, side, load) => {
+      (rates[side] ??= []).push(await measureRate(side, servers.get(side)!.port, load, { connections: CONNECTIONS, duration: DURATION, headers }));
+    });
+  } finally {
+    for (const { child } of servers.values()) child.kill('SIGTERM');
+  }
 
-  const pair = async (label: string, off: NodeJS.ProcessEnv, on: NodeJS.ProcessEnv, aim: number) => {
-    const offs: number[] = [];
-    const ons: number[] = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      offs.push(await rate(off));
-      ons.push(await rate(on));
-    }
-    const ratio = mean(ons) / mean(offs);
-    log(`${label.padEnd(34)} ratio ${ratio.toFixed(3)} (aim >= ${aim})  off ${offs.map((x) => x.toFixed(0)).join(' / ')}  on ${ons.map((x) => x.toFixed(0)).join(' / ')} req/s  load ${load()}`);
-    return ratio;
-  };
-
-  log(`GET /projects/:id, ${CONNECTIONS} connections, ${DURATION} s per side, ${ROUNDS} rounds; load average ${load()}`);
-  const tracing = (ratio: string) => ({ ...base, OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: otlp, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio });
-  await pair('metrics on / off', { ...base, METRICS_ENABLED: 'false' }, base, 0.95);
-  await pair('tracing 100% / off', base, tracing('1'), 0.8);
-  await pair('tracing 10% / off', base, tracing('0.1'), 0.95);
-  log(`OTLP export requests received by the sink: ${spansReceived}`);
+  log(`\nratios (median of per-round ratios, same run, same database; load average now ${loadAvg()}):`);
+  for (const [label, on, off, aim] of PAIRS) {
+    const r = ratioOf(rates, on, off);
+    const met = r.median !== null && r.median >= aim ? 'met' : 'not met';
+    log(`  ${label.padEnd(20)} ${showRatio(r)}   aim >= ${aim}: ${met}`);
+  }
+  log(`req/s per side and round: ${OBSERVABILITY_SIDES.map((s) => `${s} ${(rates[s] ?? []).map((x) => x.toFixed(0)).join(' / ')}`).join('; ')}`);
+  log(`OTLP export requests received by the sink: ${sink.received()}`);
   sink.close();
   await mongoose.disconnect();
   await mem?.stop();
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -2,7 +2,7 @@ import type Koa from 'koa';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
 import { UNMATCHED_ROUTE, statusClass } from './metrics.ts';
-import { nameServerSpan, traceIds } from './tracing.ts';
+import { traceIds } from './tracing.ts';
 import type { AppState } from './http/middleware.ts';
 
 /** Paths of probes and scrapes: left out of the access log unless `ACCESS_LOG_HEALTH` is true. */
@@ -10,10 +10,9 @@ export const PROBE_PATHS = new Set(['/health', '/ready', '/metrics']);
 
 type RoutedState = AppState & { route?: string };
 
-/** Records the route template the dispatcher matched (`/projects/:id`), for metrics, logs and the span name. */
+/** Records the route template the dispatcher matched (`/projects/:id`), for metrics, logs and the server span's name (core/tracing-http.ts). */
 export function setRoute(ctx: Koa.Context, template: string): void {
   (ctx.state as RoutedState).route = template;
-  nameServerSpan(ctx.method, template);
 }
 
 export interface ObserveOptions {
@@ -41,7 +40,7 @@ export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
   const write = logging ? (log[opts.level as 'info'] as Logger['info']).bind(log) : null;
   return async (ctx, next) => {
     const start = process.hrtime.bigint();
-    metrics?.http.inFlight.inc();
+    if (metrics) metrics.requestsInFlight++;
     try {
       await next();
     } finally {
@@ -51,7 +50,7 @@ export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
       // An error that escaped the envelope writer is still a 500 for the client.
       const status = ctx.status;
       if (metrics) {
-        metrics.http.inFlight.dec();
+        metrics.requestsInFlight--;
         metrics.http.duration.observe({ method: ctx.method, route, status_class: statusClass(status) }, seconds);
       }
       if (write && (opts.probes || !PROBE_PATHS.has(ctx.path))) {

@@ -5,6 +5,7 @@ import type { CommandStartedEvent } from 'mongodb';
 import type { Config } from '../config/index.ts';
 import type { Logger } from './logger.ts';
 import { guardDatabaseSockets } from './db-sockets.ts';
+import type { MongoObserver } from './metrics-mongo.ts';
 
 /**
  * The model `name` on this connection, registered on first use (each app has its own connection,
@@ -34,14 +35,14 @@ export interface Database {
 /**
  * Connect to `MONGODB_URI`, or start an embedded MongoDB (mongodb-memory-server) whose data
  * lives under `DATA_DIR/db` and survives restarts. The driver reconnects by itself after a drop;
- * `/ready` reports the connection state meanwhile. `opts.observe` gets the driver's client before it
- * connects (metrics follow its pool and command events from the first connection); `opts.onCommand`
+ * `/ready` reports the connection state meanwhile. `opts.observe` gives driver options and then gets
+ * the client before it connects (metrics follow its pool and commands from the first connection); `opts.onCommand`
  * sees every command the driver sends (the test suite records query shapes with it).
  */
 export async function openDatabase(
   config: Config,
   log: Logger,
-  opts: { onCommand?: (event: CommandStartedEvent) => void; observe?: (client: ReturnType<Connection['getClient']>) => void } = {},
+  opts: { onCommand?: (event: CommandStartedEvent) => void; observe?: MongoObserver } = {},
 ): Promise<Database> {
   let uri = config.MONGODB_URI;
   let stopEmbedded: (() => Promise<unknown>) | undefined;
@@ -76,16 +77,19 @@ export async function openDatabase(
   // While the database is away a query must fail fast (503) rather than hold the request:
   // no buffering of commands by mongoose (it would wait up to 10 s for a reconnect), and no longer
   // a wait for a server than a query may take (2 s at least: it also bounds the first connection).
-  // monitorCommands: command events for metrics (core/metrics-mongo.ts) and the suite's recording.
+  // monitorCommands: command events for the suite's recording (and metrics where the driver offers
+  // no timing connection class, core/metrics-mongo.ts): each reply is then deserialized twice.
+  const observed = opts.observe?.clientOptions ?? {};
   const conn = mongoose.createConnection(uri, {
     serverSelectionTimeoutMS: Math.min(5000, Math.max(2000, config.QUERY_TIMEOUT_MS)), bufferCommands: false, autoIndex: true,
-    monitorCommands: !!(opts.onCommand || opts.observe),
+    ...observed,
+    monitorCommands: !!(opts.onCommand || observed.monitorCommands),
   });
   // The driver's sockets to these hosts are guarded against hanging on a dropped connection (core/db-sockets.ts).
   const sockets = guardDatabaseSockets();
   for (const h of conn.getClient().options.hosts) if (h.port) sockets.watch(h.port);
   conn.getClient().on('serverOpening', (e: { address: string }) => sockets.watch(Number(e.address.slice(e.address.lastIndexOf(':') + 1))));
-  if (opts.observe) opts.observe(conn.getClient());
+  opts.observe?.watch(conn.getClient());
   if (opts.onCommand) conn.getClient().on('commandStarted', opts.onCommand);
   // Our own close() disconnects too: that is no drop, and nothing reconnects.
   let closing = false;

@@ -33,6 +33,7 @@ import { listenMetrics, metricsRoute } from './metrics-http.ts';
 import { countRefusals } from './metrics-limits.ts';
 import { tracingEnabled } from './tracing.ts';
 import { traceGraphQL } from './tracing-graphql.ts';
+import { traceRequests } from './tracing-http.ts';
 import { attachGraphqlWs, shareSubscriptionResults } from './realtime/index.ts';
 import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
@@ -123,7 +124,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const metrics = new Metrics({ defaultMetrics: config.METRICS_ENABLED });
   const db = await openDatabase(config, log, {
     ...(opts.onDatabaseCommand ? { onCommand: opts.onDatabaseCommand } : {}),
-    ...(config.METRICS_ENABLED ? { observe: (client: Parameters<Metrics['watchMongo']>[0]) => metrics.watchMongo(client) } : {}),
+    ...(config.METRICS_ENABLED ? { observe: metrics.mongoObserver() } : {}),
   });
   const hooks = new HookBus(log);
   const services = new ServiceRegistry();
@@ -229,6 +230,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     return (m.pathAndMethod[0] ?? m.path[0])?.path.toString() ?? null;
   };
   const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
+  // Outermost, so the access log line and everything below run inside the request's span.
+  if (tracingEnabled()) koa.use(traceRequests());
   if (observe) koa.use(observe);
   koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, maxDrainBytes: byteSize(config.BODY_DRAIN_LIMIT), draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
   if (config.METRICS_ENABLED && config.METRICS_PORT === undefined) koa.use(metricsRoute(metrics, config.METRICS_TOKEN));

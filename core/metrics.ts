@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type CounterConfiguration, type GaugeConfiguration, type HistogramConfiguration } from 'prom-client';
 import type { Model } from 'mongoose';
-import { observeMongo, type MongoClientEvents } from './metrics-mongo.ts';
+import { observeMongo, type MongoObserver } from './metrics-mongo.ts';
 import { observeGraphQL } from './metrics-graphql.ts';
 
 declare module './services.ts' {
@@ -65,9 +65,12 @@ export class Metrics {
   port?: number;
   private readonly series = new Map<string, Counter | Gauge | Histogram>();
 
+  /** HTTP requests being answered now: counted by core/access-log.ts, read by the gauge at scrape time (no series update per request). */
+  requestsInFlight = 0;
+
   readonly http = {
     duration: this.histogram({ name: 'http_request_duration_seconds', help: 'HTTP requests: time to the answer, by method, route template and status class', labelNames: ['method', 'route', 'status_class'], buckets: LATENCY_BUCKETS }),
-    inFlight: this.gauge({ name: 'http_requests_in_flight', help: 'HTTP requests being answered now' }),
+    inFlight: this.scraped('http_requests_in_flight', 'HTTP requests being answered now', () => this.requestsInFlight),
   };
 
   readonly auth = {
@@ -133,6 +136,11 @@ export class Metrics {
     const m = make();
     this.series.set(name, m as never);
     return m;
+  }
+
+  /** A gauge without labels whose value `read` gives at scrape time. */
+  private scraped(name: string, help: string, read: () => number): Gauge {
+    return this.gauge({ name, help, collect() { this.set(read()); } });
   }
 
   /** The Prometheus text exposition of every series. */
@@ -220,7 +228,7 @@ export class Metrics {
 
   /** Entries waiting in the audit write-behind buffer, read at scrape time. */
   watchAuditBuffer(depth: () => number): void {
-    this.gauge({ name: 'audit_buffer_depth', help: 'Audit entries waiting in memory to be written', collect() { this.set(depth()); } });
+    this.scraped('audit_buffer_depth', 'Audit entries waiting in memory to be written', depth);
   }
 
   /** How far each durable event consumer is behind the log (`EventLog.lag()`), at scrape time. */
@@ -235,9 +243,9 @@ export class Metrics {
     });
   }
 
-  /** Connection pool and command durations of the app's MongoDB client (core/metrics-mongo.ts). */
-  watchMongo(client: MongoClientEvents): void {
-    observeMongo(this, client);
+  /** Connection pool and command durations of the app's MongoDB client (core/metrics-mongo.ts): its options, then its events. */
+  mongoObserver(): MongoObserver {
+    return observeMongo(this);
   }
 
   /** The Yoga plugin counting operations, errors and limit refusals (core/metrics-graphql.ts). */

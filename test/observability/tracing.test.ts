@@ -3,7 +3,6 @@
  * before the app's modules load (as core/tracing-preload.ts does for `npm start`): the app comes
  * from dynamic imports below, after `startTracing`.
  */
-import { createRequire } from 'node:module';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
@@ -18,9 +17,6 @@ const stopTracing = startTracing({
   OTEL_SERVICE_NAME: 'test', OTEL_TRACES_SAMPLER: 'parentbased_always_on', OTEL_TRACES_SAMPLER_ARG: 1, OTEL_GRAPHQL_RESOLVER_SPANS: false,
   OTEL_EXPORTER_OTLP_ENDPOINT: undefined, OTEL_TRACES_EXPORTER: undefined,
 }, new SimpleSpanProcessor(exporter));
-// The kernel imports node:http as an ES module, which does not pass through require hooks; one
-// require after the SDK started lets the http instrumentation patch the shared Server prototype.
-createRequire(import.meta.url)('node:http');
 
 const { buildTestApp, createTenantUser, ADMIN_KEY } = await import('../helpers/app.ts');
 const { createLogger } = await import('../../core/logger.ts');
@@ -102,6 +98,19 @@ describe('REST', () => {
     const server = await until(() => spans().find((s) => s.kind === SpanKind.SERVER && s.name === 'POST /webhooks/:provider'), 'the webhook span');
     expect(server.spanContext().traceId).toBe(traceId);
     expect(server.parentSpanContext?.spanId).toBe(parent);
+  });
+
+  it('a request the caller did not sample records no span at all: no server, database, hook or audit span of its trace', async () => {
+    exporter.reset();
+    const u = await createTenantUser(t);
+    const traceId = '5bf92f3577b34da6a3ce929d0e0e4737';
+    const res = await t.http('POST', '/projects', { key: u.key, json: { name: 'unsampled' }, headers: { traceparent: `00-${traceId}-00f067aa0ba902b8-00` } });
+    expect(res.status).toBe(201);
+    await t.app.services.get('audit').flush();
+    // A sampled request after it: its spans arriving means the unsampled one's would have too.
+    await t.http('GET', `/projects/${(res.body as { _id: string })._id}`, { key: u.key });
+    await until(() => spans().find((s) => s.kind === SpanKind.SERVER && s.name === 'GET /projects/:id'), 'the later request\'s span');
+    expect(spans().filter((s) => s.spanContext().traceId === traceId).map((s) => s.name)).toEqual([]);
   });
 });
 
