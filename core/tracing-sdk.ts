@@ -5,6 +5,7 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { KoaInstrumentation } from '@opentelemetry/instrumentation-koa';
 import { GraphQLInstrumentation } from '@opentelemetry/instrumentation-graphql';
 import { MongoDBInstrumentation } from '@opentelemetry/instrumentation-mongodb';
 import type { Span } from '@opentelemetry/api';
@@ -58,6 +59,9 @@ function mongoDBInstrumentation(): MongoDBInstrumentation {
 export function instrumentations(s: Pick<TracingSettings, 'OTEL_GRAPHQL_RESOLVER_SPANS'>) {
   return [
     new HttpInstrumentation({ disableIncomingRequestInstrumentation: true }),
+    // Spans for the layers of a @koa/router a plugin mounts itself (the kernel dispatches its own
+    // routes: their span is the server span above). Middleware layers are left unwrapped (no cost).
+    new KoaInstrumentation({ ignoreLayersType: ['middleware' as never] }),
     new GraphQLInstrumentation({
       ignoreResolveSpans: !s.OTEL_GRAPHQL_RESOLVER_SPANS,
       ignoreTrivialResolveSpans: true,
@@ -69,7 +73,7 @@ export function instrumentations(s: Pick<TracingSettings, 'OTEL_GRAPHQL_RESOLVER
 }
 
 /**
- * Starts the OpenTelemetry SDK for this process: the http (outgoing), graphql and mongodb
+ * Starts the OpenTelemetry SDK for this process: the http (outgoing), koa, graphql and mongodb
  * instrumentations, the configured sampler and exporter (`processor` replaces the exporter: tests
  * pass an in-memory one). Must run before the instrumented modules are first loaded: from
  * core/tracing-preload.ts (`--import`), see docs/observability.md. Resolves to a shutdown function
