@@ -17,7 +17,12 @@ interface SweepState {
   owner: string | null;
 }
 
-const LEASE_MS = 60_000;
+/**
+ * How long a pass's holder keeps it. A sweeper that dies holding it delays the pass by this much
+ * (a SIGKILL during a tick); one whose window takes longer is joined by another replica on the
+ * same window, which is only work done twice (storing is idempotent).
+ */
+const LEASE_MS = 10_000;
 /** The late pass runs on one tick in this many. */
 const LATE_EVERY = 10;
 
