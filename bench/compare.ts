@@ -19,7 +19,7 @@ import { writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
-import { seed, startServer } from './seed.ts';
+import { seed, startServer, versionsOf } from './seed.ts';
 import { type Load, type Scenario, loadAvg, log, measureRate, ratioOf, runBench, runRounds, scenarios, showRatio } from './scenarios.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
@@ -53,7 +53,7 @@ async function main() {
     (rates[`${side} ${name}`] ??= []).push(rate);
   };
 
-  const { reads, create, update } = scenarios({ key, sampleId: String(sample._id), updIds });
+  const { reads, create, update } = scenarios({ key, sampleId: String(sample._id), updIds }, versionsOf(MONGODB_URI));
   const groups: Scenario<Side>[][] = [
     [
       ['get-one', [...SIDES], reads['get-one']],

@@ -13,7 +13,7 @@ import { writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
-import { seed, startServer } from './seed.ts';
+import { seed, startServer, versionsOf } from './seed.ts';
 import { benchWebhooks } from './webhooks.ts';
 import { benchJobs } from './jobs.ts';
 import { type Load, type Scenario, loadAvg, log, measureRate, ratioOf, runBench, runRounds, scenarios, showRatio } from './scenarios.ts';
@@ -54,7 +54,7 @@ async function main() {
     // Warm up (JIT, connection pools, auth cache) on a read so writes are not spent twice.
     for (const { port } of servers.values()) await autocannon({ url: `http://127.0.0.1:${port}/projects/${id}`, connections: CONNECTIONS, duration: 2, headers });
 
-    const { reads: r, create, update } = scenarios({ key, sampleId: id, updIds });
+    const { reads: r, create, update } = scenarios({ key, sampleId: id, updIds }, versionsOf(MONGODB_URI));
     const reads: Scenario<Side>[] = [
       ['auth/me', ['app', 'app-nolimit'], r['auth/me']],
       ['get-one', ['app', 'app-nolimit', 'bare'], r['get-one']],

@@ -7,7 +7,8 @@ import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import { patchRequests } from './seed.ts';
 
-export type Load = Omit<autocannon.Options, 'url'> & { path: string };
+/** One scenario's load; `before` runs before each measurement (e.g. to read the documents' versions again). */
+export type Load = Omit<autocannon.Options, 'url'> & { path: string; before?: () => Promise<void> };
 
 export const log = (s: string) => process.stdout.write(`${s}\n`);
 export const loadAvg = () => loadavg().map((l) => l.toFixed(1)).join(' ');
@@ -22,7 +23,9 @@ export async function measureRate(label: string, port: number, opts: Load, defau
   // A run bounded by `amount` stops at autocannon's next sample tick, so with the default 1 s tick
   // its length (and so its rate) is rounded up to whole seconds (the update runs of earlier benches
   // read 1,333, 666 or 444 req/s whatever their speed). A 20 ms tick keeps that error within 2%.
-  const r = await autocannon({ url: `http://127.0.0.1:${port}${opts.path}`, connections: defaults.connections, duration: defaults.duration, headers: defaults.headers, ...(opts.amount ? { sampleInt: 20 } : {}), ...opts });
+  const { before, ...load } = opts;
+  await before?.();
+  const r = await autocannon({ url: `http://127.0.0.1:${port}${load.path}`, connections: defaults.connections, duration: defaults.duration, headers: defaults.headers, ...(load.amount ? { sampleInt: 20 } : {}), ...load });
   const bad = r.non2xx + r.errors;
   const rate = r.requests.total / ((new Date(r.finish).getTime() - new Date(r.start).getTime()) / 1000);
   log(`  ${label.padEnd(36)} ${rate.toFixed(0).padStart(7)} req/s   p99 ${r.latency.p99} ms${bad ? `   (${bad} non-2xx/errors!)` : ''}`);
@@ -46,7 +49,7 @@ export const showRatio = (r: { median: number | null; rounds: number[] }) =>
  * the same list over GraphQL. Writes: a create, and an update with `If-Match` at each document's
  * current version (no ETag round trip: the versions are tracked here).
  */
-export function scenarios(seeded: { key: string; sampleId: string; updIds: string[] }) {
+export function scenarios(seeded: { key: string; sampleId: string; updIds: string[] }, versionsNow?: () => Promise<[string, number][]>) {
   const json = { 'X-API-Key': seeded.key, 'Content-Type': 'application/json' };
   // GraphQL asks for every field REST returns, so both serialize the same documents.
   const gqlFields = '_id etag name description status tags budget owner_email tenant_id created_at updated_at created_by updated_by is_deleted deleted_at deleted_by version';
@@ -59,8 +62,14 @@ export function scenarios(seeded: { key: string; sampleId: string; updIds: strin
   };
   // Every side PATCHes the seeded documents in turn at their current version (`patchRequests`
   // keeps one version map for the whole run), so update runs are bounded by time like the others.
+  // A PATCH cut off at the end of a run may or may not have reached the database: with
+  // `versionsNow`, the map is read from the database again before each run.
   const versions = new Map<string, number>();
-  const update: Load = { path: '/projects', headers: { 'X-API-Key': seeded.key }, requests: patchRequests(seeded.updIds, versions) };
+  const before = versionsNow && (async () => {
+    versions.clear();
+    for (const [id, v] of await versionsNow()) versions.set(id, v);
+  });
+  const update: Load = { path: '/projects', headers: { 'X-API-Key': seeded.key }, requests: patchRequests(seeded.updIds, versions), ...(before ? { before } : {}) };
   const create: Load = { path: '/projects', method: 'POST', body: JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 }), headers: json };
   return { reads, create, update };
 }

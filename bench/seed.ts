@@ -1,7 +1,7 @@
 /** Shared by bench/run.ts and bench/profile.ts: seeds the bench database and starts servers under test. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import type autocannon from 'autocannon';
-import { Types } from 'mongoose';
+import mongoose, { Types } from 'mongoose';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
 import { builtinPlugins } from '../config/plugins.ts';
@@ -80,6 +80,16 @@ export function startServer(mode: string, env: NodeJS.ProcessEnv, nodeFlags: str
  * `If-Match` of each is the version the previous PATCH of that id produced (`versions`, shared by
  * every side of a run, starts at 1: the seeded version).
  */
+/** Reads every project's current version from the database at `uri` (for `scenarios`' update runs). */
+export function versionsOf(uri: string): () => Promise<[string, number][]> {
+  let conn: Promise<mongoose.Connection> | null = null;
+  return async () => {
+    const c = await (conn ??= mongoose.createConnection(uri).asPromise());
+    const docs = await c.db!.collection('projects').find({}, { projection: { version: 1 } }).toArray();
+    return docs.map((d) => [String(d._id), Number(d.version)]);
+  };
+}
+
 export function patchRequests(ids: string[], versions: Map<string, number>, body = JSON.stringify({ budget: 42 })): autocannon.Request[] {
   let i = 0;
   return [{
