@@ -66,6 +66,8 @@ export function scenarios(seeded: { key: string; sampleId: string; updIds: strin
   // `versionsNow`, the map is read from the database again before each run.
   const versions = new Map<string, number>();
   const before = versionsNow && (async () => {
+    // The previous run's cut-off PATCHes may still be in the server: let them land first.
+    await new Promise((r) => setTimeout(r, 500));
     versions.clear();
     for (const [id, v] of await versionsNow()) versions.set(id, v);
   });
