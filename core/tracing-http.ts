@@ -1,8 +1,6 @@
 import type Koa from 'koa';
 import { context, propagation, trace, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
-
-/** Probes and scrapes make no traces. */
-export const UNTRACED_PATHS = new Set(['/health', '/ready', '/metrics']);
+import { PROBE_PATHS } from './access-log.ts';
 
 type TracedState = { route?: string };
 
@@ -20,7 +18,8 @@ type TracedState = { route?: string };
 export function traceRequests(): Koa.Middleware {
   const tracer = trace.getTracer('plugin-api-server');
   return (ctx, next) => {
-    if (UNTRACED_PATHS.has(ctx.path)) return next();
+    // Probes and scrapes make no traces.
+    if (PROBE_PATHS.has(ctx.path)) return next();
     const method = ctx.method;
     const parent = propagation.extract(ROOT_CONTEXT, ctx.req.headers);
     // No attributes at the start: the samplers here do not read them, and the SDK would copy and

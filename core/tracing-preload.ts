@@ -1,7 +1,7 @@
 /**
  * Starts tracing before the server's modules load: `tsx --import ./core/tracing-preload.ts server.ts`
  * (what `npm start` runs). Instrumentations patch modules as they are loaded, so they must be
- * registered first: CommonJS packages (mongodb, mongoose, graphql) through
+ * registered first: CommonJS packages (mongodb, mongoose, graphql, koa's lib) through
  * require-in-the-middle, and ES modules through import-in-the-middle's loader hook registered
  * here with `module.register`. Does nothing unless tracing is requested (docs/observability.md).
  */
@@ -16,7 +16,7 @@ try {
   if (!(err instanceof ConfigError)) throw err;
 }
 if (settings && tracingRequested(settings)) {
-  register('@opentelemetry/instrumentation/hook.mjs', import.meta.url, { data: { include: ['graphql', 'mongodb', 'http', 'https', 'node:http', 'node:https'] } });
+  register('@opentelemetry/instrumentation/hook.mjs', import.meta.url, { data: { include: ['koa', 'graphql', 'mongodb', 'http', 'https', 'node:http', 'node:https'] } });
   const { startTracing } = await import('./tracing-sdk.ts');
   const stop = startTracing(settings);
   // Flush what is buffered when the server stops (server.ts exits after closing the app).

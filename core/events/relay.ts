@@ -35,7 +35,8 @@ export interface OutboxSource {
   model: Model<any>;
   /** The object as the API shows it (private fields removed) for a stored document. */
   view(doc: Doc): Doc;
-  /** Whether documents belong to tenants (default: the schema has `tenant_id`). */ tenantScoped?: boolean;
+  /** Whether documents belong to tenants (default: the schema has `tenant_id`). */
+  tenantScoped?: boolean;
 }
 
 /**
@@ -293,11 +294,9 @@ export class Relay {
   async store(batch: Pending[]): Promise<void> {
     const committed_at = new Date();
     const docs: EventDoc[] = batch.flatMap((b) => b.events.map((e) => ({ ...e, committed_at })));
-    if (docs.length) {
-      for (const sink of this.sinks) {
-        const mine = sink.types === '*' ? docs : docs.filter((d) => (sink.types as string[]).includes(d.type));
-        if (mine.length) await sink.write(mine);
-      }
+    for (const sink of this.sinks) {
+      const mine = sink.types === '*' ? docs : docs.filter((d) => (sink.types as string[]).includes(d.type));
+      if (mine.length) await sink.write(mine);
     }
     const inserted = await this.insertNew(docs);
     for (const d of docs) this.recent.add(d._id);
@@ -401,18 +400,13 @@ export class Relay {
       return { source, docId: d._id, tenantId: d.tenant_id ?? null, events, clearIds: clearIdsOf(d).filter((id) => window.has(id)) };
     });
     const ids = items.flatMap((b) => b.events.map((e) => e._id)).filter((id) => !this.recent.has(id));
-    const known = new Set(ids.length ? (await this.events.collection.find({ _id: { $in: ids } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)) : []);
+    if (ids.length) {
+      for (const d of await this.events.collection.find({ _id: { $in: ids } } as never, { projection: { _id: 1 } }).toArray()) this.recent.add(String(d._id));
+    }
     let missing = 0;
     for (const b of items) {
-      b.events = b.events.filter((e) => {
-        if (this.recent.has(e._id)) return false;
-        if (known.has(e._id)) {
-          this.recent.add(e._id);
-          return false;
-        }
-        missing++;
-        return true;
-      });
+      b.events = b.events.filter((e) => !this.recent.has(e._id));
+      missing += b.events.length;
     }
     const todo = items.filter((b) => b.events.length || b.clearIds.length);
     if (todo.length) await this.store(todo);

@@ -104,6 +104,8 @@ export class AuthenticationService {
 
   /** Drop cached credentials of a user, e.g. after its roles changed. */
   invalidateUser(userId: string): void {
+    // A lookup under way may have read the user as it was: later requests look again.
+    this.lookups.clear();
     if (!this.cache) return;
     for (const [k, v] of this.cache.entries()) if (v.actor.id === userId) this.cache.delete(k);
   }

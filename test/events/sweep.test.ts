@@ -54,8 +54,12 @@ describe('outbox entries after the relay', () => {
   it('an update through another process freezes the create it cannot know is relayed, stores no duplicate, and clears both', async () => {
     const c = await p.http('POST', '/projects', { key: admin.key, json: { name: 'Elsewhere', budget: 1 } });
     const id = c.body._id as string;
+    // In-process listeners (realtime) of the updating process hear only what its insert added.
+    const heard: string[] = [];
+    q.app.services.get('events').onStored((docs) => heard.push(...docs.map((d) => d.type)));
     const u = await q.http('PATCH', `/projects/${id}`, { key: admin.key, json: { budget: 5 }, headers: { 'If-Match': '"1"' } });
     expect(u.status).toBe(200);
+    expect(heard).toEqual(['projects.updated']);
     expect(await outboxOf(id)).toEqual([]);
     const events = await eventsOf(id);
     expect(events.map((e) => e.type)).toEqual(['projects.created', 'projects.updated']);
