@@ -49,6 +49,8 @@ export class EventLog {
   private readonly relay: Relay;
   private readonly sweeper: OutboxSweeper;
   private sweepTimer: NodeJS.Timeout | null = null;
+  /** The sweep under way (timer or `sweep()`): close() waits for it, so it never meets a closed connection. */
+  private sweeping: Promise<unknown> | null = null;
   private readonly runners: ConsumerRunner[] = [];
   private readonly models;
   private retentionTimer: NodeJS.Timeout | null = null;
@@ -148,7 +150,10 @@ export class EventLog {
   /** Starts the sweep passes, the retention purge and every consumer. */
   start(): void {
     if (!this.sweepTimer) {
-      this.sweepTimer = setInterval(() => void this.sweeper.tick().catch((err) => this.log.warn({ err }, 'outbox sweep failed')), this.settings.sweepMs);
+      this.sweepTimer = setInterval(() => {
+        // A tick slower than the interval is not joined by another one in the same process.
+        if (!this.sweeping) void this.track(this.sweeper.tick()).catch((err) => this.log.warn({ err }, 'outbox sweep failed'));
+      }, this.settings.sweepMs);
       this.sweepTimer.unref();
     }
     for (const r of this.runners) r.start();
@@ -168,13 +173,23 @@ export class EventLog {
    * (docs/events.md). Resolves to the number of events stored.
    */
   sweep(from?: Date): Promise<number> {
-    return from ? this.sweeper.catchUp(from) : this.sweeper.tick();
+    return this.track(from ? this.sweeper.catchUp(from) : this.sweeper.tick());
+  }
+
+  private track<T>(work: Promise<T>): Promise<T> {
+    const settled = work.then(() => undefined, () => undefined);
+    this.sweeping = settled;
+    void settled.then(() => {
+      if (this.sweeping === settled) this.sweeping = null;
+    });
+    return work;
   }
 
   async close(): Promise<void> {
     if (this.retentionTimer) clearInterval(this.retentionTimer);
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
+    await this.sweeping;
     await Promise.all(this.runners.map((r) => r.stop()));
     await this.relay.close();
   }

@@ -129,6 +129,8 @@ export class Engine implements Dispatcher {
 
   private sweeper: NodeJS.Timeout | undefined;
   private lockKeeper: NodeJS.Timeout | undefined;
+  /** The orphan sweep under way: stop() waits for it, so it never meets a closed connection. */
+  private sweeping: Promise<unknown> | undefined;
   /** When the database last failed under Agenda (0: never), and up to when lost locks are released. */
   private troubleAt = 0;
   private releasedUpTo = 0;
@@ -138,7 +140,10 @@ export class Engine implements Dispatcher {
     this.started = true;
     const every = Math.max(this.opts.pollMs * 50, 5000);
     this.sweeper = setInterval(() => {
-      this.requeueOrphans(every).catch((err: unknown) => this.deps.log.warn({ err }, 'job sweep failed'));
+      if (this.sweeping) return;
+      this.sweeping = this.requeueOrphans(every)
+        .catch((err: unknown) => this.deps.log.warn({ err }, 'job sweep failed'))
+        .finally(() => (this.sweeping = undefined));
     }, every);
     this.sweeper.unref();
     let releasing = false;
@@ -197,6 +202,7 @@ export class Engine implements Dispatcher {
     this.started = false;
     clearInterval(this.sweeper);
     clearInterval(this.lockKeeper);
+    await this.sweeping;
     // Runs of this process stop; their leases end now so another replica takes them over at once.
     for (const [id, ac] of this.local) {
       ac.abort(new StopSignal('lost', 'this process is shutting down'));

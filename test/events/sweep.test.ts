@@ -12,6 +12,7 @@ import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
 import { unrelayedEntries } from '../helpers/outbox.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { createLogger } from '../../core/logger.ts';
 
 describe('outbox entries after the relay', () => {
   const uri = uniqueDbUri();
@@ -100,4 +101,18 @@ describe('outbox entries after the relay', () => {
       expect(s.horizon.getTime()).toBeGreaterThan(Date.now() - lag[String(s._id)]! - 12_000);
     }
   }, 30_000);
+});
+
+describe('a sweep under way when the app closes', () => {
+  it('finishes before the connection closes: no "outbox sweep failed" on the way out', async () => {
+    const warned: string[] = [];
+    const logger = createLogger('warn', { write: (line: string) => void warned.push(String(JSON.parse(line).msg)) });
+    const app = await buildTestApp({ plugins: [resourcesPlugin, eventWriterPlugin], logger });
+    // A catch-up over the log's whole retention: still reading when close() starts.
+    const sweeping = app.app.services.get('events').sweep(new Date(Date.now() - 7 * 86_400_000));
+    const closed = app.close();
+    await expect(sweeping).resolves.toBeTypeOf('number');
+    await closed;
+    expect(warned).toEqual([]);
+  });
 });
