@@ -41,7 +41,10 @@ export class HealthRegistry {
             return s;
           },
         );
-        return [name, { status, duration_ms: Math.round(performance.now() - started) }] as const;
+        const took = Math.round(performance.now() - started);
+        // Node's timers run on the loop's cached clock and may fire a millisecond before a fresh
+        // performance.now() says the timeout elapsed: a check that timed out took at least the timeout.
+        return [name, { status, duration_ms: status === 'timeout' ? Math.max(took, timeoutMs) : took }] as const;
       }),
     );
     const checks = Object.fromEntries(entries);
