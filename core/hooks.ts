@@ -77,19 +77,38 @@ export type HookHandler<K extends HookName> = K extends BeforeHook
     ? AfterHandler<K>
     : (payload: HookEvents[K]) => void | Promise<void>;
 
+/** Options of a hook subscription. */
+export interface HookOptions {
+  /**
+   * Only events whose payload names one of these resources (`payload.resource`, document events)
+   * reach the handler. A resource write with no `BEFORE_UPDATE` handler for its resource updates in
+   * one database command instead of a read and a write (docs/performance.md): name the resources a
+   * `BEFORE_*` handler is for whenever it is not for all of them.
+   */
+  resources?: readonly string[];
+}
+
 /** A hook subscription as a plugin contributes it from `setup()`. */
-export interface HookRegistration<K extends HookName = HookName> {
+export interface HookRegistration<K extends HookName = HookName> extends HookOptions {
   event: K;
   handler: HookHandler<K>;
 }
 
 /** Helper that keeps the event name and handler type tied together. */
-export const onHook = <K extends HookName>(event: K, handler: HookHandler<K>): HookRegistration =>
-  ({ event, handler }) as unknown as HookRegistration;
+export const onHook = <K extends HookName>(event: K, handler: HookHandler<K>, opts: HookOptions = {}): HookRegistration =>
+  ({ event, handler, ...(opts.resources ? { resources: [...opts.resources] } : {}) }) as unknown as HookRegistration;
 
 interface Entry {
   plugin: string;
   handler: (p: unknown) => unknown;
+  resources: ReadonlySet<string> | null;
+}
+
+/** The entries of `list` that `payload` reaches (a resource filter skips other resources' events). */
+function reached(list: Entry[], payload: unknown): Entry[] {
+  if (list.every((e) => !e.resources)) return list;
+  const resource = (payload as { resource?: unknown } | null)?.resource;
+  return list.filter((e) => !e.resources || (typeof resource === 'string' && e.resources.has(resource)));
 }
 
 export class HookBus {
@@ -97,9 +116,9 @@ export class HookBus {
 
   constructor(private readonly log: Logger) {}
 
-  on<K extends HookName>(event: K, handler: HookHandler<K>, plugin = 'anonymous'): () => void {
+  on<K extends HookName>(event: K, handler: HookHandler<K>, plugin = 'anonymous', opts: HookOptions = {}): () => void {
     const list = this.handlers.get(event) ?? [];
-    const entry: Entry = { plugin, handler: handler as (p: unknown) => unknown };
+    const entry: Entry = { plugin, handler: handler as (p: unknown) => unknown, resources: opts.resources ? new Set(opts.resources) : null };
     list.push(entry);
     this.handlers.set(event, list);
     return () => {
@@ -108,14 +127,18 @@ export class HookBus {
     };
   }
 
-  hasListeners(event: HookName): boolean {
-    return (this.handlers.get(event)?.length ?? 0) > 0;
+  /** Whether a handler listens to `event` (for `resource`'s events, when given: handlers for other resources do not count). */
+  hasListeners(event: HookName, resource?: string): boolean {
+    const list = this.handlers.get(event) ?? [];
+    return resource === undefined ? list.length > 0 : list.some((e) => !e.resources || e.resources.has(resource));
   }
 
   /** Runs `BEFORE_*` handlers in order; each may replace the payload. A throw vetoes the operation. */
   async runBefore<K extends BeforeHook>(event: K, payload: HookEvents[K]): Promise<HookEvents[K]> {
-    const list = this.handlers.get(event);
-    if (!list?.length) return payload;
+    const all = this.handlers.get(event);
+    if (!all?.length) return payload;
+    const list = reached(all, payload);
+    if (!list.length) return payload;
     return traced(`hook ${event}`, async () => {
       let current = payload;
       for (const { handler } of list) {
@@ -131,8 +154,10 @@ export class HookBus {
    * `emitAfter`, a failure propagates to the emitter (and later handlers do not run).
    */
   async dispatch<K extends DispatchHook>(event: K, payload: HookEvents[K]): Promise<void> {
-    const list = this.handlers.get(event);
-    if (!list?.length) return;
+    const all = this.handlers.get(event);
+    if (!all?.length) return;
+    const list = reached(all, payload);
+    if (!list.length) return;
     await traced(`hook ${event}`, async () => {
       for (const { handler } of list) await handler(payload);
     });
@@ -140,8 +165,10 @@ export class HookBus {
 
   /** Runs `AFTER_*` handlers concurrently; a failure is logged with the plugin name and swallowed. */
   async emitAfter<K extends AfterHook>(event: K, payload: HookEvents[K]): Promise<void> {
-    const list = this.handlers.get(event);
-    if (!list?.length) return;
+    const all = this.handlers.get(event);
+    if (!all?.length) return;
+    const list = reached(all, payload);
+    if (!list.length) return;
     await traced(`hook ${event}`, () => Promise.all(
       list.map(async ({ plugin, handler }) => {
         try {

@@ -165,7 +165,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         kernel,
       });
       contributions.push({ plugin, c });
-      for (const h of c.hooks ?? []) hooks.on(h.event, h.handler as never, plugin.name);
+      for (const h of c.hooks ?? []) hooks.on(h.event, h.handler as never, plugin.name, h.resources ? { resources: h.resources } : {});
       for (const [name, fn] of Object.entries(c.health ?? {})) health.register(name, fn, plugin.name);
       for (const j of c.jobs ?? []) {
         if (jobs.some((x) => x.name === j.name)) throw new PluginError(`Job "${j.name}" of plugin "${plugin.name}" is already defined`);

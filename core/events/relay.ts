@@ -2,12 +2,13 @@ import type { Model, Types } from 'mongoose';
 import type { Logger } from '../logger.ts';
 import type { Doc } from '../hooks.ts';
 import { OUTBOX_FIELD } from './model.ts';
+import { KnownByDocument, RecentIds, type KnownEntries } from './known.ts';
 
 /**
  * A change's event while it waits in its document's outbox (`_outbox`), written by the same atomic
  * write as the change itself. It has no `data` while the document is still at `version`: the
  * document then IS the event's object. A later write that supersedes it freezes `data` into it
- * first (see `supersede`), so every event keeps the object as it was after its own change.
+ * first (see `supersede` in known.ts), so every event keeps the object as it was after its own change.
  */
 export interface OutboxEntry {
   id: string;
@@ -155,39 +156,6 @@ export function eventsOf(source: OutboxSource, doc: Doc, log?: Logger): Omit<Eve
   });
 }
 
-/**
- * The `_outbox` value of a write that supersedes `old`: its waiting entries with their object
- * frozen (the object of an entry at `old.version` is `old` itself), plus the new entry (none for a
- * write that has no event of its own). Entries `relayed` says are in the log are dropped.
- */
-export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry | null, relayed: (e: OutboxEntry) => boolean = () => false): OutboxEntry[] {
-  const waiting = ((old[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => !relayed(e));
-  const added = entry ? [entry] : [];
-  if (!waiting.length) return added;
-  const view = source.view(old);
-  return [...waiting.map((e) => (e.data ? e : { ...e, data: view })), ...added];
-}
-
-/** A bounded set of the newest ids added: what this process knows is in the log. */
-class RecentIds {
-  private readonly set = new Set<string>();
-  private readonly order: string[] = [];
-  private next = 0;
-  constructor(private readonly capacity: number) {}
-
-  add(id: string): void {
-    if (this.set.has(id)) return;
-    if (this.order.length < this.capacity) this.order.push(id);
-    else {
-      this.set.delete(this.order[this.next]!);
-      this.order[this.next] = id;
-      this.next = (this.next + 1) % this.capacity;
-    }
-    this.set.add(id);
-  }
-
-  has = (id: string): boolean => this.set.has(id);
-}
 
 /**
  * Moves events from document outboxes into the `events` collection: in batches for this process's
@@ -205,6 +173,8 @@ export class Relay {
   private readonly sinks: EventSink[] = [];
   /** Events this process stored or saw in the log: their entries need no freezing. */
   private readonly recent = new RecentIds(50_000);
+  /** The same events by document, for writes that supersede entries without reading them first. */
+  private readonly byDocument = new KnownByDocument(20_000);
   /** Entries stamped before this (ms) are in the log: the late sweep pass covered them. */
   private knownBefore = 0;
 
@@ -232,6 +202,11 @@ export class Relay {
   /** Whether `entry`'s event is known to be in the log (so a superseding write may drop it). */
   relayed(entry: OutboxEntry): boolean {
     return this.recent.has(entry.id) || new Date(entry.created_at).getTime() < this.knownBefore;
+  }
+
+  /** What this process knows is in the log of a document's entries (see `outboxInWrite`). */
+  known(source: OutboxSource, docId: unknown): KnownEntries {
+    return { ids: this.byDocument.of(KnownByDocument.key(source.name, docId)), before: this.knownBefore };
   }
 
   /** The late sweep pass covered every entry stamped before `at` (ms). */
@@ -300,6 +275,7 @@ export class Relay {
     }
     const inserted = await this.insertNew(docs);
     for (const d of docs) this.recent.add(d._id);
+    for (const b of batch) this.byDocument.add(KnownByDocument.key(b.source.name, b.docId), b.events.map((e) => e._id));
     const bySource = new Map<OutboxSource, Pending[]>();
     for (const b of batch) {
       if (!b.clearIds.length) continue;

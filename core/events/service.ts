@@ -9,7 +9,8 @@ import { cursorFilter, decodeCursor, encodeCursor, querySort, type SortSpec } fr
 import { EventCatalogue, type EventTypeView } from './catalogue.ts';
 import { eventClaimModel, eventCursorModel, eventModel, newEventId } from './model.ts';
 import { OutboxSweeper } from './sweep.ts';
-import { Relay, supersede, type EventDoc, type EventSink, type OutboxEntry, type OutboxSource, type RelaySettings } from './relay.ts';
+import { outboxInWrite, supersede, type OutboxInWrite } from './known.ts';
+import { Relay, type EventDoc, type EventSink, type OutboxEntry, type OutboxSource, type RelaySettings } from './relay.ts';
 import { ConsumerRunner, toRecord, type ConsumerSettings, type EventConsumer, type EventRecord } from './consumers.ts';
 import type { EventListQuery } from './schemas.ts';
 
@@ -104,6 +105,12 @@ export class EventLog {
      * waiting entries with their object frozen. Use it with a compare-and-set on `old.version`.
      */
     freeze: (source: OutboxSource, old: Doc): OutboxEntry[] => supersede(source, old, null, (e) => this.relay.relayed(e)),
+    /**
+     * The outbox of a write that changes document `docId` without reading it first: the database
+     * computes it inside the write (an update pipeline), as `update()` would from the document read.
+     * `view` is the expression of the document as the API shows it (see `outboxInWrite`).
+     */
+    inWrite: (source: OutboxSource, docId: unknown, entry: OutboxEntry, view: Doc): OutboxInWrite => outboxInWrite(source, entry, view, this.relay.known(source, docId)),
   };
 
   /**

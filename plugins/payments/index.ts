@@ -80,9 +80,7 @@ export const paymentsPlugin = definePlugin({
 
     return {
       hooks: [
-        onHook('BEFORE_UPDATE', (e) => {
-          if (e.resource === 'payments') svc.checkUpdate(e.old, e.data);
-        }),
+        onHook('BEFORE_UPDATE', (e) => svc.checkUpdate(e.old, e.data), { resources: ['payments'] }),
       ],
       routes: [...(ledger ? ledgerRoutes(ledger) : []), ...payoutRoutes(payouts)],
       graphql: (builder) => paymentsGraphql(builder, { svc, payouts, ledger }),

@@ -88,24 +88,29 @@ export interface OutboxOptions {
   tenantId?: string | null;
 }
 
-/**
- * The event of a write, to store in the written document's outbox (`_outbox`) by that same write.
- * `old` is the document the write replaces (null for a create): its waiting entries keep their object.
- */
-export function outboxFor(svc: ResourceService, verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: OutboxOptions = {}): OutboxEntry[] {
+/** The entry of a resource write's event, without the outbox it goes into. */
+export function stageChange(svc: ResourceService, verb: ResourceEventVerb, actor: Actor | null, c: { version: number; previous: Doc | null; tenantId: string | null } & OutboxOptions): OutboxEntry {
   const ctx = requestOf(actor);
-  const tenantId = opts.tenantId !== undefined ? opts.tenantId : old?.tenant_id ? String(old.tenant_id) : null;
-  const entry = stageResourceEvent((type, input) => svc.deps.events.stage(type, input), svc.def.name, {
-    verb, actor, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? svc.view(old) : null,
+  return stageResourceEvent((type, input) => svc.deps.events.stage(type, input), svc.def.name, {
+    verb, actor, tenantId: c.tenantId, version: c.version, previous: c.previous,
     meta: {
-      resource: svc.def.name, ip: ctx?.ip ?? null, bulk: !!opts.bulk, ...(opts.replace !== undefined ? { replace: opts.replace } : {}),
+      resource: svc.def.name, ip: ctx?.ip ?? null, bulk: !!c.bulk, ...(c.replace !== undefined ? { replace: c.replace } : {}),
       audit: {
-        operation: verb === 'updated' && opts.replace ? 'replace' : AUDIT_OPERATION[verb],
+        operation: verb === 'updated' && c.replace ? 'replace' : AUDIT_OPERATION[verb],
         resource: svc.def.name,
         actor_name: actor && !isSystemActor(actor) ? actor.name ?? null : null,
         ip: ctx?.ip ?? null,
       },
     },
   });
+}
+
+/**
+ * The event of a write, to store in the written document's outbox (`_outbox`) by that same write.
+ * `old` is the document the write replaces (null for a create): its waiting entries keep their object.
+ */
+export function outboxFor(svc: ResourceService, verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: OutboxOptions = {}): OutboxEntry[] {
+  const tenantId = opts.tenantId !== undefined ? opts.tenantId : old?.tenant_id ? String(old.tenant_id) : null;
+  const entry = stageChange(svc, verb, actor, { ...opts, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? svc.view(old) : null });
   return old ? svc.deps.events.outbox.update(svc.source, old, entry) : svc.deps.events.outbox.insert(entry);
 }

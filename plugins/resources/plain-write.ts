@@ -146,6 +146,24 @@ export class PlainWriter {
   }
 
   /**
+   * The change of {@link updateIf} as an update pipeline whose first stage sets `computed` (e.g. an
+   * outbox built by the database from the document), answering the document as it was before the
+   * write and the `$set` values as stored. `undefined` when mongoose must cast or validate a value
+   * (nothing was written), null when nothing matched. `set` paths must be top-level.
+   */
+  async updateComputedIf(filter: Doc, set: Doc, unset: Record<string, 1>, version: number, computed: Doc): Promise<{ before: Doc; set: Doc } | null | undefined> {
+    const cast = this.castSet(set, Object.keys(unset), SERVER_SET);
+    if (!cast) return undefined;
+    // Pipeline values are expressions: a string starting with `$` would name a field. Literals.
+    const values: Doc = { version: { $literal: version + 1 } };
+    for (const [k, v] of Object.entries(cast)) values[k] = { $literal: v };
+    const stages: Doc[] = [{ $set: computed }, { $set: values }];
+    if (Object.keys(unset).length) stages.push({ $unset: Object.keys(unset) });
+    const before = (await this.driver().findOneAndUpdate({ ...filter, version }, stages, { returnDocument: 'before' })) as Doc | null;
+    return before ? { before, set: { ...cast, version: version + 1 } } : null;
+  }
+
+  /**
    * The document `new Model(data)` would hold (cast, setters, defaults, in mongoose's key order), or
    * null when mongoose must decide (a failed cast, an unknown field). `validate` also runs the
    * validators (null when one fails), as a create's save does; a replace's defaults skip them.

@@ -20,6 +20,7 @@ import { checkReferences, checkWritable, fillGuardedFields } from './write-check
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
 import { lastEventId, outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
 import { restoreDocument } from './restore.ts';
+import { updateDocument } from './update.ts';
 import { PlainWriter } from './plain-write.ts';
 import { checkPopulate, populate } from './populate.ts';
 
@@ -72,13 +73,16 @@ export class ResourceService {
   readonly fieldByPath: Map<string, ResourceDefinition['fields'][number]>;
   /** Projection that leaves out the private fields. */
   private readonly privateProjection: Record<string, 0>;
-  private readonly clientPaths: string[];
+  /** The paths a client writes (not private): a replace resets those its body leaves out. */
+  readonly clientPaths: string[];
   /** This resource's collection as an outbox source of the event log. */
   readonly source: OutboxSource;
   /** Mongoose-exact writes without mongoose documents or queries, where the schema allows. */
-  private readonly plain: PlainWriter;
+  readonly plain: PlainWriter;
+  /** `view()` as an aggregation expression of the stored document (`$$ROOT`), for update pipelines. */
+  readonly viewExpression: Doc;
   /** Whether the schema hides a path from reads (`select: false`), which only mongoose's reads apply. */
-  private readonly hidesPaths: boolean;
+  readonly hidesPaths: boolean;
 
   constructor(
     readonly def: ResourceDefinition,
@@ -91,6 +95,8 @@ export class ResourceService {
     this.source = { name: def.name, model, view: (d) => this.view(d), tenantScoped: def.tenant_scoped !== false };
     this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);
     this.plain = new PlainWriter(model);
+    const hidden = [...def.privateFields, OUTBOX_FIELD];
+    this.viewExpression = { $arrayToObject: { $filter: { input: { $objectToArray: '$$ROOT' }, as: 'f', cond: { $not: [{ $in: ['$$f.k', hidden] }] } } } };
     this.hidesPaths = Object.values(model.schema.paths).some((t) => (t.options as { select?: unknown } | undefined)?.select === false);
     this.queryInfo = {
       name: def.name,
@@ -288,36 +294,9 @@ export class ResourceService {
     return this.view(doc);
   }
 
-  /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
-  async update(actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
-    // Same order for REST and GraphQL: guards (403), If-Match (428), body (422), lookup (404), revision (412).
-    const scope = this.scope(actor);
-    const tags = parseIfMatch(ifMatch);
-    const input = parseInput(replace ? this.def.inputs.replace : this.def.inputs.update, body, ['body']) as Doc;
-    const old = await this.findOwned(id, scope);
-    if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
-    const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-    const ev = await this.deps.hooks.runBefore('BEFORE_UPDATE', { ...this.event(actor, tenantId, false), id, data: input, old, replace });
-    checkWritable(scope, ev.data);
-    await checkReferences(this, actor, ev.data, ['body'], tenantId);
-
-    // An empty PATCH changes nothing: no new revision, no events.
-    if (!replace && Object.keys(ev.data).length === 0) return this.view(old);
-    const set: Doc = { updated_at: new Date(), updated_by: this.actorId(actor), [OUTBOX_FIELD]: this.outboxFor('updated', actor, old, { replace }) };
-    const unset: Record<string, 1> = {};
-    if (replace) {
-      // A replace resets what the body leaves out: defaults where the schema has them, else nothing.
-      const full = this.plain.build(ev.data, false) ?? (new this.model(ev.data).toObject() as Doc);
-      for (const p of this.clientPaths) {
-        if (full[p] === undefined) unset[p] = 1;
-        else set[p] = full[p];
-      }
-    } else Object.assign(set, ev.data);
-    const doc = await this.plain.updateIf({ _id: old._id, ...scope, version: old.version }, !this.needsCasting(scope), set, unset);
-    if (!doc) throw await this.lostRace(id, scope);
-    await this.committed(doc);
-    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.event(actor, tenantId, false), id, old, doc, replace, event_id: lastEventId(doc) });
-    return this.view(doc);
+  /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update (update.ts). */
+  update(actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
+    return updateDocument(this, actor, id, ifMatch, body, replace);
   }
 
   /** Soft delete guarded by `If-Match`; cascade rules of referencing resources run first. */
@@ -364,13 +343,13 @@ export class ResourceService {
   // ---- internals -------------------------------------------------------------------------
 
 
-  private oid(id: string): Types.ObjectId {
+  oid(id: string): Types.ObjectId {
     if (!Types.ObjectId.isValid(id) || !/^[0-9a-fA-F]{24}$/.test(id)) throw new NotFoundError(this.def.name, id);
     return new Types.ObjectId(id);
   }
 
   /** True unless every key of the filter is one whose value the service itself built with the stored type. */
-  private needsCasting(filter: Filter): boolean {
+  needsCasting(filter: Filter): boolean {
     for (const k of Object.keys(filter)) if (k !== '_id' && k !== 'tenant_id' && k !== 'is_deleted') return true;
     return false;
   }
