@@ -34,7 +34,7 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 };
 
-type Stats = { heap: number; external: number; rss: number; commands: number; by_kind: Record<string, number>; elu: { idle: number; active: number }; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number };
+type Stats = { heap: number; external: number; rss: number; commands: number; by_kind: Record<string, number>; elu: { idle: number; active: number }; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number; serialized?: number; frames?: number };
 
 export async function benchRealtime(mongodbUri: string) {
   const uri = new URL(mongodbUri);
@@ -106,7 +106,7 @@ export async function benchRealtime(mongodbUri: string) {
     const after = await stats();
     const kinds = Object.entries(after.by_kind).map(([k, v]) => [k, (v - (before.by_kind[k] ?? 0)) / (seconds + 1.5)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
     const busy = (after.elu.active - before.elu.active) / (after.elu.active - before.elu.active + after.elu.idle - before.elu.idle);
-    return { busy, byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups };
+    return { busy, byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups, serialized: (after.serialized ?? 0) - (before.serialized ?? 0), frames: (after.frames ?? 0) - (before.frames ?? 0) };
   };
 
   try {
@@ -130,7 +130,7 @@ export async function benchRealtime(mongodbUri: string) {
       delay_ms: { p50: pct(delays, 50), p99: pct(delays, 99), deliveries: delivered, expected: many.writes * N },
       db_commands_per_s: { with_10: +ten.perSecond.toFixed(1), [`with_${N}`]: +many.perSecond.toFixed(1) },
       tail_queries_per_s: { with_10: +ten.tailPerSecond.toFixed(1), [`with_${N}`]: +many.tailPerSecond.toFixed(1) },
-      graphql: { executions: many.executions, reused: many.reused, groups: many.groups },
+      graphql: { executions: many.executions, reused: many.reused, groups: many.groups, serialized: many.serialized, frames: many.frames },
     };
     log(`realtime: ${N} subscribers (${TRANSPORT === 'both' ? `${N / 2} SSE + ${N / 2} graphql-ws` : TRANSPORT}), ${RATE} writes/s for ${SECONDS} s, load average ${loadavg()[0]!.toFixed(1)}`);
     log(`  memory per subscriber: ${result.memory_per_subscriber_kb} KiB heap+external (${result.rss_per_subscriber_kb} KiB RSS)`);
@@ -139,7 +139,7 @@ export async function benchRealtime(mongodbUri: string) {
     log(`  server event loop busy while writing: ${(100 * ten.busy).toFixed(0)}% with 10 subscribers, ${(100 * many.busy).toFixed(0)}% with ${N}`);
     log(`    by collection and method, with 10: ${ten.byKind}`);
     log(`    with ${N}: ${many.byKind}`);
-    log(`  GraphQL executions of events: ${many.executions} (${many.reused} results reused, ${many.groups} groups)`);
+    log(`  GraphQL executions of events: ${many.executions} (${many.reused} results reused, ${many.groups} groups); ${many.frames} graphql-ws frames written by their group, ${many.serialized} payloads serialized`);
     return result;
   } finally {
     for (const a of sse) a.abort();

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
-import { WebSocketServer } from 'ws';
+import { WebSocketServer, type WebSocket } from 'ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { GraphQLError, type ExecutionArgs } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
@@ -10,6 +10,7 @@ import type { Logger } from '../logger.ts';
 import type { GraphQLContext } from '../graphql.ts';
 import { checkVariablesDepth } from '../graphql-limits.ts';
 import { authenticatePresented, presentedOf, type CredentialCheck, type PresentedCredential } from './sessions.ts';
+import type { FrameSink } from './shared.ts';
 
 /** `connection_init` payload: the credential, as an API key or a bearer token, and a system administrator's tenant. */
 type InitPayload = { apiKey?: unknown; authorization?: unknown; tenantId?: unknown } | undefined;
@@ -77,6 +78,18 @@ export function sharedFrames() {
 }
 
 /**
+ * Subscription `id`'s frames on `ws`, for its group to write its `next` messages (shared.ts):
+ * written at once while little is buffered; past the mark, the writer waits for the socket.
+ */
+const frameSink = (ws: WebSocket, id: string): FrameSink => ({
+  id,
+  write(frame) {
+    if (ws.bufferedAmount <= SEND_HIGH_WATER) return void ws.send(frame);
+    return new Promise<void>((resolve) => ws.send(frame, () => resolve()));
+  },
+});
+
+/**
  * GraphQL over WebSocket (the graphql-ws protocol) on `path` of the app's HTTP server: the same
  * schema, cost and depth limits (Yoga's envelop plugins: parse, validate, execute, subscribe) and
  * error masking as `/graphql` over HTTP. The connection authenticates in `connection_init`
@@ -133,7 +146,7 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
         ctx.extra.presented = presented;
         return true;
       },
-      onSubscribe: async (ctx, _id, payload) => {
+      onSubscribe: async (ctx, id, payload) => {
         const requestId = randomUUID();
         const presented = ctx.extra.presented ?? {};
         let actor: Actor | null;
@@ -145,7 +158,7 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
         }
         const rlog = opts.log.child({ request_id: requestId });
         const ip = ctx.extra.request.socket.remoteAddress ?? null;
-        const context: GraphQLContext = { actor: actor ? withRequest(actor, { requestId, ip, actor, log: rlog }) : null, requestId, presented };
+        const context: GraphQLContext = { actor: actor ? withRequest(actor, { requestId, ip, actor, log: rlog }) : null, requestId, presented, frames: frameSink(ctx.extra.socket, id) };
         const { schema, execute, subscribe, parse, validate, contextFactory } = opts.yoga.getEnveloped(context);
         let document;
         try {
