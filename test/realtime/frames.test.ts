@@ -11,7 +11,9 @@ import { ADMIN_KEY, buildTestApp, createTenantUser, type TestApp } from '../help
 import { definePlugin } from '../../core/plugin.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { resourceEventsPlugin } from '../fixtures/resource-events-plugin.ts';
-import { EVENTS_SUBSCRIPTION, sleep, until, wsTracker } from './helpers.ts';
+import { sseChunk } from '../../core/realtime/routes.ts';
+import type { EventRecord } from '../../core/events/consumers.ts';
+import { EVENTS_SUBSCRIPTION, eventStream, sleep, until, wsTracker } from './helpers.ts';
 
 const blobPlugin = definePlugin({
   name: 'blob-events',
@@ -139,4 +141,23 @@ describe('graphql-ws frames written by the group', () => {
     await until(() => fast.results.length === total + 1, 15_000, 'the group still delivering');
     fast.dispose();
   }, 90_000);
+
+  it('SSE: a batch is formatted and encoded once for every stream that drains the very same events; streams of one view get the same bytes', async () => {
+    const rec = (n: number): EventRecord => ({ id: `evt_${String(n).padStart(24, '0')}`, type: 'test.blob', tenant_id: TENANT, created_at: new Date(0).toISOString(), data: { n }, actor: null, request_id: null }) as unknown as EventRecord;
+    const [a, b, c] = [rec(1), rec(2), rec(3)];
+    const chunk = sseChunk([a!, b!, c!]);
+    expect(sseChunk([a!, b!, c!])).toBe(chunk);
+    expect(chunk.toString()).toBe([a, b, c].map((e) => `id: ${e!.id}\nevent: test.blob\ndata: ${JSON.stringify(e)}\n\n`).join(''));
+    // Another view of the same first event (a filter that drops b) is another chunk; so is a copy of an event.
+    expect(sseChunk([a!, c!])).not.toBe(chunk);
+    expect(sseChunk([a!, c!]).toString()).toBe(chunk.toString().replace(/id: evt_0+2[^]*?\n\n/, ''));
+    expect(sseChunk([a!, b!, { ...c! }])).not.toBe(chunk);
+
+    const streams = await Promise.all([1, 2, 3].map(() => eventStream(t.url, { query: 'types=test.blob' })));
+    await until(() => stats().listeners >= 3, 10_000, 'streams listening');
+    for (const n of [1, 2, 3, 4]) await blob(n);
+    await until(() => streams.every((s) => s.events.length === 4), 15_000, 'deliveries');
+    for (const s of streams) expect(s.data('test.blob').map((e) => e.data.n)).toEqual([1, 2, 3, 4]);
+    for (const s of streams) s.close();
+  });
 });
