@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { GraphQLError, type ExecutionArgs } from 'graphql';
@@ -77,17 +78,42 @@ export function sharedFrames() {
   };
 }
 
+/** The header of an unmasked, final text frame of `length` bytes (RFC 6455 5.2), as servers send. */
+function textFrameHeader(length: number): Buffer {
+  if (length < 126) return Buffer.from([0x81, length]);
+  if (length < 0x10000) return Buffer.from([0x81, 126, length >> 8, length & 0xff]);
+  const h = Buffer.alloc(10);
+  h[0] = 0x81;
+  h[1] = 127;
+  h.writeBigUInt64BE(BigInt(length), 2);
+  return h;
+}
+
 /**
- * Subscription `id`'s frames on `ws`, for its group to write its `next` messages (shared.ts):
- * written at once while little is buffered; past the mark, the writer waits for the socket.
+ * Subscription `id`'s `next` messages on `ws`, for its group to write (shared.ts): each message is
+ * `{"id":…,"type":"next","payload":<the group's JSON>}`, byte for byte what graphql-ws sends; the
+ * messages of a batch go to the socket as one buffer of WebSocket frames. Without extensions
+ * (the server negotiates none: no compression), ws's sender keeps no queue of its own, so a frame
+ * written to the socket keeps its place among ws's. Past the mark, the writer waits for the socket.
  */
-const frameSink = (ws: WebSocket, id: string): FrameSink => ({
-  id,
-  write(frame) {
-    if (ws.bufferedAmount <= SEND_HIGH_WATER) return void ws.send(frame);
-    return new Promise<void>((resolve) => ws.send(frame, () => resolve()));
-  },
-});
+function frameSink(ws: WebSocket, socket: Duplex, id: string): FrameSink {
+  const prefix = Buffer.from(`{"id":${JSON.stringify(id)},"type":"next","payload":`);
+  const suffix = Buffer.from('}');
+  const raw = ws.extensions === '';
+  return {
+    next(payloads) {
+      if (ws.readyState !== ws.OPEN || !raw) {
+        for (const p of payloads) ws.send(`${prefix.toString()}${p.toString()}}`);
+        return undefined;
+      }
+      const parts: Buffer[] = [];
+      for (const p of payloads) parts.push(textFrameHeader(prefix.length + p.length + 1), prefix, p, suffix);
+      const frames = Buffer.concat(parts);
+      if (ws.bufferedAmount <= SEND_HIGH_WATER) return void socket.write(frames);
+      return new Promise<void>((resolve) => socket.write(frames, () => resolve()));
+    },
+  };
+}
 
 /**
  * GraphQL over WebSocket (the graphql-ws protocol) on `path` of the app's HTTP server: the same
@@ -101,12 +127,15 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
   const path = opts.path ?? '/graphql';
   const wss = new WebSocketServer({ noServer: true });
   const frames = sharedFrames();
+  /** Each connection's TCP socket, for frames written by their group (frameSink). */
+  const sockets = new WeakMap<WebSocket, Duplex>();
   server.on('upgrade', (req, socket, head) => {
     if ((req.url ?? '').split('?')[0] !== path) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
+      sockets.set(ws, socket);
       const send = ws.send.bind(ws) as (data: unknown, cb?: (err?: Error) => void) => void;
       let corked = false;
       const uncork = () => {
@@ -158,7 +187,7 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
         }
         const rlog = opts.log.child({ request_id: requestId });
         const ip = ctx.extra.request.socket.remoteAddress ?? null;
-        const context: GraphQLContext = { actor: actor ? withRequest(actor, { requestId, ip, actor, log: rlog }) : null, requestId, presented, frames: frameSink(ctx.extra.socket, id) };
+        const context: GraphQLContext = { actor: actor ? withRequest(actor, { requestId, ip, actor, log: rlog }) : null, requestId, presented, frames: frameSink(ctx.extra.socket, sockets.get(ctx.extra.socket)!, id) };
         const { schema, execute, subscribe, parse, validate, contextFactory } = opts.yoga.getEnveloped(context);
         let document;
         try {

@@ -27,18 +27,17 @@ export interface FanoutCounts {
 
 /**
  * A graphql-ws subscription's socket (http.ts puts it in the operation's context): its group
- * writes the subscription's `next` frames to it directly, rather than through graphql-ws's
+ * writes the subscription's `next` messages to it directly, rather than through graphql-ws's
  * per-message loop and envelop's per-result mapping.
  */
 export interface FrameSink {
-  /** The subscription's id in the graphql-ws protocol. */
-  readonly id: string;
   /**
-   * Writes one text frame. Undefined when little is buffered; past the socket's high-water mark, a
-   * promise that settles once the frame has left: the member waits, and its queue grows toward
-   * REALTIME_MAX_QUEUE (then its stream ends, 503), as graphql-ws's own loop waits for each write.
+   * Writes one `next` message per payload (the JSON of a result without errors), in order, in one
+   * write. Undefined when little is buffered; past the socket's high-water mark, a promise that
+   * settles once they have left: the member waits, and its queue grows toward REALTIME_MAX_QUEUE
+   * (then its stream ends, 503), as graphql-ws's own loop waits for each write.
    */
-  write(frame: string): Promise<void> | undefined;
+  next(payloads: Buffer[]): Promise<void> | undefined;
 }
 
 export interface SharingOptions {
@@ -51,8 +50,8 @@ export interface SharingOptions {
 interface Group {
   members: number;
   results: WeakMap<object, ExecutionResult | Promise<ExecutionResult>>;
-  /** The JSON of each result without errors, made once for every member's `next` frame. */
-  json: WeakMap<object, string>;
+  /** The JSON of each result without errors, made once for every member's `next` message. */
+  json: WeakMap<object, Buffer>;
 }
 
 /** A source of values, possibly with the values already waiting (a `settled` channel). */
@@ -124,6 +123,14 @@ export function shareSubscriptionResults(opts: SharingOptions): Plugin {
       if (shareable) joined.results.set(payload, result);
       return result;
     };
+    const jsonOf = (result: ExecutionResult): Buffer => {
+      let json = joined.json.get(result);
+      if (json === undefined) {
+        opts.counts.serialized++;
+        joined.json.set(result, (json = Buffer.from(JSON.stringify(result))));
+      }
+      return json;
+    };
     const it: Source = source[Symbol.asyncIterator]();
     const stop = async (): Promise<IteratorResult<ExecutionResult>> => {
       leave();
@@ -153,7 +160,6 @@ export function shareSubscriptionResults(opts: SharingOptions): Plugin {
      * once the subscription is registered; `return()` stops it at once.
      */
     const direct = async (frames: FrameSink): Promise<IteratorResult<ExecutionResult>> => {
-      const id = JSON.stringify(frames.id);
       for (;;) {
         if (left) return { value: undefined, done: true };
         if (!waiting.length) {
@@ -161,21 +167,20 @@ export function shareSubscriptionResults(opts: SharingOptions): Plugin {
           if (s.done || left) return { value: undefined, done: true };
           waiting = [s.value, ...(it.drain?.() ?? [])];
         }
-        while (waiting.length) {
+        const payloads: Buffer[] = [];
+        let other: ExecutionResult | undefined;
+        while (waiting.length && !other) {
           const value = waiting.shift();
-          if (!value || typeof value !== 'object') return { value: await resultOf(value), done: false };
           const pending = resultOf(value);
           const result = isPromise(pending) ? await pending : pending;
           if (left) return { value: undefined, done: true };
           // A stream's end or a failed resolver: graphql-ws's path (error masking, request ids).
-          if (result.errors?.length) return { value: result, done: false };
-          let json = joined.json.get(result);
-          if (json === undefined) {
-            opts.counts.serialized++;
-            joined.json.set(result, (json = JSON.stringify(result)));
-          }
-          opts.counts.frames++;
-          const written = frames.write(`{"id":${id},"type":"next","payload":${json}}`);
+          if (!value || typeof value !== 'object' || result.errors?.length) other = result;
+          else payloads.push(jsonOf(result));
+        }
+        if (payloads.length) {
+          opts.counts.frames += payloads.length;
+          const written = frames.next(payloads);
           if (written) {
             await new Promise<void>((resolve) => {
               wake = resolve;
@@ -185,6 +190,7 @@ export function shareSubscriptionResults(opts: SharingOptions): Plugin {
             if (left) return { value: undefined, done: true };
           }
         }
+        if (other) return { value: other, done: false };
       }
     };
     // A plain iterator (as `settled`): `return()` reaches the source at once, even while a `next()` waits.
