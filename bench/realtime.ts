@@ -144,7 +144,9 @@ export async function benchRealtime(mongodbUri: string) {
     log(`  write → delivery: p50 ${result.delay_ms.p50} ms, p99 ${result.delay_ms.p99} ms (${delivered} of ${result.delay_ms.expected} deliveries)`);
     log(`  database commands/s: ${result.db_commands_per_s.with_10} with 10 subscribers, ${result.db_commands_per_s[`with_${N}`]} with ${N} (tail queries/s ${result.tail_queries_per_s.with_10} / ${result.tail_queries_per_s[`with_${N}`]})`);
     log(`  server event loop busy while writing: ${(100 * ten.busy).toFixed(0)}% with 10 subscribers, ${(100 * many.busy).toFixed(0)}% with ${N} (the bench's clients, one process: ${(100 * ten.client).toFixed(0)}% / ${(100 * many.client).toFixed(0)}%)`);
-    log(`  server CPU while writing (user + system, of one core): ${(100 * ten.cpu).toFixed(0)}% with 10, ${(100 * many.cpu).toFixed(0)}% with ${N}`);
+    // The CPU the subscribers add (with N minus with 10: the writes themselves cost the same), per delivery.
+    const perThousand = ((many.cpu - ten.cpu) * (SECONDS + 1.5) * 1000) / (delivered / 1000);
+    log(`  server CPU while writing (user + system, of one core): ${(100 * ten.cpu).toFixed(0)}% with 10, ${(100 * many.cpu).toFixed(0)}% with ${N}; the subscribers' share ${perThousand.toFixed(1)} ms per 1,000 deliveries`);
     log(`    by collection and method, with 10: ${ten.byKind}`);
     log(`    with ${N}: ${many.byKind}`);
     log(`  GraphQL executions of events: ${many.executions} (${many.reused} results reused, ${many.groups} groups); ${many.frames} graphql-ws frames written by their group, ${many.serialized} payloads serialized`);
