@@ -49,35 +49,6 @@ const graphqlError = (err: unknown, requestId: string): GraphQLError => {
   return new GraphQLError(e.message, { extensions: { code: e.code, status: e.status, details: e.details, request_id: requestId } });
 };
 
-/**
- * `next` messages whose payload is serialized once however many subscriptions send it: the
- * replacer (graphql-ws's `jsonMessageReplacer`, called as it stringifies each message) puts a token
- * in place of the payload and keeps it; the socket's `send`, called right after in the same tick,
- * puts the payload's JSON (made once per result object: one per group for shared subscription
- * results, shared.ts) where the token is. The token is random, so no client text can forge it.
- */
-export function sharedFrames() {
-  const token = `shared-payload:${randomUUID()}`;
-  const tail = `"payload":${JSON.stringify(token)}}`;
-  const json = new WeakMap<object, string>();
-  let pending: object | undefined;
-  return {
-    replacer(this: unknown, key: string, value: unknown): unknown {
-      if (key !== 'payload' || !value || typeof value !== 'object' || (this as { type?: unknown }).type !== 'next') return value;
-      pending = value;
-      return token;
-    },
-    expand<T>(data: T): T | string {
-      if (pending === undefined || typeof data !== 'string' || !data.endsWith(tail)) return data;
-      const payload = pending;
-      pending = undefined;
-      let s = json.get(payload);
-      if (s === undefined) json.set(payload, (s = JSON.stringify(payload)));
-      return `${data.slice(0, -tail.length)}"payload":${s}}`;
-    },
-  };
-}
-
 /** The header of an unmasked, final text frame of `length` bytes (RFC 6455 5.2), as servers send. */
 function textFrameHeader(length: number): Buffer {
   if (length < 126) return Buffer.from([0x81, length]);
@@ -126,7 +97,6 @@ function frameSink(ws: WebSocket, socket: Duplex, id: string): FrameSink {
 export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => Promise<void> {
   const path = opts.path ?? '/graphql';
   const wss = new WebSocketServer({ noServer: true });
-  const frames = sharedFrames();
   /** Each connection's TCP socket, for frames written by their group (frameSink). */
   const sockets = new WeakMap<WebSocket, Duplex>();
   server.on('upgrade', (req, socket, head) => {
@@ -150,12 +120,11 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
           socket.cork();
           process.nextTick(uncork);
         }
-        const frame = frames.expand(data);
         // graphql-ws waits for each message to be written before taking the next: told at once
         // while little is buffered, so that the next one joins the same write; past the mark it
         // waits for the socket, and a slow reader's queue fills up to REALTIME_MAX_QUEUE (503).
-        if (!cb || ws.bufferedAmount > SEND_HIGH_WATER) return send(frame, cb);
-        send(frame);
+        if (!cb || ws.bufferedAmount > SEND_HIGH_WATER) return send(data, cb);
+        send(data);
         cb();
       }) as typeof ws.send;
       wss.emit('connection', ws, req);
@@ -163,7 +132,6 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
   });
   const disposable = useServer<InitPayload, Extra>(
     {
-      jsonMessageReplacer: frames.replacer,
       onConnect: async (ctx) => {
         const presented = presentedFrom(ctx.connectionParams, ctx.extra.request);
         try {
@@ -208,7 +176,8 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
       onNext: (_ctx, _id, _payload, args, result) => {
         // Every error carries its operation's request id, as over HTTP.
         const requestId = (args.contextValue as GraphQLContext).requestId;
-        // The result itself (graphql-ws would copy it): one object per group, serialized once (sharedFrames).
+        // The result itself (graphql-ws would copy it). Shared results without errors do not come
+        // here: their group writes them (frameSink).
         if (!result.errors?.length) return result;
         return { ...result, errors: result.errors.map((e) => ({ ...e.toJSON(), extensions: { ...e.extensions, request_id: requestId } })) };
       },
