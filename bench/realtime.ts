@@ -35,7 +35,7 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 };
 
-type Stats = { heap: number; external: number; rss: number; commands: number; by_kind: Record<string, number>; elu: { idle: number; active: number }; cpu?: { user: number; system: number }; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number; serialized?: number; frames?: number };
+type Stats = { heap: number; external: number; rss: number; commands: number; by_kind: Record<string, number>; elu: { idle: number; active: number }; cpu?: { user: number; system: number }; at?: number; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number; serialized?: number; frames?: number };
 
 export async function benchRealtime(mongodbUri: string) {
   const uri = new URL(mongodbUri);
@@ -112,8 +112,10 @@ export async function benchRealtime(mongodbUri: string) {
     const cpuMs = (c?: { user: number; system: number }) => (c ? (c.user + c.system) / 1000 : 0);
     // CPU time the server used (user + system) per second of the window: unlike the loop's busy
     // share, not inflated by the time the process waits for a core on a loaded machine.
-    const cpu = (cpuMs(after.cpu) - cpuMs(before.cpu)) / (seconds + 1.5) / 1000;
-    return { busy, client, cpu, byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups, serialized: (after.serialized ?? 0) - (before.serialized ?? 0), frames: (after.frames ?? 0) - (before.frames ?? 0) };
+    // Per second of the server's own clock between the two readings (a saturated server answers late).
+    const cpu = (cpuMs(after.cpu) - cpuMs(before.cpu)) / ((after.at ?? 0) - (before.at ?? 0) || (seconds + 1.5) * 1000);
+    const elapsedMs = (after.at ?? 0) - (before.at ?? 0) || (seconds + 1.5) * 1000;
+    return { busy, client, cpu, cpuMs: cpuMs(after.cpu) - cpuMs(before.cpu), elapsedMs, byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups, serialized: (after.serialized ?? 0) - (before.serialized ?? 0), frames: (after.frames ?? 0) - (before.frames ?? 0) };
   };
 
   try {
@@ -145,7 +147,7 @@ export async function benchRealtime(mongodbUri: string) {
     log(`  database commands/s: ${result.db_commands_per_s.with_10} with 10 subscribers, ${result.db_commands_per_s[`with_${N}`]} with ${N} (tail queries/s ${result.tail_queries_per_s.with_10} / ${result.tail_queries_per_s[`with_${N}`]})`);
     log(`  server event loop busy while writing: ${(100 * ten.busy).toFixed(0)}% with 10 subscribers, ${(100 * many.busy).toFixed(0)}% with ${N} (the bench's clients, one process: ${(100 * ten.client).toFixed(0)}% / ${(100 * many.client).toFixed(0)}%)`);
     // The CPU the subscribers add (with N minus with 10: the writes themselves cost the same), per delivery.
-    const perThousand = ((many.cpu - ten.cpu) * (SECONDS + 1.5) * 1000) / (delivered / 1000);
+    const perThousand = (many.cpuMs - ten.cpu * many.elapsedMs) / (delivered / 1000);
     log(`  server CPU while writing (user + system, of one core): ${(100 * ten.cpu).toFixed(0)}% with 10, ${(100 * many.cpu).toFixed(0)}% with ${N}; the subscribers' share ${perThousand.toFixed(1)} ms per 1,000 deliveries`);
     log(`    by collection and method, with 10: ${ten.byKind}`);
     log(`    with ${N}: ${many.byKind}`);
