@@ -49,6 +49,9 @@ const graphqlError = (err: unknown, requestId: string): GraphQLError => {
   return new GraphQLError(e.message, { extensions: { code: e.code, status: e.status, details: e.details, request_id: requestId } });
 };
 
+/** The end of every `next` message written by a group. */
+const SUFFIX = Buffer.from('}');
+
 /** The header of an unmasked, final text frame of `length` bytes (RFC 6455 5.2), as servers send. */
 function textFrameHeader(length: number): Buffer {
   if (length < 126) return Buffer.from([0x81, length]);
@@ -69,7 +72,6 @@ function textFrameHeader(length: number): Buffer {
  */
 function frameSink(ws: WebSocket, socket: Duplex, id: string): FrameSink {
   const prefix = Buffer.from(`{"id":${JSON.stringify(id)},"type":"next","payload":`);
-  const suffix = Buffer.from('}');
   const raw = ws.extensions === '';
   return {
     next(payloads) {
@@ -78,7 +80,7 @@ function frameSink(ws: WebSocket, socket: Duplex, id: string): FrameSink {
         return undefined;
       }
       const parts: Buffer[] = [];
-      for (const p of payloads) parts.push(textFrameHeader(prefix.length + p.length + 1), prefix, p, suffix);
+      for (const p of payloads) parts.push(textFrameHeader(prefix.length + p.length + 1), prefix, p, SUFFIX);
       const frames = Buffer.concat(parts);
       if (ws.bufferedAmount <= SEND_HIGH_WATER) return void socket.write(frames);
       return new Promise<void>((resolve) => socket.write(frames, () => resolve()));
