@@ -149,8 +149,9 @@ export function shareSubscriptionResults(opts: SharingOptions): Plugin {
       }
     };
     const sink = (args.contextValue as GraphQLContext | undefined)?.frames;
-    /** Values taken from the source (the rest of a batch) not yet written. */
+    /** Values taken from the source (a batch), written up to `at`. */
     let waiting: unknown[] = [];
+    let at = 0;
     let wake: (() => void) | undefined;
     /**
      * graphql-ws's next value, when the subscription has a {@link FrameSink}: every result without
@@ -162,15 +163,16 @@ export function shareSubscriptionResults(opts: SharingOptions): Plugin {
     const direct = async (frames: FrameSink): Promise<IteratorResult<ExecutionResult>> => {
       for (;;) {
         if (left) return { value: undefined, done: true };
-        if (!waiting.length) {
+        if (at === waiting.length) {
           const s = await step();
           if (s.done || left) return { value: undefined, done: true };
           waiting = [s.value, ...(it.drain?.() ?? [])];
+          at = 0;
         }
         const payloads: Buffer[] = [];
         let other: ExecutionResult | undefined;
-        while (waiting.length && !other) {
-          const value = waiting.shift();
+        while (at < waiting.length && !other) {
+          const value = waiting[at++];
           const pending = resultOf(value);
           const result = isPromise(pending) ? await pending : pending;
           if (left) return { value: undefined, done: true };
