@@ -52,7 +52,7 @@ process.on('message', (m: { type: string }) => {
   if (m.type === 'stats') {
     (globalThis as { gc?: () => void }).gc?.();
     const mem = process.memoryUsage();
-    process.send!({ type: 'stats', heap: mem.heapUsed, external: mem.external, rss: mem.rss, commands, by_kind: { ...byKind }, elu: performance.eventLoopUtilization(), ...app.services.get('realtime').stats() });
+    process.send!({ type: 'stats', heap: mem.heapUsed, external: mem.external, rss: mem.rss, commands, by_kind: { ...byKind }, elu: performance.eventLoopUtilization(), cpu: process.cpuUsage(), at: performance.now(), ...app.services.get('realtime').stats() });
   } else if (m.type === 'stop') void app.close().then(() => process.exit(0));
 });
 process.send!({ type: 'ready', port });

@@ -17,6 +17,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { loadavg } from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import WebSocket from 'ws';
 import { createClient, type Client } from 'graphql-ws';
@@ -34,7 +35,7 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 };
 
-type Stats = { heap: number; external: number; rss: number; commands: number; by_kind: Record<string, number>; elu: { idle: number; active: number }; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number };
+type Stats = { heap: number; external: number; rss: number; commands: number; by_kind: Record<string, number>; elu: { idle: number; active: number }; cpu?: { user: number; system: number }; at?: number; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number; serialized?: number; frames?: number };
 
 export async function benchRealtime(mongodbUri: string) {
   const uri = new URL(mongodbUri);
@@ -95,6 +96,7 @@ export async function benchRealtime(mongodbUri: string) {
   /** Writes at RATE/s for `seconds`; returns the database commands per second meanwhile. */
   const write = async (seconds: number) => {
     const before = await stats();
+    const clientBefore = performance.eventLoopUtilization();
     const start = Date.now();
     let n = 0;
     while (Date.now() - start < seconds * 1000) {
@@ -104,9 +106,16 @@ export async function benchRealtime(mongodbUri: string) {
     }
     await sleep(1500); // the last deliveries
     const after = await stats();
+    const client = performance.eventLoopUtilization(clientBefore).utilization;
     const kinds = Object.entries(after.by_kind).map(([k, v]) => [k, (v - (before.by_kind[k] ?? 0)) / (seconds + 1.5)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
     const busy = (after.elu.active - before.elu.active) / (after.elu.active - before.elu.active + after.elu.idle - before.elu.idle);
-    return { busy, byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups };
+    const cpuMs = (c?: { user: number; system: number }) => (c ? (c.user + c.system) / 1000 : 0);
+    // CPU time the server used (user + system) per second of the window: unlike the loop's busy
+    // share, not inflated by the time the process waits for a core on a loaded machine.
+    // Per second of the server's own clock between the two readings (a saturated server answers late).
+    const cpu = (cpuMs(after.cpu) - cpuMs(before.cpu)) / ((after.at ?? 0) - (before.at ?? 0) || (seconds + 1.5) * 1000);
+    const elapsedMs = (after.at ?? 0) - (before.at ?? 0) || (seconds + 1.5) * 1000;
+    return { busy, client, cpu, cpuMs: cpuMs(after.cpu) - cpuMs(before.cpu), elapsedMs, byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups, serialized: (after.serialized ?? 0) - (before.serialized ?? 0), frames: (after.frames ?? 0) - (before.frames ?? 0) };
   };
 
   try {
@@ -130,16 +139,19 @@ export async function benchRealtime(mongodbUri: string) {
       delay_ms: { p50: pct(delays, 50), p99: pct(delays, 99), deliveries: delivered, expected: many.writes * N },
       db_commands_per_s: { with_10: +ten.perSecond.toFixed(1), [`with_${N}`]: +many.perSecond.toFixed(1) },
       tail_queries_per_s: { with_10: +ten.tailPerSecond.toFixed(1), [`with_${N}`]: +many.tailPerSecond.toFixed(1) },
-      graphql: { executions: many.executions, reused: many.reused, groups: many.groups },
+      graphql: { executions: many.executions, reused: many.reused, groups: many.groups, serialized: many.serialized, frames: many.frames },
     };
     log(`realtime: ${N} subscribers (${TRANSPORT === 'both' ? `${N / 2} SSE + ${N / 2} graphql-ws` : TRANSPORT}), ${RATE} writes/s for ${SECONDS} s, load average ${loadavg()[0]!.toFixed(1)}`);
     log(`  memory per subscriber: ${result.memory_per_subscriber_kb} KiB heap+external (${result.rss_per_subscriber_kb} KiB RSS)`);
     log(`  write → delivery: p50 ${result.delay_ms.p50} ms, p99 ${result.delay_ms.p99} ms (${delivered} of ${result.delay_ms.expected} deliveries)`);
     log(`  database commands/s: ${result.db_commands_per_s.with_10} with 10 subscribers, ${result.db_commands_per_s[`with_${N}`]} with ${N} (tail queries/s ${result.tail_queries_per_s.with_10} / ${result.tail_queries_per_s[`with_${N}`]})`);
-    log(`  server event loop busy while writing: ${(100 * ten.busy).toFixed(0)}% with 10 subscribers, ${(100 * many.busy).toFixed(0)}% with ${N}`);
+    log(`  server event loop busy while writing: ${(100 * ten.busy).toFixed(0)}% with 10 subscribers, ${(100 * many.busy).toFixed(0)}% with ${N} (the bench's clients, one process: ${(100 * ten.client).toFixed(0)}% / ${(100 * many.client).toFixed(0)}%)`);
+    // The CPU the subscribers add (with N minus with 10: the writes themselves cost the same), per delivery.
+    const perThousand = (many.cpuMs - ten.cpu * many.elapsedMs) / (delivered / 1000);
+    log(`  server CPU while writing (user + system, of one core): ${(100 * ten.cpu).toFixed(0)}% with 10, ${(100 * many.cpu).toFixed(0)}% with ${N}; the subscribers' share ${perThousand.toFixed(1)} ms per 1,000 deliveries`);
     log(`    by collection and method, with 10: ${ten.byKind}`);
     log(`    with ${N}: ${many.byKind}`);
-    log(`  GraphQL executions of events: ${many.executions} (${many.reused} results reused, ${many.groups} groups)`);
+    log(`  GraphQL executions of events: ${many.executions} (${many.reused} results reused, ${many.groups} groups); ${many.frames} graphql-ws frames written by their group, ${many.serialized} payloads serialized`);
     return result;
   } finally {
     for (const a of sse) a.abort();

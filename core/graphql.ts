@@ -5,6 +5,7 @@ import { AuthRequiredError } from './errors.ts';
 import type { Actor } from './context.ts';
 import type { Page } from './page.ts';
 import type { PresentedCredential } from './realtime/sessions.ts';
+import type { FrameSink } from './realtime/shared.ts';
 import { requireRole, type RequiredRole } from './identity/guards.ts';
 
 export interface GraphQLContext {
@@ -14,6 +15,8 @@ export interface GraphQLContext {
   koa?: Koa.Context;
   /** Over WebSocket: the credential the connection presented, re-checked while subscriptions run. */
   presented?: PresentedCredential;
+  /** Over WebSocket: the subscription's socket, to which shared results are written directly (realtime/shared.ts). */
+  frames?: FrameSink;
 }
 
 export interface BuilderTypes {

@@ -30,7 +30,7 @@ export class StreamEnd {
  * async generator: `return()` must reach `source` at once while a `next()` waits (a generator
  * would queue it behind that `next()`, keeping a departed subscriber until the next event).
  */
-export function settled<T>(source: AsyncIterableIterator<T>): AsyncIterableIterator<T | StreamEnd> {
+export function settled<T>(source: AsyncIterableIterator<T> & { drain?(): T[] }): AsyncIterableIterator<T | StreamEnd> & { drain(): T[] } {
   let finished = false;
   const stop = async (): Promise<IteratorResult<T | StreamEnd>> => {
     finished = true;
@@ -47,6 +47,8 @@ export function settled<T>(source: AsyncIterableIterator<T>): AsyncIterableItera
         return { value: new StreamEnd(err), done: false };
       }
     },
+    /** The values waiting now, without waiting (a channel's batch): a reader sends them together. */
+    drain: () => (finished ? [] : (source.drain?.() ?? [])),
     return: stop,
     throw: stop,
     [Symbol.asyncIterator]() {

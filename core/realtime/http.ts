@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
-import { WebSocketServer } from 'ws';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { GraphQLError, type ExecutionArgs } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
@@ -10,6 +11,7 @@ import type { Logger } from '../logger.ts';
 import type { GraphQLContext } from '../graphql.ts';
 import { checkVariablesDepth } from '../graphql-limits.ts';
 import { authenticatePresented, presentedOf, type CredentialCheck, type PresentedCredential } from './sessions.ts';
+import type { FrameSink } from './shared.ts';
 
 /** `connection_init` payload: the credential, as an API key or a bearer token, and a system administrator's tenant. */
 type InitPayload = { apiKey?: unknown; authorization?: unknown; tenantId?: unknown } | undefined;
@@ -47,31 +49,41 @@ const graphqlError = (err: unknown, requestId: string): GraphQLError => {
   return new GraphQLError(e.message, { extensions: { code: e.code, status: e.status, details: e.details, request_id: requestId } });
 };
 
+/** The end of every `next` message written by a group. */
+const SUFFIX = Buffer.from('}');
+
+/** The header of an unmasked, final text frame of `length` bytes (RFC 6455 5.2), as servers send. */
+function textFrameHeader(length: number): Buffer {
+  if (length < 126) return Buffer.from([0x81, length]);
+  if (length < 0x10000) return Buffer.from([0x81, 126, length >> 8, length & 0xff]);
+  const h = Buffer.alloc(10);
+  h[0] = 0x81;
+  h[1] = 127;
+  h.writeBigUInt64BE(BigInt(length), 2);
+  return h;
+}
+
 /**
- * `next` messages whose payload is serialized once however many subscriptions send it: the
- * replacer (graphql-ws's `jsonMessageReplacer`, called as it stringifies each message) puts a token
- * in place of the payload and keeps it; the socket's `send`, called right after in the same tick,
- * puts the payload's JSON (made once per result object: one per group for shared subscription
- * results, shared.ts) where the token is. The token is random, so no client text can forge it.
+ * Subscription `id`'s `next` messages on `ws`, for its group to write (shared.ts): each message is
+ * `{"id":…,"type":"next","payload":<the group's JSON>}`, byte for byte what graphql-ws sends; the
+ * messages of a batch go to the socket as one buffer of WebSocket frames. Without extensions
+ * (the server negotiates none: no compression), ws's sender keeps no queue of its own, so a frame
+ * written to the socket keeps its place among ws's. Past the mark, the writer waits for the socket.
  */
-export function sharedFrames() {
-  const token = `shared-payload:${randomUUID()}`;
-  const tail = `"payload":${JSON.stringify(token)}}`;
-  const json = new WeakMap<object, string>();
-  let pending: object | undefined;
+function frameSink(ws: WebSocket, socket: Duplex, id: string): FrameSink {
+  const prefix = Buffer.from(`{"id":${JSON.stringify(id)},"type":"next","payload":`);
+  const raw = ws.extensions === '';
   return {
-    replacer(this: unknown, key: string, value: unknown): unknown {
-      if (key !== 'payload' || !value || typeof value !== 'object' || (this as { type?: unknown }).type !== 'next') return value;
-      pending = value;
-      return token;
-    },
-    expand<T>(data: T): T | string {
-      if (pending === undefined || typeof data !== 'string' || !data.endsWith(tail)) return data;
-      const payload = pending;
-      pending = undefined;
-      let s = json.get(payload);
-      if (s === undefined) json.set(payload, (s = JSON.stringify(payload)));
-      return `${data.slice(0, -tail.length)}"payload":${s}}`;
+    next(payloads) {
+      if (ws.readyState !== ws.OPEN || !raw) {
+        for (const p of payloads) ws.send(`${prefix.toString()}${p.toString()}}`);
+        return undefined;
+      }
+      const parts: Buffer[] = [];
+      for (const p of payloads) parts.push(textFrameHeader(prefix.length + p.length + 1), prefix, p, SUFFIX);
+      const frames = Buffer.concat(parts);
+      if (ws.bufferedAmount <= SEND_HIGH_WATER) return void socket.write(frames);
+      return new Promise<void>((resolve) => socket.write(frames, () => resolve()));
     },
   };
 }
@@ -87,13 +99,15 @@ export function sharedFrames() {
 export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => Promise<void> {
   const path = opts.path ?? '/graphql';
   const wss = new WebSocketServer({ noServer: true });
-  const frames = sharedFrames();
+  /** Each connection's TCP socket, for frames written by their group (frameSink). */
+  const sockets = new WeakMap<WebSocket, Duplex>();
   server.on('upgrade', (req, socket, head) => {
     if ((req.url ?? '').split('?')[0] !== path) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
+      sockets.set(ws, socket);
       const send = ws.send.bind(ws) as (data: unknown, cb?: (err?: Error) => void) => void;
       let corked = false;
       const uncork = () => {
@@ -108,12 +122,11 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
           socket.cork();
           process.nextTick(uncork);
         }
-        const frame = frames.expand(data);
         // graphql-ws waits for each message to be written before taking the next: told at once
         // while little is buffered, so that the next one joins the same write; past the mark it
         // waits for the socket, and a slow reader's queue fills up to REALTIME_MAX_QUEUE (503).
-        if (!cb || ws.bufferedAmount > SEND_HIGH_WATER) return send(frame, cb);
-        send(frame);
+        if (!cb || ws.bufferedAmount > SEND_HIGH_WATER) return send(data, cb);
+        send(data);
         cb();
       }) as typeof ws.send;
       wss.emit('connection', ws, req);
@@ -121,7 +134,6 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
   });
   const disposable = useServer<InitPayload, Extra>(
     {
-      jsonMessageReplacer: frames.replacer,
       onConnect: async (ctx) => {
         const presented = presentedFrom(ctx.connectionParams, ctx.extra.request);
         try {
@@ -133,7 +145,7 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
         ctx.extra.presented = presented;
         return true;
       },
-      onSubscribe: async (ctx, _id, payload) => {
+      onSubscribe: async (ctx, id, payload) => {
         const requestId = randomUUID();
         const presented = ctx.extra.presented ?? {};
         let actor: Actor | null;
@@ -145,7 +157,7 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
         }
         const rlog = opts.log.child({ request_id: requestId });
         const ip = ctx.extra.request.socket.remoteAddress ?? null;
-        const context: GraphQLContext = { actor: actor ? withRequest(actor, { requestId, ip, actor, log: rlog }) : null, requestId, presented };
+        const context: GraphQLContext = { actor: actor ? withRequest(actor, { requestId, ip, actor, log: rlog }) : null, requestId, presented, frames: frameSink(ctx.extra.socket, sockets.get(ctx.extra.socket)!, id) };
         const { schema, execute, subscribe, parse, validate, contextFactory } = opts.yoga.getEnveloped(context);
         let document;
         try {
@@ -166,7 +178,8 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
       onNext: (_ctx, _id, _payload, args, result) => {
         // Every error carries its operation's request id, as over HTTP.
         const requestId = (args.contextValue as GraphQLContext).requestId;
-        // The result itself (graphql-ws would copy it): one object per group, serialized once (sharedFrames).
+        // The result itself (graphql-ws would copy it). Shared results without errors do not come
+        // here: their group writes them (frameSink).
         if (!result.errors?.length) return result;
         return { ...result, errors: result.errors.map((e) => ({ ...e.toJSON(), extensions: { ...e.extensions, request_id: requestId } })) };
       },

@@ -25,6 +25,31 @@ export function sseFrame(e: EventRecord): string {
   return frame;
 }
 
+/** Chunks already made, by their first event: each with the exact events it holds. */
+const chunks = new WeakMap<EventRecord, { events: EventRecord[]; chunk: Buffer }[]>();
+/** Different batches kept per first event (views of one event: visibility keys, type filters). */
+const CHUNK_VARIANTS = 16;
+
+/**
+ * One chunk of server-sent events for a batch a stream drained, made once for every stream that
+ * drains the same events: streams of one visibility key and filter get the same batch from the
+ * tail, so the batch is formatted and encoded once per view rather than once per subscriber. A
+ * batch is the same only when it holds the very same event objects, in the same order.
+ */
+export function sseChunk(events: EventRecord[]): Buffer {
+  const first = events[0]!;
+  let variants = chunks.get(first);
+  const same = variants?.find((v) => v.events.length === events.length && v.events.every((e, i) => e === events[i]));
+  if (same) return same.chunk;
+  let text = '';
+  for (const e of events) text += sseFrame(e);
+  const chunk = Buffer.from(text);
+  if (!variants) chunks.set(first, (variants = []));
+  if (variants.length >= CHUNK_VARIANTS) variants.shift();
+  variants.push({ events, chunk });
+  return chunk;
+}
+
 /** Writes `events` to the response as server-sent events, with keep-alive comments, until either side ends. */
 function pipeStream(ctx: Koa.Context, session: LiveSession, events: AsyncIterableIterator<EventRecord>, keepAliveMs: number, log: Logger): void {
   // Written to the socket directly: Koa would report a client that leaves as a stream error.
@@ -34,7 +59,7 @@ function pipeStream(ctx: Koa.Context, session: LiveSession, events: AsyncIterabl
     ...(ctx.response.headers as Record<string, string>),
     'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no',
   });
-  const write = (chunk: string) => {
+  const write = (chunk: string | Buffer) => {
     if (!res.writableEnded && !res.destroyed) res.write(chunk);
   };
   write(': event stream\n\n');
@@ -44,10 +69,9 @@ function pipeStream(ctx: Koa.Context, session: LiveSession, events: AsyncIterabl
   void (async () => {
     try {
       for await (const e of events) {
-        // The events already waiting (a batch of the tail) go in the same write: one chunk, one system call.
-        let chunk = sseFrame(e);
-        if (events instanceof Channel) for (const more of events.drain()) chunk += sseFrame(more);
-        write(chunk);
+        // The events already waiting (a batch of the tail) go in the same write: one chunk, one
+        // system call, formatted once for every stream with the same batch.
+        write(sseChunk(events instanceof Channel ? [e, ...events.drain()] : [e]));
       }
     } catch (err) {
       const e = err as AppError;

@@ -63,7 +63,7 @@ const tooSlow = (max: number) => new AppError(503, 'SERVICE_UNAVAILABLE', `The s
  */
 export class RealtimeService {
   /** Executions of subscription events, shared among subscribers of one document, variables and visibility (shared.ts). */
-  readonly fanout: FanoutCounts = { executions: 0, reused: 0, groups: 0 };
+  readonly fanout: FanoutCounts = { executions: 0, reused: 0, groups: 0, serialized: 0, frames: 0 };
 
   constructor(private readonly deps: RealtimeDeps) {}
 
@@ -88,7 +88,7 @@ export class RealtimeService {
   }
 
   /** Counts for metrics and the bench: tail listeners, open sessions, the tail's polls and database queries, GraphQL executions of events. */
-  stats(): { listeners: number; sessions: number; tail_polls: number; tail_queries: number; executions: number; reused: number; groups: number } {
+  stats(): { listeners: number; sessions: number; tail_polls: number; tail_queries: number } & FanoutCounts {
     return { listeners: this.deps.tail.size, sessions: this.deps.sessions.size, tail_polls: this.deps.tail.polls, tail_queries: this.deps.tail.queries, ...this.fanout };
   }
 

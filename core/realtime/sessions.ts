@@ -51,12 +51,15 @@ export function presentedOf(header: (name: string) => string | undefined): Prese
 export class LiveSession {
   private readonly controller = new AbortController();
   private expiry: NodeJS.Timeout | null = null;
+  /** The credential as a key: sessions with the same one are re-checked together. */
+  readonly credentialKey: string;
 
   constructor(
     public actor: Actor,
     readonly presented: PresentedCredential,
     private readonly onClose: (s: LiveSession) => void,
   ) {
+    this.credentialKey = JSON.stringify(presented);
     const exp = actor.credential?.exp;
     if (exp !== undefined) {
       // setTimeout's longest delay is about 24.8 days; a longer-lived token is re-checked anyway.
@@ -134,10 +137,9 @@ export class SessionRegistry {
     try {
       const byCredential = new Map<string, LiveSession[]>();
       for (const s of this.sessions) {
-        const key = JSON.stringify(s.presented);
-        const group = byCredential.get(key);
+        const group = byCredential.get(s.credentialKey);
         if (group) group.push(s);
-        else byCredential.set(key, [s]);
+        else byCredential.set(s.credentialKey, [s]);
       }
       await Promise.all(
         [...byCredential.values()].map(async (group) => {

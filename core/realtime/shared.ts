@@ -19,6 +19,25 @@ export interface FanoutCounts {
   reused: number;
   /** Groups now open (subscriptions with the same document, variables and visibility key). */
   groups: number;
+  /** Results serialized for graphql-ws `next` frames written by their group (one per event per group). */
+  serialized: number;
+  /** `next` frames written by a group straight to its members' sockets. */
+  frames: number;
+}
+
+/**
+ * A graphql-ws subscription's socket (http.ts puts it in the operation's context): its group
+ * writes the subscription's `next` messages to it directly, rather than through graphql-ws's
+ * per-message loop and envelop's per-result mapping.
+ */
+export interface FrameSink {
+  /**
+   * Writes one `next` message per payload (the JSON of a result without errors), in order, in one
+   * write. Undefined when little is buffered; past the socket's high-water mark, a promise that
+   * settles once they have left: the member waits, and its queue grows toward REALTIME_MAX_QUEUE
+   * (then its stream ends, 503), as graphql-ws's own loop waits for each write.
+   */
+  next(payloads: Buffer[]): Promise<void> | undefined;
 }
 
 export interface SharingOptions {
@@ -31,7 +50,14 @@ export interface SharingOptions {
 interface Group {
   members: number;
   results: WeakMap<object, ExecutionResult | Promise<ExecutionResult>>;
+  /** The JSON of each result without errors, made once for every member's `next` message. */
+  json: WeakMap<object, Buffer>;
 }
+
+/** A source of values, possibly with the values already waiting (a `settled` channel). */
+type Source = AsyncIterator<unknown> & { drain?(): unknown[] };
+
+const isPromise = <T>(v: T | Promise<T>): v is Promise<T> => !!v && typeof (v as { then?: unknown }).then === 'function';
 
 const isAsyncIterable = (v: unknown): v is AsyncIterable<unknown> => !!v && typeof v === 'object' && Symbol.asyncIterator in v;
 
@@ -61,7 +87,10 @@ function groupKey(args: ExecutionArgs, opts: SharingOptions): string | null {
  * once per subscriber (graphql-js runs the selection set for each). Each subscriber keeps its own
  * source stream (its session, its per-event filter with its current rights, its end), so what
  * reaches it is unchanged; only the result of an event it receives is computed once. The shared
- * result is one object, so a transport can also serialize it once (http.ts).
+ * result is one object, so a transport can also serialize it once (http.ts). Over graphql-ws (a
+ * {@link FrameSink} in the context), the group also writes each member's `next` frame itself: one
+ * JSON payload per event per group, only the subscription id differs, without graphql-ws's and
+ * envelop's per-message promises; results with errors and a stream's end still take their path.
  */
 export function shareSubscriptionResults(opts: SharingOptions): Plugin {
   const groups = new Map<string, Group>();
@@ -70,7 +99,7 @@ export function shareSubscriptionResults(opts: SharingOptions): Plugin {
     const source = await createSourceEventStream(args);
     if (!isAsyncIterable(source)) return source;
     let group = groups.get(key);
-    if (!group) groups.set(key, (group = { members: 0, results: new WeakMap() }));
+    if (!group) groups.set(key, (group = { members: 0, results: new WeakMap(), json: new WeakMap() }));
     group.members++;
     opts.counts.groups = groups.size;
     const joined = group;
@@ -94,27 +123,85 @@ export function shareSubscriptionResults(opts: SharingOptions): Plugin {
       if (shareable) joined.results.set(payload, result);
       return result;
     };
-    const it = source[Symbol.asyncIterator]();
+    const jsonOf = (result: ExecutionResult): Buffer => {
+      let json = joined.json.get(result);
+      if (json === undefined) {
+        opts.counts.serialized++;
+        joined.json.set(result, (json = Buffer.from(JSON.stringify(result))));
+      }
+      return json;
+    };
+    const it: Source = source[Symbol.asyncIterator]();
     const stop = async (): Promise<IteratorResult<ExecutionResult>> => {
       leave();
+      wake?.();
       await it.return?.();
       return { value: undefined, done: true };
+    };
+    const step = async (): Promise<IteratorResult<unknown>> => {
+      try {
+        const s = await it.next();
+        if (s.done) leave();
+        return s;
+      } catch (err) {
+        leave();
+        throw err;
+      }
+    };
+    const sink = (args.contextValue as GraphQLContext | undefined)?.frames;
+    /** Values taken from the source (a batch), written up to `at`. */
+    let waiting: unknown[] = [];
+    let at = 0;
+    let wake: (() => void) | undefined;
+    /**
+     * graphql-ws's next value, when the subscription has a {@link FrameSink}: every result without
+     * errors is written by the group itself, one frame per value (the group's payload JSON, this
+     * subscription's id), and this resolves only with what must take graphql-ws's own path (a
+     * result with errors, a stream's end) or at the end. It starts with graphql-ws's first `next()`,
+     * once the subscription is registered; `return()` stops it at once.
+     */
+    const direct = async (frames: FrameSink): Promise<IteratorResult<ExecutionResult>> => {
+      for (;;) {
+        if (left) return { value: undefined, done: true };
+        if (at === waiting.length) {
+          const s = await step();
+          if (s.done || left) return { value: undefined, done: true };
+          waiting = [s.value, ...(it.drain?.() ?? [])];
+          at = 0;
+        }
+        const payloads: Buffer[] = [];
+        let other: ExecutionResult | undefined;
+        while (at < waiting.length && !other) {
+          const value = waiting[at++];
+          const pending = resultOf(value);
+          const result = isPromise(pending) ? await pending : pending;
+          if (left) return { value: undefined, done: true };
+          // A stream's end or a failed resolver: graphql-ws's path (error masking, request ids).
+          if (!value || typeof value !== 'object' || result.errors?.length) other = result;
+          else payloads.push(jsonOf(result));
+        }
+        if (payloads.length) {
+          opts.counts.frames += payloads.length;
+          const written = frames.next(payloads);
+          if (written) {
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+              void written.then(resolve, resolve);
+            });
+            wake = undefined;
+            if (left) return { value: undefined, done: true };
+          }
+        }
+        if (other) return { value: other, done: false };
+      }
     };
     // A plain iterator (as `settled`): `return()` reaches the source at once, even while a `next()` waits.
     const mapped: AsyncIterableIterator<ExecutionResult> = {
       async next() {
-        let step: IteratorResult<unknown>;
-        try {
-          step = await it.next();
-        } catch (err) {
-          leave();
-          throw err;
-        }
-        if (step.done) {
-          leave();
-          return { value: undefined, done: true };
-        }
-        return { value: await resultOf(step.value), done: false };
+        if (sink) return direct(sink);
+        const s = await step();
+        if (s.done) return { value: undefined, done: true };
+        return { value: await resultOf(s.value), done: false };
       },
       return: stop,
       throw: stop,
