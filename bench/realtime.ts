@@ -11,16 +11,15 @@
  *
  * Standalone: `npx tsx bench/realtime.ts` (MONGODB_URI optional; an embedded MongoDB otherwise).
  * Env: BENCH_RT_SUBSCRIBERS (default 2000, half per transport), BENCH_RT_SECONDS (default 10),
- * BENCH_RT_TRANSPORT (`both`, `sse` or `ws`).
+ * BENCH_RT_TRANSPORT (`both`, `sse` or `ws`), BENCH_RT_CLIENT_PROCESSES (default 1: the subscribers
+ * in the bench's own process; more spreads them over that many processes, bench/realtime-clients.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { loadavg } from 'node:os';
-import { performance } from 'node:perf_hooks';
 import { MongoMemoryServer } from 'mongodb-memory-server';
-import WebSocket from 'ws';
-import { createClient, type Client } from 'graphql-ws';
+import { percentile, Subscribers, type Histogram } from './realtime-clients.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const N = Number(process.env.BENCH_RT_SUBSCRIBERS ?? 2000);
@@ -30,10 +29,47 @@ const RATE = Number(process.env.BENCH_RT_RATE ?? 100);
 const TRANSPORT = process.env.BENCH_RT_TRANSPORT ?? 'both';
 const KEY = 'bench-admin-key-0123456789abcdef';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
-};
+const CLIENT_PROCESSES = Math.max(1, Number(process.env.BENCH_RT_CLIENT_PROCESSES ?? 1));
+
+/** Subscribers in this process or in a forked one (bench/realtime-clients.ts). */
+interface ClientGroup {
+  open(n: number, first: number): Promise<void>;
+  reset(): Promise<void>;
+  report(): Promise<{ hist: Histogram; delivered: number; busy: number }>;
+  close(): Promise<void>;
+}
+
+async function clientGroups(base: string): Promise<ClientGroup[]> {
+  if (CLIENT_PROCESSES === 1) {
+    const subs = new Subscribers(base, KEY, TRANSPORT);
+    return [{ open: (n, first) => subs.open(n, first), reset: async () => subs.reset(), report: async () => subs.report(), close: () => subs.close() }];
+  }
+  return Promise.all(Array.from({ length: CLIENT_PROCESSES }, async () => {
+    const child = fork(resolve(import.meta.dirname, 'realtime-clients.ts'), [], {
+      env: { ...process.env, BENCH_RT_CLIENT: '1', BENCH_RT_BASE: base, BENCH_RT_KEY: KEY, BENCH_RT_TRANSPORT: TRANSPORT },
+      execArgv: ['--import', 'tsx'],
+    });
+    const reply = async <T>(type: string, extra: Record<string, unknown> = {}): Promise<T> => {
+      child.send({ type, ...extra });
+      for (;;) {
+        const [m] = (await once(child, 'message')) as [T & { type: string }];
+        if (m.type === type) return m;
+      }
+    };
+    const [hello] = (await once(child, 'message')) as [{ type: string }];
+    if (hello.type !== 'ready') throw new Error('client process did not start');
+    return {
+      open: async (n: number, first: number) => void (await reply('open', { n, first })),
+      reset: async () => void (await reply('reset')),
+      report: () => reply<{ hist: Histogram; delivered: number; busy: number }>('report'),
+      close: async () => {
+        const exited = once(child, 'exit');
+        await reply('close');
+        await exited;
+      },
+    };
+  }));
+}
 
 type Stats = { heap: number; external: number; rss: number; commands: number; by_kind: Record<string, number>; elu: { idle: number; active: number }; cpu?: { user: number; system: number }; at?: number; listeners: number; sessions: number; tail_queries: number; executions: number; reused: number; groups: number; serialized?: number; frames?: number };
 
@@ -53,50 +89,25 @@ export async function benchRealtime(mongodbUri: string) {
       if (m.type === 'stats') return m;
     }
   };
-  const delays: number[] = [];
-  let delivered = 0;
-  const record = (sentAt: number) => {
-    delivered++;
-    delays.push(Date.now() - sentAt);
-  };
-  const sse: AbortController[] = [];
-  const ws: Client[] = [];
-  const openSse = async () => {
-    const abort = new AbortController();
-    sse.push(abort);
-    const res = await fetch(`${base}/events/stream?types=bench.tick`, { headers: { 'X-API-Key': KEY }, signal: abort.signal });
-    void (async () => {
-      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-      try {
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) return;
-          for (const m of value.matchAll(/"sent_at":(\d+)/g)) record(Number(m[1]));
-        }
-      } catch {
-        // closed
-      }
-    })();
-  };
-  const openWs = () => {
-    const client = createClient({ url: base.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, connectionParams: { apiKey: KEY }, retryAttempts: 0 });
-    ws.push(client);
-    client.subscribe<{ events: { data: { sent_at: number } } }>(
-      { query: 'subscription { events(types: ["bench.tick"]) { data } }' },
-      { next: (r) => r.data && record(r.data.events.data.sent_at), error: () => undefined, complete: () => undefined },
-    );
-  };
+  const groups = await clientGroups(base);
+  let opened = 0;
+  /** Opens `n` more subscribers, spread over the client groups (alternating transports by overall index). */
   const open = async (n: number) => {
-    for (let i = 0; i < n; i++) {
-      if (TRANSPORT === 'ws' || (TRANSPORT === 'both' && i % 2)) openWs();
-      else await openSse();
-      if (i % 100 === 99) await sleep(50);
-    }
+    const per = Math.ceil(n / groups.length);
+    await Promise.all(groups.map((g, j) => {
+      const k = Math.max(0, Math.min(per, n - j * per));
+      return k ? g.open(k, opened + j * per) : Promise.resolve();
+    }));
+    opened += n;
+  };
+  const reports = async () => {
+    const rs = await Promise.all(groups.map((g) => g.report()));
+    return { hists: rs.map((r) => r.hist), delivered: rs.reduce((a, r) => a + r.delivered, 0), busy: Math.max(...rs.map((r) => r.busy)) };
   };
   /** Writes at RATE/s for `seconds`; returns the database commands per second meanwhile. */
   const write = async (seconds: number) => {
     const before = await stats();
-    const clientBefore = performance.eventLoopUtilization();
+    await Promise.all(groups.map((g) => g.reset()));
     const start = Date.now();
     let n = 0;
     while (Date.now() - start < seconds * 1000) {
@@ -106,7 +117,8 @@ export async function benchRealtime(mongodbUri: string) {
     }
     await sleep(1500); // the last deliveries
     const after = await stats();
-    const client = performance.eventLoopUtilization(clientBefore).utilization;
+    const clients = await reports();
+    const client = clients.busy;
     const kinds = Object.entries(after.by_kind).map(([k, v]) => [k, (v - (before.by_kind[k] ?? 0)) / (seconds + 1.5)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
     const busy = (after.elu.active - before.elu.active) / (after.elu.active - before.elu.active + after.elu.idle - before.elu.idle);
     const cpuMs = (c?: { user: number; system: number }) => (c ? (c.user + c.system) / 1000 : 0);
@@ -115,7 +127,7 @@ export async function benchRealtime(mongodbUri: string) {
     // Per second of the server's own clock between the two readings (a saturated server answers late).
     const cpu = (cpuMs(after.cpu) - cpuMs(before.cpu)) / ((after.at ?? 0) - (before.at ?? 0) || (seconds + 1.5) * 1000);
     const elapsedMs = (after.at ?? 0) - (before.at ?? 0) || (seconds + 1.5) * 1000;
-    return { busy, client, cpu, cpuMs: cpuMs(after.cpu) - cpuMs(before.cpu), elapsedMs, byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups, serialized: (after.serialized ?? 0) - (before.serialized ?? 0), frames: (after.frames ?? 0) - (before.frames ?? 0) };
+    return { clients, busy, client, cpu, cpuMs: cpuMs(after.cpu) - cpuMs(before.cpu), elapsedMs, byKind: kinds.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '), perSecond: (after.commands - before.commands) / (seconds + 1.5), tailPerSecond: (after.tail_queries - before.tail_queries) / (seconds + 1.5), writes: n, executions: after.executions - before.executions, reused: after.reused - before.reused, groups: after.groups, serialized: (after.serialized ?? 0) - (before.serialized ?? 0), frames: (after.frames ?? 0) - (before.frames ?? 0) };
   };
 
   try {
@@ -128,15 +140,14 @@ export async function benchRealtime(mongodbUri: string) {
     await until(async () => (await stats()).listeners >= N, 60_000);
     await sleep(1000);
     const full = await stats();
-    delays.length = 0;
-    delivered = 0;
     const many = await write(SECONDS);
+    const delivered = many.clients.delivered;
     const perSub = (full.heap + full.external - idle.heap - idle.external) / N;
     const result = {
       subscribers: N,
       memory_per_subscriber_kb: +(perSub / 1024).toFixed(1),
       rss_per_subscriber_kb: +((full.rss - idle.rss) / N / 1024).toFixed(1),
-      delay_ms: { p50: pct(delays, 50), p99: pct(delays, 99), deliveries: delivered, expected: many.writes * N },
+      delay_ms: { p50: percentile(many.clients.hists, 50), p99: percentile(many.clients.hists, 99), deliveries: delivered, expected: many.writes * N },
       db_commands_per_s: { with_10: +ten.perSecond.toFixed(1), [`with_${N}`]: +many.perSecond.toFixed(1) },
       tail_queries_per_s: { with_10: +ten.tailPerSecond.toFixed(1), [`with_${N}`]: +many.tailPerSecond.toFixed(1) },
       graphql: { executions: many.executions, reused: many.reused, groups: many.groups, serialized: many.serialized, frames: many.frames },
@@ -145,7 +156,7 @@ export async function benchRealtime(mongodbUri: string) {
     log(`  memory per subscriber: ${result.memory_per_subscriber_kb} KiB heap+external (${result.rss_per_subscriber_kb} KiB RSS)`);
     log(`  write → delivery: p50 ${result.delay_ms.p50} ms, p99 ${result.delay_ms.p99} ms (${delivered} of ${result.delay_ms.expected} deliveries)`);
     log(`  database commands/s: ${result.db_commands_per_s.with_10} with 10 subscribers, ${result.db_commands_per_s[`with_${N}`]} with ${N} (tail queries/s ${result.tail_queries_per_s.with_10} / ${result.tail_queries_per_s[`with_${N}`]})`);
-    log(`  server event loop busy while writing: ${(100 * ten.busy).toFixed(0)}% with 10 subscribers, ${(100 * many.busy).toFixed(0)}% with ${N} (the bench's clients, one process: ${(100 * ten.client).toFixed(0)}% / ${(100 * many.client).toFixed(0)}%)`);
+    log(`  server event loop busy while writing: ${(100 * ten.busy).toFixed(0)}% with 10 subscribers, ${(100 * many.busy).toFixed(0)}% with ${N} (the bench's clients, ${CLIENT_PROCESSES} process${CLIENT_PROCESSES > 1 ? 'es, the busiest' : ''}: ${(100 * ten.client).toFixed(0)}% / ${(100 * many.client).toFixed(0)}%)`);
     // The CPU the subscribers add (with N minus with 10: the writes themselves cost the same), per delivery.
     const perThousand = (many.cpuMs - ten.cpu * many.elapsedMs) / (delivered / 1000);
     log(`  server CPU while writing (user + system, of one core): ${(100 * ten.cpu).toFixed(0)}% with 10, ${(100 * many.cpu).toFixed(0)}% with ${N}; the subscribers' share ${perThousand.toFixed(1)} ms per 1,000 deliveries`);
@@ -154,8 +165,7 @@ export async function benchRealtime(mongodbUri: string) {
     log(`  GraphQL executions of events: ${many.executions} (${many.reused} results reused, ${many.groups} groups); ${many.frames} graphql-ws frames written by their group, ${many.serialized} payloads serialized`);
     return result;
   } finally {
-    for (const a of sse) a.abort();
-    await Promise.all(ws.map((c) => c.dispose()));
+    await Promise.all(groups.map((g) => g.close()));
     server.send({ type: 'stop' });
     await once(server, 'exit');
   }
