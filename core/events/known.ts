@@ -8,44 +8,37 @@ import type { Doc } from '../hooks.ts';
 import { OUTBOX_FIELD } from './model.ts';
 import type { OutboxEntry, OutboxSource } from './relay.ts';
 
+/** What the relay tells about a document's entries a write supersedes. */
+export interface KnownEntries {
+  /** Ids of this document's entries known to be in the log. */
+  ids: readonly string[];
+  /** Entries stamped before this (ms) are in the log (the late sweep pass covered them); 0: none. */
+  before: number;
+}
+
+const NOTHING_KNOWN: KnownEntries = { ids: [], before: 0 };
+
+/** Whether `e`'s event is known to be in the log (so a superseding write may drop it). */
+const isKnown = (known: KnownEntries, e: OutboxEntry): boolean =>
+  known.ids.includes(e.id) || (known.before > 0 && new Date(e.created_at).getTime() < known.before);
+
 /**
  * The `_outbox` value of a write that supersedes `old`: its waiting entries with their object
  * frozen (the object of an entry at `old.version` is `old` itself), plus the new entry (none for a
- * write that has no event of its own). Entries `relayed` says are in the log are dropped.
+ * write that has no event of its own). Entries `known` to be in the log are dropped.
  */
-export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry | null, relayed: (e: OutboxEntry) => boolean = () => false): OutboxEntry[] {
-  const waiting = ((old[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => !relayed(e));
+export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry | null, known: KnownEntries = NOTHING_KNOWN): OutboxEntry[] {
+  const waiting = ((old[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => !isKnown(known, e));
   const added = entry ? [entry] : [];
   if (!waiting.length) return added;
   const view = source.view(old);
   return [...waiting.map((e) => (e.data ? e : { ...e, data: view })), ...added];
 }
 
-/** A bounded set of the newest ids added: what this process knows is in the log. */
-export class RecentIds {
-  private readonly set = new Set<string>();
-  private readonly order: string[] = [];
-  private next = 0;
-  constructor(private readonly capacity: number) {}
-
-  add(id: string): void {
-    if (this.set.has(id)) return;
-    if (this.order.length < this.capacity) this.order.push(id);
-    else {
-      this.set.delete(this.order[this.next]!);
-      this.order[this.next] = id;
-      this.next = (this.next + 1) % this.capacity;
-    }
-    this.set.add(id);
-  }
-
-  has = (id: string): boolean => this.set.has(id);
-}
-
 /**
- * The ids of the events this process stored, by document (`collection:id`), for the newest
- * `capacity` documents: a write that cannot read the document first names them to the database,
- * which drops those entries instead of freezing them.
+ * The ids of the events this process stored or found in the log, by document (`collection:id`),
+ * for the newest `capacity` documents: what a superseding write may drop (read or not, it drops the
+ * same entries), and what a sweep need not look up.
  */
 export class KnownByDocument {
   private readonly ids = new Map<string, string[]>();
@@ -68,14 +61,6 @@ export class KnownByDocument {
   }
 }
 
-/** What the relay tells about entries a write supersedes. */
-export interface KnownEntries {
-  /** Ids of this document's entries known to be in the log. */
-  ids: readonly string[];
-  /** Entries stamped before this (ms) are in the log (the late sweep pass covered them); 0: none. */
-  before: number;
-}
-
 /** The `_outbox` a write computes in the database, and the same value computed from the document before it. */
 export interface OutboxInWrite {
   /** An aggregation expression for the `_outbox` of an update pipeline's `$set`. */
@@ -88,8 +73,9 @@ export interface OutboxInWrite {
  * The outbox of a write superseding the document it changes, as `supersede(source, old, entry)`
  * makes it, but computed by the database from the document itself: waiting entries known to be in
  * the log are dropped, the others keep their object (frozen as `view`), and `entry` is appended
- * with `previous` set to `view` and the document's own `tenant_id` (unknown before the write). `view` is an expression of the document as the API shows it, the
- * same object `source.view(old)` returns (private fields and the outbox removed).
+ * with `previous` set to `view` and the document's own `tenant_id` (unknown before the write).
+ * `view` is an expression of the document as the API shows it, the same object `source.view(old)`
+ * returns (private fields and the outbox removed).
  */
 export function outboxInWrite(source: OutboxSource, entry: OutboxEntry, view: Doc, known: KnownEntries): OutboxInWrite {
   const isKnown = (e: string) => ({
@@ -108,7 +94,5 @@ export function outboxInWrite(source: OutboxSource, entry: OutboxEntry, view: Do
       [{ $mergeObjects: [{ $literal: staged }, { tenant_id: { $ifNull: ['$tenant_id', null] }, previous: view }] }],
     ],
   };
-  const ids = new Set(known.ids);
-  const relayed = (e: OutboxEntry) => ids.has(e.id) || (known.before > 0 && new Date(e.created_at).getTime() < known.before);
-  return { expression, applied: (old) => supersede(source, old, { ...staged, tenant_id: (old.tenant_id as Types.ObjectId | undefined) ?? null, previous: source.view(old) }, relayed) };
+  return { expression, applied: (old) => supersede(source, old, { ...staged, tenant_id: (old.tenant_id as Types.ObjectId | undefined) ?? null, previous: source.view(old) }, known) };
 }

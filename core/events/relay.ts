@@ -2,7 +2,7 @@ import type { Model, Types } from 'mongoose';
 import type { Logger } from '../logger.ts';
 import type { Doc } from '../hooks.ts';
 import { OUTBOX_FIELD } from './model.ts';
-import { KnownByDocument, RecentIds, type KnownEntries } from './known.ts';
+import { KnownByDocument, type KnownEntries } from './known.ts';
 
 /**
  * A change's event while it waits in its document's outbox (`_outbox`), written by the same atomic
@@ -171,10 +171,8 @@ export class Relay {
   private readonly sources = new Map<string, OutboxSource>();
   private readonly listeners: ((events: EventDoc[]) => void)[] = [];
   private readonly sinks: EventSink[] = [];
-  /** Events this process stored or saw in the log: their entries need no freezing. */
-  private readonly recent = new RecentIds(50_000);
-  /** The same events by document, for writes that supersede entries without reading them first. */
-  private readonly byDocument = new KnownByDocument(20_000);
+  /** Events this process stored or saw in the log, by document: their entries need no freezing. */
+  private readonly byDocument = new KnownByDocument(50_000);
   /** Entries stamped before this (ms) are in the log: the late sweep pass covered them. */
   private knownBefore = 0;
 
@@ -199,12 +197,7 @@ export class Relay {
     this.listeners.push(listener);
   }
 
-  /** Whether `entry`'s event is known to be in the log (so a superseding write may drop it). */
-  relayed(entry: OutboxEntry): boolean {
-    return this.recent.has(entry.id) || new Date(entry.created_at).getTime() < this.knownBefore;
-  }
-
-  /** What this process knows is in the log of a document's entries (see `outboxInWrite`). */
+  /** What this process knows is in the log of a document's entries (see `supersede`, `outboxInWrite`). */
   known(source: OutboxSource, docId: unknown): KnownEntries {
     return { ids: this.byDocument.of(KnownByDocument.key(source.name, docId)), before: this.knownBefore };
   }
@@ -274,7 +267,6 @@ export class Relay {
       if (mine.length) await sink.write(mine);
     }
     const inserted = await this.insertNew(docs);
-    for (const d of docs) this.recent.add(d._id);
     for (const b of batch) this.byDocument.add(KnownByDocument.key(b.source.name, b.docId), b.events.map((e) => e._id));
     const bySource = new Map<OutboxSource, Pending[]>();
     for (const b of batch) {
@@ -375,13 +367,19 @@ export class Relay {
       const window = new Set(events.map((e) => e._id));
       return { source, docId: d._id, tenantId: d.tenant_id ?? null, events, clearIds: clearIdsOf(d).filter((id) => window.has(id)) };
     });
-    const ids = items.flatMap((b) => b.events.map((e) => e._id)).filter((id) => !this.recent.has(id));
+    const keyOf = (b: Pending) => KnownByDocument.key(source.name, b.docId);
+    const ids = items.flatMap((b) => {
+      const known = this.byDocument.of(keyOf(b));
+      return b.events.map((e) => e._id).filter((id) => !known.includes(id));
+    });
     if (ids.length) {
-      for (const d of await this.events.collection.find({ _id: { $in: ids } } as never, { projection: { _id: 1 } }).toArray()) this.recent.add(String(d._id));
+      const found = new Set((await this.events.collection.find({ _id: { $in: ids } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)));
+      for (const b of items) this.byDocument.add(keyOf(b), b.events.map((e) => e._id).filter((id) => found.has(id)));
     }
     let missing = 0;
     for (const b of items) {
-      b.events = b.events.filter((e) => !this.recent.has(e._id));
+      const known = this.byDocument.of(keyOf(b));
+      b.events = b.events.filter((e) => !known.includes(e._id));
       missing += b.events.length;
     }
     const todo = items.filter((b) => b.events.length || b.clearIds.length);

@@ -99,12 +99,12 @@ export class EventLog {
     /** The outbox of a new document. */
     insert: (entry: OutboxEntry): OutboxEntry[] => [entry],
     /** The outbox of a write replacing `old` (waiting entries keep their own object). */
-    update: (source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] => supersede(source, old, entry, (e) => this.relay.relayed(e)),
+    update: (source: OutboxSource, old: Doc, entry: OutboxEntry): OutboxEntry[] => supersede(source, old, entry, this.relay.known(source, old._id)),
     /**
      * The outbox of a write that changes `old` (and its `version`) without an event of its own: the
      * waiting entries with their object frozen. Use it with a compare-and-set on `old.version`.
      */
-    freeze: (source: OutboxSource, old: Doc): OutboxEntry[] => supersede(source, old, null, (e) => this.relay.relayed(e)),
+    freeze: (source: OutboxSource, old: Doc): OutboxEntry[] => supersede(source, old, null, this.relay.known(source, old._id)),
     /**
      * The outbox of a write that changes document `docId` without reading it first: the database
      * computes it inside the write (an update pipeline), as `update()` would from the document read.
