@@ -41,6 +41,8 @@ export { PluginError };
 
 /** Core plugins every app has, before the configured ones. */
 const CORE_PLUGINS = ['identity', 'events', 'health'];
+/** Socket errors that mean the client went away (reset, broken pipe, closed before the end). */
+const CLIENT_GONE = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE']);
 
 /**
  * Orders plugins so that each comes after its dependencies (stable: otherwise the given order).
@@ -220,6 +222,14 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   }
 
   const koa = new Koa({ proxy: config.TRUST_PROXY });
+  // Koa reports here what happens to a request after its answer began: without a listener it
+  // prints the stack to stderr, around the structured log. A client that left mid-answer (a reset
+  // connection, typically an event stream's reader gone) is not the server's failure.
+  koa.on('error', (err: NodeJS.ErrnoException, ctx?: Koa.Context) => {
+    const requestId = (ctx?.state as AppState | undefined)?.ctx?.requestId ?? null;
+    if (err.code !== undefined && CLIENT_GONE.has(err.code)) log.debug({ code: err.code, request_id: requestId }, 'client closed the connection during the answer');
+    else log.error({ err, request_id: requestId }, 'request failed after its answer began');
+  });
   const identity = services.get('identity');
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
