@@ -5,7 +5,15 @@
  * `BENCH_RT_CLIENT_PROCESSES` processes of this file (forked), so that on a machine with several
  * cores the clients' own queueing (2,000 connections parsing 200,000 messages a second) weighs
  * less on the delays measured: real subscribers do not share one event loop.
+ *
+ * `BENCH_RT_CLIENTS` chooses how they speak:
+ * - `wire` (default): each protocol directly, as autocannon speaks HTTP: SSE over `node:http`,
+ *   graphql-ws as its messages (`connection_init`, `subscribe`, then `next` frames) over `ws`, each
+ *   delivery found by its `sent_at` in the bytes received. The load generator then costs the
+ *   machine less than the server it measures (on two cores it shares them with the server);
+ * - `library`: graphql-ws's own client and `fetch` with WHATWG streams, as an application would.
  */
+import { request } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { createClient, type Client } from 'graphql-ws';
@@ -15,9 +23,35 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Delays by millisecond (index) and how many deliveries had each. */
 export type Histogram = number[];
 
+const SENT_AT = Buffer.from('"sent_at":');
+
+/**
+ * Calls `found` with each `sent_at` in `chunk`. `carry` is the end of the previous chunk of the
+ * same stream that may hold the start of a split `"sent_at":<digits>`; returns the new carry.
+ */
+export function scanSentAt(chunk: Buffer, carry: Buffer | null, found: (sentAt: number) => void): Buffer | null {
+  const buf = carry ? Buffer.concat([carry, chunk]) : chunk;
+  // Where a match split by the chunk's end could begin: a partial `"sent_at":`, or a whole one whose digits reach the end.
+  let keepFrom = Math.max(0, buf.length - SENT_AT.length + 1);
+  for (let at = buf.indexOf(SENT_AT); at !== -1; at = buf.indexOf(SENT_AT, at + 1)) {
+    let i = at + SENT_AT.length;
+    let n = 0;
+    while (i < buf.length && buf[i]! >= 48 && buf[i]! <= 57) n = n * 10 + buf[i++]! - 48;
+    if (i === buf.length) {
+      keepFrom = at;
+      break;
+    }
+    found(n);
+    keepFrom = Math.max(keepFrom, i);
+  }
+  return keepFrom < buf.length ? Buffer.from(buf.subarray(keepFrom)) : null;
+}
+
 export class Subscribers {
   private readonly sse: AbortController[] = [];
   private readonly ws: Client[] = [];
+  private readonly sockets: { close(): void }[] = [];
+  private readonly wire = (process.env.BENCH_RT_CLIENTS ?? 'wire') === 'wire';
   private hist: Histogram = [];
   delivered = 0;
   private elu = performance.eventLoopUtilization();
@@ -34,7 +68,40 @@ export class Subscribers {
     this.hist[d] = (this.hist[d] ?? 0) + 1;
   }
 
+  /** SSE over `node:http`: each chunk scanned for its deliveries' `sent_at`. */
+  private openSseWire(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const req = request(`${this.base}/events/stream?types=bench.tick`, { headers: { 'X-API-Key': this.key, Accept: 'text/event-stream' } }, (res) => {
+        if (res.statusCode !== 200) return reject(new Error(`SSE answered ${res.statusCode}`));
+        let carry: Buffer | null = null;
+        res.on('data', (chunk: Buffer) => (carry = scanSentAt(chunk, carry, (t) => this.record(t))));
+        res.on('error', () => undefined);
+        resolve();
+      });
+      req.on('error', reject);
+      this.sockets.push({ close: () => req.destroy() });
+      req.end();
+    });
+  }
+
+  /** graphql-ws's messages over `ws` (subprotocol `graphql-transport-ws`); `next` frames scanned for `sent_at`. */
+  private openWsWire(): void {
+    const socket = new WebSocket(this.base.replace('http', 'ws') + '/graphql', 'graphql-transport-ws');
+    this.sockets.push({ close: () => socket.terminate() });
+    let acked = false;
+    socket.on('open', () => socket.send(JSON.stringify({ type: 'connection_init', payload: { apiKey: this.key } })));
+    socket.on('message', (data: Buffer) => {
+      if (acked) return void scanSentAt(data, null, (t) => this.record(t));
+      const m = JSON.parse(data.toString()) as { type: string };
+      if (m.type !== 'connection_ack') return;
+      acked = true;
+      socket.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: 'subscription { events(types: ["bench.tick"]) { data } }' } }));
+    });
+    socket.on('error', () => undefined);
+  }
+
   private async openSse(): Promise<void> {
+    if (this.wire) return this.openSseWire();
     const abort = new AbortController();
     this.sse.push(abort);
     const res = await fetch(`${this.base}/events/stream?types=bench.tick`, { headers: { 'X-API-Key': this.key }, signal: abort.signal });
@@ -53,6 +120,7 @@ export class Subscribers {
   }
 
   private openWs(): void {
+    if (this.wire) return this.openWsWire();
     const client = createClient({ url: this.base.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, connectionParams: { apiKey: this.key }, retryAttempts: 0 });
     this.ws.push(client);
     client.subscribe<{ events: { data: { sent_at: number } } }>(
@@ -84,6 +152,7 @@ export class Subscribers {
 
   async close(): Promise<void> {
     for (const a of this.sse) a.abort();
+    for (const s of this.sockets) s.close();
     await Promise.all(this.ws.map((c) => c.dispose()));
   }
 }

@@ -12,7 +12,9 @@
  * Standalone: `npx tsx bench/realtime.ts` (MONGODB_URI optional; an embedded MongoDB otherwise).
  * Env: BENCH_RT_SUBSCRIBERS (default 2000, half per transport), BENCH_RT_SECONDS (default 10),
  * BENCH_RT_TRANSPORT (`both`, `sse` or `ws`), BENCH_RT_CLIENT_PROCESSES (default 1: the subscribers
- * in the bench's own process; more spreads them over that many processes, bench/realtime-clients.ts).
+ * in the bench's own process; more spreads them over that many processes, bench/realtime-clients.ts),
+ * BENCH_RT_CLIENTS (`wire`, the default: the protocols spoken directly; `library`: graphql-ws's client
+ * and fetch, see bench/realtime-clients.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
