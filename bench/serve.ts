@@ -5,7 +5,11 @@
  * `-nolimit` (RATE_LIMIT_ENABLED=false), `-noaudit` (AUDIT_LOG_ENABLED=false), `-nometrics`
  * (METRICS_ENABLED=false) and `-noevents`
  * (resource writes stage no event: the event log's baseline), or `bare` (a bare Koa handler
- * running the same raw-driver reads and writes). Prints `READY <port>` when listening.
+ * running the same raw-driver reads and writes), or `bare-durable` (the bare handler whose create
+ * also does what the event log and audit need at the least, as any design with their guarantees
+ * on this database would: the event staged in the document's own insert, then per batch of 50 ms
+ * one insert of the events into `events` and one of their entries into `audit_log`, the documents
+ * shaped as the app's; the floor of a create with the defaults). Prints `READY <port>` when listening.
  */
 import Koa from 'koa';
 import getRawBody from 'raw-body';
@@ -24,9 +28,10 @@ const uri = process.env.MONGODB_URI!;
 const tenantId = process.env.BENCH_TENANT_ID!;
 const userId = process.env.BENCH_USER_ID!;
 
-if (mode === 'bare') {
+if (mode === 'bare' || mode === 'bare-durable') {
   const conn = await mongoose.createConnection(uri).asPromise();
   const projects = conn.db!.collection('projects');
+  const durable = mode === 'bare-durable' ? durableBatches(conn.db!) : null;
   const koa = new Koa();
   koa.use(async (ctx) => {
     const tenant = new Types.ObjectId(tenantId);
@@ -60,7 +65,13 @@ if (mode === 'bare') {
         ...body, tenant_id: tenant, created_at: now, updated_at: now, created_by: actor, updated_by: actor,
         is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
       };
-      await projects.insertOne(doc);
+      if (durable) {
+        const _id = new Types.ObjectId();
+        const entry = { id: `evt_${String(new Types.ObjectId())}`, type: 'projects.created', tenant_id: tenant, created_at: now, actor: userId, request_id: crypto.randomUUID(), version: 1, meta: { resource: 'projects', ip: ctx.ip, bulk: false, audit: { operation: 'insert', resource: 'projects', actor_name: 'Bench', ip: ctx.ip } } };
+        await projects.insertOne({ _id, ...doc, _outbox: [entry] });
+        durable.add(entry, { ...doc, _id });
+        Object.assign(doc, { _id });
+      } else await projects.insertOne(doc);
       ctx.status = 201;
       ctx.body = doc;
       return;
@@ -107,6 +118,30 @@ if (mode === 'bare') {
   }
   const port = await app.listen(0, '127.0.0.1');
   process.stdout.write(`READY ${port}\n`);
+}
+
+/** `bare-durable`: the events and audit entries of the creates, inserted once per 50 ms batch. */
+function durableBatches(db: NonNullable<mongoose.Connection['db']>) {
+  let events: Record<string, unknown>[] = [];
+  let audit: Record<string, unknown>[] = [];
+  let timer: NodeJS.Timeout | null = null;
+  const flush = async () => {
+    timer = null;
+    const [e, a] = [events, audit];
+    events = [];
+    audit = [];
+    const committed = new Date();
+    await db.collection('events').insertMany(e.map((x) => ({ ...x, committed_at: committed })), { ordered: false });
+    await db.collection('audit_log').insertMany(a, { ordered: false });
+  };
+  return {
+    add(entry: { id: string; type: string; tenant_id: Types.ObjectId; created_at: Date; actor: string; request_id: string; meta: Record<string, unknown> }, doc: Record<string, unknown> & { _id: Types.ObjectId }) {
+      const { id, version: _v, ...rest } = entry as typeof entry & { version: number };
+      events.push({ _id: id, ...rest, data: doc, previous: null, source: { collection: 'projects', id: String(doc._id), version: 1 } });
+      audit.push({ _id: new Types.ObjectId(id.slice(4)), resource: 'projects', item_id: doc._id, operation: 'insert', user_id: new Types.ObjectId(entry.actor), user_name: 'Bench', ip: (entry.meta as { ip: string }).ip, changes: null, snapshot: null, created_at: entry.created_at, tenant_id: entry.tenant_id });
+      timer ??= setTimeout(() => void flush().catch(() => undefined), 50);
+    },
+  };
 }
 
 // CPU time of this process so far, for bench/cpu.ts (µs of user + system time).
