@@ -9,7 +9,8 @@
  * also does what the event log and audit need at the least, as any design with their guarantees
  * on this database would: the event staged in the document's own insert, then per batch of 50 ms
  * one insert of the events into `events` and one of their entries into `audit_log`, the documents
- * shaped as the app's; the floor of a create with the defaults). Prints `READY <port>` when listening.
+ * shaped as the app's; the floor of a create with the defaults), or `bare-events` (the same without
+ * the audit entries: the floor of the event log alone). Prints `READY <port>` when listening.
  */
 import Koa from 'koa';
 import getRawBody from 'raw-body';
@@ -28,10 +29,10 @@ const uri = process.env.MONGODB_URI!;
 const tenantId = process.env.BENCH_TENANT_ID!;
 const userId = process.env.BENCH_USER_ID!;
 
-if (mode === 'bare' || mode === 'bare-durable') {
+if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
   const conn = await mongoose.createConnection(uri).asPromise();
   const projects = conn.db!.collection('projects');
-  const durable = mode === 'bare-durable' ? durableBatches(conn.db!) : null;
+  const durable = mode === 'bare' ? null : durableBatches(conn.db!, mode === 'bare-durable');
   const koa = new Koa();
   koa.use(async (ctx) => {
     const tenant = new Types.ObjectId(tenantId);
@@ -120,8 +121,8 @@ if (mode === 'bare' || mode === 'bare-durable') {
   process.stdout.write(`READY ${port}\n`);
 }
 
-/** `bare-durable`: the events and audit entries of the creates, inserted once per 50 ms batch. */
-function durableBatches(db: NonNullable<mongoose.Connection['db']>) {
+/** `bare-durable` / `bare-events`: the events (and audit entries) of the creates, inserted once per 50 ms batch. */
+function durableBatches(db: NonNullable<mongoose.Connection['db']>, withAudit: boolean) {
   let events: Record<string, unknown>[] = [];
   let audit: Record<string, unknown>[] = [];
   let timer: NodeJS.Timeout | null = null;
@@ -132,7 +133,7 @@ function durableBatches(db: NonNullable<mongoose.Connection['db']>) {
     audit = [];
     const committed = new Date();
     await db.collection('events').insertMany(e.map((x) => ({ ...x, committed_at: committed })), { ordered: false });
-    await db.collection('audit_log').insertMany(a, { ordered: false });
+    if (withAudit) await db.collection('audit_log').insertMany(a, { ordered: false });
   };
   return {
     add(entry: { id: string; type: string; tenant_id: Types.ObjectId; created_at: Date; actor: string; request_id: string; meta: Record<string, unknown> }, doc: Record<string, unknown> & { _id: Types.ObjectId }) {
