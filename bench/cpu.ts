@@ -1,6 +1,6 @@
 /**
  * `npx tsx bench/cpu.ts [path]`: server CPU time per request, app against bare, for one scenario
- * (default: get-one, then `/ping/:id`, the pipeline without a database). Throughput ratios on a shared machine swing with the database and the other
+ * (default: get-one, then `/ping/:id`, the pipeline without a database; `get-one` and `ping` name them). Throughput ratios on a shared machine swing with the database and the other
  * processes; the CPU the server process itself spends per request does not, so this says where the
  * app stands against bare independently of load. Each side serves `BENCH_REQUESTS` requests
  * (default 20,000, after 2,000 of warm-up) over 10 connections; rounds alternate (`BENCH_ROUNDS`, 3).
@@ -9,9 +9,10 @@
  * PATCH `{"budget":42}` with the right `If-Match` to seeded documents in turn (update).
  * `BENCH_SIDES` (default `bare,app`) lists the servers; `base:app` is the app of the checkout in
  * `BENCH_BASE_DIR` (old code against new in one run). Each side after the first is compared to the first.
- * The sides of bench/observability-sides.ts (`nometrics`, `metrics`, `trace100`, `trace10`) measure
- * what metrics and tracing cost per request (spans go to a local OTLP sink that drops them), e.g.
- * `BENCH_SIDES=nometrics,metrics,trace100,trace10 npx tsx bench/cpu.ts`.
+ * The sides of bench/observability-sides.ts (`nometrics`, `metrics`, `trace100`, `trace10`, and `als`,
+ * `trace0` to take tracing apart) measure what metrics and tracing cost per request (spans go to a
+ * local OTLP sink that drops them), e.g. `BENCH_SIDES=nometrics,metrics,trace100,trace10 npx tsx bench/cpu.ts`
+ * or `BENCH_SIDES=metrics,als,trace0,trace10`.
  */
 import type { ChildProcess } from 'node:child_process';
 import { loadavg } from 'node:os';
@@ -57,7 +58,9 @@ async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: 
 async function main() {
   const { mem, MONGODB_URI, tenant, user, key, sample, updIds } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
-  const paths = process.argv.length > 2 ? process.argv.slice(2) : [`/projects/${String(sample._id)}`, `/ping/${String(sample._id)}`];
+  // `get-one` and `ping` name the default paths (their id is the seeded sample's).
+  const named: Record<string, string> = { 'get-one': `/projects/${String(sample._id)}`, ping: `/ping/${String(sample._id)}` };
+  const paths = process.argv.length > 2 ? process.argv.slice(2).map((p) => named[p] ?? p) : Object.values(named);
   const versions = new Map<string, number>();
   const sink = await startOtlpSink();
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

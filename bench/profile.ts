@@ -8,7 +8,7 @@
  * `PROFILE_MODE=app-noaudit` the app without audit. `PROFILE_BODY='{"name":"x"}'` POSTs that JSON
  * body instead of GETting (e.g. `npx tsx bench/profile.ts /projects` profiles create); the path
  * `patch` profiles updates (PATCH with the right `If-Match`, seeded documents in turn).
- * `PROFILE_MODE=metrics` (or `nometrics`, `trace100`, `trace10`) profiles a side of
+ * `PROFILE_MODE=metrics` (or `nometrics`, `trace100`, `trace10`, `trace0`, `als`) profiles a side of
  * bench/observability-sides.ts: metrics and tracing show as components of their own.
  */
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
