@@ -8,7 +8,7 @@ import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { KoaInstrumentation } from '@opentelemetry/instrumentation-koa';
 import { GraphQLInstrumentation } from '@opentelemetry/instrumentation-graphql';
 import { MongoDBInstrumentation } from '@opentelemetry/instrumentation-mongodb';
-import { context, trace, type Span } from '@opentelemetry/api';
+import type { Span } from '@opentelemetry/api';
 import type { Config } from '../config/index.ts';
 import { markTracingEnabled } from './tracing.ts';
 
@@ -43,36 +43,11 @@ function exporter(s: TracingSettings): SpanExporter {
  * changes. `_checkSkipInstrumentation` is the instrumentation's own hook for that decision (private in
  * its typings, so replaced on the instance): an upgrade that renames it brings the cost back,
  * not a behaviour change.
- *
- * Even when it skips the span, the official wrapper of `Connection.command` (driver 6.4+) builds an
- * end callback and chains a `then` on the command's promise (one more promise, with its promise
- * hooks, per command) to run a no-op result handler in the caller's context. Without a recording
- * parent the driver's `command` is now called directly; code awaiting it resumes in its own context
- * either way (promises carry it). `endSessions` keeps the full path, as before. Like the hook above,
- * this replaces an internal of the instrumentation (`_getV4PatchCommandPromise`, read when the
- * driver's connection module loads, after this): an upgrade that renames it brings the cost back,
- * not a behaviour change.
  */
 function mongoDBInstrumentation(): MongoDBInstrumentation {
   const mongo = new MongoDBInstrumentation({ enhancedDatabaseReporting: false });
-  const internals = mongo as unknown as MongoDBInternals;
-  internals._checkSkipInstrumentation = (parent) => !parent?.isRecording();
-  const recordingWrapper = internals._getV4PatchCommandPromise.bind(mongo);
-  internals._getV4PatchCommandPromise = () => (original) => {
-    const recording = recordingWrapper()(original);
-    return function command(this: unknown, ...args: unknown[]) {
-      const cmd = args[1];
-      if (trace.getSpan(context.active())?.isRecording() || (typeof cmd === 'object' && cmd !== null && 'endSessions' in cmd)) return recording.apply(this, args);
-      return original.apply(this, args);
-    };
-  };
+  (mongo as unknown as { _checkSkipInstrumentation(parent: Span | undefined): boolean })._checkSkipInstrumentation = (parent) => !parent?.isRecording();
   return mongo;
-}
-
-/** The MongoDB instrumentation's internals replaced above (private in its typings). */
-interface MongoDBInternals {
-  _checkSkipInstrumentation(parent: Span | undefined): boolean;
-  _getV4PatchCommandPromise(): (original: (...args: unknown[]) => unknown) => (...args: unknown[]) => unknown;
 }
 
 /**
