@@ -346,8 +346,11 @@ export class Relay {
     let total = 0;
     for (const source of this.sources.values()) {
       const filter = { [OUTBOX_FIELD]: { $elemMatch: { created_at: { $gte: from, $lt: until } } } };
+      // The outboxes only: nearly every entry is in the log already, and a document is read whole
+      // only when one of its entries is not (relayLeftBehind).
+      const projection = { _id: 1, tenant_id: 1, [OUTBOX_FIELD]: 1 };
       let chunk: Doc[] = [];
-      for await (const d of source.model.collection.find(filter).batchSize(this.settings.maxBatch)) {
+      for await (const d of source.model.collection.find(filter, { projection }).batchSize(this.settings.maxBatch)) {
         chunk.push(d as Doc);
         if (chunk.length >= this.settings.maxBatch) {
           total += await this.relayLeftBehind(source, chunk, from, until);
@@ -359,32 +362,39 @@ export class Relay {
     return total;
   }
 
-  private async relayLeftBehind(source: OutboxSource, docs: Doc[], from: Date, until: Date): Promise<number> {
+  /** `outboxes`: the documents' `_id`, `tenant_id` and outbox (sweepWindow's projection). */
+  private async relayLeftBehind(source: OutboxSource, outboxes: Doc[], from: Date, until: Date): Promise<number> {
     const inWindow = (e: { created_at: Date }) => e.created_at >= from && e.created_at < until;
-    const items: Pending[] = docs.map((d) => {
-      const events = eventsOf(source, d, this.log).filter(inWindow);
-      // Only entries of this window: a newer one may still wait in its writer's relay, not yet in the log.
-      const window = new Set(events.map((e) => e._id));
-      return { source, docId: d._id, tenantId: d.tenant_id ?? null, events, clearIds: clearIdsOf(d).filter((id) => window.has(id)) };
-    });
-    const keyOf = (b: Pending) => KnownByDocument.key(source.name, b.docId);
-    const ids = items.flatMap((b) => {
-      const known = this.byDocument.of(keyOf(b));
-      return b.events.map((e) => e._id).filter((id) => !known.includes(id));
-    });
+    // Only entries of this window: a newer one may still wait in its writer's relay, not yet in the log.
+    const entriesOf = (d: Doc) => ((d[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter(inWindow);
+    const keyOf = (d: Doc) => KnownByDocument.key(source.name, d._id);
+    const unknown = (d: Doc) => {
+      const known = this.byDocument.of(keyOf(d));
+      return entriesOf(d).map((e) => e.id).filter((id) => !known.includes(id));
+    };
+    const ids = outboxes.flatMap(unknown);
     if (ids.length) {
       const found = new Set((await this.events.collection.find({ _id: { $in: ids } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)));
-      for (const b of items) this.byDocument.add(keyOf(b), b.events.map((e) => e._id).filter((id) => found.has(id)));
+      for (const d of outboxes) this.byDocument.add(keyOf(d), entriesOf(d).map((e) => e.id).filter((id) => found.has(id)));
     }
-    let missing = 0;
-    for (const b of items) {
-      const known = this.byDocument.of(keyOf(b));
-      b.events = b.events.filter((e) => !known.includes(e._id));
-      missing += b.events.length;
+    const missing = new Map(outboxes.map((d) => [String(d._id), new Set(unknown(d))] as const).filter(([, m]) => m.size));
+    // The events of missing entries need their object: the document itself where the entry has none.
+    const whole = missing.size ? await source.model.collection.find({ _id: { $in: outboxes.filter((d) => missing.has(String(d._id))).map((d) => d._id) } } as never).toArray() : [];
+    const byId = new Map(whole.map((d) => [String(d._id), d as Doc]));
+    let stored = 0;
+    const todo: Pending[] = [];
+    for (const d of outboxes) {
+      const window = new Set(entriesOf(d).map((e) => e.id));
+      const clearIds = clearIdsOf(d).filter((id) => window.has(id));
+      const lost = missing.get(String(d._id));
+      const current = lost && byId.get(String(d._id));
+      // A document gone or rewritten since the projection: what its outbox holds now is the sweep's next concern.
+      const events = current ? eventsOf(source, current, this.log).filter((e) => lost.has(e._id)) : [];
+      stored += events.length;
+      if (events.length || clearIds.length) todo.push({ source, docId: d._id, tenantId: d.tenant_id ?? null, events, clearIds });
     }
-    const todo = items.filter((b) => b.events.length || b.clearIds.length);
     if (todo.length) await this.store(todo);
-    return missing;
+    return stored;
   }
 
   /**
