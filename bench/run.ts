@@ -79,7 +79,7 @@ async function main() {
   const lines: [string, string, string][] = [
     ['GET /auth/me, defaults vs limiter off (aim >= 0.9)', 'app auth/me', 'app-nolimit auth/me'],
     ['get-one, defaults vs limiter off (aim >= 0.9)', 'app get-one', 'app-nolimit get-one'],
-    ['get-one vs bare (aim >= 0.85)', 'SIDE get-one', 'bare get-one'],
+    ['get-one vs bare (aim >= 0.9)', 'SIDE get-one', 'bare get-one'],
     ['list vs bare (aim >= 0.84)', 'SIDE list', 'bare list'],
     ['GraphQL list vs REST list (aim >= 0.9)', 'SIDE graphql list', 'SIDE list'],
     ['create (audit on) vs bare insert', 'SIDE create', 'bare create'],
