@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser } from 'playwright-core';
 import { builtinPlugins } from '../../config/plugins.ts';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
-import { CHROMIUM, focused, screen, watchErrors } from './helpers.ts';
+import { CHROMIUM, expectFocusOn, screen, watchErrors } from './helpers.ts';
 
 const EXPIRED = 'Your session expired. Sign in again to continue.';
 
@@ -80,7 +80,7 @@ describe.skipIf(!existsSync(CHROMIUM))('admin console session expiry in Chromium
     await own.page.waitForSelector(`[data-testid=signin-reason]:text-is("${EXPIRED}")`, { timeout: 75_000 });
     expect((Date.now() - start) / 1000).toBeGreaterThan(45);
     expect(own.refused).toEqual([]);
-    expect((await focused(own.page))?.id).toBe('api-key');
+    await expectFocusOn(own.page, 'api-key');
     expect(await own.page.locator('[data-testid=who]').count()).toBe(0);
     await screen(own.page, 'session-expired');
 

@@ -16,7 +16,7 @@ import { loadConfig } from '../../config/index.ts';
 import { builtinPlugins } from '../../config/plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
-import { CHROMIUM, clickOnly, focused, focusOnHeading, freePort, screen, signIn, signOut, tabTo, watchErrors } from './helpers.ts';
+import { CHROMIUM, clickOnly, expectFocusOn, focused, focusOnHeading, freePort, screen, signIn, signOut, tabTo, watchErrors } from './helpers.ts';
 
 const haveBrowser = existsSync(CHROMIUM);
 const inCI = !!process.env.CI;
@@ -363,7 +363,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await page.goto('about:blank');
     await page.goto(`${origin}/admin#/overview`);
     await page.waitForSelector('#api-key');
-    expect((await focused(page))?.id).toBe('api-key');
+    await expectFocusOn(page, 'api-key');
     await page.keyboard.type(ids.adminKey!);
     await tabTo(page, 'Sign in', (f) => f.tag === 'button' && f.text === 'Sign in');
     await page.keyboard.press('Enter');
@@ -457,7 +457,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await tabTo(page, 'Sign out', (f) => f.tag === 'button' && f.text === 'Sign out', { back: true });
     await page.keyboard.press('Enter');
     await page.waitForSelector('#api-key');
-    expect((await focused(page))?.id).toBe('api-key');
+    await expectFocusOn(page, 'api-key');
   }, 180_000);
 
   it('a plain user: no audit or identity screen, no tasks, no deleted documents; the API refuses too; an ended session asks to sign in again', async () => {
@@ -497,7 +497,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     const logged = errors.length;
     await page.click('nav[aria-label=Main] a:has-text("Overview")');
     await page.waitForSelector('text=Your session has ended (its key was revoked or its user disabled)');
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe('api-key');
+    await expectFocusOn(page, 'api-key');
     await screen(page, 'user-session-ended');
     // The dead token's 401 is the one error Chromium logs by itself (every refused fetch is logged); nothing else.
     expect(errors.splice(logged).every((e) => e.includes('status of 401'))).toBe(true);

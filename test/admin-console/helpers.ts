@@ -77,6 +77,16 @@ export interface Focused {
   within: string | null;
 }
 
+/**
+ * Waits (up to 5 s) until the element with `id` has focus, and fails the test if it never does:
+ * screens focus their first control in an effect, just after they render, so the element exists a
+ * moment before it is focused.
+ */
+export async function expectFocusOn(page: Page, id: string): Promise<void> {
+  const ok = await page.waitForFunction((want) => document.activeElement?.id === want, id, { timeout: 5000 }).then(() => true, () => false);
+  if (!ok) throw new Error(`focus is on ${JSON.stringify(await focused(page))}, not on #${id}`);
+}
+
 export const focused = (page: Page): Promise<Focused | null> =>
   page.evaluate(() => {
     const el = document.activeElement as HTMLElement | null;
