@@ -364,32 +364,34 @@ export class Relay {
 
   /** `outboxes`: the documents' `_id`, `tenant_id` and outbox (sweepWindow's projection). */
   private async relayLeftBehind(source: OutboxSource, outboxes: Doc[], from: Date, until: Date): Promise<number> {
-    const inWindow = (e: { created_at: Date }) => e.created_at >= from && e.created_at < until;
     // Only entries of this window: a newer one may still wait in its writer's relay, not yet in the log.
-    const entriesOf = (d: Doc) => ((d[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter(inWindow);
-    const keyOf = (d: Doc) => KnownByDocument.key(source.name, d._id);
-    const unknown = (d: Doc) => {
-      const known = this.byDocument.of(keyOf(d));
-      return entriesOf(d).map((e) => e.id).filter((id) => !known.includes(id));
+    const docs = outboxes.map((d) => {
+      const ids = ((d[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => e.created_at >= from && e.created_at < until).map((e) => e.id);
+      return { d, key: KnownByDocument.key(source.name, d._id), ids };
+    });
+    const unknown = (x: (typeof docs)[number]) => {
+      const known = this.byDocument.of(x.key);
+      return x.ids.filter((id) => !known.includes(id));
     };
-    const ids = outboxes.flatMap(unknown);
-    if (ids.length) {
-      const found = new Set((await this.events.collection.find({ _id: { $in: ids } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)));
-      for (const d of outboxes) this.byDocument.add(keyOf(d), entriesOf(d).map((e) => e.id).filter((id) => found.has(id)));
+    const asked = docs.flatMap(unknown);
+    if (asked.length) {
+      const found = new Set((await this.events.collection.find({ _id: { $in: asked } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)));
+      for (const x of docs) this.byDocument.add(x.key, x.ids.filter((id) => found.has(id)));
     }
-    const missing = new Map(outboxes.map((d) => [String(d._id), new Set(unknown(d))] as const).filter(([, m]) => m.size));
+    const lost = docs.map((x) => ({ ...x, missing: new Set(unknown(x)) })).filter((x) => x.missing.size);
     // The events of missing entries need their object: the document itself where the entry has none.
-    const whole = missing.size ? await source.model.collection.find({ _id: { $in: outboxes.filter((d) => missing.has(String(d._id))).map((d) => d._id) } } as never).toArray() : [];
-    const byId = new Map(whole.map((d) => [String(d._id), d as Doc]));
+    const whole = lost.length ? await source.model.collection.find({ _id: { $in: lost.map((x) => x.d._id) } } as never).toArray() : [];
+    const current = new Map(whole.map((d) => [String(d._id), d as Doc]));
+    const missingOf = new Map(lost.map((x) => [String(x.d._id), x.missing]));
     let stored = 0;
     const todo: Pending[] = [];
-    for (const d of outboxes) {
-      const window = new Set(entriesOf(d).map((e) => e.id));
+    for (const { d, ids } of docs) {
+      const window = new Set(ids);
       const clearIds = clearIdsOf(d).filter((id) => window.has(id));
-      const lost = missing.get(String(d._id));
-      const current = lost && byId.get(String(d._id));
+      const missing = missingOf.get(String(d._id));
+      const now = missing && current.get(String(d._id));
       // A document gone or rewritten since the projection: what its outbox holds now is the sweep's next concern.
-      const events = current ? eventsOf(source, current, this.log).filter((e) => lost.has(e._id)) : [];
+      const events = now ? eventsOf(source, now, this.log).filter((e) => missing.has(e._id)) : [];
       stored += events.length;
       if (events.length || clearIds.length) todo.push({ source, docId: d._id, tenantId: d.tenant_id ?? null, events, clearIds });
     }
