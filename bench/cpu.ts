@@ -13,8 +13,15 @@
  * `trace0` to take tracing apart) measure what metrics and tracing cost per request (spans go to a
  * local OTLP sink that drops them), e.g. `BENCH_SIDES=nometrics,metrics,trace100,trace10 npx tsx bench/cpu.ts`
  * or `BENCH_SIDES=metrics,als,trace0,trace10`.
+ *
+ * On Linux it also charges the whole machine's CPU per request (from `/proc/stat`) to three parts:
+ * the server, the load generator (this process), and the rest: the database's processes, plus
+ * anything else running. A create or update is bound by the machine's cores, not by the server
+ * alone, so `machine bare/x` is the throughput ratio a CPU-bound machine would give: it shows which
+ * part of a gap is the server's and which the database's (the events and audit rows of a write).
  */
 import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import { patchRequests, seed, startServer } from './seed.ts';
@@ -41,6 +48,21 @@ function cpuOf(child: ChildProcess): Promise<number> {
   });
 }
 
+/** CPU time of the whole machine so far (µs, every core, idle and I/O wait excluded), or null off Linux. */
+function machineCpu(): number | null {
+  try {
+    const [, ...f] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+    const [user, nice, system, , , irq, softirq, steal] = f.map(Number) as number[];
+    // /proc/stat counts in USER_HZ ticks: 100 a second on Linux.
+    return (user! + nice! + system! + irq! + softirq! + steal!) * 10_000;
+  } catch {
+    return null;
+  }
+}
+
+/** µs per request: the server's CPU, and where the machine has them, the load generator's and the rest's. */
+interface Cost { server: number; bench?: number; rest?: number }
+
 async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: string, patch: (() => autocannon.Request[]) | null, otlp: string) {
   const { child, port } = await (isObservabilitySide(mode) ? startObservabilitySide(mode, env, otlp) : startServer(mode, env));
   const url = `http://127.0.0.1:${port}${patch ? '/projects' : path}`;
@@ -48,12 +70,21 @@ async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: 
   const load = (amount: number) => autocannon({ url, connections: 10, amount, headers, ...(BODY ? { method: 'POST' as const, body: BODY } : {}), ...(patch ? { requests: patch() } : {}) });
   await load(2000);
   const before = await cpuOf(child);
+  const [m0, b0] = [machineCpu(), process.cpuUsage()];
   const r = await load(REQUESTS);
+  const [m1, b1] = [machineCpu(), process.cpuUsage(b0)];
   const after = await cpuOf(child);
   await new Promise((res) => { child.once('exit', res); child.kill('SIGINT'); });
   if (r.non2xx) throw new Error(`${mode}: ${r.non2xx} non-2xx answers`);
-  return (after - before) / REQUESTS;
+  const cost: Cost = { server: (after - before) / REQUESTS };
+  if (m0 !== null && m1 !== null) {
+    cost.bench = (b1.user + b1.system) / REQUESTS;
+    cost.rest = Math.max(0, (m1 - m0) / REQUESTS - cost.server - cost.bench);
+  }
+  return cost;
 }
+
+const machine = (c: Cost) => c.server + (c.bench ?? NaN) + (c.rest ?? NaN);
 
 async function main() {
   const { mem, MONGODB_URI, tenant, user, key, sample, updIds } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
@@ -67,16 +98,26 @@ async function main() {
   for (const path of paths) {
     const patch = path === 'patch' ? () => patchRequests(updIds.slice(0, 2000), versions) : null;
     const cpu: Record<string, number[]> = {};
+    const costs: Record<string, Cost[]> = {};
     for (let i = 0; i < ROUNDS; i++) {
       // Rotate the order so no side always runs first.
       const order = SIDES.map((_, j) => SIDES[(j + i) % SIDES.length]!);
-      for (const side of order) (cpu[side] ??= []).push(await measure(side, env, path, key, patch, sink.url));
+      for (const side of order) {
+        const c = await measure(side, env, path, key, patch, sink.url);
+        (costs[side] ??= []).push(c);
+        (cpu[side] ??= []).push(c.server);
+      }
       const [first, ...rest] = SIDES;
       log(`${path} round ${i + 1} (load ${loadavg().map((l) => l.toFixed(1)).join(' ')}): ${SIDES.map((s) => `${s} ${cpu[s]!.at(-1)!.toFixed(0)} µs`).join(', ')}; ${rest.map((s) => `${first}/${s} ${(cpu[first!]!.at(-1)! / cpu[s]!.at(-1)!).toFixed(2)}`).join(', ')}`);
     }
     const [first, ...rest] = SIDES;
     log(`${path}: server CPU µs/request, median of ${ROUNDS}: ${SIDES.map((s) => `${s} ${median(cpu[s]!).toFixed(0)} (${cpu[s]!.map((x) => x.toFixed(0)).join(', ')})`).join('; ')}`);
     for (const s of rest) log(`${path}: ${first}/${s}, median of per-round ratios: ${median(cpu[s]!.map((x, i) => cpu[first!]![i]! / x)).toFixed(2)}`);
+    if (costs[first!]![0]!.rest !== undefined) {
+      const med = (s: string, part: keyof Cost) => median(costs[s]!.map((c) => c[part]!)).toFixed(0);
+      log(`${path}: machine CPU µs/request, median of ${ROUNDS}: ${SIDES.map((s) => `${s} ${median(costs[s]!.map(machine)).toFixed(0)} (server ${med(s, 'server')}, load generator ${med(s, 'bench')}, rest ${med(s, 'rest')})`).join('; ')}`);
+      for (const s of rest) log(`${path}: machine ${first}/${s}, median of per-round ratios: ${median(costs[s]!.map((c, i) => machine(costs[first!]![i]!) / machine(c))).toFixed(2)}`);
+    }
   }
   sink.close();
   await mem?.stop();

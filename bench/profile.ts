@@ -57,7 +57,8 @@ async function main() {
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const mode = process.env.PROFILE_MODE ?? 'app';
   const sink = await startOtlpSink();
-  const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+  // PROFILE_NODE_FLAGS: more flags for the server, e.g. `--no-turbo-inlining` to charge inlined callees to themselves.
+  const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`, ...(process.env.PROFILE_NODE_FLAGS ?? '').split(' ').filter(Boolean)];
   const { child, port } = await (isObservabilitySide(mode) ? startObservabilitySide(mode, env, sink.url, flags) : startServer(mode, env, flags));
   const patch = path === 'patch';
   const url = `http://127.0.0.1:${port}${patch ? '/projects' : path ?? `/projects/${String(sample._id)}`}`;
