@@ -3,15 +3,21 @@
  * BENCH_MODE: `app` (the real server with the default settings: rate limiter on with the MongoDB
  * store, audit on; only `RATE_LIMIT_MAX` is raised so the load stays under it), with suffixes
  * `-nolimit` (RATE_LIMIT_ENABLED=false), `-noaudit` (AUDIT_LOG_ENABLED=false), `-nometrics`
- * (METRICS_ENABLED=false) and `-noevents`
- * (resource writes stage no event: the event log's baseline), or `bare` (a bare Koa handler
+ * (METRICS_ENABLED=false), `-noevents`
+ * (resource writes stage no event: the event log's baseline) and `-nosweep` (the outbox sweep's
+ * ticks do nothing: what the sweep costs), or `bare` (a bare Koa handler
  * running the same raw-driver reads and writes), or `bare-durable` (the bare handler whose create
  * also does what the event log and audit need at the least, as any design with their guarantees
  * on this database would: the event staged in the document's own insert, then per batch of 50 ms
  * one insert of the events into `events` and one of their entries into `audit_log`, the documents
- * shaped as the app's; the floor of a create with the defaults), or `bare-events` (the same without
- * the audit entries: the floor of the event log alone). Prints `READY <port>` when listening.
+ * shaped as the app's; the floor of a create with the defaults; its PATCH likewise stages the
+ * entry in the conditional update and batches the event, with the object before it, and the audit
+ * entry with its changes: the floor of an update), or `bare-events` (the same without
+ * the audit entries: the floor of the event log alone), or `app-floor` (the app with the default
+ * settings whose `/projects` create and update are the floor's writes instead of the resources
+ * plugin's: the request pipeline's cost on a durable write). Prints `READY <port>` when listening.
  */
+import { createServer } from 'node:http';
 import Koa from 'koa';
 import getRawBody from 'raw-body';
 import mongoose, { Types } from 'mongoose';
@@ -32,7 +38,7 @@ const userId = process.env.BENCH_USER_ID!;
 if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
   const conn = await mongoose.createConnection(uri).asPromise();
   const projects = conn.db!.collection('projects');
-  const durable = mode === 'bare' ? null : durableBatches(conn.db!, mode === 'bare-durable');
+  const durable = mode === 'bare' ? null : durableWrites(conn.db!, mode === 'bare-durable');
   const koa = new Koa();
   koa.use(async (ctx) => {
     const tenant = new Types.ObjectId(tenantId);
@@ -45,6 +51,12 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
       // The conditional update: the revision from If-Match in the filter, one atomic write.
       const body = JSON.parse(await getRawBody(ctx.req, { encoding: 'utf-8' })) as Record<string, unknown>;
       const version = Number(/^"(\d+)"$/.exec(ctx.get('If-Match'))?.[1]);
+      if (durable) {
+        const after = await durable.update(m[1]!, version, body, ctx.ip);
+        if (!after) ctx.status = 412;
+        else ctx.body = after;
+        return;
+      }
       const doc = await projects.findOneAndUpdate(
         { _id: new Types.ObjectId(m[1]), tenant_id: tenant, is_deleted: false, version },
         { $set: { ...body, updated_at: new Date(), updated_by: new Types.ObjectId(userId) }, $inc: { version: 1 } },
@@ -67,12 +79,11 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
         is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
       };
       if (durable) {
-        const _id = new Types.ObjectId();
-        const entry = { id: `evt_${String(new Types.ObjectId())}`, type: 'projects.created', tenant_id: tenant, created_at: now, actor: userId, request_id: crypto.randomUUID(), version: 1, meta: { resource: 'projects', ip: ctx.ip, bulk: false, audit: { operation: 'insert', resource: 'projects', actor_name: 'Bench', ip: ctx.ip } } };
-        await projects.insertOne({ _id, ...doc, _outbox: [entry] });
-        durable.add(entry, { ...doc, _id });
-        Object.assign(doc, { _id });
-      } else await projects.insertOne(doc);
+        ctx.status = 201;
+        ctx.body = await durable.create(body, ctx.ip);
+        return;
+      }
+      await projects.insertOne(doc);
       ctx.status = 201;
       ctx.body = doc;
       return;
@@ -109,7 +120,24 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
       routes: [defineRoute({ method: 'GET', path: '/ping/:id', params: z.object({ id: z.string().regex(/^[0-9a-f]{24}$/) }), handler: () => PING })],
     }),
   });
-  const app = await createApp({ config, plugins: [...builtinPlugins(), ping] });
+  // `/floor/projects`: the request pipeline (auth, rate limit, metrics, envelope) in front of the
+  // floor's durable create and update instead of the resources plugin's (`app-floor` sends
+  // `/projects` there): what the app's pipeline alone costs a durable write.
+  const floor = mode === 'app-floor' ? durableWrites((await mongoose.createConnection(uri).asPromise()).db!, true) : null;
+  const floorRoutes = definePlugin({
+    name: 'bench-floor',
+    setup: () => ({
+      routes: floor ? [
+        defineRoute({ method: 'POST', path: '/floor/projects', status: 201, body: z.record(z.string(), z.unknown()), handler: ({ body, ctx }) => floor.create(body, ctx.ip) }),
+        defineRoute({
+          method: 'PATCH', path: '/floor/projects/:id', params: z.object({ id: z.string().regex(/^[0-9a-f]{24}$/) }), body: z.record(z.string(), z.unknown()),
+          handler: async ({ params, body, ctx }) => (await floor.update(params.id, Number(/^"(\d+)"$/.exec(ctx.get('If-Match'))?.[1]), body, ctx.ip)) ?? ctx.throw(412),
+        }),
+      ] : [],
+    }),
+  });
+  const app = await createApp({ config, plugins: [...builtinPlugins(), ping, floorRoutes] });
+  if (mode.includes('-nosweep')) (app.services.get('events') as unknown as { sweeper: { tick: () => Promise<number> } }).sweeper.tick = () => Promise.resolve(0);
   if (mode.includes('-noevents')) {
     // The baseline of bench/events.ts: resource writes stage no event (an empty outbox). Bench only:
     // the event log is always on in the product.
@@ -117,12 +145,30 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
     events.outbox.insert = () => [];
     events.outbox.update = () => [];
   }
-  const port = await app.listen(0, '127.0.0.1');
-  process.stdout.write(`READY ${port}\n`);
+  if (floor) {
+    const handle = app.koa.callback();
+    const server = createServer((req, res) => {
+      if (req.url?.startsWith('/projects')) req.url = `/floor${req.url}`;
+      void handle(req, res);
+    });
+    server.listen(0, '127.0.0.1', () => process.stdout.write(`READY ${(server.address() as { port: number }).port}\n`));
+  } else {
+    const port = await app.listen(0, '127.0.0.1');
+    process.stdout.write(`READY ${port}\n`);
+  }
 }
 
-/** `bare-durable` / `bare-events`: the events (and audit entries) of the creates, inserted once per 50 ms batch. */
-function durableBatches(db: NonNullable<mongoose.Connection['db']>, withAudit: boolean) {
+type Row = Record<string, unknown> & { _id: Types.ObjectId };
+interface Entry { id: string; type: string; tenant_id: Types.ObjectId; created_at: Date; actor: string; request_id: string; version: number; meta: Record<string, unknown> }
+
+/**
+ * The floor of a durable create and update (`bare-durable`, `bare-events`, `app-floor`): the write
+ * stages its entry in the document itself, and the events (and audit entries) are inserted once per
+ * 50 ms batch, shaped as the app's. No validation, hooks or mongoose.
+ */
+function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: boolean) {
+  const projects = db.collection('projects');
+  const tenant = new Types.ObjectId(tenantId);
   let events: Record<string, unknown>[] = [];
   let audit: Record<string, unknown>[] = [];
   let timer: NodeJS.Timeout | null = null;
@@ -135,12 +181,45 @@ function durableBatches(db: NonNullable<mongoose.Connection['db']>, withAudit: b
     await db.collection('events').insertMany(e.map((x) => ({ ...x, committed_at: committed })), { ordered: false });
     if (withAudit) await db.collection('audit_log').insertMany(a, { ordered: false });
   };
+  /** `previous`: the document before an update (null for a create). */
+  const add = (entry: Entry, doc: Row, previous: Record<string, unknown> | null) => {
+    const { id, version, ...rest } = entry;
+    events.push({ _id: id, ...rest, data: doc, previous, source: { collection: 'projects', id: String(doc._id), version } });
+    const changes = previous ? Object.fromEntries(Object.keys(doc).filter((k) => String(doc[k]) !== String(previous[k])).map((k) => [k, { from: previous[k], to: doc[k] }])) : null;
+    audit.push({ _id: new Types.ObjectId(id.slice(4)), resource: 'projects', item_id: doc._id, operation: previous ? 'update' : 'insert', user_id: new Types.ObjectId(entry.actor), user_name: 'Bench', ip: (entry.meta as { ip: string }).ip, changes, snapshot: null, created_at: entry.created_at, tenant_id: entry.tenant_id });
+    timer ??= setTimeout(() => void flush().catch(() => undefined), 50);
+  };
+  const entryOf = (type: string, version: number, now: Date, ip: string): Entry => ({
+    id: `evt_${String(new Types.ObjectId())}`, type, tenant_id: tenant, created_at: now, actor: userId, request_id: crypto.randomUUID(), version,
+    meta: { resource: 'projects', ip, bulk: false, audit: { operation: type === 'projects.created' ? 'insert' : 'update', resource: 'projects', actor_name: 'Bench', ip } },
+  });
   return {
-    add(entry: { id: string; type: string; tenant_id: Types.ObjectId; created_at: Date; actor: string; request_id: string; meta: Record<string, unknown> }, doc: Record<string, unknown> & { _id: Types.ObjectId }) {
-      const { id, version: _v, ...rest } = entry as typeof entry & { version: number };
-      events.push({ _id: id, ...rest, data: doc, previous: null, source: { collection: 'projects', id: String(doc._id), version: 1 } });
-      audit.push({ _id: new Types.ObjectId(id.slice(4)), resource: 'projects', item_id: doc._id, operation: 'insert', user_id: new Types.ObjectId(entry.actor), user_name: 'Bench', ip: (entry.meta as { ip: string }).ip, changes: null, snapshot: null, created_at: entry.created_at, tenant_id: entry.tenant_id });
-      timer ??= setTimeout(() => void flush().catch(() => undefined), 50);
+    async create(body: Record<string, unknown>, ip: string): Promise<Row> {
+      const now = new Date();
+      const actor = new Types.ObjectId(userId);
+      const doc: Row = {
+        _id: new Types.ObjectId(), ...body, tenant_id: tenant, created_at: now, updated_at: now, created_by: actor, updated_by: actor,
+        is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
+      };
+      const entry = entryOf('projects.created', 1, now, ip);
+      await projects.insertOne({ ...doc, _outbox: [entry] });
+      add(entry, doc, null);
+      return doc;
+    },
+    /** The conditional update with its entry staged in the same write (kept to the last few); null when the revision is stale. */
+    async update(id: string, version: number, body: Record<string, unknown>, ip: string): Promise<Row | null> {
+      const now = new Date();
+      const set = { ...body, updated_at: now, updated_by: new Types.ObjectId(userId) };
+      const entry = entryOf('projects.updated', version + 1, now, ip);
+      const before = await projects.findOneAndUpdate(
+        { _id: new Types.ObjectId(id), tenant_id: tenant, is_deleted: false, version },
+        { $set: set, $inc: { version: 1 }, $push: { _outbox: { $each: [entry], $slice: -4 } } } as Record<string, unknown>,
+        { returnDocument: 'before', projection: { _outbox: 0 } },
+      );
+      if (!before) return null;
+      const after = { ...before, ...set, version: version + 1 } as Row;
+      add(entry, after, before);
+      return after;
     },
   };
 }

@@ -242,10 +242,16 @@ describe('disabling a failing endpoint', () => {
     const committed = events.committed.bind(events);
     const endpoints = s.t.app.db.conn.collection('webhook_endpoints');
     // This process "dies" after the disabling write: the relay never hears of it.
-    events.committed = async (source, doc) => (source.name === 'webhook_endpoints' ? undefined : committed(source, doc));
+    let heldBack = false;
+    events.committed = async (source, doc) => {
+      if (source.name !== 'webhook_endpoints') return committed(source, doc);
+      heldBack = true;
+    };
     try {
       await s.emit();
-      await until(async () => (await endpoints.findOne({ _id: new Types.ObjectId(ep.id) }))?.enabled === false, 15_000);
+      // Until the disabling write has handed its document over (not only until it is visible:
+      // restoring the relay in between would let that hand-over through).
+      await until(async () => heldBack && (await endpoints.findOne({ _id: new Types.ObjectId(ep.id) }))?.enabled === false, 15_000);
     } finally {
       events.committed = committed;
     }
