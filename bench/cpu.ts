@@ -19,6 +19,8 @@
  * anything else running. A create or update is bound by the machine's cores, not by the server
  * alone, so `machine bare/x` is the throughput ratio a CPU-bound machine would give: it shows which
  * part of a gap is the server's and which the database's (the events and audit rows of a write).
+ * No throughput here: autocannon ends a run of `amount` requests on its one-second tick, so rates
+ * come out in whole seconds; measure them with `npm run bench` or `bench/compare.ts`.
  */
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -61,7 +63,7 @@ function machineCpu(): number | null {
 }
 
 /** µs per request: the server's CPU, and where the machine has them, the load generator's and the rest's. */
-interface Cost { server: number; bench?: number; rest?: number; /** Requests a second in the measured run. */ rps: number }
+interface Cost { server: number; bench?: number; rest?: number }
 
 async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: string, patch: (() => autocannon.Request[]) | null, otlp: string) {
   const { child, port } = await (isObservabilitySide(mode) ? startObservabilitySide(mode, env, otlp) : startServer(mode, env));
@@ -76,7 +78,7 @@ async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: 
   const after = await cpuOf(child);
   await new Promise((res) => { child.once('exit', res); child.kill('SIGINT'); });
   if (r.non2xx) throw new Error(`${mode}: ${r.non2xx} non-2xx answers`);
-  const cost: Cost = { server: (after - before) / REQUESTS, rps: REQUESTS / r.duration };
+  const cost: Cost = { server: (after - before) / REQUESTS };
   if (m0 !== null && m1 !== null) {
     cost.bench = (b1.user + b1.system) / REQUESTS;
     cost.rest = Math.max(0, (m1 - m0) / REQUESTS - cost.server - cost.bench);
@@ -113,8 +115,6 @@ async function main() {
     const [first, ...rest] = SIDES;
     log(`${path}: server CPU µs/request, median of ${ROUNDS}: ${SIDES.map((s) => `${s} ${median(cpu[s]!).toFixed(0)} (${cpu[s]!.map((x) => x.toFixed(0)).join(', ')})`).join('; ')}`);
     for (const s of rest) log(`${path}: ${first}/${s}, median of per-round ratios: ${median(cpu[s]!.map((x, i) => cpu[first!]![i]! / x)).toFixed(2)}`);
-    // Throughput of the same runs (amount-bound, so a coarse figure: the ratios above are the measure).
-    log(`${path}: requests/s, median of ${ROUNDS}: ${SIDES.map((s) => `${s} ${median(costs[s]!.map((c) => c.rps)).toFixed(0)}`).join('; ')}; ${rest.map((s) => `${s}/${first} ${median(costs[s]!.map((c, i) => c.rps / costs[first!]![i]!.rps)).toFixed(2)}`).join(', ')}`);
     if (costs[first!]![0]!.rest !== undefined) {
       const med = (s: string, part: keyof Cost) => median(costs[s]!.map((c) => c[part]!)).toFixed(0);
       log(`${path}: machine CPU µs/request, median of ${ROUNDS}: ${SIDES.map((s) => `${s} ${median(costs[s]!.map(machine)).toFixed(0)} (server ${med(s, 'server')}, load generator ${med(s, 'bench')}, rest ${med(s, 'rest')})`).join('; ')}`);

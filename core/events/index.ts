@@ -8,7 +8,7 @@ import { createRealtime } from '../realtime/index.ts';
 export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
 export type { EventConsumer, EventRecord } from './consumers.ts';
 export type { AuditedChange, EventDoc, EventSink, OutboxEntry, OutboxSource } from './relay.ts';
-export { outboxPath, OUTBOX_FIELD, OUTBOX_INDEX } from './model.ts';
+export { outboxPath, OUTBOX_FIELD } from './model.ts';
 export type { EventLog } from './service.ts';
 
 declare module '../services.ts' {

@@ -76,10 +76,3 @@ export const OUTBOX_FIELD = '_outbox';
 
 /** The schema path a source's mongoose schema adds for its outbox. */
 export const outboxPath = { [OUTBOX_FIELD]: { type: [Schema.Types.Mixed], default: undefined, select: true } };
-
-/**
- * The index every outbox source declares: its entries by writer, then by when they were stamped.
- * The sweep asks for one writer's entries of a window at a time (equality, then range), so a window
- * whose writers all confirmed their entries costs an empty index probe (core/events/sweep.ts).
- */
-export const OUTBOX_INDEX = { [`${OUTBOX_FIELD}.w`]: 1, [`${OUTBOX_FIELD}.created_at`]: 1 } as const;

@@ -26,8 +26,6 @@ export interface OutboxEntry {
   meta?: Doc | null;
   /** Frozen object, set when a later write superseded this entry before it reached the log. */
   data?: Doc;
-  /** The writer (server process) that staged it, once registered: see core/events/sweep.ts. */
-  w?: string;
 }
 
 /** A collection whose documents carry an outbox: registered once per model with the event log. */
@@ -170,8 +168,6 @@ export class Relay {
   private queued = 0;
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
-  /** The batch being stored now (back in the queue if that fails). */
-  private storing: Pending[] = [];
   private readonly sources = new Map<string, OutboxSource>();
   private readonly listeners: ((events: EventDoc[]) => void)[] = [];
   private readonly sinks: EventSink[] = [];
@@ -230,12 +226,6 @@ export class Relay {
     return Promise.resolve();
   }
 
-  /** When the oldest event this process has queued and not yet stored was stamped (ms), or null. */
-  oldestPending(): number | null {
-    // A loop, not Math.min(...): a relay kept back by a failing database may hold many events.
-    return [...this.storing, ...this.queue].reduce<number | null>((min, b) => b.events.reduce((m, e) => (m === null || e.created_at.getTime() < m ? e.created_at.getTime() : m), min), null);
-  }
-
   /** Stores everything queued now; resolves when it is in the log (or kept for the next try). */
   async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
@@ -245,7 +235,6 @@ export class Relay {
     const batch = this.queue;
     this.queue = [];
     this.queued = 0;
-    this.storing = batch;
     this.flushing = this.store(batch)
       .catch((err) => {
         // The documents still hold their outboxes: keep the batch for the next flush, and the sweep
@@ -260,7 +249,6 @@ export class Relay {
       })
       .finally(() => {
         this.flushing = null;
-        this.storing = [];
       });
     await this.flushing;
   }
@@ -351,33 +339,25 @@ export class Relay {
 
   /**
    * Relays what the documents' entries stamped in [from, until) left behind: events missing from
-   * the log are stored (sinks, insert), and entries that should have been cleared are. `writers`:
-   * only the entries of these writers (null: entries without one); every entry without it. Resolves
-   * to the number of events stored.
+   * the log are stored (sinks, insert), and entries that should have been cleared are. Resolves to
+   * the number of events stored.
    */
-  async sweepWindow(from: Date, until: Date, writers?: readonly (string | null)[]): Promise<number> {
+  async sweepWindow(from: Date, until: Date): Promise<number> {
     let total = 0;
-    const created_at = { $gte: from, $lt: until };
-    // One query per writer (null: entries without one), each an equality and a range on the outbox
-    // index; without `writers`, every entry of the window.
-    const filters = writers ? writers.map((w) => ({ [OUTBOX_FIELD]: { $elemMatch: { w, created_at } } })) : [{ [OUTBOX_FIELD]: { $elemMatch: { created_at } } }];
     for (const source of this.sources.values()) {
+      const filter = { [OUTBOX_FIELD]: { $elemMatch: { created_at: { $gte: from, $lt: until } } } };
       // The outboxes only: nearly every entry is in the log already, and a document is read whole
       // only when one of its entries is not (relayLeftBehind).
       const projection = { _id: 1, tenant_id: 1, [OUTBOX_FIELD]: 1 };
-      // A document with entries of two writers in the window answers both of their queries.
-      const seen = new Set<string>();
-      for (const filter of filters) {
-        let chunk: Doc[] = [];
-        for await (const d of source.model.collection.find(filter, { projection }).batchSize(this.settings.maxBatch)) {
-          if (seen.size !== seen.add(String(d._id)).size) chunk.push(d as Doc);
-          if (chunk.length >= this.settings.maxBatch) {
-            total += await this.relayLeftBehind(source, chunk, from, until);
-            chunk = [];
-          }
+      let chunk: Doc[] = [];
+      for await (const d of source.model.collection.find(filter, { projection }).batchSize(this.settings.maxBatch)) {
+        chunk.push(d as Doc);
+        if (chunk.length >= this.settings.maxBatch) {
+          total += await this.relayLeftBehind(source, chunk, from, until);
+          chunk = [];
         }
-        if (chunk.length) total += await this.relayLeftBehind(source, chunk, from, until);
       }
+      if (chunk.length) total += await this.relayLeftBehind(source, chunk, from, until);
     }
     return total;
   }

@@ -91,7 +91,6 @@ export class EventLog {
       ...(input.version !== undefined ? { version: input.version } : {}),
       ...(input.previous ? { previous: input.previous } : {}),
       ...(input.meta ? { meta: input.meta } : {}),
-      ...(this.sweeper.writer ? { w: this.sweeper.writer } : {}),
     };
   }
 

@@ -1,6 +1,6 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
-import { outboxPath, OUTBOX_INDEX } from '../../core/events/index.ts';
+import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
@@ -104,7 +104,7 @@ jobRunSchema.index({ parent_job_id: 1 });
 jobRunSchema.index({ created_at: -1 });
 jobRunSchema.index({ dedupe_key: 1 }, { unique: true, partialFilterExpression: { dedupe_key: { $type: 'string' } } });
 // The event log's sweep finds outbox entries a dead process left behind.
-jobRunSchema.index(OUTBOX_INDEX);
+jobRunSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 
 export const jobScheduleSchema = new Schema(
   {

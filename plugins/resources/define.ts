@@ -1,5 +1,5 @@
 import type { Schema } from 'mongoose';
-import { outboxPath, OUTBOX_INDEX } from '../../core/events/index.ts';
+import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { z } from 'zod';
 import type { AttributeRule } from '../../core/identity/guards.ts';
 import type { RouteDef } from '../../core/http/route.ts';
@@ -188,5 +188,5 @@ function addBaseFields(schema: Schema, tenantScoped: boolean, defaultSort: strin
   // Each write carries its event in this array until the relay moves it to the log (docs/events.md);
   // the sweep finds entries a dead writer left by their age.
   schema.add(outboxPath);
-  schema.index(OUTBOX_INDEX);
+  schema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 }

@@ -1,6 +1,6 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
-import { outboxPath, OUTBOX_FIELD, OUTBOX_INDEX } from '../../core/events/index.ts';
+import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
 
 /** Every value of `status`. `received` is part of the set but never written: an event is stored already `processing`. */
 export const WEBHOOK_STATUSES = ['received', 'processing', 'processed', 'failed'] as const;
@@ -36,7 +36,7 @@ export const webhookEventSchema = new Schema(
   { versionKey: false, minimize: false },
 );
 // The event log's sweep finds outbox entries a dead process left behind.
-webhookEventSchema.index(OUTBOX_INDEX);
+webhookEventSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 // The idempotency key: insert-first against this index is what makes delivery exactly-once.
 webhookEventSchema.index({ provider: 1, event_id: 1 }, { unique: true });
 webhookEventSchema.index({ provider: 1, status: 1 });

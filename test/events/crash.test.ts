@@ -13,14 +13,6 @@ describe('event log: SIGKILL between the write and its event', () => {
   it('after a restart every stored change has exactly one event, and no event exists without its change', async () => {
     const uri = uniqueDbUri();
     const first = await startServerProcess({ MONGODB_URI: uri, ...PLUGIN });
-    const client = new MongoClient(uri);
-    // The process registers as a writer on its first sweep tick: from then on its entries carry its
-    // id, and the sweep reads them only once it stops confirming them (core/events/sweep.ts).
-    const deadline0 = Date.now() + 10_000;
-    while ((await client.db().collection('event_writers').countDocuments()) === 0) {
-      if (Date.now() > deadline0) throw new Error('the server did not register as a writer');
-      await new Promise((r) => setTimeout(r, 100));
-    }
     const ids: string[] = [];
     // Acknowledged changes whose events are still in the relay's batch when the process dies.
     for (let i = 0; i < 20; i++) {
@@ -36,14 +28,10 @@ describe('event log: SIGKILL between the write and its event', () => {
     await Promise.all(inFlight);
     await first.stop('SIGKILL');
 
+    const client = new MongoClient(uri);
     try {
       const db = client.db();
-      const lost = await unrelayedEntries(db, 'ew_notes');
-      expect(lost.length).toBeGreaterThan(0);
-      // Left by a registered writer: found because it stopped confirming, not because it had no id.
-      const [writer] = await db.collection('event_writers').find().toArray();
-      const stamped = (await db.collection<{ _outbox: { id: string; w?: string }[] }>('ew_notes').find({ '_outbox.id': { $in: lost } }).toArray()).flatMap((d) => d._outbox).filter((e) => lost.includes(e.id));
-      expect(stamped.every((e) => e.w === String(writer!._id))).toBe(true);
+      expect((await unrelayedEntries(db, 'ew_notes')).length).toBeGreaterThan(0);
 
       const second = await startServerProcess({ MONGODB_URI: uri, ...PLUGIN });
       try {

@@ -3,8 +3,7 @@
  * one (docs/events.md, "Finding what a dead writer left"): a create's entry (no object of its own)
  * stays in its document; the next update drops it when its process knows it is in the log, or
  * freezes and clears it when it does not; the `recent` pass finds a dead writer's entry 5 s after
- * it was stamped, and the `late` pass finds one that committed after the recent pass read its window;
- * the passes read only the entries of writers that have not confirmed theirs.
+ * it was stamped, and the `late` pass finds one that committed after the recent pass read its window.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoClient, ObjectId, type Db } from 'mongodb';
@@ -87,44 +86,6 @@ describe('outbox entries after the relay', () => {
     // Stored by the late pass (3 s on), not earlier: the recent pass had read that window.
     expect((await db.collection('events').findOne({ _id: id } as never))!.committed_at.getTime() - insertedAt).toBeGreaterThanOrEqual(2_900);
   });
-
-  it('each process registers as a writer, stamps its entries with its id and confirms them on every tick', async () => {
-    await waitFor(async () => (await db.collection('event_writers').countDocuments()) >= 2, 'both processes to register', 5_000);
-    const c = await p.http('POST', '/projects', { key: admin.key, json: { name: 'Stamped', budget: 1 } });
-    expect(c.status).toBe(201);
-    const [entry] = await outboxOf(c.body._id as string);
-    const writer = await db.collection('event_writers').findOne({ _id: entry!.w } as never);
-    expect(writer).not.toBeNull();
-    // Confirmed within a tick or two of now (the slack: writes still on their way to the database).
-    await waitFor(async () => {
-      const w = await db.collection('event_writers').findOne({ _id: entry!.w } as never);
-      return !!w && w.confirmed_before.getTime() > (entry!.created_at as Date).getTime();
-    }, 'the writer to confirm the entry', 6_000);
-  });
-
-  it('the recent pass reads the entries of writers that did not confirm them, and of no writer, but not those of a writer that did', async () => {
-    const now = Date.now();
-    // `confirmed` vouches for its entries (one that is missing from the log is a hand-made
-    // contradiction: it proves the pass did not read it); `gone` stopped confirming an hour ago.
-    await db.collection('event_writers').insertMany([
-      { _id: 'confirmed-writer', seen_at: new Date(now), confirmed_before: new Date(now + 3_600_000) },
-      { _id: 'gone-writer', seen_at: new Date(now - 3_600_000), confirmed_before: new Date(now - 3_600_000) },
-    ] as never[]);
-    // Stamped 3 s ago: the recent pass (5 s behind) reaches them in about 2 s.
-    const stamped = new Date(now - 3_000);
-    const ids = { confirmed: `evt_${new ObjectId().toHexString()}`, gone: `evt_${new ObjectId().toHexString()}`, none: `evt_${new ObjectId().toHexString()}` };
-    const note = (id: string, w?: string) => ({
-      _id: new ObjectId(), tenant_id: new ObjectId(admin.tenantId), title: w ?? 'no writer', version: 1,
-      _outbox: [{ id, type: 'ew_note.created', tenant_id: new ObjectId(admin.tenantId), created_at: stamped, actor: null, request_id: null, version: 1, ...(w ? { w } : {}) }],
-    });
-    await db.collection('ew_notes').insertMany([note(ids.confirmed, 'confirmed-writer'), note(ids.gone, 'gone-writer'), note(ids.none)]);
-    const has = async (id: string) => (await db.collection('events').countDocuments({ _id: id } as never)) > 0;
-    await waitFor(async () => (await has(ids.gone)) && (await has(ids.none)), 'the recent pass to relay the unconfirmed entries', 10_000);
-    // Both processes have passed over that window since.
-    await waitFor(async () => ((await db.collection('event_sweeps').findOne({ _id: 'recent' } as never))?.horizon.getTime() ?? 0) > stamped.getTime() + 1_000, 'the recent pass to move on', 5_000);
-    expect(await has(ids.confirmed)).toBe(false);
-    await db.collection('event_writers').deleteMany({ _id: { $in: ['confirmed-writer', 'gone-writer'] } } as never);
-  }, 30_000);
 
   it('the passes share their windows through event_sweeps: each pass has one horizon, moving forward', async () => {
     const before = await db.collection('event_sweeps').find().sort({ _id: 1 }).toArray();
