@@ -123,7 +123,7 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
   // `/floor/projects`: the request pipeline (auth, rate limit, metrics, envelope) in front of the
   // floor's durable create and update instead of the resources plugin's (`app-floor` sends
   // `/projects` there): what the app's pipeline alone costs a durable write.
-  const floor = mode === 'app-floor' ? durableWrites((await mongoose.createConnection(uri).asPromise()).db!, true) : null;
+  const floor = mode.startsWith('app-floor') ? durableWrites((await mongoose.createConnection(uri).asPromise()).db!, true) : null;
   const floorRoutes = definePlugin({
     name: 'bench-floor',
     setup: () => ({
