@@ -72,20 +72,13 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
     }
     if (ctx.path === '/projects' && ctx.method === 'POST') {
       const body = JSON.parse(await getRawBody(ctx.req, { encoding: 'utf-8' })) as Record<string, unknown>;
-      const now = new Date();
-      const actor = new Types.ObjectId(userId);
-      const doc = {
-        ...body, tenant_id: tenant, created_at: now, updated_at: now, created_by: actor, updated_by: actor,
-        is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
-      };
-      if (durable) {
-        ctx.status = 201;
-        ctx.body = await durable.create(body, ctx.ip);
-        return;
-      }
-      await projects.insertOne(doc);
+      const doc = { _id: new Types.ObjectId(), ...newProject(body, new Date()) };
       ctx.status = 201;
-      ctx.body = doc;
+      if (durable) ctx.body = await durable.create(doc, ctx.ip);
+      else {
+        await projects.insertOne(doc);
+        ctx.body = doc;
+      }
       return;
     }
     if (ctx.path === '/projects') {
@@ -128,7 +121,7 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
     name: 'bench-floor',
     setup: () => ({
       routes: floor ? [
-        defineRoute({ method: 'POST', path: '/floor/projects', status: 201, body: z.record(z.string(), z.unknown()), handler: ({ body, ctx }) => floor.create(body, ctx.ip) }),
+        defineRoute({ method: 'POST', path: '/floor/projects', status: 201, body: z.record(z.string(), z.unknown()), handler: ({ body, ctx }) => floor.create({ _id: new Types.ObjectId(), ...newProject(body, new Date()) }, ctx.ip) }),
         defineRoute({
           method: 'PATCH', path: '/floor/projects/:id', params: z.object({ id: z.string().regex(/^[0-9a-f]{24}$/) }), body: z.record(z.string(), z.unknown()),
           handler: async ({ params, body, ctx }) => (await floor.update(params.id, Number(/^"(\d+)"$/.exec(ctx.get('If-Match'))?.[1]), body, ctx.ip)) ?? ctx.throw(412),
@@ -159,6 +152,15 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
 }
 
 type Row = Record<string, unknown> & { _id: Types.ObjectId };
+
+/** A new project as the app stores it (without `_id`), from a create's body. */
+function newProject(body: Record<string, unknown>, now: Date): Record<string, unknown> {
+  const actor = new Types.ObjectId(userId);
+  return {
+    ...body, tenant_id: new Types.ObjectId(tenantId), created_at: now, updated_at: now, created_by: actor, updated_by: actor,
+    is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
+  };
+}
 interface Entry { id: string; type: string; tenant_id: Types.ObjectId; created_at: Date; actor: string; request_id: string; version: number; meta: Record<string, unknown> }
 
 /**
@@ -194,14 +196,9 @@ function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: bo
     meta: { resource: 'projects', ip, bulk: false, audit: { operation: type === 'projects.created' ? 'insert' : 'update', resource: 'projects', actor_name: 'Bench', ip } },
   });
   return {
-    async create(body: Record<string, unknown>, ip: string): Promise<Row> {
-      const now = new Date();
-      const actor = new Types.ObjectId(userId);
-      const doc: Row = {
-        _id: new Types.ObjectId(), ...body, tenant_id: tenant, created_at: now, updated_at: now, created_by: actor, updated_by: actor,
-        is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
-      };
-      const entry = entryOf('projects.created', 1, now, ip);
+    /** Stores `doc` (a {@link newProject} with its `_id`) with its entry staged in the insert. */
+    async create(doc: Row, ip: string): Promise<Row> {
+      const entry = entryOf('projects.created', 1, doc.created_at as Date, ip);
       await projects.insertOne({ ...doc, _outbox: [entry] });
       add(entry, doc, null);
       return doc;
