@@ -16,7 +16,7 @@ import { loadConfig } from '../../config/index.ts';
 import { builtinPlugins } from '../../config/plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
-import { CHROMIUM, clickOnly, expectFocusOn, focused, focusOnHeading, freePort, screen, signIn, signOut, tabTo, watchErrors } from './helpers.ts';
+import { CHROMIUM, clickOnly, expectFocusOn, focused, focusOnHeading, freePort, screen, signedIn, signIn, signOut, tabTo, watchErrors } from './helpers.ts';
 
 const haveBrowser = existsSync(CHROMIUM);
 const inCI = !!process.env.CI;
@@ -290,7 +290,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await signOut(page);
     await page.fill('#pk-email', 'ada@acme.test');
     await page.click('button:has-text("Sign in with passkey")');
-    await page.waitForSelector('[data-testid=who]');
+    await signedIn(page);
     expect(await page.textContent('[data-testid=who]')).toBe('ada@acme.test');
     await signOut(page);
   }, 120_000);
@@ -367,7 +367,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await page.keyboard.type(ids.adminKey!);
     await tabTo(page, 'Sign in', (f) => f.tag === 'button' && f.text === 'Sign in');
     await page.keyboard.press('Enter');
-    await page.waitForSelector('[data-testid=who]');
+    await signedIn(page);
     await focusOnHeading(page, 'h1', 'Overview');
     await page.waitForSelector('nav[aria-label=Main] a:text-is("Privacy")');
 

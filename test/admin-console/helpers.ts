@@ -56,7 +56,33 @@ export async function signIn(page: Page, origin: string, key: string): Promise<v
   await page.goto(`${origin}/admin#/overview`);
   await page.fill('#api-key', key);
   await page.click('button:has-text("Sign in")');
-  await page.waitForSelector('[data-testid=who]');
+  await signedIn(page);
+}
+
+/**
+ * Waits until a sign-in submitted on the form has landed (the header shows who is signed in). If the
+ * form shows an error instead, or nothing happens within `timeout`, fails with what the page shows
+ * (its alert, the focused element, the form's values) and keeps a screenshot, so a failure that
+ * happens only under load says why.
+ */
+export async function signedIn(page: Page, timeout = 30_000): Promise<void> {
+  const outcome = await page
+    .waitForSelector('[data-testid=who], main.signin [role=alert]:not(#signin-reason)', { timeout })
+    .then(async (el) => ((await el.getAttribute('data-testid')) === 'who' ? null : `the form shows: ${(await el.textContent()) ?? ''}`))
+    .catch((err: unknown) => `nothing within ${timeout} ms (${err instanceof Error ? err.message.split('\n')[0] : String(err)})`);
+  if (outcome === null) return;
+  mkdirSync(SHOTS, { recursive: true });
+  const shot = resolve(SHOTS, `failed-sign-in-${Date.now()}.png`);
+  await page.screenshot({ path: shot, fullPage: true }).catch(() => undefined);
+  const state = await page
+    .evaluate(() => ({
+      focused: document.activeElement ? `${document.activeElement.tagName}#${document.activeElement.id}` : null,
+      hasFocus: document.hasFocus(),
+      email: (document.querySelector('#pk-email') as HTMLInputElement | null)?.value ?? null,
+      busy: document.querySelector('[data-testid=busy]')?.textContent ?? null,
+    }))
+    .catch(() => null);
+  throw new Error(`sign-in did not land: ${outcome}; page ${JSON.stringify(state)}; screenshot ${shot}`);
 }
 
 /** Signs out through the header button. */
