@@ -27,7 +27,14 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
  * `BENCH_BASE_DIR=<checkout of older code>` adds a fourth side, `base:app`: the old code's server with
  * the defaults, measured in the same rounds on the same database (before/after in one run).
  */
-const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : [])];
+/**
+ * `BENCH_FLOOR=1` adds two sides to the writes (bench/serve.ts): `bare-durable`, the least a create
+ * or update with the event log's and audit's guarantees writes (its floor), and `app-floor`, the
+ * app's request pipeline with the defaults in front of those same writes. Their ratios say how much
+ * of the gap to bare is the database's floor, the pipeline's, and the resources plugin's.
+ */
+const FLOOR: string[] = process.env.BENCH_FLOOR === '1' ? ['bare-durable', 'app-floor'] : [];
+const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : []), ...FLOOR];
 type Side = string;
 const BASE: Side[] = SIDES.filter((s) => s.startsWith('base:'));
 
@@ -63,8 +70,8 @@ async function main() {
     ];
     // Writes last: the documents they add would otherwise weigh on the later lists.
     const writes: Scenario<Side>[] = [
-      ['create', ['app', 'app-nolimit', 'bare', ...BASE], create],
-      ['update', ['app', 'app-nolimit', 'bare', ...BASE], update],
+      ['create', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR], create],
+      ['update', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR], update],
     ];
     await runRounds([reads, writes], ROUNDS, wanted, measure);
     for (const [name, path] of [['offset page 1', '/projects?page=1&per_page=25'], ['offset page 500', '/projects?page=500&per_page=25'], ['cursor page 1', '/projects?limit=25'], ['cursor page 500', `/projects?limit=25&cursor=${cursor500}`]] as const) {
@@ -105,6 +112,20 @@ async function main() {
       const r = ratio(a, c);
       summary[`${b}: ${label}`] = r;
       log(`  ${`${b}: ${label}`.padEnd(52)} ${show(r)}`);
+    }
+  }
+  if (FLOOR.length) {
+    for (const op of ['create', 'update'] as const) {
+      for (const [label, a, c] of [
+        ['durable floor (bare-durable) vs bare', `bare-durable ${op}`, `bare ${op}`],
+        ['pipeline + floor (app-floor) vs bare', `app-floor ${op}`, `bare ${op}`],
+        ['defaults vs durable floor', `app ${op}`, `bare-durable ${op}`],
+        ['defaults vs pipeline + floor', `app ${op}`, `app-floor ${op}`],
+      ] as const) {
+        const r = ratio(a, c);
+        summary[`${op}: ${label}`] = r;
+        log(`  ${`${op}: ${label}`.padEnd(52)} ${show(r)}`);
+      }
     }
   }
   const single = (a: string, b: string) => (rates[a]?.[0] && rates[b]?.[0] ? (rates[a][0] / rates[b][0]).toFixed(2) : 'n/a');

@@ -2,7 +2,8 @@
  * One server under test, in its own process so the load generator does not share its event loop.
  * BENCH_MODE: `app` (the real server with the default settings: rate limiter on with the MongoDB
  * store, audit on; only `RATE_LIMIT_MAX` is raised so the load stays under it), with suffixes
- * `-nolimit` (RATE_LIMIT_ENABLED=false), `-noaudit` (AUDIT_LOG_ENABLED=false), `-nometrics`
+ * `-nolimit` (RATE_LIMIT_ENABLED=false), `-memstore` (RATE_LIMIT_STORE=memory: the limiter without
+ * its shared store's syncs), `-noaudit` (AUDIT_LOG_ENABLED=false), `-nometrics`
  * (METRICS_ENABLED=false), `-noevents`
  * (resource writes stage no event: the event log's baseline) and `-nosweep` (the outbox sweep's
  * ticks do nothing: what the sweep costs), or `bare` (a bare Koa handler
@@ -105,6 +106,7 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
     RATE_LIMIT_MAX: '1000000000',
     AUDIT_LOG_ENABLED: mode.includes('-noaudit') ? 'false' : 'true',
     ...(mode.includes('-nometrics') ? { METRICS_ENABLED: 'false' } : {}),
+    ...(mode.includes('-memstore') ? { RATE_LIMIT_STORE: 'memory' } : {}),
   });
   // `/ping/:id`: the request pipeline alone (auth, validation, routing, envelope), no database.
   const ping = definePlugin({
