@@ -15,6 +15,14 @@ export interface EventConsumer {
   types: string[] | '*';
   /** Handles one event. Throw to have it retried later. */
   handle(event: EventRecord): Promise<void>;
+  /**
+   * Optional: of a batch of events, the ids this consumer acts on. The others are passed over with
+   * no claim, no `handle` and no write, and the consumer's position moves past them. For a consumer
+   * that acts on few events (the webhook fan-out, where a tenant has endpoints), this saves a claim
+   * and a `done` mark per event. Decide from each event and from state as it was when the event
+   * happened, so every replica decides alike. If it throws, the poll is retried.
+   */
+  select?(events: EventRecord[]): Promise<ReadonlySet<string>>;
   /** @default 10 */
   max_attempts?: number;
 }
@@ -135,14 +143,30 @@ export class ConsumerRunner {
       .limit(this.settings.batch * 4)
       .lean<{ _id: string; committed_at: Date }[]>();
     for (const [id, at] of this.seen) if (at < floor.getTime()) this.seen.delete(id);
-    const fresh = ids.filter((e) => !this.seen.has(e._id)).slice(0, this.settings.batch);
-    if (!fresh.length) {
+    const batch = ids.filter((e) => !this.seen.has(e._id)).slice(0, this.settings.batch);
+    if (!batch.length) {
       const last = ids[ids.length - 1];
       if (last && last.committed_at > position) await this.advance(last.committed_at);
       return;
     }
+    const newest = batch[batch.length - 1]!.committed_at;
+    const read = (wanted: string[]) => this.models.events.find({ _id: { $in: wanted } }).sort({ committed_at: 1, _id: 1 }).lean<EventDoc[]>();
+    let fresh = batch;
+    let prefetched: EventDoc[] | null = null;
+    if (this.consumer.select) {
+      prefetched = await read(batch.map((e) => e._id));
+      const chosen = await this.consumer.select(prefetched.map(toRecord));
+      // Passed over: as good as done, on every replica alike.
+      for (const e of batch) if (!chosen.has(e._id)) this.seen.set(e._id, e.committed_at.getTime());
+      fresh = batch.filter((e) => chosen.has(e._id));
+      if (!fresh.length) {
+        await this.advance(newest);
+        return;
+      }
+    }
     const claimed = await this.claim(fresh);
-    const events = claimed.length ? await this.models.events.find({ _id: { $in: claimed } }).sort({ committed_at: 1, _id: 1 }).lean<EventDoc[]>() : [];
+    const mine = new Set(claimed);
+    const events = !claimed.length ? [] : prefetched ? prefetched.filter((e) => mine.has(e._id)) : await read(claimed);
     let oldestOpen: Date | null = null;
     for (const e of events) {
       const ok = await this.handleOne(e);
@@ -155,7 +179,6 @@ export class ConsumerRunner {
       .limit(1)
       .lean<{ committed_at: Date }[]>();
     if (open[0] && (!oldestOpen || open[0].committed_at < oldestOpen)) oldestOpen = open[0].committed_at;
-    const newest = fresh[fresh.length - 1]!.committed_at;
     await this.advance(oldestOpen && oldestOpen < newest ? oldestOpen : newest);
   }
 

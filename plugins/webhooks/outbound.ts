@@ -93,11 +93,14 @@ export function createOutbound(deps: OutboundDeps): Outbound {
   });
   deps.events.addSource(endpoints.source);
   deps.events.addSource(sender.source);
+  const outbound = (event: EventRecord) => deps.events.catalogue.outbound(event.type);
   const consumer: EventConsumer = {
     name: FANOUT_CONSUMER,
     types: '*',
+    // Most events have no endpoint to go to: one query per batch finds those that do, and only they are claimed.
+    select: (events) => withTargets(endpointModel, events.filter(outbound)),
     handle: async (event) => {
-      const to = deps.events.catalogue.outbound(event.type) ? await targets(endpointModel, event) : null;
+      const to = outbound(event) ? await targets(endpointModel, event) : null;
       if (to && (await sender.create(event, to.tenant, to.endpoints))) sender.wake();
     },
   };
@@ -111,6 +114,9 @@ export function createOutbound(deps: OutboundDeps): Outbound {
   };
 }
 
+/** Whether an event may have targets at all: it has a tenant, and is not a test ping (sent by its request). */
+const fansOut = (event: EventRecord): event is EventRecord & { tenant_id: string } => !!event.tenant_id && !(event.type === 'ping' && event.data.endpoint_id);
+
 /**
  * The endpoints an event goes to: the enabled endpoints of its tenant subscribed to its type (or
  * `*`) that existed when it happened. An event of no tenant goes nowhere; a test ping (`ping` with
@@ -118,10 +124,30 @@ export function createOutbound(deps: OutboundDeps): Outbound {
  * `outbound: false` never get here.)
  */
 async function targets(model: WebhookEndpointModel, event: EventRecord): Promise<{ tenant: Types.ObjectId; endpoints: Types.ObjectId[] } | null> {
-  if (!event.tenant_id || (event.type === 'ping' && event.data.endpoint_id)) return null;
+  if (!fansOut(event)) return null;
   const tenant = new Types.ObjectId(event.tenant_id);
   const rows = await model
     .find({ tenant_id: tenant, enabled: true, event_types: { $in: [event.type, '*'] }, created_at: { $lte: event.created_at } }, { _id: 1 })
     .lean<{ _id: Types.ObjectId }[]>();
   return { tenant, endpoints: rows.map((r) => r._id) };
+}
+
+/**
+ * The ids of the events that have at least one target (as {@link targets} decides), from one query
+ * for the endpoints of all their tenants.
+ */
+async function withTargets(model: WebhookEndpointModel, events: EventRecord[]): Promise<Set<string>> {
+  const candidates = events.filter(fansOut);
+  if (!candidates.length) return new Set();
+  const tenants = [...new Set(candidates.map((e) => e.tenant_id))].map((t) => new Types.ObjectId(t));
+  const rows = await model
+    .find({ tenant_id: { $in: tenants }, enabled: true }, { tenant_id: 1, event_types: 1, created_at: 1 })
+    .lean<{ tenant_id: Types.ObjectId; event_types: string[]; created_at: Date }[]>();
+  const byTenant = new Map<string, typeof rows>();
+  for (const r of rows) byTenant.set(String(r.tenant_id), [...(byTenant.get(String(r.tenant_id)) ?? []), r]);
+  return new Set(
+    candidates
+      .filter((e) => byTenant.get(e.tenant_id)?.some((r) => (r.event_types.includes(e.type) || r.event_types.includes('*')) && r.created_at <= e.created_at))
+      .map((e) => e.id),
+  );
 }

@@ -23,9 +23,21 @@ describe('event log', () => {
   let b: Awaited<ReturnType<typeof createTenantUser>>;
   const seen: string[] = [];
   const consumer: EventConsumer = { name: 'test-consumer', types: ['ew_note.created'], handle: async (e) => void seen.push(e.id) };
+  /** Acts only on notes whose title starts with `keep` (`select`): the others get no claim and no call. */
+  const kept: string[] = [];
+  const offered: string[] = [];
+  const selective: EventConsumer = {
+    name: 'selective-consumer',
+    types: ['ew_note.created'],
+    select: async (events) => {
+      offered.push(...events.map((e) => e.id));
+      return new Set(events.filter((e) => String(e.data.title).startsWith('keep')).map((e) => e.id));
+    },
+    handle: async (e) => void kept.push(String(e.data.title)),
+  };
   beforeAll(async () => {
     // Batched relay (the default), so two quick writes meet the outbox of the first.
-    t = await buildTestApp({ plugins: [eventWriterPlugin.configure(undefined), { ...eventWriterPlugin, name: 'event-consumer', setup: () => ({ eventConsumers: [consumer] }) }], config: { EVENTS_RELAY_INTERVAL_MS: '50' } });
+    t = await buildTestApp({ plugins: [eventWriterPlugin.configure(undefined), { ...eventWriterPlugin, name: 'event-consumer', setup: () => ({ eventConsumers: [consumer, selective] }) }], config: { EVENTS_RELAY_INTERVAL_MS: '50' } });
     a = await createTenantUser(t, { roles: ['admin'] });
     aUser = await createTenantUser(t, { tenantId: a.tenantId, roles: ['user'] });
     b = await createTenantUser(t, { roles: ['admin'] });
@@ -148,6 +160,35 @@ describe('event log', () => {
     try {
       const claims = await client.db().collection('event_claims').countDocuments({ consumer: 'test-consumer', status: 'done' });
       expect(claims).toBe(seen.length);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a consumer with select is handed only the events it selects: the others get no claim, and its position moves past them', async () => {
+    const titles = ['skip-1', 'keep-1', 'skip-2', 'keep-2', 'skip-3'];
+    const ids: string[] = [];
+    for (const title of titles) ids.push((await t.http('POST', '/ew-notes', { key: a.key, json: { title } })).body.id);
+    const last = await until(async () => {
+      const page = (await events(a.key, '?type=ew_note.created&limit=100')).body as { items: { id: string; data: { id: string } }[] };
+      const mine = page.items.filter((e) => ids.includes(e.data.id));
+      return mine.length === titles.length ? mine : null;
+    });
+    const eventIds = last.map((e) => e.id);
+    await until(async () => eventIds.every((id) => offered.includes(id)) && kept.length >= 2);
+    await new Promise((r) => setTimeout(r, 800));
+    expect(kept.sort()).toEqual(['keep-1', 'keep-2']);
+    const client = new MongoClient(t.config.MONGODB_URI!);
+    try {
+      const db = client.db();
+      const claims = await db.collection('event_claims').find({ consumer: 'selective-consumer' }).toArray();
+      expect(claims.map((c) => c.status)).toEqual(['done', 'done']);
+      const stored = await db.collection('events').find({ _id: { $in: eventIds } } as never).sort({ committed_at: -1 }).toArray();
+      const cursor = await until(async () => {
+        const c = await db.collection('event_consumers').findOne({ _id: 'selective-consumer' } as never);
+        return c && c.position >= stored[0]!.committed_at ? c : null;
+      });
+      expect(cursor.position.getTime()).toBeGreaterThanOrEqual(stored[0]!.committed_at.getTime());
     } finally {
       await client.close();
     }

@@ -8,7 +8,7 @@ import { Types } from 'mongoose';
 import { buildTestApp, createTenantUser } from '../helpers/app.ts';
 import { systemActor } from '../../core/context.ts';
 import { Tenancy } from '../../core/tenancy.ts';
-import { createOutbound } from '../../plugins/webhooks/outbound.ts';
+import { createOutbound, FANOUT_CONSUMER } from '../../plugins/webhooks/outbound.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
 import { outboundEventsPlugin, TEST_EVENT } from '../fixtures/outbound-events-plugin.ts';
 import { OUTBOUND_CONFIG, sleep, startReceiver, until, verifies, type Receiver } from './outbound-helpers.ts';
@@ -82,6 +82,22 @@ describe('delivery', () => {
     expect((await s.deliveries(ep.id)).total).toBe(1);
     expect(delivered).toMatchObject({ event_id: event.id, event_type: TEST_EVENT, status: 'delivered', attempts: 1, next_attempt_at: null, last_attempt: { status: 200, error: null, response_excerpt: 'ok' } });
     expect(delivered.last_attempt.duration_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('claims only the events that have a target: an event of a tenant without endpoints costs the fan-out no write', async () => {
+    const r = await receiver();
+    const b = await createTenantUser(s.t, { roles: ['admin'] });
+    const ep = await s.endpoint(r.url, [TEST_EVENT]);
+    const none = await s.emit(b);
+    const some = await s.emit();
+    await s.newest(ep.id, 'delivered');
+    const db = s.t.app.db.conn;
+    const committed = (await db.collection('events').findOne({ _id: none.id } as never))!.committed_at as Date;
+    // The fan-out has moved past the event of tenant b, without claiming it.
+    await until(async () => ((await db.collection('event_consumers').findOne({ _id: FANOUT_CONSUMER } as never))?.position as Date | undefined)! >= committed);
+    expect(await db.collection('event_claims').countDocuments({ consumer: FANOUT_CONSUMER, event_id: none.id })).toBe(0);
+    expect(await db.collection('event_claims').findOne({ consumer: FANOUT_CONSUMER, event_id: some.id })).toMatchObject({ status: 'done' });
+    expect(await db.collection('webhook_deliveries').countDocuments({ event_id: none.id })).toBe(0);
   });
 
   it('fans out idempotently: handling one event again creates no second delivery; an event without tenant goes nowhere', async () => {
