@@ -70,7 +70,7 @@ export type { Builder, GraphQLContext } from './core/graphql.ts';
 export { modelOn } from './core/db.ts';
 
 // --- events
-export type { EventConsumer, EventRecord, EventTypeDefinition, EventLog, OutboxEntry, OutboxSource } from './core/events/index.ts';
+export type { EventConsumer, EventHead, EventRecord, EventTypeDefinition, EventLog, OutboxEntry, OutboxSource } from './core/events/index.ts';
 
 // --- resources (a mongoose schema + a path = a REST + GraphQL API)
 export { defineResource } from './plugins/resources/index.ts';

@@ -16,13 +16,14 @@ export interface EventConsumer {
   /** Handles one event. Throw to have it retried later. */
   handle(event: EventRecord): Promise<void>;
   /**
-   * Optional: of a batch of events, the ids this consumer acts on. The others are passed over with
+   * Optional: of a batch of events, the ids this consumer acts on, decided from their heads (no
+   * `data`: they are read in full only once selected and claimed). The others are passed over with
    * no claim, no `handle` and no write, and the consumer's position moves past them. For a consumer
    * that acts on few events (the webhook fan-out, where a tenant has endpoints), this saves a claim
-   * and a `done` mark per event. Decide from each event and from state as it was when the event
+   * and a `done` mark per event. Decide from each head and from state as it was when the event
    * happened, so every replica decides alike. If it throws, the poll is retried.
    */
-  select?(events: EventRecord[]): Promise<ReadonlySet<string>>;
+  select?(events: EventHead[]): Promise<ReadonlySet<string>>;
   /** @default 10 */
   max_attempts?: number;
 }
@@ -37,6 +38,9 @@ export interface EventRecord {
   actor: string | null;
   request_id: string | null;
 }
+
+/** An event without its object: what a consumer's `select` decides from. */
+export type EventHead = Omit<EventRecord, 'data'>;
 
 /** The internal parts in-process consumers (audit) may read too: the object before, and metadata. */
 export interface EventWithInternals extends EventRecord {
@@ -136,12 +140,13 @@ export class ConsumerRunner {
     const position = await this.loadPosition();
     const floor = new Date(position.getTime() - this.settings.lookbackMs);
     const typeFilter = this.consumer.types === '*' ? {} : { type: { $in: this.consumer.types } };
-    // Ids first, from the (committed_at, _id) index; whole events only for those not seen yet.
+    // Ids first (heads for `select`), from the (committed_at, _id) index; whole events only for those claimed.
+    const head = this.consumer.select ? { type: 1, tenant_id: 1, created_at: 1, actor: 1, request_id: 1 } : {};
     const ids = await this.models.events
-      .find({ committed_at: { $gte: floor }, ...typeFilter }, { _id: 1, committed_at: 1 })
+      .find({ committed_at: { $gte: floor }, ...typeFilter }, { _id: 1, committed_at: 1, ...head })
       .sort({ committed_at: 1, _id: 1 })
       .limit(this.settings.batch * 4)
-      .lean<{ _id: string; committed_at: Date }[]>();
+      .lean<(Pick<EventDoc, '_id' | 'committed_at'> & Partial<EventDoc>)[]>();
     for (const [id, at] of this.seen) if (at < floor.getTime()) this.seen.delete(id);
     const batch = ids.filter((e) => !this.seen.has(e._id)).slice(0, this.settings.batch);
     if (!batch.length) {
@@ -150,12 +155,11 @@ export class ConsumerRunner {
       return;
     }
     const newest = batch[batch.length - 1]!.committed_at;
-    const read = (wanted: string[]) => this.models.events.find({ _id: { $in: wanted } }).sort({ committed_at: 1, _id: 1 }).lean<EventDoc[]>();
     let fresh = batch;
-    let prefetched: EventDoc[] | null = null;
     if (this.consumer.select) {
-      prefetched = await read(batch.map((e) => e._id));
-      const chosen = await this.consumer.select(prefetched.map(toRecord));
+      const chosen = await this.consumer.select(batch.map((e) => ({
+        id: e._id, type: e.type!, tenant_id: e.tenant_id ? String(e.tenant_id) : null, created_at: e.created_at!, actor: e.actor ?? null, request_id: e.request_id ?? null,
+      })));
       // Passed over: as good as done, on every replica alike.
       for (const e of batch) if (!chosen.has(e._id)) this.seen.set(e._id, e.committed_at.getTime());
       fresh = batch.filter((e) => chosen.has(e._id));
@@ -165,8 +169,7 @@ export class ConsumerRunner {
       }
     }
     const claimed = await this.claim(fresh);
-    const mine = new Set(claimed);
-    const events = !claimed.length ? [] : prefetched ? prefetched.filter((e) => mine.has(e._id)) : await read(claimed);
+    const events = claimed.length ? await this.models.events.find({ _id: { $in: claimed } }).sort({ committed_at: 1, _id: 1 }).lean<EventDoc[]>() : [];
     let oldestOpen: Date | null = null;
     for (const e of events) {
       const ok = await this.handleOne(e);

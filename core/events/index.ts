@@ -6,7 +6,7 @@ import { eventIdParams, eventListQuery, eventPageView, eventTypesView, eventView
 import { createRealtime } from '../realtime/index.ts';
 
 export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
-export type { EventConsumer, EventRecord } from './consumers.ts';
+export type { EventConsumer, EventHead, EventRecord } from './consumers.ts';
 export type { AuditedChange, EventDoc, EventSink, OutboxEntry, OutboxSource } from './relay.ts';
 export { outboxPath, OUTBOX_FIELD } from './model.ts';
 export type { EventLog } from './service.ts';

@@ -8,7 +8,7 @@ import type { Config } from '../../config/index.ts';
 import type { HookBus } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { EventConsumer, EventLog, EventRecord, EventTypeDefinition } from '../../core/events/index.ts';
+import type { EventConsumer, EventHead, EventLog, EventRecord, EventTypeDefinition } from '../../core/events/index.ts';
 import { webhookDeliveryModel, webhookEndpointModel, type WebhookEndpointModel } from './model.ts';
 import { deliveryView, endpointView } from './schemas.ts';
 import { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, DeliverySender, type Transport } from './delivery.ts';
@@ -93,7 +93,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
   });
   deps.events.addSource(endpoints.source);
   deps.events.addSource(sender.source);
-  const outbound = (event: EventRecord) => deps.events.catalogue.outbound(event.type);
+  const outbound = (event: EventHead) => deps.events.catalogue.outbound(event.type);
   const consumer: EventConsumer = {
     name: FANOUT_CONSUMER,
     types: '*',
@@ -114,9 +114,6 @@ export function createOutbound(deps: OutboundDeps): Outbound {
   };
 }
 
-/** Whether an event may have targets at all: it has a tenant, and is not a test ping (sent by its request). */
-const fansOut = (event: EventRecord): event is EventRecord & { tenant_id: string } => !!event.tenant_id && !(event.type === 'ping' && event.data.endpoint_id);
-
 /**
  * The endpoints an event goes to: the enabled endpoints of its tenant subscribed to its type (or
  * `*`) that existed when it happened. An event of no tenant goes nowhere; a test ping (`ping` with
@@ -124,7 +121,7 @@ const fansOut = (event: EventRecord): event is EventRecord & { tenant_id: string
  * `outbound: false` never get here.)
  */
 async function targets(model: WebhookEndpointModel, event: EventRecord): Promise<{ tenant: Types.ObjectId; endpoints: Types.ObjectId[] } | null> {
-  if (!fansOut(event)) return null;
+  if (!event.tenant_id || (event.type === 'ping' && event.data.endpoint_id)) return null;
   const tenant = new Types.ObjectId(event.tenant_id);
   const rows = await model
     .find({ tenant_id: tenant, enabled: true, event_types: { $in: [event.type, '*'] }, created_at: { $lte: event.created_at } }, { _id: 1 })
@@ -133,11 +130,12 @@ async function targets(model: WebhookEndpointModel, event: EventRecord): Promise
 }
 
 /**
- * The ids of the events that have at least one target (as {@link targets} decides), from one query
- * for the endpoints of all their tenants.
+ * The ids of the events that may have a target (as {@link targets} decides), from one query for the
+ * endpoints of all their tenants. A test ping may be among them (its `data` is not read here):
+ * `targets` then sends it nowhere.
  */
-async function withTargets(model: WebhookEndpointModel, events: EventRecord[]): Promise<Set<string>> {
-  const candidates = events.filter(fansOut);
+async function withTargets(model: WebhookEndpointModel, events: EventHead[]): Promise<Set<string>> {
+  const candidates = events.filter((e): e is EventHead & { tenant_id: string } => !!e.tenant_id);
   if (!candidates.length) return new Set();
   const tenants = [...new Set(candidates.map((e) => e.tenant_id))].map((t) => new Types.ObjectId(t));
   const rows = await model

@@ -23,15 +23,16 @@ describe('event log', () => {
   let b: Awaited<ReturnType<typeof createTenantUser>>;
   const seen: string[] = [];
   const consumer: EventConsumer = { name: 'test-consumer', types: ['ew_note.created'], handle: async (e) => void seen.push(e.id) };
-  /** Acts only on notes whose title starts with `keep` (`select`): the others get no claim and no call. */
+  /** Acts only on the events of `selectTenant` (`select`): the others get no claim and no call. */
   const kept: string[] = [];
   const offered: string[] = [];
+  let selectTenant = '';
   const selective: EventConsumer = {
     name: 'selective-consumer',
     types: ['ew_note.created'],
-    select: async (events) => {
-      offered.push(...events.map((e) => e.id));
-      return new Set(events.filter((e) => String(e.data.title).startsWith('keep')).map((e) => e.id));
+    select: async (heads) => {
+      offered.push(...heads.map((e) => e.id));
+      return new Set(heads.filter((e) => e.tenant_id === selectTenant).map((e) => e.id));
     },
     handle: async (e) => void kept.push(String(e.data.title)),
   };
@@ -166,15 +167,16 @@ describe('event log', () => {
   });
 
   it('a consumer with select is handed only the events it selects: the others get no claim, and its position moves past them', async () => {
-    const titles = ['skip-1', 'keep-1', 'skip-2', 'keep-2', 'skip-3'];
+    // Tenant a's notes are selected, tenant b's passed over.
+    selectTenant = a.tenantId;
+    const titles: [string, string][] = [['skip-1', b.key], ['keep-1', a.key], ['skip-2', b.key], ['keep-2', a.key], ['skip-3', b.key]];
     const ids: string[] = [];
-    for (const title of titles) ids.push((await t.http('POST', '/ew-notes', { key: a.key, json: { title } })).body.id);
-    const last = await until(async () => {
-      const page = (await events(a.key, '?type=ew_note.created&limit=100')).body as { items: { id: string; data: { id: string } }[] };
-      const mine = page.items.filter((e) => ids.includes(e.data.id));
-      return mine.length === titles.length ? mine : null;
+    for (const [title, key] of titles) ids.push((await t.http('POST', '/ew-notes', { key, json: { title } })).body.id);
+    const eventIds = await until(async () => {
+      const pages = await Promise.all([a.key, b.key].map(async (k) => (await events(k, '?type=ew_note.created&limit=100')).body as { items: { id: string; data: { id: string } }[] }));
+      const mine = pages.flatMap((p) => p.items).filter((e) => ids.includes(e.data.id));
+      return mine.length === titles.length ? mine.map((e) => e.id) : null;
     });
-    const eventIds = last.map((e) => e.id);
     await until(async () => eventIds.every((id) => offered.includes(id)) && kept.length >= 2);
     await new Promise((r) => setTimeout(r, 800));
     expect(kept.sort()).toEqual(['keep-1', 'keep-2']);
