@@ -58,6 +58,9 @@ export const toRecord = (e: Pick<EventDoc, '_id' | 'type' | 'tenant_id' | 'creat
   request_id: e.request_id,
 });
 
+/** An event as a poll first reads it: its id and commit time, and its head for `select`. */
+type EventRow = Pick<EventDoc, '_id' | 'committed_at'> & Partial<EventDoc>;
+
 export interface ConsumerSettings {
   pollMs: number;
   /** How far back each poll looks again for events that committed late (another process's batch). */
@@ -139,18 +142,9 @@ export class ConsumerRunner {
   async poll(): Promise<void> {
     const position = await this.loadPosition();
     const floor = new Date(position.getTime() - this.settings.lookbackMs);
-    const typeFilter = this.consumer.types === '*' ? {} : { type: { $in: this.consumer.types } };
-    // Ids first (heads for `select`), from the (committed_at, _id) index; whole events only for those claimed.
-    const head = this.consumer.select ? { type: 1, tenant_id: 1, created_at: 1, actor: 1, request_id: 1 } : {};
-    const ids = await this.models.events
-      .find({ committed_at: { $gte: floor }, ...typeFilter }, { _id: 1, committed_at: 1, ...head })
-      .sort({ committed_at: 1, _id: 1 })
-      .limit(this.settings.batch * 4)
-      .lean<(Pick<EventDoc, '_id' | 'committed_at'> & Partial<EventDoc>)[]>();
     for (const [id, at] of this.seen) if (at < floor.getTime()) this.seen.delete(id);
-    const batch = ids.filter((e) => !this.seen.has(e._id)).slice(0, this.settings.batch);
+    const { batch, last } = await this.unseen(floor);
     if (!batch.length) {
-      const last = ids[ids.length - 1];
       if (last && last.committed_at > position) await this.advance(last.committed_at);
       return;
     }
@@ -183,6 +177,39 @@ export class ConsumerRunner {
       .lean<{ committed_at: Date }[]>();
     if (open[0] && (!oldestOpen || open[0].committed_at < oldestOpen)) oldestOpen = open[0].committed_at;
     await this.advance(oldestOpen && oldestOpen < newest ? oldestOpen : newest);
+  }
+
+  /**
+   * Up to `batch` events committed from `floor` on that this process has not seen, oldest first, and
+   * the last event read. Ids first (heads for `select`), from the (committed_at, _id) index; whole
+   * events are read only once claimed. The look-back window is read again on every poll, and it can
+   * hold more seen events than one page (a relay batch shares one `committed_at`; at a few hundred
+   * events a second, two seconds hold more than a page): the read goes on past them, page by page,
+   * instead of stopping on a page of seen ones, which would hold the consumer there for good.
+   */
+  private async unseen(floor: Date): Promise<{ batch: EventRow[]; last: EventRow | undefined }> {
+    const typeFilter = this.consumer.types === '*' ? {} : { type: { $in: this.consumer.types } };
+    const head = this.consumer.select ? { type: 1, tenant_id: 1, created_at: 1, actor: 1, request_id: 1 } : {};
+    const pageSize = this.settings.batch * 4;
+    const batch: EventRow[] = [];
+    let last: EventRow | undefined;
+    for (;;) {
+      const from = last
+        ? { $or: [{ committed_at: { $gt: last.committed_at } }, { committed_at: last.committed_at, _id: { $gt: last._id } }] }
+        : { committed_at: { $gte: floor } };
+      const page = await this.models.events
+        .find({ ...from, ...typeFilter }, { _id: 1, committed_at: 1, ...head })
+        .sort({ committed_at: 1, _id: 1 })
+        .limit(pageSize)
+        .lean<EventRow[]>();
+      for (const e of page) {
+        last = e;
+        if (this.seen.has(e._id)) continue;
+        batch.push(e);
+        if (batch.length >= this.settings.batch) return { batch, last };
+      }
+      if (page.length < pageSize) return { batch, last };
+    }
   }
 
   private async advance(to: Date): Promise<void> {

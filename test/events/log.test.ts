@@ -3,6 +3,8 @@ import { MongoClient } from 'mongodb';
 import { buildTestApp, createTenantUser, expectError, uniqueDbUri, ADMIN_KEY, type TestApp } from '../helpers/app.ts';
 import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
 import type { EventConsumer } from '../../core/events/index.ts';
+import { ConsumerRunner } from '../../core/events/consumers.ts';
+import { eventClaimModel, eventCursorModel, eventModel } from '../../core/events/model.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** Polls `fn` until it returns a truthy value (or fails after `ms`). */
@@ -193,6 +195,33 @@ describe('event log', () => {
       expect(cursor.position.getTime()).toBeGreaterThanOrEqual(stored[0]!.committed_at.getTime());
     } finally {
       await client.close();
+    }
+  });
+});
+
+describe('event log: a consumer under a burst', () => {
+  it('keeps up when the look-back window holds more events than a page (relay batches share one commit time)', async () => {
+    const t = await buildTestApp({});
+    try {
+      const conn = t.app.db.conn;
+      const models = { events: eventModel(conn), claims: eventClaimModel(conn), cursors: eventCursorModel(conn) };
+      const handled: string[] = [];
+      // Pages of 20 (batch 5): 60 events of one commit time are three pages of one look-back window.
+      const runner = new ConsumerRunner({ name: 'burst-consumer', types: ['burst.test'], handle: async (e) => void handled.push(e.id) }, models, { pollMs: 10, lookbackMs: 2000, leaseMs: 30_000, batch: 5 }, t.app.log);
+      await runner.poll(); // registers the consumer: it starts at "now"
+      const committed_at = new Date(Date.now() + 50);
+      const ids = Array.from({ length: 60 }, (_, i) => `evt_burst_${String(i).padStart(3, '0')}`);
+      await conn.collection('events').insertMany(ids.map((_id) => ({ _id, type: 'burst.test', tenant_id: null, created_at: committed_at, committed_at, data: {}, actor: null, request_id: null, previous: null, meta: null, source: null })) as never[]);
+      runner.start();
+      try {
+        await until(async () => handled.length >= 60, 15_000);
+      } finally {
+        await runner.stop();
+      }
+      expect([...handled].sort()).toEqual(ids);
+      expect(await conn.collection('event_claims').countDocuments({ consumer: 'burst-consumer', status: 'done' })).toBe(60);
+    } finally {
+      await t.close();
     }
   });
 });
