@@ -142,7 +142,11 @@ async function withTargets(model: WebhookEndpointModel, events: EventHead[]): Pr
     .find({ tenant_id: { $in: tenants }, enabled: true }, { tenant_id: 1, event_types: 1, created_at: 1 })
     .lean<{ tenant_id: Types.ObjectId; event_types: string[]; created_at: Date }[]>();
   const byTenant = new Map<string, typeof rows>();
-  for (const r of rows) byTenant.set(String(r.tenant_id), [...(byTenant.get(String(r.tenant_id)) ?? []), r]);
+  for (const r of rows) {
+    const own = byTenant.get(String(r.tenant_id));
+    if (own) own.push(r);
+    else byTenant.set(String(r.tenant_id), [r]);
+  }
   return new Set(
     candidates
       .filter((e) => byTenant.get(e.tenant_id)?.some((r) => (r.event_types.includes(e.type) || r.event_types.includes('*')) && r.created_at <= e.created_at))
