@@ -133,12 +133,17 @@ export class EventTail {
   private async poll(): Promise<void> {
     this.polls++;
     const floor = (this.floor = Math.max(this.floor, (this.position || Date.now()) - this.settings.lookbackMs));
-    let from = new Date(floor);
     const fresh: string[] = [];
+    // Pages by (committed_at, _id), so a page whose events share one commit time (a relay batch,
+    // or several processes' batches in one millisecond) is followed by the next instead of read again.
+    let last: { _id: string; committed_at: Date } | undefined;
     for (;;) {
       this.queries++;
+      const from = last
+        ? { $or: [{ committed_at: { $gt: last.committed_at } }, { committed_at: last.committed_at, _id: { $gt: last._id } }] }
+        : { committed_at: { $gte: new Date(floor) } };
       const ids = await this.events
-        .find({ committed_at: { $gte: from } }, { _id: 1, committed_at: 1 })
+        .find(from, { _id: 1, committed_at: 1 })
         .sort({ committed_at: 1, _id: 1 })
         .limit(this.settings.batch)
         .lean<{ _id: string; committed_at: Date }[]>();
@@ -149,9 +154,8 @@ export class EventTail {
         this.seen.set(e._id, at);
         fresh.push(e._id);
       }
-      const last = ids[ids.length - 1];
-      if (ids.length < this.settings.batch || !last || last.committed_at.getTime() === from.getTime()) break;
-      from = last.committed_at;
+      last = ids[ids.length - 1];
+      if (ids.length < this.settings.batch || !last) break;
     }
     for (const [id, at] of this.seen) if (at < floor) this.seen.delete(id);
     // Nobody to give them to yet (the first poll, or only joiners): they are marked seen.
