@@ -23,9 +23,9 @@
  * come out in whole seconds; measure them with `npm run bench` or `bench/compare.ts`.
  */
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
+import { machineCpu } from './machine.ts';
 import { patchRequests, seed, startServer } from './seed.ts';
 import { isObservabilitySide, startObservabilitySide, startOtlpSink } from './observability-sides.ts';
 
@@ -48,18 +48,6 @@ function cpuOf(child: ChildProcess): Promise<number> {
     child.stdout!.on('data', onData);
     child.kill('SIGUSR2');
   });
-}
-
-/** CPU time of the whole machine so far (µs, every core, idle and I/O wait excluded), or null off Linux. */
-function machineCpu(): number | null {
-  try {
-    const [, ...f] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
-    const [user, nice, system, , , irq, softirq, steal] = f.map(Number) as number[];
-    // /proc/stat counts in USER_HZ ticks: 100 a second on Linux.
-    return (user! + nice! + system! + irq! + softirq! + steal!) * 10_000;
-  } catch {
-    return null;
-  }
 }
 
 /** µs per request: the server's CPU, and where the machine has them, the load generator's and the rest's. */

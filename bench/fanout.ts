@@ -8,9 +8,9 @@
  * took, how far behind the fan-out was when they ended, when it caught up, the machine's CPU per
  * create (from `/proc/stat`, Linux), and the fan-out's claims in the database.
  */
-import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
+import { machineCpu } from './machine.ts';
 import { seed, startServer } from './seed.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
@@ -19,12 +19,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const SIDES = (process.env.BENCH_SIDES ?? 'app').split(',').filter(Boolean);
 const FANOUT = 'webhooks.outbound-fanout';
 
-/** CPU time of the whole machine so far (µs, every core, idle and I/O wait excluded). */
-function machineCpu(): number {
-  const [user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number) as number[];
-  return (user! + nice! + system! + irq! + softirq! + steal!) * 10_000;
-}
-
+if (machineCpu() === null) throw new Error('bench/fanout.ts reads the machine\'s CPU from /proc/stat: Linux only');
 const { mem, MONGODB_URI, tenant, user, key } = await seed(2000, log);
 const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id, WEBHOOKS_ENABLED: 'true' };
 const conn = await mongoose.createConnection(MONGODB_URI).asPromise();
@@ -34,7 +29,7 @@ for (let round = 0; round < ROUNDS; round++) {
   for (const side of SIDES.map((_, j) => SIDES[(j + round) % SIDES.length]!)) {
     const { child, port } = await startServer(side, env);
     await new Promise((r) => setTimeout(r, 1500));
-    const [m0, t0] = [machineCpu(), Date.now()];
+    const [m0, t0] = [machineCpu()!, Date.now()];
     const r = await autocannon({ url: `http://127.0.0.1:${port}/projects`, connections: 10, amount: N, method: 'POST', body: '{"name":"x"}', headers: { 'X-API-Key': key, 'Content-Type': 'application/json' } });
     const created = Date.now();
     // The relay's last batch lands within its interval.
@@ -42,7 +37,7 @@ for (let round = 0; round < ROUNDS; round++) {
     const last = await newest();
     const behind = (last - (await position())) / 1000;
     while ((await position()) < last && Date.now() - t0 < 600_000) await new Promise((res) => setTimeout(res, 200));
-    const [m1, t1] = [machineCpu(), Date.now()];
+    const [m1, t1] = [machineCpu()!, Date.now()];
     const claims = await conn.collection('event_claims').countDocuments({ consumer: FANOUT });
     log(`${side.padEnd(9)} round ${round + 1}: ${N} creates in ${((created - t0) / 1000).toFixed(1)} s (${r.non2xx} non-2xx); fan-out ${behind.toFixed(1)} s behind then, caught up ${((t1 - t0) / 1000).toFixed(1)} s after the start${(await position()) < last ? ' (NOT: gave up after 600 s)' : ''}; machine ${((m1 - m0) / N).toFixed(0)} µs per create; fan-out claims so far ${claims}`);
     await new Promise((res) => { child.once('exit', res); child.kill('SIGINT'); });

@@ -93,12 +93,16 @@ async function main() {
     ['update with If-Match vs bare conditional update', 'SIDE update', 'bare update'],
   ];
   const summary: Record<string, unknown> = {};
+  /** Prints and records one ratio line: rates of `a` over rates of `b`. */
+  const report = (label: string, a: string, b: string) => {
+    const r = ratio(a, b);
+    summary[label] = r;
+    log(`  ${label.padEnd(52)} ${show(r)}`);
+  };
   log(`\nratios (median of per-round ratios, same run, same database; load average now ${loadAvg()}):`);
   for (const [label, a, b] of lines) {
     if (!a.includes('SIDE')) {
-      const r = ratio(a, b);
-      summary[label] = r;
-      log(`  ${label.padEnd(52)} ${show(r)}`);
+      report(label, a, b);
       continue;
     }
     const withDefaults = ratio(a.replace('SIDE', 'app'), b.replace('SIDE', 'app'));
@@ -109,23 +113,15 @@ async function main() {
   }
   for (const b of BASE) {
     for (const [label, a, c] of [['create (audit on) vs bare insert', `${b} create`, 'bare create'], ['update with If-Match vs bare conditional update', `${b} update`, 'bare update'], ['create, new vs old code', 'app create', `${b} create`], ['update, new vs old code', 'app update', `${b} update`]] as const) {
-      const r = ratio(a, c);
-      summary[`${b}: ${label}`] = r;
-      log(`  ${`${b}: ${label}`.padEnd(52)} ${show(r)}`);
+      report(`${b}: ${label}`, a, c);
     }
   }
   if (FLOOR.length) {
     for (const op of ['create', 'update'] as const) {
-      for (const [label, a, c] of [
-        ['durable floor (bare-durable) vs bare', `bare-durable ${op}`, `bare ${op}`],
-        ['pipeline + floor (app-floor) vs bare', `app-floor ${op}`, `bare ${op}`],
-        ['defaults vs durable floor', `app ${op}`, `bare-durable ${op}`],
-        ['defaults vs pipeline + floor', `app ${op}`, `app-floor ${op}`],
-      ] as const) {
-        const r = ratio(a, c);
-        summary[`${op}: ${label}`] = r;
-        log(`  ${`${op}: ${label}`.padEnd(52)} ${show(r)}`);
-      }
+      report(`${op}: durable floor (bare-durable) vs bare`, `bare-durable ${op}`, `bare ${op}`);
+      report(`${op}: pipeline + floor (app-floor) vs bare`, `app-floor ${op}`, `bare ${op}`);
+      report(`${op}: defaults vs durable floor`, `app ${op}`, `bare-durable ${op}`);
+      report(`${op}: defaults vs pipeline + floor`, `app ${op}`, `app-floor ${op}`);
     }
   }
   const single = (a: string, b: string) => (rates[a]?.[0] && rates[b]?.[0] ? (rates[a][0] / rates[b][0]).toFixed(2) : 'n/a');

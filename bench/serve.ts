@@ -33,6 +33,10 @@ const mode = process.env.BENCH_MODE ?? 'app';
 /** The body of `/ping/:id` on both sides: the size of a seeded project. */
 const PING = { name: 'Project 1', description: 'seeded project number 1', status: 'active', tags: ['t1'], budget: 1, owner_email: null, version: 1, padding: 'x'.repeat(200) };
 const uri = process.env.MONGODB_URI!;
+/** The revision an `If-Match` header names (`"3"` → 3), NaN when it names none. */
+const versionOf = (ifMatch: string) => Number(/^"(\d+)"$/.exec(ifMatch)?.[1]);
+/** `:id` of the bench's routes: a document's object id. */
+const idParams = z.object({ id: z.string().regex(/^[0-9a-f]{24}$/) });
 const tenantId = process.env.BENCH_TENANT_ID!;
 const userId = process.env.BENCH_USER_ID!;
 
@@ -51,7 +55,7 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
     if (m && ctx.method === 'PATCH') {
       // The conditional update: the revision from If-Match in the filter, one atomic write.
       const body = JSON.parse(await getRawBody(ctx.req, { encoding: 'utf-8' })) as Record<string, unknown>;
-      const version = Number(/^"(\d+)"$/.exec(ctx.get('If-Match'))?.[1]);
+      const version = versionOf(ctx.get('If-Match'));
       if (durable) {
         const after = await durable.update(m[1]!, version, body, ctx.ip);
         if (!after) ctx.status = 412;
@@ -112,7 +116,7 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
   const ping = definePlugin({
     name: 'bench-ping',
     setup: () => ({
-      routes: [defineRoute({ method: 'GET', path: '/ping/:id', params: z.object({ id: z.string().regex(/^[0-9a-f]{24}$/) }), handler: () => PING })],
+      routes: [defineRoute({ method: 'GET', path: '/ping/:id', params: idParams, handler: () => PING })],
     }),
   });
   // `/floor/projects`: the request pipeline (auth, rate limit, metrics, envelope) in front of the
@@ -125,8 +129,8 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
       routes: floor ? [
         defineRoute({ method: 'POST', path: '/floor/projects', status: 201, body: z.record(z.string(), z.unknown()), handler: ({ body, ctx }) => floor.create({ _id: new Types.ObjectId(), ...newProject(body, new Date()) }, ctx.ip) }),
         defineRoute({
-          method: 'PATCH', path: '/floor/projects/:id', params: z.object({ id: z.string().regex(/^[0-9a-f]{24}$/) }), body: z.record(z.string(), z.unknown()),
-          handler: async ({ params, body, ctx }) => (await floor.update(params.id, Number(/^"(\d+)"$/.exec(ctx.get('If-Match'))?.[1]), body, ctx.ip)) ?? ctx.throw(412),
+          method: 'PATCH', path: '/floor/projects/:id', params: idParams, body: z.record(z.string(), z.unknown()),
+          handler: async ({ params, body, ctx }) => (await floor.update(params.id, versionOf(ctx.get('If-Match')), body, ctx.ip)) ?? ctx.throw(412),
         }),
       ] : [],
     }),

@@ -48,15 +48,30 @@ export interface EventWithInternals extends EventRecord {
   meta: Record<string, unknown> | null;
 }
 
-export const toRecord = (e: Pick<EventDoc, '_id' | 'type' | 'tenant_id' | 'created_at' | 'data' | 'actor' | 'request_id'>): EventRecord => ({
+/** The fields of an event document a head is made of (`HEAD_FIELDS` reads just them). */
+type HeadDoc = Pick<EventDoc, '_id' | 'type' | 'tenant_id' | 'created_at' | 'actor' | 'request_id'>;
+const HEAD_FIELDS = { type: 1, tenant_id: 1, created_at: 1, actor: 1, request_id: 1 } as const;
+
+const toHead = (e: HeadDoc): EventHead => ({
   id: e._id,
   type: e.type,
   tenant_id: e.tenant_id ? String(e.tenant_id) : null,
   created_at: e.created_at,
-  data: e.data,
   actor: e.actor,
   request_id: e.request_id,
 });
+
+export const toRecord = (e: HeadDoc & Pick<EventDoc, 'data'>): EventRecord => ({ ...toHead(e), data: e.data });
+
+/**
+ * The filter of the events committed from `floor` on, or, once a page has been read, of those after
+ * its `last` in (`committed_at`, `_id`) order. Paging by the pair, not by the time alone, moves on
+ * past a page whose events share one commit time (a relay batch shares one) instead of reading it again.
+ */
+export const committedFrom = (floor: Date, last?: Pick<EventDoc, '_id' | 'committed_at'>) =>
+  last
+    ? { $or: [{ committed_at: { $gt: last.committed_at } }, { committed_at: last.committed_at, _id: { $gt: last._id } }] }
+    : { committed_at: { $gte: floor } };
 
 /** An event as a poll first reads it: its id and commit time, and its head for `select`. */
 type EventRow = Pick<EventDoc, '_id' | 'committed_at'> & Partial<EventDoc>;
@@ -151,9 +166,7 @@ export class ConsumerRunner {
     const newest = batch[batch.length - 1]!.committed_at;
     let fresh = batch;
     if (this.consumer.select) {
-      const chosen = await this.consumer.select(batch.map((e) => ({
-        id: e._id, type: e.type!, tenant_id: e.tenant_id ? String(e.tenant_id) : null, created_at: e.created_at!, actor: e.actor ?? null, request_id: e.request_id ?? null,
-      })));
+      const chosen = await this.consumer.select(batch.map((e) => toHead(e as HeadDoc)));
       // Passed over: as good as done, on every replica alike.
       for (const e of batch) if (!chosen.has(e._id)) this.seen.set(e._id, e.committed_at.getTime());
       fresh = batch.filter((e) => chosen.has(e._id));
@@ -189,16 +202,13 @@ export class ConsumerRunner {
    */
   private async unseen(floor: Date): Promise<{ batch: EventRow[]; last: EventRow | undefined }> {
     const typeFilter = this.consumer.types === '*' ? {} : { type: { $in: this.consumer.types } };
-    const head = this.consumer.select ? { type: 1, tenant_id: 1, created_at: 1, actor: 1, request_id: 1 } : {};
+    const head = this.consumer.select ? HEAD_FIELDS : {};
     const pageSize = this.settings.batch * 4;
     const batch: EventRow[] = [];
     let last: EventRow | undefined;
     for (;;) {
-      const from = last
-        ? { $or: [{ committed_at: { $gt: last.committed_at } }, { committed_at: last.committed_at, _id: { $gt: last._id } }] }
-        : { committed_at: { $gte: floor } };
       const page = await this.models.events
-        .find({ ...from, ...typeFilter }, { _id: 1, committed_at: 1, ...head })
+        .find({ ...committedFrom(floor, last), ...typeFilter }, { _id: 1, committed_at: 1, ...head })
         .sort({ committed_at: 1, _id: 1 })
         .limit(pageSize)
         .lean<EventRow[]>();

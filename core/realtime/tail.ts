@@ -1,7 +1,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { Model } from 'mongoose';
 import type { Logger } from '../logger.ts';
-import { toRecord, type EventRecord } from '../events/consumers.ts';
+import { committedFrom, toRecord, type EventRecord } from '../events/consumers.ts';
 import type { EventDoc } from '../events/relay.ts';
 
 /** Receives every event the tail finds, once, in committed order within each batch. */
@@ -134,16 +134,13 @@ export class EventTail {
     this.polls++;
     const floor = (this.floor = Math.max(this.floor, (this.position || Date.now()) - this.settings.lookbackMs));
     const fresh: string[] = [];
-    // Pages by (committed_at, _id), so a page whose events share one commit time (a relay batch,
-    // or several processes' batches in one millisecond) is followed by the next instead of read again.
+    // Pages by (committed_at, _id): events of one commit time (several processes' batches in one
+    // millisecond) never hold the tail on one page.
     let last: { _id: string; committed_at: Date } | undefined;
     for (;;) {
       this.queries++;
-      const from = last
-        ? { $or: [{ committed_at: { $gt: last.committed_at } }, { committed_at: last.committed_at, _id: { $gt: last._id } }] }
-        : { committed_at: { $gte: new Date(floor) } };
       const ids = await this.events
-        .find(from, { _id: 1, committed_at: 1 })
+        .find(committedFrom(new Date(floor), last), { _id: 1, committed_at: 1 })
         .sort({ committed_at: 1, _id: 1 })
         .limit(this.settings.batch)
         .lean<{ _id: string; committed_at: Date }[]>();
