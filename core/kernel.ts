@@ -29,6 +29,7 @@ import { createIdempotency, type Idempotency } from './idempotency/index.ts';
 import type { CommandStartedEvent } from 'mongodb';
 import { Metrics } from './metrics.ts';
 import { observeRequests, setRoute } from './access-log.ts';
+import { accessWriter, OperationGuards } from './guards.ts';
 import { listenMetrics, metricsRoute } from './metrics-http.ts';
 import { countRefusals } from './metrics-limits.ts';
 import { tracingEnabled } from './tracing.ts';
@@ -233,6 +234,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const identity = services.get('identity');
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
+  // Operations over WebSocket pass HTTP's guards: one limiter and budget per key, one idempotency store, metrics, access log.
+  const guards = new OperationGuards({ limiter: requestLimiter, max: config.RATE_LIMIT_MAX, failures: services.get('authFailures'), idempotency, metrics: config.METRICS_ENABLED ? metrics : null, access: accessWriter(log, config.ACCESS_LOG_LEVEL), route: '/graphql' });
   let draining = false;
   const allowedMethods = router.allowedMethods();
   const routeOf = (path: string, method: string) => {
@@ -280,7 +283,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         server = createServer({ maxHeaderSize: config.MAX_HEADER_SIZE }, koa.callback());
         server.on('clientError', clientErrorHandler(log));
         // GraphQL over WebSocket (graphql-ws) on the same path as over HTTP, through the same Yoga.
-        closeWs = attachGraphqlWs(server, { yoga, identity, maxInputDepth: config.GRAPHQL_MAX_INPUT_DEPTH, log });
+        closeWs = attachGraphqlWs(server, { yoga, identity, guards, maxInputDepth: config.GRAPHQL_MAX_INPUT_DEPTH, log });
         server.once('error', reject);
         server.listen(port, host, () => resolve((server!.address() as AddressInfo).port));
       });
