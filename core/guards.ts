@@ -73,10 +73,12 @@ export const WS_METHOD = 'WS';
 export interface GuardedOperation {
   /** The operation's span, while tracing is on and it is sampled: its context is the parent of the operation's own spans. */
   readonly trace: Context | null;
+  /** The operation's actor once authenticated (access-log line). */
+  actor: Actor | null;
   /** Names the operation once parsed (span name and attributes, access-log line). */
   name(type: string, name: string | undefined): void;
   /** Ends it: metrics, the access-log line and the span, once (later calls do nothing). */
-  end(status: number, actor: Actor | null): void;
+  end(status: number): void;
 }
 
 export interface OperationGuardsOptions {
@@ -136,14 +138,16 @@ export class OperationGuards {
     let ended = false;
     return {
       trace: traceContext,
+      actor: null,
       name(type, name) {
         op = { type, name };
         if (!span?.isRecording()) return;
         span.updateName(`${WS_METHOD} ${route} ${type}${name ? ` ${name}` : ''}`);
         span.setAttributes({ 'graphql.operation.type': type, ...(name ? { 'graphql.operation.name': name } : {}) });
       },
-      end(status, actor) {
+      end(status) {
         if (ended) return;
+        const actor = this.actor;
         ended = true;
         const seconds = Number(process.hrtime.bigint() - start) / 1e9;
         if (metrics) {

@@ -216,12 +216,13 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
         const op = guards.begin('ws', requestId, ip);
         let actor: Actor | null = null;
         const refuse = (err: unknown) => {
-          op.end(statusOf(err), actor);
+          op.end(statusOf(err));
           return [graphqlError(err, requestId)];
         };
         try {
           try {
             actor = await authenticatePresented(opts.identity, presented);
+            op.actor = actor;
           } catch (err) {
             if (err instanceof AppError && err.status === 401) throw (await guards.authFailure(ip, presented.apiKey)) ?? err;
             throw err;
@@ -243,7 +244,7 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
         }
         const errors: readonly GraphQLError[] = validate(schema, document);
         if (errors.length) {
-          op.end(400, actor);
+          op.end(400);
           return errors.map((e) => graphqlError(e, requestId));
         }
         const operationName = payload.operationName ?? null;
@@ -279,11 +280,11 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
         // Every operation that ran, completed by the server, cancelled by the client or its connection closed.
         const op = ctx.extra.ops?.get(id);
         ctx.extra.ops?.delete(id);
-        op?.end(200, null);
+        op?.end(200);
       },
       onClose: (ctx) => {
         // Operations still open when their connection closed ended with it (as an event stream whose reader left).
-        for (const op of ctx.extra.ops?.values() ?? []) op.end(200, null);
+        for (const op of ctx.extra.ops?.values() ?? []) op.end(200);
         ctx.extra.ops?.clear();
       },
       onNext: (_ctx, _id, _payload, args, result) => {
