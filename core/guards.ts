@@ -6,6 +6,7 @@
  * whatever the transport), the count of failed authentications, the access-log line and the
  * retry delay of a refusal. See docs/operations.md "Rate limiting" and docs/observability.md.
  */
+import type { IncomingMessage } from 'node:http';
 import { context, trace, SpanKind, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
 import type { Actor } from './context.ts';
 import { RateLimitedError } from './errors.ts';
@@ -24,6 +25,16 @@ export type Transport = 'http' | 'sse' | 'ws';
 export const apiKeyClient = (hash: string): string => `key:${hash.slice(0, 32)}`;
 /** Rate-limit identity of a bearer token: tokens are minted freely from a key, so they share one budget per user. */
 export const userClient = (userId: string): string => `user:${userId}`;
+
+/**
+ * The client address of a request outside Koa (a WebSocket's upgrade), as Koa's `ctx.ip` has it:
+ * with TRUST_PROXY the first `X-Forwarded-For` address, else the socket's.
+ */
+export function clientIp(req: IncomingMessage, trustProxy: boolean): string | null {
+  const forwarded = trustProxy ? req.headers['x-forwarded-for'] : undefined;
+  const first = (Array.isArray(forwarded) ? forwarded[0] : forwarded)?.split(',')[0]?.trim();
+  return first || req.socket.remoteAddress || null;
+}
 
 /** Seconds a refused client waits (`Retry-After`, `retry_after`): at least 1. */
 export const retryAfter = (d: LimitDecision): number => Math.max(1, Math.ceil(d.msBeforeNext / 1000));
@@ -93,6 +104,8 @@ export interface OperationGuardsOptions {
   access: AccessWriter | null;
   /** The path the operations are served on (`/graphql`): the metrics' and access log's route. */
   route: string;
+  /** TRUST_PROXY: client addresses from `X-Forwarded-For`, as over HTTP. */
+  trustProxy: boolean;
 }
 
 /**
@@ -106,6 +119,11 @@ export class OperationGuards {
 
   constructor(private readonly opts: OperationGuardsOptions) {
     this.idempotency = opts.idempotency;
+  }
+
+  /** The client address of an upgrade request, as HTTP requests have it. */
+  ip(req: IncomingMessage): string | null {
+    return clientIp(req, this.opts.trustProxy);
   }
 
   /** @see authFailure */

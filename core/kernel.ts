@@ -235,7 +235,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
   // Operations over WebSocket pass HTTP's guards: one limiter and budget per key, one idempotency store, metrics, access log.
-  const guards = new OperationGuards({ limiter: requestLimiter, max: config.RATE_LIMIT_MAX, failures: services.get('authFailures'), idempotency, metrics: config.METRICS_ENABLED ? metrics : null, access: accessWriter(log, config.ACCESS_LOG_LEVEL), route: '/graphql' });
+  const guards = new OperationGuards({ limiter: requestLimiter, max: config.RATE_LIMIT_MAX, failures: services.get('authFailures'), idempotency, metrics: config.METRICS_ENABLED ? metrics : null, access: accessWriter(log, config.ACCESS_LOG_LEVEL), route: '/graphql', trustProxy: config.TRUST_PROXY });
   let draining = false;
   const allowedMethods = router.allowedMethods();
   const routeOf = (path: string, method: string) => {

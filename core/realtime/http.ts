@@ -6,7 +6,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { context as otelContext, type Context } from '@opentelemetry/api';
 import { GraphQLError, getOperationAST, type ExecutionArgs, type ExecutionResult } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
-import { AppError, ErrorCode } from '../errors.ts';
+import { AppError, BadRequestError, ErrorCode } from '../errors.ts';
 import { withRequest, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import type { GraphQLContext } from '../graphql.ts';
@@ -201,7 +201,7 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
           ctx.extra.client = presented.apiKey ? apiKeyClient(hashKey(presented.apiKey)) : userClient(actor.id);
         } catch (err) {
           // Counted as over HTTP, so that a WebSocket is no way around AUTH_FAILURE_LIMIT.
-          if (err instanceof AppError && err.status === 401) await guards.authFailure(ctx.extra.request.socket.remoteAddress ?? null, presented.apiKey);
+          if (err instanceof AppError && err.status === 401) await guards.authFailure(guards.ip(ctx.extra.request), presented.apiKey);
           if (err instanceof AppError && err.status < 500) return false;
           throw err;
         }
@@ -212,59 +212,64 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
       onSubscribe: async (ctx, id, payload) => {
         const requestId = randomUUID();
         const presented = ctx.extra.presented ?? {};
-        const ip = ctx.extra.request.socket.remoteAddress ?? null;
+        const ip = guards.ip(ctx.extra.request);
         const op = guards.begin('ws', requestId, ip);
-        let actor: Actor | null = null;
-        const refuse = (err: unknown) => {
-          op.end(statusOf(err));
-          return [graphqlError(err, requestId)];
-        };
-        try {
+        // Authentication, parse, validation and the idempotency reservation run under the operation's span.
+        const prepare = async (): Promise<ExecutionArgs | GraphQLError[]> => {
+          let actor: Actor | null = null;
+          const refuse = (err: unknown) => {
+            op.end(statusOf(err));
+            return [graphqlError(err, requestId)];
+          };
           try {
-            actor = await authenticatePresented(opts.identity, presented);
-            op.actor = actor;
-          } catch (err) {
-            if (err instanceof AppError && err.status === 401) throw (await guards.authFailure(ip, presented.apiKey)) ?? err;
-            throw err;
-          }
-          // The budget of the connection's credential, spent as by an HTTP request of the same key.
-          if (ctx.extra.client) guards.admit(ctx.extra.client);
-          checkVariablesDepth(payload.variables, opts.maxInputDepth);
-        } catch (err) {
-          return refuse(err);
-        }
-        const rlog = opts.log.child({ request_id: requestId });
-        const context: GraphQLContext = { actor: actor ? withRequest(actor, { requestId, ip, actor, log: rlog }) : null, requestId, presented, frames: frameSink(ctx.extra.socket, sockets.get(ctx.extra.socket)!, id) };
-        const { schema, execute, subscribe, parse, validate, contextFactory } = opts.yoga.getEnveloped(context);
-        let document;
-        try {
-          document = parse(payload.query);
-        } catch (err) {
-          return refuse(err);
-        }
-        const errors: readonly GraphQLError[] = validate(schema, document);
-        if (errors.length) {
-          op.end(400);
-          return errors.map((e) => graphqlError(e, requestId));
-        }
-        const operationName = payload.operationName ?? null;
-        const ast = getOperationAST(document, operationName);
-        op.name(ast?.operation ?? 'unknown', ast?.name?.value);
-        const root: Root = { execute, subscribe, trace: op.trace };
-        const key = (payload.extensions as { idempotencyKey?: unknown } | undefined)?.idempotencyKey;
-        if (key !== undefined && ast?.operation === 'mutation' && context.actor) {
-          try {
-            root.idempotent = await idempotent(guards, context.actor, String(key), payload, rlog);
+            try {
+              actor = await authenticatePresented(opts.identity, presented);
+              op.actor = actor;
+            } catch (err) {
+              if (err instanceof AppError && err.status === 401) throw (await guards.authFailure(ip, presented.apiKey)) ?? err;
+              throw err;
+            }
+            // The budget of the connection's credential, spent as by an HTTP request of the same key.
+            if (ctx.extra.client) guards.admit(ctx.extra.client);
+            checkVariablesDepth(payload.variables, opts.maxInputDepth);
           } catch (err) {
             return refuse(err);
           }
-        }
-        ctx.extra.ops?.set(id, op);
-        const args: ExecutionArgs = {
-          schema, document, operationName, variableValues: payload.variables ?? null,
-          contextValue: await contextFactory(), rootValue: root,
+          const rlog = opts.log.child({ request_id: requestId });
+          const context: GraphQLContext = { actor: actor ? withRequest(actor, { requestId, ip, actor, log: rlog }) : null, requestId, presented, frames: frameSink(ctx.extra.socket, sockets.get(ctx.extra.socket)!, id) };
+          const { schema, execute, subscribe, parse, validate, contextFactory } = opts.yoga.getEnveloped(context);
+          let document;
+          try {
+            document = parse(payload.query);
+          } catch (err) {
+            return refuse(err);
+          }
+          const errors: readonly GraphQLError[] = validate(schema, document);
+          if (errors.length) {
+            op.end(400);
+            return errors.map((e) => graphqlError(e, requestId));
+          }
+          const operationName = payload.operationName ?? null;
+          const ast = getOperationAST(document, operationName);
+          op.name(ast?.operation ?? 'unknown', ast?.name?.value);
+          const root: Root = { execute, subscribe, trace: op.trace };
+          const key = (payload.extensions as { idempotencyKey?: unknown } | undefined)?.idempotencyKey;
+          if (key !== undefined && ast?.operation === 'mutation' && context.actor) {
+            try {
+              if (typeof key !== 'string') throw new BadRequestError('extensions.idempotencyKey must be a string', { extension: 'idempotencyKey' });
+              root.idempotent = await idempotent(guards, context.actor, key, payload, rlog);
+            } catch (err) {
+              return refuse(err);
+            }
+          }
+          ctx.extra.ops?.set(id, op);
+          const args: ExecutionArgs = {
+            schema, document, operationName, variableValues: payload.variables ?? null,
+            contextValue: await contextFactory(), rootValue: root,
+          };
+          return args;
         };
-        return args;
+        return op.trace ? otelContext.with(op.trace, prepare) : prepare();
       },
       execute: (args) => {
         const root = args.rootValue as Root;

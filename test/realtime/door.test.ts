@@ -8,13 +8,15 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import type { Client } from 'graphql-ws';
+import WebSocket from 'ws';
+import { createClient, type Client } from 'graphql-ws';
 import { ADMIN_KEY, buildTestApp, expectError, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { total } from '../observability/helpers.ts';
 import { EVENTS_SUBSCRIPTION, sseSubscribe, until, wsTracker } from './helpers.ts';
 
 const MAX = 12;
+const FAILURES = 4;
 type Line = Record<string, unknown>;
 const lines: Line[] = [];
 const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Line); cb(); } });
@@ -25,7 +27,7 @@ const ws = wsTracker(() => t.url);
 beforeAll(async () => {
   t = await buildTestApp({
     plugins: [resourcesPlugin],
-    config: { RATE_LIMIT_MAX: String(MAX), RATE_LIMIT_WINDOW_SECONDS: '60' },
+    config: { RATE_LIMIT_MAX: String(MAX), RATE_LIMIT_WINDOW_SECONDS: '60', AUTH_FAILURE_LIMIT: String(FAILURES), TRUST_PROXY: 'true' },
     logger: pino({ level: 'info', base: undefined }, sink),
   });
 });
@@ -115,6 +117,40 @@ describe('one rate-limit budget per key, whatever the transport', () => {
     for (let i = 0; i < MAX - 1; i++) expect((await op(c, ME)).errors).toEqual([]);
     expect((await t.http('GET', '/auth/me', { token: tok.body.token })).status).toBe(200);
     expectRateLimited(await op(c, ME));
+  });
+});
+
+describe('authentication', () => {
+  it('a rejected connection_init counts as a failed authentication: guesses of one key prefix over WebSocket lock it out over HTTP too', async () => {
+    const prefix = `ak_${randomBytes(3).toString('hex')}`;
+    const guess = () => `${prefix}${randomBytes(16).toString('hex')}`;
+    for (let i = 0; i < FAILURES; i++) {
+      let closed: any;
+      const c = ws.client({ apiKey: guess() }, (e) => (closed = e));
+      await op(c, ME);
+      await until(() => closed, 5000, 'the refusal');
+      expect(closed.code).toBe(4403);
+    }
+    // From another address, the same prefix is now past AUTH_FAILURE_LIMIT: 429 instead of 401.
+    expectError(await t.http('GET', '/auth/me', { key: guess(), headers: { 'X-Forwarded-For': '10.77.0.1' } }), 429, 'RATE_LIMITED');
+    expectError(await t.http('GET', '/auth/me', { key: `ak_${randomBytes(16).toString('hex')}`, headers: { 'X-Forwarded-For': '10.77.0.2' } }), 401, 'AUTH_REQUIRED');
+  });
+
+  it('with TRUST_PROXY, a WebSocket\'s client address is its upgrade request\'s X-Forwarded-For, as over HTTP', async () => {
+    const ip = `10.78.0.${randomBytes(1)[0]}`;
+    class Forwarded extends WebSocket {
+      constructor(url: string, protocols?: string | string[]) {
+        super(url, protocols, { headers: { 'X-Forwarded-For': ip } });
+      }
+    }
+    for (let i = 0; i < FAILURES; i++) {
+      let closed: any;
+      const c = createClient({ url: `${t.url.replace(/^http/, 'ws')}/graphql`, webSocketImpl: Forwarded, connectionParams: { apiKey: `ak_${randomBytes(16).toString('hex')}` }, retryAttempts: 0, lazy: true, on: { closed: (e) => (closed = e) } });
+      await op(c, ME);
+      await until(() => closed, 5000, 'the refusal');
+      await c.dispose();
+    }
+    expectError(await t.http('GET', '/auth/me', { key: `ak_${randomBytes(16).toString('hex')}`, headers: { 'X-Forwarded-For': ip } }), 429, 'RATE_LIMITED');
   });
 });
 
