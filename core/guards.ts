@@ -61,9 +61,10 @@ export interface AccessFacts {
   extra?: Record<string, unknown>;
 }
 
-/** Writes one access-log line (`msg: "request"`); null when `level` is `silent` or below the logger's. */
+/** Writes one access-log line (`msg: "request"`). */
 export type AccessWriter = (f: AccessFacts) => void;
 
+/** The access-log writer at `level` (ACCESS_LOG_LEVEL); null when `silent` or below the logger's level. */
 export function accessWriter(log: Logger, level: string): AccessWriter | null {
   if (level === 'silent' || !log.isLevelEnabled(level)) return null;
   const write = (log[level as 'info'] as Logger['info']).bind(log);

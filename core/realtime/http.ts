@@ -151,7 +151,10 @@ function frameSink(ws: WebSocket, socket: Duplex, id: string): FrameSink {
  * schema, cost and depth limits (Yoga's envelop plugins: parse, validate, execute, subscribe) and
  * error masking as `/graphql` over HTTP. The connection authenticates in `connection_init`
  * (`{apiKey}` or `{authorization: 'Bearer ...'}`, or the upgrade request's headers); no credential,
- * or a rejected one, closes it with 4403. Each operation checks the credential again.
+ * or a rejected one, closes it with 4403 (and counts as a failed authentication). Each operation
+ * checks the credential again and passes the guards of an HTTP request (`opts.guards`): it spends
+ * one request of the credential's rate-limit budget, honours `extensions.idempotencyKey` on
+ * mutations, and is timed, traced and access-logged as one request (docs/realtime.md).
  * @returns a function that closes every connection and the WebSocket server
  */
 export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => Promise<void> {

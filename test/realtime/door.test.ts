@@ -229,6 +229,18 @@ describe('extensions.idempotencyKey over graphql-ws', () => {
     expect(await records().countDocuments({ key })).toBe(1);
   });
 
+  it('10 concurrent identical mutations with one key over one socket create exactly one project; the others replay or are IDEMPOTENCY_IN_PROGRESS', async () => {
+    const u = await newUser();
+    const c = ws.client({ apiKey: u.key });
+    const key = `k-${randomBytes(6).toString('hex')}`;
+    const name = `ws-race-${key}`;
+    const answers = await Promise.all(Array.from({ length: 10 }, () => op(c, CREATE, { input: { name } }, { idempotencyKey: key })));
+    const ids = new Set(answers.filter((a) => a.results.length).map((a) => a.results[0].data.createProject._id));
+    expect(ids.size).toBe(1);
+    for (const a of answers.filter((x) => !x.results.length)) expect(a.errors[0].extensions).toMatchObject({ code: 'IDEMPOTENCY_IN_PROGRESS', status: 409 });
+    expect(await named(name, u.key)).toHaveLength(1);
+  });
+
   it('a key longer than 255 characters is BAD_REQUEST and runs nothing; queries and keyless mutations keep no record', async () => {
     const u = await newUser();
     const c = ws.client({ apiKey: u.key });
