@@ -272,7 +272,13 @@ export function attachGraphqlWs(server: Server, opts: GraphqlWsOptions): () => P
           };
           return args;
         };
-        return op.trace ? otelContext.with(op.trace, prepare) : prepare();
+        try {
+          return await (op.trace ? otelContext.with(op.trace, prepare) : prepare());
+        } catch (err) {
+          // graphql-ws closes the socket for a throw here (4500): the operation still ends, counted as a 5xx.
+          op.end(500);
+          throw err;
+        }
       },
       execute: (args) => {
         const root = args.rootValue as Root;
