@@ -5,7 +5,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import type { Types } from 'mongoose';
+import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { EventLog, EventRecord } from '../../core/events/index.ts';
 import { systemActor } from '../../core/context.ts';
@@ -88,6 +88,8 @@ export interface SenderSettings {
   httpsOnly: boolean;
   /** Deliveries one process sends at once. */
   concurrency: number;
+  /** Deliveries of one endpoint one process sends at once (its share of `concurrency`). */
+  endpointConcurrency: number;
 }
 
 export interface SenderDeps {
@@ -118,7 +120,12 @@ const LEASE_MARGIN_MS = 30_000;
 export class DeliverySender {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
+  /** A wake came while a poll ran: poll again as soon as it ends. */
+  private again = false;
   private stopped = true;
+  /** Attempts this process is making, and how many of them each endpoint (by id) has. */
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly perEndpoint = new Map<string, number>();
   private readonly transport: Transport;
   /** `webhook_deliveries` as an outbox source of the event log (the `webhook_delivery.*` events). */
   readonly source: OutboxSource;
@@ -142,16 +149,20 @@ export class DeliverySender {
     this.schedule(0);
   }
 
+  /** Stops polling and waits for the attempts under way to be recorded. */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.running;
+    await Promise.all(this.inFlight);
   }
 
-  /** Polls now (new deliveries were just created in this process). */
+  /** Polls now (new deliveries were just created in this process, or a slot came free); during a poll, right after it. */
   wake(): void {
-    if (!this.stopped && !this.running) this.schedule(0);
+    if (this.stopped) return;
+    if (this.running) this.again = true;
+    else this.schedule(0);
   }
 
   private schedule(ms: number): void {
@@ -162,31 +173,44 @@ export class DeliverySender {
         .catch((err) => this.deps.log.warn({ err }, 'webhook delivery poll failed'))
         .finally(() => {
           this.running = null;
-          if (!this.stopped) this.schedule(this.deps.settings.pollMs);
+          const again = this.again;
+          this.again = false;
+          if (!this.stopped) this.schedule(again ? 0 : this.deps.settings.pollMs);
         });
     }, ms);
     this.timer.unref();
   }
 
   /**
-   * Sends every due delivery this process can claim, up to `concurrency` at once: a slot freed by
-   * a finished attempt is filled at once, so one slow endpoint holds one slot, not the batch.
+   * Claims due deliveries until this process's slots are full or none is left it may take, and
+   * starts their attempts without waiting for them. An endpoint whose share of slots is taken is
+   * left out of the claim, so a slow or hanging endpoint holds its share only and the deliveries of
+   * the others are claimed past its backlog. A finished attempt wakes the sender to fill its slot.
    */
   async poll(): Promise<void> {
-    const inFlight = new Set<Promise<void>>();
-    for (;;) {
-      while (inFlight.size < this.deps.settings.concurrency && !this.stopped) {
-        const d = await this.claim({ status: 'pending', next_attempt_at: { $lte: new Date() } });
-        if (!d) break;
-        const run: Promise<void> = this.attempt(d, false)
-          .then(() => undefined)
-          .catch((err) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed'))
-          .finally(() => inFlight.delete(run));
-        inFlight.add(run);
-      }
-      if (!inFlight.size) return;
-      await Promise.race(inFlight);
+    const { concurrency, endpointConcurrency } = this.deps.settings;
+    while (this.inFlight.size < concurrency && !this.stopped) {
+      const full = [...this.perEndpoint].filter(([, n]) => n >= endpointConcurrency).map(([id]) => new Types.ObjectId(id));
+      const d = await this.claim({ status: 'pending', next_attempt_at: { $lte: new Date() }, ...(full.length ? { endpoint_id: { $nin: full } } : {}) });
+      if (!d) return;
+      this.launch(d);
     }
+  }
+
+  private launch(d: WebhookDeliveryRecord): void {
+    const key = String(d.endpoint_id);
+    this.perEndpoint.set(key, (this.perEndpoint.get(key) ?? 0) + 1);
+    const run: Promise<void> = this.attempt(d, false)
+      .then(() => undefined)
+      .catch((err) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed'))
+      .finally(() => {
+        this.inFlight.delete(run);
+        const left = (this.perEndpoint.get(key) ?? 1) - 1;
+        if (left > 0) this.perEndpoint.set(key, left);
+        else this.perEndpoint.delete(key);
+        this.wake();
+      });
+    this.inFlight.add(run);
   }
 
   /**

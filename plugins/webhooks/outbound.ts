@@ -37,8 +37,6 @@ export interface Outbound {
   stop(): Promise<void>;
 }
 
-/** Deliveries one process sends at once. */
-const SENDER_CONCURRENCY = 10;
 /** Name of the fan-out consumer (its claims and position in the event log are kept under it). */
 export const FANOUT_CONSUMER = 'webhooks.outbound-fanout';
 
@@ -70,7 +68,8 @@ export function createOutbound(deps: OutboundDeps): Outbound {
       pollMs: config.WEBHOOK_DELIVERY_POLL_INTERVAL_MS,
       allowedHosts,
       httpsOnly,
-      concurrency: SENDER_CONCURRENCY,
+      concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY,
+      endpointConcurrency: Math.min(config.WEBHOOK_DELIVERY_ENDPOINT_CONCURRENCY, config.WEBHOOK_DELIVERY_CONCURRENCY),
     },
     log: deps.log.child({ component: 'webhook-sender' }),
     resolver,
