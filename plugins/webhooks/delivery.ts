@@ -7,6 +7,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
+import type { Metrics, OutboundOutcome } from '../../core/metrics.ts';
 import type { EventLog, EventRecord } from '../../core/events/index.ts';
 import { systemActor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
@@ -22,6 +23,8 @@ export interface TransportResult {
   status: number | null;
   excerpt: string | null;
   error: string | null;
+  /** No response came within the timeout. */
+  timedOut?: boolean;
 }
 
 /** One POST to checked addresses; the default is node's http/https client (injectable in tests). */
@@ -39,13 +42,14 @@ export const httpTransport: Transport = ({ url, addresses, headers, body, timeou
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
+    let timedOut = false;
     const excerpt = () => (chunks.length ? Buffer.concat(chunks).toString('utf8').slice(0, EXCERPT_CHARS) : status === null ? null : '');
     const finish = (error: string | null) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       req.destroy();
-      resolve({ status, excerpt: excerpt(), error: error ?? (status !== null && (status < 200 || status > 299) ? `HTTP ${status}` : null) });
+      resolve({ status, excerpt: excerpt(), error: error ?? (status !== null && (status < 200 || status > 299) ? `HTTP ${status}` : null), timedOut });
     };
     const req = client.request(
       url,
@@ -67,7 +71,10 @@ export const httpTransport: Transport = ({ url, addresses, headers, body, timeou
       },
     );
     // A status that came in time counts even if the body is still streaming at the deadline.
-    const timer = setTimeout(() => finish(status === null ? `no response within ${timeoutMs} ms` : null), timeoutMs);
+    const timer = setTimeout(() => {
+      timedOut = status === null;
+      finish(timedOut ? `no response within ${timeoutMs} ms` : null);
+    }, timeoutMs);
     req.on('error', (err) => finish(status === null ? err.message : null));
     req.end(body);
   });
@@ -99,6 +106,8 @@ export interface SenderDeps {
   health: EndpointHealth;
   settings: SenderSettings;
   log: Logger;
+  /** Every attempt counts in `metrics.outbound` (by outcome, and the delay of a success). */
+  metrics: Metrics;
   /** Resolves endpoint hosts before each attempt. @default dns.lookup (all addresses) */
   resolver: Resolver;
   /** @default httpTransport */
@@ -277,9 +286,10 @@ export class DeliverySender {
       return this.release(d, { status: 'failed', next_attempt_at: null, last_attempt });
     }
     const started = Date.now();
-    const result = await this.send(endpoint, d).catch((err: Error): TransportResult => ({ status: null, excerpt: null, error: err.message }));
+    const { result, eventAt } = await this.send(endpoint, d).catch((err: Error) => ({ result: { status: null, excerpt: null, error: err.message } as TransportResult, eventAt: null }));
     const at = new Date();
     const ok = result.status !== null && result.status >= 200 && result.status <= 299;
+    this.measure(result, ok, eventAt, at);
     const attempts = d.attempts + 1;
     const delay = this.deps.settings.schedule[attempts];
     const retry = !ok && delay !== undefined && (!manual || d.status === 'pending');
@@ -314,24 +324,34 @@ export class DeliverySender {
     return doc;
   }
 
-  private async send(endpoint: WebhookEndpointRecord, d: WebhookDeliveryRecord): Promise<TransportResult> {
+  /** One attempt in `metrics.outbound`: its outcome, and for a success the delay since the event. */
+  private measure(result: TransportResult, ok: boolean, eventAt: Date | null, at: Date): void {
+    const outcome: OutboundOutcome = ok ? 'success' : result.status !== null ? 'failure' : result.timedOut ? 'timeout' : 'error';
+    this.deps.metrics.outbound.attempts.inc({ outcome });
+    if (ok && eventAt) this.deps.metrics.outbound.delay.observe(Math.max(0, at.getTime() - eventAt.getTime()) / 1000);
+  }
+
+  /** Posts the delivery's event; `eventAt`: when the event happened (null when it is gone). */
+  private async send(endpoint: WebhookEndpointRecord, d: WebhookDeliveryRecord): Promise<{ result: TransportResult; eventAt: Date | null }> {
+    const refused = (error: string, eventAt: Date | null = null) => ({ result: { status: null, excerpt: null, error }, eventAt });
     let event: EventRecord;
     try {
       event = await this.deps.events.get(systemActor(), d.event_id);
     } catch {
-      return { status: null, excerpt: null, error: `event ${d.event_id} is no longer in the event log` };
+      return refused(`event ${d.event_id} is no longer in the event log`);
     }
     const url = new URL(endpoint.url);
-    if (this.deps.settings.httpsOnly && url.protocol !== 'https:') return { status: null, excerpt: null, error: 'refused: the URL must use https' };
+    if (this.deps.settings.httpsOnly && url.protocol !== 'https:') return refused('refused: the URL must use https', event.created_at);
     let addresses: ResolvedAddress[];
     try {
       addresses = await checkedAddresses(url, { allowedHosts: this.deps.settings.allowedHosts, resolver: this.deps.resolver });
     } catch (err) {
-      if (err instanceof UnsafeUrlError) return { status: null, excerpt: null, error: `refused: ${err.message}` };
+      if (err instanceof UnsafeUrlError) return refused(`refused: ${err.message}`, event.created_at);
       throw err;
     }
     const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.created_at.toISOString(), data: event.data });
     const headers = signedHeaders(activeSecrets(endpoint.secrets, new Date()), event.id, new Date(), body);
-    return this.transport({ url, addresses, headers, body, timeoutMs: this.deps.settings.timeoutMs });
+    const result = await this.transport({ url, addresses, headers, body, timeoutMs: this.deps.settings.timeoutMs });
+    return { result, eventAt: event.created_at };
   }
 }
