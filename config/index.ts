@@ -158,6 +158,13 @@ export const configSchema = z.object({
   WEBHOOK_DELIVERY_TIMEOUT_MS: int(10_000, 1),
   /** How often every process looks for due deliveries. @default 500 */
   WEBHOOK_DELIVERY_POLL_INTERVAL_MS: int(500, 10),
+  /** Outbound deliveries one process sends at once. @default 10 */
+  WEBHOOK_DELIVERY_CONCURRENCY: int(10, 1),
+  /**
+   * Outbound deliveries of one endpoint one process sends at once: a slow or hanging endpoint holds
+   * this many of the process's slots, never the others'. @default 2
+   */
+  WEBHOOK_DELIVERY_ENDPOINT_CONCURRENCY: int(2, 1),
   /** How long an endpoint may keep failing every attempt before it is disabled; fractions allowed (0.001 = 3.6 s). @default 120 */
   WEBHOOK_ENDPOINT_DISABLE_AFTER_HOURS: z.coerce.number().positive().default(120),
   /** How long deliveries stay signed with the previous secret too after a rotation. @default 86400 */

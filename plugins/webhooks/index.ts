@@ -59,7 +59,7 @@ export const webhooksPlugin = definePlugin({
     if (!config.WEBHOOKS_ENABLED) return {};
     services.get('metrics').watchDeadLetter(webhookEventModel(db) as never);
     const tags = ['webhooks'];
-    const outbound = createOutbound({ db, config, hooks, tenancy, events: services.get('events'), log });
+    const outbound = createOutbound({ db, config, hooks, tenancy, events: services.get('events'), log, metrics: services.get('metrics') });
     services.get('events').addSource(svc.source);
 
     return {
