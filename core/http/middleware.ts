@@ -125,7 +125,7 @@ export function authenticate(identity: AuthenticationService, failures: AuthFail
         state.credential = `key:${hash.slice(0, 32)}`;
       } else if (authz) {
         const m = /^Bearer\s+(\S+)$/i.exec(authz);
-        if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"');
+        if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"; an API key goes in the X-API-Key header instead');
         actor = await identity.authenticateToken(m[1]);
         // Tokens are minted freely from a key, so they share one budget per user rather than one each.
         state.credential = `user:${actor.id}`;
