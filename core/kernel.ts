@@ -35,7 +35,7 @@ import { tracingEnabled } from './tracing.ts';
 import { traceGraphQL } from './tracing-graphql.ts';
 import { traceRequests } from './tracing-http.ts';
 import { attachGraphqlWs, shareSubscriptionResults } from './realtime/index.ts';
-import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
+import { PluginError, pluginStates, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
 
@@ -135,7 +135,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
   const personalData: (PersonalDataDeclaration & { plugin: string })[] = [];
-  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name) };
+  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config) };
   const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
 
   const closePlugins = async () => {

@@ -8,7 +8,8 @@ import { auditPlugin } from '../../plugins/audit/index.ts';
 import { paymentsPlugin } from '../../plugins/payments/index.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
-import { buildTestApp, createTenantUser, expectError, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, expectError, uniqueDbUri, type TestApp } from '../helpers/app.ts';
+import { startServerProcess } from '../helpers/processes.ts';
 import { create as createPayment } from '../payments/helpers.ts';
 
 let t: TestApp;
@@ -107,4 +108,19 @@ describe('a boolean setting with another value', () => {
     expect(loadConfig({ WEBHOOKS_ENABLED: 'yes' }).WEBHOOKS_ENABLED).toBe(true);
     expect(loadConfig({ WEBHOOKS_ENABLED: '0' }).WEBHOOKS_ENABLED).toBe(false);
   });
+});
+
+describe('the start-up log', () => {
+  it('lists the plugins that are on, and apart those a setting keeps off with the setting that turns each on', async () => {
+    const server = await startServerProcess({ MONGODB_URI: uniqueDbUri(), JOBS_ENABLED: 'true' }, { timeoutMs: 90_000 });
+    try {
+      const line = server.logs.find((l) => String(l.msg).startsWith('listening'))!;
+      expect(line.plugins).toEqual(expect.arrayContaining(['identity', 'resources', 'audit', 'jobs', 'openapi', 'admin-console']));
+      expect(line.plugins).not.toEqual(expect.arrayContaining(['webhooks']));
+      expect(line.plugins).not.toEqual(expect.arrayContaining(['payments']));
+      expect(line.plugins_off).toEqual({ webhooks: 'WEBHOOKS_ENABLED=true', payments: 'PAYMENTS_ENABLED=true' });
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
 });
