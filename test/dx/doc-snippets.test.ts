@@ -140,7 +140,8 @@ describe('the README walk-through', () => {
 
 describe('webhooks in the docs', () => {
   it('inbound and outbound link to each other, and the README plugins line names both', async () => {
-    const [readme, inbound, events] = await Promise.all(['README.md', 'docs/webhooks.md', 'docs/events.md'].map((f) => readFile(join(ROOT, f), 'utf8')));
+    const read = (f: string) => readFile(join(ROOT, f), 'utf8');
+    const [readme, inbound, events] = await Promise.all([read('README.md'), read('docs/webhooks.md'), read('docs/events.md')]);
     expect(events).toMatch(/^## Outbound webhooks$/m);
     expect(inbound.split('\n## ')[0]).toContain('](events.md#outbound-webhooks)');
     expect(events.slice(events.indexOf('## Outbound webhooks')).split('\n### ')[0]).toContain('](webhooks.md)');
