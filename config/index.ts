@@ -17,7 +17,7 @@ export const MIN_SECRET_BYTES = 32;
 
 const bool = (def: boolean) =>
   z
-    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be one of true, false, yes, no, 1, 0' })
     .default(def ? 'true' : 'false')
     .transform((v) => v === 'true' || v === '1' || v === 'yes');
 

@@ -128,8 +128,17 @@ export class CascadeDenyError extends AppError {
   }
 }
 
+function summary(errors: ValidationIssue[]): string {
+  const first = errors[0];
+  if (!first) return 'Validation failed';
+  const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
+  const field = first.loc.slice(1).join('.');
+  return `Validation failed: ${field && !first.msg.startsWith(field) ? `${field}: ` : ''}${first.msg}${more}`;
+}
+
 export class ValidationError extends AppError {
-  constructor(errors: ValidationIssue[], message = 'Validation failed') {
+  /** The default message names the first problem and its field, so that it reads on its own (`Validation failed: name is required`). */
+  constructor(errors: ValidationIssue[], message = summary(errors)) {
     super(422, ErrorCode.VALIDATION_ERROR, message, { errors });
   }
 }
@@ -168,8 +177,14 @@ export function zodIssues(
     const loc = [...prefix, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))];
     if (i.code === 'unrecognized_keys' && i.keys?.length)
       return i.keys.map((k) => ({ loc: [...loc, k], msg: `Unrecognized key: "${k}"`, type: i.code }));
-    return [{ loc, msg: i.message, type: i.code }];
+    return [{ loc, msg: readable(i, loc.slice(prefix.length)), type: i.code }];
   });
+}
+
+/** zod's message for a value left out ("expected string, received undefined") says which field instead. */
+function readable(issue: { message: string; code: string }, path: readonly (string | number)[]): string {
+  if (issue.code !== 'invalid_type' || !/^Invalid input: expected [^,]+, received undefined$/.test(issue.message)) return issue.message;
+  return path.length ? `${path.join('.')} is required` : 'a value is required';
 }
 
 /**

@@ -17,6 +17,7 @@ import { openDatabase, type Database } from './db.ts';
 import { createBuilder, type GraphQLContext } from './graphql.ts';
 import { HealthRegistry } from './health.ts';
 import { healthPlugin } from './health-plugin.ts';
+import { GRAPHIQL_ASSETS_PATH, renderGraphiQLPage, serveGraphiQLAsset } from './graphiql-assets.ts';
 import { identityPlugin } from './identity/index.ts';
 import { eventsPlugin } from './events/index.ts';
 import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
@@ -36,7 +37,7 @@ import { tracingEnabled } from './tracing.ts';
 import { traceGraphQL } from './tracing-graphql.ts';
 import { traceRequests } from './tracing-http.ts';
 import { attachGraphqlWs, shareSubscriptionResults } from './realtime/index.ts';
-import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
+import { PluginError, pluginStates, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
 
@@ -136,7 +137,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
   const personalData: (PersonalDataDeclaration & { plugin: string })[] = [];
-  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name) };
+  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config) };
   const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
 
   const closePlugins = async () => {
@@ -209,7 +210,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     // Subscriptions of one document, variables and visibility execute each event once (core/realtime/shared.ts).
     const realtime = services.get('realtime');
     yoga = createYogaServer(schema, config, log, metrics, shareSubscriptionResults({ visibilityKey: (a) => realtime.visibility.key(a), counts: realtime.fanout }));
-    router = mountRoutes(routes, yoga, config.BODY_LIMIT);
+    router = mountRoutes(routes, yoga, config.BODY_LIMIT, config.NODE_ENV !== 'production');
     requestLimiter = config.RATE_LIMIT_ENABLED ? countRefusals(await createRequestLimiter(config, db.conn, log), metrics) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the
@@ -338,7 +339,7 @@ async function blame<T>(plugin: Plugin, step: () => T | Promise<T>): Promise<T> 
   }
 }
 
-function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string): Router {
+function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string, graphiql: boolean): Router {
   const router = new Router();
   const seen = new Map<string, string>();
   for (const route of routes) {
@@ -365,6 +366,7 @@ function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: Y
       } else if (ctx.body === undefined) ctx.status = 204;
     });
   }
+  if (graphiql) router.get(`${GRAPHIQL_ASSETS_PATH}/:file`, (ctx) => serveGraphiQLAsset(ctx, ctx.params.file!));
   router.all('/graphql', async (ctx) => {
     const state = ctx.state as AppState;
     const gctx: GraphQLContext = { actor: state.actor, requestId: state.ctx.requestId, koa: ctx };
@@ -409,9 +411,8 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, me
     graphqlEndpoint: '/graphql',
     plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [metrics.graphqlPlugin()] : []), ...(tracingEnabled() ? [traceGraphQL()] : []), sharing],
     graphiql: config.NODE_ENV !== 'production',
-    // GraphiQL from the package, inlined in the page (Yoga's default loads it from a public CDN, a
-    // blank page offline); imported on first use, as the bundle is large.
-    renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
+    // GraphiQL from the package, its parts served by us (Yoga's default loads it from a public CDN, a blank page offline).
+    renderGraphiQL: renderGraphiQLPage,
     landingPage: false,
     logging: false,
     maskedErrors: {

@@ -155,7 +155,19 @@ export interface KernelView {
   jobs(): readonly (JobDefinition & { plugin: string })[];
   /** Every plugin's personal-data declarations (available once every plugin has run `setup()`). */
   personalData(): readonly (PersonalDataDeclaration & { plugin: string })[];
+  /** Every loaded plugin, in set-up order (including those a setting keeps off). */
   plugins(): readonly string[];
+  /** The loaded plugins that are on, and for each one that is off the setting that turns it on (`{ jobs: 'JOBS_ENABLED=true' }`). */
+  pluginStates(): { on: string[]; off: Record<string, string> };
+}
+
+/** Which of `plugins` are on under `config`, and the setting that turns on each of the others. */
+export function pluginStates(plugins: readonly Plugin[], config: Config): { on: string[]; off: Record<string, string> } {
+  const isOff = (p: Plugin) => p.enabledBy !== undefined && !config[p.enabledBy];
+  return {
+    on: plugins.filter((p) => !isOff(p)).map((p) => p.name),
+    off: Object.fromEntries(plugins.filter(isOff).map((p) => [p.name, `${p.enabledBy}=true`])),
+  };
 }
 
 export interface PluginContext<O = unknown> {
@@ -172,9 +184,14 @@ export interface PluginContext<O = unknown> {
   kernel: KernelView;
 }
 
+/** A setting that is a boolean (`*_ENABLED`), as a plugin names the one that turns it on. */
+export type BooleanSetting = { [K in keyof Config]-?: Config[K] extends boolean ? K : never }[keyof Config];
+
 export interface Plugin<O = unknown> {
   readonly name: string;
   readonly dependsOn: readonly string[];
+  /** The setting without which the plugin, though loaded, serves nothing (the start-up log lists it as off). */
+  readonly enabledBy: BooleanSetting | undefined;
   readonly optionsSchema: z.ZodType<O> | undefined;
   /** Raw options, validated by the kernel with `optionsSchema` at start-up. */
   readonly rawOptions: unknown;
@@ -188,6 +205,11 @@ export interface PluginSpec<S extends z.ZodType | undefined> {
   name: string;
   /** Names of plugins that must be enabled and set up first. */
   dependsOn?: string[];
+  /**
+   * The boolean setting that turns the plugin on, when it has one; `setup()` still checks it (and
+   * returns `{}` while it is off). The start-up log lists the plugin as off, naming the setting.
+   */
+  enabledBy?: BooleanSetting;
   options?: S;
   setup(ctx: PluginContext<S extends z.ZodType ? z.output<S> : undefined>): PluginContribution | Promise<PluginContribution>;
 }
@@ -209,6 +231,7 @@ export function definePlugin<S extends z.ZodType | undefined = undefined>(spec: 
   const make = (rawOptions: unknown): Plugin<O> => ({
     name: spec.name,
     dependsOn: spec.dependsOn ?? [],
+    enabledBy: spec.enabledBy,
     optionsSchema: spec.options as z.ZodType<O> | undefined,
     rawOptions,
     setup: spec.setup as Plugin<O>['setup'],

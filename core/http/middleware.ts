@@ -125,7 +125,7 @@ export function authenticate(identity: AuthenticationService, failures: AuthFail
         state.credential = apiKeyClient(hash);
       } else if (authz) {
         const m = /^Bearer\s+(\S+)$/i.exec(authz);
-        if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"');
+        if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"; an API key goes in the X-API-Key header instead');
         actor = await identity.authenticateToken(m[1]);
         state.credential = userClient(actor.id);
       }

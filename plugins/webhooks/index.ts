@@ -49,6 +49,7 @@ declare module '../../core/hooks.ts' {
  */
 export const webhooksPlugin = definePlugin({
   name: 'webhooks',
+  enabledBy: 'WEBHOOKS_ENABLED',
   options: webhooksOptions,
   setup({ db, config, options, services, hooks, log, tenancy }) {
     const svc = new WebhooksService(webhookEventModel(db), { leaseMs: options.lease_seconds * 1000, log, events: services.get('events') });

@@ -39,7 +39,7 @@ function expectCursorShape(res: HttpResult<any>) {
 function expectOffset(res: HttpResult<any>, page: number, perPage: number, total: number) {
   expect(res.status).toBe(200);
   const totalPages = Math.ceil(total / perPage);
-  expect(res.body).toEqual({ items: expect.any(Array), page, per_page: perPage, total, total_pages: totalPages });
+  expect(res.body).toEqual({ items: expect.any(Array), page, per_page: perPage, total, total_pages: totalPages, mode: 'offset' });
   expect(res.headers.get('x-total-count')).toBe(String(total));
   expect(res.headers.get('x-page')).toBe(String(page));
   expect(res.headers.get('x-per-page')).toBe(String(perPage));
