@@ -41,9 +41,8 @@ function tsFiles(dir: string): string[] {
   const abs = join(ROOT, dir);
   if (!existsSync(abs)) return [];
   if (statSync(abs).isFile()) return dir.endsWith('.ts') ? [dir] : [];
-  // `__lint_probe_*` files come and go while test/core/lint.test.ts runs in parallel: not part of the tree.
   return readdirSync(abs, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? tsFiles(join(dir, e.name)) : e.name.endsWith('.ts') && !e.name.startsWith('__lint_probe_') ? [join(dir, e.name)] : [],
+    e.isDirectory() ? tsFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
   );
 }
 
@@ -112,6 +111,7 @@ describe('plugin layout (docs/plugins.md "Layout")', () => {
       const service = await eslint.calculateConfigForFile(join(ROOT, dir, 'service.ts'));
       const patterns = JSON.stringify(service.rules?.['@typescript-eslint/no-restricted-imports'] ?? null);
       expect(patterns, `${dir}: add it to eslint.config.js`).toContain('Service logic stays free of Koa and GraphQL');
+      if (dir.startsWith('plugins/')) expect(service.rules?.['fence/plugin-boundary'], `${dir}: fenced off from other plugins`).toEqual([2]);
       for (const wiring of WIRING) {
         const cfg = await eslint.calculateConfigForFile(join(ROOT, dir, wiring));
         expect(JSON.stringify(cfg.rules?.['@typescript-eslint/no-restricted-imports'] ?? null), `${dir}/${wiring}`).not.toContain('Service logic stays free');
