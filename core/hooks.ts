@@ -82,7 +82,7 @@ export interface HookOptions {
   /**
    * Only events whose payload names one of these resources (`payload.resource`, document events)
    * reach the handler. A resource write with no `BEFORE_UPDATE` handler for its resource updates in
-   * one database command instead of a read and a write (docs/performance.md): name the resources a
+   * one database command instead of a read and a write (bench/history/performance.md): name the resources a
    * `BEFORE_*` handler is for whenever it is not for all of them.
    */
   resources?: readonly string[];
