@@ -13,7 +13,9 @@ import { AppError, BadRequestError, ErrorCode, type ErrorDetails } from '../erro
 import { scopedTenantId, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import { toAppError } from '../http/map-error.ts';
-import { idempotencyKeyModel, type IdempotencyKeyDoc, type IdempotencyKeyModel } from './model.ts';
+import type { PersonalDataDeclaration } from '../plugin.ts';
+import { bytesOf, idempotencyKeyModel, type IdempotencyKeyDoc, type IdempotencyKeyModel } from './model.ts';
+import { scrubStoredAnswers } from './scrub.ts';
 
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 export const REPLAYED_HEADER = 'Idempotent-Replayed';
@@ -64,6 +66,17 @@ export class Idempotency {
 
   constructor(conn: Connection, private readonly opts: IdempotencyOptions, private readonly log: Logger) {
     this.model = idempotencyKeyModel(conn);
+  }
+
+  /**
+   * The stored answers as personal data: they copy what requests returned, so an erasure scrubs them
+   * (`scrubStoredAnswers`); linked to their actor by `actor_id`.
+   */
+  personalData(): PersonalDataDeclaration {
+    return {
+      name: 'idempotency_keys', model: this.model.modelName, subject_field: 'actor_id', gdpr_fields: [], on_erasure: 'scrub',
+      scrub: (subject) => scrubStoredAnswers(this.model, subject),
+    };
   }
 
   /** POST or PATCH with the header, from an authenticated actor (anonymous requests have no scope to key on). */
@@ -139,9 +152,7 @@ export class Idempotency {
     }
     for (const [name, value] of Object.entries(headers)) ctx.set(name, value);
     ctx.status = found.status!;
-    // A lean read gives BSON Binary: its bytes are `buffer` up to `position`.
-    const body = found.body as unknown as { buffer: Uint8Array; position: number } | Buffer | null;
-    const bytes = !body ? null : Buffer.isBuffer(body) ? body : Buffer.from(body.buffer.subarray(0, body.position));
+    const bytes = bytesOf(found.body);
     if (bytes?.length) ctx.body = bytes;
   }
 
