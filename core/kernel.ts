@@ -137,6 +137,9 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
   const personalData: (PersonalDataDeclaration & { plugin: string })[] = [];
+  const idempotency: Idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, leaseMs: config.IDEMPOTENCY_LEASE_SECONDS * 1000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
+  // Stored answers copy what requests returned, personal values included: erasure scrubs them too.
+  personalData.push({ ...idempotency.personalData(), plugin: 'kernel' });
   const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config) };
   const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
 
@@ -154,7 +157,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   let yoga: ReturnType<typeof createYogaServer>;
   let router: Router;
   let requestLimiter: RequestLimiter | null;
-  let idempotency: Idempotency;
   try {
     for (const plugin of ordered) await blame(plugin, async () => {
       const c = await plugin.setup({
@@ -184,6 +186,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         if (personalData.some((x) => x.name === d.name)) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" is already declared`);
         const account = d.on_erasure === 'account' && personalData.find((x) => x.on_erasure === 'account');
         if (account) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" declares the account, already declared by "${account.name}" of plugin "${account.plugin}"`);
+        if (d.on_erasure === 'scrub' && !d.scrub) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" is erased by scrubbing but has no scrub()`);
         personalData.push({ ...d, plugin: plugin.name });
       }
     });
@@ -198,7 +201,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       });
     }
     for (const { plugin, c } of contributions) await blame(plugin, () => c.ready?.());
-    idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, leaseMs: config.IDEMPOTENCY_LEASE_SECONDS * 1000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.
     await Promise.all(Object.values(db.conn.models).map((m) => m.init()));
 

@@ -118,9 +118,30 @@ export interface PersonalDataDeclaration {
    * `neutral` value (null by default).
    * @default 'depersonalize'
    */
-  on_erasure?: 'depersonalize' | 'delete' | 'account';
+  on_erasure?: 'depersonalize' | 'delete' | 'account' | 'scrub';
   /** Fields left out of the subject's export (secrets such as public keys or hashes). @default [] */
   export_exclude?: string[];
+  /**
+   * Required with `on_erasure: 'scrub'`: a store of copies (stored answers, logs) whose records hold
+   * the subject's values as opaque bytes, where no field can be neutralised or linked. Erasure calls
+   * it once per execution, before the account is pseudonymised; it must be safe to call again. Such
+   * a declaration is not exported and not previewed (its records copy what other collections hold).
+   * @returns how many records it changed or removed
+   */
+  scrub?: (subject: ErasureSubject) => Promise<number>;
+}
+
+/** What an `on_erasure: 'scrub'` declaration is told about the subject of an erasure. */
+export interface ErasureSubject {
+  user_id: string;
+  /** The subject's tenant; null when the search covers every tenant (a system-scope subject, or a single-tenant deployment). */
+  tenant_id: string | null;
+  /**
+   * The subject's personal values (the account's email and name), each with what replaces it: the
+   * value the erased account now holds (`erased-<id>@<domain>`, `PRIVACY_PSEUDONYM`). A string equal
+   * to a value (case-insensitively, trimmed) is the subject's.
+   */
+  values: readonly { value: string; replacement: string }[];
 }
 
 /** What `setup()` returns. Every member is optional. */

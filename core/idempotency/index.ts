@@ -13,7 +13,9 @@ import { AppError, BadRequestError, ErrorCode, type ErrorDetails } from '../erro
 import { scopedTenantId, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import { toAppError } from '../http/map-error.ts';
-import { idempotencyKeyModel, type IdempotencyKeyDoc, type IdempotencyKeyModel } from './model.ts';
+import type { PersonalDataDeclaration } from '../plugin.ts';
+import { bytesOf, idempotencyKeyModel, type IdempotencyKeyDoc, type IdempotencyKeyModel } from './model.ts';
+import { scrubStoredAnswers } from './scrub.ts';
 
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 export const REPLAYED_HEADER = 'Idempotent-Replayed';
@@ -69,6 +71,17 @@ export class Idempotency {
     this.model = idempotencyKeyModel(conn);
   }
 
+  /**
+   * The stored answers as personal data: they copy what requests returned, so an erasure scrubs them
+   * (`scrubStoredAnswers`); linked to their actor by `actor_id`.
+   */
+  personalData(): PersonalDataDeclaration {
+    return {
+      name: 'idempotency_keys', model: this.model.modelName, subject_field: 'actor_id', gdpr_fields: [], on_erasure: 'scrub',
+      scrub: (subject) => scrubStoredAnswers(this.model, subject),
+    };
+  }
+
   /** POST or PATCH with the header, from an authenticated actor (anonymous requests have no scope to key on). */
   applies(ctx: Koa.Context): boolean {
     return (ctx.method === 'POST' || ctx.method === 'PATCH') && ctx.req.headers['idempotency-key'] !== undefined && !!(ctx as unknown as Requested).state.actor;
@@ -111,7 +124,7 @@ export class Idempotency {
     const scope: Scope = { actor_id: actor.id, tenant_id: scopedTenantId(actor) ?? '', key };
     const held = await this.reserve(scope, fingerprintOf('POST', this.opts.graphqlPath, '{}', '', body));
     if ('fingerprint' in held) {
-      const stored = storedAnswer(held);
+      const stored = bytesOf(held.body);
       if (!stored) throw storedError(held);
       return { replay: JSON.parse(stored.toString('utf8')) as OperationResult };
     }
@@ -167,7 +180,7 @@ export class Idempotency {
     if (found.error) throw storedError(found);
     for (const [name, value] of Object.entries((found.headers ?? {}) as Record<string, string>)) ctx.set(name, value);
     ctx.status = found.status!;
-    const bytes = storedAnswer(found);
+    const bytes = bytesOf(found.body);
     if (bytes?.length) ctx.body = bytes;
   }
 
@@ -247,12 +260,6 @@ const logOf = (ctx: Koa.Context, fallback: Logger): Logger => (ctx.state as { ct
 /** What identifies a request under its key: method, path, query, `If-Match` and body (JSON key order aside). */
 function fingerprintOf(method: string, path: string, query: string, ifMatch: string, body: unknown): string {
   return createHash('sha256').update(`${method}\n${path}\n${query}\n${ifMatch}\n${canonical(body)}`).digest('hex');
-}
-
-/** A stored answer's bytes (a lean read gives BSON Binary: its bytes are `buffer` up to `position`). */
-function storedAnswer(found: Lean): Buffer | null {
-  const body = found.body as unknown as { buffer: Uint8Array; position: number } | Buffer | null;
-  return !body ? null : Buffer.isBuffer(body) ? body : Buffer.from(body.buffer.subarray(0, body.position));
 }
 
 /** A stored error answer, raised again with its status, code, message, details and headers. */

@@ -34,7 +34,7 @@ export const auditActorOf = (actor: Actor): AuditActor | null =>
 export interface ErasureEnv {
   models: PrivacyModels;
   personal: PersonalData;
-  deps: Pick<PrivacyDeps, 'identity' | 'events' | 'audit' | 'settings'>;
+  deps: Pick<PrivacyDeps, 'identity' | 'events' | 'audit' | 'settings' | 'log'>;
 }
 
 /** The ledger row of one item, with what a step does with it once the item is handled. */
@@ -190,6 +190,23 @@ export class ErasureRun {
       await this.settle(item, true, () => identity.updateUser(disabledBy, String(user._id), { is_active: false }));
     }
     identity.invalidateUser(String(user._id));
+  }
+
+  /**
+   * Stores of copies (`on_erasure: 'scrub'`, e.g. the stored answers of idempotent requests) lose
+   * the subject's values. Before the account is pseudonymised: its email and name are what they look for.
+   */
+  async scrubCopies(): Promise<void> {
+    const { user, accountFields, accountValues } = this;
+    const { pseudonym } = this.env.deps.settings;
+    const values = accountFields
+      .filter((f) => typeof (user as Doc)[f] === 'string' && !Object.values(accountValues).includes((user as Doc)[f]))
+      .map((f) => ({ value: (user as Doc)[f] as string, replacement: typeof accountValues[f] === 'string' ? (accountValues[f] as string) : pseudonym }));
+    for (const d of this.env.personal.copies()) {
+      await this.renew(true);
+      const n = await d.scrub({ user_id: String(user._id), tenant_id: this.env.personal.tenantOf(user), values });
+      this.env.deps.log.info({ request_id: String(this.req._id), declaration: d.name, scrubbed: n }, 'erasure: copies scrubbed');
+    }
   }
 
   /** Entries by or about the subject keep their place in the audit log but lose the personal values. */

@@ -206,6 +206,7 @@ export class ErasureService {
     await run.auditDeletionsOfEarlierRuns();
     await run.revokeApiKeys();
     await run.disableAccount();
+    await run.scrubCopies();
     await run.scrubAuditLog();
     await run.depersonalizeAccount();
     await run.finish();
