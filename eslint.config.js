@@ -21,7 +21,7 @@ const crossPlugin = (self) => {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'coverage/**', 'dist/**', 'test-results/**', 'admin-console/dist/**'] },
+  { ignores: ['node_modules/**', '.cache/**', '.data/**', 'coverage/**', 'dist/**', 'test-results/**', 'admin-console/dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
