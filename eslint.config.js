@@ -61,7 +61,7 @@ const pluginBoundary = {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'coverage/**', 'dist/**', 'test-results/**', 'admin-console/dist/**'] },
+  { ignores: ['node_modules/**', '.cache/**', '.data/**', 'coverage/**', 'dist/**', 'test-results/**', 'admin-console/dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
