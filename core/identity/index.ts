@@ -20,13 +20,13 @@ declare module '../services.ts' {
 /** Core plugin: tenants, users, API keys, bearer tokens, `/auth/*` and `/admin/{tenants,users,api-keys}`. */
 export const identityPlugin = definePlugin({
   name: 'identity',
-  async setup({ db, config, log, services, hooks, tenancy }) {
+  async setup({ db, config, log, services, tenancy }) {
     const models = identityModels(db);
     await migrateUsers(models.User.collection, log);
     // Bootstrap below writes users and keys during setup, before the kernel builds every model's
     // indexes; unique emails and key hashes hold only once their indexes exist, so build these now.
     await Promise.all([models.Tenant.init(), models.User.init(), models.ApiKey.init()]);
-    const identity = new IdentityService({ models, config, log, hooks, tenancy, events: () => services.get('events') });
+    const identity = new IdentityService({ models, config, log, tenancy, events: () => services.get('events') });
     services.provide('identity', identity);
     services.provide('authFailures', new AuthFailureLimiter(config.RATE_LIMIT_ENABLED ? await createLimiter(config, db, 'auth_failures', config.AUTH_FAILURE_LIMIT) : null));
 

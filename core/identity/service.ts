@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError, ValidationError } from '../errors.ts';
-import { hasSystemScope, isSystemActor, requestOf, writeTenantId, type Actor } from '../context.ts';
-import type { Doc, HookBus } from '../hooks.ts';
+import { hasSystemScope, isSystemActor, writeTenantId, type Actor } from '../context.ts';
+import type { Doc } from '../hooks.ts';
 import type { Tenancy } from '../tenancy.ts';
 import { pageOf } from '../page.ts';
 import { requireRole, type Filter } from './guards.ts';
@@ -22,7 +22,6 @@ const userView = (u: UserRecord) => ({
 });
 
 export interface IdentityDeps extends AuthenticationDeps {
-  hooks: HookBus;
   /** `MULTI_TENANT_ENABLED`: whether tenant administrators administer only their own tenant. */
   tenancy: Tenancy;
   /** The event log (set up after identity, so reached when a change is made). */
@@ -44,14 +43,12 @@ const stamped = <T extends { set(v: Doc): unknown }>(doc: T): T => {
  * only system actors touch system administrators.
  */
 export class IdentityService extends AuthenticationService {
-  private readonly hooks: HookBus;
   private readonly tenancy: Tenancy;
   /** Stages the events of tenant, user and key changes into the changed document's own write. */
   readonly changes: IdentityEvents;
 
   constructor(deps: IdentityDeps) {
     super(deps);
-    this.hooks = deps.hooks;
     this.tenancy = deps.tenancy;
     this.changes = new IdentityEvents(deps.models, deps.events);
   }
@@ -127,7 +124,7 @@ export class IdentityService extends AuthenticationService {
   /**
    * Change a user's name, roles, features, attributes or `is_active`, with the tenant rules of the
    * other admin endpoints. Disabling ends the user's keys and tokens (this process at once, others
-   * within `AUTH_CACHE_TTL_MS`) and emits `AFTER_USER_DISABLED`; re-enabling brings its keys back.
+   * within `AUTH_CACHE_TTL_MS`) and stores `user.disabled` with the change; re-enabling brings its keys back.
    * @throws NotFoundError outside the actor's tenant or for a deleted user
    * @throws AccessDeniedError for a non-admin, a tenant admin touching a system user, or anyone disabling or re-roling themselves
    */
@@ -155,7 +152,6 @@ export class IdentityService extends AuthenticationService {
     if (!doc) throw new NotFoundError('user', id);
     this.invalidateUser(id);
     await this.changes.committed('users', doc as unknown as Doc);
-    if (disabling) await this.emitDisabled(actor, doc, 'disabled');
     return userView(doc);
   }
 
@@ -182,7 +178,6 @@ export class IdentityService extends AuthenticationService {
     for (const k of live) await this.revokeKey(actor, { _id: k._id, revoked_at: null }, now);
     this.invalidateUser(id);
     await this.changes.committed('users', doc as unknown as Doc);
-    await this.emitDisabled(actor, doc, 'deleted');
   }
 
   /**
@@ -331,15 +326,6 @@ export class IdentityService extends AuthenticationService {
     return this.tenancy.filter(actor);
   }
 
-  private async emitDisabled(actor: Actor, user: { _id: Types.ObjectId; tenant_id: Types.ObjectId }, reason: 'disabled' | 'deleted') {
-    await this.hooks.emitAfter('AFTER_USER_DISABLED', {
-      user_id: String(user._id),
-      tenant_id: String(user.tenant_id),
-      reason,
-      actor,
-      request_id: requestOf(actor)?.requestId ?? null,
-    });
-  }
 }
 
 /** A tenant in admin responses. */
