@@ -111,8 +111,8 @@ export interface PersonalDataDeclaration {
    * by identity, at most one in an app: a second fails start-up). It is not one of the linked
    * collections: it is exported as the top-level `user` object (not under `collections`) and erased
    * after every other declaration and after the audit scrub, which reads its personal values
-   * (its string `gdpr_fields`). Erasure revokes the account's API keys, disables it (identity emits
-   * `AFTER_USER_DISABLED` for credential plugins) and then pseudonymises the declared `gdpr_fields`
+   * (its string `gdpr_fields`). Erasure revokes the account's API keys, disables it (identity stores
+   * `user.disabled`, which credential plugins consume) and then pseudonymises the declared `gdpr_fields`
    * with per-user values: `email` becomes `erased-<user id>@<PRIVACY_ERASED_EMAIL_DOMAIN>` (unique,
    * as emails are unique per tenant), `name` becomes `PRIVACY_PSEUDONYM`, any other field its
    * `neutral` value (null by default).

@@ -42,12 +42,6 @@ export interface EventRecord {
 /** An event without its object: what a consumer's `select` decides from. */
 export type EventHead = Omit<EventRecord, 'data'>;
 
-/** The internal parts in-process consumers (audit) may read too: the object before, and metadata. */
-export interface EventWithInternals extends EventRecord {
-  previous: Record<string, unknown> | null;
-  meta: Record<string, unknown> | null;
-}
-
 /** The fields of an event document a head is made of (`HEAD_FIELDS` reads just them). */
 type HeadDoc = Pick<EventDoc, '_id' | 'type' | 'tenant_id' | 'created_at' | 'actor' | 'request_id'>;
 const HEAD_FIELDS = { type: 1, tenant_id: 1, created_at: 1, actor: 1, request_id: 1 } as const;

@@ -139,8 +139,10 @@ const eventTarget = (e: DocumentEventBase & { id: string }): AuditTarget => ({
 });
 
 /**
- * The audit log: records document changes (from the core AFTER_* events and direct calls) through
- * a write-behind buffer, and answers the admin queries. No Koa or GraphQL here.
+ * The audit log: writes the entries of changes that carry an event from the event log (a durable
+ * sink, `recordEvents`), those announced on the hook bus without an event and direct calls through
+ * a buffer that stores them before the call resolves, and answers the admin queries. No Koa or
+ * GraphQL here.
  */
 export class AuditService implements AuditLogger {
   private readonly buffer: WriteBehindBuffer<AuditEntryInput>;

@@ -177,8 +177,8 @@ export class ErasureRun {
   }
 
   /**
-   * Disables the account (when declared, and still active) through identity, which writes its audit
-   * entry itself (an `update` of the user, through its AFTER_UPDATE event); then drops every cached
+   * Disables the account (when declared, and still active) through identity, whose `user.updated`
+   * event carries its audit entry (an `update` of the user); then drops every cached
    * credential of the user.
    */
   async disableAccount(): Promise<void> {
@@ -217,7 +217,11 @@ export class ErasureRun {
     const deleted = await ErasureItem.find({ request_id: this.req._id, action: 'delete' }, { resource: 1, item_id: 1, fields: 1, tenant_id: 1 }).lean();
     // The event log holds the objects as they were: their personal fields go too.
     await this.env.deps.events.scrubSubject({
-      documents: [...this.depersonalized, ...deleted.map((x) => ({ resource: x.resource, item_id: x.item_id, fields: [...x.fields], tenant_id: x.tenant_id }))],
+      documents: [
+        ...this.depersonalized, ...deleted.map((x) => ({ resource: x.resource, item_id: x.item_id, fields: [...x.fields], tenant_id: x.tenant_id })),
+        // The account's own events (user.created, user.updated...) carry it as the admin API shows it.
+        ...(account ? [{ resource: this.env.personal.identity.User.collection.collectionName, item_id: user._id, fields: accountFields, tenant_id: user.tenant_id }] : []),
+      ],
       values: accountFields.map((f) => (user as Doc)[f]).filter((v): v is string => typeof v === 'string' && !Object.values(accountValues).includes(v)),
       replacement: this.env.deps.settings.pseudonym,
       actor: { id: String(user._id), tenant_id: user.tenant_id },

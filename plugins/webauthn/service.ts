@@ -327,7 +327,7 @@ export class WebAuthnService {
     requestOf(actor)?.log.info({ credential_id: credentialId, user_id: actor.id }, 'passkey deleted');
   }
 
-  /** `AFTER_USER_DISABLED`: a deleted user's passkeys go; a disabled user's stay (refused at login) and return on re-enabling. */
+  /** `user.disabled` / `user.deleted` (a durable consumer): a deleted user's passkeys go; a disabled user's stay (refused at login) and return on re-enabling. */
   async onUserDisabled(e: { user_id: string; reason: 'disabled' | 'deleted' }): Promise<void> {
     const docs = await this.models.Credential.find({ user_id: e.user_id }, { _id: 1 }).lean();
     for (const d of docs) this.identity.invalidateCredential(PASSKEY_CREDENTIAL_KIND, String(d._id));

@@ -556,7 +556,8 @@ describe('login', () => {
     expect((await t.http('PATCH', `/admin/users/${u.userId}`, { json: { is_active: true } })).status).toBe(200);
     expect((await loginWith(t, u.email, a)).status).toBe(200);
     expect((await t.http('DELETE', `/admin/users/${u.userId}`)).status).toBe(204);
-    await expect.poll(() => creds().countDocuments({ credential_id: a.id })).toBe(0);
+    // A durable consumer of user.deleted removes them within a poll (generous bound for a busy machine).
+    await expect.poll(() => creds().countDocuments({ credential_id: a.id }), { timeout: 15_000 }).toBe(0);
     expectError(await loginWith(t, u.email, a), 401, 'AUTH_REQUIRED');
   });
 
