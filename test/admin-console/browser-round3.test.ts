@@ -158,6 +158,10 @@ describe.skipIf(!haveBrowser)('console round 3 in Chromium: what a new user hit'
 
   it('resources: "New project", and a missing required field in plain words', async () => {
     await page.goto(`${origin}/admin#/resources/projects`);
+    // An empty list says what to do.
+    await page.fill('#f-q', 'nothing like this');
+    await page.click('button:text-is("Apply")');
+    await page.waitForSelector('[data-testid=empty]:has-text("No projects match. Clear the search and filters, or create one with “New project”.")');
     await page.click('a:text-is("New project")');
     await page.waitForSelector('h2:text-is("New project")');
     await page.click('button:text-is("Create")');

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { ApiError, isAdmin, session } from '../api.ts';
 import type { Field, ResourceType } from '../graphql.ts';
 import { createDoc, deleteDoc, deleteMany, getDoc, listDocs, resourceTypes, restoreDoc, updateDoc, type ListArgs } from '../resources.ts';
-import { Crumbs, ErrorBox, go, toast, Time, Loading, Notice, show, useAsync } from '../ui.tsx';
+import { Crumbs, Empty, ErrorBox, go, toast, Time, Loading, Notice, show, useAsync } from '../ui.tsx';
 
 /** A resource's singular in words, from its GraphQL type: `ProjectTask` → "project task". */
 const singular = (t: { graphql_type: string }) => t.graphql_type.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase();
@@ -174,7 +174,7 @@ function ResourceList({ t }: { t: ResourceType }) {
               </tbody>
             </table>
           </div>
-          {!res.data.items.length && <p>No documents match.</p>}
+          {!res.data.items.length && <Empty>No {t.name} match. Clear the search and filters{t.operations.create ? <>, or create one with &ldquo;New {singular(t)}&rdquo;</> : ''}.</Empty>}
           <nav class="pager" aria-label="Pages">
             {/* aria-disabled, as Pager's: the button that reached the first or last page keeps the focus. */}
             <button type="button" aria-disabled={res.data.cursors?.has_prev ? undefined : 'true'} onClick={() => res.data?.cursors?.has_prev && setPage({ cursor: res.data.cursors.prev!, direction: 'prev' })}>Previous page</button>
