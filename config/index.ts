@@ -345,6 +345,12 @@ export const configSchema = z.object({
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   /** Bearer token `/metrics` requires (`Authorization: Bearer <token>`), on either port. */
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Keep the console's time series (requests, latency, deliveries, job runs, events per minute in `metric_minutes`). @default true */
+  METRICS_SERIES_ENABLED: bool(true),
+  /** Days a minute of the console's time series is kept (a TTL index removes older ones). @default 7 */
+  METRICS_SERIES_RETENTION_DAYS: z.coerce.number().int().min(1).max(400).default(7),
+  /** How often each process adds its counts to the shared minute documents (ms). @default 5000 */
+  METRICS_SERIES_FLUSH_MS: z.coerce.number().int().min(50).max(60_000).default(5000),
   /** Level of the one access-log line per request; `silent` turns access logs off. @default 'info' */
   ACCESS_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Log `/health`, `/ready` and `/metrics` requests too. @default false */

@@ -18,6 +18,8 @@ export function setRoute(ctx: Koa.Context, template: string): void {
 export interface ObserveOptions {
   /** Null: metrics off (METRICS_ENABLED=false). */
   metrics: Metrics | null;
+  /** Told of every answer, whether Prometheus metrics are on or not (the console's time series). */
+  answered?: (status: number, seconds: number) => void;
   log: Logger;
   /** pino level of access lines, or `silent` for none (ACCESS_LOG_LEVEL). */
   level: string;
@@ -37,7 +39,7 @@ export interface ObserveOptions {
 export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
   const { metrics, log } = opts;
   const write = accessWriter(log, opts.level);
-  if (!metrics && !write) return null;
+  if (!metrics && !write && !opts.answered) return null;
   return async (ctx, next) => {
     const start = process.hrtime.bigint();
     if (metrics) metrics.requestsInFlight++;
@@ -53,6 +55,7 @@ export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
         metrics.requestsInFlight--;
         metrics.http.duration.observe({ method: ctx.method, route, status_class: statusClass(status) }, seconds);
       }
+      opts.answered?.(status, seconds);
       if (write && (opts.probes || !PROBE_PATHS.has(ctx.path))) {
         // An event stream (`GET /events/stream`, a GraphQL subscription over SSE) is its own transport.
         const transport = ctx.response.type === 'text/event-stream' ? 'sse' : 'http';

@@ -170,21 +170,39 @@ export class ServiceUnavailableError extends AppError {
  */
 export function zodIssues(
   source: string | readonly (string | number)[],
-  issues: readonly { path: readonly PropertyKey[]; message: string; code: string; keys?: readonly string[] }[],
+  issues: readonly { path: readonly PropertyKey[]; message: string; code: string; keys?: readonly string[]; expected?: unknown; origin?: unknown; minimum?: unknown; maximum?: unknown; values?: unknown }[],
 ): ValidationIssue[] {
   const prefix = typeof source === 'string' ? [source] : source;
   return issues.flatMap((i) => {
     const loc = [...prefix, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))];
     if (i.code === 'unrecognized_keys' && i.keys?.length)
       return i.keys.map((k) => ({ loc: [...loc, k], msg: `Unrecognized key: "${k}"`, type: i.code }));
-    return [{ loc, msg: readable(i, loc.slice(prefix.length)), type: i.code }];
+    return [{ loc, msg: plainMessage(i, loc.slice(prefix.length)), type: i.code }];
   });
 }
 
-/** zod's message for a value left out ("expected string, received undefined") says which field instead. */
-function readable(issue: { message: string; code: string }, path: readonly (string | number)[]): string {
-  if (issue.code !== 'invalid_type' || !/^Invalid input: expected [^,]+, received undefined$/.test(issue.message)) return issue.message;
-  return path.length ? `${path.join('.')} is required` : 'a value is required';
+const KINDS: Record<string, string> = { string: 'text', number: 'a number', int: 'a whole number', boolean: 'true or false', array: 'a list', object: 'an object', date: 'a date' };
+const UNITS: Record<string, string> = { string: 'characters', array: 'items', set: 'items', file: 'bytes' };
+
+/**
+ * zod's default messages ("Invalid input: expected string, received undefined") in words a person
+ * reads on their own or next to the field ("name is required"); messages a schema set itself are kept.
+ */
+function plainMessage(i: { message: string; code: string; expected?: unknown; origin?: unknown; minimum?: unknown; maximum?: unknown; values?: unknown }, path: readonly (string | number)[]): string {
+  const m = i.message;
+  if (i.code === 'invalid_type' && m.startsWith('Invalid input')) {
+    if (m.endsWith('received undefined')) return path.length ? `${path.join('.')} is required` : 'a value is required';
+    return `Must be ${KINDS[String(i.expected)] ?? String(i.expected)}`;
+  }
+  if ((i.code === 'too_small' && m.startsWith('Too small')) || (i.code === 'too_big' && m.startsWith('Too big'))) {
+    const small = i.code === 'too_small';
+    const n = Number(small ? i.minimum : i.maximum);
+    const unit = UNITS[String(i.origin)];
+    if (small && n === 1 && unit) return i.origin === 'string' ? 'Must not be empty' : 'Give at least one';
+    return `Must be ${small ? 'at least' : 'at most'} ${String(n)}${unit ? ` ${unit}` : ''}`;
+  }
+  if (i.code === 'invalid_value' && m.startsWith('Invalid option') && Array.isArray(i.values)) return `Must be one of: ${i.values.map(String).join(', ')}`;
+  return m;
 }
 
 /**

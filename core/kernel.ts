@@ -245,7 +245,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     const m = router.match(path, method);
     return (m.pathAndMethod[0] ?? m.path[0])?.path.toString() ?? null;
   };
-  const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
+  const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, answered: (s, sec) => metrics.answered(s, sec), log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
   // Outermost, so the access log line and everything below run inside the request's span.
   if (tracingEnabled()) koa.use(traceRequests());
   if (observe) koa.use(observe);

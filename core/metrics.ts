@@ -65,6 +65,8 @@ export class Metrics {
   port?: number;
   private readonly series = new Map<string, Counter | Gauge | Histogram>();
 
+  private readonly answerListeners: ((status: number, seconds: number) => void)[] = [];
+
   /** HTTP requests being answered now: counted by core/access-log.ts, read by the gauge at scrape time (no series update per request). */
   requestsInFlight = 0;
 
@@ -149,6 +151,16 @@ export class Metrics {
   }
 
   // ----- instrumentation points (one call each) ------------------------------------------------
+
+  /** Calls `listener` with every HTTP answer's status and duration (also with METRICS_ENABLED=false): the console's time series (plugins/metrics-series). */
+  onRequest(listener: (status: number, seconds: number) => void): void {
+    this.answerListeners.push(listener);
+  }
+
+  /** An HTTP request was answered (core/access-log.ts). */
+  answered(status: number, seconds: number): void {
+    for (const l of this.answerListeners) l(status, seconds);
+  }
 
   /** A job run was claimed by a worker: counts it and its wait since it was queued. */
   jobStarted(run: RunTimes): void {

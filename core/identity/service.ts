@@ -208,6 +208,24 @@ export class IdentityService extends AuthenticationService {
     return items.map(apiKeyView);
   }
 
+  /** The e-mail of each of `ids` the actor administers (deleted users included: their keys stay listed as revoked). */
+  async userEmails(actor: Actor, ids: string[]): Promise<Map<string, string>> {
+    requireRole(actor, 'admin');
+    const valid = [...new Set(ids)].filter((id) => Types.ObjectId.isValid(id));
+    const users = await this.models.User.find({ _id: { $in: valid }, ...this.tenantScope(actor) }, { email: 1 }).lean();
+    return new Map(users.map((u) => [String(u._id), u.email]));
+  }
+
+  /**
+   * Whether `user` is the only active administrator of its tenant: a console offers no way to
+   * disable or delete such a user, since the tenant would have nobody left to administer it.
+   */
+  async isLastAdmin(user: { id: string; tenant_id: string; roles: readonly string[]; is_active?: boolean }): Promise<boolean> {
+    if (!user.roles.includes('admin') || user.is_active === false) return false;
+    const others = await this.models.User.countDocuments({ tenant_id: user.tenant_id, roles: 'admin', is_active: { $ne: false }, _id: { $ne: user.id }, ...LIVE });
+    return others === 0;
+  }
+
   /** Create an API key for a user the actor administers. The plain key is in this response only. */
   async createApiKey(actor: Actor, input: CreateApiKeyInput) {
     requireRole(actor, 'admin');
