@@ -10,6 +10,7 @@ import { paymentsPlugin } from '../plugins/payments/index.ts';
 import { privacyPlugin } from '../plugins/privacy/index.ts';
 import { webauthnPlugin } from '../plugins/webauthn/index.ts';
 import { adminConsolePlugin } from '../plugins/admin-console/index.ts';
+import { filesPlugin } from '../plugins/files/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -23,6 +24,7 @@ export const builtinPlugins = (): Plugin[] => [
   paymentsPlugin,
   privacyPlugin,
   webauthnPlugin,
+  filesPlugin,
   openapiPlugin,
   adminConsolePlugin,
 ];

@@ -1,0 +1,71 @@
+/** REST routes of the files plugin (besides list and get, which the files resource generates). */
+import type Koa from 'koa';
+import { z } from 'zod';
+import { defineRoute, type RouteDef } from '../../core/http/route.ts';
+import { AuthRequiredError } from '../../core/errors.ts';
+import type { FilesService } from './service.ts';
+import { INLINE_TYPES } from './service.ts';
+import { readMultipart } from './multipart.ts';
+import { contentQuery, fileIdParams, signedUrlView } from './schemas.ts';
+
+const origin = (ctx: Koa.Context) => ctx.origin;
+
+export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType): RouteDef[] {
+  const doc = z.lazy(fileSchema);
+  return [
+    defineRoute({
+      method: 'POST', path: '/files', tags: ['files'], status: 201, response: doc,
+      summary: 'Upload one file (multipart/form-data: a file part, optional `metadata` JSON field), streamed to storage',
+      docs: { errors: [413, 415], mediaTypes: ['application/json'] },
+      handler: async ({ actor, ctx }) => {
+        const { result, fields } = await readMultipart(ctx.req, (part) => svc.store(actor!, part.stream, { filename: part.filename, declared_type: part.mime_type }));
+        return svc.finish(result, fields.metadata);
+      },
+    }),
+    defineRoute({
+      method: 'GET', path: '/files/:id/content', auth: 'public', tags: ['files'], params: fileIdParams, query: contentQuery,
+      summary: 'The bytes of a ready file (Range, ETag / If-None-Match); with `expires` and `signature` no credential is needed',
+      docs: {
+        mediaTypes: ['application/octet-stream'], errors: [304, 403, 404, 409, 416],
+        headers: { Range: { description: 'One `bytes=` range (206)' }, 'If-None-Match': { description: 'The ETag (sha256) of a copy held (304)' } },
+        responseHeaders: { ETag: 'The sha256 of the content, quoted', 'Content-Disposition': 'attachment, or inline for raster images', 'Accept-Ranges': 'bytes' },
+      },
+      handler: async ({ actor, params, query, ctx }) => {
+        const signed = query.signature !== undefined || query.expires !== undefined;
+        if (!signed && !actor) throw new AuthRequiredError();
+        const who = signed ? { signed: { expires: query.expires ?? '', signature: query.signature ?? '' } } : { actor: actor! };
+        const c = await svc.content(who, params.id, { range: ctx.get('Range') || null, ifNoneMatch: ctx.get('If-None-Match') || null });
+        const type = String(c.file.content_type);
+        ctx.set('X-Content-Type-Options', 'nosniff');
+        ctx.set('ETag', c.etag);
+        ctx.set('Accept-Ranges', 'bytes');
+        ctx.set('Cache-Control', signed ? 'private, max-age=60' : 'private, no-cache');
+        if (!c.body) {
+          ctx.status = 304;
+          ctx.body = null;
+          return undefined;
+        }
+        ctx.attachment(String(c.file.filename), { type: INLINE_TYPES.has(type) ? 'inline' : 'attachment' });
+        ctx.type = type;
+        // Only raster images render inline; anything else the browser is told not to run.
+        if (!INLINE_TYPES.has(type)) ctx.set('Content-Security-Policy', "default-src 'none'; sandbox");
+        ctx.status = c.range ? 206 : 200;
+        if (c.range) ctx.set('Content-Range', `bytes ${c.range.start}-${c.range.end}/${c.size}`);
+        ctx.body = c.body;
+        ctx.length = c.range ? c.range.end - c.range.start + 1 : c.size;
+        return undefined;
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/files/:id/signed-url', tags: ['files'], params: fileIdParams, response: signedUrlView,
+      summary: 'A URL serving the file without credentials until it expires (FILES_SIGNED_URL_TTL_SECONDS)',
+      handler: ({ actor, params, ctx }) => svc.signedUrl(actor!, params.id, origin(ctx)),
+    }),
+    defineRoute({
+      method: 'DELETE', path: '/files/:id', tags: ['files'], params: fileIdParams, response: doc,
+      summary: 'Soft-delete a file (status `deleted`); its bytes are purged after FILES_PURGE_AFTER_DAYS',
+      docs: { headers: { 'If-Match': { description: 'ETag of the record (from GET /files/{id})', required: true } }, errors: [412, 428] },
+      handler: ({ actor, params, ctx }) => svc.remove(actor!, params.id, ctx.get('If-Match') || null),
+    }),
+  ];
+}
