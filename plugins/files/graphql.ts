@@ -6,6 +6,7 @@
 import type { Builder } from '../../core/graphql.ts';
 import { requireUser } from '../../core/graphql.ts';
 import type { FilesService } from './service.ts';
+import { originOf } from './routes.ts';
 
 export function filesGraphql(builder: Builder, svc: FilesService) {
   const File = 'File' as never;
@@ -15,7 +16,7 @@ export function filesGraphql(builder: Builder, svc: FilesService) {
       description: 'A signed download URL (expires after FILES_SIGNED_URL_TTL_SECONDS); null unless the file is ready',
       resolve: async (f: { _id: unknown; status?: unknown }, _a, ctx) => {
         if (f.status !== 'ready') return null;
-        return (await svc.signedUrl(requireUser(ctx), String(f._id), ctx.koa?.origin ?? '')).url;
+        return (await svc.signedUrl(requireUser(ctx), String(f._id), ctx.koa ? originOf(ctx.koa) : '')).url;
       },
     }) as never,
   );

@@ -8,7 +8,8 @@ import { INLINE_TYPES } from './service.ts';
 import { readMultipart } from './multipart.ts';
 import { contentQuery, fileIdParams, signedUrlView } from './schemas.ts';
 
-const origin = (ctx: Koa.Context) => ctx.origin;
+/** The server's own origin as the client reached it (`X-Forwarded-*` only with `TRUST_PROXY`). */
+export const originOf = (ctx: Koa.Context) => `${ctx.protocol}://${ctx.host}`;
 
 export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType): RouteDef[] {
   const doc = z.lazy(fileSchema);
@@ -59,7 +60,7 @@ export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType): Rout
     defineRoute({
       method: 'POST', path: '/files/:id/signed-url', tags: ['files'], params: fileIdParams, response: signedUrlView,
       summary: 'A URL serving the file without credentials until it expires (FILES_SIGNED_URL_TTL_SECONDS)',
-      handler: ({ actor, params, ctx }) => svc.signedUrl(actor!, params.id, origin(ctx)),
+      handler: ({ actor, params, ctx }) => svc.signedUrl(actor!, params.id, originOf(ctx)),
     }),
     defineRoute({
       method: 'DELETE', path: '/files/:id', tags: ['files'], params: fileIdParams, response: doc,
