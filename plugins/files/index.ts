@@ -2,7 +2,9 @@ import { definePlugin } from '../../core/plugin.ts';
 import { PluginError } from '../../core/plugin.ts';
 // Types only: the declaration merging that gives `services.get('resources')` its type.
 import type {} from '../resources/index.ts';
-import { fileSchema, fileUsageModel } from './model.ts';
+import { fileSchema, fileUploadModel, fileUsageModel } from './model.ts';
+import { tusUploads } from './tus.ts';
+import { MongoTusStore } from './tus-store.ts';
 import { fileEventTypes } from './schemas.ts';
 import { fileRoutes } from './routes.ts';
 import { filesGraphql } from './graphql.ts';
@@ -69,8 +71,17 @@ export const filesPlugin = definePlugin({
       signingKey: signingKey(config.FILES_SIGNED_URL_SECRET, config.TOKEN_SECRET),
       signedUrlTtlSeconds: config.FILES_SIGNED_URL_TTL_SECONDS,
     });
+    const tus = tusUploads(svc, new MongoTusStore(db, fileUploadModel(db) as never, config.FILES_UPLOAD_EXPIRY_HOURS * 3_600_000), { maxBytes: config.FILES_MAX_BYTES });
     return {
-      routes: fileRoutes(svc, () => resources.documentSchema('files')),
+      routes: fileRoutes(svc, () => resources.documentSchema('files'), tus),
+      jobs: [
+        {
+          name: 'files_cleanup_uploads',
+          description: 'Removes resumable uploads not finished within FILES_UPLOAD_EXPIRY_HOURS, with their stored parts',
+          timeout: 600,
+          run: async () => ({ removed: await tus.cleanUpExpired() }),
+        },
+      ],
       graphql: (builder) => filesGraphql(builder, svc),
       eventTypes: fileEventTypes(),
       // Adapter plugins register in their own setup, which may run after this one.

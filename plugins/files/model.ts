@@ -28,3 +28,20 @@ fileSchema.index({ tenant_id: 1, status: 1, created_at: -1 });
  */
 const usageSchema = new Schema({ _id: { type: String }, used: { type: Number, default: 0 } }, { versionKey: false });
 export const fileUsageModel = (conn: Connection) => modelOn(conn, 'FileUsage', usageSchema, 'file_usage');
+
+/** A resumable (tus) upload in progress; its bytes are parts in the GridFS bucket `file_upload_parts`. */
+const uploadSchema = new Schema(
+  {
+    _id: { type: String },
+    tenant_id: { type: String, required: true },
+    actor_id: { type: String, required: true },
+    size: { type: Number, default: null },
+    offset: { type: Number, default: 0 },
+    metadata: { type: Schema.Types.Mixed, default: {} },
+    created_at: { type: Date, required: true },
+  },
+  { versionKey: false, minimize: false },
+);
+uploadSchema.index({ created_at: 1 });
+uploadSchema.index({ tenant_id: 1, _id: 1 });
+export const fileUploadModel = (conn: Connection) => modelOn(conn, 'FileUpload', uploadSchema, 'file_uploads');

@@ -6,14 +6,38 @@ import { AuthRequiredError } from '../../core/errors.ts';
 import type { FilesService } from './service.ts';
 import { INLINE_TYPES } from './service.ts';
 import { readMultipart } from './multipart.ts';
+import { TUS_PATH, type tusUploads } from './tus.ts';
+import type { Actor } from '../../core/context.ts';
 import { contentQuery, fileIdParams, signedUrlView } from './schemas.ts';
 
 /** The server's own origin as the client reached it (`X-Forwarded-*` only with `TRUST_PROXY`). */
 export const originOf = (ctx: Koa.Context) => `${ctx.protocol}://${ctx.host}`;
 
-export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType): RouteDef[] {
+type TusUploads = ReturnType<typeof tusUploads>;
+
+const uploadParams = z.object({ id: z.string().max(64).describe('Upload id (from the Location of POST /files/uploads)') });
+
+/** The tus 1.0 routes: the tus server answers on the raw response (`Tus-Resumable`, `Upload-Offset`, ...). */
+function tusRoutes(tus: TusUploads): RouteDef[] {
+  const docs = { mediaTypes: ['application/offset+octet-stream'], errors: [404, 409, 413, 415, 460] };
+  const pass = (id: string | null) => async ({ actor, ctx }: { actor: Actor | null; ctx: Koa.Context }) => {
+    await tus.handle(actor!, id, ctx.req, ctx.res, () => {
+      ctx.respond = false;
+    });
+    return undefined;
+  };
+  return [
+    defineRoute({ method: 'POST', path: TUS_PATH, tags: ['files'], docs, summary: 'tus: create a resumable upload (Upload-Length, Upload-Metadata filename/filetype/metadata)', handler: (a) => pass(null)(a) }),
+    defineRoute({ method: 'GET', path: `${TUS_PATH}/:id`, tags: ['files'], params: uploadParams, docs, summary: 'tus: HEAD answers the stored offset (Upload-Offset) to resume from', handler: (a) => pass(a.params.id)(a) }),
+    defineRoute({ method: 'PATCH', path: `${TUS_PATH}/:id`, tags: ['files'], params: uploadParams, docs, summary: 'tus: append bytes at Upload-Offset; the last one makes the file (Upload-File-Id)', handler: (a) => pass(a.params.id)(a) }),
+    defineRoute({ method: 'DELETE', path: `${TUS_PATH}/:id`, tags: ['files'], params: uploadParams, docs, summary: 'tus: abandon an upload and its parts', handler: (a) => pass(a.params.id)(a) }),
+  ];
+}
+
+export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType, tus: TusUploads): RouteDef[] {
   const doc = z.lazy(fileSchema);
   return [
+    ...tusRoutes(tus),
     defineRoute({
       method: 'POST', path: '/files', tags: ['files'], status: 201, response: doc,
       summary: 'Upload one file (multipart/form-data: a file part, optional `metadata` JSON field), streamed to storage',

@@ -8,7 +8,7 @@ import { isSystemActor, requestOf, writeTenantId, type Actor } from '../../core/
 import type { Doc } from '../../core/hooks.ts';
 // Types only: the files resource is registered through the `resources` service.
 import type { ResourceService } from '../resources/index.ts';
-import { normaliseType, overQuota, UploadInspector } from './inspect.ts';
+import { normaliseType, overQuota, tooLarge, UploadInspector } from './inspect.ts';
 import { sign, verify } from './signing.ts';
 import type { ByteRange, StorageAdapter, StorageRegistry } from './storage.ts';
 import type { FileStatus } from './model.ts';
@@ -80,6 +80,19 @@ export class FilesService {
   /** Bytes of live files of the tenant. */
   async usage(tenantId: string): Promise<number> {
     return (await this.deps.usage.findById(tenantId).lean())?.used ?? 0;
+  }
+
+  /**
+   * Refuses an upload of `size` bytes the tenant's quota cannot hold (a declared length: the bytes
+   * are counted again when they are stored).
+   * @throws AppError 413 PAYLOAD_TOO_LARGE with `quota` and `usage`, or with `max_bytes`
+   */
+  async checkQuota(tenantId: string, size: number): Promise<void> {
+    if (size > this.settings.maxBytes) throw tooLarge(this.settings.maxBytes);
+    const quota = this.settings.quota;
+    if (!quota) return;
+    const usage = await this.usage(tenantId);
+    if (usage + size > quota) throw overQuota(quota, usage);
   }
 
   /**
