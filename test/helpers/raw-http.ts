@@ -52,7 +52,7 @@ export function rawExchange(port: number, send: (write: (chunk: string | Buffer)
       resolve({ responses: parseResponses(data), closed, error, timedOut });
     };
     const timer = setTimeout(() => finish(false, true), timeoutMs);
-    socket.on('data', (d) => {
+    socket.on('data', (d: Buffer) => {
       data = Buffer.concat([data, d]);
       if (parseResponses(data).length >= want) finish(false);
     });
