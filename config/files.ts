@@ -55,6 +55,14 @@ export const filesSettings = {
   FILES_SIGNED_URL_TTL_SECONDS: int(900, 1),
   /** A resumable (tus) upload not finished within this many hours expires and its parts are removed. @default 24 */
   FILES_UPLOAD_EXPIRY_HOURS: z.coerce.number().positive().default(24),
+  /**
+   * Sizes an on-demand image transform may ask for (`?w=&h=` of `GET /files/{id}/content`),
+   * comma-separated `<width>x<height>`, 0 = that side follows the aspect ratio. Empty = no
+   * transforms. @example 200x200,800x0
+   */
+  FILES_TRANSFORM_ALLOWED: csv,
+  /** Largest image (width × height) decoded for a transform; larger ones are refused (413) before decoding. @default 40000000 */
+  FILES_MAX_PIXELS: int(40_000_000, 1),
   /** Days after a soft delete before the purge job removes a file's bytes. @default 30 */
   FILES_PURGE_AFTER_DAYS: int(30, 1),
 };

@@ -70,6 +70,8 @@ export const filesPlugin = definePlugin({
       allowed: config.FILES_ALLOWED_TYPES,
       signingKey: signingKey(config.FILES_SIGNED_URL_SECRET, config.TOKEN_SECRET),
       signedUrlTtlSeconds: config.FILES_SIGNED_URL_TTL_SECONDS,
+      transformAllowed: config.FILES_TRANSFORM_ALLOWED,
+      maxPixels: config.FILES_MAX_PIXELS,
     });
     const tus = tusUploads(svc, new MongoTusStore(db, fileUploadModel(db) as never, config.FILES_UPLOAD_EXPIRY_HOURS * 3_600_000), { maxBytes: config.FILES_MAX_BYTES });
     return {

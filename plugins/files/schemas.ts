@@ -8,6 +8,10 @@ export const contentQuery = z
   .object({
     expires: z.string().max(16).optional().describe('Unix time the signed URL expires at (with `signature`)'),
     signature: z.string().max(128).optional().describe('HMAC of a signed URL (`POST /files/{id}/signed-url`)'),
+    w: z.string().max(6).optional().describe('Image transform: width (a size of FILES_TRANSFORM_ALLOWED)'),
+    h: z.string().max(6).optional().describe('Image transform: height'),
+    fit: z.string().max(10).optional().describe('Image transform: cover (default), contain, fill, inside, outside'),
+    format: z.string().max(5).optional().describe('Image transform: webp, jpeg, png, avif (default: the original\'s, else jpeg)'),
   })
   .strict();
 

@@ -10,6 +10,7 @@ import type { Doc } from '../../core/hooks.ts';
 import type { ResourceService } from '../resources/index.ts';
 import { normaliseType, overQuota, tooLarge, UploadInspector } from './inspect.ts';
 import { sign, verify } from './signing.ts';
+import { parseTransform, render, TRANSFORMABLE, variantName, type Transform } from './images.ts';
 import type { ByteRange, StorageAdapter, StorageRegistry } from './storage.ts';
 import type { FileStatus } from './model.ts';
 
@@ -21,6 +22,22 @@ export interface FilesSettings {
   allowed: readonly string[];
   signingKey: Buffer;
   signedUrlTtlSeconds: number;
+  /** `FILES_TRANSFORM_ALLOWED` (`<w>x<h>` entries). */
+  transformAllowed: readonly string[];
+  maxPixels: number;
+}
+
+/** The transform parameters of a download (`w`, `h`, `fit`, `format`). */
+export type TransformQuery = { w?: string | undefined; h?: string | undefined; fit?: string | undefined; format?: string | undefined };
+
+/** A stored variant, as `variants.<name>` records it. */
+interface Variant {
+  width: number | null;
+  height: number | null;
+  fit: string;
+  format: string;
+  size: number;
+  sha256: string;
 }
 
 export interface FilesDeps {
@@ -46,6 +63,8 @@ export interface FileContent {
   file: Doc;
   etag: string;
   size: number;
+  /** The type of what is sent: the file's, or the variant's. */
+  content_type: string;
   /** The range served (206), or null for the whole file. */
   range: ByteRange | null;
   body: Readable | null;
@@ -202,22 +221,49 @@ export class FilesService {
    * of an actor.
    * @throws AppError 403 for a bad or expired signature; 416 for a range past the end
    */
-  async content(who: { actor: Actor } | { signed: { expires: string; signature: string } }, id: string, opts: { range: string | null; ifNoneMatch: string | null }): Promise<FileContent> {
+  async content(
+    who: { actor: Actor } | { signed: { expires: string; signature: string } },
+    id: string,
+    opts: { range: string | null; ifNoneMatch: string | null; transform?: TransformQuery },
+  ): Promise<FileContent> {
     let file: Doc;
     if ('actor' in who) file = await this.readable(who.actor, id);
     else {
       if (!verify(this.settings.signingKey, id, who.signed.expires, who.signed.signature)) throw new AppError(403, ErrorCode.ACCESS_DENIED, 'The signed URL is invalid or has expired');
       file = await this.byId(id);
     }
-    const etag = `"${String(file.sha256)}"`;
-    const size = file.size as number;
-    if (opts.ifNoneMatch && opts.ifNoneMatch.split(',').some((t) => t.trim() === etag || t.trim() === `W/${etag}` || t.trim() === '*')) {
-      return { file, etag, size, range: null, body: null };
+    let etag = `"${String(file.sha256)}"`;
+    let size = file.size as number;
+    let contentType = String(file.content_type);
+    let key = FilesService.key(String(file.tenant_id), String(file._id));
+    const t = opts.transform ? parseTransform(opts.transform, this.settings.transformAllowed, contentType) : null;
+    if (t) {
+      if (!TRANSFORMABLE.has(contentType)) throw new AppError(415, ErrorCode.UNSUPPORTED_MEDIA_TYPE, `Files of type ${contentType} cannot be transformed`, { content_type: contentType });
+      const name = variantName(t);
+      const v = ((file.variants as Record<string, Variant> | undefined) ?? {})[name] ?? (await this.makeVariant(file, key, name, t));
+      key = `${key}/${name}`;
+      etag = `"${v.sha256}"`;
+      size = v.size;
+      contentType = `image/${t.format}`;
+    }
+    if (opts.ifNoneMatch && opts.ifNoneMatch.split(',').some((x) => x.trim() === etag || x.trim() === `W/${etag}` || x.trim() === '*')) {
+      return { file, etag, size, content_type: contentType, range: null, body: null };
     }
     const range = opts.range ? parseRange(opts.range, size) : null;
-    const key = FilesService.key(String(file.tenant_id), String(file._id));
     const body = await this.deps.storage.get(file.storage as string).get(key, range ?? undefined);
-    return { file, etag, size, range, body };
+    return { file, etag, size, content_type: contentType, range, body };
+  }
+
+  /** Renders a variant from the stored original, stores it beside it and records it on the file (once; later reads use it). */
+  private async makeVariant(file: Doc, key: string, name: string, t: Transform): Promise<Variant> {
+    const adapter = this.deps.storage.get(file.storage as string);
+    const { output, done } = render(await adapter.get(key), t, this.settings.maxPixels);
+    await adapter.put(`${key}/${name}`, output, { content_type: `image/${t.format}` });
+    const { size, sha256 } = await done;
+    const v: Variant = { width: t.width, height: t.height, fit: t.fit, format: t.format, size, sha256 };
+    // Derived data, not a change of the file: no version, no event.
+    await this.deps.resource.model.collection.updateOne({ _id: file._id as Types.ObjectId }, { $set: { [`variants.${name}`]: v } });
+    return v;
   }
 
   /** `{url, expires_at}` of a signed download URL (`base` is the server's origin). */
