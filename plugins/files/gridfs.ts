@@ -34,6 +34,15 @@ export function gridfsAdapter(conn: Connection, bucketName = 'files'): StorageAd
       const [f] = await ids(key);
       return f ? { size: Number(f.length) } : null;
     },
+    async sweepIncomplete(before: Date) {
+      // Chunks are written before their files document: chunks without one, older than `before`, are a dead upload's.
+      const chunks = conn.db!.collection(`${bucketName}.chunks`);
+      const ids = await chunks.distinct('files_id', { _id: { $lt: mongo.ObjectId.createFromTime(Math.floor(before.getTime() / 1000)) } });
+      const live = new Set((await conn.db!.collection(`${bucketName}.files`).find({ _id: { $in: ids } }, { projection: { _id: 1 } }).toArray()).map((f) => String(f._id)));
+      const dead = ids.filter((id) => !live.has(String(id)));
+      if (dead.length) await chunks.deleteMany({ files_id: { $in: dead } });
+      return dead.length;
+    },
     async *keys(prefix: string) {
       const escaped = prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
       for await (const f of bucket().find({ filename: { $regex: `^${escaped}` } }, { projection: { filename: 1 } })) yield f.filename;

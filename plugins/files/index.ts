@@ -4,6 +4,7 @@ import { PluginError } from '../../core/plugin.ts';
 import type {} from '../resources/index.ts';
 import { fileSchema, fileUploadModel, fileUsageModel } from './model.ts';
 import { tusUploads } from './tus.ts';
+import { purgeFiles } from './purge.ts';
 import { MongoTusStore } from './tus-store.ts';
 import { fileEventTypes } from './schemas.ts';
 import { fileRoutes } from './routes.ts';
@@ -82,6 +83,12 @@ export const filesPlugin = definePlugin({
           description: 'Removes resumable uploads not finished within FILES_UPLOAD_EXPIRY_HOURS, with their stored parts',
           timeout: 600,
           run: async () => ({ removed: await tus.cleanUpExpired() }),
+        },
+        {
+          name: 'files_purge',
+          description: 'Removes the bytes of files deleted more than FILES_PURGE_AFTER_DAYS ago, uploads a dead process left unfinished, stored bytes without a record; deletes records whose bytes are gone',
+          timeout: 3600,
+          run: () => purgeFiles(svc, storage, { purgeAfterDays: config.FILES_PURGE_AFTER_DAYS, staleUploadHours: config.FILES_UPLOAD_EXPIRY_HOURS }),
         },
       ],
       graphql: (builder) => filesGraphql(builder, svc),

@@ -4,7 +4,7 @@ import { AppError, ConflictError, DomainErrorCode, ErrorCode, EtagMismatchError,
 import type { EventLog } from '../../core/events/index.ts';
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import { etagOf, parseIfMatch } from '../../core/etag.ts';
-import { isSystemActor, requestOf, writeTenantId, type Actor } from '../../core/context.ts';
+import { isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 // Types only: the files resource is registered through the `resources` service.
 import type { ResourceService } from '../resources/index.ts';
@@ -283,6 +283,25 @@ export class FilesService {
     const scope = svc.scope(actor);
     const old = await svc.findOwned(id, scope);
     if (!parseIfMatch(ifMatch).includes(etagOf(old.version))) throw new EtagMismatchError();
+    const doc = await this.softDelete(old, scope, actor);
+    if (!doc) throw await svc.lostRace(id, scope);
+    return svc.view(doc);
+  }
+
+  /** The files collection, for the purge job. */
+  collection() {
+    return this.deps.resource.model.collection;
+  }
+
+  /** Deletes a file as the system (its bytes are gone); false when another write won. */
+  async markDeleted(id: string): Promise<boolean> {
+    const old = (await this.collection().findOne({ _id: new Types.ObjectId(id) })) as Doc | null;
+    return !!old && !!(await this.softDelete(old, {}, systemActor(old.tenant_id ? String(old.tenant_id) : null)));
+  }
+
+  /** Soft delete of `old` at its version, staging `file.deleted`; gives its bytes back to the quota. */
+  private async softDelete(old: Doc, scope: Doc, actor: Actor): Promise<Doc | null> {
+    const svc = this.deps.resource;
     const now = new Date();
     const by = this.actorId(actor);
     const tenantId = old.tenant_id ? String(old.tenant_id) : null;
@@ -292,10 +311,10 @@ export class FilesService {
       { $set: { status: 'deleted', is_deleted: true, deleted_at: now, deleted_by: by, updated_at: now, updated_by: by, [OUTBOX_FIELD]: this.deps.events.outbox.update(svc.source, old, entry) }, $inc: { version: 1 } },
       { returnDocument: 'after' },
     )) as Doc | null;
-    if (!doc) throw await svc.lostRace(id, scope);
+    if (!doc) return null;
     await svc.committed(doc);
     if (old.status === 'ready' && tenantId) await this.deps.usage.collection.updateOne({ _id: tenantId as never }, { $inc: { used: -(old.size as number) } });
-    return svc.view(doc);
+    return doc;
   }
 
   private actorId(actor: Actor): Types.ObjectId | null {

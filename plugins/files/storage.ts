@@ -29,6 +29,11 @@ export interface StorageAdapter {
   stat(key: string): Promise<{ size: number } | null>;
   /** Every stored key starting with `prefix` (the orphan sweep compares them with the records). */
   keys?(prefix: string): AsyncIterable<string>;
+  /**
+   * Removes bytes of stores that never completed before `before` (a process killed mid-upload),
+   * for stores that can leave such bytes behind; resolves to how many stores it removed.
+   */
+  sweepIncomplete?(before: Date): Promise<number>;
   /** A URL of the storage service itself that serves `key` without credentials until `expires_in` seconds pass. */
   presign?(key: string, opts: { expires_in: number; filename: string; content_type: string }): Promise<string>;
 }
