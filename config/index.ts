@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { filesSettings } from './files.ts';
 
 /**
  * The placeholder `CURSOR_HMAC_SECRET` earlier versions shipped as a default. It is public (anyone
@@ -377,6 +378,9 @@ export const configSchema = z.object({
   PRIVACY_ERASURE_LEASE_SECONDS: int(300, 1),
   /** Allowed consent purposes, comma-separated; empty = any well-formed purpose. @default '' */
   PRIVACY_CONSENT_PURPOSES: csv,
+
+  // --- files (config/files.ts) ---
+  ...filesSettings,
 
   /** Extra plugin modules (paths or package names), comma-separated; each exports a plugin object. */
   PLUGINS: csv,

@@ -11,6 +11,7 @@ import { privacyPlugin } from '../plugins/privacy/index.ts';
 import { webauthnPlugin } from '../plugins/webauthn/index.ts';
 import { adminConsolePlugin } from '../plugins/admin-console/index.ts';
 import { metricsSeriesPlugin } from '../plugins/metrics-series/index.ts';
+import { filesPlugin } from '../plugins/files/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -24,6 +25,7 @@ export const builtinPlugins = (): Plugin[] => [
   paymentsPlugin,
   privacyPlugin,
   webauthnPlugin,
+  filesPlugin,
   openapiPlugin,
   adminConsolePlugin,
   metricsSeriesPlugin,

@@ -226,6 +226,7 @@ export const DomainErrorCode = {
   PASSKEY_CLONE_DETECTED: 'PASSKEY_CLONE_DETECTED',
   REFUND_EXCEEDS_CAPTURED: 'REFUND_EXCEEDS_CAPTURED',
   PROVIDER_ERROR: 'PROVIDER_ERROR',
+  RANGE_NOT_SATISFIABLE: 'RANGE_NOT_SATISFIABLE',
 } as const;
 export type DomainErrorCode = (typeof DomainErrorCode)[keyof typeof DomainErrorCode];
 
@@ -275,9 +276,13 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
     description: 'A stream resumed from an event older than the event log keeps.',
   },
   ETAG_MISMATCH: { example: new EtagMismatchError(), description: '`If-Match` does not match the current revision.' },
-  PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`.' },
+  PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`; an uploaded file above `FILES_MAX_BYTES` or over its tenant\'s quota.' },
   URI_TOO_LONG: { example: new AppError(414, ErrorCode.URI_TOO_LONG, 'Request URL is too long'), description: 'The request target is above `MAX_URL_LENGTH`.' },
-  UNSUPPORTED_MEDIA_TYPE: { example: new UnsupportedMediaTypeError('Unsupported content type'), description: 'A non-empty body that is not JSON.' },
+  UNSUPPORTED_MEDIA_TYPE: { example: new UnsupportedMediaTypeError('Unsupported content type'), description: 'A non-empty body that is not JSON; an uploaded file whose bytes disagree with its declared type or whose type is not allowed.' },
+  RANGE_NOT_SATISFIABLE: {
+    example: new AppError(416, DomainErrorCode.RANGE_NOT_SATISFIABLE, "The range bytes=900- is outside the file's 100 bytes", { size: 100 }),
+    description: 'A file download whose `Range` starts past the end (`Content-Range: bytes */<size>`).',
+  },
   VALIDATION_ERROR: {
     example: new ValidationError([{ loc: ['body', 'email'], msg: 'Invalid email address', type: 'invalid_format' }]),
     description: 'Schema or domain validation failed (`details.errors` lists every problem).',
