@@ -52,9 +52,10 @@ const RULES: OutboxRule[] = [
     writers: ['plugins/privacy/erasure.ts', 'plugins/privacy/erasure-run.ts', 'plugins/privacy/index.ts'],
   },
   {
-    // Every resource's collection: written by the resources plugin, and the payments resource by the payments store.
-    collections: ['payments'], schemaFile: 'plugins/resources/define.ts', factories: [], accessors: ['resource.model', 'payments.model', 'store.model', 'svc.model', 'child.model', 'plain'],
-    writers: ['plugins/resources/', 'plugins/payments/store.ts', 'plugins/payments/payouts.ts'],
+    // Every resource's collection: written by the resources plugin, the payments resource by the payments
+    // store, and the files resource (list and get generated, no generated writes) by the files service.
+    collections: ['payments', 'files'], schemaFile: 'plugins/resources/define.ts', factories: [], accessors: ['resource.model', 'payments.model', 'store.model', 'svc.model', 'child.model', 'plain'],
+    writers: ['plugins/resources/', 'plugins/payments/store.ts', 'plugins/payments/payouts.ts', 'plugins/files/service.ts'],
     exceptions: { 'plugins/payments/refunds.ts': 'releases a refund reservation: bookkeeping counters of the payment, no transition and no event of its own' },
   },
 ];
