@@ -6,8 +6,9 @@ import { describe, expect, it } from 'vitest';
 /**
  * No import cycles among the production files: core/, plugins/, config/, scripts/, server.ts,
  * index.ts, testing.ts, and the console's own app in admin-console/src. Every edge counts: static
- * imports, `import type`, re-exports (`export … from`) and dynamic `import()`, read with
- * `ts.preProcessFile` (the compiler's own scanner, so a string in a comment is no edge). A
+ * imports, `import type`, re-exports (`export … from`), dynamic `import()` and `declare module`
+ * augmentations, read with `ts.preProcessFile` (the compiler's own scanner, so a string in a
+ * comment is no edge). A
  * type-only cycle counts too: it vanishes at run time, but a reader still cannot understand one
  * file without the other, and it is the first step to a value cycle (whose module sees the other
  * half as `undefined` at load time). Types two files share live in a file of their own.
@@ -124,15 +125,17 @@ describe('import cycle detector', () => {
     'b/three.ts': "export type Three = 3;\nexport const load = () => import('../a/one.js');",
     'c/alone.ts': "// import { one } from '../a/one.js';\nimport { z } from 'zod';\nexport const alone = z;",
     'c/self.ts': "export { self } from './self.ts';",
+    'd/augment.ts': "declare module '../a/two.ts' {\n  interface Extra { d: true }\n}\nexport {};",
   };
   const graph = importGraph(Object.keys(sources), (f) => sources[f]!);
 
-  it('reads type imports, re-exports, dynamic imports and index files, not comments or packages', () => {
+  it('reads type imports, re-exports, dynamic imports, augmentations and index files, not comments or packages', () => {
     expect(graph.get('a/one.ts')).toEqual(['a/two.ts']);
     expect(graph.get('a/two.ts')).toEqual(['b/index.ts']);
     expect(graph.get('b/index.ts')).toEqual(['b/three.ts']);
     expect(graph.get('b/three.ts')).toEqual(['a/one.ts']);
     expect(graph.get('c/alone.ts')).toEqual([]);
+    expect(graph.get('d/augment.ts')).toEqual(['a/two.ts']);
   });
 
   it('finds the planted cycle through all four kinds of edge, and a self-import', () => {
