@@ -28,7 +28,7 @@ import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import { createIdempotency, type Idempotency } from './idempotency/index.ts';
 import type { CommandStartedEvent } from 'mongodb';
-import { Metrics } from './metrics.ts';
+import { Metrics, observeGraphQL, observeMongo } from './metrics-wiring.ts';
 import { observeRequests, setRoute } from './access-log.ts';
 import { accessWriter, OperationGuards } from './guards.ts';
 import { listenMetrics, metricsRoute } from './metrics-http.ts';
@@ -128,7 +128,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const metrics = new Metrics({ defaultMetrics: config.METRICS_ENABLED });
   const db = await openDatabase(config, log, {
     ...(opts.onDatabaseCommand ? { onCommand: opts.onDatabaseCommand } : {}),
-    ...(config.METRICS_ENABLED ? { observe: metrics.mongoObserver() } : {}),
+    ...(config.METRICS_ENABLED ? { observe: observeMongo(metrics) } : {}),
   });
   const hooks = new HookBus(log);
   const services = new ServiceRegistry();
@@ -411,7 +411,7 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, me
   return createYoga<Record<string, unknown>>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [metrics.graphqlPlugin()] : []), ...(tracingEnabled() ? [traceGraphQL()] : []), sharing],
+    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [observeGraphQL(metrics)] : []), ...(tracingEnabled() ? [traceGraphQL()] : []), sharing],
     graphiql: config.NODE_ENV !== 'production',
     // GraphiQL from the package, its parts served by us (Yoga's default loads it from a public CDN, a blank page offline).
     renderGraphiQL: renderGraphiQLPage,

@@ -1,7 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type CounterConfiguration, type GaugeConfiguration, type HistogramConfiguration } from 'prom-client';
 import type { Model } from 'mongoose';
-import { observeMongo, type MongoObserver } from './metrics-mongo.ts';
-import { observeGraphQL } from './metrics-graphql.ts';
 
 declare module './services.ts' {
   interface Services {
@@ -253,15 +251,5 @@ export class Metrics {
         for (const [consumer, ms] of Object.entries(out)) this.set({ consumer }, seconds(ms));
       },
     });
-  }
-
-  /** Connection pool and command durations of the app's MongoDB client (core/metrics-mongo.ts): its options, then its events. */
-  mongoObserver(): MongoObserver {
-    return observeMongo(this);
-  }
-
-  /** The Yoga plugin counting operations, errors and limit refusals (core/metrics-graphql.ts). */
-  graphqlPlugin() {
-    return observeGraphQL(this);
   }
 }

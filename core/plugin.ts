@@ -18,10 +18,7 @@ import type { EventTypeDefinition } from './events/catalogue.ts';
  */
 export type HealthCheck = () => Promise<unknown> | unknown;
 
-/** Start-up failure caused by the plugin list (missing dependency, cycle, bad options, duplicate health check...). */
-export class PluginError extends Error {
-  override name = 'PluginError';
-}
+export { PluginError } from './plugin-error.ts';
 
 /**
  * A job function a plugin offers to the jobs plugin. The jobs plugin registers
@@ -70,17 +67,7 @@ export interface JobRunContext {
   progress(current: number, total?: number | null, message?: string | null): void | Promise<void>;
 }
 
-/**
- * What the jobs plugin offers other plugins, as `services.maybe('jobs')` (absent when
- * `JOBS_ENABLED` is off: run the work inline then).
- */
-export interface JobRunner {
-  /**
-   * Queue a run of a registered job as `actor`. Resolves once the run document exists (`pending`).
-   * @throws NotFoundError for an unknown job, ValidationError when params fail its schema.
-   */
-  trigger(name: string, params: Record<string, unknown>, opts: { actor: Actor; tenant_id?: string | null }): Promise<{ run_id: string; status: string }>;
-}
+export type { JobRunner } from './job-runner.ts';
 
 /**
  * Personal data a plugin stores, declared so the privacy plugin can export and depersonalize it

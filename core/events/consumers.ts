@@ -1,6 +1,6 @@
 import type { Model } from 'mongoose';
 import type { Logger } from '../logger.ts';
-import type { EventDoc } from './relay.ts';
+import type { EventDoc } from './types.ts';
 
 /**
  * A durable consumer of the event log, declared by a plugin (`eventConsumers` contribution). It

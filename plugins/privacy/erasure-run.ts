@@ -11,7 +11,7 @@ import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { AuditActor, AuditLogger } from '../audit/index.ts';
 import { CONSENT_COLLECTION, type ConsentRecord, type ErasureAction, type ErasureItemDoc, type ErasureRequestRecord, type PrivacyModels } from './model.ts';
 import { oid, omit, type PersonalData, type Subject } from './personal-data.ts';
-import type { PrivacyDeps, RunControl } from './service.ts';
+import type { PrivacyDeps, RunControl } from './types.ts';
 
 type ErasureItemRecord = ErasureItemDoc & { _id: Types.ObjectId };
 
