@@ -43,6 +43,7 @@ declare module '../../core/services.ts' {
  */
 export const filesPlugin = definePlugin({
   name: 'files',
+  enabledBy: 'FILES_ENABLED',
   dependsOn: ['resources'],
   setup({ db, config, services }) {
     const storage = new StorageRegistry();

@@ -118,7 +118,8 @@ describe('the start-up log', () => {
       expect(line.plugins).toEqual(expect.arrayContaining(['identity', 'resources', 'audit', 'jobs', 'openapi', 'admin-console']));
       expect(line.plugins).not.toEqual(expect.arrayContaining(['webhooks']));
       expect(line.plugins).not.toEqual(expect.arrayContaining(['payments']));
-      expect(line.plugins_off).toEqual({ webhooks: 'WEBHOOKS_ENABLED=true', payments: 'PAYMENTS_ENABLED=true' });
+      expect(line.plugins).not.toEqual(expect.arrayContaining(['files']));
+      expect(line.plugins_off).toEqual({ webhooks: 'WEBHOOKS_ENABLED=true', payments: 'PAYMENTS_ENABLED=true', files: 'FILES_ENABLED=true' });
     } finally {
       await server.stop();
     }
