@@ -45,7 +45,9 @@ export const accessPlugin = definePlugin({
     const access = new AccessService({ resource, loadRoles: (t) => holder.roles!.ofTenant(t), ttlMs: config.AUTH_CACHE_TTL_MS });
     const roles = (holder.roles = new RoleStore({ Role, events, tenancy, access, resource, roleHeld: (t, r) => identity.roleHeld(t, r) }));
     events.addSource(roles.source);
-    identity.registerRoleCheck((tenantId, names) => roles.unknown(tenantId, names));
+    // A role named by a resource's code rules exists in every tenant.
+    const inCode = (n: string) => resources.list().some((r) => !!r.def.access?.[n]);
+    identity.registerRoleCheck((tenantId, names) => roles.unknown(tenantId, names.filter((n) => !inCode(n))));
     services.provide('access', access);
 
     const explain = async (actor: Parameters<AccessService['explain']>[0], input: { user_id: string; resource: string; action: 'read' | 'create' | 'update' | 'delete' }) =>
