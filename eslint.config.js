@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 /** The plugin folders: each may reach another only through `import type` of its `index.ts`. */
-const PLUGINS = ['audit', 'jobs', 'openapi', 'payments', 'privacy', 'resources', 'webauthn', 'webhooks', 'admin-console'];
+const PLUGINS = ['access', 'audit', 'jobs', 'openapi', 'payments', 'privacy', 'resources', 'webauthn', 'webhooks', 'admin-console'];
 
 /** Files of a plugin allowed to import Koa, GraphQL or Pothos: the wiring (index.ts), REST routes (routes.ts, rest.ts, http.ts) and the GraphQL fragment. */
 const WIRING = ['index.ts', 'routes.ts', 'rest.ts', 'graphql.ts', 'http.ts'];
