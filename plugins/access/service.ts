@@ -37,6 +37,8 @@ export interface ReadAccess {
   maskNeeds: ReadonlySet<string>;
   /** The row without the fields the caller may not read in it. */
   mask(doc: Doc): Doc;
+  /** Whether the caller may read this row at all (a document held in memory: a write's result, an event's data). */
+  sees(doc: Doc): boolean;
 }
 
 /** A write as the resources plugin presents it for a decision. */
@@ -144,6 +146,7 @@ export class AccessService {
       fields ? Object.fromEntries(Object.entries(doc).filter(([k]) => always.has(k) || fields.has(k))) : doc;
     return {
       rows: rowsFilter(grants),
+      sees: (doc) => grants.some((g) => !g.rows || matches(doc, g.rows)),
       readable, queryable,
       maskNeeds: uniform ? new Set() : grants.reduce((s, g) => (g.rows ? fieldsOf(g.rows, s) : s), new Set<string>()),
       mask: uniform ? (doc) => keep(doc, grants[0]!.fields) : (doc) => keep(doc, union(grants.filter((g) => !g.rows || matches(doc, g.rows)).map((g) => g.fields)) ?? null),

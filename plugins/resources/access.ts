@@ -81,6 +81,27 @@ export function applyMask(ra: ReadAccess | null, docs: Doc[], fields: string[] |
   });
 }
 
+/** Only `_id` and the base fields: what a caller learns of a row it wrote but may not read. */
+const baseOnly = (doc: Doc): Doc => Object.fromEntries(Object.entries(doc).filter(([k]) => k === '_id' || isSystemField(k)));
+
+/**
+ * A write's answer as the caller may read it: masked by its read rules; a row outside them (or
+ * with no read rule at all) keeps only `_id` and the base fields.
+ */
+export async function maskWritten(svc: ResourceService, actor: Actor, doc: Doc): Promise<Doc> {
+  const pending = readAccess(svc, actor);
+  if (!pending) return doc;
+  let ra: ReadAccess | null;
+  try {
+    ra = await pending;
+  } catch (err) {
+    if (err instanceof AccessDeniedError) return baseOnly(doc);
+    throw err;
+  }
+  if (!ra) return doc;
+  return ra.sees(doc) ? ra.mask(doc) : baseOnly(doc);
+}
+
 /** The client fields a write changes: a PATCH those it names; a PUT also those it clears. */
 export function writtenFields(svc: ResourceService, old: Doc, input: Doc, replace: boolean): string[] {
   const named = Object.keys(input);

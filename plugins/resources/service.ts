@@ -23,7 +23,7 @@ import { restoreDocument } from './restore.ts';
 import { updateDocument } from './update.ts';
 import { PlainWriter } from './plain-write.ts';
 import { checkPopulate, populate } from './populate.ts';
-import { applyMask, checkListQuery, maskProjection, readAccess, withRows, writeAccess } from './access.ts';
+import { applyMask, checkListQuery, maskProjection, maskWritten, readAccess, withRows, writeAccess } from './access.ts';
 import type { AccessService } from '../access/index.ts';
 
 export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
@@ -302,12 +302,12 @@ export class ResourceService {
     });
     await this.committed(doc);
     await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), id: String(doc._id), doc, event_id: lastEventId(doc) });
-    return this.view(doc);
+    return maskWritten(this, actor, this.view(doc));
   }
 
   /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update (update.ts). */
-  update(actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
-    return updateDocument(this, actor, id, ifMatch, body, replace);
+  async update(actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
+    return maskWritten(this, actor, await updateDocument(this, actor, id, ifMatch, body, replace));
   }
 
   /** Soft delete guarded by `If-Match`; cascade rules of referencing resources run first. */
@@ -323,7 +323,7 @@ export class ResourceService {
     if (!doc) throw await this.lostRace(id, scope);
     await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old, doc, event_id: lastEventId(doc) });
     await applyCascade(this, actor, old);
-    return this.view(doc);
+    return maskWritten(this, actor, this.view(doc));
   }
 
   /**
@@ -403,8 +403,8 @@ export class ResourceService {
   }
 
   /** Restores a soft-deleted document (administrators; see restore.ts). */
-  restore(actor: Actor, id: string, ifMatch: string | null | undefined): Promise<Doc> {
-    return restoreDocument(this, actor, id, ifMatch);
+  async restore(actor: Actor, id: string, ifMatch: string | null | undefined): Promise<Doc> {
+    return maskWritten(this, actor, await restoreDocument(this, actor, id, ifMatch));
   }
 
   /** Live documents of this resource that reference `parent` through `field`, in the parent's tenant. */
