@@ -1,8 +1,8 @@
+import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-/** The plugin folders: each may reach another only through `import type` of its `index.ts`. */
-const PLUGINS = ['access', 'audit', 'jobs', 'openapi', 'payments', 'privacy', 'resources', 'webauthn', 'webhooks', 'admin-console'];
+const ROOT = import.meta.dirname;
 
 /** Files of a plugin allowed to import Koa, GraphQL or Pothos: the wiring (index.ts), REST routes (routes.ts, rest.ts, http.ts) and the GraphQL fragment. */
 const WIRING = ['index.ts', 'routes.ts', 'rest.ts', 'graphql.ts', 'http.ts'];
@@ -11,17 +11,57 @@ const HTTP_AND_GRAPHQL = [
   { group: ['koa', 'koa-*', '@koa/*', 'graphql', 'graphql-*', '@graphql-*', '@pothos/*'], message: 'Service logic stays free of Koa and GraphQL: move this code to index.ts, routes.ts or graphql.ts (docs/plugins.md "Layout").' },
 ];
 
-/** Other plugins' files are off limits; their index.ts is allowed for types only. */
-const crossPlugin = (self) => {
-  const others = PLUGINS.filter((p) => p !== self).join('|');
-  return [
-    { regex: `^\\.\\./(${others})/(?!index\\.ts$)`, message: 'A plugin never imports another plugin\'s internals: use its service (services.get) or the hook bus, or put the shared piece in core/.' },
-    { regex: `^\\.\\./(${others})/index\\.ts$`, allowTypeImports: true, message: 'Only types may be imported from another plugin\'s index.ts; reach its code through services.get(...).' },
-  ];
+/**
+ * The plugin an absolute path lies in (`plugins/<name>/<rest>`), or undefined. Every folder under
+ * `plugins/` is a plugin: the fence follows the tree, so a new folder needs no list entry.
+ */
+function pluginOf(file) {
+  const parts = relative(ROOT, file).split(sep);
+  return parts[0] === 'plugins' && parts.length >= 3 ? { name: parts[1], rest: parts.slice(2).join('/') } : undefined;
+}
+
+/**
+ * `fence/plugin-boundary`: a file of one plugin imports nothing of another plugin except
+ * `import type` from its `index.ts`. It resolves each relative (or absolute) specifier against
+ * the importing file and judges the target path, so `../x/a.ts`, `../../plugins/x/a.ts` and any
+ * longer detour are the same import.
+ */
+const pluginBoundary = {
+  meta: {
+    type: 'problem',
+    schema: [],
+    messages: {
+      internals: 'A plugin never imports another plugin\'s internals: use its service (services.get) or the hook bus, or put the shared piece in core/. ({{target}})',
+      valueFromIndex: 'Only types may be imported from another plugin\'s index.ts; reach its code through services.get(...). ({{target}})',
+    },
+  },
+  create(context) {
+    const self = pluginOf(context.filename);
+    if (!self) return {};
+    const check = (node, source, typeOnly) => {
+      const spec = source?.value;
+      if (typeof spec !== 'string' || !(spec.startsWith('.') || isAbsolute(spec))) return;
+      const target = pluginOf(resolve(dirname(context.filename), spec));
+      if (!target || target.name === self.name) return;
+      const data = { target: `plugins/${target.name}/${target.rest}` };
+      if (!/^index\.[cm]?[jt]s$/.test(target.rest)) context.report({ node, messageId: 'internals', data });
+      else if (!typeOnly) context.report({ node, messageId: 'valueFromIndex', data });
+    };
+    /** `import type {…}`, or `import { type A, type B }` with every specifier a type. */
+    const onlyTypes = (kind, specifiers, key) => kind === 'type' || (specifiers.length > 0 && specifiers.every((s) => s[key] === 'type'));
+    return {
+      ImportDeclaration: (node) => check(node, node.source, onlyTypes(node.importKind, node.specifiers, 'importKind')),
+      ExportNamedDeclaration: (node) => node.source && check(node, node.source, onlyTypes(node.exportKind, node.specifiers, 'exportKind')),
+      ExportAllDeclaration: (node) => check(node, node.source, node.exportKind === 'type'),
+      ImportExpression: (node) => node.source.type === 'Literal' && check(node, node.source, false),
+      TSImportType: (node) => check(node, node.argument?.literal ?? node.argument, true),
+      TSExternalModuleReference: (node) => check(node, node.expression, node.parent?.importKind === 'type'),
+    };
+  },
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'coverage/**', 'dist/**', 'test-results/**', 'admin-console/dist/**'] },
+  { ignores: ['node_modules/**', '.cache/**', '.data/**', 'coverage/**', 'dist/**', 'test-results/**', 'admin-console/dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -31,15 +71,17 @@ export default tseslint.config(
       'no-console': 'error',
     },
   },
-  ...PLUGINS.map((p) => ({
-    files: [`plugins/${p}/**/*.ts`],
-    ignores: WIRING.map((f) => `plugins/${p}/${f}`),
-    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [...crossPlugin(p), ...HTTP_AND_GRAPHQL] }] },
-  })),
-  ...PLUGINS.map((p) => ({
-    files: WIRING.map((f) => `plugins/${p}/${f}`),
-    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: crossPlugin(p) }] },
-  })),
+  {
+    // Every folder under plugins/ is a plugin: matched by glob, so a new folder is fenced as it appears.
+    files: ['plugins/*/**/*.ts'],
+    plugins: { fence: { rules: { 'plugin-boundary': pluginBoundary } } },
+    rules: { 'fence/plugin-boundary': 'error' },
+  },
+  {
+    files: ['plugins/*/**/*.ts'],
+    ignores: WIRING.map((f) => `plugins/*/${f}`),
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: HTTP_AND_GRAPHQL }] },
+  },
   {
     // The template (docs/examples/notes) follows the layout it teaches; it imports no plugin at all.
     files: ['docs/examples/notes/**/*.ts'],

@@ -49,7 +49,9 @@ async function main() {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   const port = await app.listen();
-  log.info({ port, plugins: app.kernel.plugins() }, `listening on http://localhost:${port}`);
+  const { on, off } = app.kernel.pluginStates();
+  // Plugins a setting keeps off are loaded but serve nothing: listed apart, with the setting that turns each on.
+  log.info({ port, plugins: on, plugins_off: off }, `listening on http://localhost:${port}`);
 }
 
 main().catch((err: unknown) => {

@@ -5,8 +5,9 @@
  * core/tracing-http.ts calls it once per request, around the Koa chain). Loaded with `--import`
  * after the tracing preload; patches `http.Server.prototype.emit` so each `request` event runs in
  * `als.run({}, ...)` with a fresh store (the tracing side makes a new context object per request).
- * On Node 20 the first `run` enables the storage's async hook (promise hooks included), which then
- * runs for every async resource of the process: that is the cost this side isolates. Bench only.
+ * On Node 24 and later (`AsyncContextFrame`) that costs a context frame per async resource and no
+ * promise hooks; on Node 20 the first `run` enabled promise hooks for every promise of the process.
+ * That is the cost this side isolates. Bench only.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Server } from 'node:http';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { filesSettings } from './files.ts';
 
 /**
  * The placeholder `CURSOR_HMAC_SECRET` earlier versions shipped as a default. It is public (anyone
@@ -17,7 +18,7 @@ export const MIN_SECRET_BYTES = 32;
 
 const bool = (def: boolean) =>
   z
-    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be one of true, false, yes, no, 1, 0' })
     .default(def ? 'true' : 'false')
     .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
@@ -158,6 +159,13 @@ export const configSchema = z.object({
   WEBHOOK_DELIVERY_TIMEOUT_MS: int(10_000, 1),
   /** How often every process looks for due deliveries. @default 500 */
   WEBHOOK_DELIVERY_POLL_INTERVAL_MS: int(500, 10),
+  /** Outbound deliveries one process sends at once. @default 10 */
+  WEBHOOK_DELIVERY_CONCURRENCY: int(10, 1),
+  /**
+   * Outbound deliveries of one endpoint one process sends at once: a slow or hanging endpoint holds
+   * this many of the process's slots, never the others'. @default 2
+   */
+  WEBHOOK_DELIVERY_ENDPOINT_CONCURRENCY: int(2, 1),
   /** How long an endpoint may keep failing every attempt before it is disabled; fractions allowed (0.001 = 3.6 s). @default 120 */
   WEBHOOK_ENDPOINT_DISABLE_AFTER_HOURS: z.coerce.number().positive().default(120),
   /** How long deliveries stay signed with the previous secret too after a rotation. @default 86400 */
@@ -338,6 +346,12 @@ export const configSchema = z.object({
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   /** Bearer token `/metrics` requires (`Authorization: Bearer <token>`), on either port. */
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Keep the console's time series (requests, latency, deliveries, job runs, events per minute in `metric_minutes`). @default true */
+  METRICS_SERIES_ENABLED: bool(true),
+  /** Days a minute of the console's time series is kept (a TTL index removes older ones). @default 7 */
+  METRICS_SERIES_RETENTION_DAYS: z.coerce.number().int().min(1).max(400).default(7),
+  /** How often each process adds its counts to the shared minute documents (ms). @default 5000 */
+  METRICS_SERIES_FLUSH_MS: z.coerce.number().int().min(50).max(60_000).default(5000),
   /** Level of the one access-log line per request; `silent` turns access logs off. @default 'info' */
   ACCESS_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Log `/health`, `/ready` and `/metrics` requests too. @default false */
@@ -364,6 +378,9 @@ export const configSchema = z.object({
   PRIVACY_ERASURE_LEASE_SECONDS: int(300, 1),
   /** Allowed consent purposes, comma-separated; empty = any well-formed purpose. @default '' */
   PRIVACY_CONSENT_PURPOSES: csv,
+
+  // --- files (config/files.ts) ---
+  ...filesSettings,
 
   /** Extra plugin modules (paths or package names), comma-separated; each exports a plugin object. */
   PLUGINS: csv,

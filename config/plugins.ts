@@ -11,6 +11,8 @@ import { paymentsPlugin } from '../plugins/payments/index.ts';
 import { privacyPlugin } from '../plugins/privacy/index.ts';
 import { webauthnPlugin } from '../plugins/webauthn/index.ts';
 import { adminConsolePlugin } from '../plugins/admin-console/index.ts';
+import { metricsSeriesPlugin } from '../plugins/metrics-series/index.ts';
+import { filesPlugin } from '../plugins/files/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -25,8 +27,10 @@ export const builtinPlugins = (): Plugin[] => [
   paymentsPlugin,
   privacyPlugin,
   webauthnPlugin,
+  filesPlugin,
   openapiPlugin,
   adminConsolePlugin,
+  metricsSeriesPlugin,
 ];
 
 /**

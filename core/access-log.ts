@@ -2,7 +2,7 @@ import type Koa from 'koa';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
 import { UNMATCHED_ROUTE, statusClass } from './metrics.ts';
-import { traceIds } from './tracing.ts';
+import { accessWriter } from './guards.ts';
 import type { AppState } from './http/middleware.ts';
 
 /** Paths of probes and scrapes: left out of the access log unless `ACCESS_LOG_HEALTH` is true. */
@@ -18,6 +18,8 @@ export function setRoute(ctx: Koa.Context, template: string): void {
 export interface ObserveOptions {
   /** Null: metrics off (METRICS_ENABLED=false). */
   metrics: Metrics | null;
+  /** Told of every answer, whether Prometheus metrics are on or not (the console's time series). */
+  answered?: (status: number, seconds: number) => void;
   log: Logger;
   /** pino level of access lines, or `silent` for none (ACCESS_LOG_LEVEL). */
   level: string;
@@ -31,13 +33,13 @@ export interface ObserveOptions {
  * The outermost middleware: times every request for `http_request_duration_seconds` (labelled by
  * the route template, never the raw path: unmatched paths fold into `unmatched`), counts requests
  * in flight, and writes one access-log line per request once the answer (error envelope included)
- * is decided: method, route, status, duration, request id, tenant, actor id, trace id.
+ * is decided: method, route, status, duration, transport (`http`, or `sse` for an event stream),
+ * request id, tenant, actor id, trace id (core/guards.ts writes it, as for WebSocket operations).
  */
 export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
   const { metrics, log } = opts;
-  const logging = opts.level !== 'silent' && log.isLevelEnabled(opts.level);
-  if (!metrics && !logging) return null;
-  const write = logging ? (log[opts.level as 'info'] as Logger['info']).bind(log) : null;
+  const write = accessWriter(log, opts.level);
+  if (!metrics && !write && !opts.answered) return null;
   return async (ctx, next) => {
     const start = process.hrtime.bigint();
     if (metrics) metrics.requestsInFlight++;
@@ -53,13 +55,11 @@ export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
         metrics.requestsInFlight--;
         metrics.http.duration.observe({ method: ctx.method, route, status_class: statusClass(status) }, seconds);
       }
+      opts.answered?.(status, seconds);
       if (write && (opts.probes || !PROBE_PATHS.has(ctx.path))) {
-        const actor = state.actor;
-        write({
-          method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3,
-          request_id: state.ctx?.requestId, tenant_id: actor ? (actor.acting_tenant_id ?? actor.tenant_id) : null, actor_id: actor?.id ?? null,
-          ...traceIds(),
-        }, 'request');
+        // An event stream (`GET /events/stream`, a GraphQL subscription over SSE) is its own transport.
+        const transport = ctx.response.type === 'text/event-stream' ? 'sse' : 'http';
+        write({ method: ctx.method, route, status, seconds, transport, requestId: state.ctx?.requestId, actor: state.actor });
       }
     }
   };

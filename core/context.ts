@@ -48,8 +48,7 @@ export interface RequestContext {
 
 /**
  * Key under which a request's actor carries its request. Explicit rather than ambient
- * (AsyncLocalStorage): its promise hooks cost about a tenth of a simple read's throughput, and a
- * service called from a job must never see a request it is not part of.
+ * (AsyncLocalStorage): a service called from a job must never see a request it is not part of.
  */
 const REQUEST: unique symbol = Symbol('request');
 

@@ -128,8 +128,17 @@ export class CascadeDenyError extends AppError {
   }
 }
 
+function summary(errors: ValidationIssue[]): string {
+  const first = errors[0];
+  if (!first) return 'Validation failed';
+  const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
+  const field = first.loc.slice(1).join('.');
+  return `Validation failed: ${field && !first.msg.startsWith(field) ? `${field}: ` : ''}${first.msg}${more}`;
+}
+
 export class ValidationError extends AppError {
-  constructor(errors: ValidationIssue[], message = 'Validation failed') {
+  /** The default message names the first problem and its field, so that it reads on its own (`Validation failed: name is required`). */
+  constructor(errors: ValidationIssue[], message = summary(errors)) {
     super(422, ErrorCode.VALIDATION_ERROR, message, { errors });
   }
 }
@@ -161,15 +170,39 @@ export class ServiceUnavailableError extends AppError {
  */
 export function zodIssues(
   source: string | readonly (string | number)[],
-  issues: readonly { path: readonly PropertyKey[]; message: string; code: string; keys?: readonly string[] }[],
+  issues: readonly { path: readonly PropertyKey[]; message: string; code: string; keys?: readonly string[]; expected?: unknown; origin?: unknown; minimum?: unknown; maximum?: unknown; values?: unknown }[],
 ): ValidationIssue[] {
   const prefix = typeof source === 'string' ? [source] : source;
   return issues.flatMap((i) => {
     const loc = [...prefix, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))];
     if (i.code === 'unrecognized_keys' && i.keys?.length)
       return i.keys.map((k) => ({ loc: [...loc, k], msg: `Unrecognized key: "${k}"`, type: i.code }));
-    return [{ loc, msg: i.message, type: i.code }];
+    return [{ loc, msg: plainMessage(i, loc.slice(prefix.length)), type: i.code }];
   });
+}
+
+const KINDS: Record<string, string> = { string: 'text', number: 'a number', int: 'a whole number', boolean: 'true or false', array: 'a list', object: 'an object', date: 'a date' };
+const UNITS: Record<string, string> = { string: 'characters', array: 'items', set: 'items', file: 'bytes' };
+
+/**
+ * zod's default messages ("Invalid input: expected string, received undefined") in words a person
+ * reads on their own or next to the field ("name is required"); messages a schema set itself are kept.
+ */
+function plainMessage(i: { message: string; code: string; expected?: unknown; origin?: unknown; minimum?: unknown; maximum?: unknown; values?: unknown }, path: readonly (string | number)[]): string {
+  const m = i.message;
+  if (i.code === 'invalid_type' && m.startsWith('Invalid input')) {
+    if (m.endsWith('received undefined')) return path.length ? `${path.join('.')} is required` : 'a value is required';
+    return `Must be ${KINDS[String(i.expected)] ?? String(i.expected)}`;
+  }
+  if ((i.code === 'too_small' && m.startsWith('Too small')) || (i.code === 'too_big' && m.startsWith('Too big'))) {
+    const small = i.code === 'too_small';
+    const n = Number(small ? i.minimum : i.maximum);
+    const unit = UNITS[String(i.origin)];
+    if (small && n === 1 && unit) return i.origin === 'string' ? 'Must not be empty' : 'Give at least one';
+    return `Must be ${small ? 'at least' : 'at most'} ${String(n)}${unit ? ` ${unit}` : ''}`;
+  }
+  if (i.code === 'invalid_value' && m.startsWith('Invalid option') && Array.isArray(i.values)) return `Must be one of: ${i.values.map(String).join(', ')}`;
+  return m;
 }
 
 /**
@@ -193,6 +226,7 @@ export const DomainErrorCode = {
   PASSKEY_CLONE_DETECTED: 'PASSKEY_CLONE_DETECTED',
   REFUND_EXCEEDS_CAPTURED: 'REFUND_EXCEEDS_CAPTURED',
   PROVIDER_ERROR: 'PROVIDER_ERROR',
+  RANGE_NOT_SATISFIABLE: 'RANGE_NOT_SATISFIABLE',
 } as const;
 export type DomainErrorCode = (typeof DomainErrorCode)[keyof typeof DomainErrorCode];
 
@@ -242,9 +276,13 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
     description: 'A stream resumed from an event older than the event log keeps.',
   },
   ETAG_MISMATCH: { example: new EtagMismatchError(), description: '`If-Match` does not match the current revision.' },
-  PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`.' },
+  PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`; an uploaded file above `FILES_MAX_BYTES` or over its tenant\'s quota.' },
   URI_TOO_LONG: { example: new AppError(414, ErrorCode.URI_TOO_LONG, 'Request URL is too long'), description: 'The request target is above `MAX_URL_LENGTH`.' },
-  UNSUPPORTED_MEDIA_TYPE: { example: new UnsupportedMediaTypeError('Unsupported content type'), description: 'A non-empty body that is not JSON.' },
+  UNSUPPORTED_MEDIA_TYPE: { example: new UnsupportedMediaTypeError('Unsupported content type'), description: 'A non-empty body that is not JSON; an uploaded file whose bytes disagree with its declared type or whose type is not allowed.' },
+  RANGE_NOT_SATISFIABLE: {
+    example: new AppError(416, DomainErrorCode.RANGE_NOT_SATISFIABLE, "The range bytes=900- is outside the file's 100 bytes", { size: 100 }),
+    description: 'A file download whose `Range` starts past the end (`Content-Range: bytes */<size>`).',
+  },
   VALIDATION_ERROR: {
     example: new ValidationError([{ loc: ['body', 'email'], msg: 'Invalid email address', type: 'invalid_format' }]),
     description: 'Schema or domain validation failed (`details.errors` lists every problem).',

@@ -5,7 +5,7 @@ import { AuthRequiredError } from './errors.ts';
 import type { Actor } from './context.ts';
 import type { Page } from './page.ts';
 import type { PresentedCredential } from './realtime/sessions.ts';
-import type { FrameSink } from './realtime/shared.ts';
+import type { FrameSink } from './realtime/frame-sink.ts';
 import { requireRole, type RequiredRole } from './identity/guards.ts';
 
 export interface GraphQLContext {

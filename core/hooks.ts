@@ -47,18 +47,6 @@ export interface HookEvents {
   AFTER_CREATE: DocumentEventBase & { id: string; doc: Doc };
   AFTER_UPDATE: DocumentEventBase & { id: string; old: Doc; doc: Doc; replace: boolean };
   AFTER_DELETE: DocumentEventBase & { id: string; old: Doc; doc: Doc };
-  /**
-   * A user was cut off: disabled (`is_active: false`) or deleted. Identity already stopped its API
-   * keys and bearer tokens (within `AUTH_CACHE_TTL_MS` in other processes); plugins holding other
-   * credentials of the user (passkeys, sessions) end them here. Emitted by core identity.
-   */
-  AFTER_USER_DISABLED: {
-    user_id: string;
-    tenant_id: string;
-    reason: 'disabled' | 'deleted';
-    actor: Actor | null;
-    request_id: string | null;
-  };
 }
 
 export type HookName = keyof HookEvents;
@@ -82,7 +70,7 @@ export interface HookOptions {
   /**
    * Only events whose payload names one of these resources (`payload.resource`, document events)
    * reach the handler. A resource write with no `BEFORE_UPDATE` handler for its resource updates in
-   * one database command instead of a read and a write (docs/performance.md): name the resources a
+   * one database command instead of a read and a write (bench/history/performance.md): name the resources a
    * `BEFORE_*` handler is for whenever it is not for all of them.
    */
   resources?: readonly string[];

@@ -17,6 +17,7 @@ import { openDatabase, type Database } from './db.ts';
 import { createBuilder, type GraphQLContext } from './graphql.ts';
 import { HealthRegistry } from './health.ts';
 import { healthPlugin } from './health-plugin.ts';
+import { GRAPHIQL_ASSETS_PATH, renderGraphiQLPage, serveGraphiQLAsset } from './graphiql-assets.ts';
 import { identityPlugin } from './identity/index.ts';
 import { eventsPlugin } from './events/index.ts';
 import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
@@ -27,15 +28,16 @@ import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import { createIdempotency, type Idempotency } from './idempotency/index.ts';
 import type { CommandStartedEvent } from 'mongodb';
-import { Metrics } from './metrics.ts';
+import { Metrics, observeGraphQL, observeMongo } from './metrics-wiring.ts';
 import { observeRequests, setRoute } from './access-log.ts';
+import { accessWriter, OperationGuards } from './guards.ts';
 import { listenMetrics, metricsRoute } from './metrics-http.ts';
 import { countRefusals } from './metrics-limits.ts';
 import { tracingEnabled } from './tracing.ts';
 import { traceGraphQL } from './tracing-graphql.ts';
 import { traceRequests } from './tracing-http.ts';
 import { attachGraphqlWs, shareSubscriptionResults } from './realtime/index.ts';
-import { PluginError, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
+import { PluginError, pluginStates, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
 
 export { PluginError };
 
@@ -126,7 +128,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const metrics = new Metrics({ defaultMetrics: config.METRICS_ENABLED });
   const db = await openDatabase(config, log, {
     ...(opts.onDatabaseCommand ? { onCommand: opts.onDatabaseCommand } : {}),
-    ...(config.METRICS_ENABLED ? { observe: metrics.mongoObserver() } : {}),
+    ...(config.METRICS_ENABLED ? { observe: observeMongo(metrics) } : {}),
   });
   const hooks = new HookBus(log);
   const services = new ServiceRegistry();
@@ -135,7 +137,10 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
   const personalData: (PersonalDataDeclaration & { plugin: string })[] = [];
-  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name) };
+  const idempotency: Idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, leaseMs: config.IDEMPOTENCY_LEASE_SECONDS * 1000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
+  // Stored answers copy what requests returned, personal values included: erasure scrubs them too.
+  personalData.push({ ...idempotency.personalData(), plugin: 'kernel' });
+  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config) };
   const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
 
   const closePlugins = async () => {
@@ -152,7 +157,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   let yoga: ReturnType<typeof createYogaServer>;
   let router: Router;
   let requestLimiter: RequestLimiter | null;
-  let idempotency: Idempotency;
   try {
     for (const plugin of ordered) await blame(plugin, async () => {
       const c = await plugin.setup({
@@ -182,6 +186,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         if (personalData.some((x) => x.name === d.name)) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" is already declared`);
         const account = d.on_erasure === 'account' && personalData.find((x) => x.on_erasure === 'account');
         if (account) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" declares the account, already declared by "${account.name}" of plugin "${account.plugin}"`);
+        if (d.on_erasure === 'scrub' && !d.scrub) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" is erased by scrubbing but has no scrub()`);
         personalData.push({ ...d, plugin: plugin.name });
       }
     });
@@ -196,7 +201,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       });
     }
     for (const { plugin, c } of contributions) await blame(plugin, () => c.ready?.());
-    idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, leaseMs: config.IDEMPOTENCY_LEASE_SECONDS * 1000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.
     await Promise.all(Object.values(db.conn.models).map((m) => m.init()));
 
@@ -208,7 +212,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     // Subscriptions of one document, variables and visibility execute each event once (core/realtime/shared.ts).
     const realtime = services.get('realtime');
     yoga = createYogaServer(schema, config, log, metrics, shareSubscriptionResults({ visibilityKey: (a) => realtime.visibility.key(a), counts: realtime.fanout }));
-    router = mountRoutes(routes, yoga, config.BODY_LIMIT);
+    router = mountRoutes(routes, yoga, config.BODY_LIMIT, config.NODE_ENV !== 'production');
     requestLimiter = config.RATE_LIMIT_ENABLED ? countRefusals(await createRequestLimiter(config, db.conn, log), metrics) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the
@@ -233,13 +237,15 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const identity = services.get('identity');
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
+  // Operations over WebSocket pass HTTP's guards: one limiter and budget per key, one idempotency store, metrics, access log.
+  const guards = new OperationGuards({ limiter: requestLimiter, max: config.RATE_LIMIT_MAX, failures: services.get('authFailures'), idempotency, metrics: config.METRICS_ENABLED ? metrics : null, access: accessWriter(log, config.ACCESS_LOG_LEVEL), route: '/graphql', trustProxy: config.TRUST_PROXY });
   let draining = false;
   const allowedMethods = router.allowedMethods();
   const routeOf = (path: string, method: string) => {
     const m = router.match(path, method);
     return (m.pathAndMethod[0] ?? m.path[0])?.path.toString() ?? null;
   };
-  const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
+  const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, answered: (s, sec) => metrics.answered(s, sec), log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
   // Outermost, so the access log line and everything below run inside the request's span.
   if (tracingEnabled()) koa.use(traceRequests());
   if (observe) koa.use(observe);
@@ -280,7 +286,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         server = createServer({ maxHeaderSize: config.MAX_HEADER_SIZE }, koa.callback());
         server.on('clientError', clientErrorHandler(log));
         // GraphQL over WebSocket (graphql-ws) on the same path as over HTTP, through the same Yoga.
-        closeWs = attachGraphqlWs(server, { yoga, identity, maxInputDepth: config.GRAPHQL_MAX_INPUT_DEPTH, log });
+        closeWs = attachGraphqlWs(server, { yoga, identity, guards, maxInputDepth: config.GRAPHQL_MAX_INPUT_DEPTH, log });
         server.once('error', reject);
         server.listen(port, host, () => resolve((server!.address() as AddressInfo).port));
       });
@@ -335,7 +341,7 @@ async function blame<T>(plugin: Plugin, step: () => T | Promise<T>): Promise<T> 
   }
 }
 
-function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string): Router {
+function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string, graphiql: boolean): Router {
   const router = new Router();
   const seen = new Map<string, string>();
   for (const route of routes) {
@@ -362,6 +368,7 @@ function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: Y
       } else if (ctx.body === undefined) ctx.status = 204;
     });
   }
+  if (graphiql) router.get(`${GRAPHIQL_ASSETS_PATH}/:file`, (ctx) => serveGraphiQLAsset(ctx, ctx.params.file!));
   router.all('/graphql', async (ctx) => {
     const state = ctx.state as AppState;
     const gctx: GraphQLContext = { actor: state.actor, requestId: state.ctx.requestId, koa: ctx };
@@ -404,11 +411,10 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, me
   return createYoga<Record<string, unknown>>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [metrics.graphqlPlugin()] : []), ...(tracingEnabled() ? [traceGraphQL()] : []), sharing],
+    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [observeGraphQL(metrics)] : []), ...(tracingEnabled() ? [traceGraphQL()] : []), sharing],
     graphiql: config.NODE_ENV !== 'production',
-    // GraphiQL from the package, inlined in the page (Yoga's default loads it from a public CDN, a
-    // blank page offline); imported on first use, as the bundle is large.
-    renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
+    // GraphiQL from the package, its parts served by us (Yoga's default loads it from a public CDN, a blank page offline).
+    renderGraphiQL: renderGraphiQLPage,
     landingPage: false,
     logging: false,
     maskedErrors: {

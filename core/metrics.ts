@@ -1,7 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type CounterConfiguration, type GaugeConfiguration, type HistogramConfiguration } from 'prom-client';
 import type { Model } from 'mongoose';
-import { observeMongo, type MongoObserver } from './metrics-mongo.ts';
-import { observeGraphQL } from './metrics-graphql.ts';
 
 declare module './services.ts' {
   interface Services {
@@ -64,6 +62,8 @@ export class Metrics {
   /** The port `/metrics` is served on when `METRICS_PORT` is set (0 there = the port picked at listen). */
   port?: number;
   private readonly series = new Map<string, Counter | Gauge | Histogram>();
+
+  private readonly answerListeners: ((status: number, seconds: number) => void)[] = [];
 
   /** HTTP requests being answered now: counted by core/access-log.ts, read by the gauge at scrape time (no series update per request). */
   requestsInFlight = 0;
@@ -149,6 +149,16 @@ export class Metrics {
   }
 
   // ----- instrumentation points (one call each) ------------------------------------------------
+
+  /** Calls `listener` with every HTTP answer's status and duration (also with METRICS_ENABLED=false): the console's time series (plugins/metrics-series). */
+  onRequest(listener: (status: number, seconds: number) => void): void {
+    this.answerListeners.push(listener);
+  }
+
+  /** An HTTP request was answered (core/access-log.ts). */
+  answered(status: number, seconds: number): void {
+    for (const l of this.answerListeners) l(status, seconds);
+  }
 
   /** A job run was claimed by a worker: counts it and its wait since it was queued. */
   jobStarted(run: RunTimes): void {
@@ -241,15 +251,5 @@ export class Metrics {
         for (const [consumer, ms] of Object.entries(out)) this.set({ consumer }, seconds(ms));
       },
     });
-  }
-
-  /** Connection pool and command durations of the app's MongoDB client (core/metrics-mongo.ts): its options, then its events. */
-  mongoObserver(): MongoObserver {
-    return observeMongo(this);
-  }
-
-  /** The Yoga plugin counting operations, errors and limit refusals (core/metrics-graphql.ts). */
-  graphqlPlugin() {
-    return observeGraphQL(this);
   }
 }

@@ -18,10 +18,7 @@ import type { EventTypeDefinition } from './events/catalogue.ts';
  */
 export type HealthCheck = () => Promise<unknown> | unknown;
 
-/** Start-up failure caused by the plugin list (missing dependency, cycle, bad options, duplicate health check...). */
-export class PluginError extends Error {
-  override name = 'PluginError';
-}
+export { PluginError } from './plugin-error.ts';
 
 /**
  * A job function a plugin offers to the jobs plugin. The jobs plugin registers
@@ -70,17 +67,7 @@ export interface JobRunContext {
   progress(current: number, total?: number | null, message?: string | null): void | Promise<void>;
 }
 
-/**
- * What the jobs plugin offers other plugins, as `services.maybe('jobs')` (absent when
- * `JOBS_ENABLED` is off: run the work inline then).
- */
-export interface JobRunner {
-  /**
-   * Queue a run of a registered job as `actor`. Resolves once the run document exists (`pending`).
-   * @throws NotFoundError for an unknown job, ValidationError when params fail its schema.
-   */
-  trigger(name: string, params: Record<string, unknown>, opts: { actor: Actor; tenant_id?: string | null }): Promise<{ run_id: string; status: string }>;
-}
+export type { JobRunner } from './job-runner.ts';
 
 /**
  * Personal data a plugin stores, declared so the privacy plugin can export and depersonalize it
@@ -111,16 +98,37 @@ export interface PersonalDataDeclaration {
    * by identity, at most one in an app: a second fails start-up). It is not one of the linked
    * collections: it is exported as the top-level `user` object (not under `collections`) and erased
    * after every other declaration and after the audit scrub, which reads its personal values
-   * (its string `gdpr_fields`). Erasure revokes the account's API keys, disables it (identity emits
-   * `AFTER_USER_DISABLED` for credential plugins) and then pseudonymises the declared `gdpr_fields`
+   * (its string `gdpr_fields`). Erasure revokes the account's API keys, disables it (identity stores
+   * `user.disabled`, which credential plugins consume) and then pseudonymises the declared `gdpr_fields`
    * with per-user values: `email` becomes `erased-<user id>@<PRIVACY_ERASED_EMAIL_DOMAIN>` (unique,
    * as emails are unique per tenant), `name` becomes `PRIVACY_PSEUDONYM`, any other field its
    * `neutral` value (null by default).
    * @default 'depersonalize'
    */
-  on_erasure?: 'depersonalize' | 'delete' | 'account';
+  on_erasure?: 'depersonalize' | 'delete' | 'account' | 'scrub';
   /** Fields left out of the subject's export (secrets such as public keys or hashes). @default [] */
   export_exclude?: string[];
+  /**
+   * Required with `on_erasure: 'scrub'`: a store of copies (stored answers, logs) whose records hold
+   * the subject's values as opaque bytes, where no field can be neutralised or linked. Erasure calls
+   * it once per execution, before the account is pseudonymised; it must be safe to call again. Such
+   * a declaration is not exported and not previewed (its records copy what other collections hold).
+   * @returns how many records it changed or removed
+   */
+  scrub?: (subject: ErasureSubject) => Promise<number>;
+}
+
+/** What an `on_erasure: 'scrub'` declaration is told about the subject of an erasure. */
+export interface ErasureSubject {
+  user_id: string;
+  /** The subject's tenant; null when the search covers every tenant (a system-scope subject, or a single-tenant deployment). */
+  tenant_id: string | null;
+  /**
+   * The subject's personal values (the account's email and name), each with what replaces it: the
+   * value the erased account now holds (`erased-<id>@<domain>`, `PRIVACY_PSEUDONYM`). A string equal
+   * to a value (case-insensitively, trimmed) is the subject's.
+   */
+  values: readonly { value: string; replacement: string }[];
 }
 
 /** What `setup()` returns. Every member is optional. */
@@ -155,7 +163,19 @@ export interface KernelView {
   jobs(): readonly (JobDefinition & { plugin: string })[];
   /** Every plugin's personal-data declarations (available once every plugin has run `setup()`). */
   personalData(): readonly (PersonalDataDeclaration & { plugin: string })[];
+  /** Every loaded plugin, in set-up order (including those a setting keeps off). */
   plugins(): readonly string[];
+  /** The loaded plugins that are on, and for each one that is off the setting that turns it on (`{ jobs: 'JOBS_ENABLED=true' }`). */
+  pluginStates(): { on: string[]; off: Record<string, string> };
+}
+
+/** Which of `plugins` are on under `config`, and the setting that turns on each of the others. */
+export function pluginStates(plugins: readonly Plugin[], config: Config): { on: string[]; off: Record<string, string> } {
+  const isOff = (p: Plugin) => p.enabledBy !== undefined && !config[p.enabledBy];
+  return {
+    on: plugins.filter((p) => !isOff(p)).map((p) => p.name),
+    off: Object.fromEntries(plugins.filter(isOff).map((p) => [p.name, `${p.enabledBy}=true`])),
+  };
 }
 
 export interface PluginContext<O = unknown> {
@@ -172,9 +192,14 @@ export interface PluginContext<O = unknown> {
   kernel: KernelView;
 }
 
+/** A setting that is a boolean (`*_ENABLED`), as a plugin names the one that turns it on. */
+export type BooleanSetting = { [K in keyof Config]-?: Config[K] extends boolean ? K : never }[keyof Config];
+
 export interface Plugin<O = unknown> {
   readonly name: string;
   readonly dependsOn: readonly string[];
+  /** The setting without which the plugin, though loaded, serves nothing (the start-up log lists it as off). */
+  readonly enabledBy: BooleanSetting | undefined;
   readonly optionsSchema: z.ZodType<O> | undefined;
   /** Raw options, validated by the kernel with `optionsSchema` at start-up. */
   readonly rawOptions: unknown;
@@ -188,6 +213,11 @@ export interface PluginSpec<S extends z.ZodType | undefined> {
   name: string;
   /** Names of plugins that must be enabled and set up first. */
   dependsOn?: string[];
+  /**
+   * The boolean setting that turns the plugin on, when it has one; `setup()` still checks it (and
+   * returns `{}` while it is off). The start-up log lists the plugin as off, naming the setting.
+   */
+  enabledBy?: BooleanSetting;
   options?: S;
   setup(ctx: PluginContext<S extends z.ZodType ? z.output<S> : undefined>): PluginContribution | Promise<PluginContribution>;
 }
@@ -209,6 +239,7 @@ export function definePlugin<S extends z.ZodType | undefined = undefined>(spec: 
   const make = (rawOptions: unknown): Plugin<O> => ({
     name: spec.name,
     dependsOn: spec.dependsOn ?? [],
+    enabledBy: spec.enabledBy,
     optionsSchema: spec.options as z.ZodType<O> | undefined,
     rawOptions,
     setup: spec.setup as Plugin<O>['setup'],

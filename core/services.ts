@@ -1,4 +1,4 @@
-import type { JobRunner } from './plugin.ts';
+import type { JobRunner } from './job-runner.ts';
 
 /**
  * Services plugins expose to each other. Plugins add entries by declaration merging:

@@ -2,10 +2,12 @@
  * Starts tracing before the server's modules load: `tsx --import ./core/tracing-preload.ts server.ts`
  * (what `npm start` runs). Instrumentations patch modules as they are loaded, so they must be
  * registered first: CommonJS packages (mongodb, mongoose, graphql, koa's lib) through
- * require-in-the-middle, and ES modules through import-in-the-middle's loader hook registered
- * here with `module.register`. Does nothing unless tracing is requested (docs/observability.md).
+ * require-in-the-middle, and ES modules through import-in-the-middle's loader hook, registered
+ * here in-thread with `module.registerHooks` (import-in-the-middle's `register-hooks.mjs`; the
+ * off-thread `module.register` is deprecated from Node 26). Does nothing unless tracing is
+ * requested (docs/observability.md).
  */
-import { register } from 'node:module';
+import { register } from 'import-in-the-middle/register-hooks.mjs';
 import { ConfigError, readConfig, tracingRequested } from '../config/index.ts';
 
 let settings;
@@ -16,7 +18,7 @@ try {
   if (!(err instanceof ConfigError)) throw err;
 }
 if (settings && tracingRequested(settings)) {
-  register('@opentelemetry/instrumentation/hook.mjs', import.meta.url, { data: { include: ['koa', 'graphql', 'mongodb', 'http', 'https', 'node:http', 'node:https'] } });
+  register({ include: ['koa', 'graphql', 'mongodb', 'http', 'https', 'node:http', 'node:https'] });
   const { startTracing } = await import('./tracing-sdk.ts');
   const stop = startTracing(settings);
   // Flush what is buffered when the server stops (server.ts exits after closing the app).

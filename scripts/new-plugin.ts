@@ -164,9 +164,6 @@ export function scaffold(name: string, opts: { dir?: string } = {}): ScaffoldRes
     write(join(dir, 'vitest.config.ts'), VITEST_CONFIG);
   } else {
     write(join(ROOT, 'test', name, 'plugin.test.ts'), pluginTest(name, `../../plugins/${name}/index.ts`, '../../testing.ts'));
-    // Every folder under plugins/ is under the import rules of eslint.config.js (its PLUGINS list).
-    const lint = join(ROOT, 'eslint.config.js');
-    writeFileSync(lint, readFileSync(lint, 'utf8').replace(/^(const PLUGINS = \[[^\]]*)\];/m, `$1, '${name}'];`));
   }
   return { dir, files };
 }

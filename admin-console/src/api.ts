@@ -21,6 +21,11 @@ export interface Session {
 export const session = signal<Session | null>(null);
 /** Why the user was signed out (shown on the sign-in form). */
 export const signedOutReason = signal<string | null>(null);
+/**
+ * The tenant a system administrator acts for (sent as `X-Tenant-Id` with every request), or null for
+ * their own view of every tenant. Chosen in the header; forgotten when the session ends.
+ */
+export const actingTenant = signal<{ id: string; name: string } | null>(null);
 /** Requests in flight (the shell shows "Loading…" when one lasts longer than 300 ms). */
 export const pending = signal(0);
 
@@ -100,6 +105,7 @@ export async function request(query: string, variables: Record<string, unknown> 
   const token = auth ? auth.token : current?.token;
   if (auth?.apiKey) headers['X-API-Key'] = auth.apiKey;
   else if (token) headers.Authorization = `Bearer ${token}`;
+  if (!auth && actingTenant.value) headers['X-Tenant-Id'] = actingTenant.value.id;
   let res: Response;
   let body: GqlResponse;
   pending.value++;

@@ -61,12 +61,12 @@ export const CreateTenant = graphql(`mutation CreateTenant($name: String!) { cre
 export const Users = graphql(`query Users($tenant_id: String) { users(tenant_id: $tenant_id, per_page: 500) { id email name tenant_id roles features is_active } }`);
 export const UsersPage = graphql(`
   query UsersPage($tenant_id: String, $page: Int, $per_page: Int) {
-    usersPage(tenant_id: $tenant_id, page: $page, per_page: $per_page) { total page total_pages items { id email name tenant_id roles features is_active } }
+    usersPage(tenant_id: $tenant_id, page: $page, per_page: $per_page) { total page total_pages items { id email name tenant_id roles features is_active last_admin } }
   }
 `);
 export const CreateUser = graphql(`mutation CreateUser($input: JSON!) { createUser(input: $input) { id email } }`);
 export const UpdateUser = graphql(`mutation UpdateUser($id: String!, $input: JSON!) { updateUser(id: $id, input: $input) { id is_active roles features } }`);
 export const DeleteUser = graphql(`mutation DeleteUser($id: String!) { deleteUser(id: $id) }`);
-export const ApiKeys = graphql(`query ApiKeys($user_id: String) { apiKeys(user_id: $user_id) { id name prefix user_id created_at last_used_at } }`);
+export const ApiKeys = graphql(`query ApiKeys($user_id: String, $page: Int, $per_page: Int) { apiKeys(user_id: $user_id, page: $page, per_page: $per_page) { id name prefix user_id user_email created_at last_used_at } }`);
 export const CreateApiKey = graphql(`mutation CreateApiKey($user_id: String!, $name: String!) { createApiKey(user_id: $user_id, name: $name) { id name prefix key } }`);
 export const RevokeApiKey = graphql(`mutation RevokeApiKey($id: String!) { revokeApiKey(id: $id) { id revoked_at } }`);

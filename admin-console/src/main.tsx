@@ -1,9 +1,10 @@
 /** Entry point: the shell (sign-in, navigation by role) and the hash router. */
 import { render, type ComponentType } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { endSession, isAdmin, isSystem, session, signedOutReason } from './api.ts';
+import { actingTenant, endSession, isAdmin, isSystem, run, session, signedOutReason } from './api.ts';
 import { loadCaps, PLUGIN_SCREENS, rootFields, visibleScreens } from './caps.ts';
-import { Busy, ErrorBox, focusOn, Loading, waitFor } from './ui.tsx';
+import { Busy, ErrorBox, focusOn, Loading, Toasts, toast, useAsync, waitFor } from './ui.tsx';
+import { Tenants } from './graphql.ts';
 import { SignIn } from './signin.tsx';
 import { Overview } from './screens/overview.tsx';
 import { ResourcesScreen } from './screens/resources.tsx';
@@ -85,6 +86,7 @@ function App() {
   }, [screen]);
   useEffect(() => loadCaps(), [s?.token]);
   useFocusOnNavigation(s ? route.join('/') || 'overview' : null);
+  useEffect(() => { if (!s) actingTenant.value = null; }, [s]);
   if (!s) return <SignIn reason={signedOutReason.value} />;
   const admin = isAdmin(s.user);
   const plugins = visibleScreens(s.user);
@@ -95,6 +97,13 @@ function App() {
     ...plugins.map((p) => [p.id, p.label]),
     ['account', 'My account'],
   ] as const;
+  const groups: { name: string; items: (typeof nav)[number][] }[] = [];
+  for (const item of nav) {
+    const name = GROUP[item[0]] ?? 'More';
+    const last = groups[groups.length - 1];
+    if (last?.name === name) last.items.push(item);
+    else groups.push({ name, items: [item] });
+  }
   const role = isSystem(s.user) ? 'system administrator' : admin ? 'tenant administrator' : 'user';
   let body;
   if (screen === 'resources') body = <ResourcesScreen route={rest} />;
@@ -104,24 +113,15 @@ function App() {
   else if (plugins.some((p) => p.id === screen)) body = <Lazy id={screen} route={rest} />;
   else if (!rootFields.value && screen in LOADERS) body = <Loading when />;
   else body = <Overview />;
+  const acting = actingTenant.value;
   return (
-    <>
+    <div class="shell">
       <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById('main')?.focus(); }}>
         Skip to content
       </a>
       <header class="top">
         <span class="brand">Admin console</span>
-        <nav aria-label="Main">
-          <ul>
-            {nav.map(([id, label]) => (
-              <li key={id}>
-                <a href={`#/${id}`} aria-current={screen === id ? 'page' : undefined}>
-                  {label}
-                </a>
-              </li>
-            ))}
-          </ul>
-        </nav>
+        {isSystem(s.user) && <TenantSwitcher />}
         <span class="who">
           <span data-testid="who">{s.user.email}</span> <span class="badge">{role}</span>{' '}
           <button type="button" class="link" onClick={() => endSession('Signed out.')}>
@@ -130,10 +130,58 @@ function App() {
         </span>
         <Busy />
       </header>
-      <main id="main" tabIndex={-1}>
+      <nav aria-label="Main" class="side">
+        {groups.map((g) => (
+          <div key={g.name} class="group">
+            <p class="group-name" aria-hidden="true">{g.name}</p>
+            <ul aria-label={g.name}>
+              {g.items.map(([id, label]) => (
+                <li key={id}>
+                  <a href={`#/${id}`} aria-current={screen === id ? 'page' : undefined}>
+                    {label}
+                  </a>
+                </li>
+              ))}
+            </ul>
+          </div>
+        ))}
+      </nav>
+      <main id="main" tabIndex={-1} key={acting?.id ?? 'all'}>
+        {acting && <p class="acting" data-testid="acting">Acting for tenant <strong>{acting.name}</strong>: lists and changes are this tenant's.</p>}
         {body}
       </main>
-    </>
+      <Toasts />
+    </div>
+  );
+}
+
+/** The areas of the side navigation, by screen. */
+const GROUP: Record<string, string> = {
+  overview: 'Content', resources: 'Content',
+  audit: 'Administration', identity: 'Administration',
+  events: 'Integrations', webhooks: 'Integrations', inbound: 'Integrations',
+  jobs: 'Operations',
+  payments: 'Business', privacy: 'Business',
+  account: 'You',
+};
+
+/** A system administrator acts for one tenant (every request carries `X-Tenant-Id`) or for all. */
+function TenantSwitcher() {
+  const tenants = useAsync(() => run(Tenants).then((r) => r.tenants.filter((t) => !t.is_system)), []);
+  const acting = actingTenant.value;
+  return (
+    <span class="switcher">
+      <label for="acting-tenant">Tenant</label>
+      <select id="acting-tenant" value={acting?.id ?? ''} onChange={(e) => {
+        const id = e.currentTarget.value;
+        const t = tenants.data?.find((x) => x.id === id);
+        actingTenant.value = t ? { id: t.id, name: t.name } : null;
+        toast(t ? `Acting for ${t.name}` : 'Back to every tenant');
+      }}>
+        <option value="">All tenants</option>
+        {(tenants.data ?? []).map((t) => <option key={t.id} value={t.id}>{t.name}</option>)}
+      </select>
+    </span>
   );
 }
 

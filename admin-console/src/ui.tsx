@@ -1,6 +1,7 @@
 /** Small shared pieces: async loading with a delayed indicator, dialogs, pagers, error boxes with the request id, links. */
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { signal } from '@preact/signals';
 import { ApiError, pending } from './api.ts';
 
 export interface Async<T> {
@@ -207,6 +208,88 @@ export function Notice({ children }: { children: ComponentChildren }) {
 
 export const fmtDate = (v: unknown) => (typeof v === 'string' && v ? new Date(v).toLocaleString('en-GB', { timeZone: 'UTC' }) + ' UTC' : '');
 
+const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [['year', 31_536_000], ['month', 2_592_000], ['day', 86_400], ['hour', 3600], ['minute', 60], ['second', 1]];
+const rtf = new Intl.RelativeTimeFormat('en', { numeric: 'auto', style: 'short' });
+/** "3 min ago", "in 2 hr", "now" for an ISO time, measured from `now`. */
+export function relative(v: string, now = Date.now()): string {
+  const s = (new Date(v).getTime() - now) / 1000;
+  if (Math.abs(s) < 5) return 'now';
+  const [unit, size] = UNITS.find(([, n]) => Math.abs(s) >= n) ?? UNITS[UNITS.length - 1]!;
+  return rtf.format(Math.round(s / size), unit);
+}
+
+/** A time shown relative ("3 min ago"), the exact time (UTC) on hover and to screen readers' `datetime`. */
+export function Time({ v }: { v: unknown }) {
+  if (typeof v !== 'string' || !v) return null;
+  return <time dateTime={v} title={fmtDate(v)} class="time">{relative(v)}</time>;
+}
+
+/** An id shortened to its last 6 characters (all of it on hover), with a button that copies it. */
+export function ShortId({ id, label = 'id' }: { id: string; label?: string }) {
+  return (
+    <span class="short-id">
+      <code title={id}>…{id.slice(-6)}</code>
+      <button type="button" class="copy" onClick={() => void navigator.clipboard?.writeText(id).then(() => toast(`Copied ${label} ${id}`), () => toast(`Could not copy; the ${label} is ${id}`, 'bad'))}>
+        Copy<span class="sr-only"> {label} {id}</span>
+      </button>
+    </span>
+  );
+}
+
+/** A list with nothing in it: what is missing and what to do about it. */
+export function Empty({ children }: { children: ComponentChildren }) {
+  return <div class="empty" data-testid="empty">{children}</div>;
+}
+
+interface Toast { id: number; text: string; kind: 'ok' | 'bad' }
+/** The toasts on screen (newest last). */
+export const toasts = signal<Toast[]>([]);
+let toastSeq = 0;
+/** Shows `text` for 5 s (failures 8 s) in the polite toast region. */
+export function toast(text: string, kind: 'ok' | 'bad' = 'ok') {
+  const id = ++toastSeq;
+  toasts.value = [...toasts.value.slice(-3), { id, text, kind }];
+  setTimeout(() => { toasts.value = toasts.value.filter((t) => t.id !== id); }, kind === 'bad' ? 8000 : 5000);
+}
+/** Where toasts appear: always in the page, so screen readers announce each one. */
+export function Toasts() {
+  return (
+    <div class="toasts" role="status" aria-live="polite" data-testid="toasts">
+      {toasts.value.map((t) => (
+        <p key={t.id} class={`toast ${t.kind}`}>
+          {t.text}
+          <button type="button" class="link" onClick={() => { toasts.value = toasts.value.filter((x) => x.id !== t.id); }}>Dismiss</button>
+        </p>
+      ))}
+    </div>
+  );
+}
+
+/**
+ * A panel over the right side of the screen (a list stays beside it on wide screens): always in
+ * view, with a close button and Escape; focus goes to its heading when it opens.
+ */
+export function Drawer({ title, onClose, children, testId }: { title: string; onClose: () => void; children: ComponentChildren; testId?: string }) {
+  const ref = useRef<HTMLElement>(null);
+  const close = useRef(onClose);
+  close.current = onClose;
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => { if (e.key === 'Escape' && !document.querySelector('dialog[open]')) close.current(); };
+    addEventListener('keydown', onKey);
+    return () => removeEventListener('keydown', onKey);
+  }, []);
+  useEffect(() => { focusOn(ref.current?.querySelector('h2')); }, [title]);
+  return (
+    <aside ref={ref} class="drawer" aria-label={title} data-testid={testId}>
+      <header class="drawer-head">
+        <h2>{title}</h2>
+        <button type="button" onClick={() => close.current()}>Close<span class="sr-only"> {title}</span></button>
+      </header>
+      <div class="drawer-body">{children}</div>
+    </aside>
+  );
+}
+
 export const show = (v: unknown): string => {
   if (v === null || v === undefined) return '';
   if (Array.isArray(v)) return v.map(show).join(', ');
@@ -264,6 +347,7 @@ export function useAction(): { error: unknown; busy: boolean; act: (fn: () => Pr
       return true;
     } catch (e) {
       setError(e);
+      toast(`Failed: ${e instanceof Error ? e.message : String(e)}`, 'bad');
       return false;
     } finally {
       setBusy(false);
@@ -297,5 +381,18 @@ export function Progress({ value, label }: { value: number; label: string }) {
       <progress max={100} value={v} aria-label={label} data-testid="progress" />
       <span data-testid="progress-text">{v}%</span>
     </div>
+  );
+}
+
+/** Where a detail page sits: links up to the screen and the list it came from, then the page itself. */
+export function Crumbs({ items }: { items: [string, string | null][] }) {
+  return (
+    <nav aria-label="Breadcrumbs" class="crumbs">
+      <ol>
+        {items.map(([label, href]) => (
+          <li key={label}>{href ? <a href={`#${href}`}>{label}</a> : <span aria-current="page">{label}</span>}</li>
+        ))}
+      </ol>
+    </nav>
   );
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PluginError } from '../plugin.ts';
+import { PluginError } from '../plugin-error.ts';
 
 /** A JSON Schema object, as `/events/types` and `/openapi.json` show it. */
 export type JsonSchema = Record<string, unknown>;

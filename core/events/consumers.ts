@@ -1,6 +1,6 @@
 import type { Model } from 'mongoose';
 import type { Logger } from '../logger.ts';
-import type { EventDoc } from './relay.ts';
+import type { EventDoc } from './types.ts';
 
 /**
  * A durable consumer of the event log, declared by a plugin (`eventConsumers` contribution). It
@@ -41,12 +41,6 @@ export interface EventRecord {
 
 /** An event without its object: what a consumer's `select` decides from. */
 export type EventHead = Omit<EventRecord, 'data'>;
-
-/** The internal parts in-process consumers (audit) may read too: the object before, and metadata. */
-export interface EventWithInternals extends EventRecord {
-  previous: Record<string, unknown> | null;
-  meta: Record<string, unknown> | null;
-}
 
 /** The fields of an event document a head is made of (`HEAD_FIELDS` reads just them). */
 type HeadDoc = Pick<EventDoc, '_id' | 'type' | 'tenant_id' | 'created_at' | 'actor' | 'request_id'>;

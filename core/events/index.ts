@@ -7,7 +7,7 @@ import { createRealtime } from '../realtime/index.ts';
 
 export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
 export type { EventConsumer, EventHead, EventRecord } from './consumers.ts';
-export type { AuditedChange, EventDoc, EventSink, OutboxEntry, OutboxSource } from './relay.ts';
+export type { AuditedChange, EventDoc, EventSink, OutboxEntry, OutboxSource } from './types.ts';
 export { outboxPath, OUTBOX_FIELD } from './model.ts';
 export type { EventLog } from './service.ts';
 

@@ -6,7 +6,7 @@
 import type { Types } from 'mongoose';
 import type { Doc } from '../hooks.ts';
 import { OUTBOX_FIELD } from './model.ts';
-import type { OutboxEntry, OutboxSource } from './relay.ts';
+import type { OutboxEntry, OutboxSource } from './types.ts';
 
 /** What the relay tells about a document's entries a write supersedes. */
 export interface KnownEntries {

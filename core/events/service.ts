@@ -50,8 +50,8 @@ export class EventLog {
   private readonly relay: Relay;
   private readonly sweeper: OutboxSweeper;
   private sweepTimer: NodeJS.Timeout | null = null;
-  /** The sweep under way (timer or `sweep()`): close() waits for it, so it never meets a closed connection. */
-  private sweeping: Promise<unknown> | null = null;
+  /** The sweeps under way (timer and `sweep()` calls): close() waits for all, so none meets a closed connection. */
+  private readonly sweeping = new Set<Promise<unknown>>();
   private readonly runners: ConsumerRunner[] = [];
   private readonly models;
   private retentionTimer: NodeJS.Timeout | null = null;
@@ -159,7 +159,7 @@ export class EventLog {
     if (!this.sweepTimer) {
       this.sweepTimer = setInterval(() => {
         // A tick slower than the interval is not joined by another one in the same process.
-        if (!this.sweeping) void this.track(this.sweeper.tick()).catch((err) => this.log.warn({ err }, 'outbox sweep failed'));
+        if (!this.sweeping.size) void this.track(this.sweeper.tick()).catch((err) => this.log.warn({ err }, 'outbox sweep failed'));
       }, this.settings.sweepMs);
       this.sweepTimer.unref();
     }
@@ -185,10 +185,8 @@ export class EventLog {
 
   private track<T>(work: Promise<T>): Promise<T> {
     const settled = work.then(() => undefined, () => undefined);
-    this.sweeping = settled;
-    void settled.then(() => {
-      if (this.sweeping === settled) this.sweeping = null;
-    });
+    this.sweeping.add(settled);
+    void settled.then(() => this.sweeping.delete(settled));
     return work;
   }
 
@@ -196,7 +194,7 @@ export class EventLog {
     if (this.retentionTimer) clearInterval(this.retentionTimer);
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
-    await this.sweeping;
+    await Promise.all(this.sweeping);
     await Promise.all(this.runners.map((r) => r.stop()));
     await this.relay.close();
   }

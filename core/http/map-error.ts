@@ -40,10 +40,26 @@ export function toAppError(err: unknown, loc: readonly (string | number)[] = ['b
   // http-errors raised by the body parser and router (`expose` is only true for 4xx).
   const status = typeof e.status === 'number' ? e.status : typeof e.statusCode === 'number' ? e.statusCode : undefined;
   if (status && status >= 400 && status < 500 && e.expose !== false) {
-    if (status === 400 && (e.type === 'entity.parse.failed' || /JSON/i.test(e.message ?? ''))) return new BadRequestError('Malformed JSON body');
+    if (status === 400 && (e.type === 'entity.parse.failed' || /JSON/i.test(e.message ?? ''))) return new BadRequestError('Malformed JSON body', jsonErrorDetails(e));
     return new AppError(status, HTTP_CODES[status] ?? ErrorCode.BAD_REQUEST, STATUS_MESSAGES[status] ?? e.message ?? 'Bad request');
   }
   return null;
+}
+
+/**
+ * What the JSON parser refused and where: its message without the excerpt of the body V8 appends
+ * (`, "<body>"... is not valid JSON`), and, when it names one, the position with its line and column.
+ * The body itself is never echoed.
+ */
+function jsonErrorDetails(e: { message?: string; body?: unknown }): Record<string, unknown> {
+  const reason = (e.message ?? '').replace(/, .*is not valid JSON$/s, '').replace(/ \(line \d+ column \d+\)$/, '').slice(0, 200);
+  const at = /at position (\d+)/.exec(reason);
+  if (!at) return { reason };
+  const position = Number(at[1]);
+  const before = typeof e.body === 'string' ? e.body.slice(0, position) : undefined;
+  if (before === undefined) return { reason, position };
+  const lines = before.split('\n');
+  return { reason, position, line: lines.length, column: lines.at(-1)!.length + 1 };
 }
 
 /**

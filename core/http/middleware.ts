@@ -2,11 +2,12 @@ import { randomUUID } from 'node:crypto';
 import type Koa from 'koa';
 import Router from '@koa/router';
 import { ROUTE_BUDGETS, type AuthFailureLimiter, type LimitDecision, type RequestLimiter } from '../rate-limit.ts';
+import { apiKeyClient, authFailure, retryAfter, userClient } from '../guards.ts';
 import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, ErrorCode, NotFoundError, RateLimitedError } from '../errors.ts';
 import { hasSystemScope, withRequest, type Actor, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
-import { API_KEY_PREFIX, hashKey, type AuthenticationService } from '../identity/authentication.ts';
+import { hashKey, type AuthenticationService } from '../identity/authentication.ts';
 import { toAppError } from './map-error.ts';
 import { settleUnreadBody } from './protocol.ts';
 
@@ -121,14 +122,12 @@ export function authenticate(identity: AuthenticationService, failures: AuthFail
       if (apiKey) {
         const hash = hashKey(apiKey);
         actor = await identity.authenticateApiKey(apiKey, hash);
-        // A hash, never the key: with the Mongo store the limiter's keys are stored in the database.
-        state.credential = `key:${hash.slice(0, 32)}`;
+        state.credential = apiKeyClient(hash);
       } else if (authz) {
         const m = /^Bearer\s+(\S+)$/i.exec(authz);
-        if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"');
+        if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"; an API key goes in the X-API-Key header instead');
         actor = await identity.authenticateToken(m[1]);
-        // Tokens are minted freely from a key, so they share one budget per user rather than one each.
-        state.credential = `user:${actor.id}`;
+        state.credential = userClient(actor.id);
       }
       if (actor) {
         const asTenant = ctx.get('X-Tenant-Id');
@@ -144,8 +143,8 @@ export function authenticate(identity: AuthenticationService, failures: AuthFail
       }
     } catch (err) {
       if (!(err instanceof AppError) || err.status !== 401) throw err;
-      const wait = await failures.fail(ctx.ip, apiKey ? `key:${apiKey.slice(0, API_KEY_PREFIX.length + 6)}` : null);
-      if (wait !== null) throw new RateLimitedError(wait);
+      const refused = await authFailure(failures, ctx.ip, apiKey || undefined);
+      if (refused) throw refused;
       state.authError = err;
     }
     await next();
@@ -181,13 +180,14 @@ export function routeBudgets(routes: readonly { method: string; path: string }[]
  * every `RATE_LIMIT_SYNC_MS`): per credential (API key; bearer tokens per user) when authenticated,
  * else per client ip. Routes with a budget of their own (`ROUTE_BUDGETS`: webhook receivers) count
  * per route value and client instead, and spend the general budget only with 4xx answers. Adds
- * RateLimit-* headers.
+ * RateLimit-* headers. Operations over WebSocket spend the same budget under the same keys
+ * (core/guards.ts).
  */
 export function rateLimit(config: Config, limiter: RequestLimiter | null, exempt: (path: string) => boolean, budgetOf: RouteBudgetOf = () => null): Koa.Middleware {
   if (!limiter) return (_ctx, next) => next();
   const general = config.RATE_LIMIT_MAX;
   const answer = (ctx: Koa.Context, d: LimitDecision, max: number) => {
-    const reset = Math.max(1, Math.ceil(d.msBeforeNext / 1000));
+    const reset = retryAfter(d);
     ctx.set('RateLimit-Limit', String(max));
     ctx.set('RateLimit-Remaining', String(d.remaining));
     ctx.set('RateLimit-Reset', String(reset));

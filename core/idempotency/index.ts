@@ -13,7 +13,9 @@ import { AppError, BadRequestError, ErrorCode, type ErrorDetails } from '../erro
 import { scopedTenantId, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import { toAppError } from '../http/map-error.ts';
-import { idempotencyKeyModel, type IdempotencyKeyDoc, type IdempotencyKeyModel } from './model.ts';
+import type { PersonalDataDeclaration } from '../plugin.ts';
+import { bytesOf, idempotencyKeyModel, type IdempotencyKeyDoc, type IdempotencyKeyModel } from './model.ts';
+import { scrubStoredAnswers } from './scrub.ts';
 
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 export const REPLAYED_HEADER = 'Idempotent-Replayed';
@@ -37,6 +39,9 @@ export interface IdempotencyOptions {
   /** Token cap when parsing a GraphQL document to tell a mutation from a query (`GRAPHQL_MAX_TOKENS`). */
   maxTokens: number;
 }
+
+/** A GraphQL result as JSON carries it (`data`, `errors`, `extensions`). */
+export type OperationResult = { data?: unknown; errors?: readonly unknown[]; extensions?: Record<string, unknown> };
 
 interface Scope {
   actor_id: string;
@@ -66,6 +71,17 @@ export class Idempotency {
     this.model = idempotencyKeyModel(conn);
   }
 
+  /**
+   * The stored answers as personal data: they copy what requests returned, so an erasure scrubs them
+   * (`scrubStoredAnswers`); linked to their actor by `actor_id`.
+   */
+  personalData(): PersonalDataDeclaration {
+    return {
+      name: 'idempotency_keys', model: this.model.modelName, subject_field: 'actor_id', gdpr_fields: [], on_erasure: 'scrub',
+      scrub: (subject) => scrubStoredAnswers(this.model, subject),
+    };
+  }
+
   /** POST or PATCH with the header, from an authenticated actor (anonymous requests have no scope to key on). */
   applies(ctx: Koa.Context): boolean {
     return (ctx.method === 'POST' || ctx.method === 'PATCH') && ctx.req.headers['idempotency-key'] !== undefined && !!(ctx as unknown as Requested).state.actor;
@@ -86,17 +102,49 @@ export class Idempotency {
     const actor = c.state.actor!;
     const scope: Scope = { actor_id: actor.id, tenant_id: scopedTenantId(actor) ?? '', key };
     // If-Match is part of the request: a retry against a newer revision is another request.
-    const fingerprint = createHash('sha256').update(`${ctx.method}\n${ctx.path}\n${canonical(ctx.query)}\n${ctx.get('If-Match')}\n${canonical(body ?? null)}`).digest('hex');
-    const held = await this.reserve(scope, fingerprint, ctx);
-    if (held === null) return;
+    const fingerprint = fingerprintOf(ctx.method, ctx.path, canonical(ctx.query), ctx.get('If-Match'), body ?? null);
+    const held = await this.reserve(scope, fingerprint);
+    if ('fingerprint' in held) return this.replay(held, ctx);
     await this.execute(held, ctx, next);
   }
 
   /**
-   * The reservation this request holds (the record and this run's token), or null when it was
-   * answered from the stored record.
+   * A GraphQL mutation over a transport without headers (graphql-ws, the key from the operation's
+   * `extensions.idempotencyKey`): the same store, scope, fingerprint and answers as `Idempotency-Key`
+   * on `POST /graphql` with `body` (the operation without its key), so a retry over either
+   * transport replays. Either the stored result to answer with, or the reservation: run the
+   * operation, then `finish` with its result (stored, or released when it failed on the server's
+   * side) or null when it threw (released).
+   * @throws AppError 400 (bad key), 422 IDEMPOTENCY_KEY_REUSED, 409 IDEMPOTENCY_IN_PROGRESS, or a replayed stored error
    */
-  private async reserve(scope: Scope, fingerprint: string, ctx: Koa.Context): Promise<Held | null> {
+  async reserveOperation(actor: Actor, key: string, body: object, log: Logger = this.log): Promise<{ replay: OperationResult } | { finish(result: OperationResult | null): Promise<void> }> {
+    if (key.length === 0 || key.length > MAX_KEY_LENGTH) {
+      throw new BadRequestError(`extensions.idempotencyKey must be 1 to ${MAX_KEY_LENGTH} characters`, { extension: 'idempotencyKey', max_length: MAX_KEY_LENGTH });
+    }
+    const scope: Scope = { actor_id: actor.id, tenant_id: scopedTenantId(actor) ?? '', key };
+    const held = await this.reserve(scope, fingerprintOf('POST', this.opts.graphqlPath, '{}', '', body));
+    if ('fingerprint' in held) {
+      const stored = bytesOf(held.body);
+      if (!stored) throw storedError(held);
+      return { replay: JSON.parse(stored.toString('utf8')) as OperationResult };
+    }
+    const filter = { _id: held._id as never, run: held.run, state: 'running' };
+    const renew = this.renew(filter);
+    return {
+      finish: async (result) => {
+        clearInterval(renew);
+        const bytes = result && Buffer.from(JSON.stringify(result));
+        if (!bytes || graphqlFailed(bytes)) await this.release(filter, log);
+        else await this.store(filter, { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: bytes }, log);
+      },
+    };
+  }
+
+  /**
+   * The reservation this request holds (the record and this run's token), or the finished record
+   * of the same request to answer from.
+   */
+  private async reserve(scope: Scope, fingerprint: string): Promise<Held | Lean> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const now = new Date();
       const run = randomUUID();
@@ -121,8 +169,7 @@ export class Idempotency {
         throw new AppError(422, ErrorCode.IDEMPOTENCY_KEY_REUSED, `This ${IDEMPOTENCY_HEADER} was used with a different request`, { header: IDEMPOTENCY_HEADER });
       }
       if (found.state === 'running') throw inProgress();
-      this.replay(found, ctx);
-      return null;
+      return found;
     }
     // The record changed hands three times during this call: others are busy with the key.
     throw inProgress();
@@ -130,37 +177,34 @@ export class Idempotency {
 
   private replay(found: Lean, ctx: Koa.Context): void {
     ctx.set(REPLAYED_HEADER, 'true');
-    const headers = (found.headers ?? {}) as Record<string, string>;
-    if (found.error) {
-      const e = found.error as { code: string; message: string; details: ErrorDetails };
-      const err = new AppError(found.status!, e.code, e.message, e.details);
-      if (Object.keys(headers).length) err.headers = headers;
-      throw err;
-    }
-    for (const [name, value] of Object.entries(headers)) ctx.set(name, value);
+    if (found.error) throw storedError(found);
+    for (const [name, value] of Object.entries((found.headers ?? {}) as Record<string, string>)) ctx.set(name, value);
     ctx.status = found.status!;
-    // A lean read gives BSON Binary: its bytes are `buffer` up to `position`.
-    const body = found.body as unknown as { buffer: Uint8Array; position: number } | Buffer | null;
-    const bytes = !body ? null : Buffer.isBuffer(body) ? body : Buffer.from(body.buffer.subarray(0, body.position));
+    const bytes = bytesOf(found.body);
     if (bytes?.length) ctx.body = bytes;
+  }
+
+  /** Renews the lease of a running reservation every third of it, so that only a crashed process's lapses. */
+  private renew(filter: object): NodeJS.Timeout {
+    const renew = setInterval(() => {
+      this.model.collection.updateOne(filter, { $set: { expires_at: new Date(Date.now() + this.opts.leaseMs) } }).catch((err: unknown) => this.log.warn({ err }, 'idempotency lease renewal failed'));
+    }, this.opts.leaseMs / 3);
+    renew.unref();
+    return renew;
   }
 
   private async execute(held: Held, ctx: Koa.Context, next: Koa.Next): Promise<void> {
     // This run's token too: after a lapsed lease another run holds the record, and this one must not touch it.
     const filter = { _id: held._id as never, run: held.run, state: 'running' };
-    // Renew the lease while the request runs, so that only a crashed process's reservation lapses.
-    const renew = setInterval(() => {
-      this.model.collection.updateOne(filter, { $set: { expires_at: new Date(Date.now() + this.opts.leaseMs) } }).catch((err: unknown) => this.log.warn({ err }, 'idempotency lease renewal failed'));
-    }, this.opts.leaseMs / 3);
-    renew.unref();
+    const renew = this.renew(filter);
     try {
       await next();
     } catch (err) {
       clearInterval(renew);
       const appErr = toAppError(err);
       if (appErr && appErr.status < 500 && !NOT_STORED.has(appErr.status)) {
-        await this.store(filter, { status: appErr.status, headers: appErr.headers ?? {}, error: { code: appErr.code, message: appErr.message, details: appErr.details } }, ctx);
-      } else await this.release(filter, ctx);
+        await this.store(filter, { status: appErr.status, headers: appErr.headers ?? {}, error: { code: appErr.code, message: appErr.message, details: appErr.details } }, logOf(ctx, this.log));
+      } else await this.release(filter, logOf(ctx, this.log));
       throw err;
     }
     clearInterval(renew);
@@ -168,7 +212,7 @@ export class Idempotency {
     // A 404 without a body: no route answered (the kernel answers 404/405 afterwards); nothing ran.
     const unrouted = ctx.status === 404 && body === null;
     if (unrouted || ctx.status >= 500 || NOT_STORED.has(ctx.status) || (ctx.path === this.opts.graphqlPath && graphqlFailed(body))) {
-      await this.release(filter, ctx);
+      await this.release(filter, logOf(ctx, this.log));
       return;
     }
     const headers: Record<string, string> = {};
@@ -176,24 +220,24 @@ export class Idempotency {
       const value = ctx.response.get(name);
       if (value) headers[name] = String(value);
     }
-    await this.store(filter, { status: ctx.status, headers, body }, ctx);
+    await this.store(filter, { status: ctx.status, headers, body }, logOf(ctx, this.log));
   }
 
-  private async store(filter: object, answer: { status: number; headers: Record<string, string>; body?: Buffer | null; error?: object }, ctx: Koa.Context): Promise<void> {
+  private async store(filter: object, answer: { status: number; headers: Record<string, string>; body?: Buffer | null; error?: object }, log: Logger): Promise<void> {
     try {
       await this.model.collection.updateOne(filter, { $set: { ...answer, state: 'done', expires_at: new Date(Date.now() + this.opts.ttlMs) } });
     } catch (err) {
       // The operation happened; only its replay is lost. Free the key rather than leave it running.
-      (ctx.state.ctx?.log ?? this.log).error({ err }, 'idempotency: storing the answer failed');
-      await this.release(filter, ctx);
+      log.error({ err }, 'idempotency: storing the answer failed');
+      await this.release(filter, log);
     }
   }
 
-  private async release(filter: object, ctx: Koa.Context): Promise<void> {
+  private async release(filter: object, log: Logger): Promise<void> {
     try {
       await this.model.collection.deleteOne(filter);
     } catch (err) {
-      (ctx.state.ctx?.log ?? this.log).error({ err }, 'idempotency: releasing the key failed (it lapses with its lease)');
+      log.error({ err }, 'idempotency: releasing the key failed (it lapses with its lease)');
     }
   }
 
@@ -208,6 +252,23 @@ export class Idempotency {
       return false;
     }
   }
+}
+
+/** The request's logger (made on first use, so only when something is logged), else the module's. */
+const logOf = (ctx: Koa.Context, fallback: Logger): Logger => (ctx.state as { ctx?: { log: Logger } }).ctx?.log ?? fallback;
+
+/** What identifies a request under its key: method, path, query, `If-Match` and body (JSON key order aside). */
+function fingerprintOf(method: string, path: string, query: string, ifMatch: string, body: unknown): string {
+  return createHash('sha256').update(`${method}\n${path}\n${query}\n${ifMatch}\n${canonical(body)}`).digest('hex');
+}
+
+/** A stored error answer, raised again with its status, code, message, details and headers. */
+function storedError(found: Lean): AppError {
+  const e = (found.error ?? { code: ErrorCode.INTERNAL_ERROR, message: 'Internal server error', details: {} }) as { code: string; message: string; details: ErrorDetails };
+  const err = new AppError(found.status ?? 500, e.code, e.message, e.details);
+  const headers = (found.headers ?? {}) as Record<string, string>;
+  if (Object.keys(headers).length) err.headers = headers;
+  return err;
 }
 
 function inProgress(): AppError {

@@ -40,3 +40,11 @@ export type IdempotencyKeyModel = Model<IdempotencyKeyDoc>;
 export function idempotencyKeyModel(conn: Connection): IdempotencyKeyModel {
   return modelOn(conn, 'IdempotencyKey', idempotencyKeySchema);
 }
+
+/** The bytes of a stored body as a lean or driver read gives them (BSON Binary: its bytes are `buffer` up to `position`). */
+export function bytesOf(body: unknown): Buffer | null {
+  if (!body) return null;
+  if (Buffer.isBuffer(body)) return body;
+  const b = body as { buffer: Uint8Array; position: number };
+  return Buffer.from(b.buffer.subarray(0, b.position));
+}

@@ -203,6 +203,16 @@ export class AuthenticationService {
     return docs.map(toAuthUser);
   }
 
+  /**
+   * The active user `id` of tenant `tenantId`, provided its email is `email` (trimmed,
+   * case-insensitive); null otherwise. A passkey login names the account by the credential
+   * presented and checks the email sent with it here: one tenant's user, never an email search.
+   */
+  async userForLogin(id: string, tenantId: string, email: string): Promise<Actor | null> {
+    const doc = await this.models.User.findOne({ _id: id, tenant_id: tenantId, email: email.trim().toLowerCase(), is_active: true, ...LIVE }).lean();
+    return doc ? toAuthUser(doc) : null;
+  }
+
   /** Forget a revoked API key in this process at once: its own lookups and the tokens minted from it. */
   protected forgetApiKey(keyHash: string, id: string): void {
     this.cache?.delete(`k:${keyHash}`);

@@ -29,6 +29,10 @@ export function identityGraphql(builder: Builder, identity: IdentityService): vo
       features: t.exposeStringList('features', { nullable: false }),
       attributes: t.expose('attributes', { type: 'JSON' }),
       is_active: t.boolean({ nullable: false, resolve: (u) => u.is_active !== false }),
+      last_admin: t.boolean({
+        nullable: false, description: 'The only active administrator of its tenant (a console offers no Disable or Delete for it)',
+        resolve: (u) => identity.isLastAdmin(u),
+      }),
     }),
   });
   const Tenant = builder.objectRef<TenantView>('Tenant');
@@ -74,9 +78,11 @@ export function identityGraphql(builder: Builder, identity: IdentityService): vo
     apiKeys: t.field({
       type: [ApiKey], nullable: false, description: 'API keys you administer, newest first (never the key itself): of one user with user_id; revoked ones with include_revoked',
       args: { user_id: t.arg.string(), include_revoked: t.arg.boolean(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => {
+      resolve: async (_r, a, ctx) => {
         const actor = requireAdmin(ctx);
-        return identity.listApiKeys(actor, { ...parseInput(apiKeysQuery, givenArgs({ user_id: a.user_id, include_revoked: a.include_revoked })), ...clampPage(a) });
+        const keys = await identity.listApiKeys(actor, { ...parseInput(apiKeysQuery, givenArgs({ user_id: a.user_id, include_revoked: a.include_revoked })), ...clampPage(a) });
+        const emails = await identity.userEmails(actor, keys.map((k) => k.user_id));
+        return keys.map((k) => ({ ...k, user_email: emails.get(k.user_id) ?? null }));
       },
     }),
   }));
@@ -88,12 +94,13 @@ export function identityGraphql(builder: Builder, identity: IdentityService): vo
       expires_in: t.exposeInt('expires_in', { nullable: false }),
     }),
   });
-  const ApiKey = builder.objectRef<ApiKeyView & { key?: string }>('ApiKey');
+  const ApiKey = builder.objectRef<ApiKeyView & { key?: string; user_email?: string | null }>('ApiKey');
   ApiKey.implement({
     fields: (t) => ({
       id: t.exposeID('id', { nullable: false }),
       name: t.exposeString('name', { nullable: false }),
       user_id: t.exposeString('user_id', { nullable: false }),
+      user_email: t.string({ description: "The owner's e-mail (in the apiKeys list)", resolve: (k) => k.user_email ?? null }),
       tenant_id: t.exposeString('tenant_id', { nullable: false }),
       prefix: t.exposeString('prefix', { nullable: false }),
       created_at: t.field({ type: 'DateTime', resolve: (k) => k.created_at ?? null }),

@@ -4,6 +4,7 @@ import { idParams } from '../http/schemas.ts';
 import { identityModels, migrateUsers } from './models.ts';
 import { apiKeyView, createApiKeyInput, createdApiKeyView, createTenantInput, createUserInput, meView, tenantListView, tenantsQuery, tenantView, tokenView, updateUserInput, userListView, usersQuery, userView } from './schemas.ts';
 import { IdentityService } from './service.ts';
+import { identityEventTypes } from './events.ts';
 import { identityGraphql } from './graphql.ts';
 import { pageHeaderDocs, setPageHeaders } from '../page.ts';
 import { AuthFailureLimiter, createLimiter } from '../rate-limit.ts';
@@ -19,13 +20,13 @@ declare module '../services.ts' {
 /** Core plugin: tenants, users, API keys, bearer tokens, `/auth/*` and `/admin/{tenants,users,api-keys}`. */
 export const identityPlugin = definePlugin({
   name: 'identity',
-  async setup({ db, config, log, services, hooks, tenancy }) {
+  async setup({ db, config, log, services, tenancy }) {
     const models = identityModels(db);
     await migrateUsers(models.User.collection, log);
     // Bootstrap below writes users and keys during setup, before the kernel builds every model's
     // indexes; unique emails and key hashes hold only once their indexes exist, so build these now.
     await Promise.all([models.Tenant.init(), models.User.init(), models.ApiKey.init()]);
-    const identity = new IdentityService({ models, config, log, hooks, tenancy });
+    const identity = new IdentityService({ models, config, log, tenancy, events: () => services.get('events') });
     services.provide('identity', identity);
     services.provide('authFailures', new AuthFailureLimiter(config.RATE_LIMIT_ENABLED ? await createLimiter(config, db, 'auth_failures', config.AUTH_FAILURE_LIMIT) : null));
 
@@ -40,6 +41,11 @@ export const identityPlugin = definePlugin({
     }
 
     return {
+      eventTypes: identityEventTypes,
+      // Left-behind entries of a process that died after a change are relayed by the sweep.
+      ready: () => {
+        for (const source of Object.values(identity.changes.sources)) services.get('events').addSource(source);
+      },
       // The account itself (docs/privacy.md, "The account"): the privacy plugin pseudonymises these
       // fields last, with per-user values, and disables the account. `attributes` are emptied.
       personalData: [

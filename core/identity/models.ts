@@ -1,5 +1,6 @@
 import { Schema, type Collection, type Connection, type InferSchemaType, type Model } from 'mongoose';
 import { modelOn } from '../db.ts';
+import { OUTBOX_FIELD, outboxPath } from '../events/model.ts';
 import type { Logger } from '../logger.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
@@ -8,6 +9,8 @@ const tenantSchema = new Schema(
   {
     name: { type: String, required: true, trim: true, maxlength: 200 },
     is_system: { type: Boolean, default: false },
+    /** Events of changes not yet in the log (core/identity/events.ts). */
+    ...outboxPath,
   },
   { timestamps, versionKey: false },
 );
@@ -31,6 +34,7 @@ const userSchema = new Schema(
     is_deleted: { type: Boolean, default: false },
     deleted_at: { type: Date, default: null },
     deleted_by: { type: Schema.Types.ObjectId, ref: 'User', default: null },
+    ...outboxPath,
   },
   { timestamps, versionKey: false, minimize: false },
 );
@@ -51,9 +55,13 @@ const apiKeySchema = new Schema(
     created_by: { type: Schema.Types.ObjectId, ref: 'User', default: null },
     revoked_at: { type: Date, default: null },
     last_used_at: { type: Date, default: null },
+    ...outboxPath,
   },
   { timestamps, versionKey: false },
 );
+
+// The sweep's windows are ranges of the outbox stamps (docs/events.md).
+for (const schema of [tenantSchema, userSchema, apiKeySchema]) schema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 
 export type TenantDoc = InferSchemaType<typeof tenantSchema>;
 export type UserDoc = InferSchemaType<typeof userSchema>;

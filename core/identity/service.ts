@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError, ValidationError } from '../errors.ts';
-import { hasSystemScope, isSystemActor, requestOf, writeTenantId, type Actor } from '../context.ts';
-import { documentEventBase, type Doc, type HookBus } from '../hooks.ts';
+import { hasSystemScope, isSystemActor, writeTenantId, type Actor } from '../context.ts';
+import type { Doc } from '../hooks.ts';
 import type { Tenancy } from '../tenancy.ts';
 import { ROLES } from './models.ts';
 import { pageOf } from '../page.ts';
 import { requireRole, type Filter } from './guards.ts';
 import { API_KEY_PREFIX, AuthenticationService, hashKey, LIVE, toAuthUser, type AuthenticationDeps, type UserRecord } from './authentication.ts';
+import { IdentityEvents } from './events.ts';
+import type { EventLog } from '../events/service.ts';
+import { OUTBOX_FIELD } from '../events/model.ts';
 import type { CreateApiKeyInput, CreateTenantInput, CreateUserInput, ListApiKeysQuery, ListUsersQuery, PageRequest, UpdateUserInput } from './schemas.ts';
 
 const generateApiKey = (): string => API_KEY_PREFIX + randomBytes(32).toString('base64url');
@@ -23,10 +26,18 @@ const userView = (u: UserRecord) => ({
 export type RoleCheck = (tenantId: string, roles: readonly string[]) => Promise<string[]>;
 
 export interface IdentityDeps extends AuthenticationDeps {
-  hooks: HookBus;
   /** `MULTI_TENANT_ENABLED`: whether tenant administrators administer only their own tenant. */
   tenancy: Tenancy;
+  /** The event log (set up after identity, so reached when a change is made). */
+  events: () => EventLog;
 }
+
+/** Timestamps of a document about to be inserted, set before the insert so its event's object has them. */
+const stamped = <T extends { set(v: Doc): unknown }>(doc: T): T => {
+  const now = new Date();
+  doc.set({ created_at: now, updated_at: now });
+  return doc;
+};
 
 /**
  * The `identity` service: authentication (inherited) plus directory administration of tenants,
@@ -36,19 +47,24 @@ export interface IdentityDeps extends AuthenticationDeps {
  * only system actors touch system administrators.
  */
 export class IdentityService extends AuthenticationService {
-  private readonly hooks: HookBus;
   private readonly tenancy: Tenancy;
   private roleCheck: RoleCheck | null = null;
+  /** Stages the events of tenant, user and key changes into the changed document's own write. */
+  readonly changes: IdentityEvents;
 
   constructor(deps: IdentityDeps) {
     super(deps);
-    this.hooks = deps.hooks;
     this.tenancy = deps.tenancy;
+    this.changes = new IdentityEvents(deps.models, deps.events);
   }
 
   async createTenant(actor: Actor, input: CreateTenantInput) {
     requireRole(actor, 'system');
-    const t = await this.models.Tenant.create({ name: input.name });
+    const t = stamped(new this.models.Tenant({ name: input.name }));
+    const entry = this.changes.stage('tenants', { type: 'tenant.created', actor, tenantId: t._id, audit: 'insert' });
+    t.set(OUTBOX_FIELD, this.changes.forInsert([entry], tenantView(t.toObject())));
+    await t.save();
+    await this.changes.committed('tenants', t.toObject() as unknown as Doc);
     return tenantView(t.toObject());
   }
 
@@ -71,24 +87,26 @@ export class IdentityService extends AuthenticationService {
     if (scoped && tenantId !== scoped) throw new AccessDeniedError('Tenant administrators act only inside their own tenant');
     if (!(await this.models.Tenant.exists({ _id: tenantId }))) throw new NotFoundError('tenant', tenantId);
     if (input.roles) await this.checkRoles(tenantId, input.roles);
-    let u;
+    const u = stamped(new this.models.User({
+      email: input.email,
+      name: input.name,
+      tenant_id: tenantId,
+      roles: input.roles ?? ['user'],
+      features: input.features ?? [],
+      attributes: input.attributes ?? {},
+      ...system,
+    }));
+    const entry = this.changes.stage('users', { type: 'user.created', actor, tenantId, audit: 'insert' });
+    u.set(OUTBOX_FIELD, this.changes.forInsert([entry], userView(u.toObject() as UserRecord)));
     try {
-      u = await this.models.User.create({
-        email: input.email,
-        name: input.name,
-        tenant_id: tenantId,
-        roles: input.roles ?? ['user'],
-        features: input.features ?? [],
-        attributes: input.attributes ?? {},
-        ...system,
-      });
+      await u.save();
     } catch (err) {
       // Emails are unique per tenant only, so a conflict is about the target tenant and says nothing of others.
       if ((err as { code?: number }).code === 11000) throw new ConflictError('A user with this email already exists in this tenant', { field: 'email' });
       throw err;
     }
     const doc = u.toObject() as UserRecord;
-    await this.emitDocument('AFTER_CREATE', actor, { id: String(doc._id), tenant_id: String(doc.tenant_id), doc });
+    await this.changes.committed('users', doc as unknown as Doc);
     return userView(doc);
   }
 
@@ -112,7 +130,7 @@ export class IdentityService extends AuthenticationService {
   /**
    * Change a user's name, roles, features, attributes or `is_active`, with the tenant rules of the
    * other admin endpoints. Disabling ends the user's keys and tokens (this process at once, others
-   * within `AUTH_CACHE_TTL_MS`) and emits `AFTER_USER_DISABLED`; re-enabling brings its keys back.
+   * within `AUTH_CACHE_TTL_MS`) and stores `user.disabled` with the change; re-enabling brings its keys back.
    * @throws NotFoundError outside the actor's tenant or for a deleted user
    * @throws AccessDeniedError for a non-admin, a tenant admin touching a system user, or anyone disabling or re-roling themselves
    */
@@ -124,14 +142,23 @@ export class IdentityService extends AuthenticationService {
     if (roles) await this.checkRoles(String(old.tenant_id), roles);
     const set: Record<string, unknown> = {};
     for (const k of ['name', 'features', 'attributes', 'is_active'] as const) if (input[k] !== undefined) set[k] = input[k];
+    if (typeof set.name === 'string') {
+      set.name = set.name.trim();
+      if (!set.name) throw new ValidationError([{ loc: ['body', 'name'], msg: 'A name is required', type: 'value_error' }]);
+    }
     if (roles) set.roles = roles;
-    const doc = Object.keys(set).length
-      ? await this.models.User.findOneAndUpdate({ _id: id, ...LIVE, ...this.tenantScope(actor) }, { $set: set }, { returnDocument: 'after', runValidators: true }).lean()
-      : old;
+    const tenantId = old.tenant_id;
+    const entries = [this.changes.stage('users', { type: 'user.updated', actor, tenantId, audit: 'update' })];
+    const disabling = old.is_active !== false && set.is_active === false;
+    if (disabling) entries.push(this.changes.stage('users', { type: 'user.disabled', actor, tenantId }));
+    const doc = await this.models.User.collection.findOneAndUpdate(
+      { _id: new Types.ObjectId(id), ...LIVE, ...this.tenantScope(actor) },
+      this.changes.pipeline('users', { ...set, updated_at: new Date() }, entries),
+      { returnDocument: 'after' },
+    ) as UserRecord | null;
     if (!doc) throw new NotFoundError('user', id);
     this.invalidateUser(id);
-    await this.emitDocument('AFTER_UPDATE', actor, { id, tenant_id: String(doc.tenant_id), old, doc, replace: false });
-    if (old.is_active !== false && doc.is_active === false) await this.emitDisabled(actor, doc, 'disabled');
+    await this.changes.committed('users', doc as unknown as Doc);
     return userView(doc);
   }
 
@@ -146,16 +173,18 @@ export class IdentityService extends AuthenticationService {
     const old = await this.managedUser(actor, id);
     if (actor.id === id) throw new AccessDeniedError('You cannot delete yourself', { reason: 'self' });
     const now = new Date();
-    const doc = await this.models.User.findOneAndUpdate(
-      { _id: id, ...LIVE, ...this.tenantScope(actor) },
-      { $set: { is_deleted: true, deleted_at: now, deleted_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id), is_active: false } },
+    const entry = this.changes.stage('users', { type: 'user.deleted', actor, tenantId: old.tenant_id, audit: 'delete' });
+    const doc = await this.models.User.collection.findOneAndUpdate(
+      { _id: new Types.ObjectId(id), ...LIVE, ...this.tenantScope(actor) },
+      this.changes.pipeline('users', { is_deleted: true, deleted_at: now, deleted_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id), is_active: false, updated_at: now }, [entry]),
       { returnDocument: 'after' },
-    ).lean();
+    ) as UserRecord | null;
     if (!doc) throw new NotFoundError('user', id);
-    await this.models.ApiKey.updateMany({ user_id: doc._id, revoked_at: null }, { $set: { revoked_at: now } });
+    // Each key's revocation is its own change (`api_key.revoked`, audited), as when revoked by hand.
+    const live = await this.models.ApiKey.find({ user_id: doc._id, revoked_at: null }, { _id: 1 }).lean();
+    for (const k of live) await this.revokeKey(actor, { _id: k._id, revoked_at: null }, now);
     this.invalidateUser(id);
-    await this.emitDocument('AFTER_DELETE', actor, { id, tenant_id: String(doc.tenant_id), old, doc });
-    await this.emitDisabled(actor, doc, 'deleted');
+    await this.changes.committed('users', doc as unknown as Doc);
   }
 
   /**
@@ -186,6 +215,24 @@ export class IdentityService extends AuthenticationService {
     return items.map(apiKeyView);
   }
 
+  /** The e-mail of each of `ids` the actor administers (deleted users included: their keys stay listed as revoked). */
+  async userEmails(actor: Actor, ids: string[]): Promise<Map<string, string>> {
+    requireRole(actor, 'admin');
+    const valid = [...new Set(ids)].filter((id) => Types.ObjectId.isValid(id));
+    const users = await this.models.User.find({ _id: { $in: valid }, ...this.tenantScope(actor) }, { email: 1 }).lean();
+    return new Map(users.map((u) => [String(u._id), u.email]));
+  }
+
+  /**
+   * Whether `user` is the only active administrator of its tenant: a console offers no way to
+   * disable or delete such a user, since the tenant would have nobody left to administer it.
+   */
+  async isLastAdmin(user: { id: string; tenant_id: string; roles: readonly string[]; is_active?: boolean }): Promise<boolean> {
+    if (!user.roles.includes('admin') || user.is_active === false) return false;
+    const others = await this.models.User.countDocuments({ tenant_id: user.tenant_id, roles: 'admin', is_active: { $ne: false }, _id: { $ne: user.id }, ...LIVE });
+    return others === 0;
+  }
+
   /** Create an API key for a user the actor administers. The plain key is in this response only. */
   async createApiKey(actor: Actor, input: CreateApiKeyInput) {
     requireRole(actor, 'admin');
@@ -195,14 +242,19 @@ export class IdentityService extends AuthenticationService {
     if (!hasSystemScope(actor) && hasSystemScope(toAuthUser(user)))
       throw new AccessDeniedError('Only system administrators create keys for system administrators');
     const key = generateApiKey();
-    const doc = await this.models.ApiKey.create({
+    const doc = stamped(new this.models.ApiKey({
       name: input.name,
       user_id: user._id,
       tenant_id: user.tenant_id,
       key_hash: hashKey(key),
       prefix: key.slice(0, API_KEY_PREFIX.length + 6),
       created_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id),
-    });
+    }));
+    // The event's object is the key's view: never the key itself nor its hash.
+    const entry = this.changes.stage('api_keys', { type: 'api_key.created', actor, tenantId: user.tenant_id, audit: 'insert' });
+    doc.set(OUTBOX_FIELD, this.changes.forInsert([entry], apiKeyView(doc.toObject())));
+    await doc.save();
+    await this.changes.committed('api_keys', doc.toObject() as unknown as Doc);
     return { ...apiKeyView(doc.toObject()), key };
   }
 
@@ -214,14 +266,19 @@ export class IdentityService extends AuthenticationService {
       const owner = key && (await this.models.User.findById(key.user_id).lean());
       if (owner && hasSystemScope(toAuthUser(owner))) throw new AccessDeniedError('Only system administrators revoke keys of system administrators');
     }
-    const doc = await this.models.ApiKey.findOneAndUpdate(
-      { _id: id, revoked_at: null, ...this.tenantScope(actor) },
-      { $set: { revoked_at: new Date() } },
-      { returnDocument: 'after' },
-    ).lean();
+    const doc = Types.ObjectId.isValid(id) ? await this.revokeKey(actor, { _id: new Types.ObjectId(id), revoked_at: null, ...this.tenantScope(actor) }, new Date()) : null;
     if (!doc) throw new NotFoundError('api_key', id);
-    this.forgetApiKey(doc.key_hash, String(doc._id));
     return apiKeyView(doc);
+  }
+
+  /** Revokes the live key `filter` finds, with its `api_key.revoked` event in the same write; null when none matched. */
+  private async revokeKey(actor: Actor, filter: Filter, at: Date) {
+    const entry = this.changes.stage('api_keys', { type: 'api_key.revoked', actor, tenantId: null, audit: 'update' });
+    const doc = await this.models.ApiKey.collection.findOneAndUpdate(filter, this.changes.pipeline('api_keys', { revoked_at: at, updated_at: at }, [entry]), { returnDocument: 'after' });
+    if (!doc) return null;
+    this.forgetApiKey(doc.key_hash, String(doc._id));
+    await this.changes.committed('api_keys', doc as unknown as Doc);
+    return doc as unknown as Parameters<typeof apiKeyView>[0];
   }
 
   /**
@@ -326,24 +383,6 @@ export class IdentityService extends AuthenticationService {
     return this.tenancy.filter(actor);
   }
 
-  /** Document events as the resources plugin emits them, so the audit plugin records user changes without identity knowing it. */
-  private async emitDocument(
-    event: 'AFTER_CREATE' | 'AFTER_UPDATE' | 'AFTER_DELETE',
-    actor: Actor,
-    e: { id: string; tenant_id: string; old?: UserRecord; doc: UserRecord; replace?: boolean },
-  ) {
-    await this.hooks.emitAfter(event, { ...documentEventBase('users', actor, e.tenant_id), ...e, old: e.old as unknown as Doc, doc: e.doc as unknown as Doc } as never);
-  }
-
-  private async emitDisabled(actor: Actor, user: { _id: Types.ObjectId; tenant_id: Types.ObjectId }, reason: 'disabled' | 'deleted') {
-    await this.hooks.emitAfter('AFTER_USER_DISABLED', {
-      user_id: String(user._id),
-      tenant_id: String(user.tenant_id),
-      reason,
-      actor,
-      request_id: requestOf(actor)?.requestId ?? null,
-    });
-  }
 }
 
 /** A tenant in admin responses. */

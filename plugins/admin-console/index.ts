@@ -16,6 +16,7 @@ const tags = ['console'];
 
 export const adminConsolePlugin = definePlugin({
   name: 'admin-console',
+  enabledBy: 'ADMIN_CONSOLE_ENABLED',
   options: adminConsoleOptions,
   setup({ config, options, log }) {
     if (!config.ADMIN_CONSOLE_ENABLED) return {};

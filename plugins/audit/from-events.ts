@@ -16,9 +16,6 @@ export type EventAuditEntry = AuditEntryInput & { _id: Types.ObjectId };
 
 const auditOf = (e: EventDoc): AuditedChange | null => ((e.meta as { audit?: AuditedChange } | null)?.audit ?? null);
 
-/** Whether an event carries an audit entry (the change's after-hooks then carry its `event_id`). */
-export const isAudited = (e: EventDoc): boolean => !!auditOf(e) && !!e.source;
-
 /**
  * The audit entry of an event, or null when the event asks for none or its update changed nothing
  * audit keeps. `redact` removes the deny-listed fields; `ignored` are fields whose change alone is no

@@ -7,9 +7,18 @@ import type { Filter } from '../../core/identity/guards.ts';
 import type { Types } from 'mongoose';
 import { isPlainObject } from './diff.ts';
 import type { AuditEntryModel, AuditEntryRecord } from './model.ts';
-import type { ScrubInput } from './service.ts';
 import { oid } from './format.ts';
 
+/** What `scrubSubject` removes. */
+export interface ScrubInput {
+  subject_user_id: string | Types.ObjectId;
+  /** Documents whose entries may hold the subject's data, with the fields that hold it. */
+  documents: readonly { resource: string; item_id: string | Types.ObjectId; fields: readonly string[] }[];
+  /** Whole string values to replace wherever they occur (compared case-insensitively, trimmed). */
+  values: readonly string[];
+  /** What replaces a personal value (privacy's `PRIVACY_PSEUDONYM`). */
+  replacement: string;
+}
 
 /** Replaces the subject's personal values in every entry by or about them; returns the entries changed. */
 export async function scrubEntries(model: AuditEntryModel, input: ScrubInput): Promise<{ scrubbed: number }> {

@@ -11,7 +11,7 @@ import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
 import { traced } from '../../core/tracing.ts';
 import { OUTBOX_FIELD, type EventDoc } from '../../core/events/index.ts';
 import { entryOfEvent } from './from-events.ts';
-import { scrubEntries } from './scrub.ts';
+import { scrubEntries, type ScrubInput } from './scrub.ts';
 import { Redactor, diffDocs } from './diff.ts';
 import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
 import { csvRow, jsonArray, mapped, oid, onlyDuplicateIds, sortOf } from './format.ts';
@@ -78,16 +78,7 @@ export interface AuditLogger {
   flush(): Promise<void>;
 }
 
-/** What `scrubSubject` removes. */
-export interface ScrubInput {
-  subject_user_id: string | Types.ObjectId;
-  /** Documents whose entries may hold the subject's data, with the fields that hold it. */
-  documents: readonly { resource: string; item_id: string | Types.ObjectId; fields: readonly string[] }[];
-  /** Whole string values to replace wherever they occur (compared case-insensitively, trimmed). */
-  values: readonly string[];
-  /** What replaces a personal value (privacy's `PRIVACY_PSEUDONYM`). */
-  replacement: string;
-}
+export type { ScrubInput } from './scrub.ts';
 
 export interface AuditServiceOptions {
   /** `AUDIT_LOG_ENABLED`. */
@@ -139,8 +130,10 @@ const eventTarget = (e: DocumentEventBase & { id: string }): AuditTarget => ({
 });
 
 /**
- * The audit log: records document changes (from the core AFTER_* events and direct calls) through
- * a write-behind buffer, and answers the admin queries. No Koa or GraphQL here.
+ * The audit log: writes the entries of changes that carry an event from the event log (a durable
+ * sink, `recordEvents`), those announced on the hook bus without an event and direct calls through
+ * a buffer that stores them before the call resolves, and answers the admin queries. No Koa or
+ * GraphQL here.
  */
 export class AuditService implements AuditLogger {
   private readonly buffer: WriteBehindBuffer<AuditEntryInput>;

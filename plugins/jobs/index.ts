@@ -25,6 +25,7 @@ export { jobsOptions } from './schemas.ts';
  */
 export const jobsPlugin = definePlugin({
   name: 'jobs',
+  enabledBy: 'JOBS_ENABLED',
   options: jobsOptions,
   async setup({ db, config, options, services, kernel, tenancy, log, hooks }) {
     if (!config.JOBS_ENABLED) return {};

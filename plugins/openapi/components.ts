@@ -5,7 +5,7 @@
 import { STATUS_CODES } from 'node:http';
 import { ERROR_CATALOGUE, ErrorCode, type AppError } from '../../core/errors.ts';
 import { schemaRef } from './json-schema.ts';
-import type { HeaderObject, JsonSchema, OperationObject, Reference, ResponseObject } from './service.ts';
+import type { HeaderObject, JsonSchema, OperationObject, Reference, ResponseObject } from './types.ts';
 
 /** Security requirement of every non-public route: an API key or a bearer token. */
 export const AUTH_SECURITY: readonly Readonly<Record<string, string[]>>[] = [{ ApiKeyAuth: [] }, { BearerAuth: [] }];

@@ -4,7 +4,7 @@
  * because a `#/$defs/...` reference would resolve against the root of the OpenAPI document.
  */
 import { z } from 'zod';
-import type { JsonSchema, Reference } from './service.ts';
+import type { JsonSchema, Reference } from './types.ts';
 
 /** A schema as `z.toJSONSchema` returns it: with its dialect and local definitions. */
 type RawJsonSchema = JsonSchema & { $schema?: string; $defs?: Record<string, JsonSchema> };

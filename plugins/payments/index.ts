@@ -52,6 +52,7 @@ declare module '../../core/hooks.ts' {
  */
 export const paymentsPlugin = definePlugin({
   name: 'payments',
+  enabledBy: 'PAYMENTS_ENABLED',
   dependsOn: ['resources', 'webhooks'],
   setup({ db, config, services, hooks, log, tenancy }) {
     const ledger = config.PAYMENTS_LEDGER_ENABLED ? new LedgerService(ledgerModel(db), tenancy) : null;

@@ -8,7 +8,7 @@ import type { Filter } from '../../core/identity/guards.ts';
 import { CONSENT_COLLECTION, consentView, type ConsentRecord, type ConsentView, type PrivacyModels } from './model.ts';
 import { findPage, oid } from './personal-data.ts';
 import type { ConsentsQuery, GrantInput } from './schemas.ts';
-import type { PrivacyDeps } from './service.ts';
+import type { PrivacyDeps } from './types.ts';
 
 /**
  * A user's consents. A grant is a new record; a revocation keeps the record (it is the proof of

@@ -11,7 +11,7 @@ import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { AuditActor, AuditLogger } from '../audit/index.ts';
 import { CONSENT_COLLECTION, type ConsentRecord, type ErasureAction, type ErasureItemDoc, type ErasureRequestRecord, type PrivacyModels } from './model.ts';
 import { oid, omit, type PersonalData, type Subject } from './personal-data.ts';
-import type { PrivacyDeps, RunControl } from './service.ts';
+import type { PrivacyDeps, RunControl } from './types.ts';
 
 type ErasureItemRecord = ErasureItemDoc & { _id: Types.ObjectId };
 
@@ -34,7 +34,7 @@ export const auditActorOf = (actor: Actor): AuditActor | null =>
 export interface ErasureEnv {
   models: PrivacyModels;
   personal: PersonalData;
-  deps: Pick<PrivacyDeps, 'identity' | 'events' | 'audit' | 'settings'>;
+  deps: Pick<PrivacyDeps, 'identity' | 'events' | 'audit' | 'settings' | 'log'>;
 }
 
 /** The ledger row of one item, with what a step does with it once the item is handled. */
@@ -177,8 +177,8 @@ export class ErasureRun {
   }
 
   /**
-   * Disables the account (when declared, and still active) through identity, which writes its audit
-   * entry itself (an `update` of the user, through its AFTER_UPDATE event); then drops every cached
+   * Disables the account (when declared, and still active) through identity, whose `user.updated`
+   * event carries its audit entry (an `update` of the user); then drops every cached
    * credential of the user.
    */
   async disableAccount(): Promise<void> {
@@ -192,6 +192,23 @@ export class ErasureRun {
     identity.invalidateUser(String(user._id));
   }
 
+  /**
+   * Stores of copies (`on_erasure: 'scrub'`, e.g. the stored answers of idempotent requests) lose
+   * the subject's values. Before the account is pseudonymised: its email and name are what they look for.
+   */
+  async scrubCopies(): Promise<void> {
+    const { user, accountFields, accountValues } = this;
+    const { pseudonym } = this.env.deps.settings;
+    const values = accountFields
+      .filter((f) => typeof (user as Doc)[f] === 'string' && !Object.values(accountValues).includes((user as Doc)[f]))
+      .map((f) => ({ value: (user as Doc)[f] as string, replacement: typeof accountValues[f] === 'string' ? (accountValues[f] as string) : pseudonym }));
+    for (const d of this.env.personal.copies()) {
+      await this.renew(true);
+      const n = await d.scrub({ user_id: String(user._id), tenant_id: this.env.personal.tenantOf(user), values });
+      this.env.deps.log.info({ request_id: String(this.req._id), declaration: d.name, scrubbed: n }, 'erasure: copies scrubbed');
+    }
+  }
+
   /** Entries by or about the subject keep their place in the audit log but lose the personal values. */
   async scrubAuditLog(): Promise<void> {
     await this.renew(true);
@@ -200,7 +217,11 @@ export class ErasureRun {
     const deleted = await ErasureItem.find({ request_id: this.req._id, action: 'delete' }, { resource: 1, item_id: 1, fields: 1, tenant_id: 1 }).lean();
     // The event log holds the objects as they were: their personal fields go too.
     await this.env.deps.events.scrubSubject({
-      documents: [...this.depersonalized, ...deleted.map((x) => ({ resource: x.resource, item_id: x.item_id, fields: [...x.fields], tenant_id: x.tenant_id }))],
+      documents: [
+        ...this.depersonalized, ...deleted.map((x) => ({ resource: x.resource, item_id: x.item_id, fields: [...x.fields], tenant_id: x.tenant_id })),
+        // The account's own events (user.created, user.updated...) carry it as the admin API shows it.
+        ...(account ? [{ resource: this.env.personal.identity.User.collection.collectionName, item_id: user._id, fields: accountFields, tenant_id: user.tenant_id }] : []),
+      ],
       values: accountFields.map((f) => (user as Doc)[f]).filter((v): v is string => typeof v === 'string' && !Object.values(accountValues).includes(v)),
       replacement: this.env.deps.settings.pseudonym,
       actor: { id: String(user._id), tenant_id: user.tenant_id },

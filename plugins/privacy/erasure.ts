@@ -15,7 +15,7 @@ import { ERASURE_COLLECTION, erasureView, type CollectionCount, type ErasureRequ
 import { findPage, oid, subjectAsActor, type PersonalData, type Subject } from './personal-data.ts';
 import { ErasureRun, type ErasureEnv } from './erasure-run.ts';
 import type { ErasureListQuery } from './schemas.ts';
-import type { PrivacyDeps, RunControl } from './service.ts';
+import type { PrivacyDeps, RunControl } from './types.ts';
 
 /** The job that executes an erasure request when the jobs plugin is enabled. */
 export const ERASURE_JOB = 'execute_erasure';
@@ -206,6 +206,7 @@ export class ErasureService {
     await run.auditDeletionsOfEarlierRuns();
     await run.revokeApiKeys();
     await run.disableAccount();
+    await run.scrubCopies();
     await run.scrubAuditLog();
     await run.depersonalizeAccount();
     await run.finish();

@@ -127,9 +127,19 @@ export class PersonalData {
     return this.declarations().find((d) => d.on_erasure === 'account');
   }
 
-  /** Declarations of documents linked to the subject: every one but the account's. */
+  /** Declarations of documents linked to the subject: every one but the account's and the stores of copies. */
   linked(): LinkedDeclaration[] {
-    return this.declarations().filter((d): d is LinkedDeclaration => d.on_erasure !== 'account');
+    return this.declarations().filter((d): d is LinkedDeclaration => d.on_erasure !== 'account' && d.on_erasure !== 'scrub');
+  }
+
+  /** Stores of copies (`on_erasure: 'scrub'`): erasure hands them the subject and they remove its values themselves. */
+  copies(): (PersonalDataDeclaration & { scrub: NonNullable<PersonalDataDeclaration['scrub']> })[] {
+    return this.declarations().filter((d): d is PersonalDataDeclaration & { scrub: NonNullable<PersonalDataDeclaration['scrub']> } => d.on_erasure === 'scrub' && !!d.scrub);
+  }
+
+  /** The tenant the subject's data is looked for in; null for every tenant (as in `linkFilter`). */
+  tenantOf(subject: Subject): string | null {
+    return this.tenancy.scope(subjectAsActor(subject));
   }
 
   /** Linked declarations an erasure changes: every `delete` one, and `depersonalize` ones with fields. */

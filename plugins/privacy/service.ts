@@ -3,38 +3,15 @@
  * own module, over the personal-data declarations every plugin contributes
  * (`kernel.personalData()`): it never knows a plugin's collections. No Koa or GraphQL here.
  */
-import type { Connection } from 'mongoose';
-import type { IdentityService } from '../../core/identity/service.ts';
-import type { Logger } from '../../core/logger.ts';
-import type { JobRunContext, JobRunner, PersonalDataDeclaration } from '../../core/plugin.ts';
-import type { EventLog } from '../../core/events/index.ts';
-import type { Tenancy } from '../../core/tenancy.ts';
-import type { AuditLogger } from '../audit/index.ts';
 import type { PrivacyModels } from './model.ts';
 import { ConsentsService } from './consents.ts';
 import { ErasureService } from './erasure.ts';
 import { ExportService } from './export.ts';
-import { PersonalData, type PrivacySettings } from './personal-data.ts';
+import { PersonalData } from './personal-data.ts';
+import type { PrivacyDeps } from './types.ts';
 
 export type { PrivacySettings } from './personal-data.ts';
-
-export interface PrivacyDeps {
-  db: Connection;
-  identity: IdentityService;
-  /** The event log: an erasure depersonalizes the events of the subject's documents too. */
-  events: EventLog;
-  /** The app's tenant policy: the tenant term of every read and write. */
-  tenancy: Tenancy;
-  /** Looked up per call: audit and jobs are optional plugins. */
-  audit: () => AuditLogger | undefined;
-  jobs: () => JobRunner | undefined;
-  declarations: () => readonly PersonalDataDeclaration[];
-  log: Logger;
-  settings: PrivacySettings;
-}
-
-/** Progress and cancellation of one execution (a job's run context, or nothing inline). */
-export type RunControl = Partial<Pick<JobRunContext, 'progress' | 'signal'>>;
+export type { PrivacyDeps, RunControl } from './types.ts';
 
 /** What `services.get('privacy')` offers: one service per concern. */
 export class PrivacyService {

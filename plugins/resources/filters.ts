@@ -7,7 +7,7 @@ import { Types } from 'mongoose';
 import type { Filter } from '../../core/identity/guards.ts';
 import type { ListArgs } from './params.ts';
 import { QueryParamError, RESERVED_PARAMS } from './params.ts';
-import type { QueryLimits, ResourceQueryInfo } from './query.ts';
+import type { QueryLimits, ResourceQueryInfo } from './query-types.ts';
 import { checkRegex, escapeRegex } from './regex.ts';
 import { HEX24, checkPath, isSafePath } from './where.ts';
 

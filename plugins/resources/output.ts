@@ -36,15 +36,20 @@ function fieldSchema(f: FieldInfo): z.ZodType {
 type Tree = { [key: string]: Tree | z.ZodType };
 const isSchema = (x: Tree | z.ZodType): x is z.ZodType => x instanceof z.ZodType;
 
-function toObject(tree: Tree): z.ZodType {
+function toObject(tree: Tree, present: ReadonlySet<string> = new Set()): z.ZodObject {
   const shape: Record<string, z.ZodType> = {};
-  for (const [k, v] of Object.entries(tree)) shape[k] = (isSchema(v) ? v : toObject(v)).optional();
+  for (const [k, v] of Object.entries(tree)) {
+    const t = isSchema(v) ? v : toObject(v);
+    shape[k] = isSchema(v) && present.has(k) ? t : t.optional();
+  }
   return z.object(shape);
 }
 
 /**
  * The document of a resource as GET answers it: `_id`, its public fields and the base fields.
- * Only `_id` is always present: a `fields` projection may leave out any other field.
+ * `_id`, the base fields and the resource's required (top-level) fields are marked required: every
+ * full document has them, so a generated client types them without `undefined`. A `fields`
+ * projection answers a subset (docs/openapi.md); the schema describes the full document.
  */
 export function documentSchema(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'>): z.ZodType {
   const tree: Tree = {};
@@ -59,9 +64,9 @@ export function documentSchema(def: Pick<ResourceDefinition, 'fields' | 'graphql
   for (const [k, v] of Object.entries(BASE_FIELDS)) {
     const nullable = 'default' in v.schema && v.schema.default === null;
     const t = scalar(v.kind, {});
-    base[k] = (nullable ? t.nullable() : t).optional();
+    base[k] = nullable ? t.nullable() : t;
   }
-  const client = toObject(tree) as z.ZodObject;
+  const client = toObject(tree, new Set(def.fields.filter((f) => f.required && !f.private && !f.path.includes('.')).map((f) => f.path)));
   return z
     .object({ _id: z.string().describe('24-character hex object id'), ...client.shape, ...base })
     .meta({ id: def.graphqlName });
@@ -84,15 +89,22 @@ function buildResponseSchemas(def: Pick<ResourceDefinition, 'fields' | 'graphqlN
     id: z.string().optional(),
     error: z.object({ status: z.number().int(), code: z.string(), message: z.string(), details: z.record(z.string(), z.unknown()) }),
   });
+  // Told apart by `mode`: always "offset" in an offset page. A cursor page's body is exactly `items`
+  // and `cursors`; its schema still declares an optional `mode: "cursor"` (never sent), so that a
+  // generated client's `page.mode === 'offset'` narrows to one type or the other. An absent or
+  // null-only property would not do: openapi-fetch drops such keys from response types.
+  // docs/decisions/0050-list-page-discriminator.md
   const cursorPage = z
     .object({
       items: z.array(doc),
       cursors: z.object({ next: z.string().nullable(), prev: z.string().nullable(), has_next: z.boolean(), has_prev: z.boolean() }),
+      mode: z.literal('cursor').optional().describe('Not sent: a cursor page is `items` and `cursors`. Declared so that `mode === "offset"` tells the pages apart.'),
     })
-    .meta({ id: `${name}CursorPage`, description: 'Cursor mode (`cursor` or `mode=cursor` given).' });
+    .meta({ id: `${name}CursorPage`, description: 'Cursor mode (`cursor`, or `limit` without `page`, given).' });
+  const offsetPage = pageSchema(doc).extend({ mode: z.literal('offset').describe('Always `"offset"`: tells an offset page from a cursor page.') });
   return {
     document: doc,
-    list: z.union([pageSchema(doc).meta({ id: `${name}Page`, description: 'Offset mode (the default).' }), cursorPage]),
+    list: z.union([offsetPage.meta({ id: `${name}Page`, description: 'Offset mode (the default).' }), cursorPage]),
     bulkCreate: z.object({ items: z.array(doc), errors: z.array(itemError), created_count: z.number().int(), error_count: z.number().int() }),
     bulkDelete: z.object({ deleted: z.array(z.string()), errors: z.array(itemError), deleted_count: z.number().int(), error_count: z.number().int() }),
   };

@@ -121,7 +121,7 @@ export class QueryParamError extends BadRequestError {
 
 /**
  * A page size above its ceiling (`per_page` above the resource's `max_page_size`, `limit` above the
- * cursor ceiling): 422 `VALIDATION_ERROR`, as spec document 1 says for `per_page`, naming the
+ * cursor ceiling): 422 `VALIDATION_ERROR` for `per_page` and `limit` alike, naming the
  * parameter like every list-parameter error (`param`, `errors[].loc`).
  */
 export class PageSizeError extends AppError {

@@ -2,7 +2,7 @@
  * Resource writes as mongoose would make them, without a mongoose document or query. A create built
  * a document (`model.create`: construction, validation, save middleware, two `toObject` copies) and an
  * update went through mongoose's query pipeline (filter and update casting, update validators), and
- * both cost more server CPU than the database write itself (docs/performance.md, "The write path").
+ * both cost more server CPU than the database write itself (bench/history/performance.md, "The write path").
  * Here the same steps run on a plain object: each value goes through its path's own mongoose caster
  * and setters (`applySetters`, `castForQuery`) and its built-in validators (`doValidateSync`), and
  * defaults are applied in mongoose's order, so the stored document is the one mongoose would store.

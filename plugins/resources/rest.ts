@@ -93,8 +93,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       handler: custom('list', async ({ actor, query, ctx }) => {
         const res = await svc.list(actor!, queryOf(query));
         if (res.mode === 'cursor') return { items: res.items, cursors: res.cursors };
-        const { mode: _mode, ...page } = res;
-        return setPageHeaders(ctx, page);
+        // `mode` stays in an offset page: it tells the two page types apart (a cursor page has none).
+        return { ...setPageHeaders(ctx, res), mode: res.mode };
       }),
     })],
     ['get', defineRoute({

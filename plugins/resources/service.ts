@@ -94,7 +94,7 @@ export class ResourceService {
     readonly deps: ServiceDeps,
   ) {
     this.fieldByPath = new Map(def.fields.map((f) => [f.path, f]));
-    // Not the outbox: view() drops it, and excluding it made a sorted 25-row page cost 34 ms, not 22 (docs/performance.md).
+    // Not the outbox: view() drops it, and excluding it made a sorted 25-row page cost 34 ms, not 22 (bench/history/performance.md).
     this.privateProjection = Object.fromEntries(def.privateFields.map((f) => [f, 0 as const]));
     this.source = { name: def.name, model, view: (d) => this.view(d), tenantScoped: def.tenant_scoped !== false };
     this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);

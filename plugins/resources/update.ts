@@ -3,7 +3,7 @@
  * same order of errors (guards 403, If-Match 428, body 422, lookup 404, revision 412, then the
  * body's checks against the document): a read and a conditional write, or, when nothing before the
  * write needs the document, one update pipeline that builds the outbox from the document itself
- * (docs/performance.md, "The update in one command"). No Koa or GraphQL here.
+ * (bench/history/performance.md, "The update in one command"). No Koa or GraphQL here.
  */
 import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';

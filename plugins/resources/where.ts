@@ -4,7 +4,7 @@
  */
 import { Types } from 'mongoose';
 import type { Filter } from '../../core/identity/guards.ts';
-import type { QueryLimits, ResourceQueryInfo } from './query.ts';
+import type { QueryLimits, ResourceQueryInfo } from './query-types.ts';
 import { checkRegex } from './regex.ts';
 import { QueryParamError } from './params.ts';
 

@@ -2,7 +2,6 @@ import { createHmac } from 'node:crypto';
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
-import { onHook } from '../../core/hooks.ts';
 import type { AppState } from '../../core/http/middleware.ts';
 import { webauthnModels } from './model.ts';
 import { authenticateBody, authenticateOptionsBody, authenticationOptionsResponse, credentialParams, credentialResponse, registerBody, registrationOptionsResponse, tokenResponse } from './schemas.ts';
@@ -93,7 +92,13 @@ export const webauthnPlugin = definePlugin({
             ]
           : []),
       ],
-      hooks: [onHook('AFTER_USER_DISABLED', (e) => service.onUserDisabled(e))],
+      // A user cut off (disabled or deleted): a durable consumer of identity's events, so a crash
+      // after the change still ends the passkeys (within EVENTS_POLL_INTERVAL_MS).
+      eventConsumers: [{
+        name: 'webauthn.user-cut-off',
+        types: ['user.disabled', 'user.deleted'],
+        handle: (e) => service.onUserDisabled({ user_id: String(e.data.id), reason: e.type === 'user.deleted' ? 'deleted' : 'disabled' }),
+      }],
       graphql: (builder) => webauthnGraphql(builder, service),
       personalData: [
         {

@@ -247,14 +247,14 @@ export class WebAuthnService {
   private async login(body: AuthenticateBody) {
     const stored = await this.takeChallenge('authenticate', emailKey(body.email));
     if (!stored) throw new LoginFailure('challenge_not_found');
-    // Inactive and deleted users are not returned: their passkeys cannot log in.
-    const users = await this.identity.usersByEmail(body.email);
-    const cred = users.length
-      ? await this.models.Credential.findOne({ credential_id: body.credential_id, user_id: { $in: users.map((u) => u.id) } }).lean()
-      : null;
+    // The credential names the account (its id is global); the email sent must be that account's.
+    // The email is never searched across tenants here: one email may be several tenants' users.
+    const cred = await this.models.Credential.findOne({ credential_id: body.credential_id }).lean();
     if (!cred) throw new LoginFailure('unknown_credential');
+    // Inactive and deleted users are not found: their passkeys cannot log in.
+    const user = await this.identity.userForLogin(String(cred.user_id), String(cred.tenant_id), body.email);
+    if (!user) throw new LoginFailure('credential_of_another_account');
     if (cred.disabled_at) throw new LoginFailure('credential_disabled');
-    const user = users.find((u) => u.id === String(cred.user_id))!;
 
     const [{ verifyAuthenticationResponse }] = await webauthnLib();
     let newCounter: number;
@@ -327,7 +327,7 @@ export class WebAuthnService {
     requestOf(actor)?.log.info({ credential_id: credentialId, user_id: actor.id }, 'passkey deleted');
   }
 
-  /** `AFTER_USER_DISABLED`: a deleted user's passkeys go; a disabled user's stay (refused at login) and return on re-enabling. */
+  /** `user.disabled` / `user.deleted` (a durable consumer): a deleted user's passkeys go; a disabled user's stay (refused at login) and return on re-enabling. */
   async onUserDisabled(e: { user_id: string; reason: 'disabled' | 'deleted' }): Promise<void> {
     const docs = await this.models.Credential.find({ user_id: e.user_id }, { _id: 1 }).lean();
     for (const d of docs) this.identity.invalidateCredential(PASSKEY_CREDENTIAL_KIND, String(d._id));

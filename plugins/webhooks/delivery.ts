@@ -5,8 +5,9 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import type { Types } from 'mongoose';
+import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
+import type { Metrics, OutboundOutcome } from '../../core/metrics.ts';
 import type { EventLog, EventRecord } from '../../core/events/index.ts';
 import { systemActor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
@@ -22,6 +23,8 @@ export interface TransportResult {
   status: number | null;
   excerpt: string | null;
   error: string | null;
+  /** No response came within the timeout. */
+  timedOut?: boolean;
 }
 
 /** One POST to checked addresses; the default is node's http/https client (injectable in tests). */
@@ -39,13 +42,14 @@ export const httpTransport: Transport = ({ url, addresses, headers, body, timeou
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
+    let timedOut = false;
     const excerpt = () => (chunks.length ? Buffer.concat(chunks).toString('utf8').slice(0, EXCERPT_CHARS) : status === null ? null : '');
     const finish = (error: string | null) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       req.destroy();
-      resolve({ status, excerpt: excerpt(), error: error ?? (status !== null && (status < 200 || status > 299) ? `HTTP ${status}` : null) });
+      resolve({ status, excerpt: excerpt(), error: error ?? (status !== null && (status < 200 || status > 299) ? `HTTP ${status}` : null), timedOut });
     };
     const req = client.request(
       url,
@@ -67,7 +71,10 @@ export const httpTransport: Transport = ({ url, addresses, headers, body, timeou
       },
     );
     // A status that came in time counts even if the body is still streaming at the deadline.
-    const timer = setTimeout(() => finish(status === null ? `no response within ${timeoutMs} ms` : null), timeoutMs);
+    const timer = setTimeout(() => {
+      timedOut = status === null;
+      finish(timedOut ? `no response within ${timeoutMs} ms` : null);
+    }, timeoutMs);
     req.on('error', (err) => finish(status === null ? err.message : null));
     req.end(body);
   });
@@ -88,6 +95,8 @@ export interface SenderSettings {
   httpsOnly: boolean;
   /** Deliveries one process sends at once. */
   concurrency: number;
+  /** Deliveries of one endpoint one process sends at once (its share of `concurrency`). */
+  endpointConcurrency: number;
 }
 
 export interface SenderDeps {
@@ -97,6 +106,8 @@ export interface SenderDeps {
   health: EndpointHealth;
   settings: SenderSettings;
   log: Logger;
+  /** Every attempt counts in `metrics.outbound` (by outcome, and the delay of a success). */
+  metrics: Metrics;
   /** Resolves endpoint hosts before each attempt. @default dns.lookup (all addresses) */
   resolver: Resolver;
   /** @default httpTransport */
@@ -118,7 +129,12 @@ const LEASE_MARGIN_MS = 30_000;
 export class DeliverySender {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
+  /** A wake came while a poll ran: poll again as soon as it ends. */
+  private again = false;
   private stopped = true;
+  /** Attempts this process is making, and how many of them each endpoint (by id) has. */
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly perEndpoint = new Map<string, number>();
   private readonly transport: Transport;
   /** `webhook_deliveries` as an outbox source of the event log (the `webhook_delivery.*` events). */
   readonly source: OutboxSource;
@@ -142,16 +158,20 @@ export class DeliverySender {
     this.schedule(0);
   }
 
+  /** Stops polling and waits for the attempts under way to be recorded. */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.running;
+    await Promise.all(this.inFlight);
   }
 
-  /** Polls now (new deliveries were just created in this process). */
+  /** Polls now (new deliveries were just created in this process, or a slot came free); during a poll, right after it. */
   wake(): void {
-    if (!this.stopped && !this.running) this.schedule(0);
+    if (this.stopped) return;
+    if (this.running) this.again = true;
+    else this.schedule(0);
   }
 
   private schedule(ms: number): void {
@@ -162,31 +182,44 @@ export class DeliverySender {
         .catch((err) => this.deps.log.warn({ err }, 'webhook delivery poll failed'))
         .finally(() => {
           this.running = null;
-          if (!this.stopped) this.schedule(this.deps.settings.pollMs);
+          const again = this.again;
+          this.again = false;
+          if (!this.stopped) this.schedule(again ? 0 : this.deps.settings.pollMs);
         });
     }, ms);
     this.timer.unref();
   }
 
   /**
-   * Sends every due delivery this process can claim, up to `concurrency` at once: a slot freed by
-   * a finished attempt is filled at once, so one slow endpoint holds one slot, not the batch.
+   * Claims due deliveries until this process's slots are full or none is left it may take, and
+   * starts their attempts without waiting for them. An endpoint whose share of slots is taken is
+   * left out of the claim, so a slow or hanging endpoint holds its share only and the deliveries of
+   * the others are claimed past its backlog. A finished attempt wakes the sender to fill its slot.
    */
   async poll(): Promise<void> {
-    const inFlight = new Set<Promise<void>>();
-    for (;;) {
-      while (inFlight.size < this.deps.settings.concurrency && !this.stopped) {
-        const d = await this.claim({ status: 'pending', next_attempt_at: { $lte: new Date() } });
-        if (!d) break;
-        const run: Promise<void> = this.attempt(d, false)
-          .then(() => undefined)
-          .catch((err) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed'))
-          .finally(() => inFlight.delete(run));
-        inFlight.add(run);
-      }
-      if (!inFlight.size) return;
-      await Promise.race(inFlight);
+    const { concurrency, endpointConcurrency } = this.deps.settings;
+    while (this.inFlight.size < concurrency && !this.stopped) {
+      const full = [...this.perEndpoint].filter(([, n]) => n >= endpointConcurrency).map(([id]) => new Types.ObjectId(id));
+      const d = await this.claim({ status: 'pending', next_attempt_at: { $lte: new Date() }, ...(full.length ? { endpoint_id: { $nin: full } } : {}) });
+      if (!d) return;
+      this.launch(d);
     }
+  }
+
+  private launch(d: WebhookDeliveryRecord): void {
+    const key = String(d.endpoint_id);
+    this.perEndpoint.set(key, (this.perEndpoint.get(key) ?? 0) + 1);
+    const run: Promise<void> = this.attempt(d, false)
+      .then(() => undefined)
+      .catch((err) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed'))
+      .finally(() => {
+        this.inFlight.delete(run);
+        const left = (this.perEndpoint.get(key) ?? 1) - 1;
+        if (left > 0) this.perEndpoint.set(key, left);
+        else this.perEndpoint.delete(key);
+        this.wake();
+      });
+    this.inFlight.add(run);
   }
 
   /**
@@ -253,9 +286,10 @@ export class DeliverySender {
       return this.release(d, { status: 'failed', next_attempt_at: null, last_attempt });
     }
     const started = Date.now();
-    const result = await this.send(endpoint, d).catch((err: Error): TransportResult => ({ status: null, excerpt: null, error: err.message }));
+    const { result, eventAt } = await this.send(endpoint, d).catch((err: Error) => ({ result: { status: null, excerpt: null, error: err.message } as TransportResult, eventAt: null }));
     const at = new Date();
     const ok = result.status !== null && result.status >= 200 && result.status <= 299;
+    this.measure(result, ok, eventAt, at);
     const attempts = d.attempts + 1;
     const delay = this.deps.settings.schedule[attempts];
     const retry = !ok && delay !== undefined && (!manual || d.status === 'pending');
@@ -290,24 +324,34 @@ export class DeliverySender {
     return doc;
   }
 
-  private async send(endpoint: WebhookEndpointRecord, d: WebhookDeliveryRecord): Promise<TransportResult> {
+  /** One attempt in `metrics.outbound`: its outcome, and for a success the delay since the event. */
+  private measure(result: TransportResult, ok: boolean, eventAt: Date | null, at: Date): void {
+    const outcome: OutboundOutcome = ok ? 'success' : result.status !== null ? 'failure' : result.timedOut ? 'timeout' : 'error';
+    this.deps.metrics.outbound.attempts.inc({ outcome });
+    if (ok && eventAt) this.deps.metrics.outbound.delay.observe(Math.max(0, at.getTime() - eventAt.getTime()) / 1000);
+  }
+
+  /** Posts the delivery's event; `eventAt`: when the event happened (null when it is gone). */
+  private async send(endpoint: WebhookEndpointRecord, d: WebhookDeliveryRecord): Promise<{ result: TransportResult; eventAt: Date | null }> {
+    const refused = (error: string, eventAt: Date | null = null) => ({ result: { status: null, excerpt: null, error }, eventAt });
     let event: EventRecord;
     try {
       event = await this.deps.events.get(systemActor(), d.event_id);
     } catch {
-      return { status: null, excerpt: null, error: `event ${d.event_id} is no longer in the event log` };
+      return refused(`event ${d.event_id} is no longer in the event log`);
     }
     const url = new URL(endpoint.url);
-    if (this.deps.settings.httpsOnly && url.protocol !== 'https:') return { status: null, excerpt: null, error: 'refused: the URL must use https' };
+    if (this.deps.settings.httpsOnly && url.protocol !== 'https:') return refused('refused: the URL must use https', event.created_at);
     let addresses: ResolvedAddress[];
     try {
       addresses = await checkedAddresses(url, { allowedHosts: this.deps.settings.allowedHosts, resolver: this.deps.resolver });
     } catch (err) {
-      if (err instanceof UnsafeUrlError) return { status: null, excerpt: null, error: `refused: ${err.message}` };
+      if (err instanceof UnsafeUrlError) return refused(`refused: ${err.message}`, event.created_at);
       throw err;
     }
     const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.created_at.toISOString(), data: event.data });
     const headers = signedHeaders(activeSecrets(endpoint.secrets, new Date()), event.id, new Date(), body);
-    return this.transport({ url, addresses, headers, body, timeoutMs: this.deps.settings.timeoutMs });
+    const result = await this.transport({ url, addresses, headers, body, timeoutMs: this.deps.settings.timeoutMs });
+    return { result, eventAt: event.created_at };
   }
 }

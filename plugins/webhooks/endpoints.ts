@@ -9,6 +9,7 @@ import { isSystemActor, systemActor, writeTenantId, type Actor } from '../../cor
 import { requireRole } from '../../core/identity/guards.ts';
 import { documentEventBase, type Doc, type DocumentEventBase, type HookBus } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
+import type { Metrics } from '../../core/metrics.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
@@ -46,6 +47,8 @@ export interface EndpointServiceDeps {
   sender: DeliverySender;
   resolver: Resolver;
   settings: EndpointSettings;
+  /** Counts endpoints disabled for failing (`metrics.outbound.disabled`). */
+  metrics: Metrics;
 }
 
 /** An endpoint as the API shows it (no secret). */
@@ -214,6 +217,7 @@ export class EndpointService implements EndpointHealth {
       .findOneAndUpdate({ ...due, updated_at: old.updated_at }, { $set: set, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
       .lean<WebhookEndpointRecord>();
     if (!doc) return;
+    this.deps.metrics.outbound.disabled.inc();
     await this.deps.events.committed(this.source, doc as unknown as Doc);
     await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.eventBase(actor, String(old.tenant_id)), id: String(old._id), old: hookDoc(old), doc: hookDoc(doc), replace: false });
   }

@@ -49,6 +49,7 @@ declare module '../../core/hooks.ts' {
  */
 export const webhooksPlugin = definePlugin({
   name: 'webhooks',
+  enabledBy: 'WEBHOOKS_ENABLED',
   options: webhooksOptions,
   setup({ db, config, options, services, hooks, log, tenancy }) {
     const svc = new WebhooksService(webhookEventModel(db), { leaseMs: options.lease_seconds * 1000, log, events: services.get('events') });
@@ -59,7 +60,7 @@ export const webhooksPlugin = definePlugin({
     if (!config.WEBHOOKS_ENABLED) return {};
     services.get('metrics').watchDeadLetter(webhookEventModel(db) as never);
     const tags = ['webhooks'];
-    const outbound = createOutbound({ db, config, hooks, tenancy, events: services.get('events'), log });
+    const outbound = createOutbound({ db, config, hooks, tenancy, events: services.get('events'), log, metrics: services.get('metrics') });
     services.get('events').addSource(svc.source);
 
     return {

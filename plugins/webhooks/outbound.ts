@@ -8,6 +8,7 @@ import type { Config } from '../../config/index.ts';
 import type { HookBus } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
+import type { Metrics } from '../../core/metrics.ts';
 import type { EventConsumer, EventHead, EventLog, EventRecord, EventTypeDefinition } from '../../core/events/index.ts';
 import { webhookDeliveryModel, webhookEndpointModel, type WebhookEndpointModel } from './model.ts';
 import { deliveryView, endpointView } from './schemas.ts';
@@ -22,6 +23,8 @@ export interface OutboundDeps {
   tenancy: Tenancy;
   events: EventLog;
   log: Logger;
+  /** The app's metrics: the sender and the endpoint service move `metrics.outbound`. */
+  metrics: Metrics;
   /** @default dns.lookup with all addresses */
   resolver?: Resolver;
   /** @default node's http/https client */
@@ -37,8 +40,6 @@ export interface Outbound {
   stop(): Promise<void>;
 }
 
-/** Deliveries one process sends at once. */
-const SENDER_CONCURRENCY = 10;
 /** Name of the fan-out consumer (its claims and position in the event log are kept under it). */
 export const FANOUT_CONSUMER = 'webhooks.outbound-fanout';
 
@@ -70,9 +71,11 @@ export function createOutbound(deps: OutboundDeps): Outbound {
       pollMs: config.WEBHOOK_DELIVERY_POLL_INTERVAL_MS,
       allowedHosts,
       httpsOnly,
-      concurrency: SENDER_CONCURRENCY,
+      concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY,
+      endpointConcurrency: Math.min(config.WEBHOOK_DELIVERY_ENDPOINT_CONCURRENCY, config.WEBHOOK_DELIVERY_CONCURRENCY),
     },
     log: deps.log.child({ component: 'webhook-sender' }),
+    metrics: deps.metrics,
     resolver,
     ...(deps.transport ? { transport: deps.transport } : {}),
   });
@@ -84,6 +87,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     tenancy: deps.tenancy,
     sender,
     resolver,
+    metrics: deps.metrics,
     settings: {
       allowedHosts,
       httpsOnly,

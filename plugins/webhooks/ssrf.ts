@@ -1,12 +1,16 @@
 /**
- * Where outbound webhooks may connect to. An endpoint URL is refused when its host is, or resolves
- * to, an address of the server's own networks: loopback, private, link-local, unique-local, CGNAT,
- * multicast, unspecified, or a cloud metadata address. The check runs when the URL is saved and
- * again before every delivery, and the connection goes to the checked addresses only (so a name
- * that resolves elsewhere between the check and the connect, DNS rebinding, gains nothing).
+ * Where outbound webhooks may connect to: globally routable unicast addresses only, unless the
+ * URL's host is in `WEBHOOK_ENDPOINTS_ALLOWED_HOSTS`. Addresses are classified with ipaddr.js's
+ * table of special ranges (IANA's special-purpose registries), plus the few it calls unicast that
+ * are not (`NOT_GLOBAL_V6`); an IPv6 address carrying an IPv4 address (mapped, compatible,
+ * translated, NAT64, 6to4, Teredo) is judged by that IPv4 address. The check runs when the URL is
+ * saved and again before every delivery, and the connection goes to the checked addresses only
+ * (so a name that resolves elsewhere between the check and the connect, DNS rebinding, gains
+ * nothing). Redirects are never followed, so no other address is ever reached.
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /** One resolved address of a host, as `dns.lookup(host, {all: true})` gives it. */
 export interface ResolvedAddress {
@@ -24,37 +28,109 @@ export class UnsafeUrlError extends Error {
   override name = 'UnsafeUrlError';
 }
 
-const ranges = (list: [string, number, 'ipv4' | 'ipv6'][]): BlockList => {
-  const b = new BlockList();
-  for (const [net, prefix, type] of list) b.addSubnet(net, prefix, type);
-  return b;
+/** The setting a refusal points to. */
+export const ALLOWED_HOSTS_SETTING = 'WEBHOOK_ENDPOINTS_ALLOWED_HOSTS';
+
+/** The classes of ipaddr.js's range table (`range()`), as a refusal names them. */
+const CLASS_NAMES: Record<string, string> = {
+  unspecified: 'an unspecified address',
+  broadcast: 'a broadcast address',
+  multicast: 'a multicast address',
+  linkLocal: 'a link-local address',
+  loopback: 'a loopback address',
+  carrierGradeNat: 'a carrier-grade NAT address',
+  private: 'a private address',
+  uniqueLocal: 'a unique-local address',
+  deprecatedSiteLocal: 'a site-local address',
+  discard: 'a discard-only address',
+  benchmarking: 'a benchmarking address',
+  amt: 'an AMT relay address',
+  as112: 'an AS112 DNS sink address',
+  as112v6: 'an AS112 DNS sink address',
+  deprecatedOrchid: 'an ORCHID identifier (not routable)',
+  orchid2: 'an ORCHID identifier (not routable)',
+  droneRemoteIdProtocolEntityTags: 'a drone remote ID tag (not routable)',
+  segmentRouting: 'a segment routing address',
+};
+const RESERVED = {
+  ipv4: 'a reserved address (documentation, benchmarking, future use)',
+  ipv6: 'a reserved address (documentation, protocol assignments)',
 };
 
-/** Refused address ranges by the name the error message gives them (first match wins). */
-const REFUSED: [string, BlockList][] = [
-  ['a cloud metadata address', (() => {
-    const b = new BlockList();
-    b.addAddress('169.254.169.254', 'ipv4');
-    b.addAddress('fd00:ec2::254', 'ipv6');
-    return b;
-  })()],
-  ['an unspecified address', ranges([['0.0.0.0', 8, 'ipv4'], ['::', 128, 'ipv6']])],
-  ['a loopback address', ranges([['127.0.0.0', 8, 'ipv4'], ['::1', 128, 'ipv6']])],
-  ['a private address', ranges([['10.0.0.0', 8, 'ipv4'], ['172.16.0.0', 12, 'ipv4'], ['192.168.0.0', 16, 'ipv4']])],
-  ['a link-local address', ranges([['169.254.0.0', 16, 'ipv4'], ['fe80::', 10, 'ipv6']])],
-  ['a unique-local address', ranges([['fc00::', 7, 'ipv6']])],
-  ['a carrier-grade NAT address', ranges([['100.64.0.0', 10, 'ipv4']])],
-  ['a multicast address', ranges([['224.0.0.0', 4, 'ipv4'], ['ff00::', 8, 'ipv6']])],
-  ['a reserved or broadcast address', ranges([['240.0.0.0', 4, 'ipv4']])],
-];
+/** Named before their range: cloud providers' instance metadata services. */
+const CLOUD_METADATA = new Set(['169.254.169.254', 'fd00:ec2::254']);
 
-/** Why `address` is refused, or null when it is a public address. IPv4-mapped IPv6 counts as its IPv4. */
+/**
+ * What ipaddr.js 2.5 leaves as `unicast` but is not globally routable. Its IPv4 table covers the
+ * whole IANA special-purpose registry (0/8, 100.64/10, 192.0.0/24, 192.0.2/24, 198.18/15,
+ * 198.51.100/24, 203.0.113/24, 240/4 and the rest: the tests check each). Its IPv6 table names the
+ * special ranges but calls every other address unicast, so IPv4-compatible addresses (::/96) and
+ * the unallocated space outside 2000::/3 (the only global unicast block) need these two rules.
+ */
+const NOT_GLOBAL_V6 = {
+  ipv4Compatible: ipaddr.IPv6.parseCIDR('::/96'),
+  globalUnicast: ipaddr.IPv6.parseCIDR('2000::/3'),
+};
+
+/** RFC 6052: the bytes of the IPv4 address in a NAT64 address, by the length of its prefix (byte 8 is always skipped). */
+const NAT64_V4_BYTES: Record<number, number[]> = { 48: [6, 7, 9, 10], 56: [7, 9, 10, 11], 64: [9, 10, 11, 12], 96: [12, 13, 14, 15] };
+const WELL_KNOWN_NAT64 = ipaddr.IPv6.parseCIDR('64:ff9b::/96');
+
+const v4 = (bytes: number[]): ipaddr.IPv4 => new ipaddr.IPv4(bytes);
+
+/**
+ * The IPv4 addresses an IPv6 address carries, with the name of its form; null when it carries
+ * none. A local-use NAT64 address (64:ff9b:1::/48) gives one reading per prefix length its
+ * operator may have chosen: the address is judged by all of them.
+ */
+function embedded(ip: ipaddr.IPv6, range: string): { form: string; ip: ipaddr.IPv4 }[] | null {
+  const b = ip.toByteArray();
+  const last32 = (form: string) => [{ form, ip: v4(b.slice(12)) }];
+  switch (range) {
+    case 'ipv4Mapped': return last32('an IPv4-mapped address');
+    case 'rfc6145': return last32('an IPv4-translated address');
+    case '6to4': return [{ form: 'a 6to4 address', ip: v4(b.slice(2, 6)) }];
+    case 'teredo': return [{ form: 'a Teredo address', ip: v4(b.slice(12).map((x) => x ^ 0xff)) }];
+    case 'rfc6052':
+      if (ip.match(WELL_KNOWN_NAT64)) return last32('a NAT64 address');
+      return Object.entries(NAT64_V4_BYTES).map(([len, at]) => ({ form: `a local-use NAT64 address (read with a /${len} prefix)`, ip: v4(at.map((i) => b[i]!)) }));
+    case 'unicast': return ip.match(NOT_GLOBAL_V6.ipv4Compatible) ? last32('an IPv4-compatible address') : null;
+    default: return null;
+  }
+}
+
+function refusedV4(ip: ipaddr.IPv4): string | null {
+  if (CLOUD_METADATA.has(ip.toString())) return 'a cloud metadata address';
+  const range = ip.range() as string;
+  if (range === 'unicast') return null;
+  return range === 'reserved' ? RESERVED.ipv4 : CLASS_NAMES[range] ?? `a special-purpose address (${range})`;
+}
+
+function refusedV6(ip: ipaddr.IPv6): string | null {
+  if (CLOUD_METADATA.has(ip.toString())) return 'a cloud metadata address';
+  const range = ip.range() as string;
+  const readings = embedded(ip, range);
+  if (readings) {
+    for (const r of readings) {
+      const why = refusedV4(r.ip);
+      if (why) return `${r.form} of ${r.ip.toString()}, ${why}`;
+    }
+    return null;
+  }
+  if (range === 'unicast') return ip.match(NOT_GLOBAL_V6.globalUnicast) ? null : 'an address outside the global unicast range 2000::/3';
+  return range === 'reserved' ? RESERVED.ipv6 : CLASS_NAMES[range] ?? `a special-purpose address (${range})`;
+}
+
+/**
+ * Why `address` may not be connected to, or null when it is a globally routable unicast address.
+ * An IPv6 address carrying an IPv4 address is judged by it (`a NAT64 address of 169.254.169.254,
+ * a cloud metadata address`).
+ */
 export function refusedAs(address: string): string | null {
-  const family = isIP(address);
+  const family = isIP(address.split('%')[0]!);
   if (!family) return 'not an IP address';
-  const type = family === 4 ? 'ipv4' : 'ipv6';
-  for (const [what, list] of REFUSED) if (list.check(address, type)) return what;
-  return null;
+  const ip = ipaddr.parse(address);
+  return ip.kind() === 'ipv4' ? refusedV4(ip as ipaddr.IPv4) : refusedV6(ip as ipaddr.IPv6);
 }
 
 /** The URL's host as written, lower case, without the brackets of an IPv6 literal. */
@@ -87,7 +163,9 @@ export async function checkedAddresses(url: URL, policy: NetworkPolicy): Promise
   if (policy.allowedHosts.includes(host)) return addresses;
   for (const a of addresses) {
     const why = refusedAs(a.address);
-    if (why) throw new UnsafeUrlError(literal ? `${host} is ${why}` : `host ${host} resolves to ${a.address}, ${why}`);
+    if (!why) continue;
+    const what = literal ? `${host} is ${why}` : `host ${host} resolves to ${a.address}, ${why}`;
+    throw new UnsafeUrlError(`${what}; to allow it, add the host to ${ALLOWED_HOSTS_SETTING}`);
   }
   return addresses;
 }

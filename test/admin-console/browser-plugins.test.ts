@@ -133,7 +133,7 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
     const created = await call('POST', '/projects', ids.adminKey!, { name: 'Live one' });
     await page.waitForFunction((n) => document.querySelectorAll('[data-testid=event-list] tbody tr').length > n, before);
     expect(await page.locator('[data-testid=event-list] tbody tr').first().textContent()).toContain('projects.created');
-    await page.locator('[data-testid=event-list] tbody tr').first().locator('button').click();
+    await page.locator('[data-testid=event-list] tbody tr').first().locator('td:first-child button').click();
     expect(await page.textContent('[data-testid=json]')).toContain(created.body._id);
     await page.selectOption('#ev-type', 'projects.created');
     await page.waitForSelector('[data-testid=event-list] tbody tr');

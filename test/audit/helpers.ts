@@ -12,6 +12,9 @@ export async function listEntries(t: TestApp, query: Record<string, string> = {}
   return res.body.items as any[];
 }
 
+/** The entries of identity changes (a test tenant, user and key each have one). */
+export const IDENTITY_ENTRIES = { resource: { $in: ['tenants', 'users', 'api_keys'] } };
+
 /** Any stored fields of an entry (the model's own type); the rest gets neutral defaults. */
 export type SeedEntry = Partial<AuditEntryInput>;
 
@@ -38,8 +41,8 @@ export async function seedTenants(t: TestApp) {
     if (res.status !== 201) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`);
     return String(res.body._id);
   };
-  // The users created above have their own entries (resource `users`): not what these tests count.
-  await auditCollection(t).deleteMany({ resource: 'users' });
+  // The tenants, users and keys created above have their own entries: not what these tests count.
+  await auditCollection(t).deleteMany(IDENTITY_ENTRIES);
   const a1 = await post(a.key, '/dw/projects', { name: 'a1' });
   await post(a.key, '/dw/projects', { name: 'a2' });
   const patched = await t.http('PATCH', `/dw/projects/${a1}`, { key: a.key, json: { name: 'a1!' } });

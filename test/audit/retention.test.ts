@@ -3,7 +3,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, envelope, jobContext, type TestApp } from '../helpers/app.ts';
 import { docWriterPlugin } from '../fixtures/doc-writer-plugin.ts';
 import { auditPlugin } from '../../plugins/audit/index.ts';
-import { auditCollection, seedEntries } from './helpers.ts';
+import { auditCollection, IDENTITY_ENTRIES, seedEntries } from './helpers.ts';
 
 const DAY = 86_400_000;
 let t: TestApp;
@@ -20,7 +20,7 @@ it('is refused to tenant administrators and regular users (403), deleting nothin
   await seedEntries(t, [ageOf('old', 400)]);
   for (const roles of [['admin'], ['user']] as const) {
     const { key } = await createTenantUser(t, { roles: [...roles] });
-    await auditCollection(t).deleteMany({ resource: 'users' }); // the new user's own entry
+    await auditCollection(t).deleteMany(IDENTITY_ENTRIES); // the new user's (and its key's, its tenant's) own entries
     const res = await t.http('DELETE', '/admin/audit-log/retention?older_than_days=1', { key });
     expect(res.status).toBe(403);
     expect(envelope(res).code).toBe('ACCESS_DENIED');

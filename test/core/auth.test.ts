@@ -68,7 +68,9 @@ describe('X-API-Key', () => {
     const finds: string[] = [];
     const client = t.app.db.conn.getClient();
     const onCommand = (e: { commandName: string; command: Record<string, unknown> }) => {
-      if (e.commandName === 'find' && (e.command.find === 'api_keys' || e.command.find === 'users')) finds.push(String(e.command.find));
+      // The outbox sweep reads these collections too (their outboxes, every second): not a credential lookup.
+      const sweep = JSON.stringify(e.command.filter ?? {}).includes('_outbox');
+      if (e.commandName === 'find' && (e.command.find === 'api_keys' || e.command.find === 'users') && !sweep) finds.push(String(e.command.find));
     };
     client.on('commandStarted', onCommand);
     try {

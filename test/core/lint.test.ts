@@ -1,74 +1,100 @@
-import { randomBytes } from 'node:crypto';
-import { rm, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ESLint } from 'eslint';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 /**
  * `npm run lint` (eslint.config.js) enforces the plugin layout of docs/plugins.md "Layout". These
- * tests write deliberate violations into real plugin folders and lint them with the project's own
- * configuration, as `npm run lint` does, so a weakened rule fails here.
+ * tests lint deliberate violations with the project's own configuration, as `npm run lint` does,
+ * through `lintText` with a path inside the tree: the config and rules that apply are the ones
+ * that path gets, and nothing is written to disk, so a weakened rule fails here.
  */
 const ROOT = resolve(import.meta.dirname, '../..');
 const eslint = new ESLint({ cwd: ROOT });
-const RULE = '@typescript-eslint/no-restricted-imports';
-const written: string[] = [];
+const RESTRICTED = '@typescript-eslint/no-restricted-imports';
+const FENCE = 'fence/plugin-boundary';
+const INTERNALS = 'A plugin never imports another plugin\'s internals: use its service (services.get) or the hook bus';
+const TYPES_ONLY = 'Only types may be imported from another plugin\'s index.ts';
 
-/** Writes `source` to `<dir>/__lint_probe_<random>.ts` and returns the lint messages of that file. */
-async function lintProbe(dir: string, source: string): Promise<{ ruleId: string | null; message: string }[]> {
-  const file = join(ROOT, dir, `__lint_probe_${randomBytes(4).toString('hex')}.ts`);
-  written.push(file);
-  try {
-    await writeFile(file, source);
-    const [result] = await eslint.lintFiles([file]);
-    return result!.messages.map(({ ruleId, message }) => ({ ruleId, message }));
-  } finally {
-    await rm(file, { force: true });
-  }
+/** The lint messages of `source` as if it were the file `path` (relative to the root). */
+async function lintAs(path: string, source: string): Promise<{ ruleId: string | null; message: string }[]> {
+  const [result] = await eslint.lintText(source, { filePath: join(ROOT, path) });
+  return result!.messages.map(({ ruleId, message }) => ({ ruleId, message }));
 }
 
-afterAll(async () => {
-  // A crash between write and rm must not leave a probe behind for the real `npm run lint`.
-  await Promise.all(written.map((f) => rm(f, { force: true })));
+const refused = (text: string) => [{ ruleId: FENCE, message: expect.stringContaining(text) }];
+
+describe('npm run lint fences each plugin off from the others', () => {
+  it.each([
+    ['plugins/payments/probe.ts', '../resources/service.ts'],
+    ['plugins/payments/probe.ts', '../../plugins/resources/service.ts'],
+    ['plugins/payments/ledger/probe.ts', '../../../plugins/resources/service.ts'],
+    ['plugins/payments/probe.ts', '../payments/../resources/service.ts'],
+    ['plugins/payments/probe.ts', `${ROOT}/plugins/resources/service.ts`],
+  ])('%s: an import of %s (another plugin\'s internals) is refused', async (file, spec) => {
+    expect(await lintAs(file, `import { probe } from '${spec}';\nexport const p = probe;\n`)).toEqual(refused(INTERNALS));
+  });
+
+  it('refuses a type-only import of internals, a re-export and a dynamic import too', async () => {
+    expect(await lintAs('plugins/payments/probe.ts', "import type { Probe } from '../../plugins/resources/service.ts';\nexport type P = Probe;\n"))
+      .toEqual(refused(INTERNALS));
+    expect(await lintAs('plugins/payments/probe.ts', "export { probe } from '../resources/service.ts';\n")).toEqual(refused(INTERNALS));
+    expect(await lintAs('plugins/payments/probe.ts', "export const p = () => import('../../plugins/resources/index.ts');\n")).toEqual(refused(TYPES_ONLY));
+  });
+
+  it('allows `import type` from another plugin\'s index.ts, by any path; a value import from it is refused', async () => {
+    for (const spec of ['../resources/index.ts', '../../plugins/resources/index.ts']) {
+      expect(await lintAs('plugins/payments/probe.ts', `import type { Probe } from '${spec}';\nexport type P = Probe;\n`), spec).toEqual([]);
+      expect(await lintAs('plugins/payments/probe.ts', `import { type Probe } from '${spec}';\nexport type P = Probe;\n`), spec).toEqual([]);
+      expect(await lintAs('plugins/payments/probe.ts', `import { probe } from '${spec}';\nexport const p = probe;\n`), spec).toEqual(refused(TYPES_ONLY));
+    }
+    expect(await lintAs('plugins/payments/probe.ts', "import '../resources/index.ts';\n")).toEqual(refused(TYPES_ONLY));
+  });
+
+  it('allows a plugin its own files, by any path', async () => {
+    for (const spec of ['./service.ts', '../payments/service.ts', '../../plugins/payments/service.ts']) {
+      expect(await lintAs('plugins/payments/probe.ts', `import { probe } from '${spec}';\nexport const p = probe;\n`), spec).toEqual([]);
+    }
+  });
+
+  it('fences a plugin folder that is on no list: a new folder is under the rule as it appears', async () => {
+    const fresh = 'plugins/zz-fresh-plugin';
+    expect(existsSync(join(ROOT, fresh))).toBe(false);
+    expect(await lintAs(`${fresh}/service.ts`, "import { probe } from '../resources/service.ts';\nexport const p = probe;\n")).toEqual(refused(INTERNALS));
+    expect(await lintAs('plugins/payments/probe.ts', `import { probe } from '../zz-fresh-plugin/service.ts';\nexport const p = probe;\n`)).toEqual(refused(INTERNALS));
+    expect(await lintAs(`${fresh}/service.ts`, "import type * as M from 'koa';\nexport type P = typeof M;\n"))
+      .toEqual([{ ruleId: RESTRICTED, message: expect.stringContaining('Service logic stays free of Koa and GraphQL') }]);
+    expect(await lintAs(`${fresh}/index.ts`, "import type { Context } from 'koa';\nexport type P = Context;\n")).toEqual([]);
+  });
+
+  it('eslint.config.js names no plugin: nothing to edit when one is added', () => {
+    const config = readFileSync(join(ROOT, 'eslint.config.js'), 'utf8');
+    for (const name of ['audit', 'jobs', 'payments', 'resources', 'webhooks']) expect(config).not.toMatch(new RegExp(`['"\`]${name}['"\`]`));
+  });
 });
 
 describe('npm run lint enforces the plugin layout', () => {
-  it('fails on an import of another plugin\'s internals', async () => {
-    const messages = await lintProbe('plugins/audit', "import { JobsService } from '../jobs/service.ts';\nexport const probe = JobsService;\n");
-    expect(messages).toEqual([
-      { ruleId: RULE, message: expect.stringContaining('A plugin never imports another plugin\'s internals: use its service (services.get) or the hook bus') },
-    ]);
-  });
-
-  it('fails on a value import from another plugin\'s index.ts; a type import of it passes', async () => {
-    const value = await lintProbe('plugins/audit', "import { jobsPlugin } from '../jobs/index.ts';\nexport const probe = jobsPlugin;\n");
-    expect(value).toEqual([{ ruleId: RULE, message: expect.stringContaining('Only types may be imported from another plugin\'s index.ts') }]);
-    const typeOnly = await lintProbe('plugins/audit', "import type { JobsService } from '../jobs/index.ts';\nexport type Probe = JobsService;\n");
-    expect(typeOnly).toEqual([]);
-  });
-
   it('fails on a Koa, GraphQL or Pothos import outside the wiring files', async () => {
     for (const mod of ['koa', '@koa/router', 'graphql', '@pothos/core']) {
-      const messages = await lintProbe('plugins/audit', `import type * as M from '${mod}';\nexport type Probe = typeof M;\n`);
-      expect(messages, mod).toEqual([{ ruleId: RULE, message: expect.stringContaining('Service logic stays free of Koa and GraphQL') }]);
+      const messages = await lintAs('plugins/audit/probe.ts', `import type * as M from '${mod}';\nexport type Probe = typeof M;\n`);
+      expect(messages, mod).toEqual([{ ruleId: RESTRICTED, message: expect.stringContaining('Service logic stays free of Koa and GraphQL') }]);
     }
   });
 
   it('allows Koa and GraphQL in a wiring file (graphql.ts, routes.ts, ...)', async () => {
     for (const wiring of ['graphql.ts', 'routes.ts', 'index.ts']) {
-      const [result] = await eslint.lintText("import type { Context } from 'koa';\nexport type Probe = Context;\n", { filePath: join(ROOT, 'plugins/audit', wiring) });
-      expect(result!.messages, wiring).toEqual([]);
+      expect(await lintAs(`plugins/audit/${wiring}`, "import type { Context } from 'koa';\nexport type Probe = Context;\n"), wiring).toEqual([]);
     }
   });
 
   it('fails on core importing a plugin', async () => {
-    const messages = await lintProbe('core', "import type { AuditLogger } from '../plugins/audit/index.ts';\nexport type Probe = AuditLogger;\n");
-    expect(messages).toEqual([{ ruleId: RULE, message: expect.stringContaining('core/ never imports a plugin') }]);
+    const messages = await lintAs('core/probe.ts', "import type { AuditLogger } from '../plugins/audit/index.ts';\nexport type Probe = AuditLogger;\n");
+    expect(messages).toEqual([{ ruleId: RESTRICTED, message: expect.stringContaining('core/ never imports a plugin') }]);
   });
 
   it('passes a clean service file', async () => {
-    const messages = await lintProbe(
-      'plugins/audit',
+    const messages = await lintAs(
+      'plugins/audit/probe.ts',
       "import { z } from 'zod';\nimport type { Actor } from '../../core/context.ts';\nimport { requireRole } from '../../core/identity/guards.ts';\n\n" +
         "export const probeInput = z.object({ days: z.number().int().min(1) });\n" +
         "export function probe(actor: Actor, input: unknown): number {\n  requireRole(actor, 'admin');\n  return probeInput.parse(input).days;\n}\n",

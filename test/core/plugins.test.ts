@@ -158,8 +158,9 @@ describe('start-up failures after set-up release everything', () => {
     const b = definePlugin({ name: 'pd-b', setup: ({ kernel }) => ({ personalData: () => [decl('b')], ready: () => void (seen = [...kernel.personalData()]) }) });
     const app = await createApp({ config: testConfig(), plugins: [a, b] });
     await app.close();
-    // Identity (core) declares the account itself; every other entry is what the plugins contribute.
+    // The kernel declares its store of idempotent answers, identity (core) the account itself; every other entry is what the plugins contribute.
     expect(seen).toEqual([
+      expect.objectContaining({ name: 'idempotency_keys', plugin: 'kernel', model: 'IdempotencyKey', on_erasure: 'scrub' }),
       { name: 'users', plugin: 'identity', model: 'User', subject_field: '_id', gdpr_fields: ['email', 'name', 'attributes'], tenant_field: 'tenant_id', neutral: { attributes: {} }, on_erasure: 'account' },
       { ...decl('a'), plugin: 'pd-a' },
       { ...decl('b'), plugin: 'pd-b' },
@@ -179,6 +180,13 @@ describe('start-up failures after set-up release everything', () => {
     expect(err).toBeInstanceOf(PluginError);
     expect((err as Error).message).toBe('Personal data "members" of plugin "pd-account" declares the account, already declared by "users" of plugin "identity"');
     expect(openConnections()).toBe(before);
+  });
+
+  it("a declaration erased by scrubbing (on_erasure: 'scrub') without its scrub() fails start-up", async () => {
+    const copies = definePlugin({ name: 'pd-copies', setup: () => ({ personalData: [{ name: 'copies', model: 'X', gdpr_fields: [], on_erasure: 'scrub' as const }] }) });
+    const err = await createApp({ config: testConfig(), plugins: [copies] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PluginError);
+    expect((err as Error).message).toBe('Personal data "copies" of plugin "pd-copies" is erased by scrubbing but has no scrub()');
   });
 
   it('a route registered twice fails start-up, closes the plugins and the database', async () => {

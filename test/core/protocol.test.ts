@@ -1,5 +1,5 @@
 /**
- * HTTP protocol edges (issue "hardening", found by black-box probes): corrupt compressed bodies,
+ * HTTP protocol edges (found by black-box probes): corrupt compressed bodies,
  * oversized chunked bodies on a keep-alive connection, unknown methods, overlong URLs and requests
  * Node's parser refuses. Every answer is the error envelope with a request id; raw sockets where
  * fetch cannot express the request (TRACE, chunked bodies, pipelining, broken request lines).

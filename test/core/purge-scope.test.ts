@@ -1,5 +1,5 @@
 /**
- * Purges take their tenant scope from the actor they are given (issue "Foundation", point 1), as
+ * Purges take their tenant scope from the actor they are given, as
  * every other service call: `systemActor(A)` purges tenant A only, `systemActor()` every tenant, a
  * tenant-A user (administrator or not) is refused and nothing is deleted. Covered: audit entries
  * (`AuditService.purge`), soft-deleted documents (`resources.purgeSoftDeleted` and one

@@ -41,9 +41,8 @@ function tsFiles(dir: string): string[] {
   const abs = join(ROOT, dir);
   if (!existsSync(abs)) return [];
   if (statSync(abs).isFile()) return dir.endsWith('.ts') ? [dir] : [];
-  // `__lint_probe_*` files come and go while test/core/lint.test.ts runs in parallel: not part of the tree.
   return readdirSync(abs, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? tsFiles(join(dir, e.name)) : e.name.endsWith('.ts') && !e.name.startsWith('__lint_probe_') ? [join(dir, e.name)] : [],
+    e.isDirectory() ? tsFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
   );
 }
 
@@ -112,6 +111,7 @@ describe('plugin layout (docs/plugins.md "Layout")', () => {
       const service = await eslint.calculateConfigForFile(join(ROOT, dir, 'service.ts'));
       const patterns = JSON.stringify(service.rules?.['@typescript-eslint/no-restricted-imports'] ?? null);
       expect(patterns, `${dir}: add it to eslint.config.js`).toContain('Service logic stays free of Koa and GraphQL');
+      if (dir.startsWith('plugins/')) expect(service.rules?.['fence/plugin-boundary'], `${dir}: fenced off from other plugins`).toEqual([2]);
       for (const wiring of WIRING) {
         const cfg = await eslint.calculateConfigForFile(join(ROOT, dir, wiring));
         expect(JSON.stringify(cfg.rules?.['@typescript-eslint/no-restricted-imports'] ?? null), `${dir}/${wiring}`).not.toContain('Service logic stays free');
@@ -135,5 +135,70 @@ describe('file size', () => {
       expect(production, `${f} is gone: drop it from OVER_MAX_LINES`).toContain(f);
       expect(lineCount(f), `${f} is back under ${MAX_LINES} lines: drop it from OVER_MAX_LINES`).toBeGreaterThan(MAX_LINES);
     }
+  });
+});
+
+/**
+ * A citation no reader of the repository can follow: an unpublished document or an issue number
+ * (the first test below lists what it catches and what it leaves alone). Narrow on purpose, so
+ * ordinary words ("issuer", a token's issue time, `PluginSpec`) never match.
+ */
+const CITATION = /\bspec(?:ification)? document\b|\bthe spec\b|\bspec's\b|\bspec (?:order|fields?|defaults|message|table|service)\b|\(spec\b|\bissues? #?\d+|\bissues \d+|\(issue\b|\bissue "|(?<![\w/&#])#\d+\b/i;
+
+/** The Markdown files under `dir` (recursive), relative to the root. */
+function mdFiles(dir: string): string[] {
+  const abs = join(ROOT, dir);
+  if (!existsSync(abs)) return [];
+  return readdirSync(abs, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? (e.name === 'node_modules' || e.name === 'dist' ? [] : mdFiles(join(dir, e.name))) : e.name.endsWith('.md') ? [join(dir, e.name)] : [],
+  );
+}
+
+/** Source files of `dir` (recursive: .ts, .tsx, .js), relative to the root. */
+function sourceFiles(dir: string): string[] {
+  const abs = join(ROOT, dir);
+  if (!existsSync(abs)) return [];
+  if (statSync(abs).isFile()) return [dir];
+  return readdirSync(abs, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? (e.name === 'node_modules' || e.name === 'dist' ? [] : sourceFiles(join(dir, e.name))) : /\.(tsx?|js)$/.test(e.name) ? [join(dir, e.name)] : [],
+  );
+}
+
+/** The comments of a source file, each with its line: block comments and `//` comments. */
+function comments(file: string): { line: number; text: string }[] {
+  const src = read(file);
+  const out: { line: number; text: string }[] = [];
+  for (const m of src.matchAll(/\/\*[\s\S]*?\*\/|(?<![:'"`\\])\/\/.*$/gm)) {
+    const line = src.slice(0, m.index).split('\n').length;
+    m[0].split('\n').forEach((text, i) => out.push({ line: line + i, text }));
+  }
+  return out;
+}
+
+/** `file:line: text` for every line of `lines` that cites something unreadable. */
+const citations = (file: string, lines: { line: number; text: string }[]) =>
+  lines.filter(({ text }) => CITATION.test(text)).map(({ line, text }) => `${file}:${line}: ${text.trim()}`);
+
+describe('docs and comments state the rule, never an issue number or an unpublished document', () => {
+  it('the pattern catches citations and leaves ordinary words alone', () => {
+    for (const bad of ['as spec document 1 says', 'the order the spec defines', 'the spec\'s fields', 'the spec fields', '(issue 24)', 'Issues 21 and 22', 'issue #22', 'see #21', '(issue "hardening")']) {
+      expect(CITATION.test(bad), bad).toBe(true);
+    }
+    for (const fine of ['the token issuer', 'issued at', 'token issue', 'PluginSpec', 'a specific field', 'payloadcms/payload#13518', 'the specified order']) {
+      expect(CITATION.test(fine), fine).toBe(false);
+    }
+  });
+
+  it('no page under docs/, README.md or a history file cites one', () => {
+    const pages = ['README.md', ...mdFiles('docs'), ...mdFiles('bench'), ...mdFiles('admin-console')];
+    expect(pages.length).toBeGreaterThan(15);
+    const found = pages.flatMap((f) => citations(f, read(f).split('\n').map((text, i) => ({ line: i + 1, text }))));
+    expect(found).toEqual([]);
+  });
+
+  it('no code comment cites one', () => {
+    const files = ['core', 'plugins', 'config', 'scripts', 'bench', 'test', 'admin-console/src', 'docs/examples', 'index.ts', 'testing.ts', 'server.ts', 'eslint.config.js'].flatMap(sourceFiles);
+    expect(files.length).toBeGreaterThan(100);
+    expect(files.flatMap((f) => citations(f, comments(f)))).toEqual([]);
   });
 });

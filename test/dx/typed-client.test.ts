@@ -24,6 +24,13 @@ import type { paths, components } from './api.ts';
 
 type Project = components['schemas']['Project'];
 
+// Type-level checks: a full document types its always-present fields without undefined, optional ones keep it.
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false;
+export const nameIsString: Equal<Project['name'], string> = true;
+export const versionIsNumber: Equal<Project['version'], number> = true;
+export const createdAtIsString: Equal<Project['created_at'], string> = true;
+export const budgetStaysOptional: Equal<Project['budget'], number | null | undefined> = true;
+
 export async function projectRoundTrip(baseUrl: string, apiKey: string) {
   // Field filters travel in the free-form \`filters\` object, sent as plain name=value pairs.
   const api = createClient<paths>({ baseUrl, headers: { 'X-API-Key': apiKey }, querySerializer: { object: { style: 'form', explode: true } } });
@@ -44,8 +51,13 @@ export async function projectRoundTrip(baseUrl: string, apiKey: string) {
 
   const list = await api.GET('/projects', { params: { query: { per_page: 10, sort: 'name' } } });
   if (!list.data) throw new Error('list failed');
-  const names: string[] = list.data.items.map((p) => p.name ?? '');
-  const total: number | undefined = 'total' in list.data ? list.data.total : undefined;
+  const names: string[] = list.data.items.map((p) => p.name);
+  // \`mode\` tells the two page types apart: no \`in\` checks, no casts.
+  const total: number | undefined = list.data.mode === 'offset' ? list.data.total : undefined;
+  const cursorList = await api.GET('/projects', { params: { query: { limit: 1 } } });
+  if (!cursorList.data) throw new Error('cursor list failed');
+  const cursorPage = cursorList.data;
+  const hasNext: boolean | undefined = cursorPage.mode === 'offset' ? undefined : cursorPage.cursors.has_next;
   const filtered = await api.GET('/projects', { params: { query: { filters: { budget__gte: '15', name: 'Typed' } } } });
   const none = await api.GET('/projects', { params: { query: { filters: { budget__gte: '25' } } } });
 
@@ -57,6 +69,7 @@ export async function projectRoundTrip(baseUrl: string, apiKey: string) {
     staleCode: stale.error?.error.code,
     names,
     total,
+    hasNext,
     filtered: filtered.data?.items.length,
     none: none.data?.items.length,
   };
@@ -71,6 +84,17 @@ export async function wrong(baseUrl: string) {
   const api = createClient<paths>({ baseUrl });
   const res = await api.GET('/projects/{id}', { params: { path: { id: 'x' } } });
   return res.data?.nmae;
+}
+`;
+
+/** A page read without telling the two types apart: tsc must reject \`total\` (a cursor page has none). */
+const UNNARROWED = `import createClient from 'openapi-fetch';
+import type { paths } from './api.ts';
+
+export async function unnarrowed(baseUrl: string) {
+  const api = createClient<paths>({ baseUrl });
+  const res = await api.GET('/projects');
+  return res.data?.total;
 }
 `;
 
@@ -98,6 +122,7 @@ describe('a client generated from /openapi.json', () => {
     await writeFile(join(dir, 'api.ts'), types);
     await writeFile(join(dir, 'client.ts'), CLIENT);
     await writeFile(join(dir, 'wrong.ts'), WRONG);
+    await writeFile(join(dir, 'unnarrowed.ts'), UNNARROWED);
     await writeFile(join(dir, 'tsconfig.json'), JSON.stringify({ extends: relative(dir, join(root, 'tsconfig.json')), include: ['*.ts'] }));
 
     const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -106,12 +131,13 @@ describe('a client generated from /openapi.json', () => {
       (err: { stdout?: string }) => err.stdout ?? String(err),
     );
     const errors = out.split('\n').filter((l) => /error TS\d+/.test(l));
-    // Exactly one error, in wrong.ts, naming the misspelt field; client.ts and the types are clean.
-    expect(errors, out).toHaveLength(1);
-    expect(errors[0]).toMatch(/wrong\.ts.*Property 'nmae' does not exist/);
+    // Exactly two errors: the misspelt field, and \`total\` of a page not narrowed by \`mode\`; client.ts and the types are clean.
+    expect(errors, out).toHaveLength(2);
+    expect(errors.find((e) => e.includes('wrong.ts'))).toMatch(/Property 'nmae' does not exist/);
+    expect(errors.find((e) => e.includes('unnarrowed.ts'))).toMatch(/Property 'total' does not exist on type .*ProjectCursorPage|Property 'total' does not exist/);
 
     const client = (await import(join(dir, 'client.ts'))) as { projectRoundTrip(url: string, key: string): Promise<Record<string, unknown>> };
     const result = await client.projectRoundTrip(t.url, key);
-    expect(result).toMatchObject({ budget: 20, version: 2, staleStatus: 412, staleCode: 'ETAG_MISMATCH', names: ['Typed'], total: 1, filtered: 1, none: 0 });
+    expect(result).toMatchObject({ budget: 20, version: 2, staleStatus: 412, staleCode: 'ETAG_MISMATCH', names: ['Typed'], total: 1, hasNext: false, filtered: 1, none: 0 });
   }, 120_000);
 });

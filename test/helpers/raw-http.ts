@@ -53,7 +53,7 @@ export function rawExchange(port: number, send: (write: (chunk: string | Buffer)
     };
     const timer = setTimeout(() => finish(false, true), timeoutMs);
     socket.on('data', (d) => {
-      data = Buffer.concat([data, d]);
+      data = Buffer.concat([data, typeof d === 'string' ? Buffer.from(d) : d]);
       if (parseResponses(data).length >= want) finish(false);
     });
     socket.on('close', () => finish(true));

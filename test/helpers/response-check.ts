@@ -29,6 +29,8 @@ export class ResponseChecker {
   private readonly ajv: AjvLike;
   private readonly paths: PathMatcher[];
   private readonly compiled = new Map<string, ValidateFunction | null>();
+  /** The same schemas with a resource document's `required` cut to `_id`: what a `fields` projection answers. */
+  private projected?: ResponseChecker;
 
   constructor(private readonly doc: OpenApiDocument) {
     this.ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
@@ -50,6 +52,15 @@ export class ResponseChecker {
    */
   check(method: string, url: string, status: number, contentType: string, body: unknown): void {
     if (!contentType.includes('json') || status === 204 || status === 304) return;
+    // A resource's schema describes the full document; `fields=` answers a subset of it.
+    if (new URLSearchParams(url.split('?')[1] ?? '').has('fields')) {
+      this.projected ??= new ResponseChecker(projection(this.doc));
+      return this.projected.checkFull(method, url, body, status);
+    }
+    this.checkFull(method, url, body, status);
+  }
+
+  private checkFull(method: string, url: string, body: unknown, status: number): void {
     const path = url.split('?')[0]!;
     const m = method.toLowerCase();
     const match = this.paths.find((p) => p.re.test(path) && p.item[m]);
@@ -90,4 +101,13 @@ export class ResponseChecker {
     if (!content) return undefined;
     return Object.entries(content).find(([type]) => type.includes('json'))?.[1].schema;
   }
+}
+
+/** A copy of `doc` whose schemas that require `_id` (resource documents) require nothing else. */
+function projection(doc: OpenApiDocument): OpenApiDocument {
+  const copy = JSON.parse(JSON.stringify(doc)) as OpenApiDocument;
+  for (const schema of Object.values(copy.components.schemas ?? {}) as { required?: string[] }[]) {
+    if (schema.required?.includes('_id')) schema.required = ['_id'];
+  }
+  return copy;
 }

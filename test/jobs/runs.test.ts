@@ -16,7 +16,7 @@ afterAll(() => t?.close());
 const calls = (filter: Record<string, unknown>) => t.app.db.conn.collection('jobs_fixture_calls').find(filter).toArray();
 
 describe('registry', () => {
-  it('lists every plugin job with the spec fields and the extended ones', async () => {
+  it('lists every plugin job with its documented fields and the extended ones', async () => {
     const r = await t.http('GET', '/jobs/registry');
     expect(r.status).toBe(200);
     const names = r.body.map((j: { name: string }) => j.name);
@@ -35,7 +35,7 @@ describe('registry', () => {
     });
   });
 
-  it('applies the spec defaults: description empty, timeout 3600, max_attempts 3', async () => {
+  it('applies the defaults: description empty, timeout 3600, max_attempts 3', async () => {
     const r = await t.http('GET', '/jobs/registry/cleanup_audit_log');
     expect(r.body).toMatchObject({ timeout: 600, max_attempts: 3 });
     const count = await t.http('GET', '/jobs/registry/count');

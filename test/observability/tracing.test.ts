@@ -27,6 +27,8 @@ const { jobsPlugin } = await import('../../plugins/jobs/index.ts');
 const { jobsFixturePlugin } = await import('../fixtures/jobs-fixture-plugin.ts');
 const { deliver, hmac, newCalls, providersPlugin } = await import('../webhooks/helpers.ts');
 const { waitRun } = await import('../jobs/helpers.ts');
+const { createClient } = await import('graphql-ws');
+const { default: WebSocket } = await import('ws');
 
 type TestApp = Awaited<ReturnType<typeof buildTestApp>>;
 let t: TestApp;
@@ -127,6 +129,29 @@ describe('GraphQL', () => {
     }
     expect(byName('query Mine', trace)[0]!.attributes['graphql.operation.name']).toBe('Mine');
     expect(spans().filter((s) => s.name.startsWith('graphql.resolve'))).toEqual([]);
+  });
+
+  it('an operation over graphql-ws is a server span of its own, with parse, validate and execute beneath it', async () => {
+    exporter.reset();
+    const client = createClient({ url: `${t.url.replace(/^http/, 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: ADMIN_KEY }, retryAttempts: 0, lazy: true });
+    try {
+      const result = await new Promise<any>((resolve, reject) => {
+        let last: unknown;
+        client.subscribe({ query: 'query Mine { me { email } }' }, { next: (r) => (last = r), error: reject, complete: () => resolve(last) });
+      });
+      expect(result.data.me.email).toBeTruthy();
+    } finally {
+      await client.dispose();
+    }
+    const server = await until(() => spans().find((s) => s.kind === SpanKind.SERVER && s.name === 'WS /graphql query Mine'), 'the operation span');
+    expect(server.attributes).toMatchObject({ 'graphql.operation.type': 'query', 'graphql.operation.name': 'Mine', 'http.response.status_code': 200 });
+    const trace = server.spanContext().traceId;
+    for (const name of ['graphql.parse', 'graphql.validate', 'query Mine']) {
+      const s = byName(name, trace)[0];
+      expect(s && under(s, server), name).toBe(true);
+    }
+    // Its access-log line carries its trace id.
+    expect(logLines.find((l) => l.msg === 'request' && l.transport === 'ws')).toMatchObject({ trace_id: trace, operation_name: 'Mine' });
   });
 
   it('OTEL_GRAPHQL_RESOLVER_SPANS=true asks the instrumentation for resolver spans (trivial ones excepted)', () => {

@@ -46,7 +46,8 @@ describe('every route documents its success body', () => {
 
   it('a resource is one named schema built from its fields, with its offset and cursor pages', () => {
     const project = doc.components.schemas.Project;
-    expect(project.required).toEqual(['_id']);
+    // Always present in a full document: `_id`, the required fields, the base fields; optional fields stay optional.
+    expect(project.required).toEqual(['_id', 'name', 'tenant_id', 'created_at', 'updated_at', 'created_by', 'updated_by', 'is_deleted', 'deleted_at', 'deleted_by', 'version']);
     expect(project.additionalProperties).toBe(false);
     expect(project.properties).toMatchObject({
       _id: { type: 'string' },
@@ -61,10 +62,13 @@ describe('every route documents its success body', () => {
     // A relation: its id, or with `populate` the referenced document, or null.
     expect(task.properties.project_id).toEqual({ anyOf: [{ anyOf: [{ type: 'string' }, expect.objectContaining({ type: 'object' })] }, { type: 'null' }] });
     expect(doc.components.schemas.ProjectPage).toMatchObject({
-      required: ['items', 'total', 'page', 'per_page', 'total_pages'],
+      required: ['items', 'total', 'page', 'per_page', 'total_pages', 'mode'],
       properties: { items: { type: 'array', items: { $ref: '#/components/schemas/Project' } } },
     });
+    expect(doc.components.schemas.ProjectPage.properties.mode).toMatchObject({ const: 'offset' });
+    // The cursor page's body is exactly items and cursors: `mode` is declared (for narrowing) but optional and never sent.
     expect(doc.components.schemas.ProjectCursorPage.required).toEqual(['items', 'cursors']);
+    expect(doc.components.schemas.ProjectCursorPage.properties.mode).toMatchObject({ const: 'cursor' });
     const list = doc.paths['/projects'].get.responses['200'].content['application/json'].schema;
     expect(list.anyOf).toEqual([{ $ref: '#/components/schemas/ProjectPage' }, { $ref: '#/components/schemas/ProjectCursorPage' }]);
     expect(doc.paths['/projects/{id}'].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Project' });

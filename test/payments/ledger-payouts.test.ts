@@ -113,7 +113,7 @@ describe('payouts and settlement', () => {
     expect(again.payment_count).toBe(0);
   });
 
-  it('one batch shows every spec field; below the threshold it is approved automatically', async () => {
+  it('one batch shows every documented field; below the threshold it is approved automatically', async () => {
     const D = await tenant(t);
     await completed(t, D.admin, { amount: '19.99' });
     await completed(t, D.admin, { amount: '30.01' });
@@ -178,7 +178,7 @@ describe('payouts and settlement', () => {
     await completed(t, H.admin, { amount: '150.00' });
     const res = (await settleJob().run(jobContext(), { ...window(), tenant_id: H.tenantId })) as { batch_ids: string[] };
     expect((await t.http('GET', `/payouts/${res.batch_ids[0]}`)).body).toMatchObject({ status: 'draft', created_by: null, net_amount: '146.25' });
-    // The service operation of the spec, as the system actor (what a job would call): refused above the threshold.
+    // The payout service operation, as the system actor (what a job would call): refused above the threshold.
     const payments = t.app.services.get('payments');
     await expect(payments.approve_payout(systemActor(), res.batch_ids[0]!)).rejects.toMatchObject({ status: 403, code: 'ACCESS_DENIED' });
     await expect(payments.execute_payout(systemActor(), res.batch_ids[0]!, 'X')).rejects.toMatchObject({ status: 409, code: 'CONFLICT', details: { status: 'draft' } });
@@ -207,7 +207,7 @@ describe('payouts and settlement', () => {
     for (const op of ['process', 'fail', 'approve']) expectError(await move(op, op === 'fail' ? { reason: 'late' } : {}), 409, 'CONFLICT');
   });
 
-  it('the spec service operations succeed as well as refuse: approve_payout, process_payout, fail_payout, execute_payout', async () => {
+  it('the payout service operations succeed as well as refuse: approve_payout, process_payout, fail_payout, execute_payout', async () => {
     const L = await tenant(t);
     await completed(t, L.admin, { amount: '300.00' });
     const id = ((await settleJob().run(jobContext(), { ...window(), tenant_id: L.tenantId })) as { batch_ids: string[] }).batch_ids[0]!;

@@ -104,7 +104,7 @@ describe('PaymentIntents and Refunds through the SDK', () => {
   });
 });
 
-describe('the asynchronous flow of the spec, end to end', () => {
+describe('the asynchronous payment flow, end to end', () => {
   it('create pending, call Stripe, store its id with PUT, a signed webhook completes; a redelivery is a no-op', async () => {
     const p = await create(t, A.user, { provider: 'stripe', amount: '49.90' });
     // The client calls the provider itself (as a shop backend would with the SDK)...

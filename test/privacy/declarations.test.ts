@@ -54,7 +54,9 @@ describe('resource options', () => {
 describe('declarations the resources plugin contributes', () => {
   it('one per resource, with neutral values by field kind, private fields excluded from exports', () => {
     const decl = Object.fromEntries(t.app.kernel.personalData().map((d) => [d.name, d]));
-    expect(Object.keys(decl)).toEqual(['users', 'projects', 'tasks', 'profiles', 'shared_notes']);
+    expect(Object.keys(decl)).toEqual(['idempotency_keys', 'users', 'projects', 'tasks', 'profiles', 'shared_notes']);
+    // The kernel's store of idempotent answers: scrubbed by erasure (test/privacy/idempotency.test.ts).
+    expect(decl.idempotency_keys).toMatchObject({ plugin: 'kernel', model: 'IdempotencyKey', subject_field: 'actor_id', on_erasure: 'scrub', scrub: expect.any(Function) });
     expect(decl.projects).toEqual({
       name: 'projects', plugin: 'resources', model: 'projects', subject_field: 'created_by', gdpr_fields: ['owner_email'], tenant_field: 'tenant_id',
       neutral: { owner_email: null }, on_erasure: 'depersonalize', export_exclude: [],

@@ -1,6 +1,7 @@
 /**
  * Credentials are checked when a stream opens and again while it lasts: a revoked key or a
  * disabled user ends SSE streams and subscriptions within AUTH_CACHE_TTL_MS plus one poll interval
+ * (asserted with five times that as the bound, for busy machines)
  * (also when the revocation happens on another replica), and a token's `exp` ends its stream then.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,9 +39,11 @@ describe('stream credentials', () => {
     expect(sub.done).toBe(false);
     const revokedAt = Date.now();
     expect((await b.http('DELETE', `/admin/api-keys/${u.keyId}`)).status).toBe(200);
-    await until(() => s.ended && sub.done, 5000, 'both ends');
+    await until(() => s.ended && sub.done, 30_000, 'both ends');
     const took = Date.now() - revokedAt;
-    expect(took).toBeLessThan(TTL + POLL + 700); // + the margin of this loaded machine
+    // Five times the mechanism's own delay: holds on a busy machine (1.7 s measured at load 6), and
+    // still far below anything else that could end the streams (keep-alive 15 s, connection time-outs).
+    expect(took).toBeLessThan(5 * (TTL + POLL));
     expect(lastError(s.events).error).toMatchObject({ code: 'AUTH_REQUIRED' });
     expect(sub.errors[0].extensions.code).toBe('AUTH_REQUIRED');
     await ws.dispose();
@@ -68,10 +71,11 @@ describe('stream credentials', () => {
     const ws = wsClient(a.url, { authorization: `Bearer ${token}` });
     const sub = subscribe(ws, 'subscription { events { id } }');
     expect(s.status).toBe(200);
-    await until(() => s.ended && sub.done, 6000, 'the end at exp');
+    await until(() => s.ended && sub.done, 30_000, 'the end at exp');
     const endedAt = Date.now();
+    // Not before exp (load only delays), and soon after it: the generous bound of the test above.
     expect(endedAt).toBeGreaterThanOrEqual(exp * 1000 - 50);
-    expect(endedAt).toBeLessThan(exp * 1000 + 1500);
+    expect(endedAt).toBeLessThan(exp * 1000 + 5 * (TTL + POLL));
     expect(lastError(s.events).error).toMatchObject({ code: 'AUTH_REQUIRED', message: 'Token expired' });
     expect(sub.errors[0].extensions.code).toBe('AUTH_REQUIRED');
     expect(sub.errors[0].message).toBe('Token expired');

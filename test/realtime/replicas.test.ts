@@ -27,8 +27,9 @@ describe('two server processes on one database', () => {
     const written = await fetch(`${a.url}/ew-notes`, { method: 'POST', headers: { 'X-API-Key': ADMIN_KEY, 'Content-Type': 'application/json', 'X-Tenant-Id': '5f0000000000000000000001' }, body: JSON.stringify({ title: 'from A' }) });
     expect(written.status).toBe(201);
     const started = Date.now();
-    await until(() => sse.events.length === 1 && sub.results.length === 1, 10_000, 'delivery on B');
-    expect(Date.now() - started).toBeLessThan(3000);
+    await until(() => sse.events.length === 1 && sub.results.length === 1, 30_000, 'delivery on B');
+    // Live delivery by B's tail (polling every 100 ms), with room for a busy machine: 100 polls.
+    expect(Date.now() - started).toBeLessThan(10_000);
     expect(JSON.parse(sse.events[0]!.data).data.title).toBe('from A');
     expect(sub.values('events')[0].id).toBe(sse.events[0]!.id);
     await sleep(500);

@@ -2,7 +2,7 @@
  * Property, through HTTP against the real database: for random data (many duplicate sort values,
  * null budgets), a random sort, limit and filter, walking `next` to the end and then `prev` back
  * to the start yields every matching document exactly once, in the order of the offset-mode
- * listing with the same sort, which itself is the order the spec defines (sort fields, `_id` as
+ * listing with the same sort, which itself is the documented order (sort fields, `_id` as
  * final tiebreaker, null lowest).
  */
 import fc from 'fast-check';
@@ -37,7 +37,7 @@ function cmp(a: unknown, b: unknown): number {
   return (a as number | string) < (b as number | string) ? -1 : 1;
 }
 
-/** The order the spec defines: the sort fields, then `_id` in the direction of the last field. */
+/** The documented order: the sort fields, then `_id` in the direction of the last field. */
 function specOrder(docs: Doc[], sort: string): string[] {
   const spec = sort.split(',').map((s) => (s.startsWith('-') ? ([s.slice(1), -1] as const) : ([s, 1] as const)));
   const all = [...spec, ['_id', spec[spec.length - 1]![1]] as const];

@@ -9,7 +9,7 @@ import { defineResource, resourcesPlugin } from '../../plugins/resources/index.t
 import { sampleResources } from '../../plugins/resources/sample-resources.ts';
 import { collection, items, oid, qs, seed, seedProjects, sortedNames, type Doc } from './read-helpers.ts';
 
-/** Every reserved list parameter is also a real field of this resource (spec: reserved names are never filters). */
+/** Every reserved list parameter is also a real field of this resource (reserved names are never filters). */
 const notebooks = defineResource({
   name: 'notebooks',
   schema: new Schema({
@@ -78,7 +78,7 @@ afterAll(() => t?.close());
 const ALL = ['42', 'Alpha', 'Beta', 'Delta', 'Epsilon', 'Gamma', 'Zeta', 'aaaaaaaaaaaaaaaaaaaaaaaa'];
 const without = (...names: string[]) => ALL.filter((n) => !names.includes(n));
 
-describe('equality filters: coercion in the spec order (true/false, null/none, integer, float, 24-hex, string)', () => {
+describe('equality filters: coercion in a fixed order (true/false, null/none, integer, float, 24-hex, string)', () => {
   it.each<[string, Record<string, string>, string[]]>([
     ['string stays a string', { status: 'active' }, ['42', 'Alpha', 'Delta', 'Gamma', 'Zeta']],
     ['string with a space', { description: 'first project' }, ['Alpha']],

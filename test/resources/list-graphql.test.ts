@@ -136,7 +136,7 @@ describe('errors carry the REST codes in extensions.code', () => {
     expect(res.body.errors?.[0]?.extensions?.code).toBe(code);
   });
 
-  it('q on a resource without search fields is BAD_REQUEST with the spec message', async () => {
+  it('q on a resource without search fields is BAD_REQUEST "Search is not enabled for this resource"', async () => {
     const t2 = await buildTestApp({
       plugins: [resourcesPlugin.configure({ resources: [defineResource({ name: 'plain_items', schema: new Schema({ name: String }) })] })],
     });

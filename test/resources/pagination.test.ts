@@ -39,7 +39,7 @@ function expectCursorShape(res: HttpResult<any>) {
 function expectOffset(res: HttpResult<any>, page: number, perPage: number, total: number) {
   expect(res.status).toBe(200);
   const totalPages = Math.ceil(total / perPage);
-  expect(res.body).toEqual({ items: expect.any(Array), page, per_page: perPage, total, total_pages: totalPages });
+  expect(res.body).toEqual({ items: expect.any(Array), page, per_page: perPage, total, total_pages: totalPages, mode: 'offset' });
   expect(res.headers.get('x-total-count')).toBe(String(total));
   expect(res.headers.get('x-page')).toBe(String(page));
   expect(res.headers.get('x-per-page')).toBe(String(perPage));
@@ -65,7 +65,7 @@ beforeAll(async () => {
 });
 afterAll(() => t?.close());
 
-describe('mode detection (spec table)', () => {
+describe('mode detection (cursor or offset, by the parameters given)', () => {
   it.each<[string, Params | 'CURSOR', 'offset' | 'cursor', number?, number?]>([
     ['none → offset page 1 per_page 25', {}, 'offset', 1, 25],
     ['page → offset', { page: '2' }, 'offset', 2, 25],
@@ -132,7 +132,7 @@ describe('limits', () => {
     expectOffset(await list({ per_page: '100' }), 1, 100, N);
   });
 
-  it('per_page above max_page_size (101) → 422 VALIDATION_ERROR naming per_page (spec document 1), and limit above its ceiling alike', async () => {
+  it('per_page above max_page_size (101) → 422 VALIDATION_ERROR naming per_page, and limit above its ceiling alike', async () => {
     for (const [param, value] of [['per_page', '101'], ['per_page', '100000'], ['limit', '100000']] as const) {
       const res = await list({ [param]: value });
       expect(res.status).toBe(422);

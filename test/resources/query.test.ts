@@ -144,7 +144,7 @@ describe('pagination mode and paging parameters', () => {
     expectAppError(() => parseListQuery(query, resource), error);
   });
 
-  it('per_page above the resource ceiling is a 422 (spec document 1), like limit above its ceiling, both naming the parameter', () => {
+  it('per_page above the resource ceiling is a 422, like limit above its ceiling, both naming the parameter', () => {
     expectAppError(() => parseListQuery({ per_page: '101' }, resource), {
       status: 422,
       code: 'VALIDATION_ERROR',

@@ -192,10 +192,16 @@ describe('PATCH', () => {
   it('stale If-Match (an older revision, or none of several): 412 ETAG_MISMATCH, nothing written', async () => {
     const p = await createProject();
     expect((await patch(`/projects/${p._id}`, { budget: 1 }, ifMatch('"1"'))).status).toBe(200);
-    for (const tag of ['"1"', '"3"', '"1", "3"', '2', '"2"x']) {
+    for (const tag of ['"1"', '"3"', '"1", "3"']) {
       const res = await expectNoWrite(t, ['projects'], () => patch(`/projects/${p._id}`, { budget: 99 }, ifMatch(tag)));
       expect(res.status, tag).toBe(412);
       expect(envelope(res).code).toBe('ETAG_MISMATCH');
+    }
+    // Not entity tags (the current revision without its quotes, trailing text): a format mistake, 400.
+    for (const tag of ['2', '"2"x']) {
+      const res = await expectNoWrite(t, ['projects'], () => patch(`/projects/${p._id}`, { budget: 99 }, ifMatch(tag)));
+      expect(res.status, tag).toBe(400);
+      expect(envelope(res).code).toBe('BAD_REQUEST');
     }
     expect((await raw(t, 'projects', p._id))!.budget).toBe(1);
   });

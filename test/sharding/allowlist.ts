@@ -43,7 +43,7 @@ export const ALLOWED_CROSS_TENANT: AllowedQuery[] = [
   // --- requests: keys that belong to one tenant -----------------------------------------------
   { origin: 'request', collection: 'api_keys', shape: /^(key_hash|key_hash,revoked_at|revoked_at,user_id)$/, reason: 'Authentication finds a key by its hash before the tenant is known; revoking by user (a user is in one tenant). api_keys stays unsharded.' },
   { origin: 'request', collection: 'users', shape: 'email,is_active,is_deleted', reason: 'Passkey sign-in finds the user by email before the tenant is known. users stays unsharded.' },
-  { origin: 'request', collection: 'webauthn_credentials', shape: /^(credential_id,user_id|disabled_at,user_id|user_id)$/, reason: 'Passkeys of one user (a user is in one tenant), found at sign-in before the tenant is known. webauthn_credentials stays unsharded.' },
+  { origin: 'request', collection: 'webauthn_credentials', shape: /^(credential_id|disabled_at,user_id|user_id)$/, reason: 'Passkeys of one user (a user is in one tenant), and at sign-in the one credential presented (its id is globally unique, by a unique index): it names the tenant. webauthn_credentials stays unsharded.' },
   { origin: 'request', collection: 'privacy_consents', shape: /(^|,)user_id(,|$)/, reason: 'Consents of one user (a user is in one tenant); the service checked the actor may act on that user.' },
   { origin: 'request', collection: 'privacy_erasure_requests', shape: 'open,user_id', reason: 'The open erasure request of one user (a user is in one tenant).' },
   { origin: 'request', collection: 'privacy_erasure_items', shape: /(^|,)request_id(,|$)/, reason: 'Items of one erasure request (in one tenant), run as the system actor inside the execute request.' },

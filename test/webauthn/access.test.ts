@@ -139,6 +139,66 @@ describe('one email in two tenants', () => {
   });
 });
 
+describe('one email in two tenants: the credential names the account', () => {
+  it('the sign-in reads the user by the credential’s id and tenant, never by the email across tenants', async () => {
+    const email = `by-cred-${Date.now()}@example.com`;
+    const t1 = await userWithPasskey({ email });
+    const t2 = await userWithPasskey({ email });
+    const seen: { filter: Record<string, unknown> }[] = [];
+    const onCommand = (e: { commandName: string; command: Record<string, any> }) => {
+      if (e.commandName === 'find' && e.command.find === 'users') seen.push({ filter: e.command.filter ?? {} });
+    };
+    const client = t.app.db.conn.getClient();
+    const opts = await t.http('POST', '/auth/webauthn/authenticate/options', { key: null, json: { email } });
+    expect(opts.status).toBe(200);
+    client.on('commandStarted', onCommand);
+    let r;
+    try {
+      r = await t.http('POST', '/auth/webauthn/authenticate', { key: null, json: { email, ...t2.a.getAssertion(opts.body.challenge) } });
+    } finally {
+      client.off('commandStarted', onCommand);
+    }
+    expect(r.status).toBe(200);
+    const me = await t.http('GET', '/auth/me', { token: r.body.token });
+    expect({ id: me.body.id, tenant_id: me.body.tenant_id }).toEqual({ id: t2.userId, tenant_id: t2.tenantId });
+    expect(seen.length).toBeGreaterThan(0);
+    for (const { filter } of seen) expect(Object.keys(filter)).toEqual(expect.arrayContaining(['_id', 'tenant_id']));
+    expect(t1.userId).not.toBe(t2.userId);
+  });
+
+  it('a credential presented with an email that is not its account’s is refused like a wrong signature', async () => {
+    const email = `mismatch-${Date.now()}@example.com`;
+    const owner = await userWithPasskey();
+    await createTenantUser(t, { email });
+    const opts = await t.http('POST', '/auth/webauthn/authenticate/options', { key: null, json: { email } });
+    const r = await t.http('POST', '/auth/webauthn/authenticate', { key: null, json: { email, ...owner.a.getAssertion(opts.body.challenge) } });
+    expectError(r, 401, 'AUTH_REQUIRED');
+    expect(r.body.error).toEqual({ code: 'AUTH_REQUIRED', message: 'Passkey login failed', details: {} });
+  });
+
+  it('an unknown email gets the answers a known one gets: options of the same shape, then the same 401', async () => {
+    const known = await userWithPasskey();
+    const unknown = `nobody-${Date.now()}@example.com`;
+    const [k, u] = await Promise.all([known.email, unknown].map((email) => t.http('POST', '/auth/webauthn/authenticate/options', { key: null, json: { email } })));
+    expect(u!.status).toBe(k!.status);
+    expect(Object.keys(u!.body).sort()).toEqual(Object.keys(k!.body).sort());
+    const shape = (o: any) => ({
+      rpId: o.rpId, userVerification: o.userVerification, timeout: o.timeout, challenge: /^[A-Za-z0-9_-]{43}$/.test(o.challenge),
+      allow: o.allowCredentials.map((c: any) => ({ keys: Object.keys(c).sort(), type: c.type, transports: c.transports, id: /^[A-Za-z0-9_-]{43}$/.test(c.id) })),
+    });
+    expect(shape(u!.body)).toEqual(shape(k!.body));
+    // The login that follows: an unknown email, and a known one with a credential that is not its own.
+    const stranger = new SoftAuthenticator();
+    const fail = async (email: string, challenge: string) =>
+      t.http('POST', '/auth/webauthn/authenticate', { key: null, json: { email, ...stranger.getAssertion(challenge) } });
+    const ru = await fail(unknown, u!.body.challenge);
+    const rk = await fail(known.email, k!.body.challenge);
+    expect(ru.status).toBe(rk.status);
+    expect(ru.body.error).toEqual(rk.body.error);
+    expect(Object.keys(ru.body).sort()).toEqual(Object.keys(rk.body).sort());
+  });
+});
+
 describe('personal data and schema', () => {
   it('declares the credentials as personal data: linked by user_id, deleted on erasure, keys not exported', () => {
     const decl = t.app.kernel.personalData().find((d) => d.name === 'passkeys');

@@ -39,7 +39,7 @@ function stack(resolver: Resolver, opts: { allowedHosts?: string[]; transport?: 
     ...(opts.production ? { NODE_ENV: 'production' as const } : {}),
   };
   return createOutbound({
-    db: t.app.db.conn, config, hooks: t.app.hooks, tenancy: new Tenancy(true), events: t.app.services.get('events'), log: t.app.log,
+    db: t.app.db.conn, config, hooks: t.app.hooks, tenancy: new Tenancy(true), events: t.app.services.get('events'), log: t.app.log, metrics: t.app.services.get('metrics'),
     resolver, ...(opts.transport ? { transport: opts.transport } : {}),
   });
 }
@@ -68,7 +68,23 @@ describe('delivery-time address check', () => {
     expect(asked).toEqual(['rebind.example', 'rebind.example']);
     expect(calls).toHaveLength(0);
     expect(d).toMatchObject({ status: 'pending', attempts: 1, last_attempt: { status: null, response_excerpt: null } });
-    expect(d.last_attempt!.error).toBe('refused: host rebind.example resolves to 10.1.2.3, a private address');
+    expect(d.last_attempt!.error).toBe('refused: host rebind.example resolves to 10.1.2.3, a private address; to allow it, add the host to WEBHOOK_ENDPOINTS_ALLOWED_HOSTS');
+  });
+
+  it('judges an address carrying IPv4 by that address at delivery: NAT64 of the metadata address, 6to4 of loopback', async () => {
+    for (const [address, why] of [
+      ['64:ff9b::a9fe:a9fe', 'a NAT64 address of 169.254.169.254, a cloud metadata address'],
+      ['2002:7f00:1::1', 'a 6to4 address of 127.0.0.1, a loopback address'],
+    ]) {
+      let calls = 0;
+      const resolver: Resolver = async () => (calls++ ? [{ address: address!, family: 6 }] : [{ address: '2606:4700::1111', family: 6 }]);
+      const rec = recorder();
+      const o = stack(resolver, { transport: rec.transport });
+      const ep = await o.endpoints.create(actor, { url: 'https://nat64.example/hook', event_types: ['ping'], enabled: true });
+      const d = await o.endpoints.test(actor, ep.id);
+      expect(rec.calls).toHaveLength(0);
+      expect(d.last_attempt!.error).toBe(`refused: host nat64.example resolves to ${address}, ${why}; to allow it, add the host to WEBHOOK_ENDPOINTS_ALLOWED_HOSTS`);
+    }
   });
 
   it('refuses at creation a name resolving to a private address among public ones', async () => {
@@ -76,7 +92,7 @@ describe('delivery-time address check', () => {
     const o = stack(resolver);
     const err = await o.endpoints.create(actor, { url: 'https://mixed.example/', event_types: ['ping'], enabled: true }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AppError);
-    expect((err as AppError).details.errors).toEqual([expect.objectContaining({ loc: ['body', 'url'], msg: 'refused: host mixed.example resolves to fd12::1, a unique-local address' })]);
+    expect((err as AppError).details.errors).toEqual([expect.objectContaining({ loc: ['body', 'url'], msg: 'refused: host mixed.example resolves to fd12::1, a unique-local address; to allow it, add the host to WEBHOOK_ENDPOINTS_ALLOWED_HOSTS' })]);
   });
 
   it('checks an IP literal again at delivery: allowed when saved, no longer allowed now', async () => {
@@ -89,7 +105,7 @@ describe('delivery-time address check', () => {
     const now = stack(noDns, { transport });
     const d = await now.endpoints.test(actor, ep.id);
     expect(calls).toHaveLength(0);
-    expect(d.last_attempt!.error).toBe('refused: 127.0.0.1 is a loopback address');
+    expect(d.last_attempt!.error).toBe('refused: 127.0.0.1 is a loopback address; to allow it, add the host to WEBHOOK_ENDPOINTS_ALLOWED_HOSTS');
     expect(recv.requests).toHaveLength(0);
   });
 

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { run, session } from '../api.ts';
 import { DeletePasskey, MyPasskeys, PasskeyRegistrationOptions, RegisterPasskey } from '../graphql.ts';
 import { attestationJson, creationOptions } from '../webauthn.ts';
-import { ErrorBox, fmtDate, Loading, Notice, useAsync } from '../ui.tsx';
+import { ErrorBox, Time, Loading, Notice, useAsync } from '../ui.tsx';
 
 export function AccountScreen() {
   const u = session.value!.user;
@@ -45,7 +45,7 @@ export function AccountScreen() {
         <ul data-testid="passkeys">
           {(passkeys.data ?? []).map((p) => (
             <li key={p.credential_id}>
-              {p.device_name}, added {fmtDate(p.registered_at)}{p.last_used_at ? `, last used ${fmtDate(p.last_used_at)}` : ''}{' '}
+              {p.device_name}, added <Time v={p.registered_at} />{p.last_used_at && <>, last used <Time v={p.last_used_at} /></>}{' '}
               <button type="button" onClick={() => void run(DeletePasskey, { id: p.credential_id }).then(passkeys.reload, setError)}>Remove {p.device_name}</button>
             </li>
           ))}

@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { AuditLog, AuditStats, type ResultOf } from '../graphql.ts';
-import { download, ErrorBox, fmtDate, Loading, Pager, show, useAsync } from '../ui.tsx';
+import { download, ErrorBox, Time, Loading, Pager, show, useAsync } from '../ui.tsx';
 
 type Entry = ResultOf<typeof AuditLog>['auditLog']['items'][number];
 type Filters = { user_id?: string; resource?: string; operation?: string; date_from?: string; date_to?: string };
@@ -88,7 +88,7 @@ export function AuditScreen() {
               {log.data.items.map((e) => (
                 <li key={e.id}>
                   <p>
-                    <strong>{e.operation}</strong> {e.resource} <code>{e.item_id}</code> by {e.user_name ?? 'system'} ({e.user_id ?? '–'}), {fmtDate(e.created_at)}
+                    <strong>{e.operation}</strong> {e.resource} <code>{e.item_id}</code> by {e.user_name ?? 'system'} ({e.user_id ?? '–'}), <Time v={e.created_at} />
                   </p>
                   {e.operation === 'update' && diffRows(e.changes).length > 0 && (
                     <table class="diff">

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ErrorBox, fmtDate, Json, Loading, useAsync } from '../ui.tsx';
+import { Drawer, Empty, ErrorBox, fmtDate, Json, Loading, ShortId, Time, useAsync } from '../ui.tsx';
 
 const EventTypes = graphql(`query EventTypes { eventTypes { name plugin description } }`);
 const Events = graphql(`
@@ -51,34 +51,35 @@ export default function EventsScreen({ route }: { route: string[] }) {
       </form>
       <Loading when={page.loading} />
       <ErrorBox error={page.error ?? types.error} />
-      <div class="cols">
-        <div class="scroll">
-          <table data-testid="event-list">
-            <caption class="sr-only">Events</caption>
-            <thead><tr><th scope="col">Time</th><th scope="col">Type</th><th scope="col">Id</th></tr></thead>
-            <tbody>
-              {items.map((e) => (
-                <tr key={e.id} class={e.id === selected ? "chosen" : undefined}>
-                  <td>{fmtDate(e.created_at)}</td>
-                  <td><button type="button" class="link" onClick={() => setSelected(e.id)}>{e.type}</button></td>
-                  <td><code>{e.id}</code></td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          {next && <button type="button" onClick={() => void more()}>Older events</button>}
-          {!items.length && !page.loading && <p>No events.</p>}
-        </div>
-        <section aria-labelledby="ev-detail">
-          <h2 id="ev-detail">Event detail</h2>
-          {chosen ? (
-            <>
-              <p><strong>{chosen.type}</strong> <code>{chosen.id}</code><br /><small class="muted">actor {chosen.actor ?? 'system'} · request {chosen.request_id ?? '–'}</small></p>
-              <Json value={chosen} label={`Event ${chosen.id} as JSON`} />
-            </>
-          ) : <p class="muted">Choose an event to see its JSON.</p>}
-        </section>
+      <div class="scroll">
+        <table data-testid="event-list" class="list">
+          <caption class="sr-only">Events</caption>
+          <thead><tr><th scope="col">Type</th><th scope="col">When</th><th scope="col">Actor</th><th scope="col">Id</th></tr></thead>
+          <tbody>
+            {items.map((e) => (
+              <tr key={e.id} class={e.id === selected ? 'chosen' : undefined}>
+                <td><button type="button" class="link" onClick={() => setSelected(e.id)}>{e.type}</button></td>
+                <td class="nowrap"><Time v={e.created_at} /></td>
+                <td class="nowrap">{e.actor ? <ShortId id={e.actor} label="actor id" /> : 'system'}</td>
+                <td class="nowrap"><ShortId id={e.id} label="event id" /></td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
       </div>
+      {next && <button type="button" onClick={() => void more()}>Older events</button>}
+      {!items.length && !page.loading && <Empty>No events{type ? ` of type ${type}` : ''} yet. They appear here as soon as something happens (a document saved, a delivery sent).</Empty>}
+      {chosen && (
+        <Drawer title={`Event ${chosen.type}`} onClose={() => setSelected(null)} testId="event-detail">
+          <dl class="detail">
+            <div><dt>Id</dt><dd><code>{chosen.id}</code></dd></div>
+            <div><dt>When</dt><dd><Time v={chosen.created_at} /> <small class="muted">{fmtDate(chosen.created_at)}</small></dd></div>
+            <div><dt>Actor</dt><dd>{chosen.actor ?? 'system'}</dd></div>
+            <div><dt>Request</dt><dd>{chosen.request_id ?? '–'}</dd></div>
+          </dl>
+          <Json value={chosen} label={`Event ${chosen.id} as JSON`} />
+        </Drawer>
+      )}
     </>
   );
 }

@@ -7,11 +7,12 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, isSystem, run, session } from '../api.ts';
 import { ApiKeys, CreateApiKey, CreateTenant, CreateUser, DeleteUser, RevokeApiKey, Tenants, TenantsPage, UpdateUser, UsersPage, type ResultOf } from '../graphql.ts';
 import { resourceTypes } from '../resources.ts';
-import { ConfirmDialog, Dialog, ErrorBox, Loading, Pager, useAction, useAsync } from '../ui.tsx';
+import { ConfirmDialog, Dialog, Empty, ErrorBox, Loading, Pager, ShortId, Time, toast, useAction, useAsync } from '../ui.tsx';
 
 type U = ResultOf<typeof UsersPage>['usersPage']['items'][number];
 const TENANTS_PER_PAGE = 10;
 const USERS_PER_PAGE = 20;
+const KEYS_PER_PAGE = 20;
 const ROLES = ['user', 'admin'];
 
 const list = (s: string) => s.split(',').map((x) => x.trim()).filter(Boolean);
@@ -28,7 +29,10 @@ export function IdentityScreen() {
   // The new-user form's tenant choice (system administrators only): every tenant, up to 500.
   const allTenants = useAsync(() => (system ? run(Tenants).then((r) => r.tenants) : Promise.resolve([])), [system]);
   const users = useAsync(() => run(UsersPage, { page: userPage, per_page: USERS_PER_PAGE }).then((r) => r.usersPage), [userPage]);
-  const keys = useAsync(() => run(ApiKeys, {}).then((r) => r.apiKeys), []);
+  const [keyPage, setKeyPage] = useState(1);
+  // One more than a page: whether a next page exists (the list has no total).
+  const keys = useAsync(() => run(ApiKeys, { page: keyPage, per_page: KEYS_PER_PAGE + 1 }).then((r) => r.apiKeys), [keyPage]);
+  const me = session.value?.user.id;
   const { error, act } = useAction();
   const [dialog, setDialog] = useState<{ kind: 'access' | 'key' | 'delete'; user: U } | null>(null);
   const [tenantName, setTenantName] = useState('');
@@ -43,7 +47,7 @@ export function IdentityScreen() {
         <Loading when={tenants.loading} />
         <ErrorBox error={tenants.error} />
         <ul data-testid="tenants">
-          {(tenants.data?.items ?? []).map((t) => <li key={t.id}>{t.name} <code>{t.id}</code>{t.is_system ? ' (system)' : ''}</li>)}
+          {(tenants.data?.items ?? []).map((t) => <li key={t.id}>{t.name} <ShortId id={t.id} label="tenant id" />{t.is_system ? ' (system)' : ''}</li>)}
         </ul>
         {tenants.data && <Pager label="Pages of tenants" page={tenants.data.page} totalPages={tenants.data.total_pages} onPage={setTenantPage} />}
         {system && (
@@ -66,17 +70,23 @@ export function IdentityScreen() {
             <tbody>
               {(users.data?.items ?? []).map((u) => (
                 <tr key={u.id}>
-                  <td>{u.email}<br /><small class="muted">{u.name} · tenant {u.tenant_id}</small></td>
+                  <td>{u.email}<br /><small class="muted">{u.name} · tenant …{u.tenant_id.slice(-6)}</small></td>
                   <td>{u.roles.join(', ')}</td>
                   <td>{u.features.join(', ')}</td>
                   <td>{u.is_active ? 'yes' : 'disabled'}</td>
-                  <td class="actions">
-                    <button type="button" onClick={() => act(() => run(UpdateUser, { id: u.id, input: { is_active: !u.is_active } }), users.reload)}>
-                      {u.is_active ? 'Disable' : 'Enable'}<span class="sr-only"> {u.email}</span>
-                    </button>
-                    <button type="button" onClick={() => setDialog({ kind: 'access', user: u })}>Roles and features<span class="sr-only"> of {u.email}</span>…</button>
-                    <button type="button" onClick={() => setDialog({ kind: 'key', user: u })}>New API key<span class="sr-only"> for {u.email}</span>…</button>
-                    <button type="button" onClick={() => setDialog({ kind: 'delete', user: u })}>Delete<span class="sr-only"> {u.email}</span>…</button>
+                  <td>
+                    <div class="actions">
+                      {/* The server refuses these to the signed-in user on their own row, and on a tenant's last administrator. */}
+                      {u.id !== me && !u.last_admin && (
+                        <button type="button" onClick={() => act(() => run(UpdateUser, { id: u.id, input: { is_active: !u.is_active } }), users.reload, () => toast(`${u.email} ${u.is_active ? 'disabled' : 'enabled'}`))}>
+                          {u.is_active ? 'Disable' : 'Enable'}<span class="sr-only"> {u.email}</span>
+                        </button>
+                      )}
+                      <button type="button" onClick={() => setDialog({ kind: 'access', user: u })}>Roles and features<span class="sr-only"> of {u.email}</span>…</button>
+                      <button type="button" onClick={() => setDialog({ kind: 'key', user: u })}>New API key<span class="sr-only"> for {u.email}</span>…</button>
+                      {u.id !== me && !u.last_admin && <button type="button" onClick={() => setDialog({ kind: 'delete', user: u })}>Delete<span class="sr-only"> {u.email}</span>…</button>}
+                      {(u.id === me || u.last_admin) && <small class="muted" data-testid="kept">{u.id === me ? 'you' : 'last administrator of its tenant'}</small>}
+                    </div>
                   </td>
                 </tr>
               ))}
@@ -110,14 +120,26 @@ export function IdentityScreen() {
         <p class="muted">Create a key with "New API key…" in the user's row.</p>
         <Loading when={keys.loading} />
         <ErrorBox error={keys.error} />
-        <ul data-testid="keys">
-          {(keys.data ?? []).map((k) => (
-            <li key={k.id}>
-              {k.name} <code>{k.prefix}…</code> (user {k.user_id}){' '}
-              <button type="button" onClick={() => act(() => run(RevokeApiKey, { id: k.id }), keys.reload)}>Revoke {k.name}</button>
-            </li>
-          ))}
-        </ul>
+        <div class="scroll">
+          <table data-testid="keys">
+            <caption class="sr-only">API keys</caption>
+            <thead><tr><th scope="col">Name</th><th scope="col">Owner</th><th scope="col">Prefix</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Actions</th></tr></thead>
+            <tbody>
+              {(keys.data ?? []).slice(0, KEYS_PER_PAGE).map((k) => (
+                <tr key={k.id}>
+                  <td>{k.name}</td>
+                  <td>{k.user_email ?? <ShortId id={k.user_id} label="user id" />}</td>
+                  <td><code>{k.prefix}…</code></td>
+                  <td><Time v={k.created_at} /></td>
+                  <td>{k.last_used_at ? <Time v={k.last_used_at} /> : 'never'}</td>
+                  <td><button type="button" onClick={() => act(() => run(RevokeApiKey, { id: k.id }), keys.reload, () => toast(`Key ${k.name} revoked`))}>Revoke {k.name}</button></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+        {keys.data && !keys.data.length && <Empty>No API keys. Create one with "New API key…" in a user's row.</Empty>}
+        {keys.data && <Pager label="Pages of API keys" page={keyPage} totalPages={keys.data.length > KEYS_PER_PAGE ? keyPage + 1 : keyPage} onPage={setKeyPage} />}
       </section>
       {dialog?.kind === 'access' && <AccessDialog user={dialog.user} onClose={close} onSaved={users.reload} />}
       {dialog?.kind === 'key' && <KeyDialog user={dialog.user} onClose={close} onCreated={keys.reload} />}

@@ -8,7 +8,7 @@ import { useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { graphql } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ErrorBox, fmtDate, Json, Loading, Notice, Tabs, useAction, useAsync } from '../ui.tsx';
+import { ErrorBox, fmtDate, Time, Json, Loading, Notice, Tabs, useAction, useAsync } from '../ui.tsx';
 
 const WebhookEvents = graphql(`query WebhookEvents($provider: String, $status: String) { webhookEvents(provider: $provider, status: $status, per_page: 50) { total items { id provider event_id event_type status error attempts retry_count created_at processed_at payload } } }`);
 const DeadLetter = graphql(`query DeadLetter($provider: String) { webhookDeadLetter(provider: $provider, per_page: 50) { total items { id provider event_id event_type status error attempts retry_count created_at processed_at payload } } }`);
@@ -57,7 +57,7 @@ function AllEvents() {
         <tbody>
           {(list.data?.items ?? []).map((e) => (
             <tr key={e.id}>
-              <td>{fmtDate(e.created_at)}</td>
+              <td><Time v={e.created_at} /></td>
               <td>{e.provider}</td>
               <td><code>{e.event_id}</code> {e.event_type}</td>
               <td>{e.status}{e.error ? `: ${e.error}` : ''}</td>
@@ -127,7 +127,7 @@ function DeadLetterQueue() {
           {items.map((e) => (
             <tr key={e.id}>
               <td><input type="checkbox" aria-label={`Select ${e.event_id}`} checked={sel.has(e.id)} onChange={(ev) => { const s = new Set(sel); if (ev.currentTarget.checked) s.add(e.id); else s.delete(e.id); setSel(s); }} /></td>
-              <td>{fmtDate(e.created_at)}</td>
+              <td><Time v={e.created_at} /></td>
               <td>{e.provider}</td>
               <td><code>{e.event_id}</code> {e.event_type}<br /><small class="muted">{e.attempts} attempt(s)</small></td>
               <td>{e.error}</td>

@@ -3,7 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ConfirmDialog, ErrorBox, fieldErrors, fmtDate, Loading, useAction, useAsync } from '../ui.tsx';
+import { ConfirmDialog, ErrorBox, fieldErrors, Time, Loading, useAction, useAsync } from '../ui.tsx';
 
 const Schedules = graphql(`
   query Schedules { jobSchedules { id job_name job_type description cron_expression timezone is_enabled parameters last_run_at last_run_status next_run_at next_fire_times } jobRegistry { name } }
@@ -43,8 +43,8 @@ export function SchedulesView() {
             <tr key={s.id}>
               <td><strong>{s.job_name}</strong> → {s.job_type}<br /><small class="muted">{s.description}</small></td>
               <td><code>{s.cron_expression}</code> ({s.timezone})<br />{s.is_enabled ? 'enabled' : 'disabled'}</td>
-              <td><ul>{s.next_fire_times.map((t) => <li key={t}>{fmtDate(t)}</li>)}</ul></td>
-              <td>{s.last_run_at ? `${fmtDate(s.last_run_at)}: ${s.last_run_status ?? ''}` : 'never'}</td>
+              <td><ul>{s.next_fire_times.map((t) => <li key={t}><Time v={t} /></li>)}</ul></td>
+              <td>{s.last_run_at ? <><Time v={s.last_run_at} />: {s.last_run_status ?? ''}</> : 'never'}</td>
               <td class="actions">
                 <button type="button" onClick={() => setEditing(s)}>Edit {s.job_name}</button>
                 <button type="button" onClick={() => act(() => run(Upsert, { id: s.id, input: { is_enabled: !s.is_enabled } }), list.reload)}>{s.is_enabled ? 'Disable' : 'Enable'} {s.job_name}</button>
@@ -116,7 +116,7 @@ function ScheduleForm({ schedule, jobs, done }: { schedule: Schedule | null; job
           <>
             <strong>{preview.description}</strong>
             <span>Next five fire times:</span>
-            <ol>{preview.next.map((t) => <li key={t}>{fmtDate(t)}</li>)}</ol>
+            <ol>{preview.next.map((t) => <li key={t}><Time v={t} /></li>)}</ol>
           </>
         ) : <span class="field-error">{preview.error}</span>)}
       </div>
@@ -196,7 +196,7 @@ function ChainGraph({ chain: c }: { chain: Chain }) {
     <section aria-labelledby={`ch-${c.id}`}>
       <h2 id={`ch-${c.id}`}>{c.name}{c.is_system ? ' (built-in)' : ''}</h2>
       <p class="muted">{c.description} · on failure: {c.default_on_failure}</p>
-      <p data-testid="chain-run">{r ? <>Latest run: <a href={`#/jobs/runs/${r.id}`}>{r.status}</a> · {fmtDate(r.created_at)}</> : 'Not run yet'}</p>
+      <p data-testid="chain-run">{r ? <>Latest run: <a href={`#/jobs/runs/${r.id}`}>{r.status}</a> · <Time v={r.created_at} /></> : 'Not run yet'}</p>
       <svg class="graph" width={w} height={h} viewBox={`0 0 ${w} ${h}`} role="img" aria-label={`Steps of ${c.name}: ${c.steps.map((s) => `${s.job}${s.depends_on.length ? ` after ${s.depends_on.join(' and ')}` : ''}`).join('; ')}`}>
         {c.steps.flatMap((s) => s.depends_on.map((p) => {
           const a = pos.get(p);

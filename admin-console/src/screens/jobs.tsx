@@ -9,7 +9,7 @@ import { useState } from 'preact/hooks';
 import { isSystem, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ErrorBox, fieldErrors, fmtDate, go, Json, Loading, Pager, Progress, Tabs, useAction, useAsync } from '../ui.tsx';
+import { ErrorBox, fieldErrors, Time, go, Json, Loading, Pager, Progress, Tabs, useAction, useAsync } from '../ui.tsx';
 import { ChainsView, SchedulesView } from './jobs-schedules.tsx';
 
 const Registry = graphql(`query Registry { jobRegistry { name description params per_tenant timeout_seconds max_attempts plugin } }`);
@@ -160,7 +160,7 @@ function RunsList() {
               <td><a href={`#/jobs/runs/${r.id}`}>{r.job_name}</a><br /><small class="muted">{r.trigger}</small></td>
               <td>{r.status}{r.error ? `: ${r.error}` : ''}</td>
               <td>{r.percentage ?? 0}%</td>
-              <td>{fmtDate(r.created_at)}</td>
+              <td><Time v={r.created_at} /></td>
               <td>{r.duration_ms != null ? `${r.duration_ms} ms` : ''}</td>
             </tr>
           ))}
@@ -197,7 +197,7 @@ export function RunView({ id }: { id: string }) {
   return (
     <section aria-labelledby="run-h">
       <h2 id="run-h">Run of {r.job_name}</h2>
-      <p>Status: <strong data-testid="run-status">{status}</strong> · attempt {r.attempt} of {r.max_attempts} · created {fmtDate(r.created_at)}</p>
+      <p>Status: <strong data-testid="run-status">{status}</strong> · attempt {r.attempt} of {r.max_attempts} · created <Time v={r.created_at} /></p>
       <Progress value={pct} label={`Progress of run ${r.id}`} />
       {(live.message ?? r.progress_message) && <p class="muted">{live.message ?? r.progress_message}</p>}
       <ErrorBox error={error} />
@@ -208,7 +208,7 @@ export function RunView({ id }: { id: string }) {
       {done && (live.result ?? r.result) != null && <><h3>Result</h3><Json value={live.result ?? r.result} label="Result" /></>}
       <h3>Log</h3>
       <ol class="logs" data-testid="run-logs" tabIndex={0} aria-label="Log lines">
-        {logs.map((l, i) => <li key={i}><small class="muted">{fmtDate(l.timestamp)}</small> [{l.level}] {l.message}</li>)}
+        {logs.map((l, i) => <li key={i}><small class="muted"><Time v={l.timestamp} /></small> [{l.level}] {l.message}</li>)}
       </ol>
     </section>
   );

@@ -1,7 +1,19 @@
 import { isAdmin, run, session } from '../api.ts';
 import { AuditLog, Health } from '../graphql.ts';
 import { countDocs, resourceTypes } from '../resources.ts';
-import { ErrorBox, fmtDate, Loading, useAsync } from '../ui.tsx';
+import { ErrorBox, Time, Loading, useAsync, waitFor } from '../ui.tsx';
+import { useEffect, useState } from 'preact/hooks';
+import type { ComponentType } from 'preact';
+import { rootFields } from '../caps.ts';
+
+/** The plots and uPlot: their own chunk, loaded with the overview (administrators, when the server keeps the series). */
+function LazyPlots() {
+  const [Plots, setPlots] = useState<ComponentType | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => { waitFor(import('./charts.tsx')).then((m) => setPlots(() => m.default), setError); }, []);
+  if (error) return <ErrorBox error={error} />;
+  return Plots ? <Plots /> : <Loading when />;
+}
 
 /** Health (administrators), counts per resource, recent audit entries (administrators). */
 export function Overview() {
@@ -15,6 +27,7 @@ export function Overview() {
   return (
     <>
       <h1>Overview</h1>
+      {admin && rootFields.value?.has('metricsOverview') && <LazyPlots />}
       {admin && (
         <section aria-labelledby="h-health">
           <h2 id="h-health">Health</h2>
@@ -62,7 +75,7 @@ export function Overview() {
           <ul>
             {(audit.data ?? []).map((e) => (
               <li key={e.id}>
-                {fmtDate(e.created_at)}: {e.user_name ?? 'system'} {e.operation} {e.resource} <code>{e.item_id}</code>
+                <Time v={e.created_at} />: {e.user_name ?? 'system'} {e.operation} {e.resource} <code>{e.item_id}</code>
               </li>
             ))}
           </ul>

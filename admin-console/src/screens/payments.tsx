@@ -9,7 +9,7 @@ import { useState } from 'preact/hooks';
 import { isAdmin, isSystem, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { Dialog, ErrorBox, fieldErrors, fmtDate, Loading, money, Pager, Tabs, useAction, useAsync } from '../ui.tsx';
+import { Crumbs, Dialog, ErrorBox, fieldErrors, fmtDate, Time, Loading, money, Pager, Tabs, useAction, useAsync } from '../ui.tsx';
 
 const Payments = graphql(`
   query Payments($filter: JSON, $page: Int) {
@@ -86,7 +86,7 @@ function PaymentList() {
               <td class="num">{money(p.amount, p.currency)}</td>
               <td class="num">{p.refunded_amount && p.refunded_amount !== '0' && !/^0(\.0+)?$/.test(p.refunded_amount) ? money(p.refunded_amount, p.currency) : ''}</td>
               <td>{p.status}</td>
-              <td>{fmtDate(p.created_at)}</td>
+              <td><Time v={p.created_at} /></td>
             </tr>
           ))}
         </tbody>
@@ -122,7 +122,7 @@ function PaymentDetail({ id }: { id: string }) {
   const errs = fieldErrors(error);
   return (
     <section aria-labelledby="pay-h">
-      <p><a href="#/payments/list">All payments</a></p>
+      <Crumbs items={[['Payments', '/payments/list'], [`Payment …${p._id.slice(-6)}`, null]]} />
       <h2 id="pay-h">Payment {money(p.amount, p.currency)} · <span data-testid="payment-status">{p.status}</span></h2>
       <dl class="detail">
         {([['For', `${p.resource_type} ${p.resource_id}`], ['Payer', `${p.user_name ?? ''} (${p.user_id ?? ''})`], ['Provider', `${p.provider} ${p.provider_reference ?? ''}`], ['Refunded', money(p.refunded_amount ?? '0', p.currency)], ['Refundable', refundable ? money(refundable, p.currency) : '–'], ['Paid', fmtDate(p.paid_at)], ['Created', fmtDate(p.created_at)]] as const).map(([k, v]) => (
@@ -157,7 +157,7 @@ function PaymentDetail({ id }: { id: string }) {
           <tbody>
             {q.data.paymentRefunds.map((r) => (
               <tr key={r.id} data-status={r.status}>
-                <td>{fmtDate(r.created_at)}</td><td class="num">{money(r.amount, r.currency)}</td>
+                <td><Time v={r.created_at} /></td><td class="num">{money(r.amount, r.currency)}</td>
                 <td>{r.status}{r.error ? `: ${r.error}` : ''}</td><td>{r.reason ?? ''}</td><td>{r.provider_refund_id ?? ''}</td>
               </tr>
             ))}
@@ -168,7 +168,7 @@ function PaymentDetail({ id }: { id: string }) {
       <ol data-testid="payment-history" class="entries">
         {(q.data?.auditLog.items ?? []).map((e) => {
           const ch = e.changes as { status?: { old?: unknown; new?: unknown } } | null;
-          return <li key={e.id}>{fmtDate(e.created_at)}: {e.operation}{ch?.status ? ` ${String(ch.status.old ?? '')} → ${String(ch.status.new ?? '')}` : ''} <small class="muted">by {e.user_name ?? 'system'}</small></li>;
+          return <li key={e.id}><Time v={e.created_at} />: {e.operation}{ch?.status ? ` ${String(ch.status.old ?? '')} → ${String(ch.status.new ?? '')}` : ''} <small class="muted">by {e.user_name ?? 'system'}</small></li>;
         })}
       </ol>
     </section>
@@ -193,7 +193,7 @@ function LedgerView() {
       <table data-testid="ledger-entries">
         <caption class="sr-only">Ledger entries</caption>
         <thead><tr><th scope="col">Time</th><th scope="col">Type</th><th scope="col">Account</th><th scope="col">Debit / credit</th><th scope="col">Amount</th><th scope="col">Payment</th></tr></thead>
-        <tbody>{(q.data?.ledgerEntries.items ?? []).map((e) => <tr key={e.id}><td>{fmtDate(e.created_at)}</td><td>{e.entry_type}</td><td>{e.account}</td><td>{e.direction}</td><td>{money(e.amount, e.currency)}</td><td><a href={`#/payments/list/${e.payment_id}`}><code>{e.payment_id}</code></a></td></tr>)}</tbody>
+        <tbody>{(q.data?.ledgerEntries.items ?? []).map((e) => <tr key={e.id}><td><Time v={e.created_at} /></td><td>{e.entry_type}</td><td>{e.account}</td><td>{e.direction}</td><td>{money(e.amount, e.currency)}</td><td><a href={`#/payments/list/${e.payment_id}`}><code>{e.payment_id}</code></a></td></tr>)}</tbody>
       </table>
       <Pager label="Pages of ledger entries" page={page} totalPages={q.data?.ledgerEntries.total_pages ?? 1} onPage={setPage} />
     </>
@@ -227,7 +227,7 @@ function PayoutsView() {
         <tbody>
           {(q.data?.items ?? []).map((b) => (
             <tr key={b.id}>
-              <td>{b.recipient_type} {b.recipient_id}<br /><small class="muted">{b.payment_count} payment(s) · {fmtDate(b.created_at)}</small></td>
+              <td>{b.recipient_type} {b.recipient_id}<br /><small class="muted">{b.payment_count} payment(s) · <Time v={b.created_at} /></small></td>
               <td>{money(b.gross_amount, b.currency)}</td><td>{money(b.fee_amount, b.currency)}</td><td>{money(b.net_amount, b.currency)}</td>
               <td>{b.status}{b.failure_reason ? `: ${b.failure_reason}` : ''}{b.bank_reference ? ` (bank reference ${b.bank_reference})` : ''}</td>
               <td class="actions">

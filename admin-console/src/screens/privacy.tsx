@@ -9,7 +9,7 @@ import { isAdmin, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { Users } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ConfirmDialog, download, ErrorBox, fmtDate, Loading, Notice, Progress, useAction, useAsync } from '../ui.tsx';
+import { ConfirmDialog, download, ErrorBox, Time, Loading, Notice, Progress, useAction, useAsync } from '../ui.tsx';
 
 const Consents = graphql(`query Consents($user_id: String) { consents(user_id: $user_id, per_page: 100) { items { id purpose source active granted_at revoked_at } } }`);
 const ExportQ = graphql(`query Export($user_id: String!) { personalDataExport(user_id: $user_id) { filename data } }`);
@@ -48,7 +48,7 @@ export default function PrivacyScreen() {
         <Loading when={consents.loading} />
         <ErrorBox error={consents.error} />
         <ul data-testid="consents">
-          {(consents.data ?? []).map((c) => <li key={c.id}>{c.purpose}: {c.active ? `granted ${fmtDate(c.granted_at)}` : `revoked ${fmtDate(c.revoked_at)}`} <small class="muted">({c.source})</small></li>)}
+          {(consents.data ?? []).map((c) => <li key={c.id}>{c.purpose}: {c.active ? <>granted <Time v={c.granted_at} /></> : <>revoked <Time v={c.revoked_at} /></>} <small class="muted">({c.source})</small></li>)}
         </ul>
         {consents.data?.length === 0 && <p>No consents.</p>}
       </section>
@@ -97,7 +97,7 @@ function RequestCard({ r, reload }: { r: Req; reload: () => void }) {
   return (
     <article class="notice-card" data-testid="erasure-request" aria-label={`Erasure of user ${r.user_id}`}>
       <h3>User <code>{r.user_id}</code>: <span data-testid="erasure-status">{r.status}</span></h3>
-      <p class="muted">Requested {fmtDate(r.created_at)}{r.completed_at ? ` · completed ${fmtDate(r.completed_at)}` : ''}</p>
+      <p class="muted">Requested <Time v={r.created_at} />{r.completed_at && <> · completed <Time v={r.completed_at} /></>}</p>
       <p>Preview: account {r.preview.account ? 'disabled and depersonalized' : 'not touched'}, {r.preview.api_keys} API key(s) revoked, {r.preview.consents} consent(s) revoked.</p>
       <table data-testid="erasure-preview">
         <caption class="sr-only">What will be erased</caption>

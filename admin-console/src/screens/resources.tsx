@@ -3,7 +3,10 @@ import { useState } from 'preact/hooks';
 import { ApiError, isAdmin, session } from '../api.ts';
 import type { Field, ResourceType } from '../graphql.ts';
 import { createDoc, deleteDoc, deleteMany, getDoc, listDocs, resourceTypes, restoreDoc, updateDoc, type ListArgs } from '../resources.ts';
-import { ErrorBox, fmtDate, go, Loading, Notice, show, useAsync } from '../ui.tsx';
+import { Crumbs, Empty, ErrorBox, go, toast, Time, Loading, Notice, show, useAsync } from '../ui.tsx';
+
+/** A resource's singular in words, from its GraphQL type: `ProjectTask` → "project task". */
+const singular = (t: { graphql_type: string }) => t.graphql_type.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase();
 
 export function ResourcesScreen({ route }: { route: string[] }) {
   const types = useAsync(resourceTypes, []);
@@ -92,7 +95,7 @@ function ResourceList({ t }: { t: ResourceType }) {
   return (
     <section aria-labelledby="h-list">
       <h2 id="h-list">{t.name}</h2>
-      {t.operations.create && <p><a class="button" href={`#/resources/${t.name}/new`}>New {t.name} document</a></p>}
+      {t.operations.create && <p><a class="button" href={`#/resources/${t.name}/new`}>New {singular(t)}</a></p>}
       <form class="filters" onSubmit={apply} aria-label={`Filter ${t.name}`}>
         {t.searchable_fields.length > 0 && (
           <div class="row">
@@ -165,13 +168,13 @@ function ResourceList({ t }: { t: ResourceType }) {
                     {columns.map((c, i) => (
                       <td key={c.name}>{i === 0 ? <a href={`#/resources/${t.name}/${d._id}`}>{show(d[c.name]) || d._id}</a> : show(d[c.name])}</td>
                     ))}
-                    <td>{d.is_deleted ? 'deleted' : fmtDate(d.updated_at)}</td>
+                    <td>{d.is_deleted ? 'deleted' : <Time v={d.updated_at} />}</td>
                   </tr>
                 ))}
               </tbody>
             </table>
           </div>
-          {!res.data.items.length && <p>No documents match.</p>}
+          {!res.data.items.length && <Empty>No {t.name} match. Clear the search and filters{t.operations.create ? <>, or create one with &ldquo;New {singular(t)}&rdquo;</> : ''}.</Empty>}
           <nav class="pager" aria-label="Pages">
             {/* aria-disabled, as Pager's: the button that reached the first or last page keeps the focus. */}
             <button type="button" aria-disabled={res.data.cursors?.has_prev ? undefined : 'true'} onClick={() => res.data?.cursors?.has_prev && setPage({ cursor: res.data.cursors.prev!, direction: 'prev' })}>Previous page</button>
@@ -200,6 +203,7 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
   const d = doc.data;
   return (
     <section aria-labelledby="h-doc">
+      <Crumbs items={[['Resources', '/resources'], [t.name, `/resources/${t.name}`], [`…${id.slice(-6)}`, null]]} />
       <h2 id="h-doc">{t.name}: {id}</h2>
       <Loading when={doc.loading} />
       <ErrorBox error={doc.error} />
@@ -210,7 +214,7 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
         <>
           <dl class="detail">
             {['_id', 'etag', ...t.fields.map((f) => f.name), 'created_at', 'updated_at', 'is_deleted', 'deleted_at'].map((k) => (
-              <div key={k}><dt>{k}</dt><dd>{k.endsWith('_at') ? fmtDate(d[k]) : show(d[k])}</dd></div>
+              <div key={k}><dt>{k}</dt><dd>{k.endsWith('_at') ? <Time v={d[k]} /> : show(d[k])}</dd></div>
             ))}
           </dl>
           <p class="actions">
@@ -282,6 +286,7 @@ function ResourceForm({ t, id }: { t: ResourceType; id?: string }) {
         if (id || (v !== null && !(Array.isArray(v) && !v.length))) input[f.name] = v;
       }
       const saved = id ? await updateDoc(t, id, etag, input) : await createDoc(t, input);
+      toast(id ? `${singular(t)} saved` : `${singular(t)} created`);
       go(`/resources/${t.name}/${saved._id}`);
     } catch (err) {
       setError(err);
@@ -291,7 +296,7 @@ function ResourceForm({ t, id }: { t: ResourceType; id?: string }) {
   };
   return (
     <section aria-labelledby="h-form">
-      <h2 id="h-form">{id ? `Edit ${t.name} ${id}` : `New ${t.name} document`}</h2>
+      <h2 id="h-form">{id ? `Edit ${singular(t)} ${id}` : `New ${singular(t)}`}</h2>
       <Loading when={original.loading || saving} />
       <ErrorBox error={original.error} />
       {stale && (

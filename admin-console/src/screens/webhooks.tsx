@@ -8,7 +8,7 @@ import { useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ConfirmDialog, ErrorBox, fieldErrors, fmtDate, Loading, Notice, useAction, useAsync } from '../ui.tsx';
+import { ConfirmDialog, Crumbs, Empty, ErrorBox, fieldErrors, Loading, Notice, Time, toast, useAction, useAsync } from '../ui.tsx';
 
 const Endpoints = graphql(`query Endpoints { webhookEndpoints(per_page: 100) { items { id url description event_types enabled disabled_reason secret_rotated_at created_at } } eventTypes { name outbound } }`);
 const CreateEndpoint = graphql(`mutation CreateEndpoint($url: String!, $event_types: [String!]!, $description: String) { createWebhookEndpoint(url: $url, event_types: $event_types, description: $description) { secret endpoint { id } } }`);
@@ -28,17 +28,30 @@ const AnyEvent = graphql(`subscription AnyEvent($types: [String!]) { events(type
 const DeliveryChanged = graphql(`subscription DeliveryChanged { events(types: ["webhook_delivery.succeeded", "webhook_delivery.failed"]) { id data } }`);
 type Endpoint = ResultOf<typeof Endpoints>['webhookEndpoints']['items'][number];
 
-function TypesPicker({ all, value, onChange, idPrefix }: { all: string[]; value: string[]; onChange: (v: string[]) => void; idPrefix: string }) {
+/** `*` in words. */
+const typesText = (types: string[]) => (types.includes('*') ? 'all events' : types.join(', '));
+const NO_TYPES = 'Choose at least one event type, or "All events".';
+
+/** The event types an endpoint receives: "All events" (`*`) or some of them; `error` is shown under the group. */
+function TypesPicker({ all, value, onChange, idPrefix, error }: { all: string[]; value: string[]; onChange: (v: string[]) => void; idPrefix: string; error?: string }) {
+  const every = value.includes('*');
   return (
-    <fieldset class="row">
-      <legend>Event types</legend>
-      {all.map((t, i) => (
-        <label key={t} class="inline" for={`${idPrefix}-${i}`}>
-          <input id={`${idPrefix}-${i}`} type="checkbox" checked={value.includes(t)} onChange={(e) => onChange(e.currentTarget.checked ? [...value, t] : value.filter((x) => x !== t))} />
-          {t}
+    <>
+      <fieldset class="row types" aria-invalid={error ? 'true' : undefined} aria-describedby={error ? `${idPrefix}-err` : undefined}>
+        <legend>Event types</legend>
+        <label class="inline" for={`${idPrefix}-all`}>
+          <input id={`${idPrefix}-all`} type="checkbox" checked={every} onChange={(e) => onChange(e.currentTarget.checked ? ['*'] : [])} />
+          All events
         </label>
-      ))}
-    </fieldset>
+        {all.map((t, i) => (
+          <label key={t} class="inline" for={`${idPrefix}-${i}`}>
+            <input id={`${idPrefix}-${i}`} type="checkbox" disabled={every} checked={every || value.includes(t)} onChange={(e) => onChange(e.currentTarget.checked ? [...value, t] : value.filter((x) => x !== t))} />
+            {t}
+          </label>
+        ))}
+      </fieldset>
+      {error && <span id={`${idPrefix}-err`} class="field-error" role="alert">{error}</span>}
+    </>
   );
 }
 
@@ -47,6 +60,7 @@ export default function WebhooksScreen({ route }: { route: string[] }) {
   const { error, act } = useAction();
   const [secret, setSecret] = useState<string | null>(null);
   const [form, setForm] = useState({ url: '', description: '', types: [] as string[] });
+  const [noTypes, setNoTypes] = useState(false);
   // Only types endpoints may receive (not the deliveries' own events, which the server refuses in event_types).
   const all = (list.data?.eventTypes ?? []).filter((t) => t.outbound && t.name !== 'ping').map((t) => t.name);
   const errs = fieldErrors(error);
@@ -71,18 +85,22 @@ export default function WebhooksScreen({ route }: { route: string[] }) {
           {(list.data?.webhookEndpoints.items ?? []).map((e) => (
             <tr key={e.id}>
               <td><a href={`#/webhooks/${e.id}`}>{e.url}</a><br /><small class="muted">{e.description}</small></td>
-              <td>{e.event_types.join(', ')}</td>
+              <td>{typesText(e.event_types)}</td>
               <td>{e.enabled ? 'enabled' : `disabled${e.disabled_reason ? `: ${e.disabled_reason}` : ''}`}</td>
             </tr>
           ))}
         </tbody>
       </table>
+      {list.data && !list.data.webhookEndpoints.items.length && <Empty>No endpoints yet. Add the URL that should receive your events with the form below.</Empty>}
       <form class="filters" aria-label="New endpoint" onSubmit={(ev) => {
         ev.preventDefault();
+        setNoTypes(!form.types.length);
+        if (!form.types.length) return;
         void act(async () => {
           const r = await run(CreateEndpoint, { url: form.url, event_types: form.types, description: form.description || null });
           setSecret(r.createWebhookEndpoint.secret);
           setForm({ url: '', description: '', types: [] });
+          toast(`Endpoint ${form.url} created`);
         }, list.reload);
       }}>
         <h2>New endpoint</h2>
@@ -92,8 +110,7 @@ export default function WebhooksScreen({ route }: { route: string[] }) {
           {errs.url && <span id="ep-url-err" class="field-error">{errs.url}</span>}
         </div>
         <div class="row"><label for="ep-desc">Description</label><input id="ep-desc" value={form.description} onInput={(e) => setForm({ ...form, description: e.currentTarget.value })} /></div>
-        <TypesPicker all={all} value={form.types} onChange={(types) => setForm({ ...form, types })} idPrefix="ep-new-type" />
-        {errs.event_types && <span class="field-error">{errs.event_types}</span>}
+        <TypesPicker all={all} value={form.types} onChange={(types) => { setNoTypes(false); setForm({ ...form, types }); }} idPrefix="ep-new-type" error={noTypes ? NO_TYPES : errs.event_types} />
         <button type="submit">Create endpoint</button>
       </form>
     </>
@@ -103,6 +120,7 @@ export default function WebhooksScreen({ route }: { route: string[] }) {
 function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all: string[]; reload: () => void }) {
   const { error, act } = useAction();
   const [types, setTypes] = useState(e.event_types);
+  const [noTypes, setNoTypes] = useState(false);
   const [secret, setSecret] = useState<string | null>(null);
   const [status, setStatus] = useState('');
   const [deleting, setDeleting] = useState(false);
@@ -113,9 +131,9 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
   useLive(DeliveryChanged, {}, (d) => (d.events.data as { endpoint_id?: string }).endpoint_id === e.id && deliveries.reload(), [e.id]);
   return (
     <>
-      <p><a href="#/webhooks">All endpoints</a></p>
+      <Crumbs items={[['Webhooks', '/webhooks'], [e.url, null]]} />
       <h1>Endpoint {e.url}</h1>
-      <p>{e.enabled ? 'Enabled' : `Disabled${e.disabled_reason ? `: ${e.disabled_reason}` : ''}`} · created {fmtDate(e.created_at)}{e.secret_rotated_at ? ` · secret rotated ${fmtDate(e.secret_rotated_at)}` : ''}</p>
+      <p>{e.enabled ? 'Enabled' : `Disabled${e.disabled_reason ? `: ${e.disabled_reason}` : ''}`} · receives {typesText(e.event_types)} · created <Time v={e.created_at} />{e.secret_rotated_at && <> · secret rotated <Time v={e.secret_rotated_at} /></>}</p>
       {secret && (
         <Notice>
           New signing secret, shown this once: <code data-testid="new-secret">{secret}</code>{' '}
@@ -124,9 +142,9 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
       )}
       <ErrorBox error={error} />
       <div class="actions">
-        <button type="button" onClick={() => act(() => run(UpdateEndpoint, { id: e.id, enabled: !e.enabled }), reload)}>{e.enabled ? 'Disable' : 'Enable'}</button>
+        <button type="button" onClick={() => act(() => run(UpdateEndpoint, { id: e.id, enabled: !e.enabled }), reload, () => toast(e.enabled ? 'Endpoint disabled' : 'Endpoint enabled'))}>{e.enabled ? 'Disable' : 'Enable'}</button>
         <button type="button" onClick={() => act(async () => setSecret((await run(RotateSecret, { id: e.id })).rotateWebhookEndpointSecret.secret), reload)}>Rotate secret</button>
-        <button type="button" onClick={() => act(() => run(TestEndpoint, { id: e.id }), deliveries.reload)}>Send test</button>
+        <button type="button" onClick={() => act(() => run(TestEndpoint, { id: e.id }), deliveries.reload, () => toast('Test event sent'))}>Send test</button>
         <button type="button" onClick={() => setDeleting(true)}>Delete…</button>
       </div>
       {deleting && (
@@ -134,8 +152,12 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
           The endpoint and its deliveries are deleted; no more events are sent to it.
         </ConfirmDialog>
       )}
-      <form class="filters" aria-label="Event types of this endpoint" onSubmit={(ev) => { ev.preventDefault(); void act(() => run(UpdateEndpoint, { id: e.id, event_types: types }), reload); }}>
-        <TypesPicker all={all} value={types} onChange={setTypes} idPrefix="ep-type" />
+      <form class="filters" aria-label="Event types of this endpoint" onSubmit={(ev) => {
+        ev.preventDefault();
+        setNoTypes(!types.length);
+        if (types.length) void act(() => run(UpdateEndpoint, { id: e.id, event_types: types }), reload, () => toast(`Event types saved: ${typesText(types)}`));
+      }}>
+        <TypesPicker all={all} value={types} onChange={(v) => { setNoTypes(false); setTypes(v); }} idPrefix="ep-type" error={noTypes ? NO_TYPES : undefined} />
         <button type="submit">Save event types</button>
       </form>
       <h2>Deliveries</h2>
@@ -157,22 +179,22 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
           <tbody>
             {(deliveries.data?.items ?? []).map((d) => (
               <tr key={d.id} data-status={d.status}>
-                <td>{d.event_type}<br /><small class="muted">{fmtDate(d.created_at)}</small></td>
-                <td><span class={`pill ${d.status === 'delivered' ? 'ok' : d.status === 'failed' ? 'bad' : ''}`}>{d.status}</span>{d.next_attempt_at && <><br /><small class="muted">next {fmtDate(d.next_attempt_at)}</small></>}</td>
+                <td>{d.event_type}<br /><small class="muted"><Time v={d.created_at} /></small></td>
+                <td><span class={`pill ${d.status === 'delivered' ? 'ok' : d.status === 'failed' ? 'bad' : ''}`}>{d.status}</span>{d.next_attempt_at && <><br /><small class="muted">next <Time v={d.next_attempt_at} /></small></>}</td>
                 <td>{d.attempts}</td>
                 <td>
                   {d.attempt_log.length ? (
                     <ol class="attempts" data-testid="attempt-log" aria-label={`Attempts of delivery ${d.id}`}>
                       {d.attempt_log.map((a) => (
                         <li key={a.attempted_at}>
-                          <small class="muted">{fmtDate(a.attempted_at)}</small> HTTP {a.status ?? '–'} in {a.duration_ms} ms{a.error ? ` · ${a.error}` : ''}
+                          <small class="muted"><Time v={a.attempted_at} /></small> HTTP {a.status ?? '–'} in {a.duration_ms} ms{a.error ? ` · ${a.error}` : ''}
                           {a.response_excerpt && <><br /><code>{a.response_excerpt.slice(0, 120)}</code></>}
                         </li>
                       ))}
                     </ol>
                   ) : '–'}
                 </td>
-                <td>{d.status !== 'delivered' && <button type="button" onClick={() => act(() => run(RetryDelivery, { endpoint_id: e.id, delivery_id: d.id }), deliveries.reload)}>Retry</button>}</td>
+                <td>{d.status !== 'delivered' && <button type="button" onClick={() => act(() => run(RetryDelivery, { endpoint_id: e.id, delivery_id: d.id }), deliveries.reload, () => toast('Delivery retried'))}>Retry</button>}</td>
               </tr>
             ))}
           </tbody>
