@@ -11,6 +11,16 @@ import type { EventRecord } from '../events/consumers.ts';
  */
 export type ResourceScope = (resource: string, actor: Actor) => Filter | undefined;
 
+/**
+ * Whether access rules restrict `actor`'s reads of `resource` (so REST would filter its rows or
+ * mask its fields). Answered synchronously, per event: from the actor's role names and the rules
+ * resources declare in code, never from stored roles, so a custom role counts as restricting.
+ * Provided by the access plugin as the service `eventAccess`; without it nothing is restricted.
+ */
+export interface EventAccess {
+  restricted(actor: Actor, resource: string): boolean;
+}
+
 /** The verbs of resource events: `<resource>.<verb>`. */
 export const RESOURCE_VERBS = ['created', 'updated', 'deleted', 'restored'] as const;
 
@@ -37,7 +47,8 @@ const fieldOf = (data: Record<string, unknown>, path: string): unknown =>
  *   tenant's, or the one they act in (`X-Tenant-Id`). With `MULTI_TENANT_ENABLED` off, no tenant term.
  * - Resource events (`<resource>.<verb>` of a registered resource): the resource's own access
  *   filter for the actor (feature and attribute guards; a failed guard hides every event of the
- *   resource), its field terms matched on the event's object in memory.
+ *   resource), its field terms matched on the event's object in memory. When access rules
+ *   restrict the actor's reads of the resource ({@link EventAccess}), none of its events.
  * - Every other event (payments, job runs, erasure requests, webhooks, ping, plugin events):
  *   administrators only, as `GET /events`.
  */
@@ -45,6 +56,7 @@ export class EventVisibility {
   constructor(
     private readonly tenancy: Tenancy,
     private readonly resourceScope: ResourceScope,
+    private readonly access: () => EventAccess | undefined = () => undefined,
   ) {}
 
   /** The resource an event type belongs to, when its first word names a registered resource. */
@@ -70,6 +82,8 @@ export class EventVisibility {
     const resource = this.resourceOf(e.type, actor);
     if (!resource) return this.inTenant(actor, e.tenant_id) && isAdmin(actor);
     if (!resource.filter) return false;
+    // Rows and fields under access rules are withheld whole: the event's `data` is not masked per row.
+    if (this.access()?.restricted(actor, resource.name)) return false;
     for (const [field, term] of Object.entries(resource.filter)) {
       if (field === 'is_deleted') continue; // deletes and restores are changes the reader may see
       const value = field === 'tenant_id' ? e.tenant_id : fieldOf(e.data, field);
@@ -80,7 +94,8 @@ export class EventVisibility {
 
   /**
    * What an actor's view of events depends on: its tenant scope, system scope, roles, features and
-   * attributes (the inputs of tenancy, `isAdmin` and every resource's feature and attribute guards).
+   * attributes (the inputs of tenancy, `isAdmin`, every resource's feature and attribute guards and
+   * {@link EventAccess}, which reads role names only).
    * Two actors with the same key see the same events with the same fields, so subscriptions may
    * share results among actors of one key (shared.ts), never across keys.
    */

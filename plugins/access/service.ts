@@ -9,7 +9,7 @@ import { hasSystemScope, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { effective, listVariables, rowsFilter, type Effective, type Grant, type ResourceFacts, type RoleRules } from './engine.ts';
 import { fieldsOf, matches } from './match.ts';
-import { normalize, ruleSchema, type Action, type CodeAccess, type Permissions } from './rules.ts';
+import { BUILTIN_ROLES, normalize, ruleSchema, type Action, type CodeAccess, type Permissions } from './rules.ts';
 import type { ExplainView } from './schemas.ts';
 
 type Filter = Record<string, unknown>;
@@ -130,6 +130,20 @@ export class AccessService {
     const system = hasSystemScope(actor);
     const roles = system || (!src.code && actor.roles.every((r) => r === 'user' || r === 'admin')) ? new Map<string, RoleRules>() : await this.roles(actor.tenant_id);
     return effective(actor, action, asFacts(src), roles, system);
+  }
+
+  /**
+   * Whether rules may restrict `actor`'s reads of `resource`, decided without the stored roles:
+   * false exactly where {@link effective} applies no rule for a reason known from the role names
+   * (system scope, no role with rules, a built-in role without rules); every custom role counts as
+   * having rules. Realtime delivery withholds the resource's events when true.
+   */
+  eventRestricted(actor: Actor, resource: string): boolean {
+    const src = this.deps.resource(resource);
+    if (!src || hasSystemScope(actor)) return false;
+    const builtin = (n: string) => BUILTIN_ROLES.includes(n);
+    const ruled = (n: string) => !!src.code?.[n] || !builtin(n);
+    return actor.roles.some(ruled) && !actor.roles.some((n) => builtin(n) && !ruled(n));
   }
 
   /** The read restriction of `actor` on `resource`; null when none applies. @throws AccessDeniedError when no role may read it */
