@@ -19,6 +19,11 @@ export type ResourceScope = (resource: string, actor: Actor) => Filter | undefin
  */
 export interface EventAccess {
   restricted(actor: Actor, resource: string): boolean;
+  /**
+   * For a restricted actor: the event's `data` (a row of `resource`) as the actor may read it,
+   * masked to the fields of the rules whose rows it matches; null when none matches (withheld).
+   */
+  view(actor: Actor, resource: string, data: Record<string, unknown>): Promise<Record<string, unknown> | null>;
 }
 
 /** The verbs of resource events: `<resource>.<verb>`. */
@@ -48,7 +53,7 @@ const fieldOf = (data: Record<string, unknown>, path: string): unknown =>
  * - Resource events (`<resource>.<verb>` of a registered resource): the resource's own access
  *   filter for the actor (feature and attribute guards; a failed guard hides every event of the
  *   resource), its field terms matched on the event's object in memory. When access rules
- *   restrict the actor's reads of the resource ({@link EventAccess}), none of its events.
+ *   restrict the actor's reads of the resource, {@link view} masks each event or withholds it.
  * - Every other event (payments, job runs, erasure requests, webhooks, ping, plugin events):
  *   administrators only, as `GET /events`.
  */
@@ -82,14 +87,26 @@ export class EventVisibility {
     const resource = this.resourceOf(e.type, actor);
     if (!resource) return this.inTenant(actor, e.tenant_id) && isAdmin(actor);
     if (!resource.filter) return false;
-    // Rows and fields under access rules are withheld whole: the event's `data` is not masked per row.
-    if (this.access()?.restricted(actor, resource.name)) return false;
     for (const [field, term] of Object.entries(resource.filter)) {
       if (field === 'is_deleted') continue; // deletes and restores are changes the reader may see
       const value = field === 'tenant_id' ? e.tenant_id : fieldOf(e.data, field);
       if (value === undefined || value === null || !matchesTerm(value, term)) return false;
     }
     return true;
+  }
+
+  /**
+   * A visible event as the actor may read it: the event itself when no access rule restricts the
+   * actor's reads of its resource; otherwise a promise of a copy with `data` masked by the rules
+   * whose rows it matches, or of null when none does (the event is withheld).
+   */
+  view(actor: Actor, e: EventRecord): EventRecord | Promise<EventRecord | null> {
+    const access = this.access();
+    const dot = e.type.lastIndexOf('.');
+    if (!access || dot <= 0 || !(RESOURCE_VERBS as readonly string[]).includes(e.type.slice(dot + 1))) return e;
+    const resource = e.type.slice(0, dot);
+    if (!access.restricted(actor, resource)) return e;
+    return access.view(actor, resource, e.data).then((data) => (data ? { ...e, data } : null));
   }
 
   /**

@@ -49,7 +49,10 @@ export const accessPlugin = definePlugin({
     const inCode = (n: string) => resources.list().some((r) => !!r.def.access?.[n]);
     identity.registerRoleCheck((tenantId, names) => roles.unknown(tenantId, names.filter((n) => !inCode(n))));
     services.provide('access', access);
-    services.provide('eventAccess', { restricted: (actor, name) => access.eventRestricted(actor, name) });
+    services.provide('eventAccess', {
+      restricted: (actor, name) => access.eventRestricted(actor, name),
+      view: (actor, name, data) => access.eventView(actor, name, data),
+    });
 
     const explain = async (actor: Parameters<AccessService['explain']>[0], input: { user_id: string; resource: string; action: 'read' | 'create' | 'update' | 'delete' }) =>
       access.explain(await identity.userAsActor(actor, input.user_id), input.resource, input.action);

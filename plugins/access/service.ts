@@ -146,6 +146,28 @@ export class AccessService {
     return actor.roles.some(ruled) && !actor.roles.some((n) => builtin(n) && !ruled(n));
   }
 
+  /**
+   * An event's `data` (the API object of a row) as `actor` may read it: masked by
+   * its read rules, or null when no rule's rows match it or no role may read the resource.
+   */
+  async eventView(actor: Actor, resource: string, data: Doc): Promise<Doc | null> {
+    let ra: ReadAccess | null;
+    try {
+      ra = await this.read(actor, resource);
+    } catch (err) {
+      if (err instanceof AccessDeniedError) return null;
+      throw err;
+    }
+    if (!ra) return data;
+    // The rules name `_id`; an API object may call it `id`.
+    const row = '_id' in data ? data : { ...data, _id: data.id };
+    if (!ra.sees(row)) return null;
+    const masked = ra.mask(row);
+    if (row === data) return masked;
+    const { _id: _, ...rest } = masked;
+    return { ...rest, id: data.id };
+  }
+
   /** The read restriction of `actor` on `resource`; null when none applies. @throws AccessDeniedError when no role may read it */
   async read(actor: Actor, resource: string): Promise<ReadAccess | null> {
     const eff = await this.effective(actor, resource, 'read');
