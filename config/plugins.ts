@@ -3,6 +3,7 @@ import type { LoadedConfig } from './index.ts';
 import { isPlugin, PluginError, type Plugin } from '../core/plugin.ts';
 import { openapiPlugin } from '../plugins/openapi/index.ts';
 import { resourcesPlugin } from '../plugins/resources/index.ts';
+import { accessPlugin } from '../plugins/access/index.ts';
 import { auditPlugin } from '../plugins/audit/index.ts';
 import { webhooksPlugin } from '../plugins/webhooks/index.ts';
 import { jobsPlugin } from '../plugins/jobs/index.ts';
@@ -19,6 +20,7 @@ import { filesPlugin } from '../plugins/files/index.ts';
  */
 export const builtinPlugins = (): Plugin[] => [
   resourcesPlugin,
+  accessPlugin,
   auditPlugin,
   webhooksPlugin,
   jobsPlugin,

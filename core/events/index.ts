@@ -47,6 +47,7 @@ export const eventsPlugin: Plugin = definePlugin({
     const realtime = createRealtime({
       db, config, events, identity: services.get('identity'), tenancy, log,
       resourceScope: (name, actor) => services.maybe('resources')?.get(name)?.scope(actor, { includeDeleted: true }),
+      eventAccess: () => services.maybe('eventAccess'),
     });
     services.provide('realtime', realtime.service);
     events.catalogue.register({ name: 'ping', description: 'A test event, sent on request (e.g. POST /webhook-endpoints/{id}/test)', data: pingData }, 'events');

@@ -15,6 +15,7 @@ const tenantSchema = new Schema(
   { timestamps, versionKey: false },
 );
 
+/** The built-in roles. A user may also hold custom roles of its tenant (see `IdentityService.registerRoleCheck`). */
 export const ROLES = ['user', 'admin'] as const;
 
 const userSchema = new Schema(
@@ -23,7 +24,7 @@ const userSchema = new Schema(
     email: { type: String, required: true, lowercase: true, trim: true },
     name: { type: String, required: true, trim: true },
     tenant_id: { type: Schema.Types.ObjectId, ref: 'Tenant', required: true, index: true },
-    roles: { type: [String], enum: ROLES, default: ['user'] },
+    roles: { type: [String], default: ['user'] },
     scope: { type: String, enum: ['system', null], default: null },
     is_system_user: { type: Boolean, default: false },
     features: { type: [String], default: [] },

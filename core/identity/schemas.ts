@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { objectId, pageQuery } from '../http/schemas.ts';
 import { pageSchema } from '../page.ts';
-import { ROLES } from './models.ts';
+
+/** A role name: a built-in role or a custom role of the user's tenant (checked by the service). */
+const roleName = z.string().min(1).max(64);
 
 /** `POST /admin/tenants` body, GraphQL `createTenant` arguments. */
 export const createTenantInput = z.object({ name: z.string().min(1).max(200) }).strict();
@@ -17,7 +19,8 @@ export const createUserInput = z
     email: z.string().email(),
     name: z.string().min(1).max(200),
     tenant_id: objectId.optional(),
-    roles: z.array(z.enum(ROLES)).min(1).optional(),
+    /** `user`, `admin`, or custom roles of the user's tenant. */
+    roles: z.array(roleName).min(1).optional(),
     features: z.array(z.string().min(1)).optional(),
     attributes: z.record(z.string(), z.unknown()).optional(),
     /**
@@ -33,7 +36,7 @@ export type CreateUserInput = z.output<typeof createUserInput>;
 export const updateUserInput = z
   .object({
     name: z.string().min(1).max(200),
-    roles: z.array(z.enum(ROLES)).min(1),
+    roles: z.array(roleName).min(1),
     features: z.array(z.string().min(1)),
     attributes: z.record(z.string(), z.unknown()),
     is_active: z.boolean(),

@@ -4,6 +4,7 @@ import { AccessDeniedError, ConflictError, NotFoundError, ValidationError } from
 import { hasSystemScope, isSystemActor, writeTenantId, type Actor } from '../context.ts';
 import type { Doc } from '../hooks.ts';
 import type { Tenancy } from '../tenancy.ts';
+import { ROLES } from './models.ts';
 import { pageOf } from '../page.ts';
 import { requireRole, type Filter } from './guards.ts';
 import { API_KEY_PREFIX, AuthenticationService, hashKey, LIVE, toAuthUser, type AuthenticationDeps, type UserRecord } from './authentication.ts';
@@ -20,6 +21,9 @@ const userView = (u: UserRecord) => ({
   is_active: u.is_active !== false,
   created_at: u.created_at ?? null,
 });
+
+/** The names among `roles` that are no role of tenant `tenantId` (built-in roles are known without it). */
+export type RoleCheck = (tenantId: string, roles: readonly string[]) => Promise<string[]>;
 
 export interface IdentityDeps extends AuthenticationDeps {
   /** `MULTI_TENANT_ENABLED`: whether tenant administrators administer only their own tenant. */
@@ -44,6 +48,7 @@ const stamped = <T extends { set(v: Doc): unknown }>(doc: T): T => {
  */
 export class IdentityService extends AuthenticationService {
   private readonly tenancy: Tenancy;
+  private roleCheck: RoleCheck | null = null;
   /** Stages the events of tenant, user and key changes into the changed document's own write. */
   readonly changes: IdentityEvents;
 
@@ -81,6 +86,7 @@ export class IdentityService extends AuthenticationService {
     const scoped = this.tenancy.scope(actor);
     if (scoped && tenantId !== scoped) throw new AccessDeniedError('Tenant administrators act only inside their own tenant');
     if (!(await this.models.Tenant.exists({ _id: tenantId }))) throw new NotFoundError('tenant', tenantId);
+    if (input.roles) await this.checkRoles(tenantId, input.roles);
     const u = stamped(new this.models.User({
       email: input.email,
       name: input.name,
@@ -133,6 +139,7 @@ export class IdentityService extends AuthenticationService {
     const roles = input.roles ? [...new Set(input.roles)] : undefined;
     if (actor.id === id && (input.is_active === false || (roles && [...roles].sort().join() !== [...(old.roles ?? [])].sort().join())))
       throw new AccessDeniedError('You cannot disable yourself or change your own roles', { reason: 'self' });
+    if (roles) await this.checkRoles(String(old.tenant_id), roles);
     const set: Record<string, unknown> = {};
     for (const k of ['name', 'features', 'attributes', 'is_active'] as const) if (input[k] !== undefined) set[k] = input[k];
     if (typeof set.name === 'string') {
@@ -321,6 +328,38 @@ export class IdentityService extends AuthenticationService {
     const revoked = res.upsertedCount === 0 && (await ApiKey.exists({ key_hash: hash, revoked_at: { $ne: null } }));
     if (revoked) this.log.warn('ADMIN_API_KEY has been revoked and stays revoked; remove it from the environment or set a new one');
     return { created: res.upsertedCount > 0, user_id: String(user._id) };
+  }
+
+  /**
+   * Lets the plugin keeping custom roles say which names a tenant has. Without one, a user's roles
+   * are the built-in `user` and `admin` only.
+   */
+  registerRoleCheck(check: RoleCheck): void {
+    this.roleCheck = check;
+  }
+
+  /** @throws ValidationError (422) naming each role that is neither built-in nor a role of the tenant */
+  private async checkRoles(tenantId: string, roles: readonly string[]): Promise<void> {
+    const custom = roles.filter((r) => !(ROLES as readonly string[]).includes(r));
+    if (!custom.length) return;
+    const unknown = this.roleCheck ? await this.roleCheck(tenantId, custom) : custom;
+    if (unknown.length) throw new ValidationError(unknown.map((r) => ({ loc: ['body', 'roles', roles.indexOf(r)], msg: `Unknown role "${r}" in this tenant`, type: 'unknown_role' })));
+  }
+
+  /** Whether a live user of the tenant holds `role` (a role still held cannot be deleted). */
+  async roleHeld(tenantId: string, role: string): Promise<boolean> {
+    return !!(await this.models.User.exists({ tenant_id: tenantId, roles: role, ...LIVE }));
+  }
+
+  /**
+   * A live user the actor administers, as the actor it authenticates as (for explaining its access).
+   * @throws NotFoundError outside the actor's scope; AccessDeniedError for a non-admin
+   */
+  async userAsActor(actor: Actor, id: string): Promise<Actor> {
+    requireRole(actor, 'admin');
+    const user = await this.models.User.findOne({ _id: id, ...LIVE, ...this.tenantScope(actor) }).lean();
+    if (!user) throw new NotFoundError('user', id);
+    return toAuthUser(user);
   }
 
   countUsers(): Promise<number> {

@@ -8,7 +8,7 @@ import type { EventLog } from '../events/service.ts';
 import type { EventRef } from '../events/graphql.ts';
 import { eventModel } from '../events/model.ts';
 import { EventTail } from './tail.ts';
-import { EventVisibility, type ResourceScope } from './visibility.ts';
+import { EventVisibility, type EventAccess, type ResourceScope } from './visibility.ts';
 import { SessionRegistry, type CredentialCheck } from './sessions.ts';
 import { RealtimeService } from './service.ts';
 import { realtimeRoutes } from './routes.ts';
@@ -19,11 +19,14 @@ export { shareSubscriptionResults, SHARED_RESULTS } from './shared.ts';
 export { liveSubscription, openSession, settled, unsettle, StreamEnd } from './graphql.ts';
 export type { RealtimeService } from './service.ts';
 export type { PresentedCredential } from './sessions.ts';
+export type { EventAccess } from './visibility.ts';
 
 declare module '../services.ts' {
   interface Services {
     /** Realtime streams of the event log and live sources bound to a credential (core, always on). */
     realtime: RealtimeService;
+    /** Provided by the access plugin: which actors' resource events are withheld; use `services.maybe('eventAccess')`. */
+    eventAccess: EventAccess;
   }
 }
 
@@ -34,6 +37,8 @@ export interface RealtimeSetup {
   identity: CredentialCheck;
   tenancy: Tenancy;
   resourceScope: ResourceScope;
+  /** Consulted per event (plugins set up after this one may provide it). */
+  eventAccess: () => EventAccess | undefined;
   log: Logger;
 }
 
@@ -50,7 +55,7 @@ export function createRealtime(s: RealtimeSetup) {
   const sessions = new SessionRegistry(s.identity, pollMs, s.log);
   const service = new RealtimeService({
     events: eventModel(s.db), tail, sessions, identity: s.identity, tenancy: s.tenancy,
-    visibility: new EventVisibility(s.tenancy, s.resourceScope),
+    visibility: new EventVisibility(s.tenancy, s.resourceScope, s.eventAccess),
     catalogue: s.events.catalogue, retentionDays: s.config.EVENTS_RETENTION_DAYS, maxQueue: s.config.REALTIME_MAX_QUEUE, log: s.log,
   });
   return {

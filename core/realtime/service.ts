@@ -149,9 +149,26 @@ export class RealtimeService {
     session.signal.addEventListener('abort', onAbort, { once: true });
     let held: EventRecord[] | null = after ? [] : null;
     const replayed = new Set<string>();
-    const offer = (e: EventRecord) => {
+    const push = (e: EventRecord) => {
       channel.push(e);
-      if (channel.length > this.deps.maxQueue) channel.fail(tooSlow(this.deps.maxQueue));
+      if (channel.length + masking > this.deps.maxQueue) channel.fail(tooSlow(this.deps.maxQueue));
+    };
+    // Events under access rules are masked asynchronously; each waits for the one before it, so the
+    // stream keeps committed order. Events needing no mask go straight through when none is waiting.
+    let masking = 0;
+    let last: Promise<void> | null = null;
+    const offer = (e: EventRecord) => {
+      const view = this.deps.visibility.view(session.actor, e);
+      if (!(view instanceof Promise) && !last) return push(view);
+      masking++;
+      const next: Promise<void> = (last ?? Promise.resolve()).then(() => view).then((v) => {
+        masking--;
+        if (last === next) last = null;
+        if (v && !channel.closed) push(v);
+      });
+      last = next;
+      next.catch((err: unknown) => channel.fail(err));
+      if (masking > this.deps.maxQueue) channel.fail(tooSlow(this.deps.maxQueue));
     };
     const listener = (events: EventRecord[]) => {
       for (const e of events) {

@@ -11,6 +11,21 @@ import type { EventRecord } from '../events/consumers.ts';
  */
 export type ResourceScope = (resource: string, actor: Actor) => Filter | undefined;
 
+/**
+ * Whether access rules restrict `actor`'s reads of `resource` (so REST would filter its rows or
+ * mask its fields). Answered synchronously, per event: from the actor's role names and the rules
+ * resources declare in code, never from stored roles, so a custom role counts as restricting.
+ * Provided by the access plugin as the service `eventAccess`; without it nothing is restricted.
+ */
+export interface EventAccess {
+  restricted(actor: Actor, resource: string): boolean;
+  /**
+   * For a restricted actor: the event's `data` (a row of `resource`) as the actor may read it,
+   * masked to the fields of the rules whose rows it matches; null when none matches (withheld).
+   */
+  view(actor: Actor, resource: string, data: Record<string, unknown>): Promise<Record<string, unknown> | null>;
+}
+
 /** The verbs of resource events: `<resource>.<verb>`. */
 export const RESOURCE_VERBS = ['created', 'updated', 'deleted', 'restored'] as const;
 
@@ -37,7 +52,8 @@ const fieldOf = (data: Record<string, unknown>, path: string): unknown =>
  *   tenant's, or the one they act in (`X-Tenant-Id`). With `MULTI_TENANT_ENABLED` off, no tenant term.
  * - Resource events (`<resource>.<verb>` of a registered resource): the resource's own access
  *   filter for the actor (feature and attribute guards; a failed guard hides every event of the
- *   resource), its field terms matched on the event's object in memory.
+ *   resource), its field terms matched on the event's object in memory. When access rules
+ *   restrict the actor's reads of the resource, {@link view} masks each event or withholds it.
  * - Every other event (payments, job runs, erasure requests, webhooks, ping, plugin events):
  *   administrators only, as `GET /events`.
  */
@@ -45,6 +61,7 @@ export class EventVisibility {
   constructor(
     private readonly tenancy: Tenancy,
     private readonly resourceScope: ResourceScope,
+    private readonly access: () => EventAccess | undefined = () => undefined,
   ) {}
 
   /** The resource an event type belongs to, when its first word names a registered resource. */
@@ -79,8 +96,23 @@ export class EventVisibility {
   }
 
   /**
+   * A visible event as the actor may read it: the event itself when no access rule restricts the
+   * actor's reads of its resource; otherwise a promise of a copy with `data` masked by the rules
+   * whose rows it matches, or of null when none does (the event is withheld).
+   */
+  view(actor: Actor, e: EventRecord): EventRecord | Promise<EventRecord | null> {
+    const access = this.access();
+    const dot = e.type.lastIndexOf('.');
+    if (!access || dot <= 0 || !(RESOURCE_VERBS as readonly string[]).includes(e.type.slice(dot + 1))) return e;
+    const resource = e.type.slice(0, dot);
+    if (!access.restricted(actor, resource)) return e;
+    return access.view(actor, resource, e.data).then((data) => (data ? { ...e, data } : null));
+  }
+
+  /**
    * What an actor's view of events depends on: its tenant scope, system scope, roles, features and
-   * attributes (the inputs of tenancy, `isAdmin` and every resource's feature and attribute guards).
+   * attributes (the inputs of tenancy, `isAdmin`, every resource's feature and attribute guards and
+   * {@link EventAccess}, which reads role names only).
    * Two actors with the same key see the same events with the same fields, so subscriptions may
    * share results among actors of one key (shared.ts), never across keys.
    */

@@ -76,11 +76,19 @@ export interface ResourceOptions {
    * @example ['owner_email']
    */
   gdpr_fields?: string[];
+  /**
+   * Access rules in code, per role (built-in or custom) and action, combined with the tenant's
+   * stored roles (docs/access.md). A rule is `true`, `{ rows, fields, presets, check }`, or a
+   * function of the actor returning one (or nothing: denied).
+   * @example { editor: { read: { rows: { owner_id: '$actor.id' } }, update: { rows: { owner_id: '$actor.id' }, fields: ['title'] } } }
+   */
+  access?: Record<string, Partial<Record<'read' | 'create' | 'update' | 'delete', unknown>>>;
   /** The field linking a document to its data subject: a user id, as an object id or a string field. @default 'created_by' */
   subject_field?: string;
 }
 
-export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations'>> {
+export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations' | 'access'>> {
+  access: ResourceOptions['access'];
   operations: ReadonlySet<Operation>;
   guards: { features: string[]; attributes: AttributeRule[] };
   populatable: string[];
@@ -142,6 +150,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     hasTags: fields.some((f) => f.path === 'tags' && f.kind === 'array'),
     gdpr_fields: [...new Set(o.gdpr_fields ?? [])],
     subject_field: o.subject_field ?? 'created_by',
+    access: o.access,
   };
   for (const f of def.searchable_fields) {
     if (!fields.some((x) => x.path === f && x.kind === 'string' && !x.private)) throw new Error(`Resource "${o.name}": searchable field "${f}" is not a public string field`);

@@ -2,7 +2,7 @@ import { Types } from 'mongoose';
 import type { ArgBuilder, InputFieldMap } from '@pothos/core';
 import type { Builder, BuilderTypes } from '../../core/graphql.ts';
 import { cursorsObject, requireUser } from '../../core/graphql.ts';
-import { NotFoundError } from '../../core/errors.ts';
+import { AccessDeniedError, NotFoundError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { BASE_FIELDS, type FieldInfo } from './fields.ts';
 import { FILTER_ARG_DOC, LIST_PARAMS, type ListArgs, type ListParam } from './params.ts';
@@ -87,10 +87,12 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
               resolve: async (d, _a, ctx) => {
                 const v = d[f.path];
                 if (v == null) return null;
+                targetSvc.scope(requireUser(ctx)); // a failed feature or attribute guard stays an error, as REST's populate
                 try {
                   return await targetSvc.get(requireUser(ctx), idString(v)!);
                 } catch (err) {
-                  if (err instanceof NotFoundError) return null;
+                  // As REST's populate: a related row outside the caller's rules, or of a resource it may not read, is null.
+                  if (err instanceof NotFoundError || err instanceof AccessDeniedError) return null;
                   throw err;
                 }
               },

@@ -11,6 +11,8 @@ import { resourceGraphQL } from './graphql.ts';
 import { sampleResources } from './sample-resources.ts';
 import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
 import type { ResourceService } from './service.ts';
+import { BASE_FIELDS } from './fields.ts';
+import { validateWhere } from './where.ts';
 
 export { defineResource } from './define.ts';
 export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
@@ -41,6 +43,20 @@ export interface ResourcesApi {
    * @throws Error for an unknown resource
    */
   documentSchema(name: string): z.ZodType;
+  /**
+   * What the access plugin needs of a resource: its client fields, the always-readable system
+   * fields, its code rules and its `where` compiler (the `?where=` language; throws a 400 outside it).
+   */
+  accessFacts(name: string): ResourceAccessFacts | undefined;
+}
+
+/** See {@link ResourcesApi.accessFacts}. */
+export interface ResourceAccessFacts {
+  name: string;
+  fields: string[];
+  system: string[];
+  code: ResourceDefinition['access'];
+  compile(where: Record<string, unknown>): Record<string, unknown>;
 }
 
 declare module '../../core/services.ts' {
@@ -63,7 +79,7 @@ export const resourcesPlugin = definePlugin({
   }),
   setup({ db, hooks, config, services, options, tenancy }) {
     const limits = { ...DEFAULT_QUERY_LIMITS, ...options.limits };
-    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events') });
+    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events'), access: () => services.maybe('access') });
     const samples = config.SAMPLE_RESOURCES_ENABLED ?? config.NODE_ENV !== 'production';
     for (const def of options.resources ?? (samples ? sampleResources : [])) registry.register(def);
 
@@ -76,6 +92,15 @@ export const resourcesPlugin = definePlugin({
         const svc = registry.get(name);
         if (!svc) throw new Error(`No resource "${name}" is registered`);
         return responseSchemas(svc.def).document;
+      },
+      accessFacts: (name) => {
+        const svc = registry.get(name);
+        if (!svc) return undefined;
+        return {
+          name, code: svc.def.access, system: ['_id', ...Object.keys(BASE_FIELDS)],
+          fields: svc.def.fields.filter((f) => !f.private && !f.path.includes('.')).map((f) => f.path),
+          compile: (where) => validateWhere(where, svc.queryInfo, limits),
+        };
       },
     });
 

@@ -3,6 +3,8 @@ import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceService } from './service.ts';
+import { AccessDeniedError } from '../../core/errors.ts';
+import { applyMask, readAccess, withRows } from './access.ts';
 
 export function checkPopulate(svc: ResourceService, actor: Actor, paths: string[]): void {
   for (const p of paths) {
@@ -20,11 +22,15 @@ export async function populate(svc: ResourceService, actor: Actor, items: Doc[],
     if (!target) continue;
     const ids = [...new Set(out.map((d) => d[p]).filter((v) => v != null).map(String))].map((s) => new Types.ObjectId(s));
     if (!ids.length) continue;
-    const related = await target.model
-      .find({ _id: { $in: ids }, ...target.scope(actor) })
-      .select(target.projection(null))
-      .lean<Doc[]>();
-    const byId = new Map(related.map((r) => [String(r._id), target.view(r)]));
+    // The related resource's own rules: its rows in the query, its fields masked; none readable: null.
+    const ra = await Promise.resolve(readAccess(target, actor)).then((r) => ({ r }), (err: unknown) => (err instanceof AccessDeniedError ? null : Promise.reject(err)));
+    const related = ra
+      ? await target.model
+        .find(withRows({ _id: { $in: ids }, ...target.scope(actor) }, ra.r?.rows))
+        .select(target.projection(null))
+        .lean<Doc[]>()
+      : [];
+    const byId = new Map(applyMask(ra?.r ?? null, related, null).map((r) => [String(r._id), target.view(r)]));
     for (const d of out) if (d[p] != null) d[p] = byId.get(String(d[p])) ?? null;
   }
   return out;

@@ -6,6 +6,7 @@ import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceService } from './service.ts';
 import { lastEventId } from './events.ts';
+import { withRows, writeAccess } from './access.ts';
 
 /**
  * Restores a soft-deleted document (administrators; guarded by `If-Match` like a delete). What a
@@ -13,7 +14,7 @@ import { lastEventId } from './events.ts';
  * @throws AccessDeniedError for non-administrators; ConflictError when the document is not deleted
  */
 export async function restoreDocument(svc: ResourceService, actor: Actor, id: string, ifMatch: string | null | undefined): Promise<Doc> {
-  const scope = svc.scope(actor, { includeDeleted: true });
+  const scope = withRows(svc.scope(actor, { includeDeleted: true }), (await writeAccess(svc, actor, 'delete'))?.rows);
   svc.checkIncludeDeleted(actor, true);
   const tags = parseIfMatch(ifMatch);
   const old = await svc.findOwned(id, scope);

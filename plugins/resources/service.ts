@@ -23,6 +23,8 @@ import { restoreDocument } from './restore.ts';
 import { updateDocument } from './update.ts';
 import { PlainWriter } from './plain-write.ts';
 import { checkPopulate, populate } from './populate.ts';
+import { applyMask, checkListQuery, maskProjection, maskWritten, readAccess, withRows, writeAccess } from './access.ts';
+import type { AccessService } from '../access/index.ts';
 
 export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
 
@@ -52,6 +54,8 @@ export interface ServiceDeps {
   events: EventLog;
   lookup: ResourceLookup;
   limits: Partial<QueryLimits>;
+  /** The access plugin's rules, when it is enabled (asked at each call: it is set up after this plugin). */
+  access?: () => AccessService | undefined;
 }
 
 /** Options of list and get-one reads. */
@@ -199,7 +203,9 @@ export class ResourceService {
   private async listParsed(actor: Actor, parsed: ParsedListQuery, opts: ReadOptions): Promise<OffsetPage | CursorPage> {
     const q = opts.etags ? { ...parsed, fields: this.withVersion(parsed.fields) } : parsed;
     this.checkIncludeDeleted(actor, q.includeDeleted);
-    const scope = this.scope(actor, { includeDeleted: q.includeDeleted });
+    const ra = await readAccess(this, actor);
+    if (ra) checkListQuery(ra, q);
+    const scope = withRows(this.scope(actor, { includeDeleted: q.includeDeleted }), ra?.rows);
     const filter: Filter = Object.keys(q.filter).length ? { $and: [scope, q.filter] } : scope;
     if (q.populate.length) this.checkPopulate(actor, q.populate);
 
@@ -210,12 +216,12 @@ export class ResourceService {
           .sort(querySort(q.sort, 'next'))
           .skip((q.page - 1) * q.perPage)
           .limit(q.perPage)
-          .select(this.projection(q.fields))
+          .select(this.projection(maskProjection(ra, q.fields)))
           .maxTimeMS(this.deps.config.QUERY_TIMEOUT_MS)
           .lean<Doc[]>(),
         this.model.countDocuments(filter).maxTimeMS(this.deps.config.QUERY_TIMEOUT_MS),
       ]);
-      const items = await this.populate(actor, rows, q.populate);
+      const items = await this.populate(actor, applyMask(ra, rows, q.fields), q.populate);
       return { mode: 'offset', ...pageOf(items, total, { page: q.page, per_page: q.perPage }) };
     }
 
@@ -224,7 +230,7 @@ export class ResourceService {
     const range = values ? cursorFilter(q.sort, values, dir) : null;
     // Cursors need the sort values even when `fields` leaves them out; they are stripped again below.
     const sortFields = q.sort.map(([f]) => f);
-    const wanted = q.fields ? [...new Set([...q.fields, ...sortFields])] : null;
+    const wanted = maskProjection(ra, q.fields ? [...new Set([...q.fields, ...sortFields])] : null);
     const rows = await this.model
       .find(range ? { $and: [filter, range] } : filter)
       .sort(querySort(q.sort, dir))
@@ -251,14 +257,16 @@ export class ResourceService {
       const keep = new Set(q.fields);
       items = page.map((d) => Object.fromEntries(Object.entries(d).filter(([k]) => keep.has(k) || k === '_id')));
     }
-    return { mode: 'cursor', items: await this.populate(actor, items, q.populate), cursors };
+    return { mode: 'cursor', items: await this.populate(actor, applyMask(ra, items, q.fields), q.populate), cursors };
   }
 
   async get(actor: Actor, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<Doc> {
     this.checkIncludeDeleted(actor, !!opts.includeDeleted);
     if (opts.populate?.length) this.checkPopulate(actor, opts.populate);
-    const filter = { _id: this.oid(id), ...this.scope(actor, { includeDeleted: opts.includeDeleted }) };
-    const projection = this.projection(opts.fields ?? null);
+    const ra = await readAccess(this, actor);
+    if (ra && opts.fields) checkListQuery(ra, { filter: {}, sort: [], fields: opts.fields });
+    const filter = withRows({ _id: this.oid(id), ...this.scope(actor, { includeDeleted: opts.includeDeleted }) }, ra?.rows);
+    const projection = this.projection(maskProjection(ra, opts.fields ?? null));
     // Hot path: a filter of ids and booleans needs no casting, so the driver reads it directly
     // (mongoose's query building costs more than the read itself). Attribute rules may carry
     // values that mongoose casts to the field's type: they keep the mongoose path.
@@ -266,8 +274,9 @@ export class ResourceService {
       ? await this.model.findOne(filter).select(projection).lean<Doc>()
       : ((await this.plain.driver().findOne(filter, { projection })) as Doc | null);
     if (!doc) throw new NotFoundError(this.def.name, id);
-    if (!opts.populate?.length) return this.view(doc);
-    const [out] = await this.populate(actor, [doc], opts.populate);
+    const [masked] = applyMask(ra, [doc], opts.fields ?? null) as [Doc];
+    if (!opts.populate?.length) return this.view(masked);
+    const [out] = await this.populate(actor, [masked], opts.populate);
     return out!;
   }
 
@@ -276,6 +285,8 @@ export class ResourceService {
     const input = parseInput(this.def.inputs.create, body, opts.loc ?? ['body']) as Doc;
     // A system actor's acting tenant (`X-Tenant-Id`), else the actor's own.
     const tenantId = this.def.tenant_scoped ? writeTenantId(actor) : null;
+    const wa = await writeAccess(this, actor, 'create');
+    if (wa) Object.assign(input, wa.decide({ old: null, written: Object.keys(input), input, result: (p) => ({ ...input, ...p, tenant_id: tenantId, created_by: this.actorId(actor) }) }));
     fillGuardedFields(this.def, scope, input);
     const ev = await this.deps.hooks.runBefore('BEFORE_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), data: input });
     checkWritable(scope, ev.data);
@@ -291,17 +302,17 @@ export class ResourceService {
     });
     await this.committed(doc);
     await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), id: String(doc._id), doc, event_id: lastEventId(doc) });
-    return this.view(doc);
+    return maskWritten(this, actor, this.view(doc));
   }
 
   /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update (update.ts). */
-  update(actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
-    return updateDocument(this, actor, id, ifMatch, body, replace);
+  async update(actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
+    return maskWritten(this, actor, await updateDocument(this, actor, id, ifMatch, body, replace));
   }
 
   /** Soft delete guarded by `If-Match`; cascade rules of referencing resources run first. */
   async remove(actor: Actor, id: string, ifMatch: string | null | undefined, opts: { bulk?: boolean } = {}): Promise<Doc> {
-    const scope = this.scope(actor);
+    const scope = withRows(this.scope(actor), (await writeAccess(this, actor, 'delete'))?.rows);
     const tags = parseIfMatch(ifMatch);
     const old = await this.findOwned(id, scope);
     if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
@@ -312,7 +323,7 @@ export class ResourceService {
     if (!doc) throw await this.lostRace(id, scope);
     await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old, doc, event_id: lastEventId(doc) });
     await applyCascade(this, actor, old);
-    return this.view(doc);
+    return maskWritten(this, actor, this.view(doc));
   }
 
   /**
@@ -392,8 +403,8 @@ export class ResourceService {
   }
 
   /** Restores a soft-deleted document (administrators; see restore.ts). */
-  restore(actor: Actor, id: string, ifMatch: string | null | undefined): Promise<Doc> {
-    return restoreDocument(this, actor, id, ifMatch);
+  async restore(actor: Actor, id: string, ifMatch: string | null | undefined): Promise<Doc> {
+    return maskWritten(this, actor, await restoreDocument(this, actor, id, ifMatch));
   }
 
   /** Live documents of this resource that reference `parent` through `field`, in the parent's tenant. */

@@ -15,6 +15,7 @@ import type { Filter } from '../../core/identity/guards.ts';
 import { lastEventId, stageChange } from './events.ts';
 import type { ResourceService } from './service.ts';
 import { checkReferences, checkWritable } from './write-checks.ts';
+import { updatedDoc, withRows, writeAccess, writtenFields } from './access.ts';
 
 /** `$set` and `$unset` of an update or a replace with `data` (a replace resets what `data` leaves out). */
 function changes(svc: ResourceService, actor: Actor, data: Doc, replace: boolean): { set: Doc; unset: Record<string, 1> } {
@@ -33,16 +34,19 @@ function changes(svc: ResourceService, actor: Actor, data: Doc, replace: boolean
 
 /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
 export async function updateDocument(svc: ResourceService, actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
-  const scope = svc.scope(actor);
+  const wa = await writeAccess(svc, actor, 'update');
+  const scope = withRows(svc.scope(actor), wa?.rows);
   const tags = parseIfMatch(ifMatch);
   const input = parseInput(replace ? svc.def.inputs.replace : svc.def.inputs.update, body, ['body']) as Doc;
-  const version = oneCommandVersion(svc, tags, input, replace, scope);
+  // A rule decides on the stored document: the read path.
+  const version = wa ? null : oneCommandVersion(svc, tags, input, replace, scope);
   if (version !== null) {
     const done = await updateInOneCommand(svc, actor, id, scope, version, input, replace);
     if (done) return done;
   }
   const old = await svc.findOwned(id, scope);
   if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
+  if (wa) Object.assign(input, wa.decide({ old, written: writtenFields(svc, old, input, replace), input, result: (p) => ({ ...updatedDoc(svc, old, input, replace), ...p }) }));
   const tenantId = old.tenant_id ? String(old.tenant_id) : null;
   const ev = await svc.deps.hooks.runBefore('BEFORE_UPDATE', { ...svc.event(actor, tenantId, false), id, data: input, old, replace });
   checkWritable(scope, ev.data);

@@ -164,8 +164,14 @@ describe('plain users', () => {
 
 describe('validation of admin input → 422 with loc', () => {
   it('POST /admin/users: bad email, empty name, bad tenant_id, bad role, unknown field', async () => {
-    const res = await t.http('POST', '/admin/users', { json: { email: 'not-an-email', name: '', tenant_id: 'xyz', roles: ['root'], nickname: 'n' } });
+    const res = await t.http('POST', '/admin/users', { json: { email: 'not-an-email', name: '', tenant_id: 'xyz', roles: [''], nickname: 'n' } });
     expect(locs(res)).toEqual([['body', 'email'], ['body', 'name'], ['body', 'tenant_id'], ['body', 'roles', 0], ['body', 'nickname']]);
+  });
+
+  it('POST /admin/users: a role that is neither built-in nor a role of the tenant → 422 naming it', async () => {
+    const res = await t.http('POST', '/admin/users', { json: { email: 'root@example.com', name: 'R', roles: ['user', 'root'] } });
+    expect(locs(res)).toEqual([['body', 'roles', 1]]);
+    expect(res.body.error.details.errors[0].msg).toContain('root');
   });
 
   it('POST /admin/tenants without a name', async () => {
