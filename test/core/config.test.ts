@@ -131,7 +131,7 @@ describe('deprecated setting names', () => {
 
 describe('turning a plugin off', () => {
   const routesOf = async (config: Record<string, string>) => {
-    const t = await buildTestApp({ plugins: await loadPlugins(loadConfig({ DISABLED_PLUGINS: 'resources,audit,jobs,payments,files,privacy,webauthn,openapi', ...config })), config });
+    const t = await buildTestApp({ plugins: await loadPlugins(loadConfig({ DISABLED_PLUGINS: 'resources,access,audit,jobs,payments,files,privacy,webauthn,openapi', ...config })), config });
     try {
       return { plugins: t.app.kernel.plugins(), webhookRoutes: t.app.kernel.routes().filter((r) => r.path.startsWith('/webhooks')).length };
     } finally {

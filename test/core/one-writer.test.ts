@@ -41,6 +41,7 @@ const RULES: OutboxRule[] = [
       'plugins/privacy/erasure-run.ts': "pseudonymises the account last, after scrubbing its events: identity's entries carry their own object, so a write without one cannot change another event's",
     },
   },
+  { collections: ['roles'], schemaFile: 'plugins/access/model.ts', factories: ['roleModel'], accessors: ['Role'], writers: ['plugins/access/roles.ts', 'plugins/access/index.ts'] },
   { collections: ['job_runs'], schemaFile: 'plugins/jobs/model.ts', factories: ['jobModels'], accessors: ['Run'], writers: ['plugins/jobs/store.ts', 'plugins/jobs/index.ts'] },
   {
     collections: ['webhook_events', 'webhook_endpoints', 'webhook_deliveries'], schemaFile: 'plugins/webhooks/model.ts',
