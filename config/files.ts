@@ -1,22 +1,8 @@
 import { z } from 'zod';
+import { bool, csv, int } from './fields.ts';
 
-const bool = (def: boolean) =>
-  z
-    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
-    .default(def ? 'true' : 'false')
-    .transform((v) => v === 'true' || v === '1' || v === 'yes');
-
-const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
-
-const csv = z
-  .string()
-  .default('')
-  .transform((s) =>
-    s
-      .split(',')
-      .map((x) => x.trim().toLowerCase())
-      .filter(Boolean),
-  );
+/** A comma-separated list of lower-cased entries (media types). */
+const lowerCsv = csv.transform((list) => list.map((x) => x.toLowerCase()));
 
 /**
  * Settings of the files plugin (docs/files.md), spread into the config schema of `config/index.ts`.
@@ -48,7 +34,7 @@ export const filesSettings = {
    * Content types accepted (as sniffed from the bytes), comma-separated; `image/*` matches a family.
    * Empty = any type. @example image/*,application/pdf
    */
-  FILES_ALLOWED_TYPES: csv,
+  FILES_ALLOWED_TYPES: lowerCsv,
   /** Secret of signed download URLs (HMAC-SHA256). Unset, one is derived from `TOKEN_SECRET`. */
   FILES_SIGNED_URL_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Lifetime of a signed download URL. @default 900 */
@@ -60,7 +46,7 @@ export const filesSettings = {
    * comma-separated `<width>x<height>`, 0 = that side follows the aspect ratio. Empty = no
    * transforms. @example 200x200,800x0
    */
-  FILES_TRANSFORM_ALLOWED: csv,
+  FILES_TRANSFORM_ALLOWED: lowerCsv,
   /** Largest image (width × height) decoded for a transform; larger ones are refused (413) before decoding. @default 40000000 */
   FILES_MAX_PIXELS: int(40_000_000, 1),
   /** Days after a soft delete before the purge job removes a file's bytes. @default 30 */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { filesSettings } from './files.ts';
+import { bool, csv, int } from './fields.ts';
 
 /**
  * The placeholder `CURSOR_HMAC_SECRET` earlier versions shipped as a default. It is public (anyone
@@ -16,23 +17,6 @@ const PLACEHOLDERS: Record<SecretSetting, string> = { TOKEN_SECRET: PLACEHOLDER_
 /** Smallest secret accepted in production, and the size of generated ones. */
 export const MIN_SECRET_BYTES = 32;
 
-const bool = (def: boolean) =>
-  z
-    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be one of true, false, yes, no, 1, 0' })
-    .default(def ? 'true' : 'false')
-    .transform((v) => v === 'true' || v === '1' || v === 'yes');
-
-const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
-
-const csv = z
-  .string()
-  .default('')
-  .transform((s) =>
-    s
-      .split(',')
-      .map((x) => x.trim())
-      .filter(Boolean),
-  );
 
 /** One entry of `WEBHOOK_PROVIDERS` (the webhooks plugin validates the rest at registration). */
 export const webhookProviderSetting = z

@@ -107,6 +107,8 @@ describe('a boolean setting with another value', () => {
     expect(message).toContain('WEBHOOKS_ENABLED: must be one of true, false, yes, no, 1, 0');
     expect(loadConfig({ WEBHOOKS_ENABLED: 'yes' }).WEBHOOKS_ENABLED).toBe(true);
     expect(loadConfig({ WEBHOOKS_ENABLED: '0' }).WEBHOOKS_ENABLED).toBe(false);
+    // Every settings file shares the one boolean shape, so its message too (the files settings had their own copy).
+    expect(() => loadConfig({ FILES_ENABLED: 'on' })).toThrow('FILES_ENABLED: must be one of true, false, yes, no, 1, 0');
   });
 });
 
