@@ -35,7 +35,8 @@ function Chart({ title, t, lines, summary, unit }: { title: string; t: readonly 
       {
         width: Math.max(280, el.clientWidth),
         height: 180,
-        legend: { show: true },
+        // uPlot's legend toggles series on a click that no key reaches: the caption names the lines instead.
+        legend: { show: false },
         cursor: { drag: { x: false, y: false } },
         series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: token(`--chart-${(i % 5) + 1}`), width: 2, spanGaps: false, value: (_u: uPlot, v: number | null) => (v == null ? '–' : `${fmt(v)}${unit ?? ''}`) }))],
         axes: [axis, { ...axis, size: 50 }],
@@ -47,7 +48,7 @@ function Chart({ title, t, lines, summary, unit }: { title: string; t: readonly 
   }, [t, lines]);
   return (
     <figure class="chart" aria-label={title}>
-      <figcaption><strong>{title}</strong> <span class="muted">{summary}</span></figcaption>
+      <figcaption><strong>{title}</strong> <span class="muted">{summary}</span> <span class="muted">({lines.map((l) => l.label).join(', ')})</span></figcaption>
       <div ref={box} aria-hidden="true" />
     </figure>
   );
