@@ -15,9 +15,12 @@ async function start(token: string, expiresIn: number) {
   if (!location.hash) location.hash = '#/overview';
 }
 
+const fieldOf = (form: HTMLFormElement, name: string): string => {
+  const v = new FormData(form).get(name);
+  return typeof v === 'string' ? v : '';
+};
+
 export function SignIn({ reason }: { reason: string | null }) {
-  const [key, setKey] = useState('');
-  const [email, setEmail] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const keyInput = useRef<HTMLInputElement>(null);
@@ -34,16 +37,21 @@ export function SignIn({ reason }: { reason: string | null }) {
       setBusy(false);
     }
   };
-  const withKey = (e: Event) => {
+  // The fields are read from the form when it is sent, not kept in state: a render that happens
+  // while the user types (a late answer, a notice) can then never reset what was typed.
+  const withKey = (e: SubmitEvent) => {
     e.preventDefault();
+    const form = e.currentTarget as HTMLFormElement;
+    const key = fieldOf(form, 'api_key').trim();
     void attempt(async () => {
-      const { issueToken } = await run(IssueToken, {}, { apiKey: key.trim() });
-      setKey('');
+      const { issueToken } = await run(IssueToken, {}, { apiKey: key });
+      form.reset();
       await start(issueToken.token, issueToken.expires_in);
     });
   };
-  const withPasskey = (e: Event) => {
+  const withPasskey = (e: SubmitEvent) => {
     e.preventDefault();
+    const email = fieldOf(e.currentTarget as HTMLFormElement, 'email');
     void attempt(async () => {
       const { passkeyLoginOptions } = await run(PasskeyLoginOptions, { email });
       const credential = (await navigator.credentials.get({ publicKey: requestOptions(passkeyLoginOptions) })) as PublicKeyCredential | null;
@@ -59,13 +67,13 @@ export function SignIn({ reason }: { reason: string | null }) {
       <form onSubmit={withKey} aria-labelledby="key-h">
         <h2 id="key-h">Sign in with an API key</h2>
         <label for="api-key">API key</label>
-        <input id="api-key" ref={keyInput} type="password" autoComplete="off" required aria-describedby={reason ? 'signin-reason' : undefined} value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+        <input id="api-key" ref={keyInput} type="password" autoComplete="off" name="api_key" required aria-describedby={reason ? 'signin-reason' : undefined} />
         <button type="submit" disabled={busy}>Sign in</button>
       </form>
       <form onSubmit={withPasskey} aria-labelledby="pk-h">
         <h2 id="pk-h">Sign in with a passkey</h2>
         <label for="pk-email">Email</label>
-        <input id="pk-email" type="email" autoComplete="username webauthn" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
+        <input id="pk-email" type="email" autoComplete="username webauthn" name="email" required />
         <button type="submit" disabled={busy}>Sign in with passkey</button>
       </form>
       <Busy label="Signing in…" />

@@ -76,8 +76,8 @@ describe.skipIf(!haveBrowser)('console round 3 in Chromium: what a new user hit'
 
   it('webhooks: "All events" is a choice, `*` shows as it, and saving no event type says so instead of keeping `*`', async () => {
     await signIn(page, origin, ids.adaKey!);
-    // The side navigation, grouped by area.
-    expect(await page.locator('nav[aria-label=Main] ul').evaluateAll((uls) => uls.map((u) => u.getAttribute('aria-label')))).toEqual(['Content', 'Administration', 'Integrations', 'Business', 'You']);
+    // The side navigation, grouped by area (the plugins' screens join once the schema's root fields have arrived).
+    await expect.poll(() => page.locator('nav[aria-label=Main] ul').evaluateAll((uls) => uls.map((u) => u.getAttribute('aria-label'))), { timeout: 15_000 }).toEqual(['Content', 'Administration', 'Integrations', 'Business', 'You']);
     await nav('Webhooks');
     await page.waitForSelector('[data-testid=empty]:has-text("No endpoints yet")');
     await page.fill('#ep-url', 'http://127.0.0.1:9/hook');
