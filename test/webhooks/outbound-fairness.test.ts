@@ -13,7 +13,7 @@ import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts'
 import { systemActor } from '../../core/context.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
 import { outboundEventsPlugin, TEST_EVENT } from '../fixtures/outbound-events-plugin.ts';
-import { OUTBOUND_CONFIG, sleep, startReceiver, until, type Receiver } from './outbound-helpers.ts';
+import { OUTBOUND_CONFIG, startReceiver, until, type Receiver } from './outbound-helpers.ts';
 
 let t: TestApp;
 let fast: Receiver;
