@@ -73,6 +73,22 @@ describe('the last active administrator of a tenant', () => {
     }
   });
 
+  it('a lease left by a process that died (past its end) does not block the tenant; a live one is waited for', async () => {
+    const a = await createTenantUser(t, { roles: ['admin'] });
+    const b = await createTenantUser(t, { tenantId: a.tenantId, roles: ['admin'] });
+    const locks = t.app.db.conn.collection<{ _id: string; token: string; until: Date }>('admin_locks');
+    await locks.insertOne({ _id: a.tenantId, token: 'dead', until: new Date(Date.now() - 1000) });
+    expect((await t.http('PATCH', `/admin/users/${a.userId}`, { json: { is_active: false } })).status).toBe(200);
+    expect(await locks.countDocuments({ _id: a.tenantId })).toBe(0);
+    // Held by another request: this one waits for its release, then is judged (b is now the last one).
+    await locks.insertOne({ _id: a.tenantId, token: 'live', until: new Date(Date.now() + 60_000) });
+    const pending = t.http('PATCH', `/admin/users/${b.userId}`, { json: { is_active: false } });
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await rawUser(b.userId))?.is_active).toBe(true);
+    await locks.deleteOne({ _id: a.tenantId, token: 'live' });
+    expectLastAdmin(await pending);
+  });
+
   it('is per tenant: another tenant with one administrator does not hold this one back', async () => {
     const a = await createTenantUser(t, { roles: ['admin'] });
     const b = await createTenantUser(t, { tenantId: a.tenantId, roles: ['admin'] });

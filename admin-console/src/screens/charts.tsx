@@ -26,6 +26,8 @@ const token = (name: string) => getComputedStyle(document.documentElement).getPr
 const total = (v: Values) => v.reduce<number>((n, x) => n + (x ?? 0), 0);
 const max = (v: Values) => v.reduce<number>((n, x) => Math.max(n, x ?? 0), 0);
 const fmt = (n: number) => (Number.isInteger(n) ? String(n) : n.toFixed(2));
+/** Whether a line has a value with no value on either side: drawn as a dot, since a line needs two. */
+const lonely = (v: Values) => v.some((x, i) => x != null && v[i - 1] == null && v[i + 1] == null);
 
 /** One uPlot chart in a figure, with its summary in words (what a screen reader gets). */
 function Chart({ title, t, lines, summary, unit }: { title: string; t: readonly number[]; lines: { label: string; values: Values }[]; summary: string; unit?: string }) {
@@ -40,7 +42,7 @@ function Chart({ title, t, lines, summary, unit }: { title: string; t: readonly 
         // uPlot's legend toggles series on a click that no key reaches: the caption names the lines instead.
         legend: { show: false },
         cursor: { drag: { x: false, y: false } },
-        series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: token(`--chart-${(i % 5) + 1}`), width: 2, spanGaps: false, value: (_u: uPlot, v: number | null) => (v == null ? '–' : `${fmt(v)}${unit ?? ''}`) }))],
+        series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: token(`--chart-${(i % 5) + 1}`), width: 2, spanGaps: false, points: { show: lonely(l.values), size: 7 }, value: (_u: uPlot, v: number | null) => (v == null ? '–' : `${fmt(v)}${unit ?? ''}`) }))],
         axes: [axis, { ...axis, size: 50 }],
       },
       [t as number[], ...lines.map((l) => l.values as (number | null)[])],
