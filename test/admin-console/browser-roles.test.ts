@@ -175,6 +175,15 @@ describe.skipIf(!haveBrowser)('console roles screen in Chromium', () => {
     const acme = (await call('GET', '/admin/roles', ids.adaKey!)).body.items.map((r: { name: string }) => r.name);
     expect(acme).toEqual(['reader', 'auditor']);
     await screen(page, 'roles-system-admin-acme');
+    // Roles come a page at a time (20): 22 roles are two pages.
+    for (let i = 1; i <= 20; i++) expect((await call('POST', '/admin/roles', ids.adaKey!, { name: `extra-${String(i).padStart(2, '0')}`, permissions: {} })).status).toBe(201);
+    await page.selectOption('#acting-tenant', { label: 'All tenants' });
+    await page.selectOption('#acting-tenant', { label: 'Acme' });
+    await page.waitForSelector('nav[aria-label="Pages of roles"] :text("Page 1 of 2")');
+    expect(await page.locator('[data-testid=roles] tbody tr').count()).toBe(20);
+    await page.click('nav[aria-label="Pages of roles"] button:text-is("Next page")');
+    await page.waitForSelector('nav[aria-label="Pages of roles"] :text("Page 2 of 2")');
+    expect(await page.locator('[data-testid=roles] tbody tr td:first-child').allTextContents()).toEqual(['extra-19', 'extra-20']);
     await page.selectOption('#acting-tenant', { label: 'All tenants' });
     await signOut(page);
     expect(errors).toEqual([]);
