@@ -37,6 +37,8 @@ export interface ScreenDef {
 
 /** The screens of part 2, in navigation order. */
 export const PLUGIN_SCREENS: ScreenDef[] = [
+  // First: it follows Identity in the Administration area.
+  { id: 'roles', label: 'Roles', needs: 'roles', who: isAdmin },
   { id: 'events', label: 'Events', needs: 'eventTypes', who: isAdmin },
   { id: 'webhooks', label: 'Webhooks', needs: 'webhookEndpoints', who: isAdmin },
   { id: 'inbound', label: 'Inbound webhooks', needs: 'webhookDeadLetter', who: isSystem },

@@ -70,3 +70,10 @@ export const DeleteUser = graphql(`mutation DeleteUser($id: String!) { deleteUse
 export const ApiKeys = graphql(`query ApiKeys($user_id: String, $page: Int, $per_page: Int) { apiKeys(user_id: $user_id, page: $page, per_page: $per_page) { id name prefix user_id user_email created_at last_used_at } }`);
 export const CreateApiKey = graphql(`mutation CreateApiKey($user_id: String!, $name: String!) { createApiKey(user_id: $user_id, name: $name) { id name prefix key } }`);
 export const RevokeApiKey = graphql(`mutation RevokeApiKey($id: String!) { revokeApiKey(id: $id) { id revoked_at } }`);
+
+export const RolesPage = graphql(`query RolesPage($page: Int, $per_page: Int) { roles(page: $page, per_page: $per_page) { total page total_pages items { id tenant_id name description includes permissions updated_at } } }`);
+export type Role = ResultOf<typeof RolesPage>['roles']['items'][number];
+export const CreateRole = graphql(`mutation CreateRole($input: JSON!) { createRole(input: $input) { id name } }`);
+export const UpdateRole = graphql(`mutation UpdateRole($id: String!, $input: JSON!) { updateRole(id: $id, input: $input) { id name } }`);
+export const DeleteRole = graphql(`mutation DeleteRole($id: String!) { deleteRole(id: $id) }`);
+export const ExplainAccess = graphql(`query ExplainAccess($user_id: String!, $resource: String!, $action: String!) { explainAccess(user_id: $user_id, resource: $resource, action: $action) }`);

@@ -26,6 +26,7 @@ function useRoute(): string[] {
 type Screen = ComponentType<{ route: string[] }>;
 /** The plugin screens, each its own chunk: loaded when first opened. */
 const LOADERS: Record<string, () => Promise<{ default: Screen }>> = {
+  roles: () => import('./screens/roles.tsx'),
   events: () => import('./screens/events.tsx'),
   webhooks: () => import('./screens/webhooks.tsx'),
   inbound: () => import('./screens/inbound.tsx'),
@@ -158,7 +159,7 @@ function App() {
 /** The areas of the side navigation, by screen. */
 const GROUP: Record<string, string> = {
   overview: 'Content', resources: 'Content',
-  audit: 'Administration', identity: 'Administration',
+  audit: 'Administration', identity: 'Administration', roles: 'Administration',
   events: 'Integrations', webhooks: 'Integrations', inbound: 'Integrations',
   jobs: 'Operations',
   payments: 'Business', privacy: 'Business',

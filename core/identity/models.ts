@@ -60,17 +60,31 @@ const apiKeySchema = new Schema(
   { timestamps, versionKey: false },
 );
 
+/** A tenant's lock for changes that take an administrator away (core/identity/last-admin.ts): `_id` is the tenant's id. */
+const adminLockSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    token: { type: String, required: true },
+    until: { type: Date, required: true },
+  },
+  { versionKey: false },
+);
+// Leases are deleted when released; one left by a dead process goes a minute after it ended.
+adminLockSchema.index({ until: 1 }, { expireAfterSeconds: 60 });
+
 // The sweep's windows are ranges of the outbox stamps (docs/events.md).
 for (const schema of [tenantSchema, userSchema, apiKeySchema]) schema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 
 export type TenantDoc = InferSchemaType<typeof tenantSchema>;
 export type UserDoc = InferSchemaType<typeof userSchema>;
 export type ApiKeyDoc = InferSchemaType<typeof apiKeySchema>;
+export type AdminLockDoc = InferSchemaType<typeof adminLockSchema>;
 
 export interface IdentityModels {
   Tenant: Model<TenantDoc>;
   User: Model<UserDoc>;
   ApiKey: Model<ApiKeyDoc>;
+  AdminLock: Model<AdminLockDoc>;
 }
 
 /** Registers (once per connection) and returns the identity models. */
@@ -78,6 +92,7 @@ export const identityModels = (conn: Connection): IdentityModels => ({
   Tenant: modelOn(conn, 'Tenant', tenantSchema, 'tenants'),
   User: modelOn(conn, 'User', userSchema, 'users'),
   ApiKey: modelOn(conn, 'ApiKey', apiKeySchema, 'api_keys'),
+  AdminLock: modelOn(conn, 'AdminLock', adminLockSchema, 'admin_locks'),
 });
 
 /**

@@ -9,6 +9,7 @@ import { pageOf } from '../page.ts';
 import { requireRole, type Filter } from './guards.ts';
 import { API_KEY_PREFIX, AuthenticationService, hashKey, LIVE, toAuthUser, type AuthenticationDeps, type UserRecord } from './authentication.ts';
 import { IdentityEvents } from './events.ts';
+import { isActiveAdmin, LastAdminGuard } from './last-admin.ts';
 import type { EventLog } from '../events/service.ts';
 import { OUTBOX_FIELD } from '../events/model.ts';
 import type { CreateApiKeyInput, CreateTenantInput, CreateUserInput, ListApiKeysQuery, ListUsersQuery, PageRequest, UpdateUserInput } from './schemas.ts';
@@ -51,11 +52,13 @@ export class IdentityService extends AuthenticationService {
   private roleCheck: RoleCheck | null = null;
   /** Stages the events of tenant, user and key changes into the changed document's own write. */
   readonly changes: IdentityEvents;
+  private readonly lastAdmin: LastAdminGuard;
 
   constructor(deps: IdentityDeps) {
     super(deps);
     this.tenancy = deps.tenancy;
     this.changes = new IdentityEvents(deps.models, deps.events);
+    this.lastAdmin = new LastAdminGuard(deps.models.User, deps.models.AdminLock);
   }
 
   async createTenant(actor: Actor, input: CreateTenantInput) {
@@ -133,6 +136,7 @@ export class IdentityService extends AuthenticationService {
    * within `AUTH_CACHE_TTL_MS`) and stores `user.disabled` with the change; re-enabling brings its keys back.
    * @throws NotFoundError outside the actor's tenant or for a deleted user
    * @throws AccessDeniedError for a non-admin, a tenant admin touching a system user, or anyone disabling or re-roling themselves
+   * @throws ConflictError (`details.reason: "last_admin"`) disabling, or taking `admin` from, the tenant's last active administrator
    */
   async updateUser(actor: Actor, id: string, input: UpdateUserInput) {
     const old = await this.managedUser(actor, id);
@@ -151,11 +155,13 @@ export class IdentityService extends AuthenticationService {
     const entries = [this.changes.stage('users', { type: 'user.updated', actor, tenantId, audit: 'update' })];
     const disabling = old.is_active !== false && set.is_active === false;
     if (disabling) entries.push(this.changes.stage('users', { type: 'user.disabled', actor, tenantId }));
-    const doc = await this.models.User.collection.findOneAndUpdate(
+    const write = async () => await this.models.User.collection.findOneAndUpdate(
       { _id: new Types.ObjectId(id), ...LIVE, ...this.tenantScope(actor) },
       this.changes.pipeline('users', { ...set, updated_at: new Date() }, entries),
       { returnDocument: 'after' },
     ) as UserRecord | null;
+    const demoting = isActiveAdmin(old) && (set.is_active === false || (roles !== undefined && !roles.includes('admin')));
+    const doc = demoting ? await this.lastAdmin.takingAway(old, write) : await write();
     if (!doc) throw new NotFoundError('user', id);
     this.invalidateUser(id);
     await this.changes.committed('users', doc as unknown as Doc);
@@ -168,17 +174,19 @@ export class IdentityService extends AuthenticationService {
    * its email is free again in its tenant.
    * @throws NotFoundError outside the actor's tenant or when already deleted
    * @throws AccessDeniedError for a non-admin, a tenant admin deleting a system user, or anyone deleting themselves
+   * @throws ConflictError (`details.reason: "last_admin"`) for the tenant's last active administrator
    */
   async deleteUser(actor: Actor, id: string): Promise<void> {
     const old = await this.managedUser(actor, id);
     if (actor.id === id) throw new AccessDeniedError('You cannot delete yourself', { reason: 'self' });
     const now = new Date();
     const entry = this.changes.stage('users', { type: 'user.deleted', actor, tenantId: old.tenant_id, audit: 'delete' });
-    const doc = await this.models.User.collection.findOneAndUpdate(
+    const write = async () => await this.models.User.collection.findOneAndUpdate(
       { _id: new Types.ObjectId(id), ...LIVE, ...this.tenantScope(actor) },
       this.changes.pipeline('users', { is_deleted: true, deleted_at: now, deleted_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id), is_active: false, updated_at: now }, [entry]),
       { returnDocument: 'after' },
     ) as UserRecord | null;
+    const doc = isActiveAdmin(old) ? await this.lastAdmin.takingAway(old, write) : await write();
     if (!doc) throw new NotFoundError('user', id);
     // Each key's revocation is its own change (`api_key.revoked`, audited), as when revoked by hand.
     const live = await this.models.ApiKey.find({ user_id: doc._id, revoked_at: null }, { _id: 1 }).lean();

@@ -1,11 +1,13 @@
 /**
  * `metrics-series` plugin: a small time-series store for the console's plots (one document per
  * minute, series and tenant, kept `METRICS_SERIES_RETENTION_DAYS`), fed by every HTTP answer and
- * every event stored in the log, read through GraphQL `metricsOverview`. See docs/console.md.
+ * every event stored in the log, read through GraphQL `metricsOverview` and the pages' `jobSeries`,
+ * `webhookEndpointSeries` and `paymentSeries`. See docs/console.md.
  */
 import { definePlugin } from '../../core/plugin.ts';
 import { SeriesStore, type MinuteDoc } from './store.ts';
 import { SeriesService } from './service.ts';
+import { PageSeries } from './pages.ts';
 import { seriesGraphql } from './graphql.ts';
 
 export const metricsSeriesPlugin = definePlugin({
@@ -18,11 +20,15 @@ export const metricsSeriesPlugin = definePlugin({
       onError: (err) => log.warn({ err }, 'metrics series flush failed; its counts are lost'),
     });
     const series = new SeriesService(store);
+    const pages = new PageSeries(store);
     services.get('metrics').onRequest((status, seconds) => series.request(status, seconds));
-    services.get('events').onStored((events) => series.events(events));
+    services.get('events').onStored((events) => {
+      series.events(events);
+      pages.events(events);
+    });
     return {
       ready: () => store.start(),
-      graphql: (builder) => seriesGraphql(builder, series),
+      graphql: (builder) => seriesGraphql(builder, series, pages),
       close: () => store.close(),
     };
   },

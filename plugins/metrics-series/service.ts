@@ -3,7 +3,7 @@
  * every event stored in the log) into the SeriesStore, and read back as aligned series for a range.
  * Series: `http` (system-wide: count, errors = 5xx, latency histogram `lat`), and per tenant
  * `events` (count by type), `deliveries` (outbound: ok, failed, delay histogram `delay`) and
- * `jobs` (runs by status, duration histogram `dur`).
+ * `jobs` (runs by status, duration histogram `dur`); the pages' own series are in pages.ts.
  */
 import type { Range } from './schemas.ts';
 import { bucketOf, fieldName, fromFieldName, quantile, type MinuteDoc, type SeriesStore } from './store.ts';
@@ -16,7 +16,7 @@ export interface StoredEvent {
   data: Record<string, unknown> | null;
 }
 
-const RANGES: Record<Range, { span: number; step: number }> = { hour: { span: 3_600_000, step: 60_000 }, day: { span: 86_400_000, step: 300_000 } };
+export const RANGES: Record<Range, { span: number; step: number }> = { hour: { span: 3_600_000, step: 60_000 }, day: { span: 86_400_000, step: 300_000 } };
 
 /** One named line of a plot. */
 export interface Line { name: string; values: (number | null)[] }
@@ -38,8 +38,19 @@ export interface Overview {
   events: Line[];
 }
 
-const JOB_EVENT = /^job_run\.(completed|failed|cancelled)$/;
-const DELIVERY_EVENT = /^webhook_delivery\.(succeeded|failed)$/;
+export const JOB_EVENT = /^job_run\.(completed|failed|cancelled)$/;
+export const DELIVERY_EVENT = /^webhook_delivery\.(succeeded|failed)$/;
+
+/** A finished run's counters: one run of its status, and its duration in the `dur` histogram. */
+export const jobCounts = (status: string, d: Record<string, unknown>) => {
+  const ms = typeof d.duration_ms === 'number' ? d.duration_ms : null;
+  return { [`n.${status}`]: 1, ...(ms != null ? { [`dur.${bucketOf(ms)}`]: 1 } : {}) };
+};
+/** A delivery attempt's counters: ok or failed, and for a delivered one its delay since the delivery was created. */
+export const deliveryCounts = (ok: boolean, at: number, d: Record<string, unknown>) => {
+  const since = typeof d.created_at === 'string' || d.created_at instanceof Date ? new Date(d.created_at as string).getTime() : NaN;
+  return { [ok ? 'ok' : 'failed']: 1, ...(ok && Number.isFinite(since) ? { [`delay.${bucketOf(Math.max(0, at - since))}`]: 1 } : {}) };
+};
 /** Event types kept apart per tenant and minute document; the rest add up under `other`. */
 const MAX_TYPES = 50;
 
@@ -61,13 +72,11 @@ export class SeriesService {
       const delivery = DELIVERY_EVENT.exec(e.type);
       if (delivery) {
         const ok = delivery[1] === 'succeeded';
-        const since = typeof d.created_at === 'string' || d.created_at instanceof Date ? new Date(d.created_at as string).getTime() : NaN;
-        this.store.add('deliveries', tenant, at, { [ok ? 'ok' : 'failed']: 1, ...(ok && Number.isFinite(since) ? { [`delay.${bucketOf(Math.max(0, at - since))}`]: 1 } : {}) });
+        this.store.add('deliveries', tenant, at, deliveryCounts(ok, at, d));
       }
       const job = JOB_EVENT.exec(e.type);
       if (job) {
-        const ms = typeof d.duration_ms === 'number' ? d.duration_ms : null;
-        this.store.add('jobs', tenant, at, { [`n.${job[1]}`]: 1, ...(ms != null ? { [`dur.${bucketOf(ms)}`]: 1 } : {}) });
+        this.store.add('jobs', tenant, at, jobCounts(job[1]!, d));
       }
     }
   }
@@ -125,7 +134,7 @@ export class SeriesService {
 }
 
 /** Adds a stored minute's counters into a step's (nested objects are histograms or counts by name). */
-function addInto(into: Record<string, number | Record<string, number>>, c: MinuteDoc['c']): void {
+export function addInto(into: Record<string, number | Record<string, number>>, c: MinuteDoc['c']): void {
   for (const [k, v] of Object.entries(c ?? {})) {
     if (typeof v === 'number') into[k] = ((into[k] as number | undefined) ?? 0) + v;
     else {

@@ -106,7 +106,7 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
   it('a tenant administrator: events live, an endpoint (secret once, failed delivery then retried), a job to 100% live, a schedule', async () => {
     await signIn(page, origin, ids.adminKey!);
     await page.waitForSelector('nav[aria-label=Main] a:text-is("Jobs")');
-    expect(await page.locator('nav[aria-label=Main] a').allTextContents()).toEqual(['Overview', 'Resources', 'Audit log', 'Identity', 'Events', 'Webhooks', 'Jobs', 'Payments', 'Privacy', 'My account']);
+    expect(await page.locator('nav[aria-label=Main] a').allTextContents()).toEqual(['Overview', 'Resources', 'Audit log', 'Identity', 'Roles', 'Events', 'Webhooks', 'Jobs', 'Payments', 'Privacy', 'My account']);
 
     // Webhooks: create an endpoint, its secret shown once.
     await nav('Webhooks');

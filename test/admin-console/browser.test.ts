@@ -302,6 +302,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
       ['Resources', '[data-testid=resource-list] tbody tr'],
       ['Audit log', '[data-testid=audit-list] li'],
       ['Identity', '[data-testid=users] tbody tr'],
+      ['Roles', '#ex-user option'],
       ['Events', '#ev-type option[value="projects.created"]'],
       ['Privacy', '#pv-user option'],
       ['My account', 'h2:has-text("My passkeys")'],

@@ -49,6 +49,7 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
       keys[email] = (await call('/admin/api-keys', ADMIN_KEY, { user_id: u.id, name: 'laptop' })).key;
     }
     for (let i = 1; i <= 6; i++) await call('/projects', keys['ada@acme.test']!, { name: `Project ${i}`, tags: ['demo'], budget: i * 100 });
+    await call('/admin/roles', keys['ada@acme.test']!, { name: 'reader', description: 'Reads active projects', permissions: { projects: { read: { rows: { status: 'active' } } } } });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--font-render-hinting=none'], headless: true });
     page = await (await browser.newContext({ viewport: { width: 1000, height: 640 }, deviceScaleFactor: 1, colorScheme: 'light', reducedMotion: 'reduce' })).newPage();
     compare = await (await browser.newContext()).newPage();
@@ -107,7 +108,7 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
     await page.mouse.move(0, 0);
   };
 
-  it('a system administrator: overview, resources, identity, webhooks', async () => {
+  it('a system administrator: overview, resources, identity, webhooks, roles', async () => {
     await signIn(page, origin, ADMIN_KEY);
     await page.waitForSelector('[data-testid=charts] canvas');
     await check('system-admin-overview');
@@ -118,10 +119,12 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
     await check('system-admin-identity');
     await open('#/webhooks', '[data-testid=empty]');
     await check('system-admin-webhooks');
+    await open('#/roles', '[data-testid=roles] tbody tr');
+    await check('system-admin-roles');
     await signOut(page);
   });
 
-  it('a tenant administrator: overview, identity, events', async () => {
+  it('a tenant administrator: overview, identity, events, roles', async () => {
     await signIn(page, origin, keys['ada@acme.test']!);
     await page.waitForSelector('[data-testid=charts] canvas');
     await check('tenant-admin-overview');
@@ -129,6 +132,8 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
     await check('tenant-admin-identity');
     await open('#/events', '[data-testid=event-list] tbody tr');
     await check('tenant-admin-events');
+    await open('#/roles', '[data-testid=roles] tbody tr');
+    await check('tenant-admin-roles');
     await signOut(page);
   });
 

@@ -1,6 +1,8 @@
 /**
- * The overview's plots (administrators), drawn with uPlot: this module and uPlot are their own
- * chunk, loaded with the overview only. Data: `metricsOverview` (the server's per-minute series).
+ * The plots (administrators), drawn with uPlot: this module and uPlot are their own chunk, loaded
+ * with the overview and the pages that plot (a job, an endpoint, payments), never on first load.
+ * Data: `metricsOverview` and the pages' `jobSeries`, `webhookEndpointSeries`, `paymentSeries`
+ * (the server's per-minute series).
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
@@ -24,6 +26,8 @@ const token = (name: string) => getComputedStyle(document.documentElement).getPr
 const total = (v: Values) => v.reduce<number>((n, x) => n + (x ?? 0), 0);
 const max = (v: Values) => v.reduce<number>((n, x) => Math.max(n, x ?? 0), 0);
 const fmt = (n: number) => (Number.isInteger(n) ? String(n) : n.toFixed(2));
+/** Whether a line has a value with no value on either side: drawn as a dot, since a line needs two. */
+const lonely = (v: Values) => v.some((x, i) => x != null && v[i - 1] == null && v[i + 1] == null);
 
 /** One uPlot chart in a figure, with its summary in words (what a screen reader gets). */
 function Chart({ title, t, lines, summary, unit }: { title: string; t: readonly number[]; lines: { label: string; values: Values }[]; summary: string; unit?: string }) {
@@ -38,7 +42,7 @@ function Chart({ title, t, lines, summary, unit }: { title: string; t: readonly 
         // uPlot's legend toggles series on a click that no key reaches: the caption names the lines instead.
         legend: { show: false },
         cursor: { drag: { x: false, y: false } },
-        series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: token(`--chart-${(i % 5) + 1}`), width: 2, spanGaps: false, value: (_u: uPlot, v: number | null) => (v == null ? '–' : `${fmt(v)}${unit ?? ''}`) }))],
+        series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: token(`--chart-${(i % 5) + 1}`), width: 2, spanGaps: false, points: { show: lonely(l.values), size: 7 }, value: (_u: uPlot, v: number | null) => (v == null ? '–' : `${fmt(v)}${unit ?? ''}`) }))],
         axes: [axis, { ...axis, size: 50 }],
       },
       [t as number[], ...lines.map((l) => l.values as (number | null)[])],
@@ -89,5 +93,57 @@ export default function Plots() {
       <ErrorBox error={data.error} />
       {data.data && <Charts o={data.data} />}
     </section>
+  );
+}
+
+const JobSeries = graphql(`query JobSeries($job: String!, $range: String!) { jobSeries(job: $job, range: $range) { t runs { name values } duration_p50_ms duration_p95_ms } }`);
+const EndpointSeries = graphql(`query EndpointSeries($id: String!, $range: String!) { webhookEndpointSeries(endpoint_id: $id, range: $range) { t succeeded failed success_rate delay_p50_ms delay_p95_ms } }`);
+const PaymentSeries = graphql(`query PaymentSeries($days: Int) { paymentSeries(days: $days) { t statuses { name values } } }`);
+
+/** What a page plots: a job's runs, an endpoint's deliveries, or payments per status per day. */
+export type PagePlotProps = { kind: 'job'; job: string } | { kind: 'endpoint'; id: string } | { kind: 'payments' };
+const zeros = (t: readonly number[]) => t.map(() => 0);
+
+async function pageCharts(p: PagePlotProps, range: 'hour' | 'day') {
+  if (p.kind === 'job') {
+    const o = (await run(JobSeries, { job: p.job, range })).jobSeries;
+    const runs = o.runs.length ? o.runs.map((l) => ({ label: l.name, values: l.values })) : [{ label: 'runs', values: zeros(o.t) }];
+    return [
+      <Chart key="dur" title={`Run duration of ${p.job}`} t={o.t} unit=" ms" lines={[{ label: 'p50', values: o.duration_p50_ms }, { label: 'p95', values: o.duration_p95_ms }]} summary={`p95 peak ${fmt(max(o.duration_p95_ms))} ms`} />,
+      <Chart key="runs" title={`Runs of ${p.job}`} t={o.t} lines={runs} summary={o.runs.map((l) => `${total(l.values)} ${l.name}`).join(', ') || 'none finished'} />,
+    ];
+  }
+  if (p.kind === 'endpoint') {
+    const o = (await run(EndpointSeries, { id: p.id, range })).webhookEndpointSeries;
+    const ok = total(o.succeeded);
+    const all = ok + total(o.failed);
+    return [
+      <Chart key="rate" title="Success rate" t={o.t} unit="%" lines={[{ label: 'succeeded', values: o.success_rate.map((v) => (v == null ? null : v * 100)) }]} summary={all ? `${fmt((ok / all) * 100)}% of ${all} attempts` : 'no attempts'} />,
+      <Chart key="delay" title="Delivery delay" t={o.t} unit=" ms" lines={[{ label: 'p50', values: o.delay_p50_ms }, { label: 'p95', values: o.delay_p95_ms }]} summary={`p95 peak ${fmt(max(o.delay_p95_ms))} ms`} />,
+    ];
+  }
+  const o = (await run(PaymentSeries, { days: 7 })).paymentSeries;
+  const lines = o.statuses.length ? o.statuses.map((l) => ({ label: l.name, values: l.values })) : [{ label: 'payments', values: zeros(o.t) }];
+  return [<Chart key="pay" title="Payments per status per day" t={o.t} lines={lines} summary={o.statuses.map((l) => `${total(l.values)} ${l.name}`).join(', ') || 'none'} />];
+}
+
+/** A page's plots, with the last hour or day for a job or an endpoint (payments: the last 7 days). */
+export function PagePlot(p: PagePlotProps) {
+  const [range, setRange] = useState<'hour' | 'day'>('hour');
+  const key = p.kind === 'job' ? p.job : p.kind === 'endpoint' ? p.id : '';
+  const data = useAsync(() => pageCharts(p, range), [p.kind, key, range]);
+  return (
+    <div class="page-plot" data-testid="page-plot">
+      {p.kind !== 'payments' && (
+        <div class="tabs" role="group" aria-label="Range">
+          {(['hour', 'day'] as const).map((r) => (
+            <button key={r} type="button" aria-pressed={range === r ? 'true' : 'false'} onClick={() => setRange(r)}>Last {r}</button>
+          ))}
+        </div>
+      )}
+      <Loading when={data.loading} />
+      <ErrorBox error={data.error} />
+      {data.data && <div class="charts" data-testid="charts">{data.data}</div>}
+    </div>
   );
 }

@@ -5,7 +5,8 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, isSystem, run, session } from '../api.ts';
-import { ApiKeys, CreateApiKey, CreateTenant, CreateUser, DeleteUser, RevokeApiKey, Tenants, TenantsPage, UpdateUser, UsersPage, type ResultOf } from '../graphql.ts';
+import { ApiKeys, CreateApiKey, CreateTenant, CreateUser, DeleteUser, RevokeApiKey, RolesPage, Tenants, TenantsPage, UpdateUser, UsersPage, type ResultOf } from '../graphql.ts';
+import { rootFields } from '../caps.ts';
 import { resourceTypes } from '../resources.ts';
 import { ConfirmDialog, Dialog, Empty, ErrorBox, Loading, Pager, ShortId, Time, toast, useAction, useAsync } from '../ui.tsx';
 
@@ -159,6 +160,8 @@ export function IdentityScreen() {
  */
 function AccessDialog({ user, onClose, onSaved }: { user: U; onClose: () => void; onSaved: () => void }) {
   const known = useAsync(() => resourceTypes().then((ts) => ts.flatMap((t) => t.features)), []);
+  // The custom roles of the user's tenant, when the server keeps any (the access plugin is on).
+  const custom = useAsync(() => (rootFields.value?.has('roles') ? run(RolesPage, { per_page: 500 }).then((r) => r.roles.items.filter((x) => x.tenant_id === user.tenant_id).map((x) => x.name)) : Promise.resolve([])), []);
   const [roles, setRoles] = useState(user.roles);
   const [features, setFeatures] = useState(user.features);
   const [extra, setExtra] = useState<string[]>([]);
@@ -188,7 +191,7 @@ function AccessDialog({ user, onClose, onSaved }: { user: U; onClose: () => void
       }}>
         <fieldset class="tags" aria-describedby={rolesErr ? 'acc-roles-err' : undefined}>
           <legend>Roles</legend>
-          {ROLES.map((r) => (
+          {[...new Set([...ROLES, ...(custom.data ?? []), ...user.roles])].map((r) => (
             <label key={r} class="inline"><input type="checkbox" checked={roles.includes(r)} onChange={(e) => setRoles(toggle(roles, r, e.currentTarget.checked))} /> {r}</label>
           ))}
         </fieldset>

@@ -5,6 +5,7 @@
  * and a run's live view through the `jobRun` subscription (progress bar, log lines), with cancel.
  * Schedules and chains are in jobs-schedules.tsx.
  */
+import { LazyPagePlot } from './page-plot.tsx';
 import { useState } from 'preact/hooks';
 import { isSystem, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
@@ -57,6 +58,7 @@ function RegistryView({ trigger }: { trigger?: string }) {
       <Loading when={reg.loading} />
       <ErrorBox error={reg.error} />
       {job && <TriggerForm job={job} />}
+      {job && <LazyPagePlot kind="job" job={job.name} needs="jobSeries" title={`Runs of ${job.name}`} />}
       <table data-testid="registry">
         <caption class="sr-only">Registered jobs</caption>
         <thead><tr><th scope="col">Job</th><th scope="col">Parameters</th><th scope="col">Limits</th><th scope="col">Actions</th></tr></thead>

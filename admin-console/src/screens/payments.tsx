@@ -5,6 +5,7 @@
  * the payment's refund attempts, the ledger (administrators) and payout batches (system
  * administrators) with approve, process, execute (completed, with the bank reference) and fail.
  */
+import { LazyPagePlot } from './page-plot.tsx';
 import { useState } from 'preact/hooks';
 import { isAdmin, isSystem, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
@@ -63,6 +64,7 @@ function PaymentList() {
   useLive(Changed, {}, () => list.reload(), []);
   return (
     <>
+      <LazyPagePlot kind="payments" needs="paymentSeries" title="Payments per day" />
       <form class="filters" aria-label="Filter payments" onSubmit={(e) => { e.preventDefault(); setPage(1); setApplied(f); }}>
         <div class="row">
           <label for="pay-status">Status</label>

@@ -4,6 +4,7 @@
  * Deliveries update live: every event the endpoint listens to, and every recorded attempt
  * (`webhook_delivery.*` events), reloads them.
  */
+import { LazyPagePlot } from './page-plot.tsx';
 import { useState } from 'preact/hooks';
 import { run } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
@@ -160,6 +161,7 @@ function EndpointDetail({ endpoint: e, all, reload }: { endpoint: Endpoint; all:
         <TypesPicker all={all} value={types} onChange={(v) => { setNoTypes(false); setTypes(v); }} idPrefix="ep-type" error={noTypes ? NO_TYPES : undefined} />
         <button type="submit">Save event types</button>
       </form>
+      <LazyPagePlot kind="endpoint" id={e.id} needs="webhookEndpointSeries" title="Activity" />
       <h2>Deliveries</h2>
       <div class="filters">
         <div class="row">
