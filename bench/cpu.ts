@@ -7,7 +7,9 @@
  *
  * Writes: `BENCH_BODY='{"name":"x"}'` POSTs that body to the path (create); the path `patch` sends
  * PATCH `{"budget":42}` with the right `If-Match` to seeded documents in turn (update).
- * `BENCH_SIDES` (default `bare,app`) lists the servers; `base:app` is the app of the checkout in
+ * `BENCH_SIDES` (default `bare,app`) lists the servers (`<side>@ruled`: the same server called by the
+ * seeded user whose role has a `rows` rule, e.g. `BENCH_SIDES=app,app@ruled npx tsx bench/cpu.ts get-one-active`
+ * for what the rule costs a get-one); `base:app` is the app of the checkout in
  * `BENCH_BASE_DIR` (old code against new in one run). Each side after the first is compared to the first.
  * The sides of bench/observability-sides.ts (`nometrics`, `metrics`, `trace100`, `trace10`, and `als`,
  * `trace0` to take tracing apart) measure what metrics and tracing cost per request (spans go to a
@@ -53,7 +55,9 @@ function cpuOf(child: ChildProcess): Promise<number> {
 /** µs per request: the server's CPU, and where the machine has them, the load generator's and the rest's. */
 interface Cost { server: number; bench?: number; rest?: number }
 
-async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: string, patch: (() => autocannon.Request[]) | null, otlp: string) {
+async function measure(side: string, env: NodeJS.ProcessEnv, path: string, keys: { key: string; ruledKey: string }, patch: (() => autocannon.Request[]) | null, otlp: string) {
+  const [mode, who] = side.split('@') as [string, string | undefined];
+  const key = who === 'ruled' ? keys.ruledKey : keys.key;
   const { child, port } = await (isObservabilitySide(mode) ? startObservabilitySide(mode, env, otlp) : startServer(mode, env));
   const url = `http://127.0.0.1:${port}${patch ? '/projects' : path}`;
   const headers = { 'X-API-Key': key, ...(BODY ? { 'Content-Type': 'application/json' } : {}) };
@@ -77,11 +81,11 @@ async function measure(mode: string, env: NodeJS.ProcessEnv, path: string, key: 
 const machine = (c: Cost) => c.server + (c.bench ?? NaN) + (c.rest ?? NaN);
 
 async function main() {
-  const { mem, MONGODB_URI, tenant, user, key, sample, updIds } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
+  const { mem, MONGODB_URI, tenant, user, key, ruledKey, activeId, sample, updIds } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   // `get-one` and `ping` name the default paths (their id is the seeded sample's).
   const named: Record<string, string> = { 'get-one': `/projects/${String(sample._id)}`, ping: `/ping/${String(sample._id)}` };
-  const paths = process.argv.length > 2 ? process.argv.slice(2).map((p) => named[p] ?? p) : Object.values(named);
+  const paths = process.argv.length > 2 ? process.argv.slice(2).map((p) => (p === 'get-one-active' ? `/projects/${activeId}` : named[p] ?? p)) : Object.values(named);
   const versions = new Map<string, number>();
   const sink = await startOtlpSink();
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -93,7 +97,7 @@ async function main() {
       // Rotate the order so no side always runs first.
       const order = SIDES.map((_, j) => SIDES[(j + i) % SIDES.length]!);
       for (const side of order) {
-        const c = await measure(side, env, path, key, patch, sink.url);
+        const c = await measure(side, env, path, { key, ruledKey }, patch, sink.url);
         (costs[side] ??= []).push(c);
         (cpu[side] ??= []).push(c.server);
       }

@@ -13,7 +13,7 @@ import { writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
-import { seed, startServer, versionsOf } from './seed.ts';
+import { ACTIVE_WHERE, seed, startServer, versionsOf } from './seed.ts';
 import { benchWebhooks } from './webhooks.ts';
 import { benchJobs } from './jobs.ts';
 import { type Load, type Scenario, loadAvg, log, measureRate, ratioOf, runBench, runRounds, scenarios, showRatio } from './scenarios.ts';
@@ -39,7 +39,7 @@ type Side = string;
 const BASE: Side[] = SIDES.filter((s) => s.startsWith('base:'));
 
 async function main() {
-  const { mem, MONGODB_URI, tenant, user, key, sample, cursor500, updIds } = await seed(DOCS, log);
+  const { mem, MONGODB_URI, tenant, user, key, ruledKey, activeId, sample, cursor500, updIds } = await seed(DOCS, log);
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const headers = { 'X-API-Key': key };
   const id = String(sample._id);
@@ -67,6 +67,12 @@ async function main() {
       ['get-one', ['app', 'app-nolimit', 'bare'], r['get-one']],
       ['list', ['app', 'app-nolimit', 'bare'], r.list],
       ['graphql list', ['app', 'app-nolimit'], r['graphql list']],
+      // Access rules: a user whose role's rows rule is ACTIVE_WHERE against the unrestricted user
+      // sending the same filter as `?where=` (the rule must be part of the query), and get-one.
+      ['access list rule', ['app'], { path: '/projects?per_page=25', headers: { 'X-API-Key': ruledKey } }],
+      ['access list where', ['app'], { path: `/projects?per_page=25&where=${encodeURIComponent(JSON.stringify(ACTIVE_WHERE))}` }],
+      ['access get-one rule', ['app'], { path: `/projects/${activeId}`, headers: { 'X-API-Key': ruledKey } }],
+      ['access get-one plain', ['app'], { path: `/projects/${activeId}` }],
     ];
     // Writes last: the documents they add would otherwise weigh on the later lists.
     const writes: Scenario<Side>[] = [
@@ -89,6 +95,8 @@ async function main() {
     ['get-one vs bare (aim >= 0.9)', 'SIDE get-one', 'bare get-one'],
     ['list vs bare (aim >= 0.84)', 'SIDE list', 'bare list'],
     ['GraphQL list vs REST list (aim >= 0.9)', 'SIDE graphql list', 'SIDE list'],
+    ['list, rows rule vs the same ?where= (aim >= 0.95)', 'app access list rule', 'app access list where'],
+    ['get-one, rows rule vs none (aim >= 0.95)', 'app access get-one rule', 'app access get-one plain'],
     ['create (audit on) vs bare insert', 'SIDE create', 'bare create'],
     ['update with If-Match vs bare conditional update', 'SIDE update', 'bare update'],
   ];

@@ -9,6 +9,8 @@ import { createApp } from '../core/kernel.ts';
 import { encodeCursor } from '../core/cursor.ts';
 
 const ADMIN_KEY = 'bench-admin-key-0123456789abcdef';
+/** The bench role's rows rule, which is also the filter of the unrestricted side's `?where=`. */
+export const ACTIVE_WHERE = { status: 'active' };
 
 /** Seeds `DOCS` projects in one tenant; returns the credentials and sample ids the scenarios use. */
 export async function seed(DOCS: number, log: (s: string) => void) {
@@ -25,6 +27,15 @@ export async function seed(DOCS: number, log: (s: string) => void) {
   const tenant = await identity.createTenant(admin, { name: 'bench' });
   const user = await identity.createUser(admin, { email: 'bench@example.com', name: 'Bench', tenant_id: tenant.id, roles: ['user'], features: ['tasks'] });
   const { key } = await identity.createApiKey(admin, { user_id: user.id, name: 'bench' });
+  // A custom role whose rows rule equals `?where={"status":"active"}` (ACTIVE_WHERE), and a user holding only it.
+  const port = await seedApp.listen(0, '127.0.0.1');
+  const role = await fetch(`http://127.0.0.1:${port}/admin/roles`, {
+    method: 'POST', headers: { 'X-API-Key': ADMIN_KEY, 'X-Tenant-Id': tenant.id, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ name: 'active-reader', permissions: { projects: { read: { rows: ACTIVE_WHERE } } } }),
+  });
+  if (role.status !== 201) throw new Error(`bench role: ${role.status} ${await role.text()}`);
+  const ruled = await identity.createUser(admin, { email: 'bench-ruled@example.com', name: 'Bench ruled', tenant_id: tenant.id, roles: ['active-reader'], features: ['tasks'] });
+  const { key: ruledKey } = await identity.createApiKey(admin, { user_id: ruled.id, name: 'bench ruled' });
   const projects = seedApp.db.conn.db!.collection('projects');
   await projects.deleteMany({});
   const t0 = Date.now() - DOCS * 1000;
@@ -42,6 +53,7 @@ export async function seed(DOCS: number, log: (s: string) => void) {
     );
   }
   const sample = await projects.find({}).sort({ created_at: -1, _id: -1 }).skip(Math.floor(DOCS / 2)).limit(1).next();
+  const active = await projects.find({ status: 'active' }).sort({ created_at: -1, _id: -1 }).skip(Math.floor(DOCS / 2)).limit(1).next();
   const sortSpec: [string, 1 | -1][] = [['created_at', -1], ['_id', -1]];
   const depthDoc = await projects.find({}).sort({ created_at: -1, _id: -1 }).skip(499 * 25 - 1).limit(1).next();
   const cursor500 = encodeCursor(sortSpec, depthDoc as Record<string, unknown>, seedApp.config.CURSOR_HMAC_SECRET);
@@ -49,7 +61,7 @@ export async function seed(DOCS: number, log: (s: string) => void) {
   const updIds = (await projects.find({}).sort({ _id: 1 }).limit(20000).project({ _id: 1 }).toArray()).map((d) => String(d._id));
   await seedApp.close();
 
-  return { mem, MONGODB_URI, tenant, user, key, sample: sample!, cursor500, updIds };
+  return { mem, MONGODB_URI, tenant, user, key, ruledKey, activeId: String(active!._id), sample: sample!, cursor500, updIds };
 }
 
 /**

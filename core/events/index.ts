@@ -3,7 +3,7 @@ import { defineRoute } from '../http/route.ts';
 import { EventLog } from './service.ts';
 import { eventsGraphql } from './graphql.ts';
 import { eventIdParams, eventListQuery, eventPageView, eventTypesView, eventView, pingData } from './schemas.ts';
-import { createRealtime } from '../realtime/index.ts';
+import { createRealtime, viewUnderAccess } from '../realtime/index.ts';
 
 export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
 export type { EventConsumer, EventHead, EventRecord } from './consumers.ts';
@@ -50,6 +50,8 @@ export const eventsPlugin: Plugin = definePlugin({
       eventAccess: () => services.maybe('eventAccess'),
     });
     services.provide('realtime', realtime.service);
+    // The listing applies the access rules the stream applies (resource events masked or withheld).
+    events.useViewer((actor, e) => viewUnderAccess(services.maybe('eventAccess'), actor, e));
     events.catalogue.register({ name: 'ping', description: 'A test event, sent on request (e.g. POST /webhook-endpoints/{id}/test)', data: pingData }, 'events');
     return {
       routes: [

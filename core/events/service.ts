@@ -31,6 +31,9 @@ export interface StageInput {
   meta?: Doc | null;
 }
 
+/** An event as an actor may read it: itself, a masked copy, or null (withheld). */
+export type EventViewer = (actor: Actor, e: EventRecord) => EventRecord | null | Promise<EventRecord | null>;
+
 const SORT: SortSpec = [['created_at', -1], ['_id', -1]];
 
 /** The cursor page of `GET /events`, as a resource list in cursor mode. */
@@ -55,6 +58,7 @@ export class EventLog {
   private readonly runners: ConsumerRunner[] = [];
   private readonly models;
   private retentionTimer: NodeJS.Timeout | null = null;
+  private viewer: EventViewer | null = null;
 
   constructor(
     conn: Connection,
@@ -260,8 +264,18 @@ export class EventLog {
   }
 
   /**
+   * Sets how an actor may read each listed event (access rules): the event, a masked copy, or null
+   * when it is withheld. Without one every event of the tenant is listed whole.
+   */
+  useViewer(viewer: EventViewer): void {
+    this.viewer = viewer;
+  }
+
+  /**
    * The actor's tenant's events, newest first, in cursor pages. Tenant administrators see their
-   * tenant's; system administrators all tenants' (or one, with `X-Tenant-Id`).
+   * tenant's; system administrators all tenants' (or one, with `X-Tenant-Id`). Each event passes the
+   * viewer (access rules): a withheld event is skipped and the scan reads on, so a page is full
+   * whenever enough readable events remain, and its cursors point at events the caller read.
    * @throws AccessDeniedError for non-administrators; ValidationError for a type not in the catalogue
    */
   async list(actor: Actor, q: EventListQuery): Promise<EventPage> {
@@ -272,23 +286,36 @@ export class EventLog {
     const filter: Doc = { ...this.tenancy.filter(actor), ...(q.type ? { type: q.type } : {}) };
     const values = q.cursor ? decodeCursor(q.cursor, SORT, this.settings.cursorSecret) : null;
     const dir = q.direction;
-    const range = values ? cursorFilter(SORT, values, dir) : null;
-    const rows = await this.models.events
-      .find(range ? { $and: [filter, range] } : filter, { previous: 0, meta: 0, source: 0, committed_at: 0 })
-      .sort(querySort(SORT, dir))
-      .limit(q.limit + 1)
-      .maxTimeMS(this.settings.queryTimeoutMs)
-      .lean<EventDoc[]>();
-    const more = rows.length > q.limit;
-    const page = rows.slice(0, q.limit);
+    const want = q.limit + 1;
+    const found: { doc: EventDoc; record: EventRecord }[] = [];
+    let from: unknown[] | null = values;
+    for (let size = want; found.length < want; size = Math.min(Math.max(size * 2, 100), 1000)) {
+      const range = from ? cursorFilter(SORT, from, dir) : null;
+      const rows = await this.models.events
+        .find(range ? { $and: [filter, range] } : filter, { previous: 0, meta: 0, source: 0, committed_at: 0 })
+        .sort(querySort(SORT, dir))
+        .limit(size)
+        .maxTimeMS(this.settings.queryTimeoutMs)
+        .lean<EventDoc[]>();
+      for (const doc of rows) {
+        const record = this.viewer ? await this.viewer(actor, toRecord(doc)) : toRecord(doc);
+        if (record) found.push({ doc, record });
+        if (found.length === want) break;
+      }
+      if (rows.length < size) break;
+      const end = rows[rows.length - 1]!;
+      from = SORT.map(([f]) => (end as unknown as Doc)[f]);
+    }
+    const more = found.length > q.limit;
+    const page = found.slice(0, q.limit);
     if (dir === 'prev') page.reverse();
     const hasNext = dir === 'next' ? more : values !== null;
     const hasPrev = dir === 'next' ? values !== null : more;
-    const first = page[0];
-    const last = page[page.length - 1];
+    const first = page[0]?.doc;
+    const last = page[page.length - 1]?.doc;
     const secret = this.settings.cursorSecret;
     return {
-      items: page.map(toRecord),
+      items: page.map((p) => p.record),
       cursors: {
         next: hasNext && last ? encodeCursor(SORT, last as unknown as Doc, secret) : null,
         prev: hasPrev && first ? encodeCursor(SORT, first as unknown as Doc, secret) : null,
@@ -302,7 +329,8 @@ export class EventLog {
   async get(actor: Actor, id: string): Promise<EventRecord> {
     requireRole(actor, 'admin');
     const doc = await this.models.events.findOne({ _id: id, ...this.tenancy.filter(actor) }, { previous: 0, meta: 0, source: 0 }).lean<EventDoc>();
-    if (!doc) throw new NotFoundError('event', id);
-    return toRecord(doc);
+    const record = doc && (this.viewer ? await this.viewer(actor, toRecord(doc)) : toRecord(doc));
+    if (!record) throw new NotFoundError('event', id);
+    return record;
   }
 }

@@ -50,6 +50,7 @@ const stamped = <T extends { set(v: Doc): unknown }>(doc: T): T => {
 export class IdentityService extends AuthenticationService {
   private readonly tenancy: Tenancy;
   private roleCheck: RoleCheck | null = null;
+  private readonly roleHolders: { kind: string; held: (tenantId: string, role: string) => Promise<boolean> }[] = [];
   /** Stages the events of tenant, user and key changes into the changed document's own write. */
   readonly changes: IdentityEvents;
   private readonly lastAdmin: LastAdminGuard;
@@ -348,15 +349,33 @@ export class IdentityService extends AuthenticationService {
 
   /** @throws ValidationError (422) naming each role that is neither built-in nor a role of the tenant */
   private async checkRoles(tenantId: string, roles: readonly string[]): Promise<void> {
-    const custom = roles.filter((r) => !(ROLES as readonly string[]).includes(r));
-    if (!custom.length) return;
-    const unknown = this.roleCheck ? await this.roleCheck(tenantId, custom) : custom;
+    const unknown = await this.unknownRoles(tenantId, roles);
     if (unknown.length) throw new ValidationError(unknown.map((r) => ({ loc: ['body', 'roles', roles.indexOf(r)], msg: `Unknown role "${r}" in this tenant`, type: 'unknown_role' })));
   }
 
-  /** Whether a live user of the tenant holds `role` (a role still held cannot be deleted). */
-  async roleHeld(tenantId: string, role: string): Promise<boolean> {
-    return !!(await this.models.User.exists({ tenant_id: tenantId, roles: role, ...LIVE }));
+  /**
+   * The names among `roles` that are neither built in nor roles of the tenant, as a user's roles are
+   * checked (for other holders of a role, such as webhook endpoints).
+   */
+  async unknownRoles(tenantId: string, roles: readonly string[]): Promise<string[]> {
+    const custom = roles.filter((r) => !(ROLES as readonly string[]).includes(r));
+    if (!custom.length) return [];
+    return this.roleCheck ? this.roleCheck(tenantId, custom) : custom;
+  }
+
+  /**
+   * Lets a plugin whose documents name roles keep a role from being deleted or renamed while one
+   * of them names it. `kind` names the holders in the 409 (e.g. "webhook endpoints").
+   */
+  registerRoleHolder(kind: string, held: (tenantId: string, role: string) => Promise<boolean>): void {
+    this.roleHolders.push({ kind, held });
+  }
+
+  /** What still holds `role` in the tenant ("users", or a registered kind); null when nothing does (it may be deleted). */
+  async roleHeld(tenantId: string, role: string): Promise<string | null> {
+    if (await this.models.User.exists({ tenant_id: tenantId, roles: role, ...LIVE })) return 'users';
+    for (const h of this.roleHolders) if (await h.held(tenantId, role)) return h.kind;
+    return null;
   }
 
   /**

@@ -20,6 +20,7 @@ export { liveSubscription, openSession, settled, unsettle, StreamEnd } from './g
 export type { RealtimeService } from './service.ts';
 export type { PresentedCredential } from './sessions.ts';
 export type { EventAccess } from './visibility.ts';
+export { viewUnderAccess } from './visibility.ts';
 
 declare module '../services.ts' {
   interface Services {

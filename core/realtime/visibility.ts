@@ -29,6 +29,20 @@ export interface EventAccess {
 /** The verbs of resource events: `<resource>.<verb>`. */
 export const RESOURCE_VERBS = ['created', 'updated', 'deleted', 'restored'] as const;
 
+/**
+ * An event as `actor` may read it under access rules: the event itself when none restricts the
+ * actor's reads of its resource (or it is no resource event); otherwise a promise of a copy with
+ * `data` masked, or of null when no rule lets the actor read the row (the event is withheld).
+ * The one decision the stream, `GET /events` and outbound webhooks share.
+ */
+export function viewUnderAccess<E extends { type: string; data: Record<string, unknown> }>(access: EventAccess | undefined, actor: Actor, e: E): E | Promise<E | null> {
+  const dot = e.type.lastIndexOf('.');
+  if (!access || dot <= 0 || !(RESOURCE_VERBS as readonly string[]).includes(e.type.slice(dot + 1))) return e;
+  const resource = e.type.slice(0, dot);
+  if (!access.restricted(actor, resource)) return e;
+  return access.view(actor, resource, e.data).then((data) => (data ? { ...e, data } : null));
+}
+
 const idString = (v: unknown): string => (v && typeof v === 'object' && 'toHexString' in v ? (v as { toHexString(): string }).toHexString() : String(v));
 
 /** Does `value` (a field of the event's object, maybe an array) satisfy one term of a scope filter? */
@@ -101,12 +115,7 @@ export class EventVisibility {
    * whose rows it matches, or of null when none does (the event is withheld).
    */
   view(actor: Actor, e: EventRecord): EventRecord | Promise<EventRecord | null> {
-    const access = this.access();
-    const dot = e.type.lastIndexOf('.');
-    if (!access || dot <= 0 || !(RESOURCE_VERBS as readonly string[]).includes(e.type.slice(dot + 1))) return e;
-    const resource = e.type.slice(0, dot);
-    if (!access.restricted(actor, resource)) return e;
-    return access.view(actor, resource, e.data).then((data) => (data ? { ...e, data } : null));
+    return viewUnderAccess(this.access(), actor, e);
   }
 
   /**

@@ -31,14 +31,17 @@ export const accessPlugin = definePlugin({
     const resources = services.get('resources');
     const identity = services.get('identity');
     const events = services.get('events');
-    const checked = new WeakSet<object>();
+    // Asked several times per request under rules: a resource's facts are built once (resources are fixed once registered).
+    const known = new Map<string, ResourceAccessSource>();
     const resource = (name: string): ResourceAccessSource | undefined => {
+      const hit = known.get(name);
+      if (hit) return hit;
       const facts = resources.accessFacts(name);
-      if (facts?.code && !checked.has(facts.code)) {
-        checkCodeAccess(name, facts.code as CodeAccess);
-        checked.add(facts.code);
-      }
-      return facts && { ...facts, code: facts.code as CodeAccess | undefined };
+      if (!facts) return undefined;
+      if (facts.code) checkCodeAccess(name, facts.code as CodeAccess);
+      const source = { ...facts, code: facts.code as CodeAccess | undefined };
+      known.set(name, source);
+      return source;
     };
     const Role = roleModel(db);
     const holder: { roles?: RoleStore } = {};

@@ -49,7 +49,8 @@ export interface RoleStoreDeps {
   tenancy: Tenancy;
   access: AccessService;
   resource(name: string): ResourceAccessSource | undefined;
-  roleHeld(tenantId: string, role: string): Promise<boolean>;
+  /** What still holds the role in the tenant ("users", "webhook endpoints"), or null. */
+  roleHeld(tenantId: string, role: string): Promise<string | null>;
 }
 
 export class RoleStore {
@@ -112,9 +113,8 @@ export class RoleStore {
     const tenantId = String(old.tenant_id);
     const next = { name: input.name ?? old.name, includes: input.includes ?? old.includes ?? [], permissions: input.permissions ?? (JSON.parse(old.permissions ?? '{}') as Permissions) };
     await this.validate(tenantId, next.name, next.includes, next.permissions, old);
-    if (input.name && input.name !== old.name && (await this.deps.roleHeld(tenantId, old.name))) {
-      throw new ConflictError(`Role "${old.name}" is held by users: it cannot be renamed`, { role: old.name });
-    }
+    const holder = input.name && input.name !== old.name ? await this.deps.roleHeld(tenantId, old.name) : null;
+    if (holder) throw new ConflictError(`Role "${old.name}" is held by ${holder}: it cannot be renamed`, { role: old.name, held_by: holder });
     const set: Doc = { ...next, permissions: JSON.stringify(next.permissions), updated_at: new Date(), updated_by: this.actorId(actor), version: old.version + 1 };
     if (input.description !== undefined) set.description = input.description;
     const after = { ...old, ...set } as RoleRecord;
@@ -129,11 +129,12 @@ export class RoleStore {
     return this.done(tenantId, doc);
   }
 
-  /** @throws ConflictError (409) while a live user holds the role or another role includes it */
+  /** @throws ConflictError (409) while a live user or a webhook endpoint holds the role, or another role includes it */
   async remove(actor: Actor, id: string): Promise<void> {
     const old = await this.owned(actor, id);
     const tenantId = String(old.tenant_id);
-    if (await this.deps.roleHeld(tenantId, old.name)) throw new ConflictError(`Role "${old.name}" is still held by users`, { role: old.name });
+    const holder = await this.deps.roleHeld(tenantId, old.name);
+    if (holder) throw new ConflictError(`Role "${old.name}" is still held by ${holder}`, { role: old.name, held_by: holder });
     const includer = await this.deps.Role.findOne({ tenant_id: old.tenant_id, is_deleted: false, includes: old.name }, { name: 1 }).lean<RoleRecord>();
     if (includer) throw new ConflictError(`Role "${old.name}" is included by role "${includer.name}"`, { role: old.name, included_by: includer.name });
     const set: Doc = { is_deleted: true, deleted_at: new Date(), updated_by: this.actorId(actor), version: old.version + 1 };

@@ -77,10 +77,12 @@ export interface AccessDeps {
   ttlMs: number;
 }
 
-const asFacts = (r: ResourceAccessSource): ResourceFacts => ({
-  name: r.name, fields: r.fields, code: r.code,
-  compile: (w) => r.compile(listVariables(w)),
-});
+const factsOf = new WeakMap<ResourceAccessSource, ResourceFacts>();
+const asFacts = (r: ResourceAccessSource): ResourceFacts => {
+  let f = factsOf.get(r);
+  if (!f) factsOf.set(r, (f = { name: r.name, fields: r.fields, code: r.code, compile: (w) => r.compile(listVariables(w)) }));
+  return f;
+};
 
 /** Checks a code rule's shape once, so a mistake in `defineResource({ access })` fails at start-up. */
 export function checkCodeAccess(name: string, access: CodeAccess): void {

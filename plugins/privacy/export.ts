@@ -5,6 +5,7 @@ import { isAdmin, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { consentView, type ConsentRecord, type PrivacyModels } from './model.ts';
 import { omit, type PersonalData } from './personal-data.ts';
+import type { PrivacyDeps } from './types.ts';
 
 /** The download `exportData` answers: a stream of one JSON object, with its file name. */
 export interface PersonalDataExport {
@@ -17,20 +18,23 @@ export class ExportService {
   constructor(
     private readonly models: PrivacyModels,
     private readonly personal: PersonalData,
+    private readonly readAccess: NonNullable<PrivacyDeps['readAccess']>,
   ) {}
 
   /**
    * `GET /privacy/users/{user_id}/export`: the user's account, consents and every document of every
    * declaration linked to them (soft-deleted ones included), minus each declaration's
    * `export_exclude`, as one JSON object streamed from database cursors (memory does not grow with
-   * the data).
+   * the data). The documents of a resource are read under the requesting actor's read rules, as on
+   * `GET /<resource>`: its `rows` in the query, each document masked to its fields; none when no
+   * role lets the actor read the resource.
    * @throws AccessDeniedError for a non-administrator asking for someone else; NotFoundError outside the actor's tenant scope
    */
   async exportData(actor: Actor, userId: string): Promise<PersonalDataExport> {
     if (actor.id !== userId && !isAdmin(actor)) throw new AccessDeniedError("Only administrators export other users' data");
     const personal = this.personal;
     const user = await personal.subjectFor(actor, userId);
-    const declarations = personal.linked();
+    const declarations = await Promise.all(personal.linked().map(async (d) => ({ d, rule: await this.readAccess(actor, d.name) })));
     const { Consent } = this.models;
     const account = {
       id: String(user._id), email: user.email, name: user.name, tenant_id: String(user.tenant_id), roles: user.roles, features: user.features,
@@ -45,12 +49,15 @@ export class ExportService {
       }
       yield '],"collections":{';
       let first = true;
-      for (const d of declarations) {
+      for (const { d, rule } of declarations) {
         yield `${first ? '' : ','}${JSON.stringify(d.name)}:[`;
         first = false;
         sep = '';
-        for await (const doc of personal.modelOf(d).find(personal.linkFilter(d, user)).sort({ _id: 1 }).lean<Doc[]>().cursor({ batchSize: 500 })) {
-          yield sep + JSON.stringify(omit(doc, d.export_exclude ?? []));
+        const link = personal.linkFilter(d, user);
+        const filter = rule && rule.rows ? { $and: [link, rule.rows] } : link;
+        const docs = rule === false ? [] : personal.modelOf(d).find(filter).sort({ _id: 1 }).lean<Doc[]>().cursor({ batchSize: 500 });
+        for await (const doc of docs) {
+          yield sep + JSON.stringify(omit(rule ? rule.mask(doc) : doc, d.export_exclude ?? []));
           sep = ',';
         }
         yield ']';

@@ -1,4 +1,5 @@
 import { definePlugin, type JobDefinition } from '../../core/plugin.ts';
+import { AccessDeniedError } from '../../core/errors.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import { privacyModels } from './model.ts';
@@ -36,6 +37,17 @@ export const privacyPlugin = definePlugin({
       audit: () => services.maybe('audit'),
       jobs: () => services.maybe('jobs'),
       declarations: () => kernel.personalData(),
+      // A declaration named after a resource is read under the actor's access rules.
+      readAccess: async (actor, name) => {
+        const access = services.maybe('access');
+        if (!access || !services.maybe('resources')?.get(name)) return null;
+        try {
+          return await access.read(actor, name);
+        } catch (err) {
+          if (err instanceof AccessDeniedError) return false;
+          throw err;
+        }
+      },
       log,
       settings: {
         pseudonym: config.PRIVACY_PSEUDONYM,

@@ -23,7 +23,7 @@ export class PrivacyService {
   constructor(models: PrivacyModels, deps: PrivacyDeps) {
     this.personal = new PersonalData(deps.db, deps.declarations, deps.tenancy, deps.settings);
     this.consents = new ConsentsService(models, deps);
-    this.exports = new ExportService(models, this.personal);
+    this.exports = new ExportService(models, this.personal, deps.readAccess ?? (() => Promise.resolve(null)));
     this.erasures = new ErasureService(models, this.personal, deps);
   }
 

@@ -5,6 +5,8 @@ import type { JobRunContext, JobRunner, PersonalDataDeclaration } from '../../co
 import type { EventLog } from '../../core/events/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { AuditLogger } from '../audit/index.ts';
+import type { ReadAccess } from '../access/index.ts';
+import type { Actor } from '../../core/context.ts';
 import type { PrivacySettings } from './personal-data.ts';
 
 /* What the privacy service's modules share (service.ts, consents.ts, erasure.ts, erasure-run.ts). */
@@ -20,6 +22,11 @@ export interface PrivacyDeps {
   audit: () => AuditLogger | undefined;
   jobs: () => JobRunner | undefined;
   declarations: () => readonly PersonalDataDeclaration[];
+  /**
+   * The read rule of `actor` on the resource a declaration names: null when no rule restricts it
+   * (or the declaration is no resource), false when no role lets the actor read it. @default no rules
+   */
+  readAccess?: (actor: Actor, declaration: string) => Promise<ReadAccess | null | false>;
   log: Logger;
   settings: PrivacySettings;
 }

@@ -49,9 +49,10 @@ function toObject(tree: Tree, present: ReadonlySet<string> = new Set()): z.ZodOb
  * The document of a resource as GET answers it: `_id`, its public fields and the base fields.
  * `_id`, the base fields and the resource's required (top-level) fields are marked required: every
  * full document has them, so a generated client types them without `undefined`. A `fields`
- * projection answers a subset (docs/openapi.md); the schema describes the full document.
+ * projection answers a subset (docs/openapi.md); the schema describes the full document. A field
+ * the resource's code read rules may leave out (see {@link maskableFields}) is not required.
  */
-export function documentSchema(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'>): z.ZodType {
+export function documentSchema(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'> & { access?: ResourceDefinition['access'] }): z.ZodType {
   const tree: Tree = {};
   for (const f of def.fields) {
     if (f.private) continue;
@@ -66,22 +67,41 @@ export function documentSchema(def: Pick<ResourceDefinition, 'fields' | 'graphql
     const t = scalar(v.kind, {});
     base[k] = nullable ? t.nullable() : t;
   }
-  const client = toObject(tree, new Set(def.fields.filter((f) => f.required && !f.private && !f.path.includes('.')).map((f) => f.path)));
+  const maskable = maskableFields(def);
+  const client = toObject(tree, new Set(def.fields.filter((f) => f.required && !f.private && !f.path.includes('.') && !maskable.has(f.path)).map((f) => f.path)));
   return z
     .object({ _id: z.string().describe('24-character hex object id'), ...client.shape, ...base })
     .meta({ id: def.graphqlName });
 }
 
+/**
+ * Top-level fields a code read rule of the resource may leave out of a document: those outside a
+ * rule's `fields` list, those in its `except`, and every field when a rule is a function of the
+ * actor (its answer is known only per request). Stored roles are not known here (docs/access.md).
+ */
+export function maskableFields(def: Pick<ResourceDefinition, 'fields'> & { access?: ResourceDefinition['access'] }): Set<string> {
+  const all = def.fields.filter((f) => !f.path.includes('.')).map((f) => f.path);
+  const out = new Set<string>();
+  for (const rules of Object.values(def.access ?? {})) {
+    const read = rules.read;
+    if (typeof read === 'function') return new Set(all);
+    const fields = read && typeof read === 'object' ? (read as { fields?: unknown }).fields : undefined;
+    if (Array.isArray(fields)) for (const f of all) if (!fields.includes(f)) out.add(f);
+    if (fields && typeof fields === 'object' && Array.isArray((fields as { except?: unknown }).except)) for (const f of (fields as { except: string[] }).except) out.add(f);
+  }
+  return out;
+}
+
 const built = new WeakMap<object, ReturnType<typeof buildResponseSchemas>>();
 
 /** Schemas of every REST answer of a resource, named after its GraphQL type (built once per definition). */
-export function responseSchemas(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'>): ReturnType<typeof buildResponseSchemas> {
+export function responseSchemas(def: Pick<ResourceDefinition, 'fields' | 'graphqlName' | 'access'>): ReturnType<typeof buildResponseSchemas> {
   let out = built.get(def);
   if (!out) built.set(def, (out = buildResponseSchemas(def)));
   return out;
 }
 
-function buildResponseSchemas(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'>) {
+function buildResponseSchemas(def: Pick<ResourceDefinition, 'fields' | 'graphqlName' | 'access'>) {
   const doc = documentSchema(def);
   const name = def.graphqlName;
   const itemError = z.object({

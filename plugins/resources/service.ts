@@ -265,12 +265,15 @@ export class ResourceService {
     if (opts.populate?.length) this.checkPopulate(actor, opts.populate);
     const ra = await readAccess(this, actor);
     if (ra && opts.fields) checkListQuery(ra, { filter: {}, sort: [], fields: opts.fields });
-    const filter = withRows({ _id: this.oid(id), ...this.scope(actor, { includeDeleted: opts.includeDeleted }) }, ra?.rows);
+    const scope = { _id: this.oid(id), ...this.scope(actor, { includeDeleted: opts.includeDeleted }) };
+    // An access rule's rows are cast to the fields' types here (the caller's variables are filled in
+    // per request, as strings), so a read under a rule keeps the driver's hot path below.
+    const filter = withRows(scope, ra?.rows ? this.model.where({}).cast(this.model, ra.rows) : null);
     const projection = this.projection(maskProjection(ra, opts.fields ?? null));
     // Hot path: a filter of ids and booleans needs no casting, so the driver reads it directly
     // (mongoose's query building costs more than the read itself). Attribute rules may carry
     // values that mongoose casts to the field's type: they keep the mongoose path.
-    const doc = this.needsCasting(filter)
+    const doc = this.needsCasting(scope)
       ? await this.model.findOne(filter).select(projection).lean<Doc>()
       : ((await this.plain.driver().findOne(filter, { projection })) as Doc | null);
     if (!doc) throw new NotFoundError(this.def.name, id);

@@ -112,6 +112,8 @@ export interface SenderDeps {
   resolver: Resolver;
   /** @default httpTransport */
   transport?: Transport;
+  /** The event as the endpoint may receive it (its role's read rules); null: not readable by it. */
+  view(endpoint: WebhookEndpointRecord, event: EventRecord): EventRecord | null | Promise<EventRecord | null>;
 }
 
 /** Stored with a recorded attempt of an outbound delivery that got a 2xx (`delivered`). */
@@ -334,12 +336,15 @@ export class DeliverySender {
   /** Posts the delivery's event; `eventAt`: when the event happened (null when it is gone). */
   private async send(endpoint: WebhookEndpointRecord, d: WebhookDeliveryRecord): Promise<{ result: TransportResult; eventAt: Date | null }> {
     const refused = (error: string, eventAt: Date | null = null) => ({ result: { status: null, excerpt: null, error }, eventAt });
-    let event: EventRecord;
+    let stored: EventRecord;
     try {
-      event = await this.deps.events.get(systemActor(), d.event_id);
+      stored = await this.deps.events.get(systemActor(), d.event_id);
     } catch {
       return refused(`event ${d.event_id} is no longer in the event log`);
     }
+    // The role's rules as they are now: changed since the fan-out, they may no longer let it read the row.
+    const event = await this.deps.view(endpoint, stored);
+    if (!event) return refused('not sent: the endpoint\'s role may not read this row', stored.created_at);
     const url = new URL(endpoint.url);
     if (this.deps.settings.httpsOnly && url.protocol !== 'https:') return refused('refused: the URL must use https', event.created_at);
     let addresses: ResolvedAddress[];

@@ -49,6 +49,8 @@ export interface EndpointServiceDeps {
   settings: EndpointSettings;
   /** Counts endpoints disabled for failing (`metrics.outbound.disabled`). */
   metrics: Metrics;
+  /** The names among `roles` that are neither built in nor roles of the tenant. */
+  unknownRoles(tenantId: string, roles: readonly string[]): Promise<string[]>;
 }
 
 /** An endpoint as the API shows it (no secret). */
@@ -58,6 +60,7 @@ export const endpointViewOf = (d: WebhookEndpointRecord): EndpointView => ({
   description: d.description ?? null,
   event_types: [...d.event_types],
   enabled: d.enabled,
+  role: d.role ?? null,
   disabled_reason: d.disabled_reason ?? null,
   secret_rotated_at: d.secret_rotated_at ?? null,
   created_at: d.created_at,
@@ -101,6 +104,7 @@ export class EndpointService implements EndpointHealth {
     this.checkTypes(input.event_types);
     await this.checkUrl(input.url);
     const tenantId = writeTenantId(actor);
+    if (input.role) await this.checkRole(tenantId, input.role);
     const now = new Date();
     const secret = newSecret();
     const doc = await this.deps.endpoints.create({
@@ -109,6 +113,7 @@ export class EndpointService implements EndpointHealth {
       description: input.description ?? null,
       event_types: input.event_types,
       enabled: input.enabled,
+      role: input.role ?? null,
       secrets: [{ value: secret, expires_at: null }],
       created_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id),
       created_at: now,
@@ -124,8 +129,9 @@ export class EndpointService implements EndpointHealth {
     const old = await this.find(actor, id);
     if (input.event_types) this.checkTypes(input.event_types);
     if (input.url !== undefined && input.url !== old.url) await this.checkUrl(input.url);
+    if (input.role) await this.checkRole(String(old.tenant_id), input.role);
     const set: Doc = { updated_at: new Date() };
-    for (const k of ['url', 'event_types', 'description', 'enabled'] as const) if (input[k] !== undefined) set[k] = input[k];
+    for (const k of ['url', 'event_types', 'description', 'enabled', 'role'] as const) if (input[k] !== undefined) set[k] = input[k];
     if (input.enabled === true) Object.assign(set, { disabled_reason: null, failing_since: null });
     if (input.enabled === false) set.disabled_reason = null;
     return this.write(actor, old, set);
@@ -254,6 +260,12 @@ export class EndpointService implements EndpointHealth {
     if (!errors.length) return;
     const known = catalogue.names().filter((n) => catalogue.outbound(n));
     throw new AppError(422, ErrorCode.VALIDATION_ERROR, `Unknown event type; known types: ${known.join(', ')} (or * for all)`, { errors, known_types: known });
+  }
+
+  /** @throws ValidationError on `role` when it is neither built in nor a role of the endpoint's tenant */
+  private async checkRole(tenantId: string, role: string): Promise<void> {
+    if (!(await this.deps.unknownRoles(tenantId, [role])).length) return;
+    throw new ValidationError([{ loc: ['body', 'role'], msg: `Unknown role "${role}" in this tenant`, type: 'unknown_role' }]);
   }
 
   /** @throws ValidationError on `url` for a refused scheme or address */

@@ -99,6 +99,7 @@ export function outboundWebhooksGraphql(builder: Builder, svc: EndpointService):
       description: t.exposeString('description'),
       event_types: t.exposeStringList('event_types', { nullable: false }),
       enabled: t.exposeBoolean('enabled', { nullable: false }),
+      role: t.exposeString('role', { description: 'Deliveries carry only what this role may read (null: every event whole)' }),
       disabled_reason: t.exposeString('disabled_reason'),
       secret_rotated_at: t.expose('secret_rotated_at', { type: 'DateTime' }),
       created_at: t.expose('created_at', { type: 'DateTime', nullable: false }),
@@ -162,12 +163,12 @@ export function outboundWebhooksGraphql(builder: Builder, svc: EndpointService):
   builder.mutationFields((t) => ({
     createWebhookEndpoint: t.field({
       type: WithSecret, nullable: false, description: 'Create an endpoint; the answer holds its secret, shown only this once',
-      args: { url: t.arg.string({ required: true }), event_types: t.arg.stringList({ required: true }), description: t.arg.string(), enabled: t.arg.boolean() },
+      args: { url: t.arg.string({ required: true }), event_types: t.arg.stringList({ required: true }), description: t.arg.string(), enabled: t.arg.boolean(), role: t.arg.string() },
       resolve: (_r, a, ctx) => svc.create(requireUser(ctx), parseInput(createEndpointInput, givenArgs(a))),
     }),
     updateWebhookEndpoint: t.field({
       type: Endpoint, nullable: false, description: 'Change the url, event types, description or enabled flag',
-      args: { id: t.arg.id({ required: true }), url: t.arg.string(), event_types: t.arg.stringList(), description: t.arg.string(), enabled: t.arg.boolean() },
+      args: { id: t.arg.id({ required: true }), url: t.arg.string(), event_types: t.arg.stringList(), description: t.arg.string(), enabled: t.arg.boolean(), role: t.arg.string() },
       resolve: (_r, { id: raw, ...a }, ctx) => svc.update(requireUser(ctx), id({ id: raw }), parseInput(updateEndpointInput, givenArgs(a))),
     }),
     deleteWebhookEndpoint: t.field({

@@ -8,7 +8,7 @@ import type { Actor } from '../../core/context.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { pageHeaderDocs, setPageHeaders, type Page } from '../../core/page.ts';
-import { webhookEventModel } from './model.ts';
+import { webhookEndpointModel, webhookEventModel } from './model.ts';
 import {
   deadLetterQuery, eventView, listQuery, listResponse, providerParams, purgeQuery, purgeResponse, receiveResponse, retryParams, retryResponse,
   webhooksOptions, type WebhookEventContext, type WebhookEventView,
@@ -60,7 +60,12 @@ export const webhooksPlugin = definePlugin({
     if (!config.WEBHOOKS_ENABLED) return {};
     services.get('metrics').watchDeadLetter(webhookEventModel(db) as never);
     const tags = ['webhooks'];
-    const outbound = createOutbound({ db, config, hooks, tenancy, events: services.get('events'), log, metrics: services.get('metrics') });
+    const identity = services.get('identity');
+    const outbound = createOutbound({
+      db, config, hooks, tenancy, events: services.get('events'), log, metrics: services.get('metrics'),
+      eventAccess: () => services.maybe('eventAccess'), unknownRoles: (t, r) => identity.unknownRoles(t, r),
+    });
+    identity.registerRoleHolder('webhook endpoints', async (t, role) => !!(await webhookEndpointModel(db).exists({ tenant_id: t, role })));
     services.get('events').addSource(svc.source);
 
     return {

@@ -70,6 +70,7 @@ export const webhookEndpointSchema = new Schema(
     description: { type: String, default: null },
     event_types: { type: [String], required: true },
     enabled: { type: Boolean, required: true },
+    role: { type: String, default: null },
     disabled_reason: { type: String, default: null },
     secrets: {
       type: [new Schema({ value: { type: String, required: true }, expires_at: { type: Date, default: null } }, { _id: false })],

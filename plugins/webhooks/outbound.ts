@@ -15,6 +15,9 @@ import { deliveryView, endpointView } from './schemas.ts';
 import { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, DeliverySender, type Transport } from './delivery.ts';
 import { ENDPOINT_DISABLED_EVENT, EndpointService } from './endpoints.ts';
 import { systemResolver, type Resolver } from './ssrf.ts';
+import { ROLES } from '../../core/identity/models.ts';
+import { endpointView as roleView, type RoleHolder } from './roles.ts';
+import type { EventAccess } from '../../core/realtime/index.ts';
 
 export interface OutboundDeps {
   db: Connection;
@@ -29,6 +32,10 @@ export interface OutboundDeps {
   resolver?: Resolver;
   /** @default node's http/https client */
   transport?: Transport;
+  /** Access rules for endpoints that name a role (provided by the access plugin, when on). @default none: every event whole */
+  eventAccess?: () => EventAccess | undefined;
+  /** The names among `roles` that are neither built in nor roles of the tenant (validates an endpoint's role). @default built-in roles only */
+  unknownRoles?: (tenantId: string, roles: readonly string[]) => Promise<string[]>;
 }
 
 export interface Outbound {
@@ -55,6 +62,8 @@ export const OUTBOUND_EVENT_TYPES: EventTypeDefinition[] = [
 export function createOutbound(deps: OutboundDeps): Outbound {
   const { config } = deps;
   const resolver = deps.resolver ?? systemResolver;
+  const access = () => deps.eventAccess?.();
+  const unknownRoles = deps.unknownRoles ?? ((_t: string, roles: readonly string[]) => Promise.resolve(roles.filter((r) => !(ROLES as readonly string[]).includes(r))));
   const endpointModel = webhookEndpointModel(deps.db);
   const httpsOnly = config.NODE_ENV === 'production';
   const allowedHosts = config.WEBHOOK_ENDPOINTS_ALLOWED_HOSTS.map((h) => h.toLowerCase().replace(/^\[(.*)\]$/, '$1'));
@@ -77,6 +86,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     log: deps.log.child({ component: 'webhook-sender' }),
     metrics: deps.metrics,
     resolver,
+    view: (endpoint, event) => roleView(access(), endpoint, event),
     ...(deps.transport ? { transport: deps.transport } : {}),
   });
   endpoints = new EndpointService({
@@ -88,6 +98,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     sender,
     resolver,
     metrics: deps.metrics,
+    unknownRoles,
     settings: {
       allowedHosts,
       httpsOnly,
@@ -105,7 +116,10 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     select: (events) => withTargets(endpointModel, events.filter(outbound)),
     handle: async (event) => {
       const to = outbound(event) ? await targets(endpointModel, event) : null;
-      if (to && (await sender.create(event, to.tenant, to.endpoints))) sender.wake();
+      if (!to) return;
+      // An endpoint whose role may not read the event's row gets no delivery of it.
+      const readable = await Promise.all(to.endpoints.map(async (e) => ((await roleView(access(), e, event)) ? e._id : null)));
+      if (await sender.create(event, to.tenant, readable.filter((id): id is Types.ObjectId => id !== null))) sender.wake();
     },
   };
   return {
@@ -124,13 +138,13 @@ export function createOutbound(deps: OutboundDeps): Outbound {
  * `endpoint_id`) is sent by its request alone, to its endpoint alone. (Types declared
  * `outbound: false` never get here.)
  */
-async function targets(model: WebhookEndpointModel, event: EventRecord): Promise<{ tenant: Types.ObjectId; endpoints: Types.ObjectId[] } | null> {
+async function targets(model: WebhookEndpointModel, event: EventRecord): Promise<{ tenant: Types.ObjectId; endpoints: (RoleHolder & { _id: Types.ObjectId })[] } | null> {
   if (!event.tenant_id || (event.type === 'ping' && event.data.endpoint_id)) return null;
   const tenant = new Types.ObjectId(event.tenant_id);
   const rows = await model
-    .find({ tenant_id: tenant, enabled: true, event_types: { $in: [event.type, '*'] }, created_at: { $lte: event.created_at } }, { _id: 1 })
-    .lean<{ _id: Types.ObjectId }[]>();
-  return { tenant, endpoints: rows.map((r) => r._id) };
+    .find({ tenant_id: tenant, enabled: true, event_types: { $in: [event.type, '*'] }, created_at: { $lte: event.created_at } }, { _id: 1, tenant_id: 1, role: 1 })
+    .lean<{ _id: Types.ObjectId; tenant_id: Types.ObjectId; role?: string | null }[]>();
+  return { tenant, endpoints: rows };
 }
 
 /**

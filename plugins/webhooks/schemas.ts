@@ -145,6 +145,8 @@ const eventTypeList = z
   .max(100)
   .transform((a) => [...new Set(a)]);
 
+const roleName = z.string().min(1).max(100);
+
 /** `POST /webhook-endpoints` and GraphQL `createWebhookEndpoint`. */
 export const createEndpointInput = z
   .object({
@@ -153,6 +155,8 @@ export const createEndpointInput = z
     event_types: eventTypeList,
     description: z.string().max(500).nullable().optional(),
     enabled: z.boolean().default(true),
+    /** Deliveries carry only what this role may read (a built-in role or one of the tenant's). */
+    role: roleName.nullable().optional(),
   })
   .strict();
 export type CreateEndpointInput = z.output<typeof createEndpointInput>;
@@ -164,6 +168,8 @@ export const updateEndpointInput = z
     event_types: eventTypeList.optional(),
     description: z.string().max(500).nullable().optional(),
     enabled: z.boolean().optional(),
+    /** null: deliver every event whole again. */
+    role: roleName.nullable().optional(),
   })
   .strict();
 export type UpdateEndpointInput = z.output<typeof updateEndpointInput>;
@@ -181,6 +187,7 @@ export const endpointView = z.object({
   description: z.string().nullable(),
   event_types: z.array(z.string()),
   enabled: z.boolean(),
+  role: z.string().nullable().describe('Deliveries carry only what this role may read: rows outside its read rules are not delivered, data is masked to its fields (null: every event whole)'),
   disabled_reason: z.string().nullable().describe('Why the server disabled the endpoint (null when enabled, or disabled by hand)'),
   secret_rotated_at: z.date().nullable(),
   created_at: z.date(),

@@ -1,14 +1,20 @@
 /**
  * Differential test: random roles (rows, fields, several roles, includes) over random documents. The
- * REST list and the GraphQL list return exactly the rows and fields an in-memory evaluation of the
- * same rules gives (GraphQL shows a field the caller may not read as null, as an absent one).
- * One app; each case seeds a fresh tenant.
+ * REST list, the GraphQL list and the SSE stream (`GET /events/stream`) return exactly the rows and
+ * fields an in-memory evaluation of the same rules gives (GraphQL shows a field the caller may not
+ * read as null, as an absent one). One app; each case seeds a fresh tenant.
+ *
+ * The stream is checked on every second case (100 of the 200, so at least 50 even when shrinking
+ * stops early): it is read by resuming after the last event before the documents
+ * (`last_event_id`), up to a `folders.created` sentinel that every caller reads whole, so the
+ * `notes.created` events before it are all the stream delivers for the case, in committed order.
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import type { TestApp } from '../helpers/app.ts';
 import { matches } from '../../plugins/access/match.ts';
+import { eventStream, until } from '../realtime/helpers.ts';
 import { accessApp, createRole, newTenant, userWith } from './helpers.ts';
 
 type Doc = Record<string, any>;
@@ -32,10 +38,35 @@ const roleArb = fc.record({ read: fc.option(ruleArb, { nil: null }), includesPre
 const caseArb = fc.record({ docs: fc.array(docArb, { minLength: 0, maxLength: 6 }), roles: fc.array(roleArb, { minLength: 1, maxLength: 3 }) });
 
 let t: TestApp;
+let cases = 0;
+let streamed = 0;
 beforeAll(async () => {
   t = await accessApp({ RATE_LIMIT_ENABLED: 'false' });
 });
 afterAll(() => t?.close());
+
+/** The newest event of the tenant now (the stream resumes after it). */
+async function lastEventId(tenant: string): Promise<string> {
+  await t.app.services.get('events').flush();
+  const res = await t.http('GET', '/events?limit=1', { headers: { 'X-Tenant-Id': tenant } });
+  return res.body.items[0].id as string;
+}
+
+/** The `data` of the `notes.created` events the stream delivers to `key` after `anchor`, up to the sentinel. */
+async function fromStream(tenant: string, key: string, anchor: string): Promise<Doc[]> {
+  const sentinel = await t.http('POST', '/folders', { json: { name: 'sentinel' }, headers: { 'X-Tenant-Id': tenant } });
+  expect(sentinel.status).toBe(201);
+  const s = await eventStream(t.url, { key, query: `types=notes.created,folders.created&last_event_id=${anchor}` });
+  try {
+    expect(s.status).toBe(200);
+    await until(() => s.events.some((e) => e.event === 'folders.created'), 15_000, 'the sentinel');
+    return s.events.slice(0, s.events.findIndex((e) => e.event === 'folders.created')).map((e) => JSON.parse(e.data).data as Doc);
+  } finally {
+    s.close();
+  }
+}
+
+const own = (d: Doc) => Object.fromEntries(FIELDS.filter((f) => f in d).map((f) => [f, d[f]]));
 
 /** The expected answer: rows any held role grants; per row, the fields of the roles granting it. */
 function expected(docs: Doc[], grants: { rows?: Doc; fields?: string[] | { except: string[] } }[]): Doc[] {
@@ -48,7 +79,7 @@ function expected(docs: Doc[], grants: { rows?: Doc; fields?: string[] | { excep
   });
 }
 
-it('REST list and GraphQL list = in-memory evaluation of the same rules (200 cases)', async () => {
+it('REST list, GraphQL list and the SSE stream = in-memory evaluation of the same rules (200 cases; the stream in 100)', async () => {
   await fc.assert(
     fc.asyncProperty(caseArb, async ({ docs, roles }) => {
       const tenant = await newTenant(t);
@@ -65,8 +96,12 @@ it('REST list and GraphQL list = in-memory evaluation of the same rules (200 cas
       const holds = reach(names.length - 1);
       for (const i of holds) if (roles[i]!.read) grants.push(roles[i]!.read!);
       const ruledAny = holds.length > 0; // every role is custom: a role without rules for notes grants nothing
-      for (const d of docs) await t.http('POST', '/notes', { json: d, headers: { 'X-Tenant-Id': tenant } });
       const user = await userWith(t, tenant, [held]);
+      const stream = cases++ % 2 === 0;
+      const anchor = stream ? await lastEventId(tenant) : '';
+      for (const d of docs) await t.http('POST', '/notes', { json: d, headers: { 'X-Tenant-Id': tenant } });
+      const events = stream ? await fromStream(tenant, user.key, anchor) : null;
+      if (events) streamed++;
       const res = await t.http('GET', '/notes?per_page=100&sort=_id', { key: user.key });
       const gq = await t.gql<{ notes: { total: number; items: Doc[] } }>(`{ notes(per_page: 100, sort: "_id") { total items { ${FIELDS.join(' ')} } } }`, {}, { key: user.key });
       expect(gq.body.errors).toBeUndefined();
@@ -76,6 +111,7 @@ it('REST list and GraphQL list = in-memory evaluation of the same rules (200 cas
         expect(res.status).toBe(200);
         expect(res.body.total).toBe(docs.length);
         expect(gq.body.data!.notes.total).toBe(docs.length);
+        if (events) expect(events.map(own)).toEqual(docs.map(own));
         return;
       }
       expect(res.status).toBe(200);
@@ -86,7 +122,10 @@ it('REST list and GraphQL list = in-memory evaluation of the same rules (200 cas
       expect(res.body.total).toBe(want.length);
       expect(gq.body.data!.notes.items).toEqual(want.map((w) => Object.fromEntries(FIELDS.map((f) => [f, w[f] ?? null]))));
       expect(gq.body.data!.notes.total).toBe(want.length);
+      // The stream's masked data also keeps the base fields: only the resource's own fields are compared.
+      if (events) expect(events.map(own)).toEqual(want);
     }),
     { numRuns: 200 },
   );
+  expect(streamed).toBeGreaterThanOrEqual(50);
 }, 600_000);
