@@ -14,6 +14,7 @@ import { StorageRegistry, type StorageAdapter } from './storage.ts';
 import { gridfsAdapter } from './gridfs.ts';
 import { s3Adapter } from './s3.ts';
 import { signingKey } from './signing.ts';
+import { fileChecker } from './attach.ts';
 
 export type { StorageAdapter, ByteRange } from './storage.ts';
 
@@ -75,6 +76,7 @@ export const filesPlugin = definePlugin({
       transformAllowed: config.FILES_TRANSFORM_ALLOWED,
       maxPixels: config.FILES_MAX_PIXELS,
     });
+    resources.setFileChecker(fileChecker(svc));
     const tus = tusUploads(svc, new MongoTusStore(db, fileUploadModel(db) as never, config.FILES_UPLOAD_EXPIRY_HOURS * 3_600_000), { maxBytes: config.FILES_MAX_BYTES });
     return {
       routes: fileRoutes(svc, () => resources.documentSchema('files'), tus),

@@ -138,7 +138,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     max_bulk_size: o.max_bulk_size ?? 100,
     tenant_scoped: o.tenant_scoped !== false,
     guards: { features: o.guards?.features ?? [], attributes: o.guards?.attributes ?? [] },
-    cascade: o.cascade ?? [],
+    cascade: withFileRules(o.cascade ?? [], fields),
     populatable: o.populatable ?? fields.filter((f) => f.ref && f.kind === 'objectId').map((f) => f.path),
     fields,
     inputs: { create: o.input?.create ?? derived.create, update: o.input?.update ?? derived.update, replace: o.input?.replace ?? derived.replace },
@@ -171,6 +171,12 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     if (!fields.some((x) => x.path === p && x.ref)) throw new Error(`Resource "${o.name}": populatable field "${p}" has no ref`);
   }
   return def;
+}
+
+/** A `file` field without a declared rule clears itself when its file is deleted (`set_null`). */
+function withFileRules(rules: CascadeRule[], fields: FieldInfo[]): CascadeRule[] {
+  const implicit = fields.filter((f) => f.file && !rules.some((r) => r.field === f.path)).map((f): CascadeRule => ({ field: f.path, references: f.ref ?? 'files', on_delete: 'set_null' }));
+  return [...rules, ...implicit];
 }
 
 /** Adds the base fields ({@link BASE_FIELDS}) and the indexes every list relies on. */
