@@ -282,8 +282,34 @@ export class FilesService {
   /** `{url, expires_at}` of a signed download URL (`base` is the server's origin). */
   async signedUrl(actor: Actor, id: string, base: string): Promise<{ url: string; expires_at: string }> {
     const file = await this.readable(actor, id);
+    return this.signUrl(String(file._id), base);
+  }
+
+  /** A signed URL of file `id`, for a caller that has already checked the read (a data export). */
+  signUrl(id: string, base: string): { url: string; expires_at: string } {
     const expires = Math.floor(Date.now() / 1000) + this.settings.signedUrlTtlSeconds;
-    return { url: `${base}/files/${String(file._id)}/content?${sign(this.settings.signingKey, String(file._id), expires)}`, expires_at: new Date(expires * 1000).toISOString() };
+    return { url: `${base}/files/${id}/content?${sign(this.settings.signingKey, id, expires)}`, expires_at: new Date(expires * 1000).toISOString() };
+  }
+
+  /**
+   * Erasure: every file `userId` uploaded (in `tenantId`, or every tenant when null) loses its
+   * bytes and variants, is deleted as the system (`file.deleted`, quota, referrers' `set_null` /
+   * `cascade`) and then removed; safe to run again. Resolves to how many files it removed.
+   */
+  async eraseUploadsOf(userId: string, tenantId: string | null): Promise<number> {
+    const by = Types.ObjectId.isValid(userId) ? [new Types.ObjectId(userId), userId] : [userId];
+    const filter = { created_by: { $in: by }, ...(tenantId ? { tenant_id: new Types.ObjectId(tenantId) } : {}) };
+    let n = 0;
+    for await (const file of this.collection().find(filter)) {
+      const key = FilesService.key(String(file.tenant_id), String(file._id));
+      const adapter = this.deps.storage.get(file.storage as string);
+      for (const v of Object.keys((file.variants as Doc | undefined) ?? {})) await adapter.delete(`${key}/${v}`);
+      await adapter.delete(key);
+      if (!file.is_deleted) await this.markDeleted(String(file._id));
+      await this.collection().deleteOne({ _id: file._id });
+      n++;
+    }
+    return n;
   }
 
   /**

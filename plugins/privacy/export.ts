@@ -22,11 +22,11 @@ export class ExportService {
   /**
    * `GET /privacy/users/{user_id}/export`: the user's account, consents and every document of every
    * declaration linked to them (soft-deleted ones included), minus each declaration's
-   * `export_exclude`, as one JSON object streamed from database cursors (memory does not grow with
+   * `export_exclude` and in its `export_view`, as one JSON object streamed from database cursors (memory does not grow with
    * the data).
    * @throws AccessDeniedError for a non-administrator asking for someone else; NotFoundError outside the actor's tenant scope
    */
-  async exportData(actor: Actor, userId: string): Promise<PersonalDataExport> {
+  async exportData(actor: Actor, userId: string, opts: { origin?: string } = {}): Promise<PersonalDataExport> {
     if (actor.id !== userId && !isAdmin(actor)) throw new AccessDeniedError("Only administrators export other users' data");
     const personal = this.personal;
     const user = await personal.subjectFor(actor, userId);
@@ -50,7 +50,8 @@ export class ExportService {
         first = false;
         sep = '';
         for await (const doc of personal.modelOf(d).find(personal.linkFilter(d, user)).sort({ _id: 1 }).lean<Doc[]>().cursor({ batchSize: 500 })) {
-          yield sep + JSON.stringify(omit(doc, d.export_exclude ?? []));
+          const kept = omit(doc, d.export_exclude ?? []);
+          yield sep + JSON.stringify(d.export_view ? await d.export_view(kept, { origin: opts.origin ?? '' }) : kept);
           sep = ',';
         }
         yield ']';

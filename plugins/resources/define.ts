@@ -3,6 +3,7 @@ import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { z } from 'zod';
 import type { AttributeRule } from '../../core/identity/guards.ts';
 import type { RouteDef } from '../../core/http/route.ts';
+import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import { BASE_FIELDS, describeFields, inputSchemas, type FieldInfo } from './fields.ts';
 
 /** What happens to referencing documents when a referenced one is deleted. */
@@ -85,10 +86,13 @@ export interface ResourceOptions {
   access?: Record<string, Partial<Record<'read' | 'create' | 'update' | 'delete', unknown>>>;
   /** The field linking a document to its data subject: a user id, as an object id or a string field. @default 'created_by' */
   subject_field?: string;
+  /** How a document appears in its data subject's export (privacy plugin), after the private fields are left out. */
+  export_view?: PersonalDataDeclaration['export_view'];
 }
 
-export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations' | 'access'>> {
+export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations' | 'access' | 'export_view'>> {
   access: ResourceOptions['access'];
+  export_view: ResourceOptions['export_view'];
   operations: ReadonlySet<Operation>;
   guards: { features: string[]; attributes: AttributeRule[] };
   populatable: string[];
@@ -151,6 +155,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     gdpr_fields: [...new Set(o.gdpr_fields ?? [])],
     subject_field: o.subject_field ?? 'created_by',
     access: o.access,
+    export_view: o.export_view,
   };
   for (const f of def.searchable_fields) {
     if (!fields.some((x) => x.path === f && x.kind === 'string' && !x.private)) throw new Error(`Resource "${o.name}": searchable field "${f}" is not a public string field`);

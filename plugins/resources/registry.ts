@@ -143,6 +143,7 @@ export class ResourceRegistry implements ResourceLookup {
       ),
       on_erasure: 'depersonalize',
       export_exclude: def.privateFields,
+      ...(def.export_view ? { export_view: def.export_view } : {}),
     }));
   }
 }
