@@ -103,6 +103,7 @@ export class ResourceRegistry implements ResourceLookup {
             ...(f.min !== undefined ? { min: f.min } : {}),
             ...(f.max !== undefined ? { max: f.max } : {}),
             ...(f.ref ? { ref: f.ref } : {}),
+            ...(f.file ? { file: f.file } : {}),
           })),
         searchable_fields: def.searchable_fields,
         default_sort: def.default_sort,

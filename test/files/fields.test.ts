@@ -39,6 +39,14 @@ describe('file fields on resources: checks on write, cascade on delete, GraphQL'
 
   const count = (name: string) => col(t, name).countDocuments({});
 
+  it('/admin/schema shows the file rules and the implicit set_null rule', async () => {
+    const res = await t.http('GET', '/admin/schema');
+    const photo = res.body.resources.find((r: any) => r.name === 'photos');
+    expect(photo.fields.find((f: any) => f.name === 'image')).toMatchObject({ type: 'objectId', ref: 'files', file: { accept: ['image/*'], max_bytes: 2000 } });
+    const project = res.body.resources.find((r: any) => r.name === 'projects');
+    expect(project.cascade).toContainEqual({ field: 'attachment', references: 'files', on_delete: 'set_null' });
+  });
+
   it('projects.attachment takes a ready file of the tenant; REST keeps the id', async () => {
     const res = await t.http('POST', '/projects', { key: a.key, json: { name: 'with pdf', attachment: pdf._id } });
     expect(res.status).toBe(201);
