@@ -16,6 +16,7 @@ import mongoose from 'mongoose';
 import { ACTIVE_WHERE, seed, startServer, versionsOf } from './seed.ts';
 import { benchWebhooks } from './webhooks.ts';
 import { benchJobs } from './jobs.ts';
+import { benchFiles } from './files.ts';
 import { type Load, type Scenario, loadAvg, log, measureRate, ratioOf, runBench, runRounds, scenarios, showRatio } from './scenarios.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
@@ -139,6 +140,7 @@ async function main() {
   log(`  ${'offset page 500 / page 1 throughput (grows)'.padEnd(52)} ${String(summary['offset page 500 / page 1 throughput (grows with depth)'])}`);
   if (wanted('webhook')) Object.assign(summary, (await benchWebhooks(MONGODB_URI, { seconds: DURATION, connections: CONNECTIONS })).summary);
   if (wanted('jobs')) Object.assign(summary, (await benchJobs(MONGODB_URI)).summary);
+  if (wanted('files')) Object.assign(summary, (await benchFiles(MONGODB_URI)).summary);
   writeFileSync(new URL('./results.json', import.meta.url), JSON.stringify({ when: new Date().toISOString(), duration_s: DURATION, connections: CONNECTIONS, docs: DOCS, rounds: ROUNDS, rates, summary }, null, 2));
   await mem?.stop();
   await mongoose.disconnect();

@@ -109,6 +109,11 @@ export interface PersonalDataDeclaration {
   /** Fields left out of the subject's export (secrets such as public keys or hashes). @default [] */
   export_exclude?: string[];
   /**
+   * How a linked document appears in the subject's export, after `export_exclude` (e.g. a file
+   * with a signed download URL). `origin` is the server's as the export's caller reached it ('' when unknown).
+   */
+  export_view?: (doc: Record<string, unknown>, ctx: { origin: string }) => Record<string, unknown> | Promise<Record<string, unknown>>;
+  /**
    * Required with `on_erasure: 'scrub'`: a store of copies (stored answers, logs) whose records hold
    * the subject's values as opaque bytes, where no field can be neutralised or linked. Erasure calls
    * it once per execution, before the account is pseudonymised; it must be safe to call again. Such

@@ -14,6 +14,8 @@ import { StorageRegistry, type StorageAdapter } from './storage.ts';
 import { gridfsAdapter } from './gridfs.ts';
 import { s3Adapter } from './s3.ts';
 import { signingKey } from './signing.ts';
+import { fileChecker } from './attach.ts';
+import { fileErasure, fileExportView } from './privacy.ts';
 
 export type { StorageAdapter, ByteRange } from './storage.ts';
 
@@ -64,6 +66,8 @@ export const filesPlugin = definePlugin({
       // Created by uploads and deleted by the files service (its own events); list and get are the generated ones.
       operations: ['list', 'get'],
       searchable_fields: ['filename'],
+      // In the uploader's export with a signed URL each (privacy.ts).
+      export_view: fileExportView(() => svc),
     });
     const svc = new FilesService({ resource, events: services.get('events'), storage, usage: fileUsageModel(db) as never }, {
       storage: config.FILES_STORAGE,
@@ -75,6 +79,7 @@ export const filesPlugin = definePlugin({
       transformAllowed: config.FILES_TRANSFORM_ALLOWED,
       maxPixels: config.FILES_MAX_PIXELS,
     });
+    resources.setFileChecker(fileChecker(svc));
     const tus = tusUploads(svc, new MongoTusStore(db, fileUploadModel(db) as never, config.FILES_UPLOAD_EXPIRY_HOURS * 3_600_000), { maxBytes: config.FILES_MAX_BYTES });
     return {
       routes: fileRoutes(svc, () => resources.documentSchema('files'), tus),
@@ -94,6 +99,7 @@ export const filesPlugin = definePlugin({
       ],
       graphql: (builder) => filesGraphql(builder, svc),
       eventTypes: fileEventTypes(),
+      personalData: [fileErasure(svc)],
       // Adapter plugins register in their own setup, which may run after this one.
       ready: () => {
         if (!storage.names().includes(config.FILES_STORAGE)) throw new PluginError(`FILES_STORAGE=${config.FILES_STORAGE}: no such storage adapter (registered: ${storage.names().join(', ')})`);

@@ -38,6 +38,8 @@ const uploadSchema = new Schema(
     size: { type: Number, default: null },
     offset: { type: Number, default: 0 },
     metadata: { type: Schema.Types.Mixed, default: {} },
+    /** The PATCH writing at `offset` now, on whichever process: `{ token, at }` (`at` renewed while it writes), or null. */
+    writer: { type: Schema.Types.Mixed, default: null },
     created_at: { type: Date, required: true },
   },
   { versionKey: false, minimize: false },

@@ -60,7 +60,7 @@ export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType, tus: 
         if (!signed && !actor) throw new AuthRequiredError();
         const who = signed ? { signed: { expires: query.expires ?? '', signature: query.signature ?? '' } } : { actor: actor! };
         const transform = { w: query.w, h: query.h, fit: query.fit, format: query.format };
-        const c = await svc.content(who, params.id, { range: ctx.get('Range') || null, ifNoneMatch: ctx.get('If-None-Match') || null, transform });
+        const c = await svc.content(who, params.id, { range: ctx.get('Range') || null, ifNoneMatch: ctx.get('If-None-Match') || null, transform, variant: query.variant });
         const type = c.content_type;
         ctx.set('X-Content-Type-Options', 'nosniff');
         ctx.set('ETag', c.etag);

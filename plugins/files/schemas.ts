@@ -11,6 +11,7 @@ export const contentQuery = z
     w: z.string().max(6).optional().describe('Image transform: width (a size of FILES_TRANSFORM_ALLOWED)'),
     h: z.string().max(6).optional().describe('Image transform: height'),
     fit: z.string().max(10).optional().describe('Image transform: cover (default), contain, fill, inside, outside'),
+    variant: z.string().max(64).optional().describe('A variant declared by a `file` field (e.g. `thumb`), rendered when the file was attached'),
     format: z.string().max(5).optional().describe('Image transform: webp, jpeg, png, avif (default: the original\'s, else jpeg)'),
   })
   .strict();

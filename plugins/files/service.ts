@@ -224,7 +224,7 @@ export class FilesService {
   async content(
     who: { actor: Actor } | { signed: { expires: string; signature: string } },
     id: string,
-    opts: { range: string | null; ifNoneMatch: string | null; transform?: TransformQuery },
+    opts: { range: string | null; ifNoneMatch: string | null; transform?: TransformQuery; variant?: string | undefined },
   ): Promise<FileContent> {
     let file: Doc;
     if ('actor' in who) file = await this.readable(who.actor, id);
@@ -236,7 +236,15 @@ export class FilesService {
     let size = file.size as number;
     let contentType = String(file.content_type);
     let key = FilesService.key(String(file.tenant_id), String(file._id));
-    const t = opts.transform ? parseTransform(opts.transform, this.settings.transformAllowed, contentType) : null;
+    const named = opts.variant ? ((file.variants as Record<string, Variant> | undefined) ?? {})[opts.variant] : undefined;
+    if (opts.variant && !named) throw new NotFoundError('variants', opts.variant);
+    if (named) {
+      key = `${key}/${opts.variant!}`;
+      etag = `"${named.sha256}"`;
+      size = named.size;
+      contentType = `image/${named.format}`;
+    }
+    const t = !named && opts.transform ? parseTransform(opts.transform, this.settings.transformAllowed, contentType) : null;
     if (t) {
       if (!TRANSFORMABLE.has(contentType)) throw new AppError(415, ErrorCode.UNSUPPORTED_MEDIA_TYPE, `Files of type ${contentType} cannot be transformed`, { content_type: contentType });
       const name = variantName(t);
@@ -254,6 +262,11 @@ export class FilesService {
     return { file, etag, size, content_type: contentType, range, body };
   }
 
+  /** Renders a named variant of a ready image (a `file` field's declared one) and records it on the file. */
+  storeVariant(file: Doc, name: string, t: Transform): Promise<Variant> {
+    return this.makeVariant(file, FilesService.key(String(file.tenant_id), String(file._id)), name, t);
+  }
+
   /** Renders a variant from the stored original, stores it beside it and records it on the file (once; later reads use it). */
   private async makeVariant(file: Doc, key: string, name: string, t: Transform): Promise<Variant> {
     const adapter = this.deps.storage.get(file.storage as string);
@@ -269,8 +282,34 @@ export class FilesService {
   /** `{url, expires_at}` of a signed download URL (`base` is the server's origin). */
   async signedUrl(actor: Actor, id: string, base: string): Promise<{ url: string; expires_at: string }> {
     const file = await this.readable(actor, id);
+    return this.signUrl(String(file._id), base);
+  }
+
+  /** A signed URL of file `id`, for a caller that has already checked the read (a data export). */
+  signUrl(id: string, base: string): { url: string; expires_at: string } {
     const expires = Math.floor(Date.now() / 1000) + this.settings.signedUrlTtlSeconds;
-    return { url: `${base}/files/${String(file._id)}/content?${sign(this.settings.signingKey, String(file._id), expires)}`, expires_at: new Date(expires * 1000).toISOString() };
+    return { url: `${base}/files/${id}/content?${sign(this.settings.signingKey, id, expires)}`, expires_at: new Date(expires * 1000).toISOString() };
+  }
+
+  /**
+   * Erasure: every file `userId` uploaded (in `tenantId`, or every tenant when null) loses its
+   * bytes and variants, is deleted as the system (`file.deleted`, quota, referrers' `set_null` /
+   * `cascade`) and then removed; safe to run again. Resolves to how many files it removed.
+   */
+  async eraseUploadsOf(userId: string, tenantId: string | null): Promise<number> {
+    const by = Types.ObjectId.isValid(userId) ? [new Types.ObjectId(userId), userId] : [userId];
+    const filter = { created_by: { $in: by }, ...(tenantId ? { tenant_id: new Types.ObjectId(tenantId) } : {}) };
+    let n = 0;
+    for await (const file of this.collection().find(filter)) {
+      const key = FilesService.key(String(file.tenant_id), String(file._id));
+      const adapter = this.deps.storage.get(file.storage as string);
+      for (const v of Object.keys((file.variants as Doc | undefined) ?? {})) await adapter.delete(`${key}/${v}`);
+      await adapter.delete(key);
+      if (!file.is_deleted) await this.markDeleted(String(file._id));
+      await this.collection().deleteOne({ _id: file._id });
+      n++;
+    }
+    return n;
   }
 
   /**
@@ -283,8 +322,11 @@ export class FilesService {
     const scope = svc.scope(actor);
     const old = await svc.findOwned(id, scope);
     if (!parseIfMatch(ifMatch).includes(etagOf(old.version))) throw new EtagMismatchError();
+    // `file` fields referencing it: `deny` refuses, `set_null` (their default) and `cascade` follow the delete.
+    await svc.checkReferrers(old);
     const doc = await this.softDelete(old, scope, actor);
     if (!doc) throw await svc.lostRace(id, scope);
+    await svc.cascadeFrom(actor, old);
     return svc.view(doc);
   }
 
@@ -296,7 +338,12 @@ export class FilesService {
   /** Deletes a file as the system (its bytes are gone); false when another write won. */
   async markDeleted(id: string): Promise<boolean> {
     const old = (await this.collection().findOne({ _id: new Types.ObjectId(id) })) as Doc | null;
-    return !!old && !!(await this.softDelete(old, {}, systemActor(old.tenant_id ? String(old.tenant_id) : null)));
+    if (!old) return false;
+    const actor = systemActor(old.tenant_id ? String(old.tenant_id) : null);
+    // Its bytes are gone: `deny` rules cannot keep it; `set_null` and `cascade` still follow.
+    if (!(await this.softDelete(old, {}, actor))) return false;
+    await this.deps.resource.cascadeFrom(actor, old);
+    return true;
   }
 
   /** Soft delete of `old` at its version, staging `file.deleted`; gives its bytes back to the quota. */

@@ -5,11 +5,19 @@
  * setup needs nothing more.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { PassThrough, type Readable } from 'node:stream';
 import { mongo, type Connection, type Model } from 'mongoose';
 import { DataStore, ERRORS, Upload } from '@tus/server';
 import type { Actor } from '../../core/context.ts';
+
+/** A writer renews its claim this often; a claim not renewed for WRITER_STALE_MS is free (its process died). */
+const WRITER_BEAT_MS = 5_000;
+const WRITER_STALE_MS = 30_000;
+
+/** The answer to a PATCH while another request (on any process) writes the upload. */
+export const UPLOAD_LOCKED = { status_code: 423, body: 'The upload is being written by another request; retry after it (HEAD gives the offset)\n' };
 
 /** The actor of the tus request being handled (set around the tus server's `handle`). */
 export const tusActor = new AsyncLocalStorage<{ actor: Actor; tenantId: string }>();
@@ -21,6 +29,7 @@ export interface TusUploadDoc {
   size: number | null;
   offset: number;
   metadata: Record<string, string | null>;
+  writer: { token: string; at: Date } | null;
   created_at: Date;
 }
 
@@ -46,7 +55,7 @@ export class MongoTusStore extends DataStore {
     const who = tusActor.getStore();
     if (!who) throw ERRORS.UNKNOWN_ERROR;
     const created_at = new Date();
-    await this.uploads.create({ _id: upload.id, tenant_id: who.tenantId, actor_id: who.actor.id, size: upload.size ?? null, offset: 0, metadata: upload.metadata ?? {}, created_at });
+    await this.uploads.create({ _id: upload.id, tenant_id: who.tenantId, actor_id: who.actor.id, size: upload.size ?? null, offset: 0, metadata: upload.metadata ?? {}, writer: null, created_at });
     upload.creation_date = created_at.toISOString();
     return upload;
   }
@@ -62,21 +71,56 @@ export class MongoTusStore extends DataStore {
    * tus server ends the stream on a disconnect), so the client resumes from there.
    */
   override async write(stream: Readable, id: string, offset: number): Promise<number> {
-    // Leftovers of a write that stored its part but died before counting it.
-    for (const f of await this.bucket().find({ 'metadata.upload_id': id, 'metadata.offset': { $gte: offset } }).toArray()) await this.bucket().delete(f._id);
-    const up = this.bucket().openUploadStream(`${id}/${offset}`, { metadata: { upload_id: id, offset } });
-    let n = 0;
+    const token = await this.claim(id, offset);
+    // Renewed while the bytes flow, so a long PATCH keeps its claim and a dead process's lapses.
+    const beat = setInterval(() => void this.uploads.updateOne({ _id: id, 'writer.token': token }, { $set: { 'writer.at': new Date() } }).catch(() => undefined), WRITER_BEAT_MS);
+    beat.unref();
+    let counted = false;
     try {
-      for await (const chunk of stream) {
-        n += (chunk as Buffer).length;
-        if (!up.write(chunk as Buffer)) await once(up, 'drain');
+      // Leftovers of a write that stored its part but died before counting it.
+      for (const f of await this.bucket().find({ 'metadata.upload_id': id, 'metadata.offset': { $gte: offset } }).toArray()) await this.bucket().delete(f._id).catch(() => undefined);
+      const up = this.bucket().openUploadStream(`${id}/${offset}`, { metadata: { upload_id: id, offset } });
+      let n = 0;
+      try {
+        for await (const chunk of stream) {
+          n += (chunk as Buffer).length;
+          if (!up.write(chunk as Buffer)) await once(up, 'drain');
+        }
+      } catch {
+        // Keep what arrived: the offset says where to resume.
       }
-    } catch {
-      // Keep what arrived: the offset says where to resume.
+      await new Promise<void>((resolve, reject) => up.end((err?: unknown) => (err ? reject(err as Error) : resolve())));
+      const res = await this.uploads.updateOne({ _id: id, offset, 'writer.token': token }, { $inc: { offset: n }, $set: { writer: null } });
+      counted = res.modifiedCount === 1;
+      if (!counted) {
+        // The claim lapsed and another request took the upload over: this part is not the upload's.
+        await this.bucket().delete(up.id).catch(() => undefined);
+        throw UPLOAD_LOCKED;
+      }
+      return offset + n;
+    } finally {
+      clearInterval(beat);
+      if (!counted) await this.uploads.updateOne({ _id: id, 'writer.token': token }, { $set: { writer: null } }).catch(() => undefined);
     }
-    await new Promise<void>((resolve, reject) => up.end((err?: unknown) => (err ? reject(err as Error) : resolve())));
-    await this.uploads.updateOne({ _id: id, offset }, { $inc: { offset: n } });
-    return offset + n;
+  }
+
+  /**
+   * Makes this request the one writer of the upload at `offset`, on any process (one conditional
+   * update): two PATCHes on two replicas cannot both append.
+   * @throws 409 (tus INVALID_OFFSET) when the offset has moved; 423 while another request writes
+   */
+  private async claim(id: string, offset: number): Promise<string> {
+    const token = randomUUID();
+    const now = new Date();
+    const res = await this.uploads.updateOne(
+      { _id: id, offset, $or: [{ writer: null }, { 'writer.at': { $lt: new Date(now.getTime() - WRITER_STALE_MS) } }] },
+      { $set: { writer: { token, at: now } } },
+    );
+    if (res.modifiedCount === 1) return token;
+    const doc = await this.uploads.findById(id, { offset: 1 }).lean();
+    if (!doc) throw ERRORS.FILE_NOT_FOUND;
+    if (doc.offset !== offset) throw ERRORS.INVALID_OFFSET;
+    throw UPLOAD_LOCKED;
   }
 
   override async declareUploadLength(id: string, length: number): Promise<void> {

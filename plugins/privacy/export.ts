@@ -24,13 +24,13 @@ export class ExportService {
   /**
    * `GET /privacy/users/{user_id}/export`: the user's account, consents and every document of every
    * declaration linked to them (soft-deleted ones included), minus each declaration's
-   * `export_exclude`, as one JSON object streamed from database cursors (memory does not grow with
-   * the data). The documents of a resource are read under the requesting actor's read rules, as on
-   * `GET /<resource>`: its `rows` in the query, each document masked to its fields; none when no
-   * role lets the actor read the resource.
+   * `export_exclude` and in its `export_view`, as one JSON object streamed from database cursors
+   * (memory does not grow with the data). The documents of a resource are read under the requesting
+   * actor's read rules, as on `GET /<resource>`: its `rows` in the query, each document masked to
+   * its fields; none when no role lets the actor read the resource.
    * @throws AccessDeniedError for a non-administrator asking for someone else; NotFoundError outside the actor's tenant scope
    */
-  async exportData(actor: Actor, userId: string): Promise<PersonalDataExport> {
+  async exportData(actor: Actor, userId: string, opts: { origin?: string } = {}): Promise<PersonalDataExport> {
     if (actor.id !== userId && !isAdmin(actor)) throw new AccessDeniedError("Only administrators export other users' data");
     const personal = this.personal;
     const user = await personal.subjectFor(actor, userId);
@@ -57,7 +57,8 @@ export class ExportService {
         const filter = rule && rule.rows ? { $and: [link, rule.rows] } : link;
         const docs = rule === false ? [] : personal.modelOf(d).find(filter).sort({ _id: 1 }).lean<Doc[]>().cursor({ batchSize: 500 });
         for await (const doc of docs) {
-          yield sep + JSON.stringify(omit(rule ? rule.mask(doc) : doc, d.export_exclude ?? []));
+          const kept = omit(rule ? rule.mask(doc) : doc, d.export_exclude ?? []);
+          yield sep + JSON.stringify(d.export_view ? await d.export_view(kept, { origin: opts.origin ?? '' }) : kept);
           sep = ',';
         }
         yield ']';

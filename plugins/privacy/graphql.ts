@@ -115,7 +115,7 @@ export function privacyGraphql(builder: Builder, { consents, erasures, exports }
       description: "A user's data export (the user, or an administrator of the user's tenant), as GET /privacy/users/{user_id}/export; read whole into memory, so REST suits very large exports better",
       args: { user_id: t.arg.string({ required: true }) },
       resolve: async (_r, a, ctx) => {
-        const out = await exports.exportData(requireUser(ctx), parseInput(userParams, a).user_id);
+        const out = await exports.exportData(requireUser(ctx), parseInput(userParams, a).user_id, { origin: ctx.koa ? `${ctx.koa.protocol}://${ctx.koa.host}` : '' });
         const chunks: Buffer[] = [];
         for await (const c of out.stream) chunks.push(Buffer.isBuffer(c) ? c : Buffer.from(String(c)));
         return { filename: out.filename, data: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown };

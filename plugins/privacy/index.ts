@@ -106,7 +106,7 @@ export const privacyPlugin = definePlugin({
           params: userParams, response: exportResponse,
           docs: { responseHeaders: { 'Content-Disposition': 'attachment; filename="personal-data-<user id>-<timestamp>.json"' } },
           handler: async ({ actor: actor, params, ctx }) => {
-            const out = await exports.exportData(actor!, params.user_id);
+            const out = await exports.exportData(actor!, params.user_id, { origin: `${ctx.protocol}://${ctx.host}` });
             ctx.set('Content-Disposition', `attachment; filename="${out.filename}"`);
             ctx.body = out.stream;
             ctx.type = out.contentType;

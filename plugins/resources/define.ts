@@ -3,6 +3,7 @@ import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { z } from 'zod';
 import type { AttributeRule } from '../../core/identity/guards.ts';
 import type { RouteDef } from '../../core/http/route.ts';
+import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import { BASE_FIELDS, describeFields, inputSchemas, type FieldInfo } from './fields.ts';
 
 /** What happens to referencing documents when a referenced one is deleted. */
@@ -85,10 +86,13 @@ export interface ResourceOptions {
   access?: Record<string, Partial<Record<'read' | 'create' | 'update' | 'delete', unknown>>>;
   /** The field linking a document to its data subject: a user id, as an object id or a string field. @default 'created_by' */
   subject_field?: string;
+  /** How a document appears in its data subject's export (privacy plugin), after the private fields are left out. */
+  export_view?: PersonalDataDeclaration['export_view'];
 }
 
-export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations' | 'access'>> {
+export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations' | 'access' | 'export_view'>> {
   access: ResourceOptions['access'];
+  export_view: ResourceOptions['export_view'];
   operations: ReadonlySet<Operation>;
   guards: { features: string[]; attributes: AttributeRule[] };
   populatable: string[];
@@ -138,7 +142,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     max_bulk_size: o.max_bulk_size ?? 100,
     tenant_scoped: o.tenant_scoped !== false,
     guards: { features: o.guards?.features ?? [], attributes: o.guards?.attributes ?? [] },
-    cascade: o.cascade ?? [],
+    cascade: withFileRules(o.cascade ?? [], fields),
     populatable: o.populatable ?? fields.filter((f) => f.ref && f.kind === 'objectId').map((f) => f.path),
     fields,
     inputs: { create: o.input?.create ?? derived.create, update: o.input?.update ?? derived.update, replace: o.input?.replace ?? derived.replace },
@@ -151,6 +155,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     gdpr_fields: [...new Set(o.gdpr_fields ?? [])],
     subject_field: o.subject_field ?? 'created_by',
     access: o.access,
+    export_view: o.export_view,
   };
   for (const f of def.searchable_fields) {
     if (!fields.some((x) => x.path === f && x.kind === 'string' && !x.private)) throw new Error(`Resource "${o.name}": searchable field "${f}" is not a public string field`);
@@ -171,6 +176,12 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     if (!fields.some((x) => x.path === p && x.ref)) throw new Error(`Resource "${o.name}": populatable field "${p}" has no ref`);
   }
   return def;
+}
+
+/** A `file` field without a declared rule clears itself when its file is deleted (`set_null`). */
+function withFileRules(rules: CascadeRule[], fields: FieldInfo[]): CascadeRule[] {
+  const implicit = fields.filter((f) => f.file && !rules.some((r) => r.field === f.path)).map((f): CascadeRule => ({ field: f.path, references: f.ref ?? 'files', on_delete: 'set_null' }));
+  return [...rules, ...implicit];
 }
 
 /** Adds the base fields ({@link BASE_FIELDS}) and the indexes every list relies on. */

@@ -20,7 +20,42 @@ export interface FieldInfo {
   ref?: string;
   /** Never returned, filterable, sortable or audited (`private: true` on the path). */
   private: boolean;
+  /** For `type: 'file'`: what the referenced file must be. */
+  file?: FileFieldRule;
 }
+
+/** A declared image variant of a file field, rendered when a file is attached. */
+export interface FileVariantSpec {
+  width?: number;
+  height?: number;
+  fit?: 'cover' | 'contain' | 'fill' | 'inside' | 'outside';
+  format?: 'webp' | 'jpeg' | 'png' | 'avif';
+}
+
+/**
+ * What a `file` field accepts: `{ type: 'file', accept: ['image/*'], max_bytes: 5_000_000,
+ * variants: { thumb: { width: 200, height: 200, fit: 'cover', format: 'webp' } } }`. Its value is
+ * the id of a ready file of the `files` resource in the document's tenant.
+ */
+export interface FileFieldRule {
+  /** Content types (`image/*` matches a family); empty or absent: any. */
+  accept?: string[];
+  max_bytes?: number;
+  variants?: Record<string, FileVariantSpec>;
+}
+
+/**
+ * The schema type behind `type: 'file'`: an object id referencing the `files` resource (`ref`
+ * defaults to it), carrying the field's `accept`, `max_bytes` and `variants` in its options.
+ */
+export class SchemaFile extends Schema.Types.ObjectId {
+  static override schemaName = 'File' as 'ObjectId';
+  constructor(path: string, options?: Record<string, unknown>, ...rest: unknown[]) {
+    super(path, { ref: 'files', ...options } as never, ...(rest as []));
+  }
+}
+// Mongoose looks up a `type: 'file'` string among its schema types; registered once, on import.
+(Schema.Types as unknown as Record<string, unknown>).File = SchemaFile;
 
 /**
  * Base document fields, defined once: the mongoose schema, the
@@ -82,6 +117,15 @@ export function describeFields(schema: Schema): FieldInfo[] {
         ...(Array.isArray(innerOpts.enum) ? { enum: innerOpts.enum as unknown[] } : {}),
         ...(typeof innerOpts.ref === 'string' ? { ref: innerOpts.ref } : {}),
       });
+      return;
+    }
+    if (type instanceof SchemaFile) {
+      const file: FileFieldRule = {
+        ...(Array.isArray(options.accept) ? { accept: options.accept as string[] } : {}),
+        ...(typeof options.max_bytes === 'number' ? { max_bytes: options.max_bytes } : {}),
+        ...(options.variants && typeof options.variants === 'object' ? { variants: options.variants as FileFieldRule['variants'] } : {}),
+      };
+      out.push({ ...base, kind: 'objectId', file });
       return;
     }
     const kind = kindOf(instance, options);

@@ -8,7 +8,8 @@ import { resourceRoutes } from './rest.ts';
 import { resourceEventTypes } from './events.ts';
 import { adminSchemaResponse, responseSchemas } from './output.ts';
 import { resourceGraphQL } from './graphql.ts';
-import { sampleResources } from './sample-resources.ts';
+import { sampleResources, sampleResourcesWithFiles } from './sample-resources.ts';
+import type { FileReferenceChecker } from './write-checks.ts';
 import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
 import type { ResourceService } from './service.ts';
 import { BASE_FIELDS } from './fields.ts';
@@ -17,6 +18,8 @@ import { validateWhere } from './where.ts';
 export { defineResource } from './define.ts';
 export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
 export type { ResourceService } from './service.ts';
+export type { FileReferenceChecker } from './write-checks.ts';
+export type { FileFieldRule, FileVariantSpec } from './fields.ts';
 
 /** What other plugins get from `services.get('resources')`. */
 export interface ResourcesApi {
@@ -48,6 +51,12 @@ export interface ResourcesApi {
    * fields, its code rules and its `where` compiler (the `?where=` language; throws a 400 outside it).
    */
   accessFacts(name: string): ResourceAccessFacts | undefined;
+  /**
+   * Sets the checks of `file` fields (ready, accepted type, size; declared variants), once, from
+   * the plugin holding files. Without it a write naming a file is refused.
+   * @throws Error when one is already set
+   */
+  setFileChecker(checker: FileReferenceChecker): void;
 }
 
 /** See {@link ResourcesApi.accessFacts}. */
@@ -79,9 +88,11 @@ export const resourcesPlugin = definePlugin({
   }),
   setup({ db, hooks, config, services, options, tenancy }) {
     const limits = { ...DEFAULT_QUERY_LIMITS, ...options.limits };
-    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events'), access: () => services.maybe('access') });
+    let fileChecker: FileReferenceChecker | undefined;
+    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events'), access: () => services.maybe('access'), files: () => fileChecker });
     const samples = config.SAMPLE_RESOURCES_ENABLED ?? config.NODE_ENV !== 'production';
-    for (const def of options.resources ?? (samples ? sampleResources : [])) registry.register(def);
+    // With files on, `projects` gains its `attachment` file field.
+    for (const def of options.resources ?? (samples ? (config.FILES_ENABLED ? sampleResourcesWithFiles : sampleResources) : [])) registry.register(def);
 
     services.provide('resources', {
       register: (def) => registry.register('graphqlName' in def ? def : defineResource(def)),
@@ -101,6 +112,10 @@ export const resourcesPlugin = definePlugin({
           fields: svc.def.fields.filter((f) => !f.private && !f.path.includes('.')).map((f) => f.path),
           compile: (where) => validateWhere(where, svc.queryInfo, limits),
         };
+      },
+      setFileChecker: (checker) => {
+        if (fileChecker) throw new Error('A file checker is already set');
+        fileChecker = checker;
       },
     });
 

@@ -143,6 +143,8 @@ export const adminSchemaResponse = z.object({
         z.object({
           name: z.string(), type: z.enum(KINDS), items: z.enum(KINDS).optional(), required: z.boolean(),
           enum: z.array(z.unknown()).optional(), min: z.number().optional(), max: z.number().optional(), ref: z.string().optional(),
+          file: z.object({ accept: z.array(z.string()).optional(), max_bytes: z.number().optional(), variants: z.record(z.string(), z.record(z.string(), z.unknown())).optional() })
+            .optional().describe('For a `file` field: the accepted types, the largest size and the declared image variants'),
         }),
       ),
       searchable_fields: z.array(z.string()),

@@ -103,6 +103,7 @@ export class ResourceRegistry implements ResourceLookup {
             ...(f.min !== undefined ? { min: f.min } : {}),
             ...(f.max !== undefined ? { max: f.max } : {}),
             ...(f.ref ? { ref: f.ref } : {}),
+            ...(f.file ? { file: f.file } : {}),
           })),
         searchable_fields: def.searchable_fields,
         default_sort: def.default_sort,
@@ -143,6 +144,7 @@ export class ResourceRegistry implements ResourceLookup {
       ),
       on_erasure: 'depersonalize',
       export_exclude: def.privateFields,
+      ...(def.export_view ? { export_view: def.export_view } : {}),
     }));
   }
 }

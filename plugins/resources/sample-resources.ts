@@ -1,23 +1,30 @@
 import { Schema } from 'mongoose';
 import { defineResource } from './define.ts';
 
-/** `/projects`: the sample resource with search, tags and both bulk operations. */
-export const projectsResource = defineResource({
+const projectFields = {
+  name: { type: String, required: true, trim: true, minlength: 1, maxlength: 200 },
+  description: { type: String, default: null, maxlength: 5000 },
+  status: { type: String, enum: ['active', 'archived'], default: 'active' },
+  tags: { type: [String], default: [] },
+  budget: { type: Number, default: null },
+  owner_email: { type: String, default: null, lowercase: true, trim: true },
+};
+
+const projects = (schema: Schema) => defineResource({
   name: 'projects',
-  schema: new Schema({
-    name: { type: String, required: true, trim: true, minlength: 1, maxlength: 200 },
-    description: { type: String, default: null, maxlength: 5000 },
-    status: { type: String, enum: ['active', 'archived'], default: 'active' },
-    tags: { type: [String], default: [] },
-    budget: { type: Number, default: null },
-    owner_email: { type: String, default: null, lowercase: true, trim: true },
-  }),
+  schema,
   searchable_fields: ['name', 'description'],
   allow_bulk_create: true,
   allow_bulk_delete: true,
   // The owner's address is personal data; the rest describes the project, not a person.
   gdpr_fields: ['owner_email'],
 });
+
+/** `/projects`: the sample resource with search, tags and both bulk operations. */
+export const projectsResource = projects(new Schema(projectFields));
+
+/** `/projects` with the files plugin on: plus an optional `attachment`, a file of any type (cleared when the file is deleted). */
+export const projectsWithAttachment = projects(new Schema({ ...projectFields, attachment: { type: 'file', default: null } }));
 
 /** `/tasks`: needs feature `tasks`; references projects, whose deletion it denies while live tasks exist. */
 export const tasksResource = defineResource({
@@ -43,3 +50,6 @@ export const tasksResource = defineResource({
  * and `SAMPLE_RESOURCES_ENABLED` is on (its default outside production).
  */
 export const sampleResources = [projectsResource, tasksResource];
+
+/** The sample resources when `FILES_ENABLED` is on. */
+export const sampleResourcesWithFiles = [projectsWithAttachment, tasksResource];

@@ -16,7 +16,7 @@ import type { ResourceDefinition } from './define.ts';
 import { isSystemField } from './fields.ts';
 import { nameCastParam } from './filters.ts';
 import { applyCascade, checkCascadeDeny } from './cascade.ts';
-import { checkReferences, checkWritable, fillGuardedFields } from './write-checks.ts';
+import { checkReferences, checkWritable, fillGuardedFields, type FileReferenceChecker } from './write-checks.ts';
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
 import { lastEventId, outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
 import { restoreDocument } from './restore.ts';
@@ -56,6 +56,8 @@ export interface ServiceDeps {
   limits: Partial<QueryLimits>;
   /** The access plugin's rules, when it is enabled (asked at each call: it is set up after this plugin). */
   access?: () => AccessService | undefined;
+  /** The checks of `file` fields, from the plugin holding files (set after this plugin). */
+  files?: () => FileReferenceChecker | undefined;
 }
 
 /** Options of list and get-one reads. */
@@ -327,6 +329,16 @@ export class ResourceService {
     await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old, doc, event_id: lastEventId(doc) });
     await applyCascade(this, actor, old);
     return maskWritten(this, actor, this.view(doc));
+  }
+
+  /** For a plugin deleting its own documents outside {@link remove}: referrers' `deny` rules (422 CASCADE_DENY), before the delete. */
+  checkReferrers(old: Doc): Promise<void> {
+    return checkCascadeDeny(this, old);
+  }
+
+  /** After such a delete: the referencing documents' `cascade` and `set_null` rules. */
+  cascadeFrom(actor: Actor, old: Doc): Promise<void> {
+    return applyCascade(this, actor, old);
   }
 
   /**

@@ -9,7 +9,18 @@ import { AccessDeniedError, ValidationError, type ValidationIssue } from '../../
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/identity/guards.ts';
 import type { ResourceDefinition } from './define.ts';
+import type { FileFieldRule } from './fields.ts';
 import type { ResourceService } from './service.ts';
+
+/**
+ * What the plugin holding files checks when a document references one through a `file` field
+ * (`resources.setFileChecker`). The reference check has already found the file in the actor's
+ * scope and the document's tenant.
+ */
+export interface FileReferenceChecker {
+  /** Null when the file may be written into a field declared with `rule`; else the issue (`msg`, `type`). */
+  check(tenantId: string | null, id: Types.ObjectId, rule: FileFieldRule): Promise<{ msg: string; type: string } | null>;
+}
 
 /**
  * Relation values must point at documents the actor can see (live, guards pass) in the tenant the
@@ -26,6 +37,11 @@ export async function checkReferences(svc: ResourceService, actor: Actor, data: 
     const sameTenant = target.def.tenant_scoped && tenantId && svc.deps.tenancy.enabled ? { tenant_id: new Types.ObjectId(tenantId) } : {};
     const found = await target.model.exists({ _id: value as Types.ObjectId, ...target.scope(actor), ...sameTenant });
     if (!found) issues.push({ loc: [...loc, f.path], msg: `No ${f.ref} document with this id`, type: 'reference_not_found' });
+    else if (f.file) {
+      const checker = svc.deps.files?.();
+      const issue = checker ? await checker.check(tenantId, new Types.ObjectId(String(value)), f.file) : { msg: 'Files are not enabled', type: 'file_not_ready' };
+      if (issue) issues.push({ loc: [...loc, f.path], ...issue });
+    }
   }
   if (issues.length) throw new ValidationError(issues);
 }
