@@ -13,6 +13,10 @@ import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
 import type { ResourceService } from './service.ts';
 import { BASE_FIELDS } from './fields.ts';
 import { validateWhere } from './where.ts';
+import { VersionStore } from './versions/store.ts';
+import { Versions } from './versions/service.ts';
+import { versionRoutes } from './versions/rest.ts';
+import { purgeVersions } from './versions/purge.ts';
 
 export { defineResource } from './define.ts';
 export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
@@ -82,6 +86,10 @@ export const resourcesPlugin = definePlugin({
     const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events'), access: () => services.maybe('access') });
     const samples = config.SAMPLE_RESOURCES_ENABLED ?? config.NODE_ENV !== 'production';
     for (const def of options.resources ?? (samples ? sampleResources : [])) registry.register(def);
+    // Every write of a versioned resource stores its version from its event, durably (versions/store.ts).
+    const versions = new Versions(new VersionStore(db, (name) => registry.get(name)?.def.versions ?? null));
+    services.get('events').addSink({ name: 'versions', types: '*', write: (events) => versions.store.write(events) });
+    registry.purgeVersions = (resource, ids) => versions.store.purgeDocuments(resource, ids);
 
     services.provide('resources', {
       register: (def) => registry.register('graphqlName' in def ? def : defineResource(def)),
@@ -114,9 +122,10 @@ export const resourcesPlugin = definePlugin({
             handler: () => registry.describe(),
           }),
           ...registry.list().flatMap(resourceRoutes),
+          ...registry.list().flatMap((svc) => versionRoutes(svc, versions)),
         ];
       },
-      graphql: (builder) => resourceGraphQL(builder, registry),
+      graphql: (builder) => resourceGraphQL(builder, registry, versions),
       personalData: () => registry.personalData(),
       eventTypes: () => registry.list().flatMap((svc) => resourceEventTypes(svc.def)),
       jobs: [
@@ -127,6 +136,12 @@ export const resourcesPlugin = definePlugin({
           params: z.object({ days: z.number().int().min(1).optional().describe('Override SOFT_DELETE_RETENTION_DAYS') }),
           // As the run's actor: a per-tenant run purges its tenant only.
           run: async (ctx, params: { days?: number | undefined }) => registry.purgeSoftDeleted(ctx.actor, params.days),
+        },
+        {
+          name: 'purge_versions',
+          description: 'Drops versions older than their resource\'s versions.max_age_days (the first version of each document stays)',
+          timeout: 600,
+          run: async (ctx) => purgeVersions(registry.list(), versions.store, ctx.actor),
         },
       ],
     };

@@ -17,6 +17,8 @@ export const projectsResource = defineResource({
   allow_bulk_delete: true,
   // The owner's address is personal data; the rest describes the project, not a person.
   gdpr_fields: ['owner_email'],
+  // Every write keeps the document as a version: history, diff and restore (docs/versions.md).
+  versions: true,
 });
 
 /** `/tasks`: needs feature `tasks`; references projects, whose deletion it denies while live tasks exist. */
