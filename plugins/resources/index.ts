@@ -126,7 +126,15 @@ export const resourcesPlugin = definePlugin({
         ];
       },
       graphql: (builder) => resourceGraphQL(builder, registry, versions),
-      personalData: () => registry.personalData(),
+      personalData: () => {
+        const documents = registry.personalData();
+        const versioned = documents.filter((d) => registry.get(d.name)?.def.versions);
+        if (!versioned.length) return documents;
+        // Old versions hold what the documents held: an erasure scrubs them as it depersonalizes those.
+        const scrub = (subject: { user_id: string; tenant_id: string | null }) =>
+          versions.store.scrubSubject(versioned.map((d) => ({ name: d.name, subject_field: d.subject_field ?? 'created_by', neutral: d.neutral ?? {} })), subject);
+        return [...documents, { name: 'resource_versions', model: versions.store.model.modelName, subject_field: 'actor', gdpr_fields: [], on_erasure: 'scrub' as const, scrub }];
+      },
       eventTypes: () => registry.list().flatMap((svc) => resourceEventTypes(svc.def)),
       jobs: [
         {

@@ -165,6 +165,26 @@ export class VersionStore {
     return res.deletedCount;
   }
 
+  /**
+   * An erasure: in every version whose document's subject (`subject_field` of the version's
+   * document) is the user, the personal fields get their neutral values, as in the document itself.
+   * @returns how many versions changed
+   */
+  async scrubSubject(resources: { name: string; subject_field: string; neutral: Doc }[], subject: { user_id: string; tenant_id: string | null }): Promise<number> {
+    let n = 0;
+    const ids = Types.ObjectId.isValid(subject.user_id) ? [new Types.ObjectId(subject.user_id), subject.user_id] : [subject.user_id];
+    for (const r of resources) {
+      if (!Object.keys(r.neutral).length) continue;
+      const set = Object.fromEntries(Object.entries(r.neutral).map(([f, v]) => [`data.${f}`, v]));
+      const res = await this.model.collection.updateMany(
+        { ...(subject.tenant_id ? { tenant_id: new Types.ObjectId(subject.tenant_id) } : {}), resource: r.name, [`data.${r.subject_field}`]: { $in: ids } },
+        { $set: set },
+      );
+      n += res.modifiedCount;
+    }
+    return n;
+  }
+
   /** Drops every version of the given documents (they were purged). */
   async purgeDocuments(resource: string, docIds: Types.ObjectId[]): Promise<number> {
     if (!docIds.length) return 0;
