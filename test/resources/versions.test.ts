@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Schema } from 'mongoose';
-import { buildTestApp, createTenantUser, expectError, jobContext, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTenantUser, expectError, jobContext, type HttpResult, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
 import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';
 import { systemActor } from '../../core/context.ts';
@@ -55,7 +55,7 @@ describe('history', () => {
 
     const res = await t.http('GET', `/projects/${id}/versions`, { key: alice.key });
     expect(res.status).toBe(200);
-    expect(res.headers.get('x-total-count')).toBe('5');
+    expect(res.body.next_before).toBeNull();
     expect(res.body.items.map((v: { version: number }) => v.version)).toEqual([5, 4, 3, 2, 1]);
     expect(res.body.items.map((v: { operation: string }) => v.operation)).toEqual(['restored', 'deleted', 'updated', 'updated', 'created']);
     const [restored, deleted, put, patch, created] = res.body.items;
@@ -66,9 +66,16 @@ describe('history', () => {
     expect(restored.changed_fields).toEqual(['is_deleted']);
     for (const v of res.body.items) expect(v).not.toHaveProperty('document');
 
-    const page2 = await t.http('GET', `/projects/${id}/versions?page=2&per_page=2`, { key: alice.key });
-    expect(page2.body).toMatchObject({ total: 5, page: 2, per_page: 2, total_pages: 3 });
-    expect(page2.body.items.map((v: { version: number }) => v.version)).toEqual([3, 2]);
+    // Pages by version number: each names where the next (older) one starts.
+    type HistoryPage = { items: { version: number }[]; next_before: number | null };
+    const pages: number[][] = [];
+    let next: number | null = 0;
+    while (next !== null) {
+      const page: HttpResult<HistoryPage> = await t.http('GET', `/projects/${id}/versions?limit=2${next ? `&before=${next}` : ''}`, { key: alice.key });
+      pages.push(page.body.items.map((v) => v.version));
+      next = page.body.next_before;
+    }
+    expect(pages).toEqual([[5, 4], [3, 2], [1]]);
   });
 
   it('a bulk create stores one version per document; a failed write (412) stores none', async () => {
@@ -100,6 +107,7 @@ describe('history', () => {
       expectError(await t.http('GET', path, { key: alice.key }), 404, 'NOT_FOUND');
     }
     expectError(await t.http('GET', `/projects/${id}/versions/3/diff?against=-1`, { key: alice.key }), 422, 'VALIDATION_ERROR');
+    expectError(await t.http('GET', `/projects/${id}/versions?limit=101`, { key: alice.key }), 422, 'VALIDATION_ERROR');
     expectError(await t.http('GET', `/plain_docs/${id}/versions`, { key: alice.key }), 404, 'NOT_FOUND');
   });
 });
@@ -134,10 +142,14 @@ describe('restore', () => {
 });
 
 describe('retention', () => {
-  it('max_per_document keeps the newest N and the first version', async () => {
+  it('max_per_document keeps the newest N and the first version; pages read across the gap', async () => {
     const id = await create('/codes', { code: 'R0' });
-    for (let v = 1; v <= 5; v++) await write('PATCH', `/codes/${id}`, `"${v}"`, { note: `n${v}` });
-    expect((await versionsOf('codes', id)).map((v) => v.version)).toEqual([1, 4, 5, 6]);
+    for (let v = 1; v <= 30; v++) await write('PATCH', `/codes/${id}`, `"${v}"`, { note: `n${v}` });
+    expect((await versionsOf('codes', id)).map((v) => v.version)).toEqual([1, 29, 30, 31]);
+    const first = await t.http('GET', `/codes/${id}/versions?limit=3`, { key: alice.key });
+    expect(first.body.items.map((v: { version: number }) => v.version)).toEqual([31, 30, 29]);
+    const rest = await t.http('GET', `/codes/${id}/versions?limit=3&before=${first.body.next_before}`, { key: alice.key });
+    expect(rest.body).toMatchObject({ items: [{ version: 1 }], next_before: null });
   });
 
   it('the purge_versions job drops versions older than max_age_days, never the first', async () => {
@@ -170,7 +182,7 @@ describe('tenant isolation', () => {
       }
       const g = await t.gql(`mutation { restoreProjectVersion(id: "${id}", n: 1, if_match: "\\"2\\"") { _id } }`, {}, { key: bob.key });
       expect(g.body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
-      const q = await t.gql(`{ project(id: "${id}") { versions { total } } }`, {}, { key: bob.key });
+      const q = await t.gql(`{ project(id: "${id}") { versions { next_before } } }`, {}, { key: bob.key });
       expect(q.body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
     });
   });
@@ -181,12 +193,12 @@ describe('GraphQL', () => {
     const id = await create('/projects', { name: 'g1' });
     await write('PATCH', `/projects/${id}`, '"1"', { name: 'g2' });
     const q = await t.gql(
-      `query($id: ID!) { project(id: $id) { versions(per_page: 1) { total items { version changed_fields } } versionAt(n: 1) { version document { name } } versionDiff(n: 2) { against changes { field before after } } } }`,
+      `query($id: ID!) { project(id: $id) { versions(limit: 1) { next_before items { version changed_fields } } versionAt(n: 1) { version document { name } } versionDiff(n: 2) { against changes { field before after } } } }`,
       { id }, { key: alice.key },
     );
     expect(q.body.errors).toBeUndefined();
     expect(q.body.data.project).toEqual({
-      versions: { total: 2, items: [{ version: 2, changed_fields: ['name'] }] },
+      versions: { next_before: 2, items: [{ version: 2, changed_fields: ['name'] }] },
       versionAt: { version: 1, document: { name: 'g1' } },
       versionDiff: { against: 1, changes: [{ field: 'name', before: 'g1', after: 'g2' }] },
     });

@@ -1,11 +1,10 @@
 import type { Builder } from '../../../core/graphql.ts';
 import { requireUser } from '../../../core/graphql.ts';
 import { parseInput } from '../../../core/errors.ts';
-import { pageQuery } from '../../../core/http/schemas.ts';
 import type { Doc } from '../../../core/hooks.ts';
-import type { Page } from '../../../core/page.ts';
 import type { ResourceService } from '../service.ts';
-import type { VersionDiff, VersionEntry, VersionView, Versions } from './service.ts';
+import type { VersionDiff, VersionEntry, VersionPage, VersionView, Versions } from './service.ts';
+import { historyQuery } from './rest.ts';
 
 /** A resource's object type (this file builds no Pothos type of its own by name). */
 type ResourceRef = ReturnType<Builder['objectRef']>;
@@ -32,14 +31,11 @@ function makeShared(builder: Builder) {
       restored_from: t.exposeInt('restored_from', { nullable: true, description: 'The version this write restored, if it was a restore' }),
     }),
   });
-  const page = builder.objectRef<Page<VersionEntry>>('ResourceVersionPage').implement({
+  const page = builder.objectRef<VersionPage>('ResourceVersionPage').implement({
     description: 'A page of a document\'s history, newest first',
     fields: (t) => ({
       items: t.field({ type: [entry], nullable: false, resolve: (p) => p.items }),
-      total: t.exposeInt('total', { nullable: false }),
-      page: t.exposeInt('page', { nullable: false }),
-      per_page: t.exposeInt('per_page', { nullable: false }),
-      total_pages: t.exposeInt('total_pages', { nullable: false }),
+      next_before: t.exposeInt('next_before', { nullable: true, description: 'Pass as before for the next (older) page; null when no older version is kept' }),
     }),
   });
   const change = builder.objectRef<VersionDiff['changes'][number]>('ResourceVersionChange').implement({
@@ -61,7 +57,6 @@ function makeShared(builder: Builder) {
 }
 
 const idOf = (d: unknown) => String((d as Doc)._id);
-const pageArgs = pageQuery(25, 100);
 
 /**
  * A versioned resource's history in GraphQL: `versions`, `versionAt(n)` and `versionDiff(n, against)`
@@ -87,8 +82,8 @@ export function versionsGraphQL(builder: Builder, svc: ResourceService, ref: Res
   builder.objectFields(ref, (t) => ({
     versions: t.field({
       type: page, nullable: false, description: 'History of this document, newest first, without the documents',
-      args: { page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (d, args, ctx) => versions.history(svc, requireUser(ctx), idOf(d), parseInput(pageArgs, { page: args.page ?? undefined, per_page: args.per_page ?? undefined })),
+      args: { limit: t.arg.int(), before: t.arg.int() },
+      resolve: (d, args, ctx) => versions.history(svc, requireUser(ctx), idOf(d), parseInput(historyQuery, { limit: args.limit ?? undefined, before: args.before ?? undefined })),
     }),
     versionAt: t.field({
       type: view, description: 'Version n of this document',

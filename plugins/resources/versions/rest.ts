@@ -1,8 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../../../core/http/route.ts';
-import { pageQuery } from '../../../core/http/schemas.ts';
 import { etagOf } from '../../../core/etag.ts';
-import { pageHeaderDocs, pageSchema, setPageHeaders } from '../../../core/page.ts';
 import { responseSchemas } from '../output.ts';
 import type { ResourceService } from '../service.ts';
 import type { Versions } from './service.ts';
@@ -18,6 +16,19 @@ const versionEntry = z
     restored_from: z.number().int().nullable().describe('The version this write restored, if it was a restore'),
   })
   .meta({ id: 'ResourceVersionEntry' });
+
+/** `GET …/versions`: a page by version number, newest first. */
+export const historyQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(25).describe('Versions per page (1–100)'),
+  before: z.coerce.number().int().min(1).optional().describe('Only versions numbered below this one: the previous page\'s next_before'),
+});
+
+const historyPage = z
+  .object({
+    items: z.array(versionEntry),
+    next_before: z.number().int().nullable().describe('Pass as before for the next (older) page; null when no older version is kept'),
+  })
+  .meta({ id: 'ResourceVersionPage' });
 
 const versionDiff = z
   .object({
@@ -53,9 +64,9 @@ export function versionRoutes(svc: ResourceService, versions: Versions): RouteDe
   return [
     defineRoute({
       method: 'GET', path: base, tags, features, summary: `History of a document of ${def.name}, newest first, without the documents`,
-      params: z.object({ id: z.string().describe('24-character hex object id') }), query: pageQuery(25, 100), response: pageSchema(versionEntry),
-      docs: { responseHeaders: pageHeaderDocs('Versions kept'), errors: [404] },
-      handler: async ({ actor, params: p, query, ctx }) => setPageHeaders(ctx, await versions.history(svc, actor!, params(p).id, query)),
+      params: z.object({ id: z.string().describe('24-character hex object id') }), query: historyQuery, response: historyPage,
+      docs: { errors: [404] },
+      handler: async ({ actor, params: p, query }) => versions.history(svc, actor!, params(p).id, query),
     }),
     defineRoute({
       method: 'GET', path: `${base}/:n`, tags, features, summary: `One version of a document of ${def.name}: the document as it was, masked by the caller's read rules`,

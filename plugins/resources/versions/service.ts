@@ -10,7 +10,6 @@ import { isAdmin, type Actor } from '../../../core/context.ts';
 import { ConflictError, NotFoundError } from '../../../core/errors.ts';
 import { parseIfMatch } from '../../../core/etag.ts';
 import type { Doc } from '../../../core/hooks.ts';
-import { pageOf, type Page } from '../../../core/page.ts';
 import { maskWritten, readAccess, type ReadAccess } from '../access.ts';
 import type { ResourceService } from '../service.ts';
 import { updateDocument } from '../update.ts';
@@ -25,6 +24,12 @@ export interface VersionEntry {
   request_id: string | null;
   changed_fields: string[];
   restored_from: number | null;
+}
+
+/** A page of history, newest first: `next_before` asks for the next (older) page; null at the first version kept. */
+export interface VersionPage {
+  items: VersionEntry[];
+  next_before: number | null;
 }
 
 /** One version with the document as it was (masked by the caller's current read rules). */
@@ -55,12 +60,12 @@ export class Versions {
    * The current document as the caller may see it (404 otherwise), and the tenant term of its
    * versions. Waits for this process's writes still in the relay's batch, so a client reads its own writes.
    */
-  private async target(svc: ResourceService, actor: Actor, id: string): Promise<{ docId: Types.ObjectId; scope: TenantTerm; ra: ReadAccess | null }> {
+  private async target(svc: ResourceService, actor: Actor, id: string): Promise<{ docId: Types.ObjectId; scope: TenantTerm; ra: ReadAccess | null; version: number }> {
     this.check(svc);
     const docId = svc.oid(id);
-    const [doc] = await Promise.all([svc.get(actor, id, { includeDeleted: isAdmin(actor), fields: ['_id', 'tenant_id'] }), svc.deps.events.flush()]);
+    const [doc] = await Promise.all([svc.get(actor, id, { includeDeleted: isAdmin(actor), fields: ['_id', 'tenant_id', 'version'] }), svc.deps.events.flush()]);
     const scope: TenantTerm = { tenant_id: doc.tenant_id ?? null };
-    return { docId, scope, ra: await readAccess(svc, actor) };
+    return { docId, scope, ra: await readAccess(svc, actor), version: doc.version as number };
   }
 
   /** The names a caller may read among `fields`. */
@@ -81,11 +86,12 @@ export class Versions {
     return r;
   }
 
-  /** A page of the document's history, newest first, without the documents. */
-  async history(svc: ResourceService, actor: Actor, id: string, q: { page: number; per_page: number }): Promise<Page<VersionEntry>> {
-    const { docId, scope, ra } = await this.target(svc, actor, id);
-    const { items, total } = await this.store.page(scope, svc.def.name, docId, q.page, q.per_page);
-    return pageOf(items.map((r) => this.entry(ra, r)), total, q);
+  /** A page of the document's history, newest first, without the documents: versions numbered below `before` (default: all). */
+  async history(svc: ResourceService, actor: Actor, id: string, q: { limit: number; before?: number | undefined }): Promise<VersionPage> {
+    const { docId, scope, ra, version } = await this.target(svc, actor, id);
+    const before = Math.min(q.before ?? version + 1, version + 1);
+    const { items, more } = await this.store.page(scope, svc.def.name, docId, before, q.limit);
+    return { items: items.map((r) => this.entry(ra, r)), next_before: more ? items.at(-1)!.version : null };
   }
 
   /** Version `n` with the document as it was, showing only the fields the caller may read now. */

@@ -134,14 +134,29 @@ export class VersionStore {
     if (terms.length) await this.model.collection.deleteMany(terms.length === 1 ? terms[0]! : { $or: terms });
   }
 
-  /** One page of a document's history, newest first, without the documents. */
-  async page(scope: TenantTerm, resource: string, docId: Types.ObjectId, page: number, perPage: number): Promise<{ items: VersionHead[]; total: number }> {
-    const filter = { ...scope, resource, doc_id: docId };
-    const [items, total] = await Promise.all([
-      this.model.collection.find(filter, { projection: { data: 0 } }).sort({ version: -1 }).skip((page - 1) * perPage).limit(perPage).toArray(),
-      this.model.collection.countDocuments(filter),
-    ]);
-    return { items: items as unknown as VersionHead[], total };
+  /**
+   * Up to `limit` versions numbered below `before`, newest first, without the documents. Read as
+   * ranges of version numbers, each a bounded range of the history index (a sort over a whole
+   * history costs as much as the history on some engines): the first range is `limit + 1` wide,
+   * each next one four times wider, so a gap left by retention costs a few reads, not a scan.
+   * @returns the page and whether older versions remain
+   */
+  async page(scope: TenantTerm, resource: string, docId: Types.ObjectId, before: number, limit: number): Promise<{ items: VersionHead[]; more: boolean }> {
+    const items: VersionHead[] = [];
+    let hi = before - 1;
+    let width = limit + 1;
+    while (hi >= 1 && items.length <= limit) {
+      const lo = Math.max(1, hi - width + 1);
+      const rows = await this.model.collection
+        .find({ ...scope, resource, doc_id: docId, version: { $gte: lo, $lte: hi } }, { projection: { data: 0 } })
+        .sort({ version: -1 })
+        .limit(limit + 1 - items.length)
+        .toArray();
+      items.push(...(rows as unknown as VersionHead[]));
+      hi = lo - 1;
+      width *= 4;
+    }
+    return { items: items.slice(0, limit), more: items.length > limit };
   }
 
   /** Version `n` of a document, or null. */
