@@ -13,10 +13,8 @@ import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
 import type { ResourceService } from './service.ts';
 import { BASE_FIELDS } from './fields.ts';
 import { validateWhere } from './where.ts';
-import { VersionStore } from './versions/store.ts';
-import { Versions } from './versions/service.ts';
 import { versionRoutes } from './versions/rest.ts';
-import { purgeVersions } from './versions/purge.ts';
+import { purgeVersionsJob, setUpVersions, withVersionsPersonalData } from './versions/setup.ts';
 
 export { defineResource } from './define.ts';
 export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
@@ -86,10 +84,7 @@ export const resourcesPlugin = definePlugin({
     const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events'), access: () => services.maybe('access') });
     const samples = config.SAMPLE_RESOURCES_ENABLED ?? config.NODE_ENV !== 'production';
     for (const def of options.resources ?? (samples ? sampleResources : [])) registry.register(def);
-    // Every write of a versioned resource stores its version from its event, durably (versions/store.ts).
-    const versions = new Versions(new VersionStore(db, (name) => registry.get(name)?.def.versions ?? null));
-    services.get('events').addSink({ name: 'versions', types: '*', write: (events) => versions.store.write(events) });
-    registry.purgeVersions = (resource, ids) => versions.store.purgeDocuments(resource, ids);
+    const versions = setUpVersions(db, registry, services.get('events'));
 
     services.provide('resources', {
       register: (def) => registry.register('graphqlName' in def ? def : defineResource(def)),
@@ -126,15 +121,7 @@ export const resourcesPlugin = definePlugin({
         ];
       },
       graphql: (builder) => resourceGraphQL(builder, registry, versions),
-      personalData: () => {
-        const documents = registry.personalData();
-        const versioned = documents.filter((d) => registry.get(d.name)?.def.versions);
-        if (!versioned.length) return documents;
-        // Old versions hold what the documents held: an erasure scrubs them as it depersonalizes those.
-        const scrub = (subject: { user_id: string; tenant_id: string | null }) =>
-          versions.store.scrubSubject(versioned.map((d) => ({ name: d.name, subject_field: d.subject_field ?? 'created_by', neutral: d.neutral ?? {} })), subject);
-        return [...documents, { name: 'resource_versions', model: versions.store.model.modelName, subject_field: 'actor', gdpr_fields: [], on_erasure: 'scrub' as const, scrub }];
-      },
+      personalData: () => withVersionsPersonalData(registry.personalData(), registry, versions),
       eventTypes: () => registry.list().flatMap((svc) => resourceEventTypes(svc.def)),
       jobs: [
         {
@@ -145,12 +132,7 @@ export const resourcesPlugin = definePlugin({
           // As the run's actor: a per-tenant run purges its tenant only.
           run: async (ctx, params: { days?: number | undefined }) => registry.purgeSoftDeleted(ctx.actor, params.days),
         },
-        {
-          name: 'purge_versions',
-          description: 'Drops versions older than their resource\'s versions.max_age_days (the first version of each document stays)',
-          timeout: 600,
-          run: async (ctx) => purgeVersions(registry.list(), versions.store, ctx.actor),
-        },
+        purgeVersionsJob(registry, versions),
       ],
     };
   },

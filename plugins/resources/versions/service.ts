@@ -127,7 +127,8 @@ export class Versions {
     const body = Object.fromEntries(svc.clientPaths.filter((p) => !p.includes('.') && r.data[p] !== undefined).map((p) => [p, r.data[p]]));
     for (const p of uniquePaths(svc)) {
       if (body[p] === undefined || body[p] === null) continue;
-      if (await svc.model.exists({ [p]: body[p], _id: { $ne: docId } })) {
+      // Within the document's tenant: another tenant's values are not the caller's to learn of.
+      if (await svc.model.exists({ ...(svc.def.tenant_scoped ? { tenant_id: doc.tenant_id ?? null } : {}), [p]: body[p], _id: { $ne: docId } })) {
         throw new ConflictError(`Version ${n} cannot be restored: another document holds its ${p}`, { field: p, version: n });
       }
     }
