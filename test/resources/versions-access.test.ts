@@ -51,6 +51,15 @@ describe('history under the caller\'s read rules', () => {
     expect(g.body.data.memo.versionAt.document).toEqual({ title: 't1', secret: null });
   });
 
+  it('a restore goes through the write rules: a reader without an update rule gets 403 and nothing is written', async () => {
+    const c = await t.http('POST', '/memos', { key: owner.key, json: { title: 'a' } });
+    const id = c.body._id as string;
+    expect((await t.http('PATCH', `/memos/${id}`, { key: owner.key, json: { title: 'b' }, headers: ifMatch('"1"') })).status).toBe(200);
+    expectError(await t.http('POST', `/memos/${id}/versions/1/restore`, { key: reader.key, headers: ifMatch('"2"') }), 403, 'ACCESS_DENIED');
+    const now = await t.http('GET', `/memos/${id}`, { key: owner.key });
+    expect(now.body).toMatchObject({ title: 'b', version: 2 });
+  });
+
   it('a row the caller may not read now has no history for it, even if an old version was readable', async () => {
     const c = await t.http('POST', '/memos', { key: owner.key, json: { title: 'open' } });
     const id = c.body._id as string;

@@ -202,6 +202,8 @@ describe('GraphQL', () => {
       versionAt: { version: 1, document: { name: 'g1' } },
       versionDiff: { against: 1, changes: [{ field: 'name', before: 'g1', after: 'g2' }] },
     });
+    const badLimit = await t.gql(`query($id: ID!) { project(id: $id) { versions(limit: 0) { next_before } } }`, { id }, { key: alice.key });
+    expect(badLimit.body.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');
     const missing = await t.gql(`query($id: ID!) { project(id: $id) { versionAt(n: 7) { version } } }`, { id }, { key: alice.key });
     expect(missing.body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
     const noEtag = await t.gql(`mutation($id: ID!) { restoreProjectVersion(id: $id, n: 1) { name } }`, { id }, { key: alice.key });
