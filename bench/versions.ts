@@ -4,7 +4,8 @@
  * 1. Throughput of creates and of updates (PATCH with If-Match) on two resources with the same
  *    schema, one with `versions: true` and one without, in the same run: `BENCH_ROUNDS` (5) rounds
  *    of `BENCH_SECONDS` (3) per side and operation, sides alternating, `BENCH_CONNECTIONS` (10)
- *    requests in flight. The ratio is versioned / plain of the median rounds (aim >= 0.9).
+ *    requests in flight. The ratios are versioned / plain of the median rounds, of throughput and of
+ *    CPU time per request (plain / versioned, so that higher is better for both; aim >= 0.9).
  * 2. `GET /{resource}/{id}/versions` (first page of 25) of one document with `BENCH_VERSIONS`
  *    (10,000) versions: p50 / p99 of 200 requests over loopback (an upper bound of server time), and
  *    of the page's database read alone, against a sort over the whole history.
@@ -52,19 +53,27 @@ async function main() {
     return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
   };
 
-  /** Requests per second of `op` with CONNECTIONS workers for SECONDS. */
+  /**
+   * Requests per second of `op` with CONNECTIONS workers for SECONDS, and the process's CPU time per
+   * request (user + system, the relay's batches included: they are flushed before the clock stops).
+   * CPU per request moves far less than throughput when other processes share the machine.
+   */
   const load = async (op: (worker: number) => (() => Promise<void>) | Promise<() => Promise<void>>) => {
     const steps = await Promise.all(Array.from({ length: CONNECTIONS }, async (_, w) => op(w)));
+    await app.services.get('events').flush();
     let n = 0;
     const until = Date.now() + SECONDS * 1000;
     const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     await Promise.all(steps.map(async (step) => {
       while (Date.now() < until) {
         await step();
         n++;
       }
     }));
-    return n / ((performance.now() - t0) / 1000);
+    await app.services.get('events').flush();
+    const cpu = process.cpuUsage(cpu0);
+    return { rate: n / ((performance.now() - t0) / 1000), cpuUs: (cpu.user + cpu.system) / n };
   };
   const create = (path: string) => () => async () => {
     const r = await call('POST', path, { name: 'bench', budget: 1, tags: ['a'] });
@@ -80,19 +89,20 @@ async function main() {
     };
   };
 
-  const results: Record<string, number[]> = { 'create plain': [], 'create versions': [], 'update plain': [], 'update versions': [] };
+  const results: Record<string, { rate: number; cpuUs: number }[]> = { 'create plain': [], 'create versions': [], 'update plain': [], 'update versions': [] };
   await load(create('/plain_items')); // warm-up
   await load(create('/versioned_items'));
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? ['versions', 'plain'] : ['plain', 'versions'];
     for (const side of order) results[`create ${side}`]!.push(await load(create(side === 'plain' ? '/plain_items' : '/versioned_items')));
     for (const side of order) results[`update ${side}`]!.push(await load(update(side === 'plain' ? '/plain_items' : '/versioned_items')));
-    log(`round ${round + 1}: ${Object.entries(results).map(([k, v]) => `${k} ${v.at(-1)!.toFixed(0)}/s`).join(', ')} (load ${loadavg()[0]!.toFixed(1)})`);
+    log(`round ${round + 1}: ${Object.entries(results).map(([k, v]) => `${k} ${v.at(-1)!.rate.toFixed(0)}/s ${v.at(-1)!.cpuUs.toFixed(0)} µs`).join(', ')} (load ${loadavg()[0]!.toFixed(1)})`);
   }
   for (const op of ['create', 'update']) {
-    const a = median(results[`${op} versions`]!);
-    const b = median(results[`${op} plain`]!);
-    log(`${op}: versions ${a.toFixed(0)}/s, plain ${b.toFixed(0)}/s, ratio ${(a / b).toFixed(2)}`);
+    const rate = (side: string) => median(results[`${op} ${side}`]!.map((r) => r.rate));
+    const cpu = (side: string) => median(results[`${op} ${side}`]!.map((r) => r.cpuUs));
+    log(`${op}: throughput versions ${rate('versions').toFixed(0)}/s, plain ${rate('plain').toFixed(0)}/s, ratio ${(rate('versions') / rate('plain')).toFixed(2)}; ` +
+      `CPU per request versions ${cpu('versions').toFixed(0)} µs, plain ${cpu('plain').toFixed(0)} µs, ratio plain/versions ${(cpu('plain') / cpu('versions')).toFixed(2)}`);
   }
 
   // 2. A document with VERSIONS versions: the versions written directly, as the sink writes them.

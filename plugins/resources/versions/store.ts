@@ -80,9 +80,18 @@ export function changedFields(previous: Doc | null, data: Doc): string[] {
 
 const VERBS = new Set(['created', 'updated', 'deleted', 'restored']);
 
+/** How many event ids the sink remembers having stored (a FIFO). */
+const REMEMBERED = 50_000;
+
 /** The stored versions of documents: written by the event log's sink, read by the versions routes. */
 export class VersionStore {
   readonly model;
+  /**
+   * Events whose versions this process stored. A write that supersedes a document before its relay
+   * ran relays the waiting entry again with its own (docs/events.md): its version is skipped here
+   * instead of being refused by the unique index, whose error path costs the batch far more.
+   */
+  private readonly stored = new Set<string>();
 
   constructor(conn: Connection, private readonly policyOf: (resource: string) => VersionPolicy | null) {
     this.model = modelOn(conn, 'ResourceVersion', versionSchema, VERSIONS_COLLECTION);
@@ -107,7 +116,7 @@ export class VersionStore {
    * `max_per_document`. A failure throws, so the relay keeps the batch (and its outboxes) and retries.
    */
   async write(events: EventDoc[]): Promise<void> {
-    const records = events.map((e) => this.recordOf(e)).filter((r) => r !== null);
+    const records = events.filter((e) => !this.stored.has(e._id)).map((e) => this.recordOf(e)).filter((r) => r !== null);
     if (!records.length) return;
     try {
       await this.model.collection.insertMany(records, { ordered: false });
@@ -116,6 +125,14 @@ export class VersionStore {
       if (!onlyDuplicates(err)) throw err;
     }
     await this.trim(records);
+    for (const r of records) this.stored.add(r.event_id);
+    if (this.stored.size > REMEMBERED) {
+      let excess = this.stored.size - REMEMBERED;
+      for (const id of this.stored) {
+        if (excess-- <= 0) break;
+        this.stored.delete(id);
+      }
+    }
   }
 
   /** Keeps the newest `max_per_document` versions of each document written (and its first). */
