@@ -88,11 +88,27 @@ export interface ResourceOptions {
   subject_field?: string;
   /** How a document appears in its data subject's export (privacy plugin), after the private fields are left out. */
   export_view?: PersonalDataDeclaration['export_view'];
+  /**
+   * Keep every write's document as a version: history, diff and restore (docs/versions.md).
+   * `max_per_document` keeps the newest N versions of a document (and its first);
+   * `max_age_days` lets the `purge_versions` job drop older ones (the first stays).
+   * @default false
+   * @example { max_per_document: 50, max_age_days: 365 }
+   */
+  versions?: boolean | { max_per_document?: number; max_age_days?: number };
 }
 
-export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations' | 'access' | 'export_view'>> {
+/** A resource's version policy: null limits keep everything. */
+export interface VersionPolicy {
+  max_per_document: number | null;
+  max_age_days: number | null;
+}
+
+export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations' | 'access' | 'export_view' | 'versions'>> {
   access: ResourceOptions['access'];
   export_view: ResourceOptions['export_view'];
+  /** Null: the resource keeps no versions. */
+  versions: VersionPolicy | null;
   operations: ReadonlySet<Operation>;
   guards: { features: string[]; attributes: AttributeRule[] };
   populatable: string[];
@@ -156,6 +172,7 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     subject_field: o.subject_field ?? 'created_by',
     access: o.access,
     export_view: o.export_view,
+    versions: versionPolicy(o.name, o.versions),
   };
   for (const f of def.searchable_fields) {
     if (!fields.some((x) => x.path === f && x.kind === 'string' && !x.private)) throw new Error(`Resource "${o.name}": searchable field "${f}" is not a public string field`);
@@ -182,6 +199,15 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
 function withFileRules(rules: CascadeRule[], fields: FieldInfo[]): CascadeRule[] {
   const implicit = fields.filter((f) => f.file && !rules.some((r) => r.field === f.path)).map((f): CascadeRule => ({ field: f.path, references: f.ref ?? 'files', on_delete: 'set_null' }));
   return [...rules, ...implicit];
+}
+
+function versionPolicy(name: string, v: ResourceOptions['versions']): VersionPolicy | null {
+  if (!v) return null;
+  const policy = { max_per_document: v === true ? null : v.max_per_document ?? null, max_age_days: v === true ? null : v.max_age_days ?? null };
+  for (const [k, n] of Object.entries(policy)) {
+    if (n !== null && (!Number.isInteger(n) || n < 1)) throw new Error(`Resource "${name}": versions.${k} must be a whole number of at least 1`);
+  }
+  return policy;
 }
 
 /** Adds the base fields ({@link BASE_FIELDS}) and the indexes every list relies on. */

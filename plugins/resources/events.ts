@@ -54,6 +54,8 @@ export interface ResourceEventMeta extends Doc {
   ip: string | null;
   bulk: boolean;
   replace?: boolean;
+  /** Set on an update that restored an earlier version of the document: that version's number. */
+  restored_version?: number;
   /** Audit writes the change's entry from the event (a durable sink). */
   audit: AuditedChange;
 }
@@ -86,6 +88,8 @@ export interface OutboxOptions {
   replace?: boolean;
   /** The document's tenant (a create's; otherwise taken from `old`). */
   tenantId?: string | null;
+  /** The version an update restores (versions: `POST …/versions/{n}/restore`). */
+  restoredVersion?: number;
 }
 
 /** The entry of a resource write's event, without the outbox it goes into. */
@@ -95,6 +99,7 @@ export function stageChange(svc: ResourceService, verb: ResourceEventVerb, actor
     verb, actor, tenantId: c.tenantId, version: c.version, previous: c.previous,
     meta: {
       resource: svc.def.name, ip: ctx?.ip ?? null, bulk: !!c.bulk, ...(c.replace !== undefined ? { replace: c.replace } : {}),
+      ...(c.restoredVersion !== undefined ? { restored_version: c.restoredVersion } : {}),
       audit: {
         operation: verb === 'updated' && c.replace ? 'replace' : AUDIT_OPERATION[verb],
         resource: svc.def.name,

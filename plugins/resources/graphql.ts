@@ -10,6 +10,8 @@ import type { Operation } from './define.ts';
 import type { ResourceRegistry } from './registry.ts';
 import { etagOf } from '../../core/etag.ts';
 import { resourceTypesGraphQL } from './graphql-types.ts';
+import type { Versions } from './versions/service.ts';
+import { versionsGraphQL } from './versions/graphql.ts';
 
 const lowerFirst = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
 const camel = (s: string) => s.replace(/_(\w)/g, (_m, c: string) => c.toUpperCase());
@@ -50,7 +52,7 @@ function listArgs(arg: Arg): InputFieldMap {
  * Per resource: an object type, `<name>` list query (both pagination modes, same filters as REST),
  * `<singular>` get-one, and create/update/replace/delete mutations with the same ETag rules.
  */
-export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
+export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, versions: Versions) {
   const services = registry.list();
   const refs = new Map(services.map((s) => [s.def.name, builder.objectRef<Doc>(s.def.graphqlName)]));
 
@@ -102,6 +104,8 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry) {
         return fields as never;
       },
     });
+
+    versionsGraphQL(builder, svc, ref, versions);
 
     const Page = builder.objectRef<{ items: Doc[]; total?: number; page?: number; per_page?: number; total_pages?: number; cursors?: unknown }>(`${def.graphqlName}Page`);
     Page.implement({

@@ -14,6 +14,8 @@ import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
 import type { ResourceService } from './service.ts';
 import { BASE_FIELDS } from './fields.ts';
 import { validateWhere } from './where.ts';
+import { versionRoutes } from './versions/rest.ts';
+import { purgeVersionsJob, setUpVersions, withVersionsPersonalData } from './versions/setup.ts';
 
 export { defineResource } from './define.ts';
 export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
@@ -93,6 +95,7 @@ export const resourcesPlugin = definePlugin({
     const samples = config.SAMPLE_RESOURCES_ENABLED ?? config.NODE_ENV !== 'production';
     // With files on, `projects` gains its `attachment` file field.
     for (const def of options.resources ?? (samples ? (config.FILES_ENABLED ? sampleResourcesWithFiles : sampleResources) : [])) registry.register(def);
+    const versions = setUpVersions(db, registry, services.get('events'));
 
     services.provide('resources', {
       register: (def) => registry.register('graphqlName' in def ? def : defineResource(def)),
@@ -129,10 +132,11 @@ export const resourcesPlugin = definePlugin({
             handler: () => registry.describe(),
           }),
           ...registry.list().flatMap(resourceRoutes),
+          ...registry.list().flatMap((svc) => versionRoutes(svc, versions)),
         ];
       },
-      graphql: (builder) => resourceGraphQL(builder, registry),
-      personalData: () => registry.personalData(),
+      graphql: (builder) => resourceGraphQL(builder, registry, versions),
+      personalData: () => withVersionsPersonalData(registry.personalData(), registry, versions),
       eventTypes: () => registry.list().flatMap((svc) => resourceEventTypes(svc.def)),
       jobs: [
         {
@@ -143,6 +147,7 @@ export const resourcesPlugin = definePlugin({
           // As the run's actor: a per-tenant run purges its tenant only.
           run: async (ctx, params: { days?: number | undefined }) => registry.purgeSoftDeleted(ctx.actor, params.days),
         },
+        purgeVersionsJob(registry, versions),
       ],
     };
   },

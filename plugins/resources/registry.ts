@@ -1,4 +1,4 @@
-import type { Connection, Model } from 'mongoose';
+import type { Connection, Model, Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import type { Doc } from '../../core/hooks.ts';
@@ -26,6 +26,9 @@ export class ResourceRegistry implements ResourceLookup {
     private readonly conn: Connection,
     private readonly deps: Omit<ServiceDeps, 'lookup'>,
   ) {}
+
+  /** Drops the versions of purged documents of a versioned resource (set by the plugin). */
+  purgeVersions?: (resource: string, ids: Types.ObjectId[]) => Promise<unknown>;
 
   register(def: ResourceDefinition): ResourceService {
     if (this.sealed) throw new Error(`Resource "${def.name}" registered too late: register resources in a plugin's setup()`);
@@ -77,7 +80,7 @@ export class ResourceRegistry implements ResourceLookup {
   async purgeSoftDeleted(actor: Actor, days = this.deps.config.SOFT_DELETE_RETENTION_DAYS): Promise<PurgeResult> {
     // Refused up front: also when no resource is registered, so the answer never depends on the registry.
     requireRole(actor, 'system');
-    const results = await Promise.all(this.list().map((s) => s.purgeSoftDeleted(actor, days)));
+    const results = await Promise.all(this.list().map((s) => s.purgeSoftDeleted(actor, days, s.def.versions ? this.purgeVersions : undefined)));
     return {
       deleted_count: results.reduce((n, r) => n + r.deleted_count, 0),
       cutoff_date: new Date(Date.now() - days * 86_400_000),

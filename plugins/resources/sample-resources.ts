@@ -18,6 +18,8 @@ const projects = (schema: Schema) => defineResource({
   allow_bulk_delete: true,
   // The owner's address is personal data; the rest describes the project, not a person.
   gdpr_fields: ['owner_email'],
+  // Every write keeps the document as a version: history, diff and restore (docs/versions.md).
+  versions: true,
 });
 
 /** `/projects`: the sample resource with search, tags and both bulk operations. */

@@ -358,11 +358,18 @@ export class ResourceService {
     return bulkDelete(this, actor, items);
   }
 
-  async purgeSoftDeleted(actor: Actor, olderThanDays: number): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
+  async purgeSoftDeleted(actor: Actor, olderThanDays: number, dropVersions?: (resource: string, ids: Types.ObjectId[]) => Promise<unknown>): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
     requireRole(actor, 'system');
     const scope = this.scope(actor, { includeDeleted: true });
     const cutoff = new Date(Date.now() - olderThanDays * 86_400_000);
-    const res = await this.model.deleteMany({ ...scope, is_deleted: true, deleted_at: { $lt: cutoff } });
+    let filter: Filter = { ...scope, is_deleted: true, deleted_at: { $lt: cutoff } };
+    if (dropVersions) {
+      // Versions first: a crash in between leaves documents that the next purge removes, never orphaned versions.
+      const ids = (await this.model.find(filter, { _id: 1 }).lean<Doc[]>()).map((d) => d._id as Types.ObjectId);
+      await dropVersions(this.def.name, ids);
+      filter = { ...filter, _id: { $in: ids } };
+    }
+    const res = await this.model.deleteMany(filter);
     return { resource: this.def.name, deleted_count: res.deletedCount, cutoff_date: cutoff };
   }
 

@@ -32,8 +32,14 @@ function changes(svc: ResourceService, actor: Actor, data: Doc, replace: boolean
   return { set, unset };
 }
 
+/** What an update writes besides its body. */
+export interface UpdateOptions {
+  /** The version a restore brings back: its event records it (`meta.restored_version`). */
+  restoredVersion?: number;
+}
+
 /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
-export async function updateDocument(svc: ResourceService, actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean): Promise<Doc> {
+export async function updateDocument(svc: ResourceService, actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean, opts: UpdateOptions = {}): Promise<Doc> {
   const wa = await writeAccess(svc, actor, 'update');
   const scope = withRows(svc.scope(actor), wa?.rows);
   const tags = parseIfMatch(ifMatch);
@@ -41,7 +47,7 @@ export async function updateDocument(svc: ResourceService, actor: Actor, id: str
   // A rule decides on the stored document: the read path.
   const version = wa ? null : oneCommandVersion(svc, tags, input, replace, scope);
   if (version !== null) {
-    const done = await updateInOneCommand(svc, actor, id, scope, version, input, replace);
+    const done = await updateInOneCommand(svc, actor, id, scope, version, input, replace, opts);
     if (done) return done;
   }
   const old = await svc.findOwned(id, scope);
@@ -54,7 +60,7 @@ export async function updateDocument(svc: ResourceService, actor: Actor, id: str
   // An empty PATCH changes nothing: no new revision, no events.
   if (!replace && Object.keys(ev.data).length === 0) return svc.view(old);
   const { set, unset } = changes(svc, actor, ev.data, replace);
-  set[OUTBOX_FIELD] = svc.outboxFor('updated', actor, old, { replace });
+  set[OUTBOX_FIELD] = svc.outboxFor('updated', actor, old, { replace, ...opts });
   const doc = await svc.plain.updateIf({ _id: old._id, ...scope, version: old.version }, !svc.needsCasting(scope), set, unset);
   if (!doc) throw await svc.lostRace(id, scope);
   await svc.committed(doc);
@@ -80,7 +86,7 @@ function oneCommandVersion(svc: ResourceService, tags: string[], input: Doc, rep
 }
 
 /** The update as one pipeline; undefined when mongoose must cast a value (nothing written: take the read path). */
-async function updateInOneCommand(svc: ResourceService, actor: Actor, id: string, scope: Filter, version: number, input: Doc, replace: boolean): Promise<Doc | undefined> {
+async function updateInOneCommand(svc: ResourceService, actor: Actor, id: string, scope: Filter, version: number, input: Doc, replace: boolean, opts: UpdateOptions): Promise<Doc | undefined> {
   const _id = svc.oid(id);
   try {
     checkWritable(scope, input);
@@ -92,7 +98,7 @@ async function updateInOneCommand(svc: ResourceService, actor: Actor, id: string
     throw err;
   }
   const { set, unset } = changes(svc, actor, input, replace);
-  const entry = stageChange(svc, 'updated', actor, { version: version + 1, previous: null, tenantId: null, replace });
+  const entry = stageChange(svc, 'updated', actor, { version: version + 1, previous: null, tenantId: null, replace, ...opts });
   const outbox = svc.deps.events.outbox.inWrite(svc.source, _id, entry, svc.viewExpression);
   const written = await svc.plain.updateComputedIf({ _id, ...scope }, set, unset, version, { [OUTBOX_FIELD]: outbox.expression });
   if (written === undefined) return undefined;

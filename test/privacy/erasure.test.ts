@@ -85,7 +85,8 @@ describe('execution', () => {
   it('before, the raw search finds the subject in every place its data went (the search works)', () => {
     // `tasks`: a task the subject created keeps its create's outbox entry, with the subject's name
     // as the audit's actor name (docs/events.md, "Relayed entries without an object stay").
-    expect(holdingBefore.sort()).toEqual(['audit_log', 'events', 'pd_credentials', 'pd_notes', 'projects', 'tasks', 'users']);
+    // `resource_versions`: projects keep versions, which hold `owner_email` as the projects did.
+    expect(holdingBefore.sort()).toEqual(['audit_log', 'events', 'pd_credentials', 'pd_notes', 'projects', 'resource_versions', 'tasks', 'users']);
   });
 
   it('no collection of the database holds the subject’s email, any of its names or its attributes afterwards', async () => {
