@@ -18,6 +18,7 @@ import { nameCastParam } from './filters.ts';
 import { applyCascade, checkCascadeDeny } from './cascade.ts';
 import { checkReferences, checkWritable, fillGuardedFields, type FileReferenceChecker } from './write-checks.ts';
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
+import { purgeDeleted } from './purge.ts';
 import { lastEventId, outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
 import { restoreDocument } from './restore.ts';
 import { updateDocument } from './update.ts';
@@ -358,23 +359,15 @@ export class ResourceService {
     return bulkDelete(this, actor, items);
   }
 
+  /** Deletes soft-deleted documents older than `olderThanDays` (system administrators), their versions first. */
   async purgeSoftDeleted(actor: Actor, olderThanDays: number, dropVersions?: (resource: string, ids: Types.ObjectId[]) => Promise<unknown>): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
     requireRole(actor, 'system');
-    const scope = this.scope(actor, { includeDeleted: true });
     const cutoff = new Date(Date.now() - olderThanDays * 86_400_000);
-    let filter: Filter = { ...scope, is_deleted: true, deleted_at: { $lt: cutoff } };
-    if (dropVersions) {
-      // Versions first: a crash in between leaves documents that the next purge removes, never orphaned versions.
-      const ids = (await this.model.find(filter, { _id: 1 }).lean<Doc[]>()).map((d) => d._id as Types.ObjectId);
-      await dropVersions(this.def.name, ids);
-      filter = { ...filter, _id: { $in: ids } };
-    }
-    const res = await this.model.deleteMany(filter);
-    return { resource: this.def.name, deleted_count: res.deletedCount, cutoff_date: cutoff };
+    const deleted = await purgeDeleted(this.model, this.def.name, this.scope(actor, { includeDeleted: true }), cutoff, dropVersions);
+    return { resource: this.def.name, deleted_count: deleted, cutoff_date: cutoff };
   }
 
   // ---- internals -------------------------------------------------------------------------
-
 
   oid(id: string): Types.ObjectId {
     if (!Types.ObjectId.isValid(id) || !/^[0-9a-fA-F]{24}$/.test(id)) throw new NotFoundError(this.def.name, id);
