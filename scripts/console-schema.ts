@@ -3,7 +3,7 @@
  * `admin-console/schema.graphql` and as gql.tada's introspection types
  * `admin-console/src/graphql-env.d.ts`.
  *
- * It is the schema of a server with every built-in plugin on (webhooks, jobs and payments
+ * It is the schema of a server with every built-in plugin on (webhooks, jobs, payments and files
  * included). test/admin-console/schema.test.ts fails when the committed files differ from what
  * the server prints: run `npm run console:schema`, then `npm run typecheck`, which fails wherever a
  * console document no longer fits the schema.
@@ -18,7 +18,7 @@ const ROOT = resolve(import.meta.dirname, '..');
 export const SCHEMA_FILE = 'admin-console/schema.graphql';
 export const ENV_FILE = 'admin-console/src/graphql-env.d.ts';
 /** Settings that turn on every plugin's GraphQL fields. */
-export const ALL_ON = { WEBHOOKS_ENABLED: 'true', JOBS_ENABLED: 'true', PAYMENTS_ENABLED: 'true', PAYMENTS_LEDGER_ENABLED: 'true' };
+export const ALL_ON = { WEBHOOKS_ENABLED: 'true', JOBS_ENABLED: 'true', PAYMENTS_ENABLED: 'true', PAYMENTS_LEDGER_ENABLED: 'true', FILES_ENABLED: 'true' };
 
 /** The two committed files, path → text, from a live server's schema. */
 export function consoleSchemaFiles(schema: GraphQLSchema): Record<string, string> {

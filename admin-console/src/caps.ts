@@ -45,6 +45,8 @@ export const PLUGIN_SCREENS: ScreenDef[] = [
   { id: 'jobs', label: 'Jobs', needs: 'jobRegistry', who: isAdmin },
   { id: 'payments', label: 'Payments', needs: 'payments', who: () => true },
   { id: 'privacy', label: 'Privacy', needs: 'consents', who: () => true },
+  // Any user of a tenant may list, upload, download and delete its files (the server's rule).
+  { id: 'files', label: 'Files', needs: 'files', who: () => true },
 ];
 
 export const visibleScreens = (u: User): ScreenDef[] => {

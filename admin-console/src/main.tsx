@@ -33,6 +33,7 @@ const LOADERS: Record<string, () => Promise<{ default: Screen }>> = {
   jobs: () => import('./screens/jobs.tsx'),
   payments: () => import('./screens/payments.tsx'),
   privacy: () => import('./screens/privacy.tsx'),
+  files: () => import('./screens/files.tsx'),
 };
 
 function Lazy({ id, route }: { id: string; route: string[] }) {
@@ -101,8 +102,9 @@ function App() {
   const groups: { name: string; items: (typeof nav)[number][] }[] = [];
   for (const item of nav) {
     const name = GROUP[item[0]] ?? 'More';
-    const last = groups[groups.length - 1];
-    if (last?.name === name) last.items.push(item);
+    // A plugin screen joins its area wherever it comes in the list (Files goes beside Resources).
+    const group = groups.find((g) => g.name === name);
+    if (group) group.items.push(item);
     else groups.push({ name, items: [item] });
   }
   const role = isSystem(s.user) ? 'system administrator' : admin ? 'tenant administrator' : 'user';
@@ -158,7 +160,7 @@ function App() {
 
 /** The areas of the side navigation, by screen. */
 const GROUP: Record<string, string> = {
-  overview: 'Content', resources: 'Content',
+  overview: 'Content', resources: 'Content', files: 'Content',
   audit: 'Administration', identity: 'Administration', roles: 'Administration',
   events: 'Integrations', webhooks: 'Integrations', inbound: 'Integrations',
   jobs: 'Operations',

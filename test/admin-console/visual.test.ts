@@ -1,27 +1,19 @@
 /**
- * The visual check: each screen, for each role that has it, is screenshotted at a fixed viewport
- * with what changes from run to run masked (times, ids, the plots, health durations, toasts), and
- * compared with its committed reference under __screenshots__/: more than 0.3% of pixels
- * differing (a channel off by more than 40 of 255) fails; times and ids are replaced by fixed text
- * first, so layout regressions are seen. The
- * comparison decodes both PNGs in Chromium (canvas), since no pixel-diff library is installed.
- * A missing reference is written (commit it); UPDATE_SCREENSHOTS=1 rewrites them all.
+ * The visual check (visual-check.ts): each screen, for each role that has it, screenshotted at a
+ * fixed viewport with what changes from run to run masked, and compared with its committed
+ * reference under __screenshots__/.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { loadConfig } from '../../config/index.ts';
 import { builtinPlugins } from '../../config/plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
-import { axeViolations, CHROMIUM, freePort, SHOTS, signIn, signOut } from './helpers.ts';
+import { CHROMIUM, freePort, signIn, signOut } from './helpers.ts';
+import { VISUAL_ARGS, visualChecker, visualPage } from './visual-check.ts';
 
 const haveBrowser = existsSync(CHROMIUM);
-const REFS = resolve(import.meta.dirname, '__screenshots__');
-const UPDATE = process.env.UPDATE_SCREENSHOTS === '1';
-const MAX_DIFF = 0.003;
-const CHANNEL = 40;
 
 describe.skipIf(!haveBrowser)('console screens against their reference screenshots', () => {
   let app: App;
@@ -50,8 +42,8 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
     }
     for (let i = 1; i <= 6; i++) await call('/projects', keys['ada@acme.test']!, { name: `Project ${i}`, tags: ['demo'], budget: i * 100 });
     await call('/admin/roles', keys['ada@acme.test']!, { name: 'reader', description: 'Reads active projects', permissions: { projects: { read: { rows: { status: 'active' } } } } });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--font-render-hinting=none'], headless: true });
-    page = await (await browser.newContext({ viewport: { width: 1000, height: 640 }, deviceScaleFactor: 1, colorScheme: 'light', reducedMotion: 'reduce' })).newPage();
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: VISUAL_ARGS, headless: true });
+    page = await visualPage(browser);
     compare = await (await browser.newContext()).newPage();
   }, 120_000);
   afterAll(async () => {
@@ -59,49 +51,7 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
     await app?.close();
   });
 
-  /** Share of pixels differing between two PNGs, decoded and compared in a canvas; 1 when the sizes differ. */
-  const diff = (a: Buffer, b: Buffer) =>
-    compare.evaluate(async ({ a, b, channel }) => {
-      const load = async (b64: string) => {
-        const img = new Image();
-        img.src = `data:image/png;base64,${b64}`;
-        await img.decode();
-        const c = document.createElement('canvas');
-        c.width = img.width;
-        c.height = img.height;
-        const ctx = c.getContext('2d')!;
-        ctx.drawImage(img, 0, 0);
-        return ctx.getImageData(0, 0, img.width, img.height);
-      };
-      const [x, y] = [await load(a), await load(b)];
-      if (x.width !== y.width || x.height !== y.height) return 1;
-      let off = 0;
-      for (let i = 0; i < x.data.length; i += 4) {
-        if (Math.max(Math.abs(x.data[i]! - y.data[i]!), Math.abs(x.data[i + 1]! - y.data[i + 1]!), Math.abs(x.data[i + 2]! - y.data[i + 2]!)) > channel) off++;
-      }
-      return off / (x.width * y.height);
-    }, { a: a.toString('base64'), b: b.toString('base64'), channel: CHANNEL });
-
-  /** Screenshot of the viewport, masked; axe; compared with (or written as) its reference. */
-  const check = async (name: string) => {
-    await page.evaluate(() => document.fonts.ready);
-    await page.waitForFunction(() => !document.querySelector('[data-testid=busy]')?.textContent);
-    expect(await axeViolations(page), `axe on ${name}`).toEqual([]);
-    // Times and ids change from run to run, and so would the widths of their columns: fixed text instead (ids keep their length).
-    await page.evaluate(() => document.querySelectorAll('time, code, [data-testid=users] small').forEach((el) => { el.textContent = el.tagName === 'CODE' ? '0'.repeat(Math.min(24, el.textContent?.length ?? 0)) : '000000000000'; }));
-    const mask = ['time', '.short-id', 'code', '[data-testid=charts]', '[data-testid=users] small', '[data-testid=counts]', 'section[aria-labelledby=h-audit] ul', 'section[aria-labelledby=h-health] table'].map((s) => page.locator(s));
-    const shot = await page.screenshot({ animations: 'disabled', caret: 'hide', mask, maskColor: '#ff00ff', style: '.toasts { display: none !important; }' });
-    mkdirSync(SHOTS, { recursive: true });
-    writeFileSync(resolve(SHOTS, `visual-${name}.png`), shot);
-    const ref = resolve(REFS, `${name}.png`);
-    if (UPDATE || !existsSync(ref)) {
-      mkdirSync(REFS, { recursive: true });
-      writeFileSync(ref, shot);
-      return;
-    }
-    const share = await diff(shot, readFileSync(ref));
-    expect(share, `${name}: ${(share * 100).toFixed(2)}% of pixels differ from __screenshots__/${name}.png (see test-results/console/visual-${name}.png)`).toBeLessThanOrEqual(MAX_DIFF);
-  };
+  const check = (name: string) => visualChecker(page, compare)(name);
   const open = async (hash: string, ready: string) => {
     await page.evaluate((h) => { location.hash = h; }, hash);
     await page.waitForSelector(ready);
