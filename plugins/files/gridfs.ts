@@ -15,7 +15,9 @@ export function gridfsAdapter(conn: Connection, bucketName = 'files'): StorageAd
       try {
         await pipeline(body, up);
       } catch (err) {
-        // The chunks written so far: abort() deletes them (the files document is written only at the end).
+        // The chunks written so far: abort() deletes them (the files document is written only at the
+        // end). A chunk insert still in flight would land after that delete, so wait for it first.
+        await settled(up);
         await up.abort().catch(() => undefined);
         throw err;
       }
@@ -48,4 +50,10 @@ export function gridfsAdapter(conn: Connection, bucketName = 'files'): StorageAd
       for await (const f of bucket().find({ filename: { $regex: `^${escaped}` } }, { projection: { filename: 1 } })) yield f.filename;
     },
   };
+}
+
+/** Resolves once `up` has no chunk insert in flight (bounded: a write that never answers is given up after 30 s). */
+async function settled(up: mongo.GridFSBucketWriteStream): Promise<void> {
+  const end = Date.now() + 30_000;
+  while (up.state.outstandingRequests > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
 }

@@ -9,11 +9,21 @@ import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/identity/guards.ts';
 import type { ReadAccess, WriteAccess } from '../access/index.ts';
-import { isSystemField } from './fields.ts';
-import type { ParsedListQuery } from './query.ts';
+import { BASE_FIELDS, isSystemField } from './fields.ts';
+import type { ParsedListQuery, QueryLimits } from './query.ts';
+import { validateWhere } from './where.ts';
 import type { ResourceService } from './service.ts';
 
 export type { ReadAccess, WriteAccess };
+
+/** What the access plugin knows of a resource: its code rules, the fields always and ever readable, and its `where` compiler. */
+export function accessFactsOf(svc: ResourceService, limits: QueryLimits) {
+  return {
+    name: svc.def.name, code: svc.def.access, system: ['_id', ...Object.keys(BASE_FIELDS)],
+    fields: svc.def.fields.filter((f) => !f.private && !f.path.includes('.')).map((f) => f.path),
+    compile: (where: unknown) => validateWhere(where, svc.queryInfo, limits),
+  };
+}
 
 /** The caller's read restriction, or null. @throws AccessDeniedError when no role may read */
 export function readAccess(svc: ResourceService, actor: Actor): Promise<ReadAccess | null> | null {

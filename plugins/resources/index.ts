@@ -12,8 +12,7 @@ import { sampleResources, sampleResourcesWithFiles } from './sample-resources.ts
 import type { FileReferenceChecker } from './write-checks.ts';
 import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
 import type { ResourceService } from './service.ts';
-import { BASE_FIELDS } from './fields.ts';
-import { validateWhere } from './where.ts';
+import { accessFactsOf } from './access.ts';
 import { versionRoutes } from './versions/rest.ts';
 import { purgeVersionsJob, setUpVersions, withVersionsPersonalData } from './versions/setup.ts';
 
@@ -109,12 +108,7 @@ export const resourcesPlugin = definePlugin({
       },
       accessFacts: (name) => {
         const svc = registry.get(name);
-        if (!svc) return undefined;
-        return {
-          name, code: svc.def.access, system: ['_id', ...Object.keys(BASE_FIELDS)],
-          fields: svc.def.fields.filter((f) => !f.private && !f.path.includes('.')).map((f) => f.path),
-          compile: (where) => validateWhere(where, svc.queryInfo, limits),
-        };
+        return svc && accessFactsOf(svc, limits);
       },
       setFileChecker: (checker) => {
         if (fileChecker) throw new Error('A file checker is already set');
