@@ -50,12 +50,14 @@ export class ErasureService {
    * user: a second is a 409 naming the open one.
    * @throws NotFoundError for a user outside the actor's tenant scope (no preview is computed)
    * @throws AccessDeniedError for a non-administrator, the actor's own account, or a user with system scope and an actor without it
+   * @throws ConflictError (`details.reason: "last_admin"`) for the last active administrator of a tenant
    */
   async create(actor: Actor, userId: string): Promise<ErasureRequestView> {
     requireRole(actor, 'admin');
     const user = await this.personal.subjectFor(actor, userId);
     if (actor.id === userId) throw new AccessDeniedError('You cannot erase your own account', { reason: 'self' });
     if (hasSystemScope(subjectAsActor(user)) && !hasSystemScope(actor)) throw new AccessDeniedError('Only system administrators erase system administrators');
+    await refuseLastAdmin(this.personal, user);
     const preview = await this.preview(user);
     const { ErasureRequest } = this.models;
     try {
@@ -200,6 +202,8 @@ export class ErasureService {
 
   /** The work of one execution, step by step; safe to repeat after a crash at any point. */
   private async erase(actor: Actor, req: ErasureRequestRecord, control: RunControl) {
+    // Before any step: the account's disable would be refused halfway through, with data already erased.
+    await refuseLastAdmin(this.personal, await this.personal.identity.User.findOne({ _id: req.user_id }).lean<Subject>());
     const run = await ErasureRun.start(this.env, actor, req, control);
     await run.revokeConsents();
     await run.eraseLinkedDocuments();
@@ -212,5 +216,20 @@ export class ErasureService {
     await run.finish();
     await run.assertErased();
     return run.result();
+  }
+}
+
+/**
+ * An erasure disables the account, and a tenant keeps at least one active administrator: erasing
+ * its last one is refused before anything is written.
+ * @throws ConflictError (409, `details.reason: "last_admin"`)
+ */
+async function refuseLastAdmin(personal: PersonalData, user: Subject | null): Promise<void> {
+  if (!user || user.is_deleted || user.is_active === false || !user.roles?.includes('admin')) return;
+  const others = await personal.identity.User.countDocuments({
+    tenant_id: user.tenant_id, roles: 'admin', is_active: { $ne: false }, is_deleted: { $ne: true }, _id: { $ne: user._id },
+  });
+  if (others === 0) {
+    throw new ConflictError('This user is the last active administrator of their tenant: make another user an administrator before erasing this one', { reason: 'last_admin' });
   }
 }
