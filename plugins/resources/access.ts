@@ -37,6 +37,28 @@ export function writeAccess(svc: ResourceService, actor: Actor, action: 'create'
   return access ? access.write(actor, svc.def.name, action) : null;
 }
 
+const castCache = new WeakMap<ResourceService, Map<string, Filter>>();
+const CAST_CACHE_MAX = 1000;
+
+/**
+ * A rule's rows cast to the resource's field types (mongoose's cast, which costs more than a read by
+ * id). The rows of one role with one caller's variables are the same on every request, so each is
+ * cast once per process; the cache is emptied when it reaches {@link CAST_CACHE_MAX} entries.
+ * Regular expressions are keyed by their source and flags (JSON would make every one `{}`).
+ */
+export function castRows(svc: ResourceService, rows: Filter): Filter {
+  let cache = castCache.get(svc);
+  if (!cache) castCache.set(svc, (cache = new Map()));
+  const key = JSON.stringify(rows, (_k, v: unknown) => (v instanceof RegExp ? `\u0000re:${String(v)}` : v));
+  let cast = cache.get(key);
+  if (!cast) {
+    cast = svc.model.where({}).cast(svc.model, rows) as Filter;
+    if (cache.size >= CAST_CACHE_MAX) cache.clear();
+    cache.set(key, cast);
+  }
+  return cast;
+}
+
 /** `scope` with the rows a rule allows AND-ed to it (the scope's own terms are never replaced). */
 export function withRows(scope: Filter, rows: Filter | null | undefined): Filter {
   if (!rows) return scope;
