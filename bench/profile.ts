@@ -8,6 +8,7 @@
  * `PROFILE_MODE=app-noaudit` the app without audit. `PROFILE_BODY='{"name":"x"}'` POSTs that JSON
  * body instead of GETting (e.g. `npx tsx bench/profile.ts /projects` profiles create); the path
  * `patch` profiles updates (PATCH with the right `If-Match`, seeded documents in turn).
+ * `PROFILE_AS=ruled` calls as the seeded user whose role has a `rows` rule (get-one of a row it may read).
  * `PROFILE_MODE=metrics` (or `nometrics`, `trace100`, `trace10`, `trace0`, `als`) profiles a side of
  * bench/observability-sides.ts: metrics and tracing show as components of their own.
  */
@@ -52,7 +53,11 @@ function component(url: string, fn: string): string {
 
 async function main() {
   const path = process.argv[2];
-  const { mem, MONGODB_URI, tenant, user, key, sample, updIds } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
+  const seeded = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
+  const { mem, MONGODB_URI, tenant, user, sample, updIds } = seeded;
+  // PROFILE_AS=ruled: the seeded user whose role has a rows rule, on a row the rule lets it read.
+  const ruled = process.env.PROFILE_AS === 'ruled';
+  const key = ruled ? seeded.ruledKey : seeded.key;
   const dir = mkdtempSync(join(tmpdir(), 'prof-'));
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const mode = process.env.PROFILE_MODE ?? 'app';
@@ -61,7 +66,7 @@ async function main() {
   const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`, ...(process.env.PROFILE_NODE_FLAGS ?? '').split(' ').filter(Boolean)];
   const { child, port } = await (isObservabilitySide(mode) ? startObservabilitySide(mode, env, sink.url, flags) : startServer(mode, env, flags));
   const patch = path === 'patch';
-  const url = `http://127.0.0.1:${port}${patch ? '/projects' : path ?? `/projects/${String(sample._id)}`}`;
+  const url = `http://127.0.0.1:${port}${patch ? '/projects' : path ?? `/projects/${ruled ? seeded.activeId : String(sample._id)}`}`;
   const body = process.env.PROFILE_BODY;
   const opts = {
     url, connections: 10,
