@@ -11,11 +11,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import sharp from 'sharp';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../config/plugins.ts';
-import { createApp, type App } from '../../core/kernel.ts';
-import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
-import { CHROMIUM, freePort, screen, signIn, signOut, watchErrors } from './helpers.ts';
+import type { App } from '../../core/kernel.ts';
+import { ADMIN_KEY } from '../helpers/app.ts';
+import { startConsoleApp, type ConsoleApp } from './console-app.ts';
+import { CHROMIUM, screen, signIn, signOut, watchErrors } from './helpers.ts';
 import { VISUAL_ARGS, visualChecker, visualPage } from './visual-check.ts';
 
 const haveBrowser = existsSync(CHROMIUM);
@@ -33,14 +32,8 @@ describe.skipIf(!haveBrowser)('the console file browser in Chromium', () => {
   let png: Buffer;
   const ids: Record<string, string> = {};
 
-  const call = async (method: string, path: string, key: string, json?: unknown, headers: Record<string, string> = {}) => {
-    const res = await fetch(api + path, {
-      method,
-      headers: { 'X-API-Key': key, ...(json !== undefined ? { 'Content-Type': 'application/json' } : {}), ...headers },
-      ...(json !== undefined ? { body: JSON.stringify(json) } : {}),
-    });
-    return { status: res.status, body: (await res.json()) as any };
-  };
+  let started: ConsoleApp;
+  const call: ConsoleApp['call'] = (...args) => started.call(...args);
   const uploadApi = async (key: string, name: string, bytes: Buffer, type = 'text/plain') => {
     const form = new FormData();
     form.append('file', new Blob([new Uint8Array(bytes)], { type }), name);
@@ -54,20 +47,9 @@ describe.skipIf(!haveBrowser)('the console file browser in Chromium', () => {
   const choose = (name: string, mimeType: string, buffer: Buffer) => page.setInputFiles('#file-input', { name, mimeType, buffer });
 
   beforeAll(async () => {
-    const port = await freePort();
-    origin = `http://localhost:${port}`;
-    api = `http://127.0.0.1:${port}`;
-    const config = loadConfig({
-      NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
-      AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false',
-      FILES_ENABLED: 'true', FILES_TRANSFORM_ALLOWED: '96x96,800x0', FILES_TENANT_QUOTA_BYTES: String(QUOTA),
-    });
-    app = await createApp({ config, plugins: builtinPlugins() });
-    await app.listen(port, '127.0.0.1');
-    const mkUser = async (tenant: string, email: string, roles: string[]) => {
-      const u = await call('POST', '/admin/users', ADMIN_KEY, { email, name: email.split('@')[0], tenant_id: tenant, roles, features: [] });
-      return (await call('POST', '/admin/api-keys', ADMIN_KEY, { user_id: u.body.id, name: 'laptop' })).body.key as string;
-    };
+    started = await startConsoleApp({ FILES_ENABLED: 'true', FILES_TRANSFORM_ALLOWED: '96x96,800x0', FILES_TENANT_QUOTA_BYTES: String(QUOTA) });
+    ({ app, origin, api } = started);
+    const mkUser = async (tenant: string, email: string, roles: string[]) => (await started.mkUser(tenant, email, roles)).key;
     for (const name of ['Acme', 'Full Co', 'Many Inc']) ids[name] = (await call('POST', '/admin/tenants', ADMIN_KEY, { name })).body.id;
     ids.admin = await mkUser(ids.Acme!, 'ada@acme.test', ['user', 'admin']);
     ids.plain = await mkUser(ids.Acme!, 'pat@acme.test', ['user']);

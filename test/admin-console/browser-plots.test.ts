@@ -9,13 +9,13 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { loadConfig } from '../../config/index.ts';
 import { builtinPlugins } from '../../config/plugins.ts';
-import { createApp, type App } from '../../core/kernel.ts';
+import type { App } from '../../core/kernel.ts';
 import { definePlugin, type JobDefinition } from '../../core/plugin.ts';
 import { z } from 'zod';
-import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
-import { CHROMIUM, freePort, screen, signIn, signOut, watchErrors } from './helpers.ts';
+import { ADMIN_KEY } from '../helpers/app.ts';
+import { startConsoleApp, type ConsoleApp } from './console-app.ts';
+import { CHROMIUM, screen, signIn, signOut, watchErrors } from './helpers.ts';
 
 const haveBrowser = existsSync(CHROMIUM);
 
@@ -28,16 +28,13 @@ const reportJob = definePlugin({
 describe.skipIf(!haveBrowser)('console page plots in Chromium', () => {
   let app: App;
   let origin: string;
-  let api: string;
   let browser: Browser;
   let page: Page;
   let errors: string[];
   const ids: Record<string, string> = {};
 
-  const call = async (method: string, path: string, key: string, json?: unknown) => {
-    const res = await fetch(api + path, { method, headers: { 'X-API-Key': key, ...(json !== undefined ? { 'Content-Type': 'application/json' } : {}) }, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
-    return { status: res.status, body: res.status === 204 ? null : ((await res.json()) as any) };
-  };
+  let started: ConsoleApp;
+  const call: ConsoleApp['call'] = (...args) => started.call(...args);
   /** A stored minute (or day) of `series` for a tenant, as the series store writes it. */
   const stored = async (series: string, tenantId: string, at: number, c: Record<string, unknown>) => {
     const minute = new Date(at);
@@ -46,20 +43,12 @@ describe.skipIf(!haveBrowser)('console page plots in Chromium', () => {
   const captions = () => page.locator('[data-testid=page-plot] figcaption').allTextContents();
 
   beforeAll(async () => {
-    const port = await freePort();
-    origin = `http://localhost:${port}`;
-    api = `http://127.0.0.1:${port}`;
-    const config = loadConfig({
-      NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
-      AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false',
-      WEBHOOKS_ENABLED: 'true', JOBS_ENABLED: 'true', PAYMENTS_ENABLED: 'true', WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: '127.0.0.1',
-    });
-    app = await createApp({ config, plugins: [...builtinPlugins(), reportJob] });
-    await app.listen(port, '127.0.0.1');
-    const mkUser = async (tenant: string, email: string, roles: string[]) => {
-      const u = await call('POST', '/admin/users', ADMIN_KEY, { email, name: email.split('@')[0], tenant_id: tenant, roles, features: [] });
-      return (await call('POST', '/admin/api-keys', ADMIN_KEY, { user_id: u.body.id, name: 'laptop' })).body.key as string;
-    };
+    started = await startConsoleApp(
+      { WEBHOOKS_ENABLED: 'true', JOBS_ENABLED: 'true', PAYMENTS_ENABLED: 'true', WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: '127.0.0.1' },
+      [...builtinPlugins(), reportJob],
+    );
+    ({ app, origin } = started);
+    const mkUser = async (tenant: string, email: string, roles: string[]) => (await started.mkUser(tenant, email, roles)).key;
     const acme = (await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'Acme' })).body.id as string;
     const other = (await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'Other' })).body.id as string;
     ids.adaKey = await mkUser(acme, 'ada@acme.test', ['user', 'admin']);

@@ -9,46 +9,31 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../config/plugins.ts';
-import { createApp, type App } from '../../core/kernel.ts';
-import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
-import { CHROMIUM, freePort, screen, signIn, signOut, watchErrors } from './helpers.ts';
+import type { App } from '../../core/kernel.ts';
+import { ADMIN_KEY } from '../helpers/app.ts';
+import { startConsoleApp, type ConsoleApp } from './console-app.ts';
+import { CHROMIUM, screen, signIn, signOut, watchErrors } from './helpers.ts';
 
 const haveBrowser = existsSync(CHROMIUM);
 
 describe.skipIf(!haveBrowser)('console roles screen in Chromium', () => {
   let app: App;
   let origin: string;
-  let api: string;
   let browser: Browser;
   let page: Page;
   let errors: string[];
   const ids: Record<string, string> = {};
 
-  const call = async (method: string, path: string, key: string, json?: unknown) => {
-    const res = await fetch(api + path, { method, headers: { 'X-API-Key': key, ...(json !== undefined ? { 'Content-Type': 'application/json' } : {}) }, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
-    return { status: res.status, body: res.status === 204 ? null : ((await res.json()) as any) };
-  };
+  let started: ConsoleApp;
+  const call: ConsoleApp['call'] = (...args) => started.call(...args);
   const nav = (label: string) => page.click(`nav[aria-label=Main] a:text-is("${label}")`);
   const navLabels = () => page.locator('nav[aria-label=Main] a').allTextContents();
 
   beforeAll(async () => {
-    const port = await freePort();
-    origin = `http://localhost:${port}`;
-    api = `http://127.0.0.1:${port}`;
-    const config = loadConfig({
-      NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
-      AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false',
-    });
-    app = await createApp({ config, plugins: builtinPlugins() });
-    await app.listen(port, '127.0.0.1');
+    started = await startConsoleApp();
+    ({ app, origin } = started);
     const acme = (await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'Acme' })).body.id as string;
-    const mkUser = async (email: string, roles: string[]) => {
-      const u = await call('POST', '/admin/users', ADMIN_KEY, { email, name: email.split('@')[0], tenant_id: acme, roles, features: [] });
-      const k = await call('POST', '/admin/api-keys', ADMIN_KEY, { user_id: u.body.id, name: 'laptop' });
-      return { id: u.body.id as string, key: k.body.key as string };
-    };
+    const mkUser = (email: string, roles: string[]) => started.mkUser(acme, email, roles);
     const ada = await mkUser('ada@acme.test', ['user', 'admin']);
     const pat = await mkUser('pat@acme.test', ['user']);
     Object.assign(ids, { adaKey: ada.key, patKey: pat.key, patId: pat.id });
