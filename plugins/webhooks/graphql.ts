@@ -167,9 +167,11 @@ export function outboundWebhooksGraphql(builder: Builder, svc: EndpointService):
       resolve: (_r, a, ctx) => svc.create(requireUser(ctx), parseInput(createEndpointInput, givenArgs(a))),
     }),
     updateWebhookEndpoint: t.field({
-      type: Endpoint, nullable: false, description: 'Change the url, event types, description or enabled flag',
+      type: Endpoint, nullable: false, description: 'Change the url, event types, description, enabled flag or role (role: null clears it)',
       args: { id: t.arg.id({ required: true }), url: t.arg.string(), event_types: t.arg.stringList(), description: t.arg.string(), enabled: t.arg.boolean(), role: t.arg.string() },
-      resolve: (_r, { id: raw, ...a }, ctx) => svc.update(requireUser(ctx), id({ id: raw }), parseInput(updateEndpointInput, givenArgs(a))),
+      // An explicit `role: null` clears the role, as `{"role": null}` does over REST; other nulls mean "unchanged".
+      resolve: (_r, { id: raw, ...a }, ctx) =>
+        svc.update(requireUser(ctx), id({ id: raw }), parseInput(updateEndpointInput, { ...givenArgs(a), ...(a.role === null ? { role: null } : {}) })),
     }),
     deleteWebhookEndpoint: t.field({
       type: 'Boolean', nullable: false, description: 'Delete an endpoint and its deliveries',

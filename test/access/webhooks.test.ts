@@ -59,6 +59,11 @@ describe('webhook endpoints with a role', () => {
     expect(gOk.body.data!.createWebhookEndpoint.endpoint.role).toBe('open-only');
     const gClear = await t.gql<{ updateWebhookEndpoint: Doc }>('mutation($id: ID!) { updateWebhookEndpoint(id: $id, role: "user") { role } }', { id: gOk.body.data!.createWebhookEndpoint.endpoint.id }, { headers: as(a) });
     expect(gClear.body.data!.updateWebhookEndpoint.role).toBe('user');
+    const gNull = await t.gql<{ updateWebhookEndpoint: Doc }>('mutation($id: ID!) { updateWebhookEndpoint(id: $id, role: null) { role } }', { id: gOk.body.data!.createWebhookEndpoint.endpoint.id }, { headers: as(a) });
+    expect(gNull.body.data!.updateWebhookEndpoint.role).toBeNull();
+    const gLeft = await t.gql<{ updateWebhookEndpoint: Doc }>('mutation($id: ID!) { updateWebhookEndpoint(id: $id, role: "user") { role } }', { id: gOk.body.data!.createWebhookEndpoint.endpoint.id }, { headers: as(a) });
+    const gKeep = await t.gql<{ updateWebhookEndpoint: Doc }>('mutation($id: ID!) { updateWebhookEndpoint(id: $id, description: "kept") { role } }', { id: gOk.body.data!.createWebhookEndpoint.endpoint.id }, { headers: as(a) });
+    expect([gLeft.body.data!.updateWebhookEndpoint.role, gKeep.body.data!.updateWebhookEndpoint.role]).toEqual(['user', 'user']);
   });
 
   it('delivers to a role\'s endpoint only the rows it may read, masked; an endpoint without a role gets every event whole', async () => {
