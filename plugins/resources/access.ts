@@ -38,24 +38,36 @@ export function writeAccess(svc: ResourceService, actor: Actor, action: 'create'
 }
 
 const castCache = new WeakMap<ResourceService, Map<string, Filter>>();
+/** The same, by the rows object: the access service hands out the same rows while the caller's roles stay the same. */
+const castByRows = new WeakMap<Filter, Filter>();
 const CAST_CACHE_MAX = 1000;
+
+/** Plain objects and arrays copied, values kept: what mongoose's cast, which replaces values in place, may write to. */
+const copyFilter = (v: unknown): unknown =>
+  Array.isArray(v) ? v.map(copyFilter)
+  : v && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, copyFilter(x)]))
+  : v;
 
 /**
  * A rule's rows cast to the resource's field types (mongoose's cast, which costs more than a read by
  * id). The rows of one role with one caller's variables are the same on every request, so each is
- * cast once per process; the cache is emptied when it reaches {@link CAST_CACHE_MAX} entries.
- * Regular expressions are keyed by their source and flags (JSON would make every one `{}`).
+ * cast once per process, on a copy (the rows are shared with the caller's other requests); the cache
+ * is emptied when it reaches {@link CAST_CACHE_MAX} entries. Regular expressions are keyed by their
+ * source and flags (JSON would make every one `{}`).
  */
 export function castRows(svc: ResourceService, rows: Filter): Filter {
+  const same = castByRows.get(rows);
+  if (same) return same;
   let cache = castCache.get(svc);
   if (!cache) castCache.set(svc, (cache = new Map()));
   const key = JSON.stringify(rows, (_k, v: unknown) => (v instanceof RegExp ? `\u0000re:${String(v)}` : v));
   let cast = cache.get(key);
   if (!cast) {
-    cast = svc.model.where({}).cast(svc.model, rows) as Filter;
+    cast = svc.model.where({}).cast(svc.model, copyFilter(rows) as Filter) as Filter;
     if (cache.size >= CAST_CACHE_MAX) cache.clear();
     cache.set(key, cast);
   }
+  castByRows.set(rows, cast);
   return cast;
 }
 
