@@ -77,6 +77,18 @@ export function withRows(scope: Filter, rows: Filter | null | undefined): Filter
   return { ...scope, $and: [...((scope.$and as Filter[] | undefined) ?? []), rows] };
 }
 
+/**
+ * A read's filter: `scope` with the rule's rows beside its terms when none of their names is one of
+ * the scope's (the same conjunction; the database answers a flat filter faster than one with
+ * `$and`), else AND-ed as {@link withRows} does. Not for a write's scope: `checkWritable` reads
+ * every term of that as a constraint on the written values.
+ */
+export function readFilter(scope: Filter, rows: Filter | null | undefined): Filter {
+  if (!rows) return scope;
+  for (const k of Object.keys(rows)) if (k in scope) return withRows(scope, rows);
+  return { ...scope, ...rows };
+}
+
 /** Every field path a filter names (inside `$and` / `$or` / `$nor` and filter-style `$elemMatch` too). */
 function pathsOf(filter: Filter, prefix = '', out: string[] = []): string[] {
   for (const [k, v] of Object.entries(filter)) {

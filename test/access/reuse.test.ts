@@ -8,6 +8,7 @@ import type { TestApp } from '../helpers/app.ts';
 import type { Actor } from '../../core/context.ts';
 import { actorKey, effective, type RoleRules } from '../../plugins/access/engine.ts';
 import { normalize } from '../../plugins/access/rules.ts';
+import { readFilter } from '../../plugins/resources/access.ts';
 import { accessApp, createRole, newTenant, userWith } from './helpers.ts';
 
 type Doc = Record<string, any>;
@@ -99,6 +100,14 @@ describe('what may be reused', () => {
     expect(effective(actor(), 'read', facts, roles({ due: { $gt: '$now' } }), false).stable).toBe(false);
     const code = { ...facts, code: { r: { read: (x: Actor) => ({ rows: { title: x.email } }) } } };
     expect(effective(actor(), 'read', code, new Map(), false).stable).toBe(false);
+  });
+
+  it('a get-one\'s filter holds the rule\'s rows beside the scope\'s terms, AND-ed only where a name clashes', () => {
+    const scope = { _id: 'x', tenant_id: 't', is_deleted: false };
+    expect(readFilter(scope, { status: 'draft', $or: [{ level: 1 }] })).toEqual({ ...scope, status: 'draft', $or: [{ level: 1 }] });
+    expect(readFilter({ ...scope, $or: [{ a: 1 }] }, { $or: [{ b: 1 }] })).toEqual({ ...scope, $or: [{ a: 1 }], $and: [{ $or: [{ b: 1 }] }] });
+    expect(readFilter(scope, { is_deleted: true })).toEqual({ ...scope, $and: [{ is_deleted: true }] });
+    expect(readFilter(scope, null)).toBe(scope);
   });
 
   it('actors that differ in anything a rule reads have different keys', () => {
