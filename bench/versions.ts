@@ -5,7 +5,8 @@
  *    schema, one with `versions: true` and one without, in the same run: `BENCH_ROUNDS` (5) rounds
  *    of `BENCH_SECONDS` (3) per side and operation, sides alternating, `BENCH_CONNECTIONS` (10)
  *    requests in flight. The ratios are versioned / plain of the median rounds, of throughput and of
- *    CPU time per request (plain / versioned, so that higher is better for both; aim >= 0.9).
+ *    CPU time per request (plain / versioned, so that higher is better for both; aim >= 0.9), and the
+ *    median of the rounds' throughput ratios (each round measures both sides back to back).
  * 2. `GET /{resource}/{id}/versions` (first page of 25) of one document with `BENCH_VERSIONS`
  *    (10,000) versions: p50 / p99 of 200 requests over loopback (an upper bound of server time), and
  *    of the page's database read alone, against a sort over the whole history.
@@ -101,6 +102,8 @@ async function main() {
   for (const op of ['create', 'update']) {
     const rate = (side: string) => median(results[`${op} ${side}`]!.map((r) => r.rate));
     const cpu = (side: string) => median(results[`${op} ${side}`]!.map((r) => r.cpuUs));
+    const perRound = results[`${op} versions`]!.map((r, i) => r.rate / results[`${op} plain`]![i]!.rate);
+    log(`${op}: throughput ratio per round ${perRound.map((x) => x.toFixed(2)).join(', ')}; median ${median(perRound).toFixed(2)}`);
     log(`${op}: throughput versions ${rate('versions').toFixed(0)}/s, plain ${rate('plain').toFixed(0)}/s, ratio ${(rate('versions') / rate('plain')).toFixed(2)}; ` +
       `CPU per request versions ${cpu('versions').toFixed(0)} µs, plain ${cpu('plain').toFixed(0)} µs, ratio plain/versions ${(cpu('plain') / cpu('versions')).toFixed(2)}`);
   }

@@ -187,11 +187,27 @@ export class Relay {
    */
   async store(batch: Pending[]): Promise<void> {
     const committed_at = new Date();
-    const docs: EventDoc[] = batch.flatMap((b) => b.events.map((e) => ({ ...e, committed_at })));
-    for (const sink of this.sinks) {
+    const docs: EventDoc[] = [];
+    const seen = new Set<string>();
+    for (const b of batch) {
+      const known = this.byDocument.of(KnownByDocument.key(b.source.name, b.docId));
+      for (const e of b.events) {
+        // An entry a later write kept (frozen) comes again with that write: once its event is in the
+        // log, or already in this batch, only its clear is left to do. Duplicates would take every
+        // insert's error path, which costs the database far more than the insert.
+        if (seen.has(e._id) || known.includes(e._id)) continue;
+        seen.add(e._id);
+        docs.push({ ...e, committed_at });
+      }
+    }
+    // The sinks are independent of each other: side by side, so a batch waits for the slowest, not the sum.
+    // All settle before a failure is thrown, so a retry never overlaps a sink still writing.
+    const sunk = await Promise.allSettled(this.sinks.map(async (sink) => {
       const mine = sink.types === '*' ? docs : docs.filter((d) => (sink.types as string[]).includes(d.type));
       if (mine.length) await sink.write(mine);
-    }
+    }));
+    const failed = sunk.find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
     const inserted = await this.insertNew(docs);
     for (const b of batch) this.byDocument.add(KnownByDocument.key(b.source.name, b.docId), b.events.map((e) => e._id));
     const bySource = new Map<OutboxSource, Pending[]>();

@@ -43,6 +43,12 @@ export interface Effective {
   roles: string[];
   /** null: unrestricted; [] denied; otherwise the grants, any one of which allows. */
   grants: Grant[] | null;
+  /**
+   * Whether the grants follow from the actor and the roles alone: no rule applied was a function of
+   * the actor (code rules may be) or used `$now`. Only such a result may be reused for the same
+   * actor and roles.
+   */
+  stable: boolean;
 }
 
 /** The caller's roles with every included role, each once (a cycle stored anyway stops there). */
@@ -72,6 +78,14 @@ export function reaches(start: string, includes: readonly string[], roles: Reado
 }
 
 const compiledCode = new WeakMap<object, CompiledRule>();
+const timed = new WeakMap<CompiledRule, boolean>();
+
+/** Whether a compiled rule names `$now` (its grants change with the clock). */
+function usesNow(c: CompiledRule): boolean {
+  let t = timed.get(c);
+  if (t === undefined) timed.set(c, (t = JSON.stringify([c.rows, c.presets, c.check]).includes('"$now"')));
+  return t;
+}
 
 function codeRule(rule: unknown, actor: Actor, facts: ResourceFacts): CompiledRule | null {
   if (typeof rule === 'function') {
@@ -85,15 +99,29 @@ function codeRule(rule: unknown, actor: Actor, facts: ResourceFacts): CompiledRu
   return c;
 }
 
-/** The value of a variable for an actor: scalars and lists of scalars only (an object attribute is null). */
+const scalar = (x: unknown) => x === null || ['string', 'number', 'boolean'].includes(typeof x);
+
+/** An attribute as a rule sees it: scalars and lists of scalars only (an object attribute is null). */
+const attributeValue = (v: unknown): unknown => (Array.isArray(v) ? v.filter(scalar) : v !== undefined && scalar(v) ? v : null);
+
+/** The value of a variable for an actor. */
 function variable(name: string, actor: Actor, now: Date): unknown {
   if (name === '$now') return now;
   if (name === '$actor.id') return actor.id;
   if (name === '$actor.tenant_id') return actor.tenant_id;
-  const v = actor.attributes[name.slice('$actor.attributes.'.length)];
-  const scalar = (x: unknown) => x === null || ['string', 'number', 'boolean'].includes(typeof x);
-  if (Array.isArray(v)) return v.filter(scalar);
-  return v !== undefined && scalar(v) ? v : null;
+  return attributeValue(actor.attributes[name.slice('$actor.attributes.'.length)]);
+}
+
+/**
+ * Everything of an actor that stable grants (see `Effective.stable`) are made of, as a string: two
+ * actors with the same key get the same grants from the same roles. Attributes as a rule sees them,
+ * numbers JSON cannot tell apart (NaN, Infinity) as objects, which no attribute is
+ * as a rule sees it.
+ */
+export function actorKey(actor: Actor, systemScope: boolean): string {
+  const attributes = Object.keys(actor.attributes).sort().map((k) => [k, attributeValue(actor.attributes[k])]);
+  return JSON.stringify([actor.id, actor.tenant_id, actor.roles, systemScope, attributes], (_k, v: unknown) =>
+    typeof v === 'number' && !Number.isFinite(v) ? { nonFinite: String(v) } : v);
 }
 
 /** A filter or presets with every variable replaced by the actor's value; a list variable inside a list is spread. */
@@ -132,22 +160,25 @@ const fieldSet = (f: CompiledRule['fields'], all: readonly string[]): Set<string
  */
 export function effective(actor: Actor, action: Action, facts: ResourceFacts, roles: ReadonlyMap<string, RoleRules>, systemScope: boolean): Effective {
   const names = expandRoles(actor.roles, roles);
-  if (systemScope) return { roles: names, grants: null };
+  if (systemScope) return { roles: names, grants: null, stable: true };
   const ruled = (n: string) => !!facts.code?.[n] || !!roles.get(n)?.rules.has(facts.name);
-  if (!names.some(ruled)) return { roles: names, grants: null };
-  if (names.some((n) => BUILTIN_ROLES.includes(n) && !ruled(n))) return { roles: names, grants: null };
+  if (!names.some(ruled)) return { roles: names, grants: null, stable: true };
+  if (names.some((n) => BUILTIN_ROLES.includes(n) && !ruled(n))) return { roles: names, grants: null, stable: true };
   const now = new Date();
   const grants: Grant[] = [];
+  let stable = true;
   for (const n of names) {
     const found: CompiledRule[] = [];
     const code = facts.code?.[n]?.[action];
     if (code !== undefined) {
+      if (typeof code === 'function') stable = false;
       const c = codeRule(code, actor, facts);
       if (c) found.push(c);
     }
     const stored = roles.get(n)?.rules.get(facts.name)?.[action];
     if (stored) found.push(stored);
     for (const c of found) {
+      if (usesNow(c)) stable = false;
       grants.push({
         role: n,
         rows: c.rows ? resolve(c.rows, actor, now) : null,
@@ -157,7 +188,7 @@ export function effective(actor: Actor, action: Action, facts: ResourceFacts, ro
       });
     }
   }
-  return { roles: names, grants };
+  return { roles: names, grants, stable };
 }
 
 /** The filter of the rows any grant allows: null when one allows every row. */

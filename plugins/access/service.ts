@@ -7,7 +7,7 @@
 import { AccessDeniedError, NotFoundError } from '../../core/errors.ts';
 import { hasSystemScope, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { effective, listVariables, rowsFilter, type Effective, type Grant, type ResourceFacts, type RoleRules } from './engine.ts';
+import { actorKey, effective, listVariables, rowsFilter, type Effective, type Grant, type ResourceFacts, type RoleRules } from './engine.ts';
 import { fieldsOf, matches } from './match.ts';
 import { BUILTIN_ROLES, normalize, ruleSchema, type Action, type CodeAccess, type Permissions } from './rules.ts';
 import type { ExplainView } from './schemas.ts';
@@ -95,8 +95,21 @@ export function checkCodeAccess(name: string, access: CodeAccess): void {
   }
 }
 
+/** A restriction as built for one (actor, resource, action) from one roles map, or its refusal. */
+type Built = { value: ReadAccess | WriteAccess | null } | { denied: true };
+
+/** Restrictions kept per roles map; the memo of a map is emptied when it reaches this many. */
+const BUILT_MAX = 10_000;
+
 export class AccessService {
   private readonly cache = new Map<string, TenantRoles>();
+  /**
+   * Restrictions built from a tenant's cached roles, per roles map: a reload (TTL) or an
+   * invalidation replaces the map, and with it the memo. Keyed by everything the grants are made of
+   * (the actor's id, tenant, roles, attributes and scope, the resource, the action); only stable
+   * grants are kept (see `Effective.stable`).
+   */
+  private readonly built = new WeakMap<ReadonlyMap<string, RoleRules>, Map<string, Built>>();
 
   constructor(private readonly deps: AccessDeps) {}
 
@@ -127,11 +140,55 @@ export class AccessService {
 
   /** The effective rule of `actor` for `action` on `resource`. */
   async effective(actor: Actor, resource: string, action: Action): Promise<Effective> {
+    return (await this.resolve(actor, resource, action)).eff;
+  }
+
+  /** The effective rule, and the roles map it came from when that is the tenant's cached one. */
+  private async resolve(actor: Actor, resource: string, action: Action): Promise<{ eff: Effective; cached: ReadonlyMap<string, RoleRules> | null }> {
     const src = this.deps.resource(resource);
     if (!src) throw new NotFoundError('resource', resource);
     const system = hasSystemScope(actor);
-    const roles = system || (!src.code && actor.roles.every((r) => r === 'user' || r === 'admin')) ? new Map<string, RoleRules>() : await this.roles(actor.tenant_id);
-    return effective(actor, action, asFacts(src), roles, system);
+    if (system || (!src.code && actor.roles.every((r) => r === 'user' || r === 'admin'))) {
+      return { eff: effective(actor, action, asFacts(src), new Map<string, RoleRules>(), system), cached: null };
+    }
+    const roles = await this.roles(actor.tenant_id);
+    return { eff: effective(actor, action, asFacts(src), roles, system), cached: this.cache.get(actor.tenant_id)?.roles === roles ? roles : null };
+  }
+
+  /**
+   * The restriction `build` makes of the caller's grants (null: none applies), reused while the
+   * tenant's cached roles stay the same and the grants are stable.
+   * @throws AccessDeniedError when no role allows `action`
+   */
+  private async restriction<T extends ReadAccess | WriteAccess>(actor: Actor, resource: string, action: Action, build: (grants: Grant[]) => T): Promise<T | null> {
+    const src = this.deps.resource(resource);
+    const roles = src && !hasSystemScope(actor) ? this.cache.get(actor.tenant_id) : undefined;
+    const memo = roles && Date.now() - roles.at < this.deps.ttlMs ? this.built.get(roles.roles) : undefined;
+    const key = `${resource}:${action}:${actorKey(actor, hasSystemScope(actor))}`;
+    const hit = memo?.get(key);
+    if (hit) {
+      if ('denied' in hit) denyEmpty([], resource, action);
+      return (hit as { value: T | null }).value;
+    }
+    const { eff, cached } = await this.resolve(actor, resource, action);
+    let built: Built;
+    try {
+      built = { value: eff.grants ? build(denyEmpty(eff.grants, resource, action)) : null };
+    } catch (err) {
+      if (!(err instanceof AccessDeniedError)) throw err;
+      built = { denied: true };
+      if (cached && eff.stable) this.remember(cached, key, built);
+      throw err;
+    }
+    if (cached && eff.stable) this.remember(cached, key, built);
+    return built.value as T | null;
+  }
+
+  private remember(roles: ReadonlyMap<string, RoleRules>, key: string, built: Built): void {
+    let memo = this.built.get(roles);
+    if (!memo) this.built.set(roles, (memo = new Map()));
+    if (memo.size >= BUILT_MAX) memo.clear();
+    memo.set(key, built);
   }
 
   /**
@@ -171,10 +228,11 @@ export class AccessService {
   }
 
   /** The read restriction of `actor` on `resource`; null when none applies. @throws AccessDeniedError when no role may read it */
-  async read(actor: Actor, resource: string): Promise<ReadAccess | null> {
-    const eff = await this.effective(actor, resource, 'read');
-    if (!eff.grants) return null;
-    const grants = denyEmpty(eff.grants, resource, 'read');
+  read(actor: Actor, resource: string): Promise<ReadAccess | null> {
+    return this.restriction(actor, resource, 'read', (grants) => this.readOf(resource, grants));
+  }
+
+  private readOf(resource: string, grants: Grant[]): ReadAccess {
     const src = this.deps.resource(resource)!;
     const always = new Set(src.system);
     const readable = union(grants.map((g) => g.fields));
@@ -192,11 +250,8 @@ export class AccessService {
   }
 
   /** The write restriction of `actor` for `action` on `resource`; null when none applies. @throws AccessDeniedError when no role may do it */
-  async write(actor: Actor, resource: string, action: Exclude<Action, 'read'>): Promise<WriteAccess | null> {
-    const eff = await this.effective(actor, resource, action);
-    if (!eff.grants) return null;
-    const grants = denyEmpty(eff.grants, resource, action);
-    return { rows: rowsFilter(grants), decide: (w) => decide(grants, w) };
+  write(actor: Actor, resource: string, action: Exclude<Action, 'read'>): Promise<WriteAccess | null> {
+    return this.restriction(actor, resource, action, (grants): WriteAccess => ({ rows: rowsFilter(grants), decide: (w) => decide(grants, w) }));
   }
 
   /** The effective rule of a user, as `POST /admin/access/explain` answers it. */

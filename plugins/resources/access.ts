@@ -38,24 +38,36 @@ export function writeAccess(svc: ResourceService, actor: Actor, action: 'create'
 }
 
 const castCache = new WeakMap<ResourceService, Map<string, Filter>>();
+/** The same, by the rows object: the access service hands out the same rows while the caller's roles stay the same. */
+const castByRows = new WeakMap<Filter, Filter>();
 const CAST_CACHE_MAX = 1000;
+
+/** Plain objects and arrays copied, values kept: what mongoose's cast, which replaces values in place, may write to. */
+const copyFilter = (v: unknown): unknown =>
+  Array.isArray(v) ? v.map(copyFilter)
+  : v && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, copyFilter(x)]))
+  : v;
 
 /**
  * A rule's rows cast to the resource's field types (mongoose's cast, which costs more than a read by
  * id). The rows of one role with one caller's variables are the same on every request, so each is
- * cast once per process; the cache is emptied when it reaches {@link CAST_CACHE_MAX} entries.
- * Regular expressions are keyed by their source and flags (JSON would make every one `{}`).
+ * cast once per process, on a copy (the rows are shared with the caller's other requests); the cache
+ * is emptied when it reaches {@link CAST_CACHE_MAX} entries. Regular expressions are keyed by their
+ * source and flags (JSON would make every one `{}`).
  */
 export function castRows(svc: ResourceService, rows: Filter): Filter {
+  const same = castByRows.get(rows);
+  if (same) return same;
   let cache = castCache.get(svc);
   if (!cache) castCache.set(svc, (cache = new Map()));
   const key = JSON.stringify(rows, (_k, v: unknown) => (v instanceof RegExp ? `\u0000re:${String(v)}` : v));
   let cast = cache.get(key);
   if (!cast) {
-    cast = svc.model.where({}).cast(svc.model, rows) as Filter;
+    cast = svc.model.where({}).cast(svc.model, copyFilter(rows) as Filter) as Filter;
     if (cache.size >= CAST_CACHE_MAX) cache.clear();
     cache.set(key, cast);
   }
+  castByRows.set(rows, cast);
   return cast;
 }
 
@@ -63,6 +75,18 @@ export function castRows(svc: ResourceService, rows: Filter): Filter {
 export function withRows(scope: Filter, rows: Filter | null | undefined): Filter {
   if (!rows) return scope;
   return { ...scope, $and: [...((scope.$and as Filter[] | undefined) ?? []), rows] };
+}
+
+/**
+ * A read's filter: `scope` with the rule's rows beside its terms when none of their names is one of
+ * the scope's (the same conjunction; the database answers a flat filter faster than one with
+ * `$and`), else AND-ed as {@link withRows} does. Not for a write's scope: `checkWritable` reads
+ * every term of that as a constraint on the written values.
+ */
+export function readFilter(scope: Filter, rows: Filter | null | undefined): Filter {
+  if (!rows) return scope;
+  for (const k of Object.keys(rows)) if (k in scope) return withRows(scope, rows);
+  return { ...scope, ...rows };
 }
 
 /** Every field path a filter names (inside `$and` / `$or` / `$nor` and filter-style `$elemMatch` too). */

@@ -24,7 +24,7 @@ import { restoreDocument } from './restore.ts';
 import { updateDocument } from './update.ts';
 import { PlainWriter } from './plain-write.ts';
 import { checkPopulate, populate } from './populate.ts';
-import { applyMask, castRows, checkListQuery, maskProjection, maskWritten, readAccess, withRows, writeAccess } from './access.ts';
+import { applyMask, castRows, checkListQuery, maskProjection, maskWritten, readAccess, readFilter, withRows, writeAccess } from './access.ts';
 import type { AccessService } from '../access/index.ts';
 
 export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
@@ -271,7 +271,7 @@ export class ResourceService {
     const scope = { _id: this.oid(id), ...this.scope(actor, { includeDeleted: opts.includeDeleted }) };
     // An access rule's rows are cast to the fields' types here (the caller's variables are filled in
     // per request, as strings), so a read under a rule keeps the driver's hot path below.
-    const filter = withRows(scope, ra?.rows ? castRows(this, ra.rows) : null);
+    const filter = readFilter(scope, ra?.rows ? castRows(this, ra.rows) : null);
     const projection = this.projection(maskProjection(ra, opts.fields ?? null));
     // Hot path: a filter of ids and booleans needs no casting, so the driver reads it directly
     // (mongoose's query building costs more than the read itself). Attribute rules may carry
