@@ -15,6 +15,9 @@ import type { ResourceService } from './service.ts';
 import { accessFactsOf } from './access.ts';
 import { versionRoutes } from './versions/rest.ts';
 import { purgeVersionsJob, setUpVersions, withVersionsPersonalData } from './versions/setup.ts';
+import { draftRoutes } from './drafts/rest.ts';
+import { draftsReadRows } from './drafts/service.ts';
+import { publishDraftsJob, publishDueDrafts } from './drafts/setup.ts';
 
 export { defineResource } from './define.ts';
 export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
@@ -58,6 +61,12 @@ export interface ResourcesApi {
    * @throws Error when one is already set
    */
   setFileChecker(checker: FileReferenceChecker): void;
+  /**
+   * Publishes every draft whose `publish_at` is at or before `now`, in the actor's scope, each once
+   * across replicas (the `publish_drafts` job; docs/versions.md#drafts).
+   * @example await services.get('resources').publishDue(systemActor())
+   */
+  publishDue(actor: Actor, now?: Date): Promise<{ published: number; conflicts: number }>;
 }
 
 /** See {@link ResourcesApi.accessFacts}. */
@@ -90,7 +99,7 @@ export const resourcesPlugin = definePlugin({
   setup({ db, hooks, config, services, options, tenancy }) {
     const limits = { ...DEFAULT_QUERY_LIMITS, ...options.limits };
     let fileChecker: FileReferenceChecker | undefined;
-    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events'), access: () => services.maybe('access'), files: () => fileChecker });
+    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events'), access: () => services.maybe('access'), files: () => fileChecker, drafts: draftsReadRows });
     const samples = config.SAMPLE_RESOURCES_ENABLED ?? config.NODE_ENV !== 'production';
     // With files on, `projects` gains its `attachment` file field.
     for (const def of options.resources ?? (samples ? (config.FILES_ENABLED ? sampleResourcesWithFiles : sampleResources) : [])) registry.register(def);
@@ -110,6 +119,7 @@ export const resourcesPlugin = definePlugin({
         const svc = registry.get(name);
         return svc && accessFactsOf(svc, limits);
       },
+      publishDue: (actor, now) => publishDueDrafts(registry, actor, now),
       setFileChecker: (checker) => {
         if (fileChecker) throw new Error('A file checker is already set');
         fileChecker = checker;
@@ -127,6 +137,7 @@ export const resourcesPlugin = definePlugin({
           }),
           ...registry.list().flatMap(resourceRoutes),
           ...registry.list().flatMap((svc) => versionRoutes(svc, versions)),
+          ...registry.list().flatMap(draftRoutes),
         ];
       },
       graphql: (builder) => resourceGraphQL(builder, registry, versions),
@@ -142,6 +153,7 @@ export const resourcesPlugin = definePlugin({
           run: async (ctx, params: { days?: number | undefined }) => registry.purgeSoftDeleted(ctx.actor, params.days),
         },
         purgeVersionsJob(registry, versions),
+        publishDraftsJob(registry),
       ],
     };
   },
