@@ -32,7 +32,7 @@ export interface DraftOptions {
  */
 export function draftOptionsOf(query: { draft?: unknown; publish_at?: unknown }): DraftOptions | null {
   const { draft, publish_at: at } = query;
-  if (draft !== undefined && draft !== 'true' && draft !== 'false' && typeof draft !== 'boolean') throw invalid('draft', 'expected true or false');
+  if (draft != null && draft !== 'true' && draft !== 'false' && typeof draft !== 'boolean') throw invalid('draft', 'expected true or false');
   const on = draft === 'true' || draft === true;
   if (at === undefined || at === null) return on ? { publishAt: null } : null;
   const when = at instanceof Date ? at : typeof at === 'string' && /^\d{4}-\d\d-\d\dT/.test(at) ? new Date(at) : null;
