@@ -14,10 +14,9 @@ import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
 import type { ResourceService } from './service.ts';
 import { accessFactsOf } from './access.ts';
 import { versionRoutes } from './versions/rest.ts';
-import { purgeVersionsJob, setUpVersions, withVersionsPersonalData } from './versions/setup.ts';
-import { draftRoutes } from './drafts/rest.ts';
-import { draftsReadRows } from './drafts/service.ts';
-import { publishDraftsJob, publishDueDrafts } from './drafts/setup.ts';
+import { setUpVersions, withVersionsPersonalData } from './versions/setup.ts';
+import { draftRoutes, draftsReadRows, publishDueDrafts } from './drafts/setup.ts';
+import { resourceJobs } from './jobs.ts';
 
 export { defineResource } from './define.ts';
 export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
@@ -136,25 +135,13 @@ export const resourcesPlugin = definePlugin({
             handler: () => registry.describe(),
           }),
           ...registry.list().flatMap(resourceRoutes),
-          ...registry.list().flatMap((svc) => versionRoutes(svc, versions)),
-          ...registry.list().flatMap(draftRoutes),
+          ...registry.list().flatMap((svc) => [...versionRoutes(svc, versions), ...draftRoutes(svc)]),
         ];
       },
       graphql: (builder) => resourceGraphQL(builder, registry, versions),
       personalData: () => withVersionsPersonalData(registry.personalData(), registry, versions),
       eventTypes: () => registry.list().flatMap((svc) => resourceEventTypes(svc.def)),
-      jobs: [
-        {
-          name: 'purge_soft_deleted',
-          description: 'Permanently removes documents soft-deleted longer ago than SOFT_DELETE_RETENTION_DAYS',
-          timeout: 600,
-          params: z.object({ days: z.number().int().min(1).optional().describe('Override SOFT_DELETE_RETENTION_DAYS') }),
-          // As the run's actor: a per-tenant run purges its tenant only.
-          run: async (ctx, params: { days?: number | undefined }) => registry.purgeSoftDeleted(ctx.actor, params.days),
-        },
-        purgeVersionsJob(registry, versions),
-        publishDraftsJob(registry),
-      ],
+      jobs: resourceJobs(registry, versions),
     };
   },
 });

@@ -383,7 +383,7 @@ export class ResourceService {
   }
 
   projection(fields: string[] | null): Record<string, 0 | 1> {
-    if (fields) return Object.fromEntries([...fields.map((f) => [f, 1 as const]), ['_id', 1 as const], ...(this.def.drafts ? [['_published', 1 as const]] : [])]);
+    if (fields) return Object.fromEntries([...fields.map((f) => [f, 1 as const]), ['_id', 1 as const]]);
     return this.privateProjection;
   }
 

@@ -101,6 +101,15 @@ describe('a draft of a published document', () => {
     expect((await ok('GET', `/projects/${id}`, reader.key)).body).toMatchObject({ name: 'draftname', budget: 2 });
   });
 
+  it('a draft save by someone who may not read the pending draft replaces it and answers none of its values', async () => {
+    const id = (await ok('POST', '/projects', author.key, { name: 'shared', budget: 1 })).body._id as string;
+    await ok('PATCH', `/projects/${id}?draft=true`, author.key, { description: 'private plan' }, '"1"');
+    const res = await ok('PATCH', `/projects/${id}?draft=true`, reader.key, { budget: 7 }, '"2"');
+    expect(res.body).toMatchObject({ name: 'shared', budget: 7, description: null, _status: 'draft' });
+    expect(JSON.stringify(res.body)).not.toContain('private plan');
+    expect(await raw(t, 'projects', id)).toMatchObject({ _draft: { values: { budget: 7, description: null } } });
+  });
+
   it('unpublish withdraws the document from readers (404) until it is published again', async () => {
     const id = (await ok('POST', '/projects', author.key, { name: 'withdrawn' })).body._id as string;
     expectError(await t.http('POST', `/projects/${id}/unpublish`, { key: reader.key, headers: ifMatch('"1"') }), 404, 'NOT_FOUND');

@@ -43,10 +43,13 @@ export function draftOptionsOf(query: { draft?: unknown; publish_at?: unknown })
 
 const invalid = (param: string, msg: string) => new ValidationError([{ loc: ['query', param], msg, type: 'value_error' }]);
 
-/** A stored document as the API shows it: `_status`, without `_draft` and `_published` (applied by `view()`). */
+/**
+ * A stored document as the API shows it: `_status`, without `_draft` and `_published` (applied by
+ * `view()`). A `fields` projection leaves `_published` out, and the answer then has no `_status`.
+ */
 export function statusView(doc: Doc): Doc {
   const { _draft: _, _published: published, ...out } = doc;
-  out._status = published === false ? 'draft' : (out._status ?? 'published');
+  if ('_published' in doc) out._status = published === false ? 'draft' : 'published';
   return out;
 }
 

@@ -20,7 +20,7 @@ import { updateDocument } from '../update.ts';
 /**
  * The rows of `action` (`read_drafts`, `publish`) the caller holds: null every row, false none.
  * Under access rules the actions' grants decide; without rules administrators hold every row and
- * others the drafts they authored (and, to publish, the documents they created).
+ * others the drafts they authored (and, to unpublish, the documents without a draft they created).
  */
 export async function draftRows(svc: ResourceService, actor: Actor, action: 'read_drafts' | 'publish'): Promise<Filter | null | false> {
   const access = svc.deps.access?.();
@@ -35,7 +35,8 @@ export async function draftRows(svc: ResourceService, actor: Actor, action: 'rea
   }
   if (isAdmin(actor)) return null;
   const me = svc.actorId(actor);
-  return action === 'read_drafts' ? { '_draft.author': me } : { $or: [{ '_draft.author': me }, { created_by: me }] };
+  // Unpublishing a document without a draft falls to its creator.
+  return action === 'read_drafts' ? { '_draft.author': me } : { $or: [{ '_draft.author': me }, { _draft: null, created_by: me }] };
 }
 
 /** What every read and write of a drafts resource adds to its filter: documents not published only where the caller may read drafts. Null: nothing. */
@@ -83,8 +84,9 @@ export async function saveDraft(svc: ResourceService, actor: Actor, id: string, 
   const old = await svc.findOwned(id, scope);
   if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
   if (old._published === false) return updateDocument(svc, actor, id, ifMatch, body, replace, { draft });
+  // A pending draft the caller may not read is replaced, never merged into (its values would come back in the answer).
   const pending = (old._draft as StoredDraft | null)?.values;
-  const current = pending ? { ...old, ...pending } : old;
+  const current = pending && (await mayReadDraft(svc, actor, old)) ? { ...old, ...pending } : old;
   if (wa) Object.assign(input, wa.decide({ old: current, written: writtenFields(svc, current, input, replace), input, result: (p) => ({ ...updatedDoc(svc, current, input, replace), ...p }) }));
   checkWritable(scope, input);
   const tenantId = old.tenant_id ? String(old.tenant_id) : null;
@@ -101,6 +103,12 @@ export async function saveDraft(svc: ResourceService, actor: Actor, id: string, 
   if (!doc) throw await svc.lostRace(id, scope);
   await svc.committed(doc);
   return maskWritten(svc, actor, withDraft(svc, doc));
+}
+
+/** Whether `actor` holds `read_drafts` on the stored document `doc`. */
+async function mayReadDraft(svc: ResourceService, actor: Actor, doc: Doc): Promise<boolean> {
+  const rows = await draftRows(svc, actor, 'read_drafts');
+  return rows === null || (rows !== false && !!(await svc.model.exists({ _id: doc._id, ...rows })));
 }
 
 /** The scope of a publish or unpublish: the caller's `publish` rows. @throws AccessDeniedError when it holds none */

@@ -4,6 +4,9 @@ import type { JobDefinition } from '../../../core/plugin.ts';
 import type { ResourceRegistry } from '../registry.ts';
 import { publishDue } from './service.ts';
 
+export { draftRoutes } from './rest.ts';
+export { draftsReadRows } from './service.ts';
+
 /** Every drafts resource's due drafts, published in the actor's scope. */
 export async function publishDueDrafts(registry: ResourceRegistry, actor: Actor, now = new Date()): Promise<{ published: number; conflicts: number }> {
   const total = { published: 0, conflicts: 0 };
