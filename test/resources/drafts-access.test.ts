@@ -20,6 +20,7 @@ let reviewer: User; // read + read_drafts
 let archivist: User; // read + read_drafts of archived projects only
 let publisher: User; // read + read_drafts + publish
 let elsewhere: User; // a publisher of another tenant
+let namer: User; // reads names only, and drafts
 
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [projectsResource] }), accessPlugin], checkResponses: false });
@@ -30,6 +31,7 @@ beforeAll(async () => {
     reviewer: { read: true, read_drafts: true },
     archivist: { read: true, read_drafts: { rows: { status: 'archived' } } },
     publisher: { read: true, read_drafts: true, publish: true },
+    namer: { read: { fields: ['name'] }, read_drafts: true },
   };
   for (const [name, projects] of Object.entries(roles)) await createRole(t, { name, permissions: { projects } }, { tenantId: tenant });
   await createRole(t, { name: 'publisher', permissions: { projects: roles.publisher } }, { tenantId: other });
@@ -38,6 +40,7 @@ beforeAll(async () => {
   archivist = await userWith(t, tenant, ['archivist']);
   publisher = await userWith(t, tenant, ['publisher']);
   elsewhere = await userWith(t, other, ['publisher']);
+  namer = await userWith(t, tenant, ['namer']);
 });
 afterAll(() => t?.close());
 
@@ -59,6 +62,9 @@ describe('read_drafts', () => {
     expect(await names(archivist.key, 'ruleddraft')).toEqual(['ruleddraft two']);
     expectError(await t.http('GET', `/projects/${active}`, { key: archivist.key }), 404, 'NOT_FOUND');
     expect((await ok('GET', `/projects/${archived}`, archivist.key)).body._status).toBe('draft');
+    // A field rule keeps the state: it is readable wherever the document is.
+    expect((await ok('GET', `/projects/${archived}`, namer.key)).body).toMatchObject({ name: 'ruleddraft two', _status: 'draft' });
+    expect((await ok('GET', `/projects/${archived}`, namer.key)).body).not.toHaveProperty('status');
     expect(await names(elsewhere.key, 'ruleddraft')).toEqual([]);
   });
 
