@@ -96,7 +96,7 @@ export function realtimeGraphql(builder: Builder, realtime: RealtimeService, Eve
     }),
     resourceChanged: t.field({
       type: Event, nullable: false,
-      description: "A resource's created, updated, deleted and restored events, optionally of one document",
+      description: "A resource's created, updated, deleted and restored events (and draft_saved, published, unpublished with drafts), optionally of one document",
       args: { resource: t.arg.string({ required: true }), id: t.arg.id({ required: false }) },
       extensions: { [SHARED_RESULTS]: true },
       subscribe: async (_r, args, ctx) => {

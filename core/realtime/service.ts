@@ -101,7 +101,7 @@ export class RealtimeService {
   }
 
   /**
-   * The event types of one resource (`<resource>.created|updated|deleted|restored` in the
+   * The event types of one resource (`<resource>.created|updated|deleted|restored`, and the draft events, in the
    * catalogue), after checking the actor passes the resource's guards, as a read would.
    * @throws NotFoundError for a resource without events; AccessDeniedError from its guards
    */

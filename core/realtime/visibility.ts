@@ -26,8 +26,11 @@ export interface EventAccess {
   view(actor: Actor, resource: string, data: Record<string, unknown>): Promise<Record<string, unknown> | null>;
 }
 
-/** The verbs of resource events: `<resource>.<verb>`. */
-export const RESOURCE_VERBS = ['created', 'updated', 'deleted', 'restored'] as const;
+/**
+ * The verbs of resource events: `<resource>.<verb>`. The last three are those of resources with
+ * drafts, whose objects never hold draft values (the published document, or only `_id` and the base fields).
+ */
+export const RESOURCE_VERBS = ['created', 'updated', 'deleted', 'restored', 'draft_saved', 'published', 'unpublished'] as const;
 
 /**
  * An event as `actor` may read it under access rules: the event itself when none restricts the

@@ -3,8 +3,9 @@ import { idParams } from '../../core/http/schemas.ts';
 import type { Actor } from '../../core/context.ts';
 import { createRoleInput, explainInput, rolesQuery, updateRoleInput, type ExplainView, type RoleView } from './schemas.ts';
 import type { RoleStore } from './roles.ts';
+import type { Action } from './rules.ts';
 
-type Explain = (actor: Actor, input: { user_id: string; resource: string; action: 'read' | 'create' | 'update' | 'delete' }) => Promise<ExplainView>;
+type Explain = (actor: Actor, input: { user_id: string; resource: string; action: Action }) => Promise<ExplainView>;
 
 /** `Role`, `roles` / `role`, `createRole` / `updateRole` / `deleteRole` and `explainAccess`: the REST operations of /admin/roles. */
 export function accessGraphql(builder: Builder, roles: RoleStore, explain: Explain): void {

@@ -7,7 +7,7 @@ import { RoleStore, roleEventTypes } from './roles.ts';
 import { AccessService, checkCodeAccess, type ResourceAccessSource } from './service.ts';
 import { createRoleInput, explainInput, explainView, roleListView, rolesQuery, roleView, updateRoleInput } from './schemas.ts';
 import { accessGraphql } from './graphql.ts';
-import type { CodeAccess } from './rules.ts';
+import type { Action, CodeAccess } from './rules.ts';
 
 export type { AccessService, ReadAccess, WriteAccess, WriteRequest } from './service.ts';
 export type { Action, CodeAccess, CodeRule, Rule } from './rules.ts';
@@ -57,7 +57,7 @@ export const accessPlugin = definePlugin({
       view: (actor, name, data) => access.eventView(actor, name, data),
     });
 
-    const explain = async (actor: Parameters<AccessService['explain']>[0], input: { user_id: string; resource: string; action: 'read' | 'create' | 'update' | 'delete' }) =>
+    const explain = async (actor: Parameters<AccessService['explain']>[0], input: { user_id: string; resource: string; action: Action }) =>
       access.explain(await identity.userAsActor(actor, input.user_id), input.resource, input.action);
 
     return {

@@ -5,8 +5,8 @@
 import { z } from 'zod';
 import type { Actor } from '../../core/context.ts';
 
-/** The four actions a rule grants. */
-export const ACTIONS = ['read', 'create', 'update', 'delete'] as const;
+/** The actions a rule grants; `read_drafts` and `publish` concern resources with drafts only. */
+export const ACTIONS = ['read', 'create', 'update', 'delete', 'read_drafts', 'publish'] as const;
 export type Action = (typeof ACTIONS)[number];
 
 /** A filter in a resource's `where` language (checked against the resource when the role is saved). */
@@ -30,7 +30,7 @@ export const ruleSchema = z.union([
 export type Rule = z.output<typeof ruleSchema>;
 
 /** The rules of one resource, per action; an action without a rule is denied. */
-export const resourceRulesSchema = z.object({ read: ruleSchema, create: ruleSchema, update: ruleSchema, delete: ruleSchema }).partial().strict();
+export const resourceRulesSchema = z.object({ read: ruleSchema, create: ruleSchema, update: ruleSchema, delete: ruleSchema, read_drafts: ruleSchema, publish: ruleSchema }).partial().strict();
 export type ResourceRules = z.output<typeof resourceRulesSchema>;
 
 /** A role's `permissions`: resource name → its rules. */

@@ -19,7 +19,8 @@ export type { ReadAccess, WriteAccess };
 /** What the access plugin knows of a resource: its code rules, the fields always and ever readable, and its `where` compiler. */
 export function accessFactsOf(svc: ResourceService, limits: QueryLimits) {
   return {
-    name: svc.def.name, code: svc.def.access, system: ['_id', ...Object.keys(BASE_FIELDS)],
+    // With drafts, a document's state is readable wherever the document is, as the base fields are.
+    name: svc.def.name, code: svc.def.access, system: ['_id', ...Object.keys(BASE_FIELDS), ...(svc.def.drafts ? ['_published', '_status'] : [])],
     fields: svc.def.fields.filter((f) => !f.private && !f.path.includes('.')).map((f) => f.path),
     compile: (where: unknown) => validateWhere(where, svc.queryInfo, limits),
   };

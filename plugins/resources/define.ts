@@ -1,4 +1,4 @@
-import type { Schema } from 'mongoose';
+import { Schema } from 'mongoose';
 import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { z } from 'zod';
 import type { AttributeRule } from '../../core/identity/guards.ts';
@@ -83,7 +83,7 @@ export interface ResourceOptions {
    * function of the actor returning one (or nothing: denied).
    * @example { editor: { read: { rows: { owner_id: '$actor.id' } }, update: { rows: { owner_id: '$actor.id' }, fields: ['title'] } } }
    */
-  access?: Record<string, Partial<Record<'read' | 'create' | 'update' | 'delete', unknown>>>;
+  access?: Record<string, Partial<Record<'read' | 'create' | 'update' | 'delete' | 'read_drafts' | 'publish', unknown>>>;
   /** The field linking a document to its data subject: a user id, as an object id or a string field. @default 'created_by' */
   subject_field?: string;
   /** How a document appears in its data subject's export (privacy plugin), after the private fields are left out. */
@@ -96,6 +96,12 @@ export interface ResourceOptions {
    * @example { max_per_document: 50, max_age_days: 365 }
    */
   versions?: boolean | { max_per_document?: number; max_age_days?: number };
+  /**
+   * Drafts and publishing: writes with `?draft=true` save a draft that readers without the
+   * `read_drafts` permission never see; `POST <path>/{id}/publish` publishes it (docs/versions.md#drafts).
+   * @default false
+   */
+  drafts?: boolean;
 }
 
 /** A resource's version policy: null limits keep everything. */
@@ -104,7 +110,9 @@ export interface VersionPolicy {
   max_age_days: number | null;
 }
 
-export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations' | 'access' | 'export_view' | 'versions'>> {
+export interface ResourceDefinition extends Required<Omit<ResourceOptions, 'input' | 'handlers' | 'routes' | 'graphql_name' | 'guards' | 'populatable' | 'operations' | 'access' | 'export_view' | 'versions' | 'drafts'>> {
+  /** Documents carry `_status`, drafts and publishing (drafts/). */
+  drafts: boolean;
   access: ResourceOptions['access'];
   export_view: ResourceOptions['export_view'];
   /** Null: the resource keeps no versions. */
@@ -173,7 +181,10 @@ export function defineResource(o: ResourceOptions): ResourceDefinition {
     access: o.access,
     export_view: o.export_view,
     versions: versionPolicy(o.name, o.versions),
+    drafts: o.drafts ?? false,
   };
+  // The published state stays in the top-level fields; a pending draft and the never-published mark live beside them.
+  if (def.drafts) schema.add({ _published: { type: Boolean }, _draft: { type: Schema.Types.Mixed, default: null } });
   for (const f of def.searchable_fields) {
     if (!fields.some((x) => x.path === f && x.kind === 'string' && !x.private)) throw new Error(`Resource "${o.name}": searchable field "${f}" is not a public string field`);
   }

@@ -11,7 +11,9 @@ import type { ResourceDefinition } from './define.ts';
 import { BASE_FIELDS, type FieldInfo, type FieldKind } from './fields.ts';
 
 export const RESOURCE_EVENT_VERBS = ['created', 'updated', 'deleted', 'restored'] as const;
-export type ResourceEventVerb = (typeof RESOURCE_EVENT_VERBS)[number];
+/** The events of a resource with drafts besides the four: a draft saved (no draft values), published, withdrawn. */
+export const DRAFT_EVENT_VERBS = ['draft_saved', 'published', 'unpublished'] as const;
+export type ResourceEventVerb = (typeof RESOURCE_EVENT_VERBS)[number] | (typeof DRAFT_EVENT_VERBS)[number];
 
 const SCALAR: Record<Exclude<FieldKind, 'array'>, JsonSchema> = {
   string: { type: 'string' },
@@ -36,7 +38,7 @@ export function documentSchema(def: ResourceDefinition): JsonSchema {
   return { type: 'object', properties, required: ['_id', 'version', ...def.fields.filter((f) => f.required && !f.private).map((f) => f.path)] };
 }
 
-/** The four event types of a resource, for the catalogue. */
+/** The event types of a resource (the four, and the draft events with `drafts`), for the catalogue. */
 export function resourceEventTypes(def: ResourceDefinition): EventTypeDefinition[] {
   const data = documentSchema(def);
   const what: Record<ResourceEventVerb, string> = {
@@ -44,8 +46,12 @@ export function resourceEventTypes(def: ResourceDefinition): EventTypeDefinition
     updated: 'was updated (PATCH, PUT, or a cascade setting a reference to null)',
     deleted: 'was soft-deleted (directly, in bulk, or by a cascade)',
     restored: 'was restored from soft delete',
+    draft_saved: 'got a draft saved; data is the published document (only `_id` and the base fields when never published), never the draft',
+    published: 'was published (its draft became the document, by a call or at its publish_at)',
+    unpublished: 'was withdrawn from readers without read_drafts; data has only `_id` and the base fields',
   };
-  return RESOURCE_EVENT_VERBS.map((verb) => ({ name: `${def.name}.${verb}`, description: `A document of ${def.name} ${what[verb]}; data is the document after the change`, data }));
+  const verbs = def.drafts ? [...RESOURCE_EVENT_VERBS, ...DRAFT_EVENT_VERBS] : RESOURCE_EVENT_VERBS;
+  return verbs.map((verb) => ({ name: `${def.name}.${verb}`, description: `A document of ${def.name} ${what[verb]}; data is the document after the change`, data }));
 }
 
 /** What audit and other in-process sinks read besides the public fields. */
@@ -60,7 +66,7 @@ export interface ResourceEventMeta extends Doc {
   audit: AuditedChange;
 }
 
-const AUDIT_OPERATION: Record<ResourceEventVerb, AuditedChange['operation']> = { created: 'insert', updated: 'update', deleted: 'delete', restored: 'update' };
+const AUDIT_OPERATION: Record<ResourceEventVerb, AuditedChange['operation']> = { created: 'insert', updated: 'update', deleted: 'delete', restored: 'update', draft_saved: 'update', published: 'update', unpublished: 'update' };
 
 /** The id of the event a write just put in `doc`'s outbox (the last entry), for the after-hooks. */
 export const lastEventId = (doc: Doc): string | null => ((doc[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).at(-1)?.id ?? null;
@@ -116,6 +122,6 @@ export function stageChange(svc: ResourceService, verb: ResourceEventVerb, actor
  */
 export function outboxFor(svc: ResourceService, verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: OutboxOptions = {}): OutboxEntry[] {
   const tenantId = opts.tenantId !== undefined ? opts.tenantId : old?.tenant_id ? String(old.tenant_id) : null;
-  const entry = stageChange(svc, verb, actor, { ...opts, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? svc.view(old) : null });
+  const entry = stageChange(svc, verb, actor, { ...opts, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? svc.source.view(old) : null });
   return old ? svc.deps.events.outbox.update(svc.source, old, entry) : svc.deps.events.outbox.insert(entry);
 }

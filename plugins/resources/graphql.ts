@@ -9,9 +9,12 @@ import { FILTER_ARG_DOC, LIST_PARAMS, type ListArgs, type ListParam } from './pa
 import type { Operation } from './define.ts';
 import type { ResourceRegistry } from './registry.ts';
 import { etagOf } from '../../core/etag.ts';
+import type { Actor } from '../../core/context.ts';
 import { resourceTypesGraphQL } from './graphql-types.ts';
 import type { Versions } from './versions/service.ts';
 import { versionsGraphQL } from './versions/graphql.ts';
+import { draftOptionsOf } from './drafts/fields.ts';
+import { getWithDraft, publishDraft, saveDraft, unpublish } from './drafts/service.ts';
 
 const lowerFirst = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
 const camel = (s: string) => s.replace(/_(\w)/g, (_m, c: string) => c.toUpperCase());
@@ -77,6 +80,7 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
           etag: t.string({ nullable: false, resolve: (d) => etagOf(d.version) }),
         };
         for (const [name, { kind }] of Object.entries(BASE_FIELDS)) fields[name] = scalarField(name, kind);
+        if (def.drafts) fields._status = t.string({ nullable: false, description: 'draft: not published, or its pending draft shown (draft: true)', resolve: (d) => String(d._status ?? 'published') });
         for (const f of def.fields) {
           if (f.private || f.path.includes('.')) continue;
           fields[f.path] = scalarField(f.path, f.kind, f.items);
@@ -125,6 +129,12 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
     // e.g. name 'regional' → list and get-one would both be `regional`, and one would silently replace the other.
     if (listName === oneName) throw new Error(`Resource "${def.name}": GraphQL list and get-one fields would both be named "${listName}"; set graphql_name`);
     const offers = (op: Operation) => def.operations.has(op);
+    // `draft` and `publish_at` on the writes of a drafts resource, as `?draft=true&publish_at=` on REST.
+    const draftArgs = (arg: Arg): InputFieldMap => (def.drafts ? { draft: arg.boolean(), publish_at: arg({ type: 'DateTime' }) } : {});
+    const writeOrDraft = (actor: Actor, id: string, ifMatch: string | null | undefined, input: unknown, replace: boolean, args: { draft?: unknown; publish_at?: unknown }) => {
+      const draft = def.drafts ? draftOptionsOf(args) : null;
+      return draft ? saveDraft(svc, actor, id, ifMatch, input, replace, draft) : svc.update(actor, id, ifMatch, input, replace);
+    };
     builder.queryFields((t) => ({
       ...(offers('list') ? { [listName]: t.field({
         type: Page,
@@ -139,24 +149,26 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
       }) } : {}),
       ...(offers('get') ? { [oneName]: t.field({
         type: ref,
-        args: { id: t.arg.id({ required: true }), include_deleted: t.arg.boolean() },
-        resolve: async (_r, args, ctx) => svc.get(requireUser(ctx), String(args.id), { includeDeleted: !!args.include_deleted }),
+        args: { id: t.arg.id({ required: true }), include_deleted: t.arg.boolean(), ...(def.drafts ? { draft: t.arg.boolean({ description: 'The pending draft, where the caller may read it' }) } : {}) },
+        resolve: async (_r, args, ctx) => (args.draft
+          ? (await getWithDraft(svc, requireUser(ctx), String(args.id))).doc
+          : svc.get(requireUser(ctx), String(args.id), { includeDeleted: !!args.include_deleted })),
       }) } : {}),
     }));
     builder.mutationFields((t) => ({
       ...(offers('create') ? { [`create${def.graphqlName}`]: t.field({
-        type: ref, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }) },
-        resolve: (_r, args, ctx) => svc.create(requireUser(ctx), args.input),
+        type: ref, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }), ...draftArgs(t.arg) },
+        resolve: (_r, args, ctx) => svc.create(requireUser(ctx), args.input, { draft: def.drafts ? draftOptionsOf(args as { draft?: unknown }) : null }),
       }) } : {}),
       ...(offers('update') ? { [`update${def.graphqlName}`]: t.field({
         type: ref, nullable: false,
-        args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
-        resolve: (_r, args, ctx) => svc.update(requireUser(ctx), String(args.id), args.if_match, args.input, false),
+        args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }), ...draftArgs(t.arg) },
+        resolve: (_r, args, ctx) => writeOrDraft(requireUser(ctx), String(args.id), args.if_match, args.input, false, args as { draft?: unknown }),
       }) } : {}),
       ...(offers('replace') ? { [`replace${def.graphqlName}`]: t.field({
         type: ref, nullable: false,
-        args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
-        resolve: (_r, args, ctx) => svc.update(requireUser(ctx), String(args.id), args.if_match, args.input, true),
+        args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }), ...draftArgs(t.arg) },
+        resolve: (_r, args, ctx) => writeOrDraft(requireUser(ctx), String(args.id), args.if_match, args.input, true, args as { draft?: unknown }),
       }) } : {}),
       ...(offers('delete') ? { [`delete${def.graphqlName}`]: t.field({
         type: ref, nullable: false, description: 'Soft delete; returns the deleted document',
@@ -168,6 +180,18 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
         resolve: (_r, args, ctx) => svc.restore(requireUser(ctx), String(args.id), args.if_match),
       }) } : {}),
+      ...(def.drafts && offers('update') ? {
+        [`publish${def.graphqlName}`]: t.field({
+          type: ref, nullable: false, description: 'Publish the pending draft (publish permission); returns the document',
+          args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
+          resolve: (_r, args, ctx) => publishDraft(svc, requireUser(ctx), String(args.id), args.if_match),
+        }),
+        [`unpublish${def.graphqlName}`]: t.field({
+          type: ref, nullable: false, description: 'Withdraw the document from readers without read_drafts (publish permission)',
+          args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
+          resolve: (_r, args, ctx) => unpublish(svc, requireUser(ctx), String(args.id), args.if_match),
+        }),
+      } : {}),
     }));
   }
 }

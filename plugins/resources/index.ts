@@ -14,7 +14,9 @@ import { DEFAULT_QUERY_LIMITS, queryLimitsSchema } from './query.ts';
 import type { ResourceService } from './service.ts';
 import { accessFactsOf } from './access.ts';
 import { versionRoutes } from './versions/rest.ts';
-import { purgeVersionsJob, setUpVersions, withVersionsPersonalData } from './versions/setup.ts';
+import { setUpVersions, withVersionsPersonalData } from './versions/setup.ts';
+import { draftRoutes, draftsReadRows, publishDueDrafts } from './drafts/setup.ts';
+import { resourceJobs } from './jobs.ts';
 
 export { defineResource } from './define.ts';
 export type { ResourceDefinition, ResourceOptions, CascadeRule } from './define.ts';
@@ -58,6 +60,12 @@ export interface ResourcesApi {
    * @throws Error when one is already set
    */
   setFileChecker(checker: FileReferenceChecker): void;
+  /**
+   * Publishes every draft whose `publish_at` is at or before `now`, in the actor's scope, each once
+   * across replicas (the `publish_drafts` job; docs/versions.md#drafts).
+   * @example await services.get('resources').publishDue(systemActor())
+   */
+  publishDue(actor: Actor, now?: Date): Promise<{ published: number; conflicts: number }>;
 }
 
 /** See {@link ResourcesApi.accessFacts}. */
@@ -90,7 +98,7 @@ export const resourcesPlugin = definePlugin({
   setup({ db, hooks, config, services, options, tenancy }) {
     const limits = { ...DEFAULT_QUERY_LIMITS, ...options.limits };
     let fileChecker: FileReferenceChecker | undefined;
-    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events'), access: () => services.maybe('access'), files: () => fileChecker });
+    const registry = new ResourceRegistry(db, { hooks, config, limits, tenancy, events: services.get('events'), access: () => services.maybe('access'), files: () => fileChecker, drafts: draftsReadRows });
     const samples = config.SAMPLE_RESOURCES_ENABLED ?? config.NODE_ENV !== 'production';
     // With files on, `projects` gains its `attachment` file field.
     for (const def of options.resources ?? (samples ? (config.FILES_ENABLED ? sampleResourcesWithFiles : sampleResources) : [])) registry.register(def);
@@ -110,6 +118,7 @@ export const resourcesPlugin = definePlugin({
         const svc = registry.get(name);
         return svc && accessFactsOf(svc, limits);
       },
+      publishDue: (actor, now) => publishDueDrafts(registry, actor, now),
       setFileChecker: (checker) => {
         if (fileChecker) throw new Error('A file checker is already set');
         fileChecker = checker;
@@ -126,23 +135,13 @@ export const resourcesPlugin = definePlugin({
             handler: () => registry.describe(),
           }),
           ...registry.list().flatMap(resourceRoutes),
-          ...registry.list().flatMap((svc) => versionRoutes(svc, versions)),
+          ...registry.list().flatMap((svc) => [...versionRoutes(svc, versions), ...draftRoutes(svc)]),
         ];
       },
       graphql: (builder) => resourceGraphQL(builder, registry, versions),
       personalData: () => withVersionsPersonalData(registry.personalData(), registry, versions),
       eventTypes: () => registry.list().flatMap((svc) => resourceEventTypes(svc.def)),
-      jobs: [
-        {
-          name: 'purge_soft_deleted',
-          description: 'Permanently removes documents soft-deleted longer ago than SOFT_DELETE_RETENTION_DAYS',
-          timeout: 600,
-          params: z.object({ days: z.number().int().min(1).optional().describe('Override SOFT_DELETE_RETENTION_DAYS') }),
-          // As the run's actor: a per-tenant run purges its tenant only.
-          run: async (ctx, params: { days?: number | undefined }) => registry.purgeSoftDeleted(ctx.actor, params.days),
-        },
-        purgeVersionsJob(registry, versions),
-      ],
+      jobs: resourceJobs(registry, versions),
     };
   },
 });

@@ -52,7 +52,7 @@ function toObject(tree: Tree, present: ReadonlySet<string> = new Set()): z.ZodOb
  * projection answers a subset (docs/openapi.md); the schema describes the full document. A field
  * the resource's code read rules may leave out (see {@link maskableFields}) is not required.
  */
-export function documentSchema(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'> & { access?: ResourceDefinition['access'] }): z.ZodType {
+export function documentSchema(def: Pick<ResourceDefinition, 'fields' | 'graphqlName'> & { access?: ResourceDefinition['access']; drafts?: boolean }): z.ZodType {
   const tree: Tree = {};
   for (const f of def.fields) {
     if (f.private) continue;
@@ -70,7 +70,10 @@ export function documentSchema(def: Pick<ResourceDefinition, 'fields' | 'graphql
   const maskable = maskableFields(def);
   const client = toObject(tree, new Set(def.fields.filter((f) => f.required && !f.private && !f.path.includes('.') && !maskable.has(f.path)).map((f) => f.path)));
   return z
-    .object({ _id: z.string().describe('24-character hex object id'), ...client.shape, ...base })
+    .object({
+      _id: z.string().describe('24-character hex object id'), ...client.shape, ...base,
+      ...(def.drafts ? { _status: z.enum(['draft', 'published']).optional().describe('draft: not published, or its pending draft shown (`?draft=true`); absent from versions and events') } : {}),
+    })
     .meta({ id: def.graphqlName });
 }
 

@@ -102,7 +102,7 @@ export const listQuerySchema = z
   .catchall(z.union([z.string(), z.array(z.string())]).describe('`<field>` equality or `<field>__<op>` (gt gte lt lte ne in nin exists regex)'));
 
 /** The parameters of a get-one read. */
-export const getOneQuerySchema = z.object({ fields: optionalText('Projection'), populate: optionalText('Relations to expand'), include_deleted: optionalText('Admins only') });
+export const getOneQuerySchema = z.object({ fields: optionalText('Projection'), populate: optionalText('Relations to expand'), include_deleted: optionalText('Admins only'), draft: optionalText('Resources with drafts: true shows the pending draft to callers who may read it') });
 
 const POSITIVE_INT = /^\d+$/;
 

@@ -26,7 +26,7 @@ export async function populate(svc: ResourceService, actor: Actor, items: Doc[],
     const ra = await Promise.resolve(readAccess(target, actor)).then((r) => ({ r }), (err: unknown) => (err instanceof AccessDeniedError ? null : Promise.reject(err)));
     const related = ra
       ? await target.model
-        .find(withRows({ _id: { $in: ids }, ...target.scope(actor) }, ra.r?.rows))
+        .find(withRows(withRows({ _id: { $in: ids }, ...target.scope(actor) }, ra.r?.rows), await target.draftRows(actor)))
         .select(target.projection(null))
         .lean<Doc[]>()
       : [];

@@ -4,10 +4,13 @@ import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import { objectId } from '../../core/http/schemas.ts';
 import { setPageHeaders } from '../../core/page.ts';
 import { etagOf } from '../../core/etag.ts';
+import type { Actor } from '../../core/context.ts';
 import type { BulkItemError, ResourceService } from './service.ts';
 import type { Operation } from './define.ts';
 import { getOneQuerySchema, listQuerySchema, type RawQuery } from './params.ts';
 import { responseSchemas } from './output.ts';
+import { draftOptionsOf } from './drafts/fields.ts';
+import { getWithDraft, saveDraft } from './drafts/service.ts';
 
 /** Any string: a malformed id is a 404 like an unknown one (the service decides), unlike core's `idParams` (422). */
 const documentPath = z.object({ id: z.string().describe('24-character hex object id') });
@@ -22,6 +25,12 @@ const flatten = (errors: BulkItemError[]): ValidationIssue[] =>
     const nested = (e.error.details.errors as ValidationIssue[] | undefined) ?? [];
     return nested.length ? nested : [{ loc: ['body', e.index], msg: e.error.message, type: e.error.code.toLowerCase() }];
   });
+
+/** PATCH or PUT: with `?draft=true` on a drafts resource a draft save, else an update that publishes. */
+function writeOrDraft(svc: ResourceService, actor: Actor, id: string, ifMatch: string, body: unknown, replace: boolean, query: RawQuery) {
+  const draft = svc.def.drafts ? draftOptionsOf(query) : null;
+  return draft ? saveDraft(svc, actor, id, ifMatch, body, replace, draft) : svc.update(actor, id, ifMatch, body, replace);
+}
 
 /**
  * Create/update/replace bodies are validated by the service (as for GraphQL), after the feature
@@ -101,7 +110,8 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'GET', path: `${base}/:id`, tags, features, summary: `Get one document of ${def.name}`, params: documentPath, query: getOneQuerySchema, ...out('get'),
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ actor, params, query, ctx }) => {
-        const { doc, etag } = await svc.getOne(actor!, idOf(params), queryOf(query));
+        const { draft, ...rest } = queryOf(query);
+        const { doc, etag } = def.drafts && draftOptionsOf({ draft }) ? await getWithDraft(svc, actor!, idOf(params)) : await svc.getOne(actor!, idOf(params), rest);
         ctx.set('ETag', etag);
         return doc;
       }),
@@ -110,7 +120,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'POST', path: base, tags, features, status: 201, summary: `Create a document in ${def.name}`, ...out('create'),
       docs: { body: def.inputs.create, responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
       handler: custom('create', async ({ actor, ctx }) => {
-        const doc = await svc.create(actor!, ctx.request.body);
+        const doc = await svc.create(actor!, ctx.request.body, { draft: def.drafts ? draftOptionsOf(ctx.query) : null });
         ctx.set('ETag', etagOf(doc.version));
         ctx.set('Location', `${base}/${String(doc._id)}`);
         return doc;
@@ -120,7 +130,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'PATCH', path: `${base}/:id`, tags, features, summary: `Partially update a document of ${def.name}`, params: documentPath, ...out('update'),
       docs: { body: def.inputs.update, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ actor, params, ctx }) => {
-        const doc = await svc.update(actor!, idOf(params), ctx.get('If-Match'), ctx.request.body, false);
+        const doc = await writeOrDraft(svc, actor!, idOf(params), ctx.get('If-Match'), ctx.request.body, false, ctx.query);
         ctx.set('ETag', etagOf(doc.version));
         return doc;
       }),
@@ -129,7 +139,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       method: 'PUT', path: `${base}/:id`, tags, features, summary: `Replace a document of ${def.name}`, params: documentPath, ...out('replace'),
       docs: { body: def.inputs.replace, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ actor, params, ctx }) => {
-        const doc = await svc.update(actor!, idOf(params), ctx.get('If-Match'), ctx.request.body, true);
+        const doc = await writeOrDraft(svc, actor!, idOf(params), ctx.get('If-Match'), ctx.request.body, true, ctx.query);
         ctx.set('ETag', etagOf(doc.version));
         return doc;
       }),

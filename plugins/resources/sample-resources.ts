@@ -20,6 +20,8 @@ const projects = (schema: Schema) => defineResource({
   gdpr_fields: ['owner_email'],
   // Every write keeps the document as a version: history, diff and restore (docs/versions.md).
   versions: true,
+  // Drafts too, so a new user sees history and publishing together (docs/versions.md#drafts).
+  drafts: true,
 });
 
 /** `/projects`: the sample resource with search, tags and both bulk operations. */

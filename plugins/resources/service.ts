@@ -23,6 +23,7 @@ import { lastEventId, outboxFor, type OutboxOptions, type ResourceEventVerb } fr
 import { restoreDocument } from './restore.ts';
 import { updateDocument } from './update.ts';
 import { PlainWriter } from './plain-write.ts';
+import { draftFields, eventView, statusView, type DraftOptions } from './drafts/fields.ts';
 import { checkPopulate, populate } from './populate.ts';
 import { applyMask, castRows, checkListQuery, maskProjection, maskWritten, readAccess, readFilter, withRows, writeAccess } from './access.ts';
 import type { AccessService } from '../access/index.ts';
@@ -59,6 +60,8 @@ export interface ServiceDeps {
   access?: () => AccessService | undefined;
   /** The checks of `file` fields, from the plugin holding files (set after this plugin). */
   files?: () => FileReferenceChecker | undefined;
+  /** What a drafts resource adds to every read and write filter for the caller (drafts/service.ts `draftsReadRows`). */
+  drafts?: (svc: ResourceService, actor: Actor) => Promise<Filter | null>;
 }
 
 /** Options of list and get-one reads. */
@@ -98,8 +101,8 @@ export class ResourceService {
   ) {
     this.fieldByPath = new Map(def.fields.map((f) => [f.path, f]));
     // Not the outbox: view() drops it, and excluding it made a sorted 25-row page cost 34 ms, not 22 (bench/history/performance.md).
-    this.privateProjection = Object.fromEntries(def.privateFields.map((f) => [f, 0 as const]));
-    this.source = { name: def.name, model, view: (d) => this.view(d), tenantScoped: def.tenant_scoped !== false };
+    this.privateProjection = Object.fromEntries([...def.privateFields, ...(def.drafts ? ['_draft'] : [])].map((f) => [f, 0 as const]));
+    this.source = { name: def.name, model, view: def.drafts ? (d) => eventView(this.view(d)) : (d) => this.view(d), tenantScoped: def.tenant_scoped !== false };
     this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);
     this.plain = new PlainWriter(model);
     const hidden = [...def.privateFields, OUTBOX_FIELD];
@@ -143,14 +146,17 @@ export class ResourceService {
     if (includeDeleted && !isAdmin(actor)) throw new AccessDeniedError('include_deleted requires the admin role');
   }
 
-  /** Serialized form of a stored document: private fields removed. */
+  /** Serialized form of a stored document: private fields removed; with drafts, `_status` instead of the draft's fields. */
   view(doc: Doc): Doc {
-    if (!this.def.privateFields.length && !(OUTBOX_FIELD in doc)) return doc;
+    if (!this.def.privateFields.length && !(OUTBOX_FIELD in doc) && !this.def.drafts) return doc;
     const out = { ...doc };
     for (const f of this.def.privateFields) delete out[f];
     delete out[OUTBOX_FIELD];
-    return out;
+    return this.def.drafts ? statusView(out) : out;
   }
+
+  /** The caller's filter of documents not published (none without drafts). */
+  draftRows = async (actor: Actor): Promise<Filter | null> => (this.def.drafts && this.deps.drafts ? this.deps.drafts(this, actor) : null);
 
   /** The `_outbox` value of a write (see events.ts `outboxFor`). */
   outboxFor(verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: OutboxOptions = {}): OutboxEntry[] {
@@ -208,9 +214,9 @@ export class ResourceService {
     this.checkIncludeDeleted(actor, q.includeDeleted);
     const ra = await readAccess(this, actor);
     if (ra) checkListQuery(ra, q);
-    const scope = withRows(this.scope(actor, { includeDeleted: q.includeDeleted }), ra?.rows);
+    const scope = withRows(withRows(this.scope(actor, { includeDeleted: q.includeDeleted }), ra?.rows), await this.draftRows(actor));
     const filter: Filter = Object.keys(q.filter).length ? { $and: [scope, q.filter] } : scope;
-    if (q.populate.length) this.checkPopulate(actor, q.populate);
+    if (q.populate.length) checkPopulate(this, actor, q.populate);
 
     if (q.mode === 'offset') {
       const [rows, total] = await Promise.all([
@@ -265,13 +271,13 @@ export class ResourceService {
 
   async get(actor: Actor, id: string, opts: { includeDeleted?: boolean; fields?: string[] | null; populate?: string[] } = {}): Promise<Doc> {
     this.checkIncludeDeleted(actor, !!opts.includeDeleted);
-    if (opts.populate?.length) this.checkPopulate(actor, opts.populate);
+    if (opts.populate?.length) checkPopulate(this, actor, opts.populate);
     const ra = await readAccess(this, actor);
     if (ra && opts.fields) checkListQuery(ra, { filter: {}, sort: [], fields: opts.fields });
     const scope = { _id: this.oid(id), ...this.scope(actor, { includeDeleted: opts.includeDeleted }) };
     // An access rule's rows are cast to the fields' types here (the caller's variables are filled in
     // per request, as strings), so a read under a rule keeps the driver's hot path below.
-    const filter = readFilter(scope, ra?.rows ? castRows(this, ra.rows) : null);
+    const filter = readFilter(readFilter(scope, ra?.rows ? castRows(this, ra.rows) : null), await this.draftRows(actor));
     const projection = this.projection(maskProjection(ra, opts.fields ?? null));
     // Hot path: a filter of ids and booleans needs no casting, so the driver reads it directly
     // (mongoose's query building costs more than the read itself). Attribute rules may carry
@@ -286,7 +292,8 @@ export class ResourceService {
     return out!;
   }
 
-  async create(actor: Actor, body: unknown, opts: { bulk?: boolean; loc?: (string | number)[] } = {}): Promise<Doc> {
+  /** Creates a document; with `draft` (drafts resources) one not published, seen only where drafts are (drafts/). */
+  async create(actor: Actor, body: unknown, opts: { bulk?: boolean; loc?: (string | number)[]; draft?: DraftOptions | null } = {}): Promise<Doc> {
     const scope = this.scope(actor);
     const input = parseInput(this.def.inputs.create, body, opts.loc ?? ['body']) as Doc;
     // A system actor's acting tenant (`X-Tenant-Id`), else the actor's own.
@@ -303,8 +310,8 @@ export class ResourceService {
       ...ev.data,
       tenant_id: tenantId ? new Types.ObjectId(tenantId) : null,
       created_at: now, updated_at: now, created_by: by, updated_by: by,
-      is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
-      [OUTBOX_FIELD]: this.outboxFor('created', actor, null, { bulk: !!opts.bulk, tenantId }),
+      is_deleted: false, deleted_at: null, deleted_by: null, version: 1, ...draftFields(this, actor, opts.draft), ...(opts.draft ? { _published: false } : {}),
+      [OUTBOX_FIELD]: this.outboxFor(opts.draft ? 'draft_saved' : 'created', actor, null, { bulk: !!opts.bulk, tenantId }),
     });
     await this.committed(doc);
     await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), id: String(doc._id), doc, event_id: lastEventId(doc) });
@@ -318,7 +325,7 @@ export class ResourceService {
 
   /** Soft delete guarded by `If-Match`; cascade rules of referencing resources run first. */
   async remove(actor: Actor, id: string, ifMatch: string | null | undefined, opts: { bulk?: boolean } = {}): Promise<Doc> {
-    const scope = withRows(this.scope(actor), (await writeAccess(this, actor, 'delete'))?.rows);
+    const scope = withRows(withRows(this.scope(actor), (await writeAccess(this, actor, 'delete'))?.rows), await this.draftRows(actor));
     const tags = parseIfMatch(ifMatch);
     const old = await this.findOwned(id, scope);
     if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
@@ -342,13 +349,6 @@ export class ResourceService {
     return applyCascade(this, actor, old);
   }
 
-  /**
-   * Permanently removes documents soft-deleted more than `olderThanDays` ago, in the actor's scope
-   * (the one access filter, `scope()`): `systemActor()` every tenant, `systemActor(tenantId)` that
-   * tenant only. A maintenance operation (the `purge_soft_deleted` job): non-system callers are
-   * refused, tenant administrators included.
-   * @throws AccessDeniedError for a non-system actor (nothing deleted)
-   */
   /** Creates each item as {@link create} would; rejected items are reported, not thrown (see bulk.ts). */
   bulkCreate(actor: Actor, items: unknown[]): Promise<BulkCreateResult> {
     return bulkCreate(this, actor, items);
@@ -359,15 +359,17 @@ export class ResourceService {
     return bulkDelete(this, actor, items);
   }
 
-  /** Deletes soft-deleted documents older than `olderThanDays` (system administrators), their versions first. */
+  /**
+   * Permanently removes documents soft-deleted more than `olderThanDays` ago, in the actor's scope
+   * (`scope()`): `systemActor()` every tenant, `systemActor(tenantId)` that tenant only; their versions first.
+   * @throws AccessDeniedError for a non-system actor, tenant administrators included (nothing deleted)
+   */
   async purgeSoftDeleted(actor: Actor, olderThanDays: number, dropVersions?: (resource: string, ids: Types.ObjectId[]) => Promise<unknown>): Promise<{ resource: string; deleted_count: number; cutoff_date: Date }> {
     requireRole(actor, 'system');
     const cutoff = new Date(Date.now() - olderThanDays * 86_400_000);
     const deleted = await purgeDeleted(this.model, this.def.name, this.scope(actor, { includeDeleted: true }), cutoff, dropVersions);
     return { resource: this.def.name, deleted_count: deleted, cutoff_date: cutoff };
   }
-
-  // ---- internals -------------------------------------------------------------------------
 
   oid(id: string): Types.ObjectId {
     if (!Types.ObjectId.isValid(id) || !/^[0-9a-fA-F]{24}$/.test(id)) throw new NotFoundError(this.def.name, id);
@@ -428,10 +430,6 @@ export class ResourceService {
     return { [field]: parent._id, is_deleted: false, ...(sameTenant ? { tenant_id: parent.tenant_id } : {}) };
   }
 
-  private checkPopulate(actor: Actor, paths: string[]) {
-    checkPopulate(this, actor, paths);
-  }
-
   /** Replaces relation ids with the related documents the actor may see (else null); see populate.ts. */
   private populate(actor: Actor, items: Doc[], paths: string[]): Promise<Doc[]> {
     return populate(this, actor, items, paths);
@@ -445,6 +443,5 @@ export class ResourceService {
   event(actor: Actor | null, tenantId: string | null, bulk: boolean): DocumentEventBase {
     return documentEventBase(this.def.name, actor, tenantId, { secret_fields: this.def.privateFields, bulk });
   }
-
 }
 

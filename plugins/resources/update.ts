@@ -16,6 +16,7 @@ import { lastEventId, stageChange } from './events.ts';
 import type { ResourceService } from './service.ts';
 import { checkReferences, checkWritable } from './write-checks.ts';
 import { updatedDoc, withRows, writeAccess, writtenFields } from './access.ts';
+import { draftFields, type DraftOptions } from './drafts/fields.ts';
 
 /** `$set` and `$unset` of an update or a replace with `data` (a replace resets what `data` leaves out). */
 function changes(svc: ResourceService, actor: Actor, data: Doc, replace: boolean): { set: Doc; unset: Record<string, 1> } {
@@ -36,16 +37,18 @@ function changes(svc: ResourceService, actor: Actor, data: Doc, replace: boolean
 export interface UpdateOptions {
   /** The version a restore brings back: its event records it (`meta.restored_version`). */
   restoredVersion?: number;
+  /** A draft save of a document not published (drafts/): it stays a draft. Without it a drafts resource's update publishes. */
+  draft?: DraftOptions | null;
 }
 
 /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
 export async function updateDocument(svc: ResourceService, actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean, opts: UpdateOptions = {}): Promise<Doc> {
   const wa = await writeAccess(svc, actor, 'update');
-  const scope = withRows(svc.scope(actor), wa?.rows);
+  const scope = withRows(withRows(svc.scope(actor), wa?.rows), await svc.draftRows(actor));
   const tags = parseIfMatch(ifMatch);
   const input = parseInput(replace ? svc.def.inputs.replace : svc.def.inputs.update, body, ['body']) as Doc;
-  // A rule decides on the stored document: the read path.
-  const version = wa ? null : oneCommandVersion(svc, tags, input, replace, scope);
+  // A rule decides on the stored document, and drafts on its state: the read path.
+  const version = wa || svc.def.drafts ? null : oneCommandVersion(svc, tags, input, replace, scope);
   if (version !== null) {
     const done = await updateInOneCommand(svc, actor, id, scope, version, input, replace, opts);
     if (done) return done;
@@ -60,7 +63,9 @@ export async function updateDocument(svc: ResourceService, actor: Actor, id: str
   // An empty PATCH changes nothing: no new revision, no events.
   if (!replace && Object.keys(ev.data).length === 0) return svc.view(old);
   const { set, unset } = changes(svc, actor, ev.data, replace);
-  set[OUTBOX_FIELD] = svc.outboxFor('updated', actor, old, { replace, ...opts });
+  Object.assign(set, draftFields(svc, actor, opts.draft));
+  const verb = opts.draft ? 'draft_saved' : svc.def.drafts && old._published === false ? 'published' : 'updated';
+  set[OUTBOX_FIELD] = svc.outboxFor(verb, actor, old, { replace, ...(opts.restoredVersion !== undefined ? { restoredVersion: opts.restoredVersion } : {}) });
   const doc = await svc.plain.updateIf({ _id: old._id, ...scope, version: old.version }, !svc.needsCasting(scope), set, unset);
   if (!doc) throw await svc.lostRace(id, scope);
   await svc.committed(doc);

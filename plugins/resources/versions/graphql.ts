@@ -23,7 +23,7 @@ function makeShared(builder: Builder) {
     description: 'A version of a document, without the document',
     fields: (t) => ({
       version: t.exposeInt('version', { nullable: false }),
-      operation: t.exposeString('operation', { nullable: false, description: 'created, updated, deleted or restored' }),
+      operation: t.exposeString('operation', { nullable: false, description: 'created, updated, deleted or restored; with drafts also draft_saved, published or unpublished' }),
       created_at: t.field({ type: 'DateTime', nullable: false, resolve: (v) => v.created_at }),
       actor: t.exposeString('actor', { nullable: true, description: 'User id of whoever made the write; null for the system' }),
       request_id: t.exposeString('request_id', { nullable: true }),

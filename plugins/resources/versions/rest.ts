@@ -8,7 +8,7 @@ import type { Versions } from './service.ts';
 const versionEntry = z
   .object({
     version: z.number().int(),
-    operation: z.enum(['created', 'updated', 'deleted', 'restored']),
+    operation: z.enum(['created', 'updated', 'deleted', 'restored', 'draft_saved', 'published', 'unpublished']),
     created_at: z.date(),
     actor: z.string().nullable().describe('User id of whoever made the write; null for the system'),
     request_id: z.string().nullable(),

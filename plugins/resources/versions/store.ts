@@ -21,7 +21,7 @@ const versionSchema = new Schema(
     resource: { type: String, required: true },
     doc_id: { type: Schema.Types.ObjectId, required: true },
     version: { type: Number, required: true },
-    operation: { type: String, enum: ['created', 'updated', 'deleted', 'restored'], required: true },
+    operation: { type: String, enum: ['created', 'updated', 'deleted', 'restored', 'draft_saved', 'published', 'unpublished'], required: true },
     created_at: { type: Date, required: true },
     actor: { type: String, default: null },
     request_id: { type: String, default: null },
@@ -46,7 +46,7 @@ export interface VersionRecord {
   resource: string;
   doc_id: Types.ObjectId;
   version: number;
-  operation: 'created' | 'updated' | 'deleted' | 'restored';
+  operation: 'created' | 'updated' | 'deleted' | 'restored' | 'draft_saved' | 'published' | 'unpublished';
   created_at: Date;
   actor: string | null;
   request_id: string | null;
@@ -78,7 +78,7 @@ export function changedFields(previous: Doc | null, data: Doc): string[] {
   return out.sort();
 }
 
-const VERBS = new Set(['created', 'updated', 'deleted', 'restored']);
+const VERBS = new Set(['created', 'updated', 'deleted', 'restored', 'draft_saved', 'published', 'unpublished']);
 
 /** How many event ids the sink remembers having stored (a FIFO). */
 const REMEMBERED = 50_000;
