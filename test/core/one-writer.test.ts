@@ -42,6 +42,7 @@ const RULES: OutboxRule[] = [
       'plugins/privacy/erasure-run.ts': "pseudonymises the account last, after scrubbing its events: identity's entries carry their own object, so a write without one cannot change another event's",
     },
   },
+  { collections: ['invitations'], schemaFile: 'plugins/invitations/model.ts', factories: ['invitationModel'], accessors: ['Invitation'], writers: ['plugins/invitations/service.ts', 'plugins/invitations/index.ts'] },
   { collections: ['roles'], schemaFile: 'plugins/access/model.ts', factories: ['roleModel'], accessors: ['Role'], writers: ['plugins/access/roles.ts', 'plugins/access/index.ts'] },
   { collections: ['job_runs'], schemaFile: 'plugins/jobs/model.ts', factories: ['jobModels'], accessors: ['Run'], writers: ['plugins/jobs/store.ts', 'plugins/jobs/index.ts'] },
   {
