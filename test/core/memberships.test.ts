@@ -176,6 +176,24 @@ describe('a person with two memberships', () => {
   });
 });
 
+describe("a passkey outlives the membership it was registered from", () => {
+  it('removing that membership passes the passkey to the person\'s other membership, which it then logs in to', async () => {
+    const email = `rehome-${Date.now()}@example.com`;
+    const first = await createTenantUser(a, { email });
+    const second = await addMembership(a, first.userId);
+    const device = new SoftAuthenticator();
+    expect((await registerPasskey(a, first.key, device)).status).toBe(201);
+    expect((await b.http('DELETE', `/admin/users/${first.userId}`, { key: ADMIN_KEY })).status).toBe(204);
+    const creds = a.app.db.conn.collection('webauthn_credentials');
+    // The durable consumer of user.deleted moves it (within the event poll interval; generous bound).
+    await until(async () => String((await creds.findOne({ credential_id: device.id }))?.user_id) === second.userId, 20_000, 'the passkey moved');
+    const token = await tokenOf(await loginWith(a, email, device));
+    expect((await a.http('GET', '/auth/me', { key: null, token })).body).toMatchObject({ id: second.userId, tenant_id: second.tenantId });
+    const listed = await a.http('GET', '/auth/webauthn/credentials', { key: second.key });
+    expect(listed.body.map((c: { credential_id: string }) => c.credential_id)).toEqual([device.id]);
+  });
+});
+
 describe('start-up migration: every existing user becomes the membership of a person of its own', () => {
   it('idempotent, from two processes starting at once, never merging by e-mail', async () => {
     const db = uniqueDbUri();

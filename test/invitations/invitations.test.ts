@@ -13,6 +13,7 @@ import { startSmtp, tokenIn, type ReceivedMail } from '../helpers/smtp.ts';
 import { mailerPlugin } from '../../plugins/mailer/index.ts';
 import { INVITATION_TEMPLATE, invitationsPlugin, type InvitationMail } from '../../plugins/invitations/index.ts';
 import { webauthnPlugin } from '../../plugins/webauthn/index.ts';
+import { auditPlugin } from '../../plugins/audit/index.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { SoftAuthenticator } from '../webauthn/authenticator.ts';
 import { PASSKEY_CONFIG, captureLogger } from '../webauthn/helpers.ts';
@@ -29,7 +30,7 @@ let plainA: U;
 beforeAll(async () => {
   smtp = await startSmtp();
   t = await buildTestApp({
-    plugins: [webauthnPlugin, mailerPlugin, invitationsPlugin],
+    plugins: [auditPlugin, webauthnPlugin, mailerPlugin, invitationsPlugin],
     config: { ...PASSKEY_CONFIG, SMTP_URL: smtp.smtpUrl, MAIL_FROM: 'Test <no-reply@example.test>', INVITATION_LINK_URL: LINK, RATE_LIMIT_ENABLED: 'false' },
   });
   adminA = await createTenantUser(t, { tenant: 'Tenant A', roles: ['admin'] });
@@ -97,6 +98,9 @@ describe('an invitation end to end', () => {
     const evs = await t.http('GET', `/events?limit=100`, { key: adminA.key });
     const types = (evs.body.items as { type: string; data: { id: string; email?: string } }[]).filter((e) => e.data.id === inv.id || e.data.id === ok.body.user_id).map((e) => e.type);
     expect(types).toEqual(expect.arrayContaining(['invitation.created', 'invitation.accepted', 'user.created']));
+    const audit = await t.http('GET', `/admin/audit-log?resource=invitations&resource_id=${inv.id}`, { key: adminA.key });
+    expect(audit.status).toBe(200);
+    expect((audit.body.items as { operation: string }[]).map((e) => e.operation).sort()).toEqual(['insert', 'update']);
   });
 
   it('two acceptances at once: exactly one membership', async () => {
