@@ -1,21 +1,13 @@
 import { createHmac } from 'node:crypto';
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
-import { BadRequestError } from '../../core/errors.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import type { AppState } from '../../core/http/middleware.ts';
 import { webauthnModels } from './model.ts';
-import { authenticateBody, authenticateOptionsBody, authenticationOptionsResponse, credentialParams, credentialResponse, registerBody, registrationOptionsResponse, tokenResponse } from './schemas.ts';
+import { authenticateBody, authenticateOptionsBody, loginTenant, authenticationOptionsResponse, credentialParams, credentialResponse, registerBody, registrationOptionsResponse, tokenResponse } from './schemas.ts';
 import { PASSKEY_CREDENTIAL_KIND, WebAuthnService } from './service.ts';
 import { webauthnGraphql } from './graphql.ts';
 import { DEMO_CSP, DEMO_HTML } from './demo.ts';
-
-/** `X-Tenant-Id` of a login: the membership to act in, for a person with several. @throws BadRequestError when malformed */
-const tenantHeader = (value: string): string | null => {
-  if (!value) return null;
-  if (!/^[0-9a-fA-F]{24}$/.test(value)) throw new BadRequestError('X-Tenant-Id must be an object id');
-  return value.toLowerCase();
-};
 
 export { PASSKEY_CLONE_DETECTED, PASSKEY_CREDENTIAL_KIND, WebAuthnService } from './service.ts';
 
@@ -74,7 +66,7 @@ export const webauthnPlugin = definePlugin({
         defineRoute({
           method: 'POST', path: '/auth/webauthn/authenticate', tags, auth: 'public', summary: 'Finish passkey login: a bearer token bound to the passkey',
           body: authenticateBody, response: tokenResponse, docs: { errors: [400, 401, 409, 429] },
-          handler: ({ body, ctx }) => service.authenticate(body, ctx.ip || null, (ctx.state as AppState).ctx.log, tenantHeader(ctx.get('X-Tenant-Id'))),
+          handler: ({ body, ctx }) => service.authenticate(body, ctx.ip || null, (ctx.state as AppState).ctx.log, loginTenant(ctx.get('X-Tenant-Id'))),
         }),
         defineRoute({
           method: 'GET', path: '/auth/webauthn/credentials', tags, summary: "The caller's passkeys",

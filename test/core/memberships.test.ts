@@ -130,6 +130,15 @@ describe('a person with two memberships', () => {
     expectError(await loginWith(a, inA.email, passkey, {}, { 'X-Tenant-Id': new Types.ObjectId().toHexString() }), 401, 'AUTH_REQUIRED');
     const opts = await a.http('POST', '/auth/webauthn/authenticate/options', { key: null, json: { email: inA.email } });
     expectError(await a.http('POST', '/auth/webauthn/authenticate', { key: null, headers: { 'X-Tenant-Id': 'nope' }, json: { email: inA.email, ...passkey.getAssertion(opts.body.challenge) } }), 400, 'BAD_REQUEST');
+    // GraphQL passkeyLogin: the same refusal with its tenants, and tenant_id naming one.
+    const gqlLogin = async (tenant?: string) => {
+      const o = await a.gql('mutation($e: String!) { passkeyLoginOptions(email: $e) }', { e: inA.email }, { key: null });
+      return a.gql('mutation($i: JSON!, $t: String) { passkeyLogin(input: $i, tenant_id: $t) { token } }', { i: { email: inA.email, ...passkey.getAssertion(o.body.data!.passkeyLoginOptions.challenge) }, t: tenant ?? null }, { key: null });
+    };
+    const gAsk = await gqlLogin();
+    expect(gAsk.body.errors?.[0]?.extensions).toMatchObject({ code: 'TENANT_REQUIRED', details: { tenants: expect.arrayContaining([expect.objectContaining({ id: inB.tenantId })]) } });
+    const gB = await gqlLogin(inB.tenantId);
+    expect((await a.http('GET', '/auth/me', { key: null, token: gB.body.data!.passkeyLogin.token })).body.tenant_id).toBe(inB.tenantId);
     // The passkey is the person's: listed from either membership.
     const listed = await a.http('GET', '/auth/webauthn/credentials', { key: inB.key });
     expect(listed.body.map((c: { credential_id: string }) => c.credential_id)).toEqual([passkey.id]);
