@@ -22,6 +22,7 @@ export const PasskeyLogin = graphql(`mutation PasskeyLogin($input: JSON!, $tenan
 export const PasskeyRegistrationOptions = graphql(`mutation PasskeyRegistrationOptions { passkeyRegistrationOptions }`);
 export const RegisterPasskey = graphql(`mutation RegisterPasskey($input: JSON!) { registerPasskey(input: $input) { credential_id device_name registered_at } }`);
 export const DeletePasskey = graphql(`mutation DeletePasskey($id: String!) { deletePasskey(credential_id: $id) }`);
+export const MyMemberships = graphql(`query MyMemberships { myMemberships { user_id tenant_id tenant_name roles } }`);
 export const MyPasskeys = graphql(`query MyPasskeys { me { id passkeys { credential_id device_name registered_at last_used_at } } }`);
 
 export const ResourceTypes = graphql(`

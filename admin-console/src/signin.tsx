@@ -8,7 +8,8 @@ import { IssueToken, Me, PasskeyLogin, PasskeyLoginOptions } from './graphql.ts'
 import { Busy, ErrorBox } from './ui.tsx';
 import { assertionJson, requestOptions } from './webauthn.ts';
 
-async function start(token: string, expiresIn: number) {
+/** Begin a session with a fresh token (sign-in, or a switch to another of the person's tenants). */
+export async function start(token: string, expiresIn: number) {
   // Counted from the exchange's answer, not from the `me` that follows.
   const expiresAt = expiresAtOf(expiresIn);
   const { me } = await run(Me, {}, { token });

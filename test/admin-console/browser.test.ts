@@ -312,6 +312,11 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await page.click('[data-testid=tenant-choice] button:has-text("Globex")');
     await signedIn(page);
     expect(await page.locator('nav[aria-label=Main] a:has-text("Identity")').count()).toBe(0);
+    // Switching back to Acme from My account: the passkey again, then an administrator there.
+    await page.click('nav[aria-label=Main] a:has-text("My account")');
+    await page.waitForSelector('[data-testid=memberships] li:has-text("this session")');
+    await page.click('[data-testid=memberships] button:has-text("Switch to Acme")');
+    await page.waitForSelector('nav[aria-label=Main] a:has-text("Identity")');
     await signOut(page);
     expect((await call('DELETE', `/admin/users/${member.id}`, ADMIN_KEY)).status).toBe(204);
   }, 120_000);
