@@ -217,6 +217,23 @@ export const configSchema = z.object({
   /** Refunds still `reserved` after this many seconds are reconciled by `reconcile_payment_refunds`. @default 900 */
   PAYMENT_REFUND_RECONCILE_SECONDS: int(900, 1),
 
+  // --- mail and invitations ---
+  /**
+   * The SMTP server e-mail goes out through (nodemailer), e.g. `smtp://user:pass@smtp.example.com:587`
+   * or `smtps://…:465`. Without it, e-mails are written to the log outside production and refused
+   * in production (503 `MAIL_UNAVAILABLE`). Never logged (it may hold a password).
+   */
+  SMTP_URL: z.string().url().refine((u) => /^smtps?:\/\//.test(u), 'must be an smtp:// or smtps:// URL').optional(),
+  /** Sender of the server's e-mails. @default 'Plugin API Server <no-reply@localhost>' */
+  MAIL_FROM: z.string().min(3).default('Plugin API Server <no-reply@localhost>'),
+  /** How long an invitation's link can be accepted. @default 72 */
+  INVITATION_TTL_HOURS: int(72, 1),
+  /**
+   * The page an invitation's link opens; the link is this URL plus `?token=<token>`, and the page
+   * posts the token to `POST /invitations/accept`. @default 'http://localhost:3000/admin/#/invitation'
+   */
+  INVITATION_LINK_URL: z.string().url().default('http://localhost:3000/admin/#/invitation'),
+
   // --- webauthn ---
   /** Relying-party id: the frontend's host or a registrable suffix of it (no scheme, no port). @default 'localhost' */
   WEBAUTHN_RP_ID: z

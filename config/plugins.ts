@@ -10,6 +10,8 @@ import { jobsPlugin } from '../plugins/jobs/index.ts';
 import { paymentsPlugin } from '../plugins/payments/index.ts';
 import { privacyPlugin } from '../plugins/privacy/index.ts';
 import { webauthnPlugin } from '../plugins/webauthn/index.ts';
+import { mailerPlugin } from '../plugins/mailer/index.ts';
+import { invitationsPlugin } from '../plugins/invitations/index.ts';
 import { adminConsolePlugin } from '../plugins/admin-console/index.ts';
 import { metricsSeriesPlugin } from '../plugins/metrics-series/index.ts';
 import { filesPlugin } from '../plugins/files/index.ts';
@@ -27,6 +29,8 @@ export const builtinPlugins = (): Plugin[] => [
   paymentsPlugin,
   privacyPlugin,
   webauthnPlugin,
+  mailerPlugin,
+  invitationsPlugin,
   filesPlugin,
   openapiPlugin,
   adminConsolePlugin,

@@ -227,6 +227,11 @@ export const DomainErrorCode = {
   REFUND_EXCEEDS_CAPTURED: 'REFUND_EXCEEDS_CAPTURED',
   PROVIDER_ERROR: 'PROVIDER_ERROR',
   RANGE_NOT_SATISFIABLE: 'RANGE_NOT_SATISFIABLE',
+  TENANT_REQUIRED: 'TENANT_REQUIRED',
+  INVITATION_ACCEPTED: 'INVITATION_ACCEPTED',
+  INVITATION_EXPIRED: 'INVITATION_EXPIRED',
+  INVITATION_REVOKED: 'INVITATION_REVOKED',
+  MAIL_UNAVAILABLE: 'MAIL_UNAVAILABLE',
 } as const;
 export type DomainErrorCode = (typeof DomainErrorCode)[keyof typeof DomainErrorCode];
 
@@ -271,9 +276,25 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
     example: new AppError(409, ErrorCode.IDEMPOTENCY_IN_PROGRESS, 'A request with this Idempotency-Key is still being processed; retry later', { header: 'Idempotency-Key' }),
     description: 'A request with the same `Idempotency-Key` (same actor and tenant) is still running; `Retry-After: 1`.',
   },
+  TENANT_REQUIRED: {
+    example: new AppError(409, DomainErrorCode.TENANT_REQUIRED, 'You are a member of several tenants: sign in again with X-Tenant-Id set to one of details.tenants', { tenants: [{ id: SAMPLE_ID, name: 'Acme' }] }),
+    description: 'A sign-in (passkey) by a person with several memberships without `X-Tenant-Id`: `details.tenants` lists them.',
+  },
+  INVITATION_ACCEPTED: {
+    example: new AppError(409, DomainErrorCode.INVITATION_ACCEPTED, 'This invitation was already accepted'),
+    description: 'An invitation link used a second time (it is single-use), or resent or revoked after it was accepted.',
+  },
   GONE: {
     example: new GoneError('Event evt_64b7f0c2a1b2c3d4e5f60718 is older than the event log keeps (30 days): read the current state, then stream without Last-Event-ID', { last_event_id: 'evt_64b7f0c2a1b2c3d4e5f60718', retention_days: 30 }),
     description: 'A stream resumed from an event older than the event log keeps.',
+  },
+  INVITATION_EXPIRED: {
+    example: new AppError(410, DomainErrorCode.INVITATION_EXPIRED, 'This invitation has expired: ask for a new one'),
+    description: 'An invitation accepted after `INVITATION_TTL_HOURS`.',
+  },
+  INVITATION_REVOKED: {
+    example: new AppError(410, DomainErrorCode.INVITATION_REVOKED, 'This invitation was revoked'),
+    description: 'An invitation accepted (or resent) after an administrator revoked it.',
   },
   ETAG_MISMATCH: { example: new EtagMismatchError(), description: '`If-Match` does not match the current revision.' },
   PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`; an uploaded file above `FILES_MAX_BYTES` or over its tenant\'s quota.' },
@@ -307,6 +328,10 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
     description: 'The payment provider failed or answered a status the provider map does not know.',
   },
   SERVICE_UNAVAILABLE: { example: new ServiceUnavailableError(), description: 'A dependency (the database) does not answer.' },
+  MAIL_UNAVAILABLE: {
+    example: new AppError(503, DomainErrorCode.MAIL_UNAVAILABLE, 'E-mail cannot be sent: set SMTP_URL', { setting: 'SMTP_URL' }),
+    description: 'An e-mail (an invitation) in production without `SMTP_URL`, or the mail server refused it.',
+  },
   QUERY_TIMEOUT: {
     example: new AppError(503, ErrorCode.QUERY_TIMEOUT, 'The query took too long; narrow the filter and retry'),
     description: 'A list or count query ran longer than `QUERY_TIMEOUT_MS`.',

@@ -18,10 +18,11 @@ export const IssueToken = graphql(`mutation IssueToken { issueToken { token expi
 export const Me = graphql(`query Me { me { id email name tenant_id roles scope features } }`);
 
 export const PasskeyLoginOptions = graphql(`mutation PasskeyLoginOptions($email: String!) { passkeyLoginOptions(email: $email) }`);
-export const PasskeyLogin = graphql(`mutation PasskeyLogin($input: JSON!) { passkeyLogin(input: $input) { token expires_in } }`);
+export const PasskeyLogin = graphql(`mutation PasskeyLogin($input: JSON!, $tenant: String) { passkeyLogin(input: $input, tenant_id: $tenant) { token expires_in } }`);
 export const PasskeyRegistrationOptions = graphql(`mutation PasskeyRegistrationOptions { passkeyRegistrationOptions }`);
 export const RegisterPasskey = graphql(`mutation RegisterPasskey($input: JSON!) { registerPasskey(input: $input) { credential_id device_name registered_at } }`);
 export const DeletePasskey = graphql(`mutation DeletePasskey($id: String!) { deletePasskey(credential_id: $id) }`);
+export const MyMemberships = graphql(`query MyMemberships { myMemberships { user_id tenant_id tenant_name roles } }`);
 export const MyPasskeys = graphql(`query MyPasskeys { me { id passkeys { credential_id device_name registered_at last_used_at } } }`);
 
 export const ResourceTypes = graphql(`

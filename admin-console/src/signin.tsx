@@ -1,11 +1,15 @@
-/** Sign-in: an API key (exchanged for a bearer token), or a passkey through WebAuthn; the token stays in memory. */
+/**
+ * Sign-in: an API key (exchanged for a bearer token), or a passkey through WebAuthn; the token stays
+ * in memory. A person with several memberships picks the tenant, then confirms with the passkey again.
+ */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, expiresAtOf, run, session, signedOutReason } from './api.ts';
 import { IssueToken, Me, PasskeyLogin, PasskeyLoginOptions } from './graphql.ts';
 import { Busy, ErrorBox } from './ui.tsx';
 import { assertionJson, requestOptions } from './webauthn.ts';
 
-async function start(token: string, expiresIn: number) {
+/** Begin a session with a fresh token (sign-in, or a switch to another of the person's tenants). */
+export async function start(token: string, expiresIn: number) {
   // Counted from the exchange's answer, not from the `me` that follows.
   const expiresAt = expiresAtOf(expiresIn);
   const { me } = await run(Me, {}, { token });
@@ -23,6 +27,8 @@ const fieldOf = (form: HTMLFormElement, name: string): string => {
 export function SignIn({ reason }: { reason: string | null }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  // After TENANT_REQUIRED: the person's tenants, and the e-mail the passkey was asked for.
+  const [choice, setChoice] = useState<{ email: string; tenants: { id: string; name: string | null }[] } | null>(null);
   const keyInput = useRef<HTMLInputElement>(null);
   // The first thing to type is the key (also after an expired session: the notice is announced as a status).
   useEffect(() => keyInput.current?.focus(), []);
@@ -49,16 +55,23 @@ export function SignIn({ reason }: { reason: string | null }) {
       await start(issueToken.token, issueToken.expires_in);
     });
   };
-  const withPasskey = (e: SubmitEvent) => {
-    e.preventDefault();
-    const email = fieldOf(e.currentTarget as HTMLFormElement, 'email');
-    void attempt(async () => {
+  const passkey = (email: string, tenant: string | null) =>
+    attempt(async () => {
       const { passkeyLoginOptions } = await run(PasskeyLoginOptions, { email });
       const credential = (await navigator.credentials.get({ publicKey: requestOptions(passkeyLoginOptions) })) as PublicKeyCredential | null;
       if (!credential) throw new Error('No passkey was chosen');
-      const { passkeyLogin } = await run(PasskeyLogin, { input: { email, ...assertionJson(credential) } });
-      await start(passkeyLogin.token, passkeyLogin.expires_in);
+      try {
+        const { passkeyLogin } = await run(PasskeyLogin, { input: { email, ...assertionJson(credential) }, tenant });
+        setChoice(null);
+        await start(passkeyLogin.token, passkeyLogin.expires_in);
+      } catch (err) {
+        if (!(err instanceof ApiError && err.code === 'TENANT_REQUIRED')) throw err;
+        setChoice({ email, tenants: (err.details.tenants as { id: string; name: string | null }[] | undefined) ?? [] });
+      }
     });
+  const withPasskey = (e: SubmitEvent) => {
+    e.preventDefault();
+    void passkey(fieldOf(e.currentTarget as HTMLFormElement, 'email'), null);
   };
   return (
     <main id="main" class="signin">
@@ -76,6 +89,19 @@ export function SignIn({ reason }: { reason: string | null }) {
         <input id="pk-email" type="email" autoComplete="username webauthn" name="email" required />
         <button type="submit" disabled={busy}>Sign in with passkey</button>
       </form>
+      {choice && (
+        <section aria-labelledby="tenant-h" data-testid="tenant-choice">
+          <h2 id="tenant-h">Which tenant?</h2>
+          <p>You are a member of several tenants. Choose one, then confirm with your passkey again.</p>
+          <ul>
+            {choice.tenants.map((t) => (
+              <li key={t.id}>
+                <button type="button" disabled={busy} onClick={() => void passkey(choice.email, t.id)}>{t.name ?? t.id}</button>
+              </li>
+            ))}
+          </ul>
+        </section>
+      )}
       <Busy label="Signing in…" />
       <ErrorBox error={error} />
       <p class="muted">The token is kept in this tab's memory only: reloading the page signs you out.</p>

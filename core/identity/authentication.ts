@@ -71,6 +71,11 @@ export class AuthenticationService {
   private readonly lookups = new Map<string, Promise<{ actor: Actor; keyId?: string }>>();
   private readonly secret: Uint8Array;
   private readonly credentialKinds = new Map<string, CredentialResolver>();
+  /**
+   * Kinds whose credentials are a person's (passkeys): a token from one may act as any active
+   * membership of its owner's person (the token's `sub`), never as a users document of another person.
+   */
+  private readonly personalKinds = new Set<string>();
   protected readonly models: IdentityModels;
   protected readonly config: Config;
   protected readonly log: Logger;
@@ -88,18 +93,22 @@ export class AuthenticationService {
   /**
    * Let tokens be bound to another kind of credential (e.g. `passkey`): `resolve` says whether one
    * is still live and whose it is. Call `invalidateCredential(kind, id)` when one is removed.
+   * `personal`: the credential is the person's, so its tokens may act as any of the person's memberships.
    * @example identity.registerCredentialKind('passkey', async (id) => ...)
    */
-  registerCredentialKind(kind: string, resolve: CredentialResolver): void {
+  registerCredentialKind(kind: string, resolve: CredentialResolver, opts: { personal?: boolean } = {}): void {
     if (!CREDENTIAL_KIND.test(kind)) throw new Error(`Credential kind "${kind}" must match ${CREDENTIAL_KIND}`);
     if (this.credentialKinds.has(kind)) throw new Error(`Credential kind "${kind}" is already registered`);
     this.credentialKinds.set(kind, resolve);
+    if (opts.personal) this.personalKinds.add(kind);
   }
 
   /** Forget this process's cached resolution of a credential (after revoking it); other processes follow within `AUTH_CACHE_TTL_MS`. */
   invalidateCredential(kind: string, id: string): void {
-    this.cache?.delete(`t:${kind}:${id}`);
-    this.lookups.delete(`t:${kind}:${id}`);
+    const key = `t:${kind}:${id}`;
+    const mine = (k: string) => k === key || k.startsWith(`${key}@`);
+    for (const k of [...this.lookups.keys()]) if (mine(k)) this.lookups.delete(k);
+    if (this.cache) for (const k of [...this.cache.keys()]) if (mine(k)) this.cache.delete(k);
   }
 
   /** Drop cached credentials of a user, e.g. after its roles changed. */
@@ -149,24 +158,31 @@ export class AuthenticationService {
     } catch (err) {
       throw new AuthRequiredError(err instanceof joseErrors.JWTExpired ? 'Token expired' : 'Invalid token');
     }
-    const { sub, exp } = payload;
+    const { sub, exp, tid } = payload;
     const cid = payload[CREDENTIAL_CLAIM];
     const m = typeof cid === 'string' ? /^([a-z][a-z0-9_]*):(.+)$/.exec(cid) : null;
     const resolve = m ? this.credentialKinds.get(m[1]!) : undefined;
     if (!sub || !Types.ObjectId.isValid(sub) || !m || !resolve || typeof exp !== 'number') throw new AuthRequiredError('Invalid token');
     const [kind, id] = [m[1]!, m[2]!];
-    const cacheKey = `t:${kind}:${id}`;
+    // A personal credential's tokens act as different memberships: one cache entry per membership.
+    const personal = this.personalKinds.has(kind);
+    const cacheKey = personal ? `t:${kind}:${id}@${sub}` : `t:${kind}:${id}`;
     const { actor } = this.cache?.get(cacheKey) ?? (await this.once(cacheKey, async () => {
       const owner = await resolve(id);
       if (!owner) throw new AuthRequiredError('Invalid token');
-      const doc = await this.models.User.findOne({ _id: owner.user_id, is_active: true, ...LIVE }).lean();
+      const doc = await this.models.User.findOne({ _id: personal ? sub : owner.user_id, is_active: true, ...LIVE }).lean();
       if (!doc) throw new AuthRequiredError('Invalid token');
+      if (personal && owner.user_id !== sub) {
+        const own = await this.models.User.findOne({ _id: owner.user_id }, { person_id: 1 }).lean();
+        if (!own || String(own.person_id ?? own._id) !== String(doc.person_id ?? doc._id)) throw new AuthRequiredError('Invalid token');
+      }
       const found = toAuthUser(doc);
       this.toCache(cacheKey, found, kind === 'api_key' ? id : undefined);
       return { actor: found };
     }));
-    // A token naming someone else's credential is forged or stale: never act as either user.
-    if (actor.id !== sub) throw new AuthRequiredError('Invalid token');
+    // A token naming someone else's credential, or another tenant than its user's, is forged or
+    // stale: never act as either user, nor in either tenant.
+    if (actor.id !== sub || tid !== actor.tenant_id) throw new AuthRequiredError('Invalid token');
     return { ...actor, credential: { kind, id, exp } };
   }
 

@@ -3,6 +3,7 @@ import { idParams } from '../http/schemas.ts';
 import { apiKeysQuery, createApiKeyInput, createTenantInput, createUserInput, tenantsQuery, updateUserInput, usersQuery, type PageRequest } from './schemas.ts';
 import type { Actor } from '../context.ts';
 import type { ApiKeyView, IdentityService, TenantView } from './service.ts';
+import type { MembershipService, MembershipView } from './memberships.ts';
 
 /** GraphQL `page` / `per_page` arguments: clamped to the REST limits (default 50, at most 500), never refused. */
 const clampPage = (a: { page?: number | null; per_page?: number | null }): PageRequest => ({
@@ -15,7 +16,7 @@ const clampPage = (a: { page?: number | null; per_page?: number | null }): PageR
  * `ApiKey`, `TokenResponse`, and the admin mutations. Arguments are validated with the REST
  * schemas; the service checks the actor's role.
  */
-export function identityGraphql(builder: Builder, identity: IdentityService): void {
+export function identityGraphql(builder: Builder, identity: IdentityService, memberships: MembershipService): void {
   // `me` is the actor itself; `users` and the mutations add `is_active` (and `created_at`, not exposed).
   const Me = builder.objectRef<Actor & { is_active?: boolean }>('User');
   Me.implement({
@@ -48,8 +49,23 @@ export function identityGraphql(builder: Builder, identity: IdentityService): vo
   // and `usersPage` answer core's page, with the total, as GET /admin/tenants and /admin/users do.
   const TenantPage = pageObject(builder, 'TenantPage', Tenant);
   const UserPage = pageObject(builder, 'UserPage', Me);
+  const Membership = builder.objectRef<MembershipView>('Membership');
+  Membership.implement({
+    description: 'One membership of a person: the user that acts in tenant_id',
+    fields: (t) => ({
+      user_id: t.exposeID('user_id', { nullable: false }),
+      tenant_id: t.exposeString('tenant_id', { nullable: false }),
+      tenant_name: t.exposeString('tenant_name'),
+      roles: t.exposeStringList('roles', { nullable: false }),
+      features: t.exposeStringList('features', { nullable: false }),
+    }),
+  });
   builder.queryFields((t) => ({
     me: t.field({ type: Me, resolve: (_r, _a, ctx) => requireUser(ctx) }),
+    myMemberships: t.field({
+      type: [Membership], nullable: false, description: "Every active membership of the caller's person, as GET /auth/me lists them",
+      resolve: (_r, _a, ctx) => memberships.membershipsOf(requireUser(ctx).id),
+    }),
     tenants: t.field({
       type: [Tenant], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
       description: 'One page of tenants, without the total (tenantsPage has it)',

@@ -4,6 +4,7 @@ import { idParams } from '../http/schemas.ts';
 import { identityModels, migrateUsers } from './models.ts';
 import { apiKeyView, createApiKeyInput, createdApiKeyView, createTenantInput, createUserInput, meView, tenantListView, tenantsQuery, tenantView, tokenView, updateUserInput, userListView, usersQuery, userView } from './schemas.ts';
 import { IdentityService } from './service.ts';
+import { MembershipService, migratePeople } from './memberships.ts';
 import { identityEventTypes } from './events.ts';
 import { identityGraphql } from './graphql.ts';
 import { pageHeaderDocs, setPageHeaders } from '../page.ts';
@@ -12,6 +13,8 @@ import { AuthFailureLimiter, createLimiter } from '../rate-limit.ts';
 declare module '../services.ts' {
   interface Services {
     identity: IdentityService;
+    /** A person's memberships (users documents in several tenants) and the tenant a personal sign-in acts in. */
+    memberships: MembershipService;
     /** Failed-authentication counters (per ip and per identity) for every plugin that authenticates. */
     authFailures: AuthFailureLimiter;
   }
@@ -25,7 +28,10 @@ export const identityPlugin = definePlugin({
     await migrateUsers(models.User.collection, log);
     // Bootstrap below writes users and keys during setup, before the kernel builds every model's
     // indexes; unique emails and key hashes hold only once their indexes exist, so build these now.
-    await Promise.all([models.Tenant.init(), models.User.init(), models.ApiKey.init()]);
+    await Promise.all([models.Tenant.init(), models.User.init(), models.ApiKey.init(), models.Person.init()]);
+    await migratePeople(models, log);
+    const memberships = new MembershipService(models);
+    services.provide('memberships', memberships);
     const identity = new IdentityService({ models, config, log, tenancy, events: () => services.get('events') });
     services.provide('identity', identity);
     services.provide('authFailures', new AuthFailureLimiter(config.RATE_LIMIT_ENABLED ? await createLimiter(config, db, 'auth_failures', config.AUTH_FAILURE_LIMIT) : null));
@@ -57,11 +63,11 @@ export const identityPlugin = definePlugin({
           handler: ({ actor }) => identity.issueToken(actor!),
         }),
         defineRoute({
-          method: 'GET', path: '/auth/me', tags: ['auth'], summary: 'The caller with tenant, roles and features', response: meView,
+          method: 'GET', path: '/auth/me', tags: ['auth'], summary: 'The caller with tenant, roles and features, and the memberships of its person', response: meView,
           // The credential reference is internal (it names the key behind the request).
-          handler: ({ actor }) => {
+          handler: async ({ actor }) => {
             const { credential: _credential, ...me } = actor!;
-            return me;
+            return { ...me, memberships: await memberships.membershipsOf(me.id) };
           },
         }),
         defineRoute({
@@ -110,7 +116,7 @@ export const identityPlugin = definePlugin({
           handler: ({ actor, params }) => identity.revokeApiKey(actor!, params.id),
         }),
       ],
-      graphql: (builder) => identityGraphql(builder, identity),
+      graphql: (builder) => identityGraphql(builder, identity, memberships),
     };
   },
 });

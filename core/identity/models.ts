@@ -1,4 +1,4 @@
-import { Schema, type Collection, type Connection, type InferSchemaType, type Model } from 'mongoose';
+import { Schema, type Collection, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../db.ts';
 import { OUTBOX_FIELD, outboxPath } from '../events/model.ts';
 import type { Logger } from '../logger.ts';
@@ -34,6 +34,12 @@ const userSchema = new Schema(
     is_deleted: { type: Boolean, default: false },
     deleted_at: { type: Date, default: null },
     deleted_by: { type: Schema.Types.ObjectId, ref: 'User', default: null },
+    /**
+     * The person this user document is a membership of (core/identity/memberships.ts). A user
+     * created on its own is its own person (the same id); set by the save hook below and by the
+     * start-up migration for users written before memberships existed.
+     */
+    person_id: { type: Schema.Types.ObjectId, ref: 'Person', default: null, index: true },
     ...outboxPath,
   },
   { timestamps, versionKey: false, minimize: false },
@@ -42,6 +48,29 @@ const userSchema = new Schema(
 const USER_EMAIL_INDEX = 'tenant_email_unique';
 userSchema.index({ tenant_id: 1, email: 1 }, { unique: true, name: USER_EMAIL_INDEX, partialFilterExpression: { is_deleted: false } });
 userSchema.index({ email: 1 });
+// A new user is a person of its own unless it is given one (an invitation accepted by a known person).
+userSchema.pre('save', async function () {
+  if (!this.isNew) return;
+  this.person_id ??= this._id;
+  if (String(this.person_id) === String(this._id)) await ensurePerson(this.db.model('Person').collection, this._id);
+});
+
+/**
+ * A person: who holds memberships (users documents with its `person_id`) in one or more tenants.
+ * It holds no copy of an e-mail or a name: those are each membership's own (and privacy erasure
+ * pseudonymises them there). Its id is its first membership's. People are never merged by e-mail.
+ */
+const personSchema = new Schema({}, { timestamps, versionKey: false });
+
+/** Inserts the person `_id` unless it exists: safe to repeat and to race (the loser's insert is a no-op). */
+export async function ensurePerson(people: Collection, id: Types.ObjectId): Promise<void> {
+  const now = new Date();
+  try {
+    await people.updateOne({ _id: id }, { $setOnInsert: { created_at: now, updated_at: now } }, { upsert: true });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 11000) throw err;
+  }
+}
 
 const apiKeySchema = new Schema(
   {
@@ -79,12 +108,14 @@ export type TenantDoc = InferSchemaType<typeof tenantSchema>;
 export type UserDoc = InferSchemaType<typeof userSchema>;
 export type ApiKeyDoc = InferSchemaType<typeof apiKeySchema>;
 export type AdminLockDoc = InferSchemaType<typeof adminLockSchema>;
+export type PersonDoc = InferSchemaType<typeof personSchema>;
 
 export interface IdentityModels {
   Tenant: Model<TenantDoc>;
   User: Model<UserDoc>;
   ApiKey: Model<ApiKeyDoc>;
   AdminLock: Model<AdminLockDoc>;
+  Person: Model<PersonDoc>;
 }
 
 /** Registers (once per connection) and returns the identity models. */
@@ -93,6 +124,7 @@ export const identityModels = (conn: Connection): IdentityModels => ({
   User: modelOn(conn, 'User', userSchema, 'users'),
   ApiKey: modelOn(conn, 'ApiKey', apiKeySchema, 'api_keys'),
   AdminLock: modelOn(conn, 'AdminLock', adminLockSchema, 'admin_locks'),
+  Person: modelOn(conn, 'Person', personSchema, 'people'),
 });
 
 /**

@@ -60,6 +60,11 @@ export type ListApiKeysQuery = z.output<typeof apiKeysQuery>;
 
 // Response schemas (OpenAPI documentation of what the routes answer).
 
+/** One membership of a person: the users document that acts in `tenant_id`. */
+export const membershipView = z.object({
+  user_id: z.string(), tenant_id: z.string(), tenant_name: z.string().nullable(), roles: z.array(z.string()), features: z.array(z.string()),
+}).meta({ id: 'Membership' });
+
 /** The actor as `GET /auth/me` shows it. */
 export const meView = z.object({
   id: z.string(),
@@ -72,10 +77,11 @@ export const meView = z.object({
   features: z.array(z.string()),
   attributes: z.record(z.string(), z.unknown()),
   acting_tenant_id: z.string().nullable().optional().describe('System administrators: the tenant chosen with `X-Tenant-Id`'),
+  memberships: z.array(membershipView).optional().describe("Every active membership of the caller's person, this one included (`GET /auth/me`)"),
 });
 
 /** A user in admin responses. */
-export const userView = meView.omit({ acting_tenant_id: true }).extend({ is_active: z.boolean(), created_at: z.date().nullable() }).meta({ id: 'User' });
+export const userView = meView.omit({ acting_tenant_id: true, memberships: true }).extend({ is_active: z.boolean(), created_at: z.date().nullable() }).meta({ id: 'User' });
 /** A tenant in admin responses. */
 export const tenantView = z.object({ id: z.string(), name: z.string(), is_system: z.boolean(), created_at: z.date().nullable() }).meta({ id: 'Tenant' });
 /** An API key in admin responses (never its hash). */

@@ -83,7 +83,8 @@ export class IdentityService extends AuthenticationService {
     return pageOf(items.map(tenantView), total, page);
   }
 
-  async createUser(actor: Actor, input: CreateUserInput, system?: { scope: 'system'; is_system_user: true }): Promise<ReturnType<typeof userView>> {
+  /** `extra.person_id`: the new user is a membership of that person (an accepted invitation), not a person of its own. */
+  async createUser(actor: Actor, input: CreateUserInput, extra?: { scope?: 'system'; is_system_user?: true; person_id?: Types.ObjectId }): Promise<ReturnType<typeof userView>> {
     requireRole(actor, 'admin');
     if (input.scope === 'system') return this.createSystemAdmin(actor, input);
     const tenantId = input.tenant_id ?? writeTenantId(actor);
@@ -98,7 +99,7 @@ export class IdentityService extends AuthenticationService {
       roles: input.roles ?? ['user'],
       features: input.features ?? [],
       attributes: input.attributes ?? {},
-      ...system,
+      ...extra,
     }));
     const entry = this.changes.stage('users', { type: 'user.created', actor, tenantId, audit: 'insert' });
     u.set(OUTBOX_FIELD, this.changes.forInsert([entry], userView(u.toObject() as UserRecord)));

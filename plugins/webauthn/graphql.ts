@@ -1,7 +1,7 @@
 import type { Builder } from '../../core/graphql.ts';
 import { parseInput, requireAdmin, requireUser } from '../../core/graphql.ts';
 import type { CredentialView } from './model.ts';
-import { authenticateBody, authenticateOptionsBody, credentialParams, registerBody, userPasskeysArgs } from './schemas.ts';
+import { authenticateBody, authenticateOptionsBody, credentialParams, loginTenant, registerBody, userPasskeysArgs } from './schemas.ts';
 import type { AppState } from '../../core/http/middleware.ts';
 import type { WebAuthnService } from './service.ts';
 
@@ -59,8 +59,14 @@ export function webauthnGraphql(builder: Builder, service: WebAuthnService): voi
     passkeyLogin: t.field({
       type: 'TokenResponse' as never, nullable: false,
       description: 'Finish a passkey login: email, credential_id, client_data_json, authenticator_data, signature (base64url); a bearer token bound to the passkey (as POST /auth/webauthn/authenticate)',
-      args: { input: t.arg({ type: 'JSON', required: true }) },
-      resolve: (_r, a, ctx) => service.authenticate(parseInput(authenticateBody, a.input), ctx.koa?.ip || null, (ctx.koa?.state as AppState | undefined)?.ctx.log) as never,
+      args: {
+        input: t.arg({ type: 'JSON', required: true }),
+        tenant_id: t.arg.string({ description: 'The tenant to act in, for a person with several memberships (as X-Tenant-Id; without it: TENANT_REQUIRED lists them)' }),
+      },
+      resolve: (_r, a, ctx) => service.authenticate(
+        parseInput(authenticateBody, a.input), ctx.koa?.ip || null, (ctx.koa?.state as AppState | undefined)?.ctx.log,
+        loginTenant(a.tenant_id ?? ctx.koa?.get('X-Tenant-Id')),
+      ) as never,
     }),
     deletePasskey: t.field({
       type: 'Boolean',

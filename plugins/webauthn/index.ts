@@ -4,7 +4,7 @@ import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import type { AppState } from '../../core/http/middleware.ts';
 import { webauthnModels } from './model.ts';
-import { authenticateBody, authenticateOptionsBody, authenticationOptionsResponse, credentialParams, credentialResponse, registerBody, registrationOptionsResponse, tokenResponse } from './schemas.ts';
+import { authenticateBody, authenticateOptionsBody, loginTenant, authenticationOptionsResponse, credentialParams, credentialResponse, registerBody, registrationOptionsResponse, tokenResponse } from './schemas.ts';
 import { PASSKEY_CREDENTIAL_KIND, WebAuthnService } from './service.ts';
 import { webauthnGraphql } from './graphql.ts';
 import { DEMO_CSP, DEMO_HTML } from './demo.ts';
@@ -30,6 +30,7 @@ export const webauthnPlugin = definePlugin({
     const service = new WebAuthnService({
       models: webauthnModels(db),
       identity,
+      memberships: services.get('memberships'),
       failures: services.get('authFailures'),
       tenancy,
       settings: {
@@ -41,7 +42,8 @@ export const webauthnPlugin = definePlugin({
       },
       log,
     });
-    identity.registerCredentialKind(PASSKEY_CREDENTIAL_KIND, (id) => service.resolveCredential(id));
+    // A passkey is its person's: its tokens may act as any of the person's memberships.
+    identity.registerCredentialKind(PASSKEY_CREDENTIAL_KIND, (id) => service.resolveCredential(id), { personal: true });
     const tags = ['passkeys'];
     const demo = config.WEBAUTHN_DEMO_ENABLED ?? config.NODE_ENV === 'development';
 
@@ -63,8 +65,8 @@ export const webauthnPlugin = definePlugin({
         }),
         defineRoute({
           method: 'POST', path: '/auth/webauthn/authenticate', tags, auth: 'public', summary: 'Finish passkey login: a bearer token bound to the passkey',
-          body: authenticateBody, response: tokenResponse, docs: { errors: [401, 429] },
-          handler: ({ body, ctx }) => service.authenticate(body, ctx.ip || null, (ctx.state as AppState).ctx.log),
+          body: authenticateBody, response: tokenResponse, docs: { errors: [400, 401, 409, 429] },
+          handler: ({ body, ctx }) => service.authenticate(body, ctx.ip || null, (ctx.state as AppState).ctx.log, loginTenant(ctx.get('X-Tenant-Id'))),
         }),
         defineRoute({
           method: 'GET', path: '/auth/webauthn/credentials', tags, summary: "The caller's passkeys",

@@ -1,3 +1,4 @@
+import { BadRequestError } from '../../core/errors.ts';
 import { z } from 'zod';
 import { objectId } from '../../core/http/schemas.ts';
 
@@ -73,3 +74,14 @@ export const authenticationOptionsResponse = z
     timeout: z.number().int().optional(),
   })
   .passthrough();
+
+/**
+ * The tenant a login names (`X-Tenant-Id`, or GraphQL `passkeyLogin(tenant_id:)`): the membership
+ * to act in, for a person with several; null when none is named.
+ * @throws BadRequestError when malformed
+ */
+export const loginTenant = (value: string | null | undefined): string | null => {
+  if (!value) return null;
+  if (!/^[0-9a-fA-F]{24}$/.test(value)) throw new BadRequestError('X-Tenant-Id must be an object id');
+  return value.toLowerCase();
+};

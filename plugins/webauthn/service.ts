@@ -7,6 +7,7 @@ import { AppError, AuthRequiredError, NotFoundError, RateLimitedError } from '..
 import { requestOf, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
 import type { AuthenticationService } from '../../core/identity/authentication.ts';
+import { TenantRequiredError, type MembershipService } from '../../core/identity/memberships.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { AuthFailureLimiter } from '../../core/rate-limit.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -77,6 +78,8 @@ export interface WebAuthnDeps {
   models: WebAuthnModels;
   /** Identity's authentication: users by email, token issue, credential kinds and their cache. */
   identity: AuthenticationService;
+  /** The person behind a passkey: its memberships, and the one a login acts in. */
+  memberships: MembershipService;
   failures: AuthFailureLimiter;
   /** `MULTI_TENANT_ENABLED`: whether administrators see only their own tenant's passkeys. */
   tenancy: Tenancy;
@@ -93,13 +96,14 @@ export interface WebAuthnDeps {
 export class WebAuthnService {
   private readonly models: WebAuthnModels;
   private readonly identity: AuthenticationService;
+  private readonly memberships: MembershipService;
   private readonly failures: AuthFailureLimiter;
   private readonly tenancy: Tenancy;
   private readonly settings: WebAuthnSettings;
   private readonly log: Logger;
 
   constructor(deps: WebAuthnDeps) {
-    ({ models: this.models, identity: this.identity, failures: this.failures, tenancy: this.tenancy, settings: this.settings, log: this.log } = deps);
+    ({ models: this.models, identity: this.identity, memberships: this.memberships, failures: this.failures, tenancy: this.tenancy, settings: this.settings, log: this.log } = deps);
   }
 
   /** Token binding: a passkey token lives only while its credential exists and is not disabled. */
@@ -111,7 +115,7 @@ export class WebAuthnService {
 
   /** `POST /auth/webauthn/register/options`: creation options; the challenge replaces any pending one of this user. */
   async registerOptions(actor: Actor): Promise<PublicKeyCredentialCreationOptionsJSON> {
-    const existing = await this.models.Credential.find({ user_id: actor.id }, { credential_id: 1, transports: 1 }).lean();
+    const existing = await this.models.Credential.find(await this.own(actor), { credential_id: 1, transports: 1 }).lean();
     const [{ generateRegistrationOptions }] = await webauthnLib();
     const options = await generateRegistrationOptions({
       rpName: this.settings.rpName,
@@ -223,15 +227,18 @@ export class WebAuthnService {
   /**
    * `POST /auth/webauthn/authenticate`: challenge (consumed), credential of an active user with
    * this email, assertion (type, challenge, origin, rp id hash, flags, signature) by the library,
-   * then the clone check and an atomic sign-count update. Failures count in the failed-auth limiter.
-   * @throws AuthRequiredError 401 for any failure; AppError 401 `PASSKEY_CLONE_DETECTED`; RateLimitedError 429
+   * then the clone check and an atomic sign-count update. A passkey is its person's: the token acts
+   * in the person's only membership, or in `tenantId` (`X-Tenant-Id`) among several; a tenant the
+   * person is no member of fails like an unknown credential. Failures count in the failed-auth limiter.
+   * @throws AuthRequiredError 401 for any failure; AppError 401 `PASSKEY_CLONE_DETECTED`; RateLimitedError 429;
+   *   TenantRequiredError 409 `TENANT_REQUIRED` (after a verified assertion only) for several memberships and no tenant
    */
-  async authenticate(body: AuthenticateBody, ip: string | null, log: Logger = this.log) {
+  async authenticate(body: AuthenticateBody, ip: string | null, log: Logger = this.log, tenantId: string | null = null) {
     const who = emailKey(body.email);
     // As for API keys, only failures are refused (429 past AUTH_FAILURE_LIMIT): a valid passkey
     // always logs in, so nobody can lock a user out by failing on purpose.
     try {
-      return await this.login(body);
+      return await this.login(body, tenantId);
     } catch (err) {
       if (!(err instanceof LoginFailure)) throw err;
       if (err.clone) log.warn({ security: true, credential_id: body.credential_id, email: body.email, ip }, 'passkey sign count did not increase: possible cloned authenticator; credential disabled');
@@ -244,16 +251,16 @@ export class WebAuthnService {
     }
   }
 
-  private async login(body: AuthenticateBody) {
+  private async login(body: AuthenticateBody, tenantId: string | null) {
     const stored = await this.takeChallenge('authenticate', emailKey(body.email));
     if (!stored) throw new LoginFailure('challenge_not_found');
     // The credential names the account (its id is global); the email sent must be that account's.
     // The email is never searched across tenants here: one email may be several tenants' users.
     const cred = await this.models.Credential.findOne({ credential_id: body.credential_id }).lean();
     if (!cred) throw new LoginFailure('unknown_credential');
-    // Inactive and deleted users are not found: their passkeys cannot log in.
-    const user = await this.identity.userForLogin(String(cred.user_id), String(cred.tenant_id), body.email);
-    if (!user) throw new LoginFailure('credential_of_another_account');
+    // Inactive and deleted memberships are not chosen: they cannot be logged in to.
+    const choice = await this.memberships.choose(String(cred.user_id), body.email, tenantId);
+    if (choice.kind === 'none') throw new LoginFailure(tenantId ? 'no_membership_in_tenant' : 'credential_of_another_account');
     if (cred.disabled_at) throw new LoginFailure('credential_disabled');
 
     const [{ verifyAuthenticationResponse }] = await webauthnLib();
@@ -296,12 +303,14 @@ export class WebAuthnService {
       { returnDocument: 'after', projection: { _id: 1 } },
     ).lean();
     if (!updated) throw new LoginFailure('sign_count_race');
-    return this.identity.issueToken(user, { kind: PASSKEY_CREDENTIAL_KIND, id: String(cred._id) });
+    // Only now, with the assertion verified, may the answer name the person's tenants.
+    if (choice.kind === 'choose') throw new TenantRequiredError(choice.tenants);
+    return this.identity.issueToken(choice.user, { kind: PASSKEY_CREDENTIAL_KIND, id: String(cred._id) });
   }
 
   /** `GET /auth/webauthn/credentials` / GraphQL `me.passkeys`: the actor's own passkeys. */
   async listOwn(actor: Actor): Promise<CredentialView[]> {
-    return this.list(this.own(actor));
+    return this.list(await this.own(actor));
   }
 
   /**
@@ -321,25 +330,33 @@ export class WebAuthnService {
    * @throws NotFoundError for anyone else's or an unknown credential
    */
   async deleteOwn(actor: Actor, credentialId: string): Promise<void> {
-    const doc = await this.models.Credential.findOneAndDelete({ credential_id: credentialId, ...this.own(actor) }).lean();
+    const doc = await this.models.Credential.findOneAndDelete({ credential_id: credentialId, ...(await this.own(actor)) }).lean();
     if (!doc) throw new NotFoundError('passkey', credentialId);
     this.identity.invalidateCredential(PASSKEY_CREDENTIAL_KIND, String(doc._id));
     requestOf(actor)?.log.info({ credential_id: credentialId, user_id: actor.id }, 'passkey deleted');
   }
 
-  /** `user.disabled` / `user.deleted` (a durable consumer): a deleted user's passkeys go; a disabled user's stay (refused at login) and return on re-enabling. */
+  /**
+   * `user.disabled` / `user.deleted` (a durable consumer): a disabled user's passkeys stay (that
+   * membership is refused at login) and return on re-enabling. A deleted user's go with it, unless
+   * its person has another membership: then they pass to that one (they are the person's).
+   */
   async onUserDisabled(e: { user_id: string; reason: 'disabled' | 'deleted' }): Promise<void> {
     const docs = await this.models.Credential.find({ user_id: e.user_id }, { _id: 1 }).lean();
     for (const d of docs) this.identity.invalidateCredential(PASSKEY_CREDENTIAL_KIND, String(d._id));
-    if (e.reason === 'deleted') {
+    const heir = e.reason === 'deleted' && docs.length ? await this.memberships.heirOf(e.user_id) : null;
+    if (heir) {
+      await this.models.Credential.updateMany({ user_id: e.user_id }, { $set: { user_id: heir.user_id, tenant_id: heir.tenant_id } });
+    } else if (e.reason === 'deleted') {
       const res = await this.models.Credential.deleteMany({ user_id: e.user_id });
       if (res.deletedCount) this.log.info({ user_id: e.user_id, count: res.deletedCount }, 'passkeys of a deleted user removed');
     }
   }
 
-  /** The actor's own credentials: its user id, in its own tenant while tenancy is on (never the tenant it acts in). */
-  private own(actor: Actor) {
-    return { user_id: actor.id, ...(this.tenancy.enabled ? { tenant_id: actor.tenant_id } : {}) };
+  /** The actor's own credentials: its person's, registered from any of the person's memberships (never by the tenant it acts in). */
+  private async own(actor: Actor) {
+    const ids = await this.memberships.siblingIds(actor.id);
+    return { user_id: { $in: ids.includes(actor.id) ? ids : [...ids, actor.id] } };
   }
 
   private async list(filter: Record<string, unknown>): Promise<CredentialView[]> {

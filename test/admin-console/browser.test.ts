@@ -16,6 +16,8 @@ import { loadConfig } from '../../config/index.ts';
 import { builtinPlugins } from '../../config/plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
+import { Types } from 'mongoose';
+import { systemActor } from '../../core/context.ts';
 import { CHROMIUM, clickOnly, expectFocusOn, focused, focusOnHeading, freePort, screen, signedIn, signIn, signOut, tabTo, watchErrors } from './helpers.ts';
 
 const haveBrowser = existsSync(CHROMIUM);
@@ -295,6 +297,28 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
     await signedIn(page);
     expect(await page.textContent('[data-testid=who]')).toBe('ada@acme.test');
     await signOut(page);
+
+    // A second membership of ada's person (as an accepted invitation makes): the passkey sign-in
+    // asks which tenant, then signs in there (a plain user in Globex: no Identity screen).
+    const globex = await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'Globex' });
+    const person = await app.services.get('memberships').personOfUser(ids.adminId!);
+    const member = await app.services.get('identity').createUser(
+      systemActor(globex.body.id), { email: 'ada@acme.test', name: 'ada', tenant_id: globex.body.id, roles: ['user'] }, { person_id: new Types.ObjectId(person!) },
+    );
+    await page.fill('#pk-email', 'ada@acme.test');
+    await page.click('button:has-text("Sign in with passkey")');
+    await page.waitForSelector('[data-testid=tenant-choice] button:has-text("Globex")');
+    expect(await page.locator('[data-testid=tenant-choice] button').allTextContents()).toEqual(['Acme', 'Globex']);
+    await page.click('[data-testid=tenant-choice] button:has-text("Globex")');
+    await signedIn(page);
+    expect(await page.locator('nav[aria-label=Main] a:has-text("Identity")').count()).toBe(0);
+    // Switching back to Acme from My account: the passkey again, then an administrator there.
+    await page.click('nav[aria-label=Main] a:has-text("My account")');
+    await page.waitForSelector('[data-testid=memberships] li:has-text("this session")');
+    await page.click('[data-testid=memberships] button:has-text("Switch to Acme")');
+    await page.waitForSelector('nav[aria-label=Main] a:has-text("Identity")');
+    await signOut(page);
+    expect((await call('DELETE', `/admin/users/${member.id}`, ADMIN_KEY)).status).toBe(204);
   }, 120_000);
 
   it('loading: slower than 300 ms, every screen says "Loading…" (role=status, main aria-busy) until its data is there; faster, nothing flashes', async () => {

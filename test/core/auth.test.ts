@@ -13,7 +13,7 @@ function expectAuthRequired(res: HttpResult<any>, message?: string) {
 
 // Bound to the test user's key, as issued tokens are (test/core/tokens.test.ts covers the binding).
 const sign = (t: TestApp, sub: string, exp: number | string, secret = t.config.TOKEN_SECRET) =>
-  new SignJWT({ tid: 'x', cid: `api_key:${user.keyId}` }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(Math.floor(Date.now() / 1000) - 7200).setExpirationTime(exp).sign(new TextEncoder().encode(secret));
+  new SignJWT({ tid: user.tenantId, cid: `api_key:${user.keyId}` }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt(Math.floor(Date.now() / 1000) - 7200).setExpirationTime(exp).sign(new TextEncoder().encode(secret));
 
 let t: TestApp;
 let user: Awaited<ReturnType<typeof createTenantUser>>;
@@ -38,6 +38,7 @@ describe('X-API-Key', () => {
       is_system_user: false,
       features: ['reports'],
       attributes: { region: 'eu' },
+      memberships: [{ user_id: user.userId, tenant_id: user.tenantId, tenant_name: expect.any(String), roles: ['user'], features: ['reports'] }],
     });
   });
 
@@ -70,7 +71,9 @@ describe('X-API-Key', () => {
     const onCommand = (e: { commandName: string; command: Record<string, unknown> }) => {
       // The outbox sweep reads these collections too (their outboxes, every second): not a credential lookup.
       const sweep = JSON.stringify(e.command.filter ?? {}).includes('_outbox');
-      if (e.commandName === 'find' && (e.command.find === 'api_keys' || e.command.find === 'users') && !sweep) finds.push(String(e.command.find));
+      // Nor is GET /auth/me's list of the person's memberships (its queries say so in their comment).
+      const memberships = e.command.comment === 'memberships';
+      if (e.commandName === 'find' && (e.command.find === 'api_keys' || e.command.find === 'users') && !sweep && !memberships) finds.push(String(e.command.find));
     };
     client.on('commandStarted', onCommand);
     try {

@@ -1,18 +1,20 @@
 /**
  * Read-side tenant isolation: on every read endpoint, REST and GraphQL, a user sees only the
  * documents of its own tenant; a system admin sees every tenant or the one named in X-Tenant-Id;
- * with MULTI_TENANT_ENABLED=false nothing is tenant-filtered.
+ * with MULTI_TENANT_ENABLED=false nothing is tenant-filtered. Tenant C's user is a second membership
+ * of tenant A's user's person: each membership sees only its own tenant, as two people do.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { idsOf, items, qs, seed, seedProjects, type Doc } from './read-helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 type User = { key: string; tenantId: string; userId: string };
 type Side = { user: User; projects: Doc[]; tasks: Doc[] };
 
 let t: TestApp;
-const side: Record<'A' | 'B', Side> = {} as never;
+const side: Record<'A' | 'B' | 'C', Side> = {} as never;
 
 async function seedTenant(user: User, label: string): Promise<Side> {
   const projects = await seedProjects(t, user.key, [
@@ -33,6 +35,7 @@ beforeAll(async () => {
   const b = await createTenantUser(t, { features: ['tasks'] });
   side.A = await seedTenant(a, 'A');
   side.B = await seedTenant(b, 'B');
+  side.C = await seedTenant(await addMembership(t, a.userId, { features: ['tasks'] }), 'C');
 });
 afterAll(() => t?.close());
 
@@ -40,8 +43,7 @@ const get = (path: string, params: Record<string, any>, key: string, headers?: R
   t.http('GET', `${path}${qs(params)}`, { key, ...(headers ? { headers } : {}) });
 const sorted = (ids: string[]) => [...ids].sort();
 
-describe.each(['A', 'B'] as const)('user of tenant %s', (me) => {
-  const other = me === 'A' ? 'B' : 'A';
+describe.each([['A', 'B'], ['B', 'A'], ['A', 'C'], ['C', 'A']] as const)('user of tenant %s, against tenant %s', (me, other) => {
   const mine = () => side[me];
   const theirs = () => side[other];
   const key = () => mine().user.key;
@@ -154,25 +156,26 @@ describe.each(['A', 'B'] as const)('user of tenant %s', (me) => {
 });
 
 describe('system admin', () => {
-  const allProjects = () => sorted(idsOf([...side.A.projects, ...side.B.projects]));
+  const allProjects = () => sorted(idsOf([...side.A.projects, ...side.B.projects, ...side.C.projects]));
 
   it('without X-Tenant-Id sees every tenant (list, count, cursor, get-one, GraphQL)', async () => {
     const res = await get('/projects', { per_page: 100 }, ADMIN_KEY);
     expect(sorted(idsOf(items(res)))).toEqual(allProjects());
-    expect(res.headers.get('x-total-count')).toBe('6');
+    expect(res.headers.get('x-total-count')).toBe('9');
     const cursor = await get('/projects', { limit: 100 }, ADMIN_KEY);
     expect(sorted(idsOf(items(cursor)))).toEqual(allProjects());
-    for (const p of [side.A.projects[0]!, side.B.projects[0]!]) expect((await get(`/projects/${p._id}`, {}, ADMIN_KEY)).status).toBe(200);
+    for (const p of [side.A.projects[0]!, side.B.projects[0]!, side.C.projects[0]!]) expect((await get(`/projects/${p._id}`, {}, ADMIN_KEY)).status).toBe(200);
     const tasks = await get('/tasks', { per_page: 100, populate: 'project_id' }, ADMIN_KEY);
-    expect(items(tasks)).toHaveLength(4);
+    expect(items(tasks)).toHaveLength(6);
     for (const d of items(tasks)) expect(d.project_id).not.toBeNull();
     const g = await t.gql('{ projects(per_page: 100) { total } tasks { total } }');
-    expect(g.body.data).toEqual({ projects: { total: 6 }, tasks: { total: 4 } });
+    expect(g.body.data).toEqual({ projects: { total: 9 }, tasks: { total: 6 } });
   });
 
   it.each(['A', 'B'] as const)('with X-Tenant-Id of tenant %s sees only that tenant', async (which) => {
     const headers = { 'X-Tenant-Id': side[which].user.tenantId };
     const other = which === 'A' ? side.B : side.A;
+    expect((await get(`/projects/${side.C.projects[0]!._id}`, {}, ADMIN_KEY, headers)).status).toBe(404);
     const res = await get('/projects', { per_page: 100 }, ADMIN_KEY, headers);
     expect(sorted(idsOf(items(res)))).toEqual(sorted(idsOf(side[which].projects)));
     expect(res.headers.get('x-total-count')).toBe('3');
@@ -187,9 +190,11 @@ describe('system admin', () => {
     for (const p of g.body.data.projects.items) expect(p.tenant_id).toBe(side[which].user.tenantId);
   });
 
-  it('a plain user\'s X-Tenant-Id is ignored', async () => {
+  it('a plain user\'s X-Tenant-Id is ignored, also naming another membership\'s tenant: a key acts in its own', async () => {
     const res = await get('/projects', { per_page: 100 }, side.A.user.key, { 'X-Tenant-Id': side.B.user.tenantId });
     expect(sorted(idsOf(items(res)))).toEqual(sorted(idsOf(side.A.projects)));
+    const sibling = await get('/projects', { per_page: 100 }, side.A.user.key, { 'X-Tenant-Id': side.C.user.tenantId });
+    expect(sorted(idsOf(items(sibling)))).toEqual(sorted(idsOf(side.A.projects)));
   });
 });
 

@@ -140,7 +140,7 @@ describe('one email in two tenants', () => {
 });
 
 describe('one email in two tenants: the credential names the account', () => {
-  it('the sign-in reads the user by the credential’s id and tenant, never by the email across tenants', async () => {
+  it('the sign-in reads the user by the credential’s id, then its person\'s memberships, never by the email across tenants', async () => {
     const email = `by-cred-${Date.now()}@example.com`;
     const t1 = await userWithPasskey({ email });
     const t2 = await userWithPasskey({ email });
@@ -162,7 +162,9 @@ describe('one email in two tenants: the credential names the account', () => {
     const me = await t.http('GET', '/auth/me', { token: r.body.token });
     expect({ id: me.body.id, tenant_id: me.body.tenant_id }).toEqual({ id: t2.userId, tenant_id: t2.tenantId });
     expect(seen.length).toBeGreaterThan(0);
-    for (const { filter } of seen) expect(Object.keys(filter)).toEqual(expect.arrayContaining(['_id', 'tenant_id']));
+    // By the credential's user id, then by that user's person (its memberships): never by the email alone.
+    for (const { filter } of seen) expect(Object.keys(filter).some((k) => k === '_id' || k === '$or')).toBe(true);
+    for (const { filter } of seen) if (filter.$or) expect(JSON.stringify(filter.$or)).toContain('person_id');
     expect(t1.userId).not.toBe(t2.userId);
   });
 

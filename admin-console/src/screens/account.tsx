@@ -1,13 +1,31 @@
-/** My account: who I am, and my passkeys (add one with WebAuthn, remove one). */
+/**
+ * My account: who I am, my tenants (switch to another with the passkey: each credential acts in one
+ * tenant), and my passkeys (add one with WebAuthn, remove one).
+ */
 import { useState } from 'preact/hooks';
 import { run, session } from '../api.ts';
-import { DeletePasskey, MyPasskeys, PasskeyRegistrationOptions, RegisterPasskey } from '../graphql.ts';
-import { attestationJson, creationOptions } from '../webauthn.ts';
+import { DeletePasskey, MyMemberships, MyPasskeys, PasskeyLogin, PasskeyLoginOptions, PasskeyRegistrationOptions, RegisterPasskey } from '../graphql.ts';
+import { assertionJson, attestationJson, creationOptions, requestOptions } from '../webauthn.ts';
+import { start } from '../signin.tsx';
 import { ErrorBox, Time, Loading, Notice, useAsync } from '../ui.tsx';
 
 export function AccountScreen() {
   const u = session.value!.user;
   const passkeys = useAsync(() => run(MyPasskeys).then((r) => r.me?.passkeys ?? []), []);
+  const tenants = useAsync(() => run(MyMemberships).then((r) => r.myMemberships), []);
+  const switchTo = async (tenantId: string) => {
+    setError(null);
+    try {
+      const { passkeyLoginOptions } = await run(PasskeyLoginOptions, { email: u.email });
+      const cred = (await navigator.credentials.get({ publicKey: requestOptions(passkeyLoginOptions) })) as PublicKeyCredential | null;
+      if (!cred) throw new Error('No passkey was chosen');
+      const { passkeyLogin } = await run(PasskeyLogin, { input: { email: u.email, ...assertionJson(cred) }, tenant: tenantId });
+      await start(passkeyLogin.token, passkeyLogin.expires_in);
+      location.hash = '#/overview';
+    } catch (err) {
+      setError(err);
+    }
+  };
   const [device, setDevice] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
@@ -36,6 +54,22 @@ export function AccountScreen() {
         <div><dt>Roles</dt><dd>{u.roles.join(', ')}</dd></div>
         <div><dt>Features</dt><dd>{u.features.join(', ') || 'none'}</dd></div>
       </dl>
+      {(tenants.data?.length ?? 0) > 1 && (
+        <section aria-labelledby="h-tenants">
+          <h2 id="h-tenants">My tenants</h2>
+          <ul data-testid="memberships">
+            {tenants.data!.map((m) => (
+              <li key={m.user_id}>
+                {m.tenant_name ?? m.tenant_id} ({m.roles.join(', ')}){' '}
+                {m.tenant_id === u.tenant_id
+                  ? <strong>this session</strong>
+                  : <button type="button" onClick={() => void switchTo(m.tenant_id)}>Switch to {m.tenant_name ?? m.tenant_id}</button>}
+              </li>
+            ))}
+          </ul>
+          <p class="muted">Switching asks for your passkey: each sign-in acts in one tenant.</p>
+        </section>
+      )}
       <section aria-labelledby="h-pk">
         <h2 id="h-pk">My passkeys</h2>
         <Loading when={passkeys.loading} />
