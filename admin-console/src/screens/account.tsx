@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { run, session } from '../api.ts';
 import { DeletePasskey, MyPasskeys, PasskeyRegistrationOptions, RegisterPasskey } from '../graphql.ts';
 import { attestationJson, creationOptions } from '../webauthn.ts';
-import { ErrorBox, Time, Loading, Notice, useAsync } from '../ui.tsx';
+import { Empty, ErrorBox, Time, Loading, Notice, useAsync } from '../ui.tsx';
 
 export function AccountScreen() {
   const u = session.value!.user;
@@ -42,14 +42,15 @@ export function AccountScreen() {
         <ErrorBox error={passkeys.error} />
         <ErrorBox error={error} />
         {done && <Notice>{done}</Notice>}
-        <ul data-testid="passkeys">
-          {(passkeys.data ?? []).map((p) => (
+        {passkeys.data?.length === 0 && <Empty>No passkeys yet. Add one with the form below to sign in with this device instead of an API key.</Empty>}
+        {!!passkeys.data?.length && <ul data-testid="passkeys">
+          {passkeys.data.map((p) => (
             <li key={p.credential_id}>
               {p.device_name}, added <Time v={p.registered_at} />{p.last_used_at && <>, last used <Time v={p.last_used_at} /></>}{' '}
               <button type="button" onClick={() => void run(DeletePasskey, { id: p.credential_id }).then(passkeys.reload, setError)}>Remove {p.device_name}</button>
             </li>
           ))}
-        </ul>
+        </ul>}
         <form class="inline-form" onSubmit={add}>
           <label for="pk-device">Device name</label>
           <input id="pk-device" value={device} onInput={(e) => setDevice(e.currentTarget.value)} />
