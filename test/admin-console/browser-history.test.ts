@@ -3,18 +3,31 @@
  * versions (newest first, with what changed and who); the diff between versions 1 and 3 shows the
  * changed fields before and after; restoring version 1 (confirmed in a dialog, by keyboard) makes a
  * 4th version with the old value; a restore after someone else changed the document is refused
- * (412), says so and offers a reload; older versions come a page at a time; another tenant's user
+ * (412), says so and offers a reload; one whose unique value another document now holds (409)
+ * names the field and writes nothing; older versions come a page at a time; another tenant's user
  * sees no such document. axe is clean on each step, in light and dark mode.
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { Schema } from 'mongoose';
+import { builtinPlugins } from '../../config/plugins.ts';
 import type { App } from '../../core/kernel.ts';
+import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
+import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';
 import { ADMIN_KEY } from '../helpers/app.ts';
 import { startConsoleApp, type ConsoleApp } from './console-app.ts';
 import { CHROMIUM, focused, screen, signIn, signOut, watchErrors } from './helpers.ts';
 
 const haveBrowser = existsSync(CHROMIUM);
+
+/** A versioned resource with a unique field, for the 409 of a restore. */
+const codes = defineResource({
+  name: 'codes',
+  schema: new Schema({ code: { type: String, required: true, unique: true }, note: { type: String, default: null } }),
+  versions: true,
+});
+const plugins = () => builtinPlugins().map((p) => (p.name === resourcesPlugin.name ? resourcesPlugin.configure({ resources: [projectsResource, tasksResource, codes] }) : p));
 
 describe.skipIf(!haveBrowser)('console document history in Chromium', () => {
   let app: App;
@@ -31,7 +44,7 @@ describe.skipIf(!haveBrowser)('console document history in Chromium', () => {
   const cells = (i: number) => rows().nth(i).locator('td').allTextContents();
 
   beforeAll(async () => {
-    started = await startConsoleApp();
+    started = await startConsoleApp({}, plugins());
     ({ app, origin } = started);
     const acme = (await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'Acme' })).body.id as string;
     const other = (await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'Other' })).body.id as string;
@@ -118,6 +131,26 @@ describe.skipIf(!haveBrowser)('console document history in Chromium', () => {
     await page.waitForSelector('.detail dd:text-is("555")');
     await expect.poll(() => rows().count()).toBe(5);
     expect(await page.locator('[data-testid=stale]').count()).toBe(0);
+  }, 90_000);
+
+  it('a restore whose unique value another document now holds: the dialog names the field, nothing written', async () => {
+    const first = await call('POST', '/codes', ids.adaKey!, { code: 'A-1' });
+    expect((await call('PATCH', `/codes/${first.body._id}`, ids.adaKey!, { code: 'B-2' }, { 'If-Match': '"1"' })).status).toBe(200);
+    expect((await call('POST', '/codes', ids.adaKey!, { code: 'A-1' })).status).toBe(201);
+    await page.evaluate((id) => { location.hash = `#/resources/codes/${id}`; }, first.body._id as string);
+    await expect.poll(() => rows().count(), { timeout: 15_000 }).toBe(2);
+    await page.click('button:has-text("View version 1")');
+    // The first version's changes are its client fields as set, not the server's own fields.
+    await page.waitForSelector('[data-testid=diff] caption:text-is("Version 1: every field as set")', { state: 'attached' });
+    expect(await page.locator('[data-testid=diff] tbody th').allTextContents()).toEqual(['Code']);
+    await page.click('button:text-is("Restore version 1…")');
+    await page.click('[data-testid=restore-dialog] button:text-is("Restore version 1")');
+    const alert = page.locator('[data-testid=restore-dialog] [role=alert]');
+    await expect.poll(() => alert.textContent()).toContain('Version 1 cannot be restored: its code "A-1" is now used by another document.');
+    await screen(page, 'history-conflict');
+    await page.keyboard.press('Escape');
+    await expect.poll(() => page.locator('[data-testid=restore-dialog]').count()).toBe(0);
+    expect((await call('GET', `/codes/${first.body._id}`, ids.adaKey!)).body).toMatchObject({ code: 'B-2', version: 2 });
   }, 90_000);
 
   it('older versions come a page at a time; another tenant sees no such document', async () => {

@@ -127,6 +127,8 @@ function VersionView({ t, id, n, etag, current, deleted, choices, onRestored, on
   const version = useAsync(() => versionAt(t, id, n), [n]);
   const diff = useAsync(() => versionDiff(t, id, n, against ?? undefined), [n, against]);
   const doc = version.data?.document;
+  // The client fields only: what a restore brings back (a first version also lists the server's own).
+  const changes = (diff.data?.changes ?? []).filter((c) => t.fields.some((f) => f.name === c.field.split('.')[0]));
   const others = choices.filter((v) => v !== n);
   return (
     <section aria-labelledby="h-version" data-testid="version">
@@ -138,7 +140,7 @@ function VersionView({ t, id, n, etag, current, deleted, choices, onRestored, on
           <h5>The document as it was</h5>
           {doc && (
             <dl class="detail" data-testid="version-document">
-              {t.fields.map((f) => <div key={f.name}><dt>{fieldLabel(f.name)}</dt><dd><Value v={doc[f.name]} /></dd></div>)}
+              {t.fields.map((f) => <div key={f.name}><dt>{fieldLabel(f.name)}</dt><dd>{f.kind === 'date' && doc[f.name] ? <Time v={doc[f.name]} /> : <Value v={doc[f.name]} />}</dd></div>)}
             </dl>
           )}
         </div>
@@ -154,7 +156,7 @@ function VersionView({ t, id, n, etag, current, deleted, choices, onRestored, on
           <Loading when={diff.loading} />
           <ErrorBox error={diff.error} />
           {diff.data && (
-            diff.data.changes.length ? (
+            changes.length ? (
               <div class="scroll">
                 <table class="diff" data-testid="diff">
                   <caption class="sr-only">{diff.data.against === null ? `Version ${n}: every field as set` : `From version ${diff.data.against} to version ${n}`}</caption>
@@ -166,7 +168,7 @@ function VersionView({ t, id, n, etag, current, deleted, choices, onRestored, on
                     </tr>
                   </thead>
                   <tbody>
-                    {diff.data.changes.map((c) => (
+                    {changes.map((c) => (
                       <tr key={c.field}>
                         <th scope="row">{fieldLabel(c.field)}</th>
                         <td><del><Value v={c.before} /></del></td>

@@ -239,7 +239,7 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
         <>
           <dl class="detail">
             {[...t.fields.map((f) => f.name), '_id', 'created_at', 'updated_at', ...(d.is_deleted ? ['deleted_at'] : [])].map((k) => (
-              <div key={k}><dt>{fieldLabel(k)}</dt><dd>{k.endsWith('_at') ? <Time v={d[k]} /> : <Value v={d[k]} />}</dd></div>
+              <div key={k}><dt>{fieldLabel(k)}</dt><dd>{(k.endsWith('_at') || t.fields.some((f) => f.name === k && f.kind === 'date')) && d[k] ? <Time v={d[k]} /> : <Value v={d[k]} />}</dd></div>
             ))}
           </dl>
           {/* The document's actions; a resource's own (publish, unpublish) go here too. */}
