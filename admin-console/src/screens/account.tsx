@@ -11,9 +11,14 @@ export function AccountScreen() {
   const [device, setDevice] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
+  // Which passkey action is under way ('add' or a credential id): its button says so meanwhile.
+  const [busy, setBusy] = useState<string | null>(null);
   const add = async (e: Event) => {
     e.preventDefault();
+    if (busy) return;
     setError(null);
+    setDone(null);
+    setBusy('add');
     try {
       const { passkeyRegistrationOptions } = await run(PasskeyRegistrationOptions);
       const cred = (await navigator.credentials.create({ publicKey: creationOptions(passkeyRegistrationOptions) })) as PublicKeyCredential | null;
@@ -24,6 +29,23 @@ export function AccountScreen() {
       passkeys.reload();
     } catch (err) {
       setError(err);
+    } finally {
+      setBusy(null);
+    }
+  };
+  const remove = async (id: string, name: string) => {
+    if (busy) return;
+    setError(null);
+    setDone(null);
+    setBusy(id);
+    try {
+      await run(DeletePasskey, { id });
+      setDone(`Passkey ${name} removed: it no longer signs you in.`);
+      passkeys.reload();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(null);
     }
   };
   return (
@@ -47,14 +69,14 @@ export function AccountScreen() {
           {passkeys.data.map((p) => (
             <li key={p.credential_id}>
               {p.device_name}, added <Time v={p.registered_at} />{p.last_used_at && <>, last used <Time v={p.last_used_at} /></>}{' '}
-              <button type="button" onClick={() => void run(DeletePasskey, { id: p.credential_id }).then(passkeys.reload, setError)}>Remove {p.device_name}</button>
+              <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => void remove(p.credential_id, p.device_name)}>{busy === p.credential_id ? 'Removing…' : `Remove ${p.device_name}`}</button>
             </li>
           ))}
         </ul>}
         <form class="inline-form" onSubmit={add}>
           <label for="pk-device">Device name</label>
           <input id="pk-device" value={device} onInput={(e) => setDevice(e.currentTarget.value)} />
-          <button type="submit">Add a passkey</button>
+          <button type="submit" aria-disabled={busy ? 'true' : undefined}>{busy === 'add' ? 'Adding…' : 'Add a passkey'}</button>
         </form>
       </section>
     </>

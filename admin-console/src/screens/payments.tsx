@@ -56,7 +56,7 @@ export default function PaymentsScreen({ route }: { route: string[] }) {
 }
 
 /** A payment's status in words: `partially_refunded` → "partially refunded". */
-const statusText = (s: string) => s.replace(/_/g, ' ');
+const statusText = (s: string | null) => (s ?? '').replace(/_/g, ' ');
 
 function PaymentList() {
   const [f, setF] = useState({ status: '', currency: '' });
