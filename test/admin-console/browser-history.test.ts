@@ -92,8 +92,12 @@ describe.skipIf(!haveBrowser)('console document history in Chromium', () => {
     const diff = await page.locator('[data-testid=diff] tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.children].map((c) => c.textContent)));
     expect(diff).toEqual([['Budget', '100', '300'], ['Status', 'active', 'archived']]);
     await screen(page, 'history-diff');
+    // Dark, at a phone's width: nothing wider than the window (wide tables scroll in their own box).
     await page.emulateMedia({ colorScheme: 'dark' });
-    await screen(page, 'history-diff-dark');
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await screen(page, 'history-diff-dark-narrow');
+    await page.setViewportSize({ width: 1280, height: 900 });
     await page.emulateMedia({ colorScheme: 'light' });
   }, 90_000);
 
