@@ -396,3 +396,30 @@ export function Crumbs({ items }: { items: [string, string | null][] }) {
     </nav>
   );
 }
+
+const LABELS: Record<string, string> = { _id: 'ID', etag: 'Version tag', is_deleted: 'Deleted', deleted_at: 'Deleted at', created_at: 'Created', updated_at: 'Last changed' };
+/** A field's key in words for a person: `project_id` → "Project id", `_id` → "ID". */
+export const fieldLabel = (key: string): string => {
+  const known = LABELS[key];
+  if (known) return known;
+  const words = key.replace(/^_+/, '').replace(/[._]+/g, ' ').replace(/([a-z0-9])([A-Z])/g, '$1 $2').trim().toLowerCase();
+  return words ? words.charAt(0).toUpperCase() + words.slice(1) : key;
+};
+
+/** A stored value for a person: "(empty)" for nothing, Yes/No, lists joined, nested values indented. */
+export function Value({ v }: { v: unknown }) {
+  if (v === null || v === undefined || v === '' || (Array.isArray(v) && !v.length)) return <span class="muted">(empty)</span>;
+  if (typeof v === 'boolean') return <>{v ? 'Yes' : 'No'}</>;
+  if (Array.isArray(v) && v.every((x) => x === null || typeof x !== 'object')) return <>{v.map(String).join(', ')}</>;
+  if (typeof v === 'object') return <pre class="value">{JSON.stringify(v, null, 2)}</pre>;
+  return <>{String(v)}</>;
+}
+
+/**
+ * A document's publication state (`_status` of resources with drafts): "Draft" or "Published";
+ * nothing for a resource without drafts.
+ */
+export function StatusBadge({ status }: { status: unknown }) {
+  if (status !== 'draft' && status !== 'published') return null;
+  return <span class={`pill ${status === 'published' ? 'good' : ''}`} data-testid="status-badge">{status === 'published' ? 'Published' : 'Draft'}</span>;
+}

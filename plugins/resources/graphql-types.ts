@@ -21,6 +21,7 @@ export function operationFields(def: ResourceDefinition) {
     replace: has('replace') ? `replace${n}` : null,
     delete: has('delete') ? `delete${n}` : null,
     restore: has('delete') ? `restore${n}` : null,
+    restore_version: def.versions && has('update') ? `restore${n}Version` : null,
   };
 }
 
@@ -56,6 +57,7 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
       replace: t.exposeString('replace'),
       delete: t.exposeString('delete'),
       restore: t.exposeString('restore'),
+      restore_version: t.exposeString('restore_version', { description: 'Writes an old version back (resources that keep versions)' }),
     }),
   });
   type Cascade = { field: string; resource: string; on_delete: string };
@@ -75,6 +77,7 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
       graphql_type: t.string({ nullable: false, resolve: ({ def }) => def.graphqlName }),
       operations: t.field({ type: Operations, nullable: false, resolve: ({ def }) => operationFields(def) }),
       tenant_scoped: t.boolean({ nullable: false, resolve: ({ def }) => def.tenant_scoped }),
+      versions: t.boolean({ nullable: false, description: 'Whether its documents keep their history (versions, versionAt, versionDiff)', resolve: ({ def }) => def.versions !== null }),
       fields: t.field({ type: [Field], nullable: false, resolve: ({ def }) => def.fields.filter((f) => !f.private && !f.path.includes('.')) }),
       filter_operators: t.stringList({ nullable: false, description: 'Suffixes of `<field>__<op>` filters', resolve: () => [...FILTER_OPERATORS] }),
       searchable_fields: t.stringList({ nullable: false, description: 'Fields `q` searches (none: no search)', resolve: ({ def }) => def.searchable_fields }),

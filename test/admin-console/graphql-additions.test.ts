@@ -22,7 +22,7 @@ afterAll(() => t?.close());
 const code = (res: { body: { errors?: { extensions?: { code?: string } }[] } }) => res.body.errors?.[0]?.extensions?.code;
 
 describe('resourceTypes', () => {
-  const Q = '{ resourceTypes { name path graphql_type accessible features searchable_fields allow_bulk_delete filter_operators operations { list get create update delete restore } fields { name kind required enum min max ref } cascade { resource field on_delete } referenced_by { resource field on_delete } } }';
+  const Q = '{ resourceTypes { name path graphql_type accessible features searchable_fields allow_bulk_delete filter_operators versions operations { list get create update delete restore restore_version } fields { name kind required enum min max ref } cascade { resource field on_delete } referenced_by { resource field on_delete } } }';
 
   it('describes every resource with its fields, GraphQL operations and rules', async () => {
     const res = await t.gql(Q, {}, { key: a.key });
@@ -30,12 +30,15 @@ describe('resourceTypes', () => {
     const [projects, tasks] = ['projects', 'tasks'].map((n) => res.body.data.resourceTypes.find((r: any) => r.name === n));
     expect(projects).toMatchObject({
       path: '/projects', graphql_type: 'Project', accessible: true, features: [], searchable_fields: ['name', 'description'], allow_bulk_delete: true,
-      operations: { list: 'projects', get: 'project', create: 'createProject', update: 'updateProject', delete: 'deleteProject', restore: 'restoreProject' },
+      versions: true,
+      operations: { list: 'projects', get: 'project', create: 'createProject', update: 'updateProject', delete: 'deleteProject', restore: 'restoreProject', restore_version: 'restoreProjectVersion' },
       referenced_by: [{ resource: 'tasks', field: 'project_id', on_delete: 'deny' }],
     });
     expect(projects.filter_operators).toEqual(['gt', 'gte', 'lt', 'lte', 'ne', 'in', 'nin', 'exists', 'regex']);
     expect(projects.fields.find((f: any) => f.name === 'name')).toEqual({ name: 'name', kind: 'string', required: true, enum: null, min: null, max: null, ref: null });
     expect(projects.fields.find((f: any) => f.name === 'status').enum).toEqual(['active', 'archived']);
+    // A resource without versions has no history to show and no version to restore.
+    expect(tasks).toMatchObject({ versions: false, operations: { restore_version: null } });
     expect(tasks).toMatchObject({ features: ['tasks'], accessible: true, cascade: [{ resource: 'projects', field: 'project_id', on_delete: 'deny' }] });
     expect(tasks.fields.find((f: any) => f.name === 'project_id')).toMatchObject({ kind: 'objectId', ref: 'projects', required: true });
     expect(tasks.fields.find((f: any) => f.name === 'priority')).toMatchObject({ kind: 'integer', min: 1, max: 5, required: false });

@@ -7,7 +7,7 @@ import { run, session } from '../api.ts';
 import { DeletePasskey, MyMemberships, MyPasskeys, PasskeyLogin, PasskeyLoginOptions, PasskeyRegistrationOptions, RegisterPasskey } from '../graphql.ts';
 import { assertionJson, attestationJson, creationOptions, requestOptions } from '../webauthn.ts';
 import { start } from '../signin.tsx';
-import { ErrorBox, Time, Loading, Notice, useAsync } from '../ui.tsx';
+import { Empty, ErrorBox, Time, Loading, Notice, useAsync } from '../ui.tsx';
 
 export function AccountScreen() {
   const u = session.value!.user;
@@ -29,9 +29,14 @@ export function AccountScreen() {
   const [device, setDevice] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
+  // Which passkey action is under way ('add' or a credential id): its button says so meanwhile.
+  const [busy, setBusy] = useState<string | null>(null);
   const add = async (e: Event) => {
     e.preventDefault();
+    if (busy) return;
     setError(null);
+    setDone(null);
+    setBusy('add');
     try {
       const { passkeyRegistrationOptions } = await run(PasskeyRegistrationOptions);
       const cred = (await navigator.credentials.create({ publicKey: creationOptions(passkeyRegistrationOptions) })) as PublicKeyCredential | null;
@@ -42,6 +47,23 @@ export function AccountScreen() {
       passkeys.reload();
     } catch (err) {
       setError(err);
+    } finally {
+      setBusy(null);
+    }
+  };
+  const remove = async (id: string, name: string) => {
+    if (busy) return;
+    setError(null);
+    setDone(null);
+    setBusy(id);
+    try {
+      await run(DeletePasskey, { id });
+      setDone(`Passkey ${name} removed: it no longer signs you in.`);
+      passkeys.reload();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(null);
     }
   };
   return (
@@ -76,18 +98,19 @@ export function AccountScreen() {
         <ErrorBox error={passkeys.error} />
         <ErrorBox error={error} />
         {done && <Notice>{done}</Notice>}
-        <ul data-testid="passkeys">
-          {(passkeys.data ?? []).map((p) => (
+        {passkeys.data?.length === 0 && <Empty>No passkeys yet. Add one with the form below to sign in with this device instead of an API key.</Empty>}
+        {!!passkeys.data?.length && <ul data-testid="passkeys">
+          {passkeys.data.map((p) => (
             <li key={p.credential_id}>
               {p.device_name}, added <Time v={p.registered_at} />{p.last_used_at && <>, last used <Time v={p.last_used_at} /></>}{' '}
-              <button type="button" onClick={() => void run(DeletePasskey, { id: p.credential_id }).then(passkeys.reload, setError)}>Remove {p.device_name}</button>
+              <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => void remove(p.credential_id, p.device_name)}>{busy === p.credential_id ? 'Removing…' : `Remove ${p.device_name}`}</button>
             </li>
           ))}
-        </ul>
+        </ul>}
         <form class="inline-form" onSubmit={add}>
           <label for="pk-device">Device name</label>
           <input id="pk-device" value={device} onInput={(e) => setDevice(e.currentTarget.value)} />
-          <button type="submit">Add a passkey</button>
+          <button type="submit" aria-disabled={busy ? 'true' : undefined}>{busy === 'add' ? 'Adding…' : 'Add a passkey'}</button>
         </form>
       </section>
     </>

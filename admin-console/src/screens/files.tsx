@@ -171,14 +171,14 @@ export default function FilesScreen() {
         ) : (
           <p class="muted" data-testid="choose-tenant">Choose a tenant in the header to upload files for it: a file belongs to one tenant.</p>
         )}
-        <ul class="uploads" data-testid="uploads">
+        {uploads.length > 0 && <ul class="uploads" data-testid="uploads">
           {uploads.map((u) => (
             <li key={u.id}>
               <span class="upload-name">{u.name}</span>
               {u.error ? <ErrorBox error={u.error} /> : <Progress value={u.pct} label={`Upload of ${u.name}`} />}
             </li>
           ))}
-        </ul>
+        </ul>}
       </section>
       <section aria-labelledby="h-files">
         <h2 id="h-files">{data ? `Files (${data.total ?? 0})` : 'Files'}</h2>

@@ -10,7 +10,7 @@ import { useState } from 'preact/hooks';
 import { isSystem, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ErrorBox, fieldErrors, Time, go, Json, Loading, Pager, Progress, Tabs, useAction, useAsync } from '../ui.tsx';
+import { Empty, ErrorBox, fieldErrors, Time, go, Json, Loading, Pager, Progress, Tabs, useAction, useAsync } from '../ui.tsx';
 import { ChainsView, SchedulesView } from './jobs-schedules.tsx';
 
 const Registry = graphql(`query Registry { jobRegistry { name description params per_tenant timeout_seconds max_attempts plugin } }`);
@@ -59,7 +59,8 @@ function RegistryView({ trigger }: { trigger?: string }) {
       <ErrorBox error={reg.error} />
       {job && <TriggerForm job={job} />}
       {job && <LazyPagePlot kind="job" job={job.name} needs="jobSeries" title={`Runs of ${job.name}`} />}
-      <table data-testid="registry">
+      {reg.data?.length === 0 && <Empty>No jobs are registered. A plugin registers its jobs when the server starts: turn on a plugin with jobs (webhooks, payments, privacy) to run them from here.</Empty>}
+      {!!reg.data?.length && <table data-testid="registry">
         <caption class="sr-only">Registered jobs</caption>
         <thead><tr><th scope="col">Job</th><th scope="col">Parameters</th><th scope="col">Limits</th><th scope="col">Actions</th></tr></thead>
         <tbody>
@@ -72,7 +73,7 @@ function RegistryView({ trigger }: { trigger?: string }) {
             </tr>
           ))}
         </tbody>
-      </table>
+      </table>}
     </>
   );
 }

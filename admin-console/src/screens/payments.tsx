@@ -10,7 +10,7 @@ import { useState } from 'preact/hooks';
 import { isAdmin, isSystem, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { Crumbs, Dialog, ErrorBox, fieldErrors, fmtDate, Time, Loading, money, Pager, Tabs, useAction, useAsync } from '../ui.tsx';
+import { Crumbs, Dialog, Empty, ErrorBox, fieldErrors, fmtDate, Time, Loading, money, Pager, Tabs, useAction, useAsync } from '../ui.tsx';
 
 const Payments = graphql(`
   query Payments($filter: JSON, $page: Int) {
@@ -55,6 +55,9 @@ export default function PaymentsScreen({ route }: { route: string[] }) {
   );
 }
 
+/** A payment's status in words: `partially_refunded` → "partially refunded". */
+const statusText = (s: string | null) => (s ?? '').replace(/_/g, ' ');
+
 function PaymentList() {
   const [f, setF] = useState({ status: '', currency: '' });
   const [applied, setApplied] = useState(f);
@@ -69,8 +72,8 @@ function PaymentList() {
         <div class="row">
           <label for="pay-status">Status</label>
           <select id="pay-status" value={f.status} onChange={(e) => setF({ ...f, status: e.currentTarget.value })}>
-            <option value="">(any)</option>
-            {['pending', 'processing', 'completed', 'partially_refunded', 'refunded', 'cancelled', 'failed'].map((s) => <option key={s}>{s}</option>)}
+            <option value="">any</option>
+            {['pending', 'processing', 'completed', 'partially_refunded', 'refunded', 'cancelled', 'failed'].map((s) => <option key={s} value={s}>{statusText(s)}</option>)}
           </select>
         </div>
         <div class="row"><label for="pay-currency">Currency</label><input id="pay-currency" maxLength={3} value={f.currency} onInput={(e) => setF({ ...f, currency: e.currentTarget.value.toUpperCase() })} /></div>
@@ -78,7 +81,8 @@ function PaymentList() {
       </form>
       <Loading when={list.loading} />
       <ErrorBox error={list.error} />
-      <table data-testid="payments">
+      {list.data?.items.length === 0 && <Empty>{Object.keys(filter).length ? 'No payment matches these filters. Choose "any" status and clear the currency to see them all.' : 'No payments yet. A payment appears here when a user pays for a resource through the API.'}</Empty>}
+      {!!list.data?.items.length && <table data-testid="payments">
         <caption class="sr-only">Payments</caption>
         <thead><tr><th scope="col">Payment</th><th scope="col">Amount</th><th scope="col">Refunded</th><th scope="col">Status</th><th scope="col">Created</th></tr></thead>
         <tbody>
@@ -87,12 +91,12 @@ function PaymentList() {
               <td><a href={`#/payments/list/${p._id}`}>{p.resource_type} {p.resource_id}</a><br /><small class="muted">{p.user_name} · {p.provider}</small></td>
               <td class="num">{money(p.amount, p.currency)}</td>
               <td class="num">{p.refunded_amount && p.refunded_amount !== '0' && !/^0(\.0+)?$/.test(p.refunded_amount) ? money(p.refunded_amount, p.currency) : ''}</td>
-              <td>{p.status}</td>
+              <td>{statusText(p.status)}</td>
               <td><Time v={p.created_at} /></td>
             </tr>
           ))}
         </tbody>
-      </table>
+      </table>}
       <Pager label="Pages of payments" page={page} totalPages={list.data?.total_pages ?? 1} onPage={setPage} />
     </>
   );

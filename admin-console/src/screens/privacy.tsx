@@ -9,7 +9,7 @@ import { isAdmin, run, session } from '../api.ts';
 import { graphql, type ResultOf } from '../graphql.ts';
 import { Users } from '../graphql.ts';
 import { useLive } from '../live.ts';
-import { ConfirmDialog, download, ErrorBox, Time, Loading, Notice, Progress, useAction, useAsync } from '../ui.tsx';
+import { ConfirmDialog, download, Empty, ErrorBox, Time, Loading, Notice, Progress, useAction, useAsync } from '../ui.tsx';
 
 const Consents = graphql(`query Consents($user_id: String) { consents(user_id: $user_id, per_page: 100) { items { id purpose source active granted_at revoked_at } } }`);
 const ExportQ = graphql(`query Export($user_id: String!) { personalDataExport(user_id: $user_id) { filename data } }`);
@@ -47,10 +47,10 @@ export default function PrivacyScreen() {
         <h2 id="h-consents">Consents of {email}</h2>
         <Loading when={consents.loading} />
         <ErrorBox error={consents.error} />
-        <ul data-testid="consents">
-          {(consents.data ?? []).map((c) => <li key={c.id}>{c.purpose}: {c.active ? <>granted <Time v={c.granted_at} /></> : <>revoked <Time v={c.revoked_at} /></>} <small class="muted">({c.source})</small></li>)}
-        </ul>
-        {consents.data?.length === 0 && <p>No consents.</p>}
+        {!!consents.data?.length && <ul data-testid="consents">
+          {consents.data.map((c) => <li key={c.id}>{c.purpose}: {c.active ? <>granted <Time v={c.granted_at} /></> : <>revoked <Time v={c.revoked_at} /></>} <small class="muted">({c.source})</small></li>)}
+        </ul>}
+        {consents.data?.length === 0 && <Empty>No consents recorded for {email}. A consent appears here when this person grants one, through the API or a form of your application.</Empty>}
       </section>
       <section aria-labelledby="h-export">
         <h2 id="h-export">Data export</h2>

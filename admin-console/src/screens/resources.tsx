@@ -2,8 +2,9 @@
 import { useState } from 'preact/hooks';
 import { ApiError, isAdmin, session } from '../api.ts';
 import type { Field, ResourceType } from '../graphql.ts';
-import { createDoc, deleteDoc, deleteMany, getDoc, listDocs, resourceTypes, restoreDoc, updateDoc, type ListArgs } from '../resources.ts';
-import { Crumbs, Empty, ErrorBox, go, toast, Time, Loading, Notice, show, useAsync } from '../ui.tsx';
+import { createDoc, deleteDoc, deleteMany, getDoc, listDocs, resourceTypes, restoreDoc, updateDoc, type Doc, type ListArgs } from '../resources.ts';
+import { Crumbs, Empty, ErrorBox, fieldLabel, go, toast, Time, Loading, Notice, show, StatusBadge, useAsync, Value } from '../ui.tsx';
+import { HistoryPanel } from './history.tsx';
 
 /** A resource's singular in words, from its GraphQL type: `ProjectTask` → "project task". */
 const singular = (t: { graphql_type: string }) => t.graphql_type.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase();
@@ -23,7 +24,12 @@ export function ResourcesScreen({ route }: { route: string[] }) {
           <a key={x.name} href={`#/resources/${x.name}`} aria-current={x.name === t?.name ? 'page' : undefined}>{x.name}</a>
         ))}
       </nav>
-      {types.data && !t && <p>{name ? `No resource "${name}" you may use.` : 'No resource you may use.'}</p>}
+      {types.data && !t && (
+        <Empty>
+          {name ? `There is no resource "${name}" you may use.` : 'There is no resource you may use yet.'} A resource can need a feature of its own: an
+          administrator gives it to you in Identity, under "Roles and features".{list.length ? ' Choose one of the resources above.' : ''}
+        </Empty>
+      )}
       {t && !id && <ResourceList key={t.name} t={t} />}
       {t && id === 'new' && <ResourceForm key="new" t={t} />}
       {t && id && id !== 'new' && mode === 'edit' && <ResourceForm key={`e${id}`} t={t} id={id} />}
@@ -33,6 +39,11 @@ export function ResourcesScreen({ route }: { route: string[] }) {
 }
 
 const OPS = ['eq', 'gt', 'gte', 'lt', 'lte', 'ne', 'in', 'nin', 'exists', 'regex'];
+/** The filter operators in words. */
+const OP_LABELS: Record<string, string> = {
+  eq: 'is', ne: 'is not', gt: 'is more than', gte: 'is at least', lt: 'is less than', lte: 'is at most',
+  in: 'is one of', nin: 'is none of', exists: 'is set (yes/no)', regex: 'matches the pattern',
+};
 
 /** Explains a refused delete instead of dumping it. */
 function explain(e: unknown): unknown {
@@ -113,7 +124,7 @@ function ResourceList({ t }: { t: ResourceType }) {
           <label for="f-sort">Sort</label>
           <select id="f-sort" value={sort} onChange={(e) => setSort(e.currentTarget.value)}>
             {[t.default_sort, ...['created_at', ...t.fields.map((f) => f.name)].flatMap((n) => [n, `-${n}`])].filter((v, i, a) => a.indexOf(v) === i).map((v) => (
-              <option key={v} value={v}>{v.startsWith('-') ? `${v.slice(1)} (descending)` : `${v} (ascending)`}</option>
+              <option key={v} value={v}>{v.startsWith('-') ? `${fieldLabel(v.slice(1))}, descending` : `${fieldLabel(v)}, ascending`}</option>
             ))}
           </select>
         </div>
@@ -122,11 +133,11 @@ function ResourceList({ t }: { t: ResourceType }) {
             <legend class="sr-only">Filter {i + 1}</legend>
             <label for={`ff${i}`}>Field</label>
             <select id={`ff${i}`} value={f.field} onChange={(e) => setFilters(filters.map((x, j) => (j === i ? { ...x, field: e.currentTarget.value } : x)))}>
-              {t.fields.map((x) => <option key={x.name} value={x.name}>{x.name}</option>)}
+              {t.fields.map((x) => <option key={x.name} value={x.name}>{fieldLabel(x.name)}</option>)}
             </select>
             <label for={`fo${i}`}>Operator</label>
             <select id={`fo${i}`} value={f.op} onChange={(e) => setFilters(filters.map((x, j) => (j === i ? { ...x, op: e.currentTarget.value } : x)))}>
-              {OPS.filter((o) => o === 'eq' || t.filter_operators.includes(o)).map((o) => <option key={o} value={o}>{o}</option>)}
+              {OPS.filter((o) => o === 'eq' || t.filter_operators.includes(o)).map((o) => <option key={o} value={o}>{OP_LABELS[o] ?? o}</option>)}
             </select>
             <label for={`fv${i}`}>Value</label>
             <input id={`fv${i}`} value={f.value} onInput={(e) => setFilters(filters.map((x, j) => (j === i ? { ...x, value: e.currentTarget.value } : x)))} />
@@ -151,14 +162,14 @@ function ResourceList({ t }: { t: ResourceType }) {
               <button type="button" disabled={!selected.size} onClick={bulkDelete}>Delete selected ({selected.size})</button>
             </p>
           )}
-          <div class="scroll">
+          {res.data.items.length > 0 && <div class="scroll">
             <table data-testid="resource-list">
               <caption class="sr-only">{t.name}</caption>
               <thead>
                 <tr>
                   <th scope="col"><span class="sr-only">Select</span></th>
-                  {columns.map((c) => <th key={c.name} scope="col">{c.name}</th>)}
-                  <th scope="col">updated</th>
+                  {columns.map((c) => <th key={c.name} scope="col">{fieldLabel(c.name)}</th>)}
+                  <th scope="col">Last changed</th>
                 </tr>
               </thead>
               <tbody>
@@ -173,7 +184,7 @@ function ResourceList({ t }: { t: ResourceType }) {
                 ))}
               </tbody>
             </table>
-          </div>
+          </div>}
           {!res.data.items.length && <Empty>No {t.name} match. Clear the search and filters{t.operations.create ? <>, or create one with &ldquo;New {singular(t)}&rdquo;</> : ''}.</Empty>}
           <nav class="pager" aria-label="Pages">
             {/* aria-disabled, as Pager's: the button that reached the first or last page keeps the focus. */}
@@ -186,43 +197,59 @@ function ResourceList({ t }: { t: ResourceType }) {
   );
 }
 
+/** A document's name for headings: its first field when that is text. */
+const title = (t: ResourceType, d: Doc | null | undefined): string | null => {
+  const v = d && t.fields[0] ? d[t.fields[0].name] : null;
+  return typeof v === 'string' && v ? v : null;
+};
+
 function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
   const doc = useAsync(() => getDoc(t, id), [id]);
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
-  const act = async (fn: () => Promise<void>, msg: string) => {
+  const [busy, setBusy] = useState<string | null>(null);
+  const act = async (fn: () => Promise<void>, label: string, msg: string) => {
     setError(null);
+    setDone(null);
+    setBusy(label);
     try {
       await fn();
       setDone(msg);
+      toast(msg);
       doc.reload();
     } catch (e) {
       setError(explain(e));
+      toast(`${label}: not done.`, 'bad');
+    } finally {
+      setBusy(null);
     }
   };
   const d = doc.data;
+  const missing = doc.data === null || (doc.error instanceof ApiError && doc.error.code === 'NOT_FOUND');
   return (
     <section aria-labelledby="h-doc">
       <Crumbs items={[['Resources', '/resources'], [t.name, `/resources/${t.name}`], [`…${id.slice(-6)}`, null]]} />
-      <h2 id="h-doc">{t.name}: {id}</h2>
+      <h2 id="h-doc">{t.name}: {title(t, d) ?? id} <StatusBadge status={d?._status} /></h2>
       <Loading when={doc.loading} />
-      <ErrorBox error={doc.error} />
+      <ErrorBox error={missing ? null : doc.error} />
       <ErrorBox error={error} />
       {done && <Notice>{done}</Notice>}
-      {doc.data === null && <p>Not found.</p>}
+      {missing && <Empty>This {singular(t)} does not exist, or you may not see it. <a href={`#/resources/${t.name}`}>Back to the list</a></Empty>}
       {d && (
         <>
           <dl class="detail">
-            {['_id', 'etag', ...t.fields.map((f) => f.name), 'created_at', 'updated_at', 'is_deleted', 'deleted_at'].map((k) => (
-              <div key={k}><dt>{k}</dt><dd>{k.endsWith('_at') ? <Time v={d[k]} /> : show(d[k])}</dd></div>
+            {[...t.fields.map((f) => f.name), '_id', 'created_at', 'updated_at', ...(d.is_deleted ? ['deleted_at'] : [])].map((k) => (
+              <div key={k}><dt>{fieldLabel(k)}</dt><dd>{(k.endsWith('_at') || t.fields.some((f) => f.name === k && f.kind === 'date')) && d[k] ? <Time v={d[k]} /> : <Value v={d[k]} />}</dd></div>
             ))}
           </dl>
-          <p class="actions">
+          {/* The document's actions; a resource's own (publish, unpublish) go here too. */}
+          <div class="actions" data-testid="doc-actions">
             {t.operations.update && !d.is_deleted && <a class="button" href={`#/resources/${t.name}/${id}/edit`}>Edit</a>}
-            {t.operations.delete && !d.is_deleted && <button type="button" onClick={() => act(() => deleteDoc(t, id, d.etag), 'Deleted (soft delete: it can be restored).')}>Delete</button>}
-            {t.operations.restore && d.is_deleted && <button type="button" onClick={() => act(() => restoreDoc(t, id, d.etag), 'Restored.')}>Restore</button>}
+            {t.operations.delete && !d.is_deleted && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => deleteDoc(t, id, d.etag), 'Delete', `Deleted. Administrators can still restore this ${singular(t)}.`)}>{busy === 'Delete' ? 'Deleting…' : 'Delete'}</button>}
+            {t.operations.restore && d.is_deleted && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => restoreDoc(t, id, d.etag), 'Restore', 'Restored.')}>{busy === 'Restore' ? 'Restoring…' : 'Restore'}</button>}
             <a href={`#/resources/${t.name}`}>Back to the list</a>
-          </p>
+          </div>
+          {t.versions && <HistoryPanel t={t} id={id} etag={d.etag} deleted={!!d.is_deleted} onChanged={doc.reload} />}
         </>
       )}
     </section>

@@ -79,7 +79,7 @@ export default function WebhooksScreen({ route }: { route: string[] }) {
       )}
       <ErrorBox error={error ?? list.error} />
       <Loading when={list.loading} />
-      <table data-testid="endpoints">
+      {!!list.data?.webhookEndpoints.items.length && <table data-testid="endpoints">
         <caption class="sr-only">Endpoints</caption>
         <thead><tr><th scope="col">URL</th><th scope="col">Event types</th><th scope="col">State</th></tr></thead>
         <tbody>
@@ -91,7 +91,7 @@ export default function WebhooksScreen({ route }: { route: string[] }) {
             </tr>
           ))}
         </tbody>
-      </table>
+      </table>}
       {list.data && !list.data.webhookEndpoints.items.length && <Empty>No endpoints yet. Add the URL that should receive your events with the form below.</Empty>}
       <form class="filters" aria-label="New endpoint" onSubmit={(ev) => {
         ev.preventDefault();
