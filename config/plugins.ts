@@ -13,6 +13,7 @@ import { webauthnPlugin } from '../plugins/webauthn/index.ts';
 import { adminConsolePlugin } from '../plugins/admin-console/index.ts';
 import { metricsSeriesPlugin } from '../plugins/metrics-series/index.ts';
 import { filesPlugin } from '../plugins/files/index.ts';
+import { ssoPlugin } from '../plugins/sso/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -27,6 +28,7 @@ export const builtinPlugins = (): Plugin[] => [
   paymentsPlugin,
   privacyPlugin,
   webauthnPlugin,
+  ssoPlugin,
   filesPlugin,
   openapiPlugin,
   adminConsolePlugin,
