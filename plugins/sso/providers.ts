@@ -169,7 +169,7 @@ export class ProviderService {
       doc = await this.deps.models.Provider.findOneAndUpdate(
         { _id: old._id, version: old.version ?? 1, is_deleted: false },
         { $set: { ...set, version, [OUTBOX_FIELD]: outbox } },
-        { new: true },
+        { returnDocument: 'after' },
       ).lean<ProviderRecord>();
     } catch (err) {
       if ((err as { code?: number }).code === 11000) throw new ConflictError(`This tenant already has a provider named "${String(set.name)}"`, { field: 'name' });

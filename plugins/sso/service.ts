@@ -208,7 +208,7 @@ export class SignInService {
     const linked = await this.deps.models.Link.findOneAndUpdate(
       { provider_id: provider._id, subject: attempt.subject },
       { $set: { tenant_id: provider.tenant_id, user_id: new Types.ObjectId(user.id), email, disabled_by_sso: false, last_sign_in_at: new Date() } },
-      { upsert: true, new: true, projection: { _id: 1 } },
+      { upsert: true, returnDocument: 'after', projection: { _id: 1 } },
     ).lean();
     await this.record(attempt, 'succeeded', null);
     if (state.return_to === 'console') {
