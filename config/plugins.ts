@@ -15,6 +15,7 @@ import { invitationsPlugin } from '../plugins/invitations/index.ts';
 import { adminConsolePlugin } from '../plugins/admin-console/index.ts';
 import { metricsSeriesPlugin } from '../plugins/metrics-series/index.ts';
 import { filesPlugin } from '../plugins/files/index.ts';
+import { ssoPlugin } from '../plugins/sso/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
@@ -31,6 +32,7 @@ export const builtinPlugins = (): Plugin[] => [
   webauthnPlugin,
   mailerPlugin,
   invitationsPlugin,
+  ssoPlugin,
   filesPlugin,
   openapiPlugin,
   adminConsolePlugin,

@@ -44,6 +44,10 @@ const RULES: OutboxRule[] = [
   },
   { collections: ['invitations'], schemaFile: 'plugins/invitations/model.ts', factories: ['invitationModel'], accessors: ['Invitation'], writers: ['plugins/invitations/service.ts', 'plugins/invitations/index.ts'] },
   { collections: ['roles'], schemaFile: 'plugins/access/model.ts', factories: ['roleModel'], accessors: ['Role'], writers: ['plugins/access/roles.ts', 'plugins/access/index.ts'] },
+  {
+    collections: ['sso_providers', 'sso_sign_ins'], schemaFile: 'plugins/sso/model.ts', factories: ['ssoModels'], accessors: ['Provider', 'SignIn'],
+    writers: ['plugins/sso/providers.ts', 'plugins/sso/service.ts', 'plugins/sso/index.ts'],
+  },
   { collections: ['job_runs'], schemaFile: 'plugins/jobs/model.ts', factories: ['jobModels'], accessors: ['Run'], writers: ['plugins/jobs/store.ts', 'plugins/jobs/index.ts'] },
   {
     collections: ['webhook_events', 'webhook_endpoints', 'webhook_deliveries'], schemaFile: 'plugins/webhooks/model.ts',
