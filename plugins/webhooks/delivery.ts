@@ -1,10 +1,10 @@
 /**
- * The sender of outbound webhooks: every process polls `webhook_deliveries` for due deliveries,
- * claims each with a lease (one atomic conditional update, so N replicas never send the same
- * attempt twice), posts the signed event to the endpoint and records the attempt.
+ * The sender of outbound webhooks: woken in-process when the fan-out creates deliveries (a poll
+ * finds those of other processes and the retries), it claims due deliveries in batches with a lease
+ * (one conditional update per batch, so N replicas never send the same attempt twice), posts each
+ * signed event to its endpoint, and records the outcomes of the attempts that finished together in
+ * one bulk write.
  */
-import http from 'node:http';
-import https from 'node:https';
 import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics, OutboundOutcome } from '../../core/metrics.ts';
@@ -15,69 +15,9 @@ import { OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
 import { ATTEMPT_LOG_SIZE, type DeliveryStatus, type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
 import type { AttemptView } from './schemas.ts';
-import { checkedAddresses, pinnedLookup, UnsafeUrlError, type Resolver, type ResolvedAddress } from './ssrf.ts';
+import { checkedAddresses, UnsafeUrlError, type Resolver, type ResolvedAddress } from './ssrf.ts';
 import { activeSecrets, signedHeaders } from './signing.ts';
-
-/** What one HTTP attempt gave: the response status (null when none came), an excerpt of its body, the error. */
-export interface TransportResult {
-  status: number | null;
-  excerpt: string | null;
-  error: string | null;
-  /** No response came within the timeout. */
-  timedOut?: boolean;
-}
-
-/** One POST to checked addresses; the default is node's http/https client (injectable in tests). */
-export type Transport = (req: { url: URL; addresses: ResolvedAddress[]; headers: Record<string, string>; body: string; timeoutMs: number }) => Promise<TransportResult>;
-
-const EXCERPT_CHARS = 500;
-/** Bytes of a response body read at most: enough for the excerpt, never the whole of a large body. */
-const READ_BYTES = 4096;
-
-/** POSTs with node's http/https client, connecting only to `addresses` (no redirects are followed). */
-export const httpTransport: Transport = ({ url, addresses, headers, body, timeoutMs }) =>
-  new Promise((resolve) => {
-    const client = url.protocol === 'https:' ? https : http;
-    let status: number | null = null;
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    let timedOut = false;
-    const excerpt = () => (chunks.length ? Buffer.concat(chunks).toString('utf8').slice(0, EXCERPT_CHARS) : status === null ? null : '');
-    const finish = (error: string | null) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      req.destroy();
-      resolve({ status, excerpt: excerpt(), error: error ?? (status !== null && (status < 200 || status > 299) ? `HTTP ${status}` : null), timedOut });
-    };
-    const req = client.request(
-      url,
-      {
-        method: 'POST',
-        agent: false,
-        lookup: pinnedLookup(addresses),
-        headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), 'user-agent': 'plugin-api-server-webhooks/1' },
-      },
-      (res) => {
-        status = res.statusCode ?? null;
-        res.on('data', (c: Buffer) => {
-          chunks.push(c);
-          size += c.length;
-          if (size >= READ_BYTES) finish(null);
-        });
-        res.on('end', () => finish(null));
-        res.on('error', (err) => finish(status === null ? err.message : null));
-      },
-    );
-    // A status that came in time counts even if the body is still streaming at the deadline.
-    const timer = setTimeout(() => {
-      timedOut = status === null;
-      finish(timedOut ? `no response within ${timeoutMs} ms` : null);
-    }, timeoutMs);
-    req.on('error', (err) => finish(status === null ? err.message : null));
-    req.end(body);
-  });
+import { httpTransport, type Transport, type TransportResult } from './transport.ts';
 
 /** What the sender reports about an endpoint's health (the endpoint service disables failing endpoints). */
 export interface EndpointHealth {
@@ -123,6 +63,29 @@ export const DELIVERY_FAILED_EVENT = 'webhook_delivery.failed';
 
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
 const LEASE_MARGIN_MS = 30_000;
+/** Due deliveries read per free slot to choose a batch from: room to pass an endpoint whose share is nearly taken. */
+const CANDIDATES_PER_SLOT = 4;
+
+/** The operations of a raw `bulkWrite` on the deliveries (built from values already cast). */
+type BulkOps = Parameters<WebhookDeliveryModel['collection']['bulkWrite']>[0];
+
+/** What recording an attempt writes to its delivery. */
+interface Outcome {
+  status: DeliveryStatus;
+  last_attempt: AttemptView;
+  next_attempt_at: Date | null;
+  attempts?: number;
+}
+
+/** A finished attempt waiting for the next batch write; `ok` null: nothing to tell the endpoint's health. */
+interface Finished {
+  d: WebhookDeliveryRecord;
+  set: Outcome;
+  endpointId: Types.ObjectId;
+  ok: boolean | null;
+  done: () => void;
+  fail: (err: unknown) => void;
+}
 
 /**
  * Claims, sends and records deliveries. `start()` polls in the background; `claim` + `attempt` are
@@ -137,6 +100,9 @@ export class DeliverySender {
   /** Attempts this process is making, and how many of them each endpoint (by id) has. */
   private readonly inFlight = new Set<Promise<void>>();
   private readonly perEndpoint = new Map<string, number>();
+  /** Finished attempts not yet written, and the batch write under way. */
+  private finished: Finished[] = [];
+  private writing: Promise<void> | null = null;
   private readonly transport: Transport;
   /** `webhook_deliveries` as an outbox source of the event log (the `webhook_delivery.*` events). */
   readonly source: OutboxSource;
@@ -193,26 +159,62 @@ export class DeliverySender {
   }
 
   /**
-   * Claims due deliveries until this process's slots are full or none is left it may take, and
-   * starts their attempts without waiting for them. An endpoint whose share of slots is taken is
-   * left out of the claim, so a slow or hanging endpoint holds its share only and the deliveries of
-   * the others are claimed past its backlog. A finished attempt wakes the sender to fill its slot.
+   * Claims due deliveries in batches until this process's slots are full or none is left it may
+   * take, and starts their attempts without waiting for them. A finished attempt wakes the sender
+   * to fill its slot.
    */
   async poll(): Promise<void> {
-    const { concurrency, endpointConcurrency } = this.deps.settings;
+    const { concurrency } = this.deps.settings;
     while (this.inFlight.size < concurrency && !this.stopped) {
-      const full = [...this.perEndpoint].filter(([, n]) => n >= endpointConcurrency).map(([id]) => new Types.ObjectId(id));
-      const d = await this.claim({ status: 'pending', next_attempt_at: { $lte: new Date() }, ...(full.length ? { endpoint_id: { $nin: full } } : {}) });
-      if (!d) return;
-      this.launch(d);
+      const batch = await this.claimBatch(concurrency - this.inFlight.size);
+      if (!batch) return;
+      if (!batch.length) continue;
+      const ids = [...new Set(batch.map((d) => String(d.endpoint_id)))].map((id) => new Types.ObjectId(id));
+      const endpoints = await this.deps.endpoints.find({ _id: { $in: ids } }).lean<WebhookEndpointRecord[]>();
+      const byId = new Map(endpoints.map((e) => [String(e._id), e]));
+      for (const d of batch) this.launch(d, byId.get(String(d.endpoint_id)) ?? null);
     }
   }
 
-  private launch(d: WebhookDeliveryRecord): void {
+  /**
+   * Claims up to `free` due deliveries with one conditional update. Each endpoint gets no more than
+   * its free share (`endpointConcurrency` less its attempts under way), so a slow or hanging
+   * endpoint holds its share only and the deliveries of the others are claimed past its backlog.
+   * The chosen deliveries are leased to a new owner id in one `updateMany` whose filter repeats
+   * "due and not leased": one another process leased in between is left to it.
+   * @returns the claimed deliveries; [] when others took every chosen one; null when none is due
+   */
+  private async claimBatch(free: number): Promise<WebhookDeliveryRecord[] | null> {
+    const { endpointConcurrency } = this.deps.settings;
+    const now = new Date();
+    const full = [...this.perEndpoint].filter(([, n]) => n >= endpointConcurrency).map(([id]) => new Types.ObjectId(id));
+    const due = { status: 'pending' as const, next_attempt_at: { $lte: now }, $or: [{ lease_until: null }, { lease_until: { $lt: now } }] };
+    const rows = await this.deps.deliveries
+      .find({ ...due, ...(full.length ? { endpoint_id: { $nin: full } } : {}) }, { _id: 1, endpoint_id: 1 })
+      .sort({ next_attempt_at: 1 })
+      .limit(free * CANDIDATES_PER_SLOT)
+      .lean<{ _id: Types.ObjectId; endpoint_id: Types.ObjectId }[]>();
+    if (!rows.length) return null;
+    const taken = new Map<string, number>();
+    const chosen: Types.ObjectId[] = [];
+    for (const r of rows) {
+      const key = String(r.endpoint_id);
+      const mine = taken.get(key) ?? 0;
+      if ((this.perEndpoint.get(key) ?? 0) + mine >= endpointConcurrency) continue;
+      taken.set(key, mine + 1);
+      chosen.push(r._id);
+      if (chosen.length >= free) break;
+    }
+    const owner = new Types.ObjectId().toHexString();
+    const res = await this.deps.deliveries.updateMany({ _id: { $in: chosen }, ...due }, { $set: { lease_until: new Date(now.getTime() + this.leaseMs), lease_owner: owner } });
+    if (!res.modifiedCount) return [];
+    return this.deps.deliveries.find({ _id: { $in: chosen }, lease_owner: owner }).lean<WebhookDeliveryRecord[]>();
+  }
+
+  private launch(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null): void {
     const key = String(d.endpoint_id);
     this.perEndpoint.set(key, (this.perEndpoint.get(key) ?? 0) + 1);
-    const run: Promise<void> = this.attempt(d, false)
-      .then(() => undefined)
+    const run: Promise<void> = this.attemptClaimed(d, endpoint)
       .catch((err) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed'))
       .finally(() => {
         this.inFlight.delete(run);
@@ -224,6 +226,19 @@ export class DeliverySender {
     this.inFlight.add(run);
   }
 
+  /** An attempt of a batch-claimed delivery: its outcome joins the next batch write. */
+  private async attemptClaimed(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null): Promise<void> {
+    if (!endpoint) {
+      await this.deps.deliveries.deleteOne({ _id: d._id });
+      return;
+    }
+    const { set, ok } = await this.outcome(d, endpoint, false);
+    await new Promise<void>((done, fail) => {
+      this.finished.push({ d, set, endpointId: endpoint._id, ok, done, fail });
+      this.writing ??= this.writeFinished();
+    });
+  }
+
   /**
    * Claims one delivery matching `filter` whose lease is free: the single atomic step that keeps
    * two processes (or a poller and a manual retry) from sending the same attempt.
@@ -233,7 +248,7 @@ export class DeliverySender {
     return this.deps.deliveries
       .findOneAndUpdate(
         { ...filter, $or: [{ lease_until: null }, { lease_until: { $lt: now } }] },
-        { $set: { lease_until: new Date(now.getTime() + this.leaseMs) } },
+        { $set: { lease_until: new Date(now.getTime() + this.leaseMs), lease_owner: new Types.ObjectId().toHexString() } },
         { sort: { next_attempt_at: 1 }, returnDocument: 'after' },
       )
       .lean<WebhookDeliveryRecord>();
@@ -283,9 +298,17 @@ export class DeliverySender {
       await this.deps.deliveries.deleteOne({ _id: d._id });
       return null;
     }
+    const { set, ok } = await this.outcome(d, endpoint, manual);
+    const updated = await this.release(d, set);
+    if (ok !== null) await (ok ? this.deps.health.succeeded(endpoint._id) : this.deps.health.failed(endpoint._id, set.last_attempt.attempted_at));
+    return updated;
+  }
+
+  /** Sends a claimed delivery (unless its endpoint is disabled) and says what to record; `ok` null: not sent. */
+  private async outcome(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord, manual: boolean): Promise<{ set: Outcome; ok: boolean | null }> {
     if (!endpoint.enabled && !manual) {
       const last_attempt = { status: null, duration_ms: 0, error: 'not sent: the endpoint is disabled', response_excerpt: null, attempted_at: new Date() };
-      return this.release(d, { status: 'failed', next_attempt_at: null, last_attempt });
+      return { set: { status: 'failed', next_attempt_at: null, last_attempt }, ok: null };
     }
     const started = Date.now();
     const { result, eventAt } = await this.send(endpoint, d).catch((err: Error) => ({ result: { status: null, excerpt: null, error: err.message } as TransportResult, eventAt: null }));
@@ -296,34 +319,78 @@ export class DeliverySender {
     const delay = this.deps.settings.schedule[attempts];
     const retry = !ok && delay !== undefined && (!manual || d.status === 'pending');
     const last_attempt = { status: result.status, duration_ms: at.getTime() - started, error: result.error, response_excerpt: result.excerpt, attempted_at: at };
-    const updated = await this.release(d, {
-      status: ok ? 'delivered' : retry ? 'pending' : 'failed',
-      attempts,
-      last_attempt,
-      next_attempt_at: retry ? new Date(at.getTime() + delay * 1000) : null,
-    });
-    await (ok ? this.deps.health.succeeded(endpoint._id) : this.deps.health.failed(endpoint._id, at));
-    return updated;
+    return {
+      set: { status: ok ? 'delivered' : retry ? 'pending' : 'failed', attempts, last_attempt, next_attempt_at: retry ? new Date(at.getTime() + delay * 1000) : null },
+      ok,
+    };
   }
 
   /**
-   * Records an attempt's outcome, if this process still holds the lease it claimed `d` with: the
-   * outcome, the attempt appended to `attempt_log` (the last `ATTEMPT_LOG_SIZE`) and its
-   * `webhook_delivery.succeeded` / `.failed` event in the delivery's outbox, all in one conditional
-   * update, so the event exists if and only if the attempt was recorded. The event's object is
-   * frozen into it: the next attempt may change the delivery before the relay runs.
+   * What recording an attempt writes: the outcome, the attempt appended to `attempt_log` (the last
+   * `ATTEMPT_LOG_SIZE`), the lease released, and its `webhook_delivery.succeeded` / `.failed` event
+   * for the delivery's outbox, all in one conditional update, so the event exists if and only if the
+   * attempt was recorded. The event's object is frozen into it: the next attempt may change the
+   * delivery before the relay runs.
    */
-  private async release(d: WebhookDeliveryRecord, set: { status: DeliveryStatus; last_attempt: AttemptView; next_attempt_at: Date | null; attempts?: number }): Promise<WebhookDeliveryRecord | null> {
-    const now = new Date();
-    const written = { ...set, attempt_log: [...(d.attempt_log ?? []), set.last_attempt].slice(-ATTEMPT_LOG_SIZE), lease_until: null, updated_at: now };
+  private recording(d: WebhookDeliveryRecord, set: Outcome, now: Date) {
+    const written = { ...set, attempt_log: [...(d.attempt_log ?? []), set.last_attempt].slice(-ATTEMPT_LOG_SIZE), lease_until: null, lease_owner: null, updated_at: now };
     const type = set.status === 'delivered' ? DELIVERY_SUCCEEDED_EVENT : DELIVERY_FAILED_EVENT;
     const entry = { ...this.deps.events.stage(type, { actor: null, tenant_id: d.tenant_id }), data: deliveryViewOf({ ...d, ...written } as unknown as WebhookDeliveryRecord) as unknown as Doc };
+    return { written, entry };
+  }
+
+  /** Records one attempt (retry by hand, test ping), if this process still holds the lease it claimed `d` with. */
+  private async release(d: WebhookDeliveryRecord, set: Outcome): Promise<WebhookDeliveryRecord | null> {
+    const { written, entry } = this.recording(d, set, new Date());
     const doc = await this.deps.deliveries
       .findOneAndUpdate({ _id: d._id, lease_until: d.lease_until }, { $set: written, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
       .lean<WebhookDeliveryRecord>();
     if (!doc) this.deps.log.warn({ delivery_id: String(d._id) }, 'webhook delivery lease lost before the attempt was recorded');
     else await this.deps.events.committed(this.source, doc as unknown as Doc);
     return doc;
+  }
+
+  /** Writes the finished attempts, one bulk write at a time: those that finish during a write go in the next. */
+  private async writeFinished(): Promise<void> {
+    // Attempts finishing in the same turn of the event loop join the first write.
+    await new Promise((r) => setImmediate(r));
+    while (this.finished.length) {
+      const batch = this.finished;
+      this.finished = [];
+      try {
+        await this.writeBatch(batch);
+        for (const f of batch) f.done();
+      } catch (err) {
+        for (const f of batch) f.fail(err);
+      }
+    }
+    this.writing = null;
+  }
+
+  /**
+   * Records a batch of attempts with one `bulkWrite`, each update conditional on the lease its
+   * delivery was claimed with (`lease_owner`): an attempt whose lease passed and was taken by
+   * another process is not recorded (that process sends it again). Then the events go to the relay
+   * and the endpoints' health is told, once per endpoint (its last outcome in the batch).
+   */
+  private async writeBatch(batch: Finished[]): Promise<void> {
+    const now = new Date();
+    const rows = batch.map((f) => ({ f, ...this.recording(f.d, f.set, now) }));
+    const res = await this.deps.deliveries.collection.bulkWrite(
+      rows.map(({ f, written, entry }) => ({ updateOne: { filter: { _id: f.d._id, lease_owner: f.d.lease_owner }, update: { $set: written, $push: { [OUTBOX_FIELD]: entry } } } })) as unknown as BulkOps,
+      { ordered: false },
+    );
+    let recorded = rows;
+    if (res.matchedCount < rows.length) {
+      const found = await this.deps.deliveries.find({ _id: { $in: rows.map((r) => r.f.d._id) }, [`${OUTBOX_FIELD}.id`]: { $in: rows.map((r) => r.entry.id) } }, { _id: 1 }).lean();
+      const ids = new Set(found.map((x) => String(x._id)));
+      recorded = rows.filter((r) => ids.has(String(r.f.d._id)));
+      for (const r of rows) if (!ids.has(String(r.f.d._id))) this.deps.log.warn({ delivery_id: String(r.f.d._id) }, 'webhook delivery lease lost before the attempt was recorded');
+    }
+    await Promise.all(recorded.map((r) => this.deps.events.committed(this.source, { ...r.f.d, ...r.written, [OUTBOX_FIELD]: [r.entry] } as unknown as Doc)));
+    const health = new Map<string, Finished>();
+    for (const { f } of recorded) if (f.ok !== null) health.set(String(f.endpointId), f);
+    await Promise.all([...health.values()].map((f) => (f.ok ? this.deps.health.succeeded(f.endpointId) : this.deps.health.failed(f.endpointId, f.set.last_attempt.attempted_at))));
   }
 
   /** One attempt in `metrics.outbound`: its outcome, and for a success the delay since the event. */

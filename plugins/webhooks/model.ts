@@ -113,7 +113,7 @@ const deliveryAttemptSchema = new Schema(
 /**
  * One event on its way to one endpoint (`webhook_deliveries`). Unique per (endpoint, event): the
  * fan-out may run twice for an event, the delivery exists once. `lease_until` is the claim of the
- * process sending it now; another process may take it only after it passed.
+ * process sending it now (`lease_owner` the claim's id); another process may take it only after it passed.
  */
 export const webhookDeliverySchema = new Schema(
   {
@@ -128,6 +128,8 @@ export const webhookDeliverySchema = new Schema(
     attempt_log: { type: [deliveryAttemptSchema], default: [] },
     next_attempt_at: { type: Date, default: null },
     lease_until: { type: Date, default: null },
+    /** The claim holding the lease (a new id per claim): recording an attempt is conditional on it. */
+    lease_owner: { type: String, default: null },
     created_at: { type: Date, required: true },
     updated_at: { type: Date, required: true },
     /** The `webhook_delivery.*` event of a recorded attempt until the relay moves it to the log (docs/events.md). */

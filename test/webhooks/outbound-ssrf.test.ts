@@ -13,7 +13,7 @@ import { Tenancy } from '../../core/tenancy.ts';
 import { AppError } from '../../core/errors.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { createOutbound, OUTBOUND_EVENT_TYPES } from '../../plugins/webhooks/outbound.ts';
-import type { Transport } from '../../plugins/webhooks/delivery.ts';
+import type { Transport } from '../../plugins/webhooks/transport.ts';
 import type { Resolver } from '../../plugins/webhooks/ssrf.ts';
 import { startReceiver, type Receiver } from './outbound-helpers.ts';
 
