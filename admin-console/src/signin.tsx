@@ -1,10 +1,10 @@
 /**
- * Sign-in: an API key (exchanged for a bearer token), or a passkey through WebAuthn; the token stays
- * in memory. A person with several memberships picks the tenant, then confirms with the passkey again.
+ * Sign-in: an API key (exchanged for a bearer token), a passkey through WebAuthn, or the tenant's
+ * single sign-on (`/admin?tenant=<id>` lists its providers); the token stays in memory. A person with several memberships picks the tenant, then confirms with the passkey again.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, expiresAtOf, run, session, signedOutReason } from './api.ts';
-import { IssueToken, Me, PasskeyLogin, PasskeyLoginOptions } from './graphql.ts';
+import { ExchangeSsoCode, IssueToken, Me, PasskeyLogin, PasskeyLoginOptions, SsoSignInOptions } from './graphql.ts';
 import { Busy, ErrorBox } from './ui.tsx';
 import { assertionJson, requestOptions } from './webauthn.ts';
 
@@ -30,6 +30,7 @@ export function SignIn({ reason }: { reason: string | null }) {
   // After TENANT_REQUIRED: the person's tenants, and the e-mail the passkey was asked for.
   const [choice, setChoice] = useState<{ email: string; tenants: { id: string; name: string | null }[] } | null>(null);
   const keyInput = useRef<HTMLInputElement>(null);
+  const [providers, setProviders] = useState<{ name: string; login_url: string }[]>([]);
   // The first thing to type is the key (also after an expired session: the notice is announced as a status).
   useEffect(() => keyInput.current?.focus(), []);
   const attempt = async (fn: () => Promise<void>) => {
@@ -43,6 +44,18 @@ export function SignIn({ reason }: { reason: string | null }) {
       setBusy(false);
     }
   };
+  useEffect(() => {
+    const tenant = new URLSearchParams(location.search).get('tenant');
+    if (tenant && /^[0-9a-f]{24}$/.test(tenant)) void run(SsoSignInOptions, { tenant }, {}).then((r) => setProviders(r.ssoSignInOptions), () => setProviders([]));
+    // Back from a single sign-on: a one-time code in the fragment, taken out of the address bar and exchanged once.
+    const code = new URLSearchParams(location.hash.slice(1)).get('sso_code');
+    if (!code) return;
+    history.replaceState(null, '', location.pathname + location.search);
+    void attempt(async () => {
+      const { exchangeSsoCode } = await run(ExchangeSsoCode, { code }, {});
+      await start(exchangeSsoCode.token, exchangeSsoCode.expires_in);
+    });
+  }, []);
   // The fields are read from the form when it is sent, not kept in state: a render that happens
   // while the user types (a late answer, a notice) can then never reset what was typed.
   const withKey = (e: SubmitEvent) => {
@@ -101,6 +114,14 @@ export function SignIn({ reason }: { reason: string | null }) {
             ))}
           </ul>
         </section>
+      )}
+      {providers.length > 0 && (
+        <nav aria-labelledby="sso-h">
+          <h2 id="sso-h">Single sign-on</h2>
+          {providers.map((p) => (
+            <a key={p.name} class="button" href={`${p.login_url}?return_to=console`}>Sign in with {p.name}</a>
+          ))}
+        </nav>
       )}
       <Busy label="Signing in…" />
       <ErrorBox error={error} />

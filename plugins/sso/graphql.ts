@@ -1,14 +1,16 @@
 /**
  * The GraphQL fragment of SSO: `ssoProviders`, `ssoProvider`, `createSsoProvider`,
- * `updateSsoProvider`, `deleteSsoProvider`. The same provider service and zod schemas as REST.
+ * `updateSsoProvider`, `deleteSsoProvider` (administrators), and for the console's sign-in screen
+ * `ssoSignInOptions` and `exchangeSsoCode` (public). The same services and zod schemas as REST.
  */
 import type { Builder } from '../../core/graphql.ts';
 import { givenArgs, pageObject, parseInput, requireAdmin } from '../../core/graphql.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import type { ProviderService } from './providers.ts';
-import { createProviderInput, providerListQuery, updateProviderInput, type ProviderView } from './schemas.ts';
+import type { SignInService } from './service.ts';
+import { createProviderInput, exchangeBody, providerListQuery, tenantParams, updateProviderInput, type ProviderView } from './schemas.ts';
 
-export function ssoGraphql(builder: Builder, svc: ProviderService): void {
+export function ssoGraphql(builder: Builder, svc: ProviderService, signIn: SignInService): void {
   const Provider = builder.objectRef<ProviderView>('SsoProvider');
   Provider.implement({
     description: 'An OpenID Connect provider of the tenant (its client secret is never shown)',
@@ -28,6 +30,11 @@ export function ssoGraphql(builder: Builder, svc: ProviderService): void {
     }),
   });
   const Page = pageObject(builder, 'SsoProviderPage', Provider);
+  const Option = builder.objectRef<{ name: string; login_url: string }>('SsoSignInOption');
+  Option.implement({
+    description: 'A provider on a tenant\'s sign-in screen',
+    fields: (t) => ({ name: t.exposeString('name', { nullable: false }), login_url: t.exposeString('login_url', { nullable: false }) }),
+  });
   const id = (a: { id: string | number }) => parseInput(idParams, { id: String(a.id) }).id;
   const fields = (t: Parameters<Parameters<Builder['mutationFields']>[0]>[0]) => ({
     name: t.arg.string(), issuer: t.arg.string(), client_id: t.arg.string(), client_secret: t.arg.string(),
@@ -35,6 +42,11 @@ export function ssoGraphql(builder: Builder, svc: ProviderService): void {
   });
 
   builder.queryFields((t) => ({
+    ssoSignInOptions: t.field({
+      type: [Option], nullable: false, description: "A tenant's providers for its sign-in screen, names and sign-in paths only (no credential needed; as GET /auth/sso/{tenant}/providers)",
+      args: { tenant_id: t.arg.id({ required: true }) },
+      resolve: (_r, a) => svc.publicList(parseInput(tenantParams, { tenant: String(a.tenant_id) }).tenant),
+    }),
     ssoProviders: t.field({
       type: Page, nullable: false, description: "The tenant's SSO providers, as GET /admin/sso/providers (administrators)",
       args: { page: t.arg.int(), per_page: t.arg.int() },
@@ -47,6 +59,12 @@ export function ssoGraphql(builder: Builder, svc: ProviderService): void {
     }),
   }));
   builder.mutationFields((t) => ({
+    exchangeSsoCode: t.field({
+      type: 'TokenResponse' as never, nullable: false,
+      description: "The console's hand-over after a single sign-on: the one-time code (valid a minute) for a bearer token (as POST /auth/sso/exchange)",
+      args: { code: t.arg.string({ required: true }) },
+      resolve: (_r, a) => signIn.exchange(parseInput(exchangeBody, a).code) as never,
+    }),
     createSsoProvider: t.field({
       type: Provider, nullable: false, description: 'Configure an OpenID Connect provider (the secret is stored encrypted, never returned)',
       args: fields(t),

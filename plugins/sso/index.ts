@@ -39,7 +39,7 @@ export const ssoPlugin = definePlugin({
     identity.registerCredentialKind(SSO_CREDENTIAL_KIND, (id) => signIn.resolveCredential(id));
     return {
       routes: ssoRoutes(providers, signIn),
-      graphql: (builder) => ssoGraphql(builder, providers),
+      graphql: (builder) => ssoGraphql(builder, providers, signIn),
       eventTypes: ssoEventTypes(),
     };
   },

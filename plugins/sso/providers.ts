@@ -133,6 +133,16 @@ export class ProviderService {
     await this.write(actor, old, { is_deleted: true, deleted_at: new Date(), updated_at: new Date() }, 'sso_provider.deleted', 'delete');
   }
 
+  /**
+   * A tenant's providers for its sign-in screen: names and sign-in paths only (public: whoever
+   * knows the tenant's id may learn which providers it signs in with, as the provider's own
+   * sign-in page would show).
+   */
+  async publicList(tenantId: string): Promise<{ name: string; login_url: string }[]> {
+    const rows = await this.deps.models.Provider.find({ tenant_id: tenantId, is_deleted: false }, { name: 1, tenant_id: 1 }).sort({ created_at: 1, _id: 1 }).limit(50).lean<ProviderRecord[]>();
+    return rows.map((p) => ({ name: p.name, login_url: `/auth/sso/${String(p.tenant_id)}/${p.name}/login` }));
+  }
+
   /** A live provider of a tenant by its slug (sign-in), or null. */
   async bySlug(tenantId: string, name: string): Promise<ProviderRecord | null> {
     return this.deps.models.Provider.findOne({ tenant_id: tenantId, name, is_deleted: false }).lean<ProviderRecord>();

@@ -2,7 +2,7 @@
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
-import { callbackQuery, createProviderInput, exchangeBody, loginParams, loginQuery, providerListQuery, providerPage, providerView, tokenResponse, updateProviderInput } from './schemas.ts';
+import { callbackQuery, createProviderInput, exchangeBody, loginParams, publicProviders, tenantParams, loginQuery, providerListQuery, providerPage, providerView, tokenResponse, updateProviderInput } from './schemas.ts';
 import type { ProviderService } from './providers.ts';
 import type { SignInService } from './service.ts';
 
@@ -37,6 +37,11 @@ export function ssoRoutes(providers: ProviderService, signIn: SignInService): Ro
       handler: async ({ actor, params }) => {
         await providers.remove(actor!, params.id);
       },
+    }),
+    defineRoute({
+      method: 'GET', path: '/auth/sso/:tenant/providers', tags, auth: 'public', params: tenantParams, response: publicProviders,
+      summary: "A tenant's providers for its sign-in screen: names and sign-in paths only (an unknown tenant has none)",
+      handler: ({ params }) => providers.publicList(params.tenant),
     }),
     defineRoute({
       method: 'GET', path: '/auth/sso/:tenant/:provider/login', tags, auth: 'public', params: loginParams, query: loginQuery, docs: { errors: [404], mediaTypes: ['text/plain'] },

@@ -70,6 +70,8 @@ export type ProviderView = z.output<typeof providerView>;
 export const providerPage = pageSchema(providerView);
 
 export const loginParams = z.object({ tenant: objectId, provider: slug });
+export const tenantParams = z.object({ tenant: objectId });
+export const publicProviders = z.array(z.object({ name: z.string(), login_url: z.string() }));
 /** `GET /auth/sso/{tenant}/{provider}/login`: `return_to=console` ends in the console, signed in; the default answers a token. */
 export const loginQuery = z.object({ return_to: z.enum(['token', 'console']).default('token') }).strict();
 export const callbackQuery = z
