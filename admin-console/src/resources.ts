@@ -120,7 +120,9 @@ export async function listVersions(t: ResourceType, id: string, before?: number,
 /** Version `n` of a document: the entry and the document as it was. */
 export async function versionAt(t: ResourceType, id: string, n: number): Promise<(VersionEntry & { document: Doc }) | null> {
   const q = `query VersionAt($id: ID!, $n: Int!) { r: ${field(t.operations.get)}(id: $id) { versionAt(n: $n) { ${ENTRY} document { ${selection(t)} } } } }`;
-  return ((await request(q, { id, n })) as { r: { versionAt: (VersionEntry & { document: Doc }) | null } | null }).r?.versionAt ?? null;
+  const v = ((await request(q, { id, n })) as { r: { versionAt: (VersionEntry & { document: Doc }) | null } | null }).r?.versionAt ?? null;
+  if (v) flat(t, v.document);
+  return v;
 }
 
 /** What changed from version `against` (default: the one before) to version `n`, field by field. */
@@ -133,5 +135,5 @@ export async function versionDiff(t: ResourceType, id: string, n: number, agains
 /** Writes version `n` back as a new version, if the document is still at `etag`. */
 export async function restoreVersion(t: ResourceType, id: string, n: number, etag: string): Promise<Doc> {
   const q = `mutation RestoreVersion($id: ID!, $n: Int!, $if_match: String) { r: ${field(t.operations.restore_version)}(id: $id, n: $n, if_match: $if_match) { ${selection(t)} } }`;
-  return ((await request(q, { id, n, if_match: etag })) as { r: Doc }).r;
+  return flat(t, ((await request(q, { id, n, if_match: etag })) as { r: Doc }).r);
 }

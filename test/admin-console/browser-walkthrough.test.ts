@@ -55,6 +55,9 @@ describe.skipIf(!haveBrowser)('every screen of the console as a new user, in Chr
   let page: Page;
   let errors: string[];
   const keys: Record<string, string> = {};
+  /** A project of Acme whose second version has a file in its `attachment`, and that file. */
+  let website = '';
+  let fileId = '';
 
   beforeAll(async () => {
     started = await startConsoleApp(ALL_ON);
@@ -72,7 +75,14 @@ describe.skipIf(!haveBrowser)('every screen of the console as a new user, in Chr
       const p = await call('POST', '/projects', keys.acme, { name, description: `The ${name.toLowerCase()} project` });
       expect(p.status).toBe(201);
       expect((await call('POST', '/tasks', keys.acme, { title: `Plan ${name}`, project_id: p.body._id, priority: 2 })).status).toBe(201);
+      if (name === 'Website') website = p.body._id as string;
     }
+    const form = new FormData();
+    form.append('file', new Blob(['brief'], { type: 'text/plain' }), 'brief.txt');
+    const upload = await fetch(`${started.api}/files`, { method: 'POST', body: form, headers: { 'X-API-Key': keys.acme } });
+    expect(upload.status).toBe(201);
+    fileId = ((await upload.json()) as { _id: string })._id;
+    expect((await call('PATCH', `/projects/${website}`, keys.acme, { attachment: fileId }, { 'If-Match': '"1"' })).status).toBe(200);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true });
   }, 180_000);
   afterAll(async () => {
@@ -97,7 +107,8 @@ describe.skipIf(!haveBrowser)('every screen of the console as a new user, in Chr
     const screens = await page.locator('nav[aria-label=Main] a').evaluateAll((as) => as.map((a) => a.getAttribute('href')!));
     expect(screens).toEqual(expect.arrayContaining(['#/overview', '#/resources', '#/audit', '#/identity', '#/roles', '#/webhooks', '#/jobs', '#/payments', '#/privacy', '#/files', '#/account']));
     const report: Record<string, string[]> = {};
-    for (const href of [...screens, '#/resources/projects', '#/resources/tasks']) {
+    const documents = who === 'acme' ? [`#/resources/projects/${website}`] : [];
+    for (const href of [...screens, '#/resources/projects', '#/resources/tasks', ...documents]) {
       await page.goto(`${started.origin}/admin${href}`);
       await page.waitForSelector('#main h1, #main h2');
       // Settled: no request pending and no "Loading…" left.
@@ -114,6 +125,16 @@ describe.skipIf(!haveBrowser)('every screen of the console as a new user, in Chr
       await page.screenshot({ path: `test-results/console/walkthrough-${who}-${scheme}-${viewport.width}-${href.replace(/\W+/g, '-')}.png`, fullPage: true });
     }
     expect(report).toEqual({});
+    if (who === 'acme') {
+      // A file field reads as the file's id, in the document and in its versions (not the file as an object).
+      await page.goto(`${started.origin}/admin#/resources/projects/${website}`);
+      await page.waitForSelector('[data-testid=history] [data-testid=versions]');
+      expect(await page.locator('dl.detail div:has(dt:text-is("Attachment")) dd').textContent()).toBe(fileId);
+      await page.click('[data-testid=versions] button:has-text("View version 2")');
+      await page.waitForSelector('[data-testid=version-document]');
+      expect(await page.locator('[data-testid=version-document] div:has(dt:text-is("Attachment")) dd').textContent()).toBe(fileId);
+      expect(await findings(page)).toEqual([]);
+    }
     expect(errors).toEqual([]);
     await context.close();
   }, 300_000);
