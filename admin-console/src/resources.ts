@@ -22,7 +22,7 @@ const field = (name: string | null | undefined): string => {
  * document itself: its relation takes the field's own name. The console selects its id.
  */
 const isRelation = (f: ResourceType['fields'][number]) => f.kind === 'objectId' && !!f.ref && !f.name.endsWith('_id');
-const selection = (t: ResourceType) => ['_id', 'etag', 'created_at', 'updated_at', 'is_deleted', 'deleted_at', ...t.fields.map((f) => (isRelation(f) ? `${field(f.name)} { _id }` : field(f.name)))].join(' ');
+const selection = (t: ResourceType) => ['_id', 'etag', 'created_at', 'updated_at', 'is_deleted', 'deleted_at', ...(t.drafts ? ['_status'] : []), ...t.fields.map((f) => (isRelation(f) ? `${field(f.name)} { _id }` : field(f.name)))].join(' ');
 /** `d` with each relation back to its id, as the forms send it and REST shows it. */
 export function flat<D extends Doc | null | undefined>(t: ResourceType, d: D): D {
   if (!d) return d;
@@ -66,19 +66,26 @@ export async function countDocs(types: ResourceType[]): Promise<Record<string, n
   return Object.fromEntries(listed.map((t, i) => [t.name, data[`c${i}`]?.total ?? null]));
 }
 
+/** One document; of a resource with drafts, its pending draft where the caller may read it. */
 export async function getDoc(t: ResourceType, id: string): Promise<Doc | null> {
-  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id, include_deleted: true) { ${selection(t)} } }`;
+  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id, include_deleted: true${t.drafts ? ', draft: true' : ''}) { ${selection(t)} } }`;
   return flat(t, ((await request(q, { id })) as { r: Doc | null }).r);
 }
 
-export async function createDoc(t: ResourceType, input: Record<string, unknown>): Promise<Doc> {
-  const q = `mutation Create($input: JSON!) { r: ${field(t.operations.create)}(input: $input) { ${selection(t)} } }`;
+/** `draft`: save a draft instead of publishing (resources with drafts). */
+export async function createDoc(t: ResourceType, input: Record<string, unknown>, draft = false): Promise<Doc> {
+  const q = `mutation Create($input: JSON!) { r: ${field(t.operations.create)}(input: $input${draft ? ', draft: true' : ''}) { ${selection(t)} } }`;
   return flat(t, ((await request(q, { input })) as { r: Doc }).r);
 }
 
-export async function updateDoc(t: ResourceType, id: string, etag: string, input: Record<string, unknown>): Promise<Doc> {
-  const q = `mutation Update($id: ID!, $if_match: String, $input: JSON!) { r: ${field(t.operations.update)}(id: $id, if_match: $if_match, input: $input) { ${selection(t)} } }`;
+export async function updateDoc(t: ResourceType, id: string, etag: string, input: Record<string, unknown>, draft = false): Promise<Doc> {
+  const q = `mutation Update($id: ID!, $if_match: String, $input: JSON!) { r: ${field(t.operations.update)}(id: $id, if_match: $if_match, input: $input${draft ? ', draft: true' : ''}) { ${selection(t)} } }`;
   return flat(t, ((await request(q, { id, if_match: etag, input })) as { r: Doc }).r);
+}
+
+/** Publish the pending draft, or withdraw the document (`unpublish`), at the revision shown. */
+export async function publishDoc(t: ResourceType, id: string, etag: string, op: 'publish' | 'unpublish'): Promise<void> {
+  await request(`mutation Publish($id: ID!, $if_match: String) { r: ${field(t.operations[op])}(id: $id, if_match: $if_match) { _id } }`, { id, if_match: etag });
 }
 
 export async function deleteDoc(t: ResourceType, id: string, etag?: string): Promise<void> {

@@ -22,6 +22,8 @@ export function operationFields(def: ResourceDefinition) {
     delete: has('delete') ? `delete${n}` : null,
     restore: has('delete') ? `restore${n}` : null,
     restore_version: def.versions && has('update') ? `restore${n}Version` : null,
+    publish: def.drafts && has('update') ? `publish${n}` : null,
+    unpublish: def.drafts && has('update') ? `unpublish${n}` : null,
   };
 }
 
@@ -58,6 +60,8 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
       delete: t.exposeString('delete'),
       restore: t.exposeString('restore'),
       restore_version: t.exposeString('restore_version', { description: 'Writes an old version back (resources that keep versions)' }),
+      publish: t.exposeString('publish', { description: 'Publishes the pending draft (resources with drafts)' }),
+      unpublish: t.exposeString('unpublish', { description: 'Withdraws the document from readers without read_drafts (resources with drafts)' }),
     }),
   });
   type Cascade = { field: string; resource: string; on_delete: string };
@@ -78,6 +82,7 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
       operations: t.field({ type: Operations, nullable: false, resolve: ({ def }) => operationFields(def) }),
       tenant_scoped: t.boolean({ nullable: false, resolve: ({ def }) => def.tenant_scoped }),
       versions: t.boolean({ nullable: false, description: 'Whether its documents keep their history (versions, versionAt, versionDiff)', resolve: ({ def }) => def.versions !== null }),
+      drafts: t.boolean({ nullable: false, description: 'Whether its documents carry _status, drafts and publishing', resolve: ({ def }) => def.drafts }),
       fields: t.field({ type: [Field], nullable: false, resolve: ({ def }) => def.fields.filter((f) => !f.private && !f.path.includes('.')) }),
       filter_operators: t.stringList({ nullable: false, description: 'Suffixes of `<field>__<op>` filters', resolve: () => [...FILTER_OPERATORS] }),
       searchable_fields: t.stringList({ nullable: false, description: 'Fields `q` searches (none: no search)', resolve: ({ def }) => def.searchable_fields }),

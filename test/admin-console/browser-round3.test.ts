@@ -164,7 +164,7 @@ describe.skipIf(!haveBrowser)('console round 3 in Chromium: what a new user hit'
     await page.waitForSelector('[data-testid=empty]:has-text("No projects match. Clear the search and filters, or create one with “New project”.")');
     await page.click('a:text-is("New project")');
     await page.waitForSelector('h2:text-is("New project")');
-    await page.click('button:text-is("Create")');
+    await page.click('button:text-is("Create and publish")');
     await page.waitForSelector('#fld-name-err');
     expect(await page.textContent('#fld-name-err')).toBe('name is required');
     expect(await page.content()).not.toContain('Invalid input');
@@ -189,7 +189,7 @@ describe.skipIf(!haveBrowser)('console round 3 in Chromium: what a new user hit'
     // Acting for Acme: a document created now is Acme's.
     await page.goto(`${origin}/admin#/resources/projects/new`);
     await page.fill('#fld-name', 'Made for Acme');
-    await page.click('button:text-is("Create")');
+    await page.click('button:text-is("Create and publish")');
     await page.waitForSelector('[data-testid=toasts] .toast:has-text("project created")');
     const acme = await call('GET', '/projects?q=Made%20for%20Acme', ids.adaKey!);
     expect(acme.body.items.map((p: { name: string }) => p.name)).toContain('Made for Acme');

@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, isAdmin, session } from '../api.ts';
 import type { Field, ResourceType } from '../graphql.ts';
-import { createDoc, deleteDoc, deleteMany, getDoc, listDocs, resourceTypes, restoreDoc, updateDoc, type Doc, type ListArgs } from '../resources.ts';
+import { createDoc, deleteDoc, deleteMany, getDoc, listDocs, publishDoc, resourceTypes, restoreDoc, updateDoc, type Doc, type ListArgs } from '../resources.ts';
 import { Crumbs, Empty, ErrorBox, fieldLabel, go, toast, Time, Loading, Notice, show, StatusBadge, useAsync, Value } from '../ui.tsx';
 import { HistoryPanel } from './history.tsx';
 
@@ -246,6 +246,8 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
           <div class="actions" data-testid="doc-actions">
             {t.operations.update && !d.is_deleted && <a class="button" href={`#/resources/${t.name}/${id}/edit`}>Edit</a>}
             {t.operations.delete && !d.is_deleted && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => deleteDoc(t, id, d.etag), 'Delete', `Deleted. Administrators can still restore this ${singular(t)}.`)}>{busy === 'Delete' ? 'Deleting…' : 'Delete'}</button>}
+            {t.operations.publish && !d.is_deleted && d._status === 'draft' && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => publishDoc(t, id, d.etag, 'publish'), 'Publish', 'Published: readers now see this version.')}>{busy === 'Publish' ? 'Publishing…' : 'Publish'}</button>}
+            {t.operations.unpublish && !d.is_deleted && d._status === 'published' && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => publishDoc(t, id, d.etag, 'unpublish'), 'Unpublish', `Unpublished: only people who may read drafts see this ${singular(t)} now.`)}>{busy === 'Unpublish' ? 'Unpublishing…' : 'Unpublish'}</button>}
             {t.operations.restore && d.is_deleted && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => restoreDoc(t, id, d.etag), 'Restore', 'Restored.')}>{busy === 'Restore' ? 'Restoring…' : 'Restore'}</button>}
             <a href={`#/resources/${t.name}`}>Back to the list</a>
           </div>
@@ -270,7 +272,8 @@ function toInput(f: Field, v: unknown): string | boolean {
 function fromInput(f: Field, v: string | boolean): unknown {
   if (f.kind === 'boolean') return v;
   const s = String(v);
-  if (s === '') return null;
+  // An emptied list is an empty list, not null (which a list field refuses).
+  if (s === '') return f.kind === 'array' ? [] : null;
   if (f.kind === 'number' || f.kind === 'integer') return Number(s);
   if (f.kind === 'array') return s.split(',').map((x) => x.trim()).filter(Boolean);
   if (f.kind === 'date') return new Date(`${s}Z`).toISOString();
@@ -301,9 +304,11 @@ function ResourceForm({ t, id }: { t: ResourceType; id?: string }) {
   const issues = error instanceof ApiError && error.code === 'VALIDATION_ERROR' ? error.issues : [];
   const fieldIssue = (name: string) => issues.filter((i) => i.loc.includes(name)).map((i) => i.msg).join('; ');
   const stale = error instanceof ApiError && error.code === 'ETAG_MISMATCH';
-  const submit = async (e: Event) => {
+  const submit = async (e: SubmitEvent) => {
     e.preventDefault();
     if (!values) return;
+    // "Save draft" (resources with drafts) saves without publishing; the other button publishes.
+    const draft = (e.submitter as HTMLButtonElement | null)?.value === 'draft';
     setSaving(true);
     setError(null);
     try {
@@ -312,8 +317,8 @@ function ResourceForm({ t, id }: { t: ResourceType; id?: string }) {
         const v = fromInput(f, values[f.name] ?? '');
         if (id || (v !== null && !(Array.isArray(v) && !v.length))) input[f.name] = v;
       }
-      const saved = id ? await updateDoc(t, id, etag, input) : await createDoc(t, input);
-      toast(id ? `${singular(t)} saved` : `${singular(t)} created`);
+      const saved = id ? await updateDoc(t, id, etag, input, draft) : await createDoc(t, input, draft);
+      toast(draft ? 'Draft saved: readers still see the published version' : id ? `${singular(t)} saved` : `${singular(t)} created`);
       go(`/resources/${t.name}/${saved._id}`);
     } catch (err) {
       setError(err);
@@ -362,7 +367,8 @@ function ResourceForm({ t, id }: { t: ResourceType; id?: string }) {
             );
           })}
           <p class="actions">
-            <button type="submit" disabled={saving}>{id ? 'Save' : 'Create'}</button>
+            <button type="submit" value="publish" disabled={saving}>{id ? (t.drafts ? 'Save and publish' : 'Save') : t.drafts ? 'Create and publish' : 'Create'}</button>
+            {t.drafts && <button type="submit" value="draft" disabled={saving}>Save draft</button>}
             <a href={id ? `#/resources/${t.name}/${id}` : `#/resources/${t.name}`}>Cancel</a>
           </p>
         </form>

@@ -61,11 +61,11 @@ export function withDraft(svc: ResourceService, doc: Doc): Doc {
  * GET with `?draft=true`: the document with its pending draft over it, where the caller may read
  * that draft; otherwise as a plain GET answers it.
  */
-export async function getWithDraft(svc: ResourceService, actor: Actor, id: string): Promise<{ doc: Doc; etag: string }> {
-  const read = await svc.read(actor, id);
+export async function getWithDraft(svc: ResourceService, actor: Actor, id: string, opts: { includeDeleted?: boolean } = {}): Promise<{ doc: Doc; etag: string }> {
+  const read = await svc.read(actor, id, opts);
   const rows = await draftRows(svc, actor, 'read_drafts');
   if (rows === false) return read;
-  const raw = await svc.model.findOne(withRows({ _id: svc.oid(id), ...svc.scope(actor) }, rows)).lean<Doc>();
+  const raw = await svc.model.findOne(withRows({ _id: svc.oid(id), ...svc.scope(actor, opts) }, rows)).lean<Doc>();
   if (!(raw?._draft as StoredDraft | null | undefined)?.values) return read;
   return { doc: await maskWritten(svc, actor, withDraft(svc, raw!)), etag: read.etag };
 }
