@@ -47,6 +47,8 @@ const stateSchema = new Schema(
   { versionKey: false },
 );
 stateSchema.index({ created_at: 1 }, { expireAfterSeconds: 600 });
+// The callback looks a state up by its id within the tenant of the URL.
+stateSchema.index({ tenant_id: 1, _id: 1 });
 
 /**
  * The link of a provider's subject (`sub`) to a user: the credential SSO tokens are bound to.
@@ -65,7 +67,7 @@ const linkSchema = new Schema(
   },
   { timestamps, versionKey: false },
 );
-linkSchema.index({ provider_id: 1, subject: 1 }, { unique: true });
+linkSchema.index({ tenant_id: 1, provider_id: 1, subject: 1 }, { unique: true });
 
 /** A console hand-over: single use, one minute; the hash of the code the browser brings back. */
 const codeSchema = new Schema(

@@ -166,7 +166,7 @@ export class SignInService {
     const mapped = Object.keys(mapping).length ? rolesOf(mapping, claims[provider.groups_claim ?? 'groups']) : null;
     const tid = String(provider.tenant_id);
     const sys = systemActor(tid);
-    const link = await this.deps.models.Link.findOne({ provider_id: provider._id, subject: attempt.subject }).lean();
+    const link = await this.deps.models.Link.findOne({ tenant_id: provider.tenant_id, provider_id: provider._id, subject: attempt.subject }).lean();
     let user = link ? await this.deps.identity.userForLogin(String(link.user_id), tid, link.email) : null;
     if (!user) user = (await this.deps.identity.usersByEmail(email)).find((u) => u.tenant_id === tid) ?? null;
 
@@ -174,7 +174,7 @@ export class SignInService {
       // The provider no longer grants them anything here: cut the account off now, not only this sign-in.
       if (user) {
         await this.deps.identity.updateUser(sys, user.id, { is_active: false });
-        await this.deps.models.Link.updateOne({ provider_id: provider._id, subject: attempt.subject }, { $set: { disabled_by_sso: true } });
+        await this.deps.models.Link.updateOne({ tenant_id: provider.tenant_id, provider_id: provider._id, subject: attempt.subject }, { $set: { disabled_by_sso: true } });
         attempt.userId = user.id;
       }
       return this.refuse(attempt, 'not_granted');
@@ -206,7 +206,7 @@ export class SignInService {
     }
     attempt.userId = user.id;
     const linked = await this.deps.models.Link.findOneAndUpdate(
-      { provider_id: provider._id, subject: attempt.subject },
+      { tenant_id: provider.tenant_id, provider_id: provider._id, subject: attempt.subject },
       { $set: { tenant_id: provider.tenant_id, user_id: new Types.ObjectId(user.id), email, disabled_by_sso: false, last_sign_in_at: new Date() } },
       { upsert: true, returnDocument: 'after', projection: { _id: 1 } },
     ).lean();
