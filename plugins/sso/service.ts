@@ -298,7 +298,7 @@ function rolesOf(mapping: Record<string, string[]>, groups: unknown): string[] {
   return [...new Set(held.flatMap((g) => mapping[g] ?? []))].sort();
 }
 
-const sameSet = (a: readonly string[], b: readonly string[]) => a.length === b.length && [...a].sort().every((x, i) => x === [...b].sort()[i]);
+const sameSet = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x) => b.includes(x));
 
 function nameOf(claims: Record<string, unknown>, email: string): string {
   const name = typeof claims.name === 'string' && claims.name.trim() ? claims.name.trim() : [claims.given_name, claims.family_name].filter((p) => typeof p === 'string' && p).join(' ');
