@@ -70,10 +70,13 @@ async function main() {
       ['graphql list', ['app', 'app-nolimit'], r['graphql list']],
       // Access rules: a user whose role's rows rule is ACTIVE_WHERE against the unrestricted user
       // sending the same filter as `?where=` (the rule must be part of the query), and get-one.
-      ['access list rule', ['app'], { path: '/projects?per_page=25', headers: { 'X-API-Key': ruledKey } }],
-      ['access list where', ['app'], { path: `/projects?per_page=25&where=${encodeURIComponent(JSON.stringify(ACTIVE_WHERE))}` }],
-      ['access get-one rule', ['app'], { path: `/projects/${activeId}`, headers: { 'X-API-Key': ruledKey } }],
-      ['access get-one plain', ['app'], { path: `/projects/${activeId}` }],
+      ['access list rule', ['app'], { path: '/projects?per_page=25', headers: { 'X-API-Key': ruledKey } }, 'access list'],
+      ['access list where', ['app'], { path: `/projects?per_page=25&where=${encodeURIComponent(JSON.stringify(ACTIVE_WHERE))}` }, 'access list'],
+      // Unreported: absorbs the lists' garbage and the database's recent work, which would otherwise
+      // fall on whichever side of the pair runs first.
+      ['access get-one warm-up', ['app'], { path: `/projects/${activeId}` }],
+      ['access get-one rule', ['app'], { path: `/projects/${activeId}`, headers: { 'X-API-Key': ruledKey } }, 'access get-one'],
+      ['access get-one plain', ['app'], { path: `/projects/${activeId}` }, 'access get-one'],
     ];
     // Writes last: the documents they add would otherwise weigh on the later lists.
     const writes: Scenario<Side>[] = [

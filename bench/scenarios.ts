@@ -87,13 +87,37 @@ export function runBench(main: () => Promise<void>): void {
   );
 }
 
-/** A scenario: its name, the sides it runs on, and its load (a function for one made anew per measurement). */
-export type Scenario<Side extends string> = [name: string, sides: Side[], load: Load | (() => Load)];
+/**
+ * A scenario: its name, the sides it runs on, its load (a function for one made anew per
+ * measurement), and optionally a pair tag: adjacent scenarios with the same tag are compared with
+ * each other, so their order swaps every other round.
+ */
+export type Scenario<Side extends string> = [name: string, sides: Side[], load: Load | (() => Load), pair?: string];
+
+/**
+ * A group in the order of one round: on odd rounds each run of adjacent scenarios sharing a pair tag
+ * is reversed. Two scenarios on one side (the same server, other credentials) would otherwise run
+ * in the same order every round, and the second would always inherit the first's garbage and the
+ * database's recent work: a bias no number of rounds removes.
+ */
+export function roundOrder<S extends string>(group: Scenario<S>[], round: number): Scenario<S>[] {
+  if (round % 2 === 0) return group;
+  const out: Scenario<S>[] = [];
+  for (let i = 0; i < group.length;) {
+    let j = i + 1;
+    const tag = group[i]![3];
+    while (tag !== undefined && j < group.length && group[j]![3] === tag) j++;
+    out.push(...group.slice(i, j).reverse());
+    i = j;
+  }
+  return out;
+}
 
 /**
  * Measures each group of scenarios `rounds` times, a group's rounds before the next group's (writes
  * after reads: the documents they add would weigh on the lists). The sides' order rotates between
- * rounds so no side always runs first (database drift, caches); `wanted` filters by name.
+ * rounds so no side always runs first (database drift, caches), as do paired scenarios
+ * ({@link roundOrder}); `wanted` filters by name.
  */
 export async function runRounds<Side extends string>(
   groups: Scenario<Side>[][], rounds: number, wanted: (name: string) => boolean, measure: (name: string, side: Side, load: Load) => Promise<void>,
@@ -101,7 +125,7 @@ export async function runRounds<Side extends string>(
   for (const group of groups) {
     for (let round = 0; round < rounds; round++) {
       log(`round ${round + 1}/${rounds} (load average ${loadAvg()})`);
-      for (const [name, sides, load] of group) {
+      for (const [name, sides, load] of roundOrder(group, round)) {
         if (!wanted(name)) continue;
         const order = sides.map((_, i) => sides[(i + round) % sides.length]!);
         for (const side of order) await measure(name, side, typeof load === 'function' ? load() : load);
