@@ -22,7 +22,7 @@ const field = (name: string | null | undefined): string => {
  * document itself: its relation takes the field's own name. The console selects its id.
  */
 const isRelation = (f: ResourceType['fields'][number]) => f.kind === 'objectId' && !!f.ref && !f.name.endsWith('_id');
-const selection = (t: ResourceType) => ['_id', 'etag', 'created_at', 'updated_at', 'is_deleted', 'deleted_at', ...(t.drafts ? ['_status'] : []), ...t.fields.map((f) => (isRelation(f) ? `${field(f.name)} { _id }` : field(f.name)))].join(' ');
+const selection = (t: ResourceType) => ['_id', 'etag', 'created_at', 'created_by', 'updated_at', 'is_deleted', 'deleted_at', ...(t.drafts ? ['_status'] : []), ...t.fields.map((f) => (isRelation(f) ? `${field(f.name)} { _id }` : field(f.name)))].join(' ');
 /** `d` with each relation back to its id, as the forms send it and REST shows it. */
 export function flat<D extends Doc | null | undefined>(t: ResourceType, d: D): D {
   if (!d) return d;
