@@ -66,9 +66,12 @@ export async function countDocs(types: ResourceType[]): Promise<Record<string, n
   return Object.fromEntries(listed.map((t, i) => [t.name, data[`c${i}`]?.total ?? null]));
 }
 
-/** One document; of a resource with drafts, its pending draft where the caller may read it. */
-export async function getDoc(t: ResourceType, id: string): Promise<Doc | null> {
-  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id, include_deleted: true${t.drafts ? ', draft: true' : ''}) { ${selection(t)} } }`;
+/**
+ * One document; of a resource with drafts, its pending draft where the caller may read it. A
+ * deleted one only with `includeDeleted` (administrators: the server refuses it to anyone else).
+ */
+export async function getDoc(t: ResourceType, id: string, includeDeleted: boolean): Promise<Doc | null> {
+  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id${includeDeleted ? ', include_deleted: true' : ''}${t.drafts ? ', draft: true' : ''}) { ${selection(t)} } }`;
   return flat(t, ((await request(q, { id })) as { r: Doc | null }).r);
 }
 

@@ -239,7 +239,7 @@ function LazyHistory(props: PanelProps) {
 }
 
 function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
-  const doc = useAsync(() => getDoc(t, id), [id]);
+  const doc = useAsync(() => getDoc(t, id, isAdmin(session.value?.user)), [id]);
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
@@ -330,7 +330,7 @@ function ResourceForm({ t, id }: { t: ResourceType; id?: string }) {
   const [saving, setSaving] = useState(false);
   const original = useAsync(async () => {
     if (!id) return null;
-    const d = await getDoc(t, id);
+    const d = await getDoc(t, id, isAdmin(session.value?.user));
     if (d) {
       setValues(Object.fromEntries(t.fields.map((f) => [f.name, toInput(f, d[f.name])])));
       setEtag(d.etag);
