@@ -6,7 +6,7 @@
 import { request, run } from './api.ts';
 import { ResourceTypes, type ResourceType } from './graphql.ts';
 
-export type Doc = Record<string, unknown> & { _id: string; etag: string; is_deleted?: boolean | null };
+export type Doc = Record<string, unknown> & { _id: string; etag: string; is_deleted?: boolean | null; _actions?: string[] };
 
 let cache: Promise<ResourceType[]> | null = null;
 export const resourceTypes = (): Promise<ResourceType[]> => (cache ??= run(ResourceTypes).then((r) => r.resourceTypes, (e: unknown) => { cache = null; throw e; }));
@@ -22,7 +22,7 @@ const field = (name: string | null | undefined): string => {
  * document itself: its relation takes the field's own name. The console selects its id.
  */
 const isRelation = (f: ResourceType['fields'][number]) => f.kind === 'objectId' && !!f.ref && !f.name.endsWith('_id');
-const selection = (t: ResourceType) => ['_id', 'etag', 'created_at', 'created_by', 'updated_at', 'is_deleted', 'deleted_at', ...(t.drafts ? ['_status'] : []), ...t.fields.map((f) => (isRelation(f) ? `${field(f.name)} { _id }` : field(f.name)))].join(' ');
+const selection = (t: ResourceType) => ['_id', 'etag', 'created_at', 'updated_at', 'is_deleted', 'deleted_at', ...(t.drafts ? ['_status'] : []), ...t.fields.map((f) => (isRelation(f) ? `${field(f.name)} { _id }` : field(f.name)))].join(' ');
 /** `d` with each relation back to its id, as the forms send it and REST shows it. */
 export function flat<D extends Doc | null | undefined>(t: ResourceType, d: D): D {
   if (!d) return d;
@@ -69,9 +69,11 @@ export async function countDocs(types: ResourceType[]): Promise<Record<string, n
 /**
  * One document; of a resource with drafts, its pending draft where the caller may read it. A
  * deleted one only with `includeDeleted` (administrators: the server refuses it to anyone else).
+ * With drafts or versions, `_actions`: what the caller may do to it (publish, unpublish,
+ * restore_version), as the server decides those calls.
  */
 export async function getDoc(t: ResourceType, id: string, includeDeleted: boolean): Promise<Doc | null> {
-  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id${includeDeleted ? ', include_deleted: true' : ''}${t.drafts ? ', draft: true' : ''}) { ${selection(t)} } }`;
+  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id${includeDeleted ? ', include_deleted: true' : ''}${t.drafts ? ', draft: true' : ''}) { ${selection(t)}${t.drafts || t.versions ? ' _actions' : ''} } }`;
   return flat(t, ((await request(q, { id })) as { r: Doc | null }).r);
 }
 

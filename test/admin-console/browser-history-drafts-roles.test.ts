@@ -5,8 +5,10 @@
  * unpublishes only what they created, reads the history and may restore a version (an ordinary
  * edit); a soft-deleted document does not exist for them. A tenant administrator sees the pending
  * draft and the user's draft with Publish, and restores a deleted document. A system administrator
- * sees the same, publishes the draft (the user then reads it), and restores a version. Every step
- * is checked with axe and kept as a screenshot under test-results/console/.
+ * sees the same, publishes the draft (the user then reads it), and restores a version. Under
+ * access rules, an editor without the publish grant is offered no Unpublish, a reader without the
+ * update grant no Restore (the server refuses both). The buttons follow the document's `_actions`.
+ * Every step is checked with axe and kept as a screenshot under test-results/console/.
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -63,6 +65,13 @@ describe.skipIf(!existsSync(CHROMIUM))('console history and drafts for the three
     ids.vostok = await post(keys.pat, { name: 'Vostok' });
     ids.soyuz = await post(keys.ada, { name: 'Soyuz' });
     expect((await c.call('DELETE', `/projects/${ids.soyuz}`, keys.ada, undefined, { 'If-Match': '"1"' })).status).toBe(204);
+    // Users whose roles have rules: an editor (no publish) and a reader (no update).
+    for (const [name, projects] of [['editor', { read: true, create: true, update: true }], ['reader', { read: true }]] as const) {
+      expect((await c.call('POST', '/admin/roles', keys.ada, { name, permissions: { projects } })).status).toBe(201);
+    }
+    keys.eve = (await c.mkUser(acme, 'eve@acme.test', ['editor'])).key;
+    keys.rita = (await c.mkUser(acme, 'rita@acme.test', ['reader'])).key;
+    ids.voskhod = await post(keys.eve, { name: 'Voskhod' });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true });
     page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
     errors = watchErrors(page);
@@ -110,12 +119,40 @@ describe.skipIf(!existsSync(CHROMIUM))('console history and drafts for the three
     await signOut(page);
   }, 120_000);
 
+  it('users whose roles have rules: no Unpublish without the publish grant, no Restore without the update grant', async () => {
+    await signIn(page, c.origin, keys.eve!);
+    await open('voskhod');
+    // Delete is offered from the resource's operations, not the document's rules (left as it was).
+    expect(await actions()).toEqual(['Delete']);
+    const r = await c.call('POST', `/projects/${ids.voskhod}/unpublish`, keys.eve!, undefined, await ifMatch('voskhod', keys.eve!));
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('ACCESS_DENIED');
+    await openDiff('apollo', 3, 3);
+    await page.click('button:has-text("View version 1")');
+    await page.waitForSelector('button:text-is("Restore version 1…")');
+    await screen(page, 'roles-editor-history');
+    await signOut(page);
+
+    await signIn(page, c.origin, keys.rita!);
+    await openDiff('apollo', 3, 3);
+    await page.click('button:has-text("View version 1")');
+    await page.waitForSelector('h4:has-text("Version 1")');
+    await page.waitForSelector('[data-testid=diff]', { state: 'attached' });
+    expect(await page.locator('[data-testid=version] button:has-text("Restore")').count()).toBe(0);
+    expect(await actions()).toEqual(['Delete']);
+    const restore = await c.call('POST', `/projects/${ids.apollo}/versions/1/restore`, keys.rita!, undefined, await ifMatch('apollo', keys.rita!));
+    expect(restore.status).toBe(403);
+    await screen(page, 'roles-reader-history');
+    await signOut(page);
+  }, 120_000);
+
   it('a tenant administrator: the pending draft and the user\'s draft with Publish, the history, Restore of a deleted document', async () => {
     await signIn(page, c.origin, keys.ada!);
     await open('gemini');
     expect(await badge()).toBe('Draft');
     expect(await page.textContent('dl.detail')).toContain('Gemini II');
-    expect(await actions()).toEqual(['Delete', 'Publish']);
+    // The published version is live under the draft: it may be withdrawn too.
+    expect(await actions()).toEqual(['Delete', 'Publish', 'Unpublish']);
     await screen(page, 'roles-tenant-admin-draft');
     await open('mercury');
     expect(await actions()).toEqual(['Delete', 'Publish']);
@@ -137,7 +174,7 @@ describe.skipIf(!existsSync(CHROMIUM))('console history and drafts for the three
     await signIn(page, c.origin, ADMIN_KEY);
     await open('gemini');
     expect(await badge()).toBe('Draft');
-    expect(await actions()).toEqual(['Delete', 'Publish']);
+    expect(await actions()).toEqual(['Delete', 'Publish', 'Unpublish']);
     await screen(page, 'roles-system-admin-draft');
     await page.click('[data-testid=doc-actions] button:text-is("Publish")');
     await page.waitForFunction(() => document.querySelector('[data-testid=status-badge]')?.textContent === 'Published');

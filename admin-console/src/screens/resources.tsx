@@ -204,18 +204,13 @@ const title = (t: ResourceType, d: Doc | null | undefined): string | null => {
 };
 
 /**
- * What the signed-in user may do to document `d` beyond editing, as the server decides without
- * access rules: administrators publish, unpublish and restore from deletion; another user publishes
- * the draft they see (only its author sees it) and unpublishes a document they created. A button
- * the server would refuse is not offered; under access rules the server still has the last word.
+ * What the signed-in user may do to document `d` beyond editing: publish, unpublish and restore a
+ * version as the server answers in `_actions`; restore from deletion, administrators (the only
+ * ones who see deleted documents). A button the server would refuse is not offered.
  */
-export function documentActions(u: User | undefined, d: Doc): { publish: boolean; unpublish: boolean; restore: boolean } {
-  const admin = isAdmin(u);
-  return {
-    publish: !d.is_deleted && d._status === 'draft',
-    unpublish: !d.is_deleted && d._status === 'published' && (admin || (!!u && d.created_by === u.id)),
-    restore: admin && !!d.is_deleted,
-  };
+export function documentActions(u: User | undefined, d: Doc): { publish: boolean; unpublish: boolean; restore: boolean; restoreVersion: boolean } {
+  const may = (a: string) => !d.is_deleted && !!d._actions?.includes(a);
+  return { publish: may('publish'), unpublish: may('unpublish'), restore: isAdmin(u) && !!d.is_deleted, restoreVersion: may('restore_version') };
 }
 
 type PanelProps = Parameters<typeof Panel>[0];
@@ -287,7 +282,7 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
             {t.operations.restore && may.restore && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => restoreDoc(t, id, d.etag), 'Restore', 'Restored.')}>{busy === 'Restore' ? 'Restoring…' : 'Restore'}</button>}
             <a href={`#/resources/${t.name}`}>Back to the list</a>
           </div>
-          {t.versions && <LazyHistory t={t} id={id} etag={d.etag} deleted={!!d.is_deleted} onChanged={doc.reload} />}
+          {t.versions && <LazyHistory t={t} id={id} etag={d.etag} deleted={!!d.is_deleted} mayRestore={may.restoreVersion} onChanged={doc.reload} />}
         </>
       )}
     </section>
