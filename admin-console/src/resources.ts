@@ -6,7 +6,7 @@
 import { request, run } from './api.ts';
 import { ResourceTypes, type ResourceType } from './graphql.ts';
 
-export type Doc = Record<string, unknown> & { _id: string; etag: string; is_deleted?: boolean | null };
+export type Doc = Record<string, unknown> & { _id: string; etag: string; is_deleted?: boolean | null; _actions?: string[] };
 
 let cache: Promise<ResourceType[]> | null = null;
 export const resourceTypes = (): Promise<ResourceType[]> => (cache ??= run(ResourceTypes).then((r) => r.resourceTypes, (e: unknown) => { cache = null; throw e; }));
@@ -66,9 +66,14 @@ export async function countDocs(types: ResourceType[]): Promise<Record<string, n
   return Object.fromEntries(listed.map((t, i) => [t.name, data[`c${i}`]?.total ?? null]));
 }
 
-/** One document; of a resource with drafts, its pending draft where the caller may read it. */
-export async function getDoc(t: ResourceType, id: string): Promise<Doc | null> {
-  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id, include_deleted: true${t.drafts ? ', draft: true' : ''}) { ${selection(t)} } }`;
+/**
+ * One document; of a resource with drafts, its pending draft where the caller may read it. A
+ * deleted one only with `includeDeleted` (administrators: the server refuses it to anyone else).
+ * With drafts or versions, `_actions`: what the caller may do to it (publish, unpublish,
+ * restore_version), as the server decides those calls.
+ */
+export async function getDoc(t: ResourceType, id: string, includeDeleted: boolean): Promise<Doc | null> {
+  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id${includeDeleted ? ', include_deleted: true' : ''}${t.drafts ? ', draft: true' : ''}) { ${selection(t)}${t.drafts || t.versions ? ' _actions' : ''} } }`;
   return flat(t, ((await request(q, { id })) as { r: Doc | null }).r);
 }
 

@@ -18,6 +18,7 @@ const haveBrowser = existsSync(CHROMIUM);
 describe.skipIf(!haveBrowser)('console screens against their reference screenshots', () => {
   let app: App;
   let origin: string;
+  let api: string;
   let browser: Browser;
   let page: Page;
   let compare: Page;
@@ -26,7 +27,7 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
   beforeAll(async () => {
     const port = await freePort();
     origin = `http://localhost:${port}`;
-    const api = `http://127.0.0.1:${port}`;
+    api = `http://127.0.0.1:${port}`;
     const config = loadConfig({
       NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
       AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false', WEBHOOKS_ENABLED: 'true',
@@ -95,6 +96,62 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
     await check('user-resources');
     await open('#/account', 'h1:text-is("My account")');
     await check('user-account');
+    await signOut(page);
+  });
+
+  /**
+   * A document's History panel with version 1 open (its diff against version 3, its Restore),
+   * scrolled to the list of versions; and a pending draft with its buttons. Ids (which change from run to run) read as zeros.
+   */
+  const history = async (name: string) => {
+    await open(`#/resources/projects/${docs.apollo}`, '[data-testid=versions] tbody tr:nth-child(3)');
+    await page.click('button:has-text("View version 1")');
+    await page.selectOption('#diff-against', '3');
+    await page.waitForSelector('[data-testid=diff] caption:text-is("From version 3 to version 1")', { state: 'attached' });
+    await page.waitForSelector('button:text-is("Restore version 1…")');
+    await steady();
+    await page.evaluate(() => document.querySelector('[data-testid=versions]')?.scrollIntoView({ block: 'start' }));
+    await check(name);
+  };
+  const draft = async (name: string, doc: string) => {
+    await open(`#/resources/projects/${doc}`, '[data-testid=doc-actions] button:text-is("Publish")');
+    // The History panel below, loaded (its chunk, then its versions), not on its way.
+    await page.waitForSelector('[data-testid=versions] tbody tr');
+    await steady();
+    await check(name);
+  };
+  const steady = async () => {
+    await page.mouse.move(0, 0);
+    await page.evaluate(() => {
+      (document.activeElement as HTMLElement | null)?.blur();
+      document.querySelectorAll('dl.detail dd, .crumbs [aria-current=page]').forEach((el) => {
+        if (/[0-9a-f]{6}/.test(el.textContent ?? '') && !el.children.length) el.textContent = (el.textContent ?? '').replace(/[0-9a-f]{24}|…[0-9a-f]{6}$/g, (id) => id.replace(/[0-9a-f]/g, '0'));
+      });
+    });
+  };
+  const docs: Record<string, string> = {};
+
+  it('history and drafts: a system administrator, a tenant administrator and a user', async () => {
+    const send = async (method: string, path: string, key: string, json: unknown, version?: number) =>
+      (await (await fetch(api + path, { method, headers: { 'X-API-Key': key, 'Content-Type': 'application/json', ...(version ? { 'If-Match': `"${version}"` } : {}) }, body: JSON.stringify(json) })).json()) as any;
+    const [ada, pat] = [keys['ada@acme.test']!, keys['pat@acme.test']!];
+    docs.apollo = (await send('POST', '/projects', ada, { name: 'Apollo', budget: 100, tags: ['moon'] }))._id;
+    await send('PATCH', `/projects/${docs.apollo}`, ada, { budget: 200 }, 1);
+    await send('PATCH', `/projects/${docs.apollo}`, ada, { budget: 300, status: 'archived' }, 2);
+    docs.gemini = (await send('POST', '/projects', ada, { name: 'Gemini', budget: 50 }))._id;
+    await send('PATCH', `/projects/${docs.gemini}?draft=true`, ada, { name: 'Gemini II', budget: 80 }, 1);
+    docs.mercury = (await send('POST', '/projects?draft=true', pat, { name: 'Mercury', budget: 10 }))._id;
+
+    await signIn(page, origin, ADMIN_KEY);
+    await history('system-admin-history');
+    await signOut(page);
+    await signIn(page, origin, ada);
+    await history('tenant-admin-history');
+    await draft('tenant-admin-draft', docs.gemini!);
+    await signOut(page);
+    await signIn(page, origin, pat);
+    await history('user-history');
+    await draft('user-draft', docs.mercury!);
     await signOut(page);
   });
 });

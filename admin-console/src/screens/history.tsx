@@ -26,8 +26,9 @@ function Who({ actor }: { actor: string | null }) {
 /**
  * The History panel of document `id`, at `etag` (the panel reloads when it changes). `onChanged`
  * reloads the document: after a restore, and when a restore found it changed by someone else.
+ * `mayRestore`: whether the server lets the user restore its versions (no Restore button otherwise).
  */
-export function HistoryPanel({ t, id, etag, deleted, onChanged }: { t: ResourceType; id: string; etag: string; deleted: boolean; onChanged: () => void }) {
+export function HistoryPanel({ t, id, etag, deleted, mayRestore, onChanged }: { t: ResourceType; id: string; etag: string; deleted: boolean; mayRestore: boolean; onChanged: () => void }) {
   const [older, setOlder] = useState<{ items: VersionEntry[]; next: number | null } | null>(null);
   const [loadingOlder, setLoadingOlder] = useState(false);
   const [olderError, setOlderError] = useState<unknown>(null);
@@ -108,7 +109,7 @@ export function HistoryPanel({ t, id, etag, deleted, onChanged }: { t: ResourceT
       )}
       {selected !== null && (
         <VersionView
-          key={`${selected}-${etag}`} t={t} id={id} n={selected} etag={etag} current={current} deleted={deleted}
+          key={`${selected}-${etag}`} t={t} id={id} n={selected} etag={etag} current={current} deleted={deleted} mayRestore={mayRestore}
           choices={items.map((e) => e.version)}
           onRestored={() => { setSelected(null); onChanged(); }}
           onStale={() => setStale(true)}
@@ -119,8 +120,8 @@ export function HistoryPanel({ t, id, etag, deleted, onChanged }: { t: ResourceT
 }
 
 /** One version: the document as it was, its diff against another version, and its restore. */
-function VersionView({ t, id, n, etag, current, deleted, choices, onRestored, onStale }: {
-  t: ResourceType; id: string; n: number; etag: string; current: number; deleted: boolean; choices: number[]; onRestored: () => void; onStale: () => void;
+function VersionView({ t, id, n, etag, current, deleted, mayRestore, choices, onRestored, onStale }: {
+  t: ResourceType; id: string; n: number; etag: string; current: number; deleted: boolean; mayRestore: boolean; choices: number[]; onRestored: () => void; onStale: () => void;
 }) {
   const [against, setAgainst] = useState<number | null>(null);
   const [asking, setAsking] = useState(false);
@@ -190,9 +191,9 @@ function VersionView({ t, id, n, etag, current, deleted, choices, onRestored, on
             <p class="muted">This is the current version.</p>
           ) : deleted ? (
             <p class="muted">Restore the document from deletion first; then its versions can be restored.</p>
-          ) : (
+          ) : mayRestore ? (
             <button type="button" onClick={() => setAsking(true)}>Restore version {n}…</button>
-          )}
+          ) : null}
         </div>
       )}
       {asking && <RestoreDialog t={t} id={id} n={n} etag={etag} current={current} document={doc} onClose={() => setAsking(false)} onRestored={onRestored} onStale={onStale} />}

@@ -1,10 +1,10 @@
 /** Generic resource screens, from `resourceTypes`: list (filters, search, tags, sort, cursor pages, bulk delete), detail, create/edit forms. */
-import { useState } from 'preact/hooks';
-import { ApiError, isAdmin, session } from '../api.ts';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, isAdmin, session, type User } from '../api.ts';
 import type { Field, ResourceType } from '../graphql.ts';
 import { createDoc, deleteDoc, deleteMany, getDoc, listDocs, publishDoc, resourceTypes, restoreDoc, updateDoc, type Doc, type ListArgs } from '../resources.ts';
-import { Crumbs, Empty, ErrorBox, fieldLabel, go, toast, Time, Loading, Notice, show, StatusBadge, useAsync, Value } from '../ui.tsx';
-import { HistoryPanel } from './history.tsx';
+import { Crumbs, Empty, ErrorBox, fieldLabel, go, toast, Time, Loading, Notice, show, StatusBadge, useAsync, Value, waitFor } from '../ui.tsx';
+import type { HistoryPanel as Panel } from './history.tsx';
 
 /** A resource's singular in words, from its GraphQL type: `ProjectTask` → "project task". */
 const singular = (t: { graphql_type: string }) => t.graphql_type.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase();
@@ -203,8 +203,38 @@ const title = (t: ResourceType, d: Doc | null | undefined): string | null => {
   return typeof v === 'string' && v ? v : null;
 };
 
+/**
+ * What the signed-in user may do to document `d` beyond editing: publish, unpublish and restore a
+ * version as the server answers in `_actions`; restore from deletion, administrators (the only
+ * ones who see deleted documents). A button the server would refuse is not offered.
+ */
+export function documentActions(u: User | undefined, d: Doc): { publish: boolean; unpublish: boolean; restore: boolean; restoreVersion: boolean } {
+  const may = (a: string) => !d.is_deleted && !!d._actions?.includes(a);
+  return { publish: may('publish'), unpublish: may('unpublish'), restore: isAdmin(u) && !!d.is_deleted, restoreVersion: may('restore_version') };
+}
+
+type PanelProps = Parameters<typeof Panel>[0];
+let historyChunk: Promise<typeof Panel> | null = null;
+/** The History panel, its own chunk: fetched when a document that keeps versions is first opened. */
+function LazyHistory(props: PanelProps) {
+  const [C, setC] = useState<typeof Panel | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    historyChunk ??= import('./history.tsx').then((m) => m.HistoryPanel, (e: unknown) => { historyChunk = null; throw e; });
+    waitFor(historyChunk).then((c) => setC(() => c), setError);
+  }, []);
+  if (C) return <C {...props} />;
+  return (
+    <section aria-labelledby="h-history" class="history" data-testid="history-loading">
+      <h3 id="h-history">History</h3>
+      <ErrorBox error={error} />
+      {!error && <p class="muted" role="status">Loading the history…</p>}
+    </section>
+  );
+}
+
 function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
-  const doc = useAsync(() => getDoc(t, id), [id]);
+  const doc = useAsync(() => getDoc(t, id, isAdmin(session.value?.user)), [id]);
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
@@ -225,6 +255,7 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
     }
   };
   const d = doc.data;
+  const may = d ? documentActions(session.value?.user, d) : null;
   const missing = doc.data === null || (doc.error instanceof ApiError && doc.error.code === 'NOT_FOUND');
   return (
     <section aria-labelledby="h-doc">
@@ -235,7 +266,7 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
       <ErrorBox error={error} />
       {done && <Notice>{done}</Notice>}
       {missing && <Empty>This {singular(t)} does not exist, or you may not see it. <a href={`#/resources/${t.name}`}>Back to the list</a></Empty>}
-      {d && (
+      {d && may && (
         <>
           <dl class="detail">
             {[...t.fields.map((f) => f.name), '_id', 'created_at', 'updated_at', ...(d.is_deleted ? ['deleted_at'] : [])].map((k) => (
@@ -246,12 +277,12 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
           <div class="actions" data-testid="doc-actions">
             {t.operations.update && !d.is_deleted && <a class="button" href={`#/resources/${t.name}/${id}/edit`}>Edit</a>}
             {t.operations.delete && !d.is_deleted && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => deleteDoc(t, id, d.etag), 'Delete', `Deleted. Administrators can still restore this ${singular(t)}.`)}>{busy === 'Delete' ? 'Deleting…' : 'Delete'}</button>}
-            {t.operations.publish && !d.is_deleted && d._status === 'draft' && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => publishDoc(t, id, d.etag, 'publish'), 'Publish', 'Published: readers now see this version.')}>{busy === 'Publish' ? 'Publishing…' : 'Publish'}</button>}
-            {t.operations.unpublish && !d.is_deleted && d._status === 'published' && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => publishDoc(t, id, d.etag, 'unpublish'), 'Unpublish', `Unpublished: only people who may read drafts see this ${singular(t)} now.`)}>{busy === 'Unpublish' ? 'Unpublishing…' : 'Unpublish'}</button>}
-            {t.operations.restore && d.is_deleted && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => restoreDoc(t, id, d.etag), 'Restore', 'Restored.')}>{busy === 'Restore' ? 'Restoring…' : 'Restore'}</button>}
+            {t.operations.publish && may.publish && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => publishDoc(t, id, d.etag, 'publish'), 'Publish', 'Published: readers now see this version.')}>{busy === 'Publish' ? 'Publishing…' : 'Publish'}</button>}
+            {t.operations.unpublish && may.unpublish && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => publishDoc(t, id, d.etag, 'unpublish'), 'Unpublish', `Unpublished: only people who may read drafts see this ${singular(t)} now.`)}>{busy === 'Unpublish' ? 'Unpublishing…' : 'Unpublish'}</button>}
+            {t.operations.restore && may.restore && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => restoreDoc(t, id, d.etag), 'Restore', 'Restored.')}>{busy === 'Restore' ? 'Restoring…' : 'Restore'}</button>}
             <a href={`#/resources/${t.name}`}>Back to the list</a>
           </div>
-          {t.versions && <HistoryPanel t={t} id={id} etag={d.etag} deleted={!!d.is_deleted} onChanged={doc.reload} />}
+          {t.versions && <LazyHistory t={t} id={id} etag={d.etag} deleted={!!d.is_deleted} mayRestore={may.restoreVersion} onChanged={doc.reload} />}
         </>
       )}
     </section>
@@ -294,7 +325,7 @@ function ResourceForm({ t, id }: { t: ResourceType; id?: string }) {
   const [saving, setSaving] = useState(false);
   const original = useAsync(async () => {
     if (!id) return null;
-    const d = await getDoc(t, id);
+    const d = await getDoc(t, id, isAdmin(session.value?.user));
     if (d) {
       setValues(Object.fromEntries(t.fields.map((f) => [f.name, toInput(f, d[f.name])])));
       setEtag(d.etag);

@@ -112,7 +112,7 @@ async function mayReadDraft(svc: ResourceService, actor: Actor, doc: Doc): Promi
 }
 
 /** The scope of a publish or unpublish: the caller's `publish` rows. @throws AccessDeniedError when it holds none */
-async function publishScope(svc: ResourceService, actor: Actor): Promise<Filter> {
+export async function publishScope(svc: ResourceService, actor: Actor): Promise<Filter> {
   const rows = await draftRows(svc, actor, 'publish');
   if (rows === false) throw new AccessDeniedError(`Your roles do not allow publish on ${svc.def.name}`, { resource: svc.def.name, action: 'publish' });
   return withRows(withRows(svc.scope(actor), rows), await draftsReadRows(svc, actor));

@@ -1,0 +1,51 @@
+/**
+ * What the caller may do to one document now, of the actions a client offers as buttons:
+ * `publish` and `unpublish` (resources with drafts), `restore_version` (resources that keep
+ * versions). Each is decided with the scope its own call uses (tenant, guards, the caller's access
+ * rules or, without rules, the built-in rule of administrators and authors) and the document's
+ * state, so a client offering only these offers nothing the server refuses for want of a right;
+ * an `If-Match` or a unique value can still refuse the call. No Koa or GraphQL here.
+ */
+import { AccessDeniedError } from '../../core/errors.ts';
+import type { Actor } from '../../core/context.ts';
+import type { Doc } from '../../core/hooks.ts';
+import type { Filter } from '../../core/identity/guards.ts';
+import { withRows, writeAccess } from './access.ts';
+import { publishScope } from './drafts/service.ts';
+import type { ResourceService } from './service.ts';
+
+/** An action {@link documentActions} answers for. */
+export type DocumentAction = 'publish' | 'unpublish' | 'restore_version';
+
+/** `p`, or null when the caller's roles refuse the action outright. */
+const unlessDenied = <T>(p: Promise<T>): Promise<T | null> => p.catch((err: unknown) => {
+  if (err instanceof AccessDeniedError) return null;
+  throw err;
+});
+
+/** The scope of an update (what a restore of a version goes through), as `updateDocument` builds it. */
+async function updateScope(svc: ResourceService, actor: Actor): Promise<Filter> {
+  const wa = await writeAccess(svc, actor, 'update');
+  return withRows(withRows(svc.scope(actor), wa?.rows), await svc.draftRows(actor));
+}
+
+/**
+ * The actions of {@link DocumentAction} that `actor` may take on document `doc` now, in that order:
+ * one `exists` query per action the resource has and the caller's roles allow at all.
+ */
+export async function documentActions(svc: ResourceService, actor: Actor, doc: Doc): Promise<DocumentAction[]> {
+  const checks: [DocumentAction, Filter][] = [];
+  if (svc.def.drafts) {
+    const scope = await unlessDenied(publishScope(svc, actor));
+    if (scope) {
+      checks.push(['publish', withRows(scope, { $or: [{ _published: false }, { _draft: { $ne: null } }] })]);
+      checks.push(['unpublish', withRows(scope, { _published: { $ne: false } })]);
+    }
+  }
+  if (svc.def.versions) {
+    const scope = await unlessDenied(updateScope(svc, actor));
+    if (scope) checks.push(['restore_version', scope]);
+  }
+  const allowed = await Promise.all(checks.map(async ([, filter]) => !!(await svc.model.exists({ ...filter, _id: doc._id }))));
+  return checks.filter((_, i) => allowed[i]).map(([action]) => action);
+}
