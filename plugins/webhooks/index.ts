@@ -62,7 +62,7 @@ export const webhooksPlugin = definePlugin({
     const tags = ['webhooks'];
     const identity = services.get('identity');
     const outbound = createOutbound({
-      db, config, hooks, tenancy, events: services.get('events'), log, metrics: services.get('metrics'),
+      db, config, tenancy, events: services.get('events'), log, metrics: services.get('metrics'),
       eventAccess: () => services.maybe('eventAccess'), unknownRoles: (t, r) => identity.unknownRoles(t, r),
     });
     identity.registerRoleHolder('webhook endpoints', async (t, role) => !!(await webhookEndpointModel(db).exists({ tenant_id: t, role })));

@@ -105,7 +105,7 @@ describe('delivery', () => {
     const ep = await s.endpoint(r.url, [TEST_EVENT]);
     // A second fan-out consumer on the same database, as another process's would be (never started).
     const other = createOutbound({
-      db: s.t.app.db.conn, config: s.t.app.config, hooks: s.t.app.hooks, tenancy: new Tenancy(true), events: s.t.app.services.get('events'), log: s.t.app.log, metrics: s.t.app.services.get('metrics'),
+      db: s.t.app.db.conn, config: s.t.app.config, tenancy: new Tenancy(true), events: s.t.app.services.get('events'), log: s.t.app.log, metrics: s.t.app.services.get('metrics'),
     });
     const event = await s.emit();
     await Promise.all([other.consumer.handle(event), other.consumer.handle(event)]);
