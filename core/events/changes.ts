@@ -52,15 +52,16 @@ export class DocumentChanges {
   /**
    * The entry of one change: `after` is the document as the write leaves it (for a delete, as it
    * was: the object the API showed last), `before` the document it changes (null for a create).
+   * `type` names a more precise event of the same kind of change (e.g. `webhook_endpoint.disabled`).
    */
-  entry(verb: Verb, actor: Actor | null, before: Written | null, after: Written, opts: { replace?: boolean; bulk?: boolean } = {}): OutboxEntry {
+  entry(verb: Verb, actor: Actor | null, before: Written | null, after: Written, opts: { replace?: boolean; bulk?: boolean; type?: string } = {}): OutboxEntry {
     const req = requestOf(actor);
     const tenant = after.tenant_id ?? before?.tenant_id ?? null;
     const audit: AuditedChange = {
       operation: verb === 'updated' && opts.replace ? 'replace' : OPERATION[verb], resource: this.resource,
       actor_name: actor && !isSystemActor(actor) ? actor.name ?? null : null, ip: req?.ip ?? null,
     };
-    const staged = this.events().stage(this.types[verb], {
+    const staged = this.events().stage(opts.type ?? this.types[verb], {
       actor, tenant_id: tenant ? String(tenant) : null, previous: before ? this.source.view(before) : null,
       meta: { resource: this.resource, ip: req?.ip ?? null, bulk: !!opts.bulk, ...(opts.replace !== undefined ? { replace: opts.replace } : {}), audit },
     });

@@ -220,8 +220,9 @@ export class EndpointService implements EndpointHealth {
     const set = { enabled: false, disabled_reason: reason, updated_at: at };
     const actor = systemActor(String(old.tenant_id));
     // The event travels in the endpoint's outbox, written by the disabling update itself, with its
-    // object frozen (endpoints have no version): it exists if and only if the endpoint was disabled.
-    const entry = { ...this.deps.events.stage(ENDPOINT_DISABLED_EVENT, { actor, tenant_id: old.tenant_id }), data: endpointViewOf({ ...old, ...set }) as unknown as Doc };
+    // objects frozen (endpoints have no version): it exists if and only if the endpoint was disabled,
+    // and its audit entry (an update by the system) comes with it.
+    const entry = this.changes.entry('updated', actor, old, { ...old, ...set } as WebhookEndpointRecord, { type: ENDPOINT_DISABLED_EVENT });
     // Conditional on the endpoint as read: of several processes failing at once, one disables and tells.
     const doc = await this.deps.endpoints
       .findOneAndUpdate({ ...due, updated_at: old.updated_at }, { $set: set, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
