@@ -71,7 +71,7 @@ export { modelOn } from './core/db.ts';
 
 // --- events
 export type { EventConsumer, EventHead, EventRecord, EventTypeDefinition, EventLog, OutboxEntry, OutboxSource } from './core/events/index.ts';
-export { DocumentChanges, notRemoved } from './core/events/index.ts';
+export { DocumentChanges, notRemoved, outboxPath, OUTBOX_FIELD } from './core/events/index.ts';
 export type { ChangeTypes } from './core/events/index.ts';
 
 // --- resources (a mongoose schema + a path = a REST + GraphQL API)
