@@ -46,7 +46,7 @@ export interface AuditTarget {
  *
  * @example
  * const audit = services.get('audit');
- * await audit.logUpdate({ resource: 'payments', item_id: p._id, old: before, doc: after, tenant_id: p.tenant_id });
+ * await audit.logUpdate({ resource: 'consents', item_id: c._id, old: before, doc: after, tenant_id: c.tenant_id });
  */
 export interface AuditLogger {
   /** An `insert` entry. */
