@@ -45,7 +45,7 @@ export type { AccessPolicy, AttributeRule, Filter, RequiredRole } from './core/i
 // --- hooks
 export { onHook } from './core/hooks.ts';
 export type {
-  AfterHandler, BeforeHandler, Doc, DocumentEventBase, HookBus, HookEvents, HookHandler, HookName, HookRegistration,
+  BeforeHandler, Doc, DocumentEventBase, HookBus, HookEvents, HookHandler, HookName, HookRegistration,
 } from './core/hooks.ts';
 
 // --- errors
@@ -71,6 +71,8 @@ export { modelOn } from './core/db.ts';
 
 // --- events
 export type { EventConsumer, EventHead, EventRecord, EventTypeDefinition, EventLog, OutboxEntry, OutboxSource } from './core/events/index.ts';
+export { DocumentChanges, notRemoved, outboxPath, OUTBOX_FIELD } from './core/events/index.ts';
+export type { ChangeTypes } from './core/events/index.ts';
 
 // --- resources (a mongoose schema + a path = a REST + GraphQL API)
 export { defineResource } from './plugins/resources/index.ts';

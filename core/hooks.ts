@@ -1,6 +1,5 @@
 import { traced } from './tracing.ts';
 import { requestOf, type Actor } from './context.ts';
-import type { Logger } from './logger.ts';
 
 /** What every document lifecycle event carries (resources plugin, and any plugin writing documents). */
 export interface DocumentEventBase {
@@ -15,20 +14,13 @@ export interface DocumentEventBase {
   secret_fields: string[];
   /** True when the operation is part of a bulk call. */
   bulk: boolean;
-  /**
-   * The change's event in the event log, when its write carried one in its outbox (resources).
-   * Durable sinks of the log (audit) record the change from that event; a listener that persists
-   * the change may rely on them instead.
-   */
-  event_id?: string | null;
 }
 
 export type Doc = Record<string, unknown>;
 
 /**
- * The common part of a document event for `actor`'s change of a document of `resource`, with the
- * request's ip and id when the actor acts in a request. For plugins that announce their own
- * documents' changes on the hook bus (so audit records them) the way the resources plugin does.
+ * The common part of a document hook payload for `actor`'s change of a document of `resource`, with
+ * the request's ip and id when the actor acts in a request.
  */
 export function documentEventBase(resource: string, actor: Actor | null, tenantId: string | null, opts: { secret_fields?: string[]; bulk?: boolean } = {}): DocumentEventBase {
   const ctx = requestOf(actor);
@@ -36,34 +28,27 @@ export function documentEventBase(resource: string, actor: Actor | null, tenantI
 }
 
 /**
- * Typed events of the hook bus. Plugins add their own by declaration merging. `BEFORE_*` handlers
- * run in registration order and may return a replacement payload or throw an `AppError` to veto;
- * `AFTER_*` handlers run after success and their errors are logged, never sent to the client.
+ * Typed events of the hook bus: what runs inside the request, before the write. Plugins add their
+ * own by declaration merging. `BEFORE_*` handlers run in registration order and may return a
+ * replacement payload (defaults) or throw an `AppError` to veto (validation). Other events are
+ * dispatched (`dispatch()`). Code that reacts to a change once it is made is a durable consumer of
+ * the event log or a listener of the relay (docs/events.md), never a hook.
  */
 export interface HookEvents {
   BEFORE_CREATE: DocumentEventBase & { data: Doc };
   BEFORE_UPDATE: DocumentEventBase & { id: string; data: Doc; old: Doc; replace: boolean };
   BEFORE_DELETE: DocumentEventBase & { id: string; old: Doc };
-  AFTER_CREATE: DocumentEventBase & { id: string; doc: Doc };
-  AFTER_UPDATE: DocumentEventBase & { id: string; old: Doc; doc: Doc; replace: boolean };
-  AFTER_DELETE: DocumentEventBase & { id: string; old: Doc; doc: Doc };
 }
 
 export type HookName = keyof HookEvents;
 export type BeforeHook = Extract<HookName, `BEFORE_${string}`>;
-export type AfterHook = Extract<HookName, `AFTER_${string}`>;
-/** Events that are neither `BEFORE_*` nor `AFTER_*` (e.g. `WEBHOOK_RECEIVED`): dispatched with `dispatch()`. */
-export type DispatchHook = Exclude<HookName, BeforeHook | AfterHook>;
+/** Events other than `BEFORE_*` (e.g. `WEBHOOK_RECEIVED`): dispatched with `dispatch()`. */
+export type DispatchHook = Exclude<HookName, BeforeHook>;
 
 export type BeforeHandler<K extends BeforeHook> = (
   payload: HookEvents[K],
 ) => void | HookEvents[K] | Promise<void | HookEvents[K]>;
-export type AfterHandler<K extends AfterHook> = (payload: HookEvents[K]) => void | Promise<void>;
-export type HookHandler<K extends HookName> = K extends BeforeHook
-  ? BeforeHandler<K>
-  : K extends AfterHook
-    ? AfterHandler<K>
-    : (payload: HookEvents[K]) => void | Promise<void>;
+export type HookHandler<K extends HookName> = K extends BeforeHook ? BeforeHandler<K> : (payload: HookEvents[K]) => void | Promise<void>;
 
 /** Options of a hook subscription. */
 export interface HookOptions {
@@ -102,8 +87,6 @@ function reached(list: Entry[], payload: unknown): Entry[] {
 export class HookBus {
   private readonly handlers = new Map<string, Entry[]>();
 
-  constructor(private readonly log: Logger) {}
-
   on<K extends HookName>(event: K, handler: HookHandler<K>, plugin = 'anonymous', opts: HookOptions = {}): () => void {
     const list = this.handlers.get(event) ?? [];
     const entry: Entry = { plugin, handler: handler as (p: unknown) => unknown, resources: opts.resources ? new Set(opts.resources) : null };
@@ -138,8 +121,8 @@ export class HookBus {
   }
 
   /**
-   * Runs the handlers of a dispatch event one after another, in registration order. Unlike
-   * `emitAfter`, a failure propagates to the emitter (and later handlers do not run).
+   * Runs the handlers of a dispatch event one after another, in registration order. A failure
+   * propagates to the emitter (and later handlers do not run).
    */
   async dispatch<K extends DispatchHook>(event: K, payload: HookEvents[K]): Promise<void> {
     const all = this.handlers.get(event);
@@ -149,22 +132,5 @@ export class HookBus {
     await traced(`hook ${event}`, async () => {
       for (const { handler } of list) await handler(payload);
     });
-  }
-
-  /** Runs `AFTER_*` handlers concurrently; a failure is logged with the plugin name and swallowed. */
-  async emitAfter<K extends AfterHook>(event: K, payload: HookEvents[K]): Promise<void> {
-    const all = this.handlers.get(event);
-    if (!all?.length) return;
-    const list = reached(all, payload);
-    if (!list.length) return;
-    await traced(`hook ${event}`, () => Promise.all(
-      list.map(async ({ plugin, handler }) => {
-        try {
-          await handler(payload);
-        } catch (err) {
-          this.log.error({ err, event, plugin }, 'after-hook handler failed');
-        }
-      }),
-    ));
   }
 }

@@ -130,7 +130,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     ...(opts.onDatabaseCommand ? { onCommand: opts.onDatabaseCommand } : {}),
     ...(config.METRICS_ENABLED ? { observe: observeMongo(metrics) } : {}),
   });
-  const hooks = new HookBus(log);
+  const hooks = new HookBus();
   const services = new ServiceRegistry();
   services.provide('metrics', metrics);
   const tenancy = new Tenancy(config.MULTI_TENANT_ENABLED);

@@ -8,7 +8,8 @@ import { createRealtime, viewUnderAccess } from '../realtime/index.ts';
 export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
 export type { EventConsumer, EventHead, EventRecord } from './consumers.ts';
 export type { AuditedChange, EventDoc, EventSink, OutboxEntry, OutboxSource } from './types.ts';
-export { outboxPath, OUTBOX_FIELD } from './model.ts';
+export { notRemoved, outboxPath, OUTBOX_FIELD, REMOVED_FIELD } from './model.ts';
+export { DocumentChanges, type ChangeTypes, type Written } from './changes.ts';
 export type { EventLog } from './service.ts';
 
 declare module '../services.ts' {

@@ -1,7 +1,7 @@
 import type { Model } from 'mongoose';
 import type { Logger } from '../logger.ts';
 import type { Doc } from '../hooks.ts';
-import { OUTBOX_FIELD } from './model.ts';
+import { OUTBOX_FIELD, REMOVED_FIELD } from './model.ts';
 import { KnownByDocument, type KnownEntries } from './known.ts';
 import type { EventDoc, EventSink, OutboxEntry, OutboxSource } from './types.ts';
 
@@ -15,6 +15,8 @@ interface Pending {
   events: Omit<EventDoc, 'committed_at'>[];
   /** Ids of the entries to remove from the document's outbox once their events are stored. */
   clearIds: string[];
+  /** A tombstone (`REMOVED_FIELD`) holding every entry of its outbox here: removed once they are stored. */
+  remove?: boolean;
 }
 
 export interface RelaySettings {
@@ -141,7 +143,7 @@ export class Relay {
   enqueue(source: OutboxSource, doc: Doc): Promise<void> {
     const events = eventsOf(source, doc, this.log);
     if (!events.length) return Promise.resolve();
-    this.queue.push({ source, docId: doc._id, tenantId: doc.tenant_id ?? null, events, clearIds: clearIdsOf(doc) });
+    this.queue.push({ source, docId: doc._id, tenantId: doc.tenant_id ?? null, events, clearIds: clearIdsOf(doc), remove: doc[REMOVED_FIELD] === true });
     this.queued += events.length;
     if (this.settings.flushMs === 0) return this.flush();
     if (this.queued >= this.settings.maxBatch) void this.flush();
@@ -212,7 +214,7 @@ export class Relay {
     for (const b of batch) this.byDocument.add(KnownByDocument.key(b.source.name, b.docId), b.events.map((e) => e._id));
     const bySource = new Map<OutboxSource, Pending[]>();
     for (const b of batch) {
-      if (!b.clearIds.length) continue;
+      if (!b.clearIds.length && !b.remove) continue;
       const items = bySource.get(b.source);
       if (items) items.push(b);
       else bySource.set(b.source, [b]);
@@ -252,20 +254,24 @@ export class Relay {
    */
   private async clear(source: OutboxSource, items: Pending[]): Promise<void> {
     const tenanted = !!source.model.schema.path('tenant_id');
-    const groups = new Map<string, { tenantId: unknown; ids: unknown[]; events: string[] }>();
+    const groups = new Map<string, { tenantId: unknown; ids: unknown[]; events: string[]; removed: unknown[] }>();
     for (const b of items) {
       const key = tenanted ? String(b.tenantId) : '';
       let g = groups.get(key);
-      if (!g) groups.set(key, (g = { tenantId: b.tenantId, ids: [], events: [] }));
+      if (!g) groups.set(key, (g = { tenantId: b.tenantId, ids: [], events: [], removed: [] }));
+      if (b.remove) {
+        g.removed.push(b.docId);
+        continue;
+      }
       g.ids.push(b.docId);
       g.events.push(...b.clearIds);
     }
-    const ops = [...groups.values()].map((g) => ({
-      updateMany: {
-        filter: tenanted ? { tenant_id: g.tenantId, _id: { $in: g.ids } } : { _id: { $in: g.ids } },
-        update: { $pull: { [OUTBOX_FIELD]: { id: { $in: g.events } } } },
-      },
-    }));
+    const scope = (g: { tenantId: unknown }, ids: unknown[]) => (tenanted ? { tenant_id: g.tenantId, _id: { $in: ids } } : { _id: { $in: ids } });
+    const ops = [...groups.values()].flatMap((g) => [
+      ...(g.ids.length ? [{ updateMany: { filter: scope(g, g.ids), update: { $pull: { [OUTBOX_FIELD]: { id: { $in: g.events } } } } } }] : []),
+      // A tombstone's events are all in the log now: the delete it stands for is finished.
+      ...(g.removed.length ? [{ deleteMany: { filter: { ...scope(g, g.removed), [REMOVED_FIELD]: true } } }] : []),
+    ]);
     // A write racing the clear on one of the documents may make the database report a write conflict
     // (PostgreSQL-backed engines do, for a multi-document write): the pull is idempotent, so run it again.
     for (let attempt = 1; ; attempt++) {
@@ -290,7 +296,7 @@ export class Relay {
       const filter = { [OUTBOX_FIELD]: { $elemMatch: { created_at: { $gte: from, $lt: until } } } };
       // The outboxes only: nearly every entry is in the log already, and a document is read whole
       // only when one of its entries is not (relayLeftBehind).
-      const projection = { _id: 1, tenant_id: 1, [OUTBOX_FIELD]: 1 };
+      const projection = { _id: 1, tenant_id: 1, [OUTBOX_FIELD]: 1, [REMOVED_FIELD]: 1 };
       let chunk: Doc[] = [];
       for await (const d of source.model.collection.find(filter, { projection }).batchSize(this.settings.maxBatch)) {
         chunk.push(d as Doc);
@@ -307,9 +313,11 @@ export class Relay {
   /** `outboxes`: the documents' `_id`, `tenant_id` and outbox (sweepWindow's projection). */
   private async relayLeftBehind(source: OutboxSource, outboxes: Doc[], from: Date, until: Date): Promise<number> {
     // Only entries of this window: a newer one may still wait in its writer's relay, not yet in the log.
+    // A tombstone gets no newer one: all its entries are checked, so that it can be removed.
     const docs = outboxes.map((d) => {
-      const ids = ((d[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => e.created_at >= from && e.created_at < until).map((e) => e.id);
-      return { d, key: KnownByDocument.key(source.name, d._id), ids };
+      const remove = d[REMOVED_FIELD] === true;
+      const ids = ((d[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => remove || (e.created_at >= from && e.created_at < until)).map((e) => e.id);
+      return { d, key: KnownByDocument.key(source.name, d._id), ids, remove };
     });
     const unknown = (x: (typeof docs)[number]) => {
       const known = this.byDocument.of(x.key);
@@ -327,7 +335,7 @@ export class Relay {
     const missingOf = new Map(lost.map((x) => [String(x.d._id), x.missing]));
     let stored = 0;
     const todo: Pending[] = [];
-    for (const { d, ids } of docs) {
+    for (const { d, ids, remove } of docs) {
       const window = new Set(ids);
       const clearIds = clearIdsOf(d).filter((id) => window.has(id));
       const missing = missingOf.get(String(d._id));
@@ -335,7 +343,7 @@ export class Relay {
       // A document gone or rewritten since the projection: what its outbox holds now is the sweep's next concern.
       const events = now ? eventsOf(source, now, this.log).filter((e) => missing.has(e._id)) : [];
       stored += events.length;
-      if (events.length || clearIds.length) todo.push({ source, docId: d._id, tenantId: d.tenant_id ?? null, events, clearIds });
+      if (events.length || clearIds.length || remove) todo.push({ source, docId: d._id, tenantId: d.tenant_id ?? null, events, clearIds, remove });
     }
     if (todo.length) await this.store(todo);
     return stored;

@@ -54,7 +54,7 @@ export interface EventSink {
  * `meta.audit` of an event whose change must have an audit entry. The audit plugin is a durable sink:
  * it writes the entry from the event (changes from `previous` to `data`, the snapshot of a delete
  * from `previous`) in the relay's batch, before the outbox is cleared, so a crash after the answer
- * loses neither. The change's after-hooks carry `event_id`, so hook listeners can tell.
+ * loses neither.
  */
 export interface AuditedChange {
   operation: 'insert' | 'update' | 'replace' | 'delete';

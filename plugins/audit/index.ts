@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
-import { onHook } from '../../core/hooks.ts';
 import { isDatabaseUnavailable } from '../../core/http/map-error.ts';
 import { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
 import { auditModel } from './model.ts';
@@ -35,9 +34,10 @@ export const auditOptions = z.object({
 });
 
 /**
- * The audit log: records every document insert, update, replace and delete
- * announced on the hook bus, offers the `audit` service for changes made elsewhere, and serves
- * `/admin/audit-log` (list, stats, export, retention) plus GraphQL `auditLog` / `auditStats`.
+ * The audit log: records every change whose event on the log asks for an entry (a durable sink of
+ * the event log: resources, identity, payments, job schedules and chains, webhook endpoints...),
+ * offers the `audit` service for direct entries, and serves `/admin/audit-log` (list, stats,
+ * export, retention) plus GraphQL `auditLog` / `auditStats`.
  */
 export const auditPlugin = definePlugin({
   name: 'audit',
@@ -64,18 +64,11 @@ export const auditPlugin = definePlugin({
     );
     services.provide('audit', audit);
     services.get('metrics').watchAuditBuffer(() => audit.pending);
-    // Changes that carry an event (resources) get their entry from the event log, durably.
+    // Every audited change carries its event: its entry comes from the event log, durably.
     if (config.AUDIT_LOG_ENABLED) services.get('events').addSink({ name: 'audit', types: '*', write: (events) => audit.recordEvents(events) });
     const tags = ['audit'];
 
     return {
-      hooks: config.AUDIT_LOG_ENABLED
-        ? [
-            onHook('AFTER_CREATE', (e) => audit.afterCreate(e)),
-            onHook('AFTER_UPDATE', (e) => audit.afterUpdate(e)),
-            onHook('AFTER_DELETE', (e) => audit.afterDelete(e)),
-          ]
-        : [],
       routes: [
         defineRoute({
           method: 'GET', path: '/admin/audit-log', tags, auth: 'admin', summary: 'List audit entries',

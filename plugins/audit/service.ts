@@ -2,7 +2,7 @@ import { Readable, pipeline } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
 import { isSystemActor, type Actor } from '../../core/context.ts';
-import type { Doc, DocumentEventBase, HookEvents } from '../../core/hooks.ts';
+import type { Doc } from '../../core/hooks.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import type { Logger } from '../../core/logger.ts';
 import { pageOf, type Page } from '../../core/page.ts';
@@ -38,15 +38,15 @@ export interface AuditTarget {
 }
 
 /**
- * Records changes made outside the resource path (jobs, webhook handlers, payments), as
- * `services.get('audit')`. Every method resolves once the entry is queued (see docs/audit.md:
+ * Records entries of changes that carry no event of their own (the event log's changes are audited
+ * from their events), as `services.get('audit')`. Every method resolves once the entry is queued (see docs/audit.md:
  * entries reach the database within about 50 ms); it waits for the write only when the queue is
  * full. Database failures are logged, never thrown; a call rejects only for an invalid object id.
  * With `AUDIT_LOG_ENABLED=false` every method does nothing.
  *
  * @example
  * const audit = services.get('audit');
- * await audit.logUpdate({ resource: 'payments', item_id: p._id, old: before, doc: after, tenant_id: p.tenant_id });
+ * await audit.logUpdate({ resource: 'consents', item_id: c._id, old: before, doc: after, tenant_id: c.tenant_id });
  */
 export interface AuditLogger {
   /** An `insert` entry. */
@@ -120,20 +120,10 @@ const DAY_MS = 86_400_000;
 const optionalOid = (v: string | Types.ObjectId | null | undefined, what: string): Types.ObjectId | null =>
   v === null || v === undefined ? null : oid(v, what);
 
-const eventTarget = (e: DocumentEventBase & { id: string }): AuditTarget => ({
-  resource: e.resource,
-  item_id: e.id,
-  user: e.actor,
-  tenant_id: e.tenant_id,
-  ip: e.ip,
-  secret_fields: e.secret_fields,
-});
-
 /**
- * The audit log: writes the entries of changes that carry an event from the event log (a durable
- * sink, `recordEvents`), those announced on the hook bus without an event and direct calls through
- * a buffer that stores them before the call resolves, and answers the admin queries. No Koa or
- * GraphQL here.
+ * The audit log: writes the entries of changes from their events (a durable sink of the event log,
+ * `recordEvents`) and direct calls through a buffer that stores them before the call resolves, and
+ * answers the admin queries. No Koa or GraphQL here.
  */
 export class AuditService implements AuditLogger {
   private readonly buffer: WriteBehindBuffer<AuditEntryInput>;
@@ -167,23 +157,6 @@ export class AuditService implements AuditLogger {
   }
 
   // --- recording -------------------------------------------------------------------------
-
-  // A change with an `event_id` has its entry written from its event (`recordEvents`), durably.
-
-  /** AFTER_CREATE handler. */
-  async afterCreate(e: HookEvents['AFTER_CREATE']): Promise<void> {
-    if (!e.event_id) await this.logInsert(eventTarget(e));
-  }
-
-  /** AFTER_UPDATE handler (update and replace). */
-  async afterUpdate(e: HookEvents['AFTER_UPDATE']): Promise<void> {
-    if (!e.event_id) await this.logUpdate({ ...eventTarget(e), old: e.old, doc: e.doc, replace: e.replace });
-  }
-
-  /** AFTER_DELETE handler: the snapshot is the document before deletion (`old`). */
-  async afterDelete(e: HookEvents['AFTER_DELETE']): Promise<void> {
-    if (!e.event_id) await this.logDelete({ ...eventTarget(e), old: e.old });
-  }
 
   /**
    * The event log's durable sink: writes the entries of the events that ask for one, idempotently

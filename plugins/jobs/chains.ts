@@ -6,7 +6,7 @@ import { systemActor, type Actor } from '../../core/context.ts';
 import { FINISHED, type ChainStepDoc, type JobChainRecord, type JobModels, type JobRunDoc, type JobRunRecord } from './model.ts';
 import type { ChainBody, ChainStepInput, chainPatch } from './schemas.ts';
 import type { RunLauncher } from './runs.ts';
-import type { DocumentChanges } from './changes.ts';
+import { notRemoved, type DocumentChanges } from '../../core/events/index.ts';
 import { isDup, sleep } from './store.ts';
 import { FinalError, progressOnChange, type Coordinator } from './coordinators.ts';
 import { chainView, runView, type ChainView, type RunView } from './views.ts';
@@ -66,25 +66,25 @@ export class ChainService {
 
   async list(actor: Actor): Promise<ChainView[]> {
     requireRole(actor, 'system');
-    return (await this.models.Chain.find().sort({ name: 1 }).lean<JobChainRecord[]>()).map(chainView);
+    return (await this.models.Chain.find(notRemoved).sort({ name: 1 }).lean<JobChainRecord[]>()).map(chainView);
   }
 
   private async find(actor: Actor, id: string): Promise<JobChainRecord> {
     requireRole(actor, 'system');
-    const c = await this.models.Chain.findById(id).lean<JobChainRecord>();
+    const c = await this.models.Chain.findOne({ _id: id, ...notRemoved }).lean<JobChainRecord>();
     if (!c) throw new NotFoundError('job_chain', id);
     return c;
   }
 
   /** A chain by id for a schedule targeting it (no role check: the schedule's was made when it was saved). */
   async forSchedule(id: Types.ObjectId | null | undefined): Promise<JobChainRecord> {
-    const chain = id ? await this.models.Chain.findById(id).lean<JobChainRecord>() : null;
+    const chain = id ? await this.models.Chain.findOne({ _id: id, ...notRemoved }).lean<JobChainRecord>() : null;
     if (!chain) throw new NotFoundError('job_chain', String(id));
     return chain;
   }
 
   async exists(id: string): Promise<boolean> {
-    return !!(await this.models.Chain.exists({ _id: id }));
+    return !!(await this.models.Chain.exists({ _id: id, ...notRemoved }));
   }
 
   async get(actor: Actor, id: string): Promise<ChainView> {
@@ -95,8 +95,11 @@ export class ChainService {
     if (!isSystem) requireRole(actor, 'system');
     this.checkSteps(body.steps, 'steps');
     try {
-      const doc = (await this.models.Chain.create({ ...body, is_system: isSystem, created_by: actor.id })).toObject() as JobChainRecord;
-      await this.changes.created(actor, doc);
+      const now = new Date();
+      const draft = new this.models.Chain({ ...body, is_system: isSystem, created_by: actor.id, created_at: now, updated_at: now });
+      draft.set(this.changes.insert(this.changes.entry('created', actor, null, draft.toObject() as JobChainRecord)));
+      const doc = (await draft.save()).toObject() as JobChainRecord;
+      await this.changes.committed(doc);
       return chainView(doc);
     } catch (err) {
       if (isDup(err)) throw nameTaken(body.name);
@@ -120,9 +123,11 @@ export class ChainService {
     // Checked before writing, as for schedules (DocumentDB: findAndModify's unique violation is not E11000).
     if (body.name && (await this.models.Chain.exists({ name: body.name, _id: { $ne: id } }))) throw nameTaken(body.name);
     try {
-      const doc = await this.models.Chain.findOneAndUpdate({ _id: id }, { $set: body }, { returnDocument: 'after' }).lean<JobChainRecord>();
+      const set = { ...body, updated_at: new Date() };
+      const entry = this.changes.entry('updated', actor, old, { ...old, ...set } as JobChainRecord);
+      const doc = await this.models.Chain.findOneAndUpdate({ _id: old._id, ...notRemoved }, { $set: set, $push: this.changes.push(entry) }, { returnDocument: 'after' }).lean<JobChainRecord>();
       if (!doc) throw new NotFoundError('job_chain', id);
-      await this.changes.updated(actor, old, doc);
+      await this.changes.committed(doc);
       return chainView(doc);
     } catch (err) {
       if (isDup(err)) throw nameTaken(body.name);
@@ -133,9 +138,12 @@ export class ChainService {
   async remove(actor: Actor, id: string): Promise<void> {
     const c = await this.find(actor, id);
     if (c.is_system) throw new ConflictError(`Chain "${c.name}" is a built-in chain and cannot be deleted`, { is_system: true });
-    if (await this.models.Schedule.exists({ type: 'chain', chain_id: c._id })) throw new ConflictError(`Chain "${c.name}" is the target of a schedule`);
-    await this.models.Chain.deleteOne({ _id: c._id });
-    await this.changes.deleted(actor, c);
+    if (await this.models.Schedule.exists({ type: 'chain', chain_id: c._id, ...notRemoved })) throw new ConflictError(`Chain "${c.name}" is the target of a schedule`);
+    // The tombstone frees the name at once: a new chain may take it before the relay removes it.
+    const { $set, $push } = this.changes.remove(this.changes.entry('deleted', actor, c, c));
+    const tomb = await this.models.Chain.findOneAndUpdate({ _id: c._id, ...notRemoved }, { $set: { ...$set, name: `${c.name} (deleted ${String(c._id)})` }, $push }, { returnDocument: 'after' }).lean<JobChainRecord>();
+    if (!tomb) throw new NotFoundError('job_chain', id);
+    await this.changes.committed(tomb);
   }
 
   /** `POST /jobs/chains/{id}/run`: the chain's coordinating run. */

@@ -6,7 +6,8 @@ import { RunStore } from './store.ts';
 import { RunLauncher } from './runs.ts';
 import { JobAccess } from './access.ts';
 import { fanoutCoordinator, tenantIds } from './coordinators.ts';
-import { DocumentChanges } from './changes.ts';
+import { DocumentChanges, notRemoved } from '../../core/events/index.ts';
+import { chainView, scheduleView } from './views.ts';
 import { ChainService } from './chains.ts';
 import { ScheduleService } from './schedules.ts';
 import { JobsService } from './service.ts';
@@ -27,7 +28,7 @@ export const jobsPlugin = definePlugin({
   name: 'jobs',
   enabledBy: 'JOBS_ENABLED',
   options: jobsOptions,
-  async setup({ db, config, options, services, kernel, tenancy, log, hooks }) {
+  async setup({ db, config, options, services, kernel, tenancy, log }) {
     if (!config.JOBS_ENABLED) return {};
     // Agenda loads only when the plugin is on: servers without jobs do not pay its start-up time.
     const { Engine } = await import('./engine.ts');
@@ -39,11 +40,20 @@ export const jobsPlugin = definePlugin({
     events.addSource(store.source);
     const launcher = new RunLauncher(store, registry);
     const access = new JobAccess(tenancy, registry);
-    const chains = new ChainService(models, launcher, config.JOBS_POLL_INTERVAL_MS, new DocumentChanges(hooks, 'job_chains'));
+    // Schedules' and chains' administrative writes carry their events (and audit entries) in their outboxes.
+    const chainChanges = new DocumentChanges(() => events, { name: 'job_chains', model: models.Chain, view: (d) => chainView(d as never), tenantScoped: false }, {
+      created: 'job_chain.created', updated: 'job_chain.updated', deleted: 'job_chain.deleted',
+    });
+    const scheduleChanges = new DocumentChanges(() => events, { name: 'job_schedules', model: models.Schedule, view: (d) => scheduleView(d as never) }, {
+      created: 'job_schedule.created', updated: 'job_schedule.updated', deleted: 'job_schedule.deleted',
+    });
+    events.addSource(chainChanges.source);
+    events.addSource(scheduleChanges.source);
+    const chains = new ChainService(models, launcher, config.JOBS_POLL_INTERVAL_MS, chainChanges);
     const schedules = new ScheduleService(models, access, launcher, chains, {
       defaultTimezone: config.JOBS_DEFAULT_TIMEZONE,
       minIntervalSeconds: config.JOBS_MIN_SCHEDULE_INTERVAL_SECONDS,
-    }, log, new DocumentChanges(hooks, 'job_schedules'));
+    }, log, scheduleChanges);
     const afterFinish = (run: Parameters<ScheduleService['afterFinish']>[0]) => schedules.afterFinish(run);
     const svc = new JobsService({ models, store, launcher, access, afterFinish, pollMs: config.JOBS_POLL_INTERVAL_MS });
     const engine = new Engine(
@@ -70,7 +80,7 @@ export const jobsPlugin = definePlugin({
         // The unique dedupe index must exist before the first run is queued.
         await Promise.all([models.Run.init(), models.Schedule.init(), models.Chain.init()]);
         for (const c of options.chains) await chains.ensureSystemChain(c);
-        for (const s of await models.Schedule.find().lean()) await engine.syncSchedule(s as never);
+        for (const s of await models.Schedule.find(notRemoved).lean()) await engine.syncSchedule(s as never);
         await engine.start();
       },
       close: () => engine.stop(),

@@ -140,9 +140,12 @@ export const jobScheduleSchema = new Schema(
     dependency_unmet: { type: Boolean, default: false },
     skipped_at: { type: Date, default: null },
     created_by: { type: String, default: null },
+    /** The schedule's `job_schedule.*` events until the relay moves them to the log; a delete's tombstone mark. */
+    ...outboxPath,
   },
   { timestamps, versionKey: false, minimize: false, collection: 'job_schedules' },
 );
+jobScheduleSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 jobScheduleSchema.index({ is_enabled: 1, next_run_at: 1 });
 jobScheduleSchema.index({ tenant_id: 1 });
 jobScheduleSchema.index({ depends_on_schedules: 1 });
@@ -155,9 +158,12 @@ export const jobChainSchema = new Schema(
     steps: { type: [chainStep], default: [] },
     default_on_failure: { type: String, enum: ON_FAILURE, default: 'stop' },
     created_by: { type: String, default: null },
+    /** The chain's `job_chain.*` events until the relay moves them to the log; a delete's tombstone mark. */
+    ...outboxPath,
   },
   { timestamps, versionKey: false, minimize: false, collection: 'job_chains' },
 );
+jobChainSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 
 export type JobRunDoc = InferSchemaType<typeof jobRunSchema>;
 export type JobRunRecord = JobRunDoc & { _id: Types.ObjectId; created_at: Date; updated_at: Date };

@@ -10,7 +10,7 @@ import type { JobAccess } from './access.ts';
 import type { RunLauncher } from './runs.ts';
 import { isDup } from './store.ts';
 import type { ChainService } from './chains.ts';
-import type { DocumentChanges } from './changes.ts';
+import { notRemoved, type DocumentChanges } from '../../core/events/index.ts';
 import { checkCron, isTimeZone, localDay, nextOccurrence, previousOccurrence, resolveTemplates, smallestGapSeconds, templateValues } from './cron.ts';
 import { runView, scheduleView, type RunView, type ScheduleView } from './views.ts';
 
@@ -140,12 +140,12 @@ export class ScheduleService {
   }
 
   async list(actor: Actor): Promise<ScheduleView[]> {
-    const items = await this.models.Schedule.find(this.access.filter(actor)).sort({ job_name: 1 }).lean<JobScheduleRecord[]>();
+    const items = await this.models.Schedule.find({ ...this.access.filter(actor), ...notRemoved }).sort({ job_name: 1 }).lean<JobScheduleRecord[]>();
     return items.map(scheduleView);
   }
 
   private async find(actor: Actor, id: string): Promise<JobScheduleRecord> {
-    const s = await this.models.Schedule.findOne({ _id: id, ...this.access.filter(actor) }).lean<JobScheduleRecord>();
+    const s = await this.models.Schedule.findOne({ _id: id, ...this.access.filter(actor), ...notRemoved }).lean<JobScheduleRecord>();
     if (!s) throw new NotFoundError('job_schedule', id);
     return s;
   }
@@ -156,15 +156,18 @@ export class ScheduleService {
 
   async create(actor: Actor, body: ScheduleBody): Promise<ScheduleView> {
     const set = await this.fields(actor, body, null);
+    const now = new Date();
+    const draft = new this.models.Schedule({ ...set, created_by: actor.id, created_at: now, updated_at: now });
+    draft.set(this.changes.insert(this.changes.entry('created', actor, null, draft.toObject() as JobScheduleRecord)));
     let doc: JobScheduleRecord;
     try {
-      doc = (await this.models.Schedule.create({ ...set, created_by: actor.id })).toObject() as JobScheduleRecord;
+      doc = (await draft.save()).toObject() as JobScheduleRecord;
     } catch (err) {
       if (isDup(err)) throw nameTaken(set.job_name);
       throw err;
     }
+    await this.changes.committed(doc);
     await this.launcher.dispatcher.syncSchedule(doc);
-    await this.changes.created(actor, doc);
     return scheduleView(doc);
   }
 
@@ -177,22 +180,29 @@ export class ScheduleService {
     if (set.job_name && (await this.models.Schedule.exists({ job_name: set.job_name, _id: { $ne: current._id } }))) throw nameTaken(set.job_name);
     let doc: JobScheduleRecord | null;
     try {
-      doc = await this.models.Schedule.findOneAndUpdate({ _id: current._id }, { $set: set }, { returnDocument: 'after' }).lean<JobScheduleRecord>();
+      const at = { ...set, updated_at: new Date() };
+      const entry = this.changes.entry('updated', actor, current, { ...current, ...at } as JobScheduleRecord);
+      doc = await this.models.Schedule.findOneAndUpdate({ _id: current._id, ...notRemoved }, { $set: at, $push: this.changes.push(entry) }, { returnDocument: 'after' }).lean<JobScheduleRecord>();
     } catch (err) {
       if (isDup(err)) throw nameTaken(set.job_name);
       throw err;
     }
     if (!doc) throw new NotFoundError('job_schedule', id);
+    await this.changes.committed(doc);
     await this.launcher.dispatcher.syncSchedule(doc);
-    await this.changes.updated(actor, current, doc);
     return scheduleView(doc);
   }
 
   async remove(actor: Actor, id: string): Promise<void> {
     const s = await this.find(actor, id);
-    await this.models.Schedule.deleteOne({ _id: s._id });
+    // The tombstone frees the name at once: a new schedule may take it before the relay removes it.
+    const { $set, $push } = this.changes.remove(this.changes.entry('deleted', actor, s, s));
+    const tomb = await this.models.Schedule.findOneAndUpdate(
+      { _id: s._id, ...notRemoved }, { $set: { ...$set, job_name: `${s.job_name} (deleted ${String(s._id)})`, is_enabled: false }, $push }, { returnDocument: 'after' },
+    ).lean<JobScheduleRecord>();
+    if (!tomb) throw new NotFoundError('job_schedule', id);
+    await this.changes.committed(tomb);
     await this.launcher.dispatcher.removeSchedule(id);
-    await this.changes.deleted(actor, s);
   }
 
   /** Run a schedule now (`POST /jobs/schedules/{id}/run`); `params` only when `allow_param_override`. */
@@ -225,7 +235,7 @@ export class ScheduleService {
    * the schedule no longer exists (its Agenda job is then removed).
    */
   async due(id: string): Promise<boolean> {
-    const s = Types.ObjectId.isValid(id) ? await this.models.Schedule.findById(id).lean<JobScheduleRecord>() : null;
+    const s = Types.ObjectId.isValid(id) ? await this.models.Schedule.findOne({ _id: id, ...notRemoved }).lean<JobScheduleRecord>() : null;
     if (!s) return false;
     if (!s.is_enabled) return true;
     // Agenda fires at the occurrence (never early): the latest occurrence is the one due.
@@ -325,7 +335,7 @@ export class ScheduleService {
   /** `POST /jobs/check-schedules`: every enabled schedule whose `next_run_at` has passed runs now. */
   async checkDue(actor: Actor | null) {
     if (actor) requireRole(actor, 'system');
-    const due = await this.models.Schedule.find({ is_enabled: true, next_run_at: { $lte: new Date() } }).lean<JobScheduleRecord[]>();
+    const due = await this.models.Schedule.find({ is_enabled: true, next_run_at: { $lte: new Date() }, ...notRemoved }).lean<JobScheduleRecord[]>();
     const triggered: { schedule_id: string; run_id: string }[] = [];
     const skipped: string[] = [];
     for (const s of due) {

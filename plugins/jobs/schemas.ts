@@ -168,8 +168,9 @@ export const runEventData = z.object({
 });
 
 /**
- * The jobs plugin's event types, each stored in the run's outbox by the conditional write that makes
- * the change (store.ts `insert`, `claimPending`, `cancel`, `finish`).
+ * The jobs plugin's event types, each stored in the changed document's outbox by the write that
+ * makes the change: a run's by the conditional writes of store.ts (`insert`, `claimPending`,
+ * `cancel`, `finish`), a schedule's and a chain's by their services' writes (schedules.ts, chains.ts).
  */
 export const jobEventTypes = [
   { name: 'job_run.created', description: 'A job run was queued (by a request, a schedule, a chain or a fan-out); data is the run (no logs)', data: runEventData },
@@ -177,4 +178,10 @@ export const jobEventTypes = [
   { name: 'job_run.cancelled', description: 'A pending or running job run was cancelled; data is the run (no logs)', data: runEventData },
   { name: 'job_run.completed', description: 'A job run completed; data is the run (no logs)', data: runEventData },
   { name: 'job_run.failed', description: 'A job run failed after its last attempt; data is the run (no logs, error redacted as for tenant administrators)', data: runEventData },
+  { name: 'job_schedule.created', description: 'A schedule was created; data is the schedule as GET /jobs/schedules shows it', data: scheduleResponse },
+  { name: 'job_schedule.updated', description: 'A schedule was changed through the API; data is the schedule after the change', data: scheduleResponse },
+  { name: 'job_schedule.deleted', description: 'A schedule was deleted; data is the schedule as it was', data: scheduleResponse },
+  { name: 'job_chain.created', description: 'A stored chain was created; data is the chain', data: chainResponse },
+  { name: 'job_chain.updated', description: 'A stored chain was changed; data is the chain after the change', data: chainResponse },
+  { name: 'job_chain.deleted', description: 'A stored chain was deleted; data is the chain as it was', data: chainResponse },
 ];

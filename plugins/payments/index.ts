@@ -74,7 +74,7 @@ export const paymentsPlugin = definePlugin({
       input: { create: createPaymentInput(() => svc.providers()), update: updatePaymentInput },
       routes: paymentRoutes(svc, paymentResponses(() => services.get('resources').documentSchema('payments'))),
     });
-    const payouts = new PayoutsService({ model: payoutModel(db), payments: resource, hooks, tenancy, events: services.get('events') }, {
+    const payouts = new PayoutsService({ model: payoutModel(db), payments: resource, tenancy, events: services.get('events') }, {
       feePercent: config.PAYOUT_FEE_PERCENT, autoApproveThreshold: config.PAYOUT_AUTO_APPROVE_THRESHOLD,
     });
     svc.attach(resource, payouts);

@@ -6,13 +6,13 @@
 import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, type Actor } from '../../core/context.ts';
-import type { HookBus } from '../../core/hooks.ts';
 import { OUTBOX_FIELD, type EventLog } from '../../core/events/index.ts';
 import { requireRole, type Filter } from '../../core/identity/guards.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { ResourceService } from '../resources/index.ts';
 import { compareToMinor, fromMinor, percentOf } from './money.ts';
+import { stagePaymentChange } from './store.ts';
 import type { PaymentRecord, PayoutRecord, PayoutStatus, PayoutView, payoutModel } from './model.ts';
 import type { PayoutListQuery, SettleParams } from './schemas.ts';
 
@@ -42,10 +42,9 @@ export interface PayoutsDeps {
   model: PayoutModel;
   /** The `payments` resource: settlement claims its documents (audited like every Payment write). */
   payments: ResourceService;
-  hooks: HookBus;
   tenancy: Tenancy;
-  /** The event log (kernel service): a claim freezes the payment events still waiting in the outbox. */
-  events: Pick<EventLog, 'outbox'>;
+  /** The event log (kernel service): a claim stores its event in the payment's outbox. */
+  events: Pick<EventLog, 'outbox' | 'stage' | 'committed'>;
 }
 
 /** Compare-and-set attempts of one claim against concurrent writers of the payment. */
@@ -224,29 +223,23 @@ export class PayoutsService {
   }
 
   /**
-   * One payment into one batch: atomic on `payout_batch_id: null`; audited like every Payment write.
-   * A payment whose outbox still holds events (its writer died before the relay) is claimed by a
-   * compare-and-set on its `version` that freezes their object (docs/events.md).
+   * One payment into one batch: a compare-and-set on its `version` and `payout_batch_id: null`
+   * that stores its `payments.updated` event (with its audit entry) in the payment's outbox, like
+   * every Payment write, and freezes the object of an event still waiting there (docs/events.md).
    */
   private async claim(actor: Actor, paymentId: Types.ObjectId, batchId: Types.ObjectId, match: Record<string, unknown>) {
+    const { events, payments } = this.deps;
     for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
-      const now = new Date();
-      const set: Record<string, unknown> = { payout_batch_id: batchId, updated_at: now, updated_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id) };
-      // The usual case, one write: nothing waits in the payment's outbox.
-      let filter: Record<string, unknown> = { ...match, _id: paymentId, [`${OUTBOX_FIELD}.0`]: { $exists: false } };
-      let old = await this.paymentModel.findOneAndUpdate(filter, { $set: set, $inc: { version: 1 } }, { returnDocument: 'before' }).lean<PaymentRecord>();
-      if (!old) {
-        const cur = await this.paymentModel.findOne({ ...match, _id: paymentId }).lean<PaymentRecord & Record<string, unknown>>();
-        if (!cur) return; // not claimable (another batch has it, or it left the period's states)
-        if (!(cur[OUTBOX_FIELD] as unknown[] | undefined)?.length) continue; // relayed meanwhile: the usual case again
-        set[OUTBOX_FIELD] = this.deps.events.outbox.freeze(this.deps.payments.source, cur);
-        filter = { ...match, _id: paymentId, version: cur.version };
-        old = await this.paymentModel.findOneAndUpdate(filter, { $set: set, $inc: { version: 1 } }, { returnDocument: 'before' }).lean<PaymentRecord>();
-        if (!old) continue;
-      }
-      const doc = { ...old, ...set, version: old.version + 1 };
-      const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-      await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.deps.payments.event(actor, tenantId, true), id: String(old._id), old: old as never, doc: doc as never, replace: false });
+      const cur = await this.paymentModel.findOne({ ...match, _id: paymentId }).lean<PaymentRecord & Record<string, unknown>>();
+      if (!cur) return; // not claimable (another batch has it, or it left the period's states)
+      const entry = stagePaymentChange(events, payments, 'payments.updated', actor, cur, { bulk: true });
+      const set: Record<string, unknown> = {
+        payout_batch_id: batchId, updated_at: new Date(), updated_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id),
+        [OUTBOX_FIELD]: events.outbox.update(payments.source, cur, entry),
+      };
+      const old = await this.paymentModel.findOneAndUpdate({ ...match, _id: paymentId, version: cur.version }, { $set: set, $inc: { version: 1 } }, { returnDocument: 'before' }).lean<PaymentRecord>();
+      if (!old) continue;
+      await events.committed(payments.source, { ...old, ...set, version: old.version + 1 } as never);
       return;
     }
   }

@@ -1,12 +1,12 @@
 /**
  * The Payment documents as the payments services share them: scoped reads, the one conditional
  * transition (a compare-and-set on the current status and version that also stores the
- * `payment.<status>` event in the document's outbox, then the audit), and the in-process domain
- * events. No Koa or GraphQL here.
+ * `payment.<status>` event, which carries its audit entry, in the document's outbox), and the
+ * in-process domain events. No Koa or GraphQL here.
  */
 import { Types, type Model } from 'mongoose';
 import { ConflictError, NotFoundError } from '../../core/errors.ts';
-import { OUTBOX_FIELD, type EventLog } from '../../core/events/index.ts';
+import { OUTBOX_FIELD, type AuditedChange, type EventLog, type OutboxEntry } from '../../core/events/index.ts';
 import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { HookBus, HookEvents } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -35,10 +35,27 @@ function applied(old: PaymentRecord, u: Update): PaymentRecord {
   return out as PaymentRecord;
 }
 
+/**
+ * The outbox entry of a change of payment `cur` (at its version) that audit records as an update of
+ * `payments`: `previous` is the payment as the API showed it; the object is the payment after the
+ * write (the relay reads it from the document at the new version). For every Payment write of this
+ * plugin (a transition, a payout's claim).
+ */
+export function stagePaymentChange(
+  events: Pick<EventLog, 'stage'>, resource: Pick<ResourceService, 'source'>, type: string, actor: Actor, cur: PaymentRecord, opts: { bulk?: boolean } = {},
+): OutboxEntry {
+  const ip = requestOf(actor)?.ip ?? null;
+  const audit: AuditedChange = { operation: 'update', resource: 'payments', actor_name: isSystemActor(actor) ? null : actor.name ?? null, ip };
+  return events.stage(type, {
+    actor, tenant_id: cur.tenant_id ? String(cur.tenant_id) : null, version: cur.version + 1,
+    previous: resource.source.view(cur as never), meta: { resource: 'payments', ip, bulk: !!opts.bulk, audit },
+  });
+}
+
 export interface PaymentStoreDeps {
   hooks: HookBus;
   log: Logger;
-  /** The `payments` resource (its model, scope, view and audit event). */
+  /** The `payments` resource (its model, scope, view and outbox source). */
   resource: ResourceService;
   providers: ProviderRegistry;
   refunds: ReturnType<typeof refundModel>;
@@ -82,8 +99,7 @@ export class PaymentStore {
   /**
    * One transition: a compare-and-set on `{_id, status ∈ from, version}` (plus `extra`) that also
    * writes the `payment.<new status>` event into the document's outbox (docs/events.md "Nothing is
-   * lost"), then hands it to the relay and runs the audit (AFTER_UPDATE, as for every resource
-   * write). The version term is what lets the write freeze the object of an event still waiting in
+   * lost"), with the payment before it and its audit entry, then hands it to the relay. The version term is what lets the write freeze the object of an event still waiting in
    * the outbox; a write that loses it to another writer reads the payment again. Returns null when
    * the status or `extra` condition does not hold.
    * @throws ConflictError when the payment kept changing under it (MAX_TRANSITION_ATTEMPTS)
@@ -94,9 +110,8 @@ export class PaymentStore {
     let cur = await read();
     for (let attempt = 0; attempt < MAX_TRANSITION_ATTEMPTS; attempt++) {
       if (!cur || !from.includes(cur.status)) return null;
-      const tenantId = cur.tenant_id ? String(cur.tenant_id) : null;
       const status = (u.$set.status ?? cur.status) as PaymentStatus;
-      const entry = events.stage(`payment.${status}`, { actor, tenant_id: tenantId, version: cur.version + 1 });
+      const entry = stagePaymentChange(events, resource, `payment.${status}`, actor, cur);
       const update: Update = {
         ...u,
         $set: { ...u.$set, updated_at: new Date(), updated_by: this.actorId(actor), [OUTBOX_FIELD]: events.outbox.update(resource.source, cur as never, entry) },
@@ -108,9 +123,6 @@ export class PaymentStore {
       if (old) {
         const doc = applied(old, update);
         await events.committed(resource.source, doc as never);
-        await this.deps.hooks.emitAfter('AFTER_UPDATE', {
-          ...resource.event(actor, tenantId, false), id: String(doc._id), old: old as never, doc: doc as never, replace: false,
-        });
         return { old, doc };
       }
       const next = await read();

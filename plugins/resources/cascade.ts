@@ -1,14 +1,13 @@
 /**
  * Cascade rules of the resources that reference a deleted document: `deny` refuses the delete
  * (422 `CASCADE_DENY`), `cascade` soft-deletes the referencing documents, `set_null` clears their
- * reference. Each child write is a normal audited write (AFTER_DELETE / AFTER_UPDATE).
+ * reference. Each child write is a normal write carrying its event, audited from it.
  */
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { Actor } from '../../core/context.ts';
 import { CascadeDenyError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceService } from './service.ts';
-import { lastEventId } from './events.ts';
 
 /** Every `deny` rule the delete would hit, including below children that `cascade` would delete too. */
 export async function checkCascadeDeny(svc: ResourceService, old: Doc, seen = new Set<string>()): Promise<void> {
@@ -28,7 +27,7 @@ export async function checkCascadeDeny(svc: ResourceService, old: Doc, seen = ne
 
 /**
  * Soft-cascade and set-null after the parent is deleted. Without transactions this is best
- * effort per child; each child write is a normal audited write (AFTER_DELETE / AFTER_UPDATE).
+ * effort per child; each child write is a normal write carrying its event (`.deleted` / `.updated`), audited from it.
  */
 export async function applyCascade(svc: ResourceService, actor: Actor, parent: Doc): Promise<void> {
   for (const ref of svc.deps.lookup.referencing(svc.def.name)) {
@@ -36,10 +35,8 @@ export async function applyCascade(svc: ResourceService, actor: Actor, parent: D
     const child = ref.service;
     const rows = await child.model.find(child.childFilter(ref.field, parent)).lean<Doc[]>();
     for (const old of rows) {
-      const tenantId = old.tenant_id ? String(old.tenant_id) : null;
       if (ref.on_delete === 'cascade') {
         const doc = await child.softDelete(old, {}, actor);
-        if (doc) await svc.deps.hooks.emitAfter('AFTER_DELETE', { ...child.event(actor, tenantId, true), id: String(old._id), old, doc, event_id: lastEventId(doc) });
         if (doc) await applyCascade(child, actor, old); // the child's own referrers follow it
       } else {
         const doc = await child.model
@@ -50,7 +47,6 @@ export async function applyCascade(svc: ResourceService, actor: Actor, parent: D
           )
           .lean<Doc>();
         if (doc) await child.committed(doc);
-        if (doc) await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...child.event(actor, tenantId, true), id: String(old._id), old, doc, replace: false, event_id: lastEventId(doc) });
       }
     }
   }

@@ -3,7 +3,6 @@
  * the changed document's outbox by the write itself (docs/events.md). No Koa or GraphQL here.
  */
 import type { AuditedChange, EventTypeDefinition, JsonSchema, OutboxEntry } from '../../core/events/index.ts';
-import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { ResourceService } from './service.ts';
 import type { Doc } from '../../core/hooks.ts';
@@ -67,9 +66,6 @@ export interface ResourceEventMeta extends Doc {
 }
 
 const AUDIT_OPERATION: Record<ResourceEventVerb, AuditedChange['operation']> = { created: 'insert', updated: 'update', deleted: 'delete', restored: 'update', draft_saved: 'update', published: 'update', unpublished: 'update' };
-
-/** The id of the event a write just put in `doc`'s outbox (the last entry), for the after-hooks. */
-export const lastEventId = (doc: Doc): string | null => ((doc[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).at(-1)?.id ?? null;
 
 /** The inputs of one staged resource event. */
 export interface ResourceChange {

@@ -5,7 +5,6 @@ import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceService } from './service.ts';
-import { lastEventId } from './events.ts';
 import { withRows, writeAccess } from './access.ts';
 
 /**
@@ -31,8 +30,6 @@ export async function restoreDocument(svc: ResourceService, actor: Actor, id: st
     .lean<Doc>();
   if (!doc) throw await svc.lostRace(id, scope);
   await svc.committed(doc);
-  const tenantId = old.tenant_id ? String(old.tenant_id) : null;
-  await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...svc.event(actor, tenantId, false), id, old, doc, replace: false, event_id: lastEventId(doc) });
   return svc.view(doc);
 }
 

@@ -19,7 +19,7 @@ import { applyCascade, checkCascadeDeny } from './cascade.ts';
 import { checkReferences, checkWritable, fillGuardedFields, type FileReferenceChecker } from './write-checks.ts';
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
 import { purgeDeleted } from './purge.ts';
-import { lastEventId, outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
+import { outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
 import { restoreDocument } from './restore.ts';
 import { updateDocument } from './update.ts';
 import { PlainWriter } from './plain-write.ts';
@@ -314,7 +314,6 @@ export class ResourceService {
       [OUTBOX_FIELD]: this.outboxFor(opts.draft ? 'draft_saved' : 'created', actor, null, { bulk: !!opts.bulk, tenantId }),
     });
     await this.committed(doc);
-    await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.event(actor, tenantId, !!opts.bulk), id: String(doc._id), doc, event_id: lastEventId(doc) });
     return maskWritten(this, actor, this.view(doc));
   }
 
@@ -334,7 +333,6 @@ export class ResourceService {
     await this.deps.hooks.runBefore('BEFORE_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old });
     const doc = await this.softDelete(old, scope, actor, !!opts.bulk);
     if (!doc) throw await this.lostRace(id, scope);
-    await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.event(actor, tenantId, !!opts.bulk), id, old, doc, event_id: lastEventId(doc) });
     await applyCascade(this, actor, old);
     return maskWritten(this, actor, this.view(doc));
   }

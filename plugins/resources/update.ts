@@ -12,7 +12,7 @@ import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/identity/guards.ts';
-import { lastEventId, stageChange } from './events.ts';
+import { stageChange } from './events.ts';
 import type { ResourceService } from './service.ts';
 import { checkReferences, checkWritable } from './write-checks.ts';
 import { updatedDoc, withRows, writeAccess, writtenFields } from './access.ts';
@@ -69,7 +69,6 @@ export async function updateDocument(svc: ResourceService, actor: Actor, id: str
   const doc = await svc.plain.updateIf({ _id: old._id, ...scope, version: old.version }, !svc.needsCasting(scope), set, unset);
   if (!doc) throw await svc.lostRace(id, scope);
   await svc.committed(doc);
-  await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...svc.event(actor, tenantId, false), id, old, doc, replace, event_id: lastEventId(doc) });
   return svc.view(doc);
 }
 
@@ -112,8 +111,6 @@ async function updateInOneCommand(svc: ResourceService, actor: Actor, id: string
   // The document as stored, from the one before it: what `returnDocument: 'after'` would answer.
   const doc: Doc = { ...old, ...written.set, [OUTBOX_FIELD]: outbox.applied(old) };
   for (const k of Object.keys(unset)) delete doc[k];
-  const tenantId = old.tenant_id ? String(old.tenant_id) : null;
   await svc.committed(doc);
-  await svc.deps.hooks.emitAfter('AFTER_UPDATE', { ...svc.event(actor, tenantId, false), id, old, doc, replace, event_id: lastEventId(doc) });
   return svc.view(doc);
 }

@@ -11,7 +11,7 @@ import type { Metrics, OutboundOutcome } from '../../core/metrics.ts';
 import type { EventLog, EventRecord } from '../../core/events/index.ts';
 import { systemActor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
+import { notRemoved, OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
 import { ATTEMPT_LOG_SIZE, type DeliveryStatus, type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
 import type { AttemptView } from './schemas.ts';
@@ -293,7 +293,7 @@ export class DeliverySender {
    * @returns the delivery after the attempt (null when it vanished: its endpoint was deleted)
    */
   async attempt(d: WebhookDeliveryRecord, manual: boolean): Promise<WebhookDeliveryRecord | null> {
-    const endpoint = await this.deps.endpoints.findById(d.endpoint_id).lean<WebhookEndpointRecord>();
+    const endpoint = await this.deps.endpoints.findOne({ _id: d.endpoint_id, ...notRemoved }).lean<WebhookEndpointRecord>();
     if (!endpoint) {
       await this.deps.deliveries.deleteOne({ _id: d._id });
       return null;

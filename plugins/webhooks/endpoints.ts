@@ -7,10 +7,10 @@ import { Types } from 'mongoose';
 import { AppError, ConflictError, ErrorCode, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { isSystemActor, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/identity/guards.ts';
-import { documentEventBase, type Doc, type DocumentEventBase, type HookBus } from '../../core/hooks.ts';
+import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Metrics } from '../../core/metrics.ts';
-import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
+import { DocumentChanges, notRemoved, OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
 import type {
@@ -21,12 +21,12 @@ import { newSecret } from './signing.ts';
 import type { DeliverySender, EndpointHealth } from './delivery.ts';
 import { deliveryViewOf } from './views.ts';
 
-/** Resource name of endpoint changes on the hook bus (audit entries). */
+/** Resource name of endpoint changes (their events' `meta.resource`, audit entries). */
 export const ENDPOINTS_RESOURCE = 'webhook_endpoints';
-/** Never in a hook payload's document, and named as secret for every listener. */
-const SECRET_FIELDS = ['secrets'];
 /** Event appended when the server disables a failing endpoint. */
 export const ENDPOINT_DISABLED_EVENT = 'webhook_endpoint.disabled';
+/** The events of an administrator's changes of an endpoint (its object never holds a secret). */
+export const ENDPOINT_CHANGE_EVENTS = { created: 'webhook_endpoint.created', updated: 'webhook_endpoint.updated', deleted: 'webhook_endpoint.deleted' } as const;
 
 export interface EndpointSettings {
   allowedHosts: readonly string[];
@@ -42,7 +42,6 @@ export interface EndpointServiceDeps {
   endpoints: WebhookEndpointModel;
   deliveries: WebhookDeliveryModel;
   events: EventLog;
-  hooks: HookBus;
   tenancy: Tenancy;
   sender: DeliverySender;
   resolver: Resolver;
@@ -67,22 +66,22 @@ export const endpointViewOf = (d: WebhookEndpointRecord): EndpointView => ({
   updated_at: d.updated_at,
 });
 
-/** The endpoint document as hook listeners get it: without its secrets. */
-const hookDoc = ({ secrets: _secrets, ...rest }: WebhookEndpointRecord): Doc => rest as unknown as Doc;
-
 /** The endpoint service behind REST and GraphQL; also the sender's `EndpointHealth` (disables failing endpoints). */
 export class EndpointService implements EndpointHealth {
   /** `webhook_endpoints` as an outbox source of the event log (the `webhook_endpoint.disabled` event). */
   readonly source: OutboxSource;
+  /** Administrators' changes: each write carries its `webhook_endpoint.*` event (and audit entry). */
+  private readonly changes: DocumentChanges;
 
   constructor(private readonly deps: EndpointServiceDeps) {
-    this.source = { name: 'webhook_endpoints', model: deps.endpoints, view: (d) => endpointViewOf(d as unknown as WebhookEndpointRecord) as unknown as Doc };
+    this.source = { name: ENDPOINTS_RESOURCE, model: deps.endpoints, view: (d) => endpointViewOf(d as unknown as WebhookEndpointRecord) as unknown as Doc };
+    this.changes = new DocumentChanges(() => deps.events, this.source, ENDPOINT_CHANGE_EVENTS);
   }
 
   /** The actor's tenant's endpoints, newest first. @throws AccessDeniedError for non-administrators */
   async list(actor: Actor, q: EndpointListQuery): Promise<Page<EndpointView>> {
     requireRole(actor, 'admin');
-    const filter = this.deps.tenancy.filter(actor);
+    const filter = { ...this.deps.tenancy.filter(actor), ...notRemoved };
     const [rows, total] = await Promise.all([
       this.deps.endpoints.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<WebhookEndpointRecord[]>(),
       this.deps.endpoints.countDocuments(filter),
@@ -107,7 +106,7 @@ export class EndpointService implements EndpointHealth {
     if (input.role) await this.checkRole(tenantId, input.role);
     const now = new Date();
     const secret = newSecret();
-    const doc = await this.deps.endpoints.create({
+    const draft = new this.deps.endpoints({
       tenant_id: new Types.ObjectId(tenantId),
       url: input.url,
       description: input.description ?? null,
@@ -119,8 +118,9 @@ export class EndpointService implements EndpointHealth {
       created_at: now,
       updated_at: now,
     });
-    const record = doc.toObject() as WebhookEndpointRecord;
-    await this.deps.hooks.emitAfter('AFTER_CREATE', { ...this.eventBase(actor, tenantId), id: String(record._id), doc: hookDoc(record) });
+    draft.set(this.changes.insert(this.changes.entry('created', actor, null, draft.toObject() as WebhookEndpointRecord)));
+    const record = (await draft.save()).toObject() as WebhookEndpointRecord;
+    await this.changes.committed(record as unknown as Doc);
     return { ...endpointViewOf(record), secret };
   }
 
@@ -140,10 +140,14 @@ export class EndpointService implements EndpointHealth {
   /** Deletes the endpoint and its deliveries. */
   async remove(actor: Actor, id: string): Promise<void> {
     const old = await this.find(actor, id);
-    const res = await this.deps.endpoints.deleteOne({ _id: old._id });
-    if (!res.deletedCount) throw new NotFoundError('webhook endpoint', id);
+    // Disabled as well: the sender sends nothing more to the tombstone while the relay removes it.
+    const { $set, $push } = this.changes.remove(this.changes.entry('deleted', actor, old, old));
+    const tomb = await this.deps.endpoints
+      .findOneAndUpdate({ _id: old._id, tenant_id: old.tenant_id, ...notRemoved }, { $set: { ...$set, enabled: false }, $push }, { returnDocument: 'after' })
+      .lean<WebhookEndpointRecord>();
+    if (!tomb) throw new NotFoundError('webhook endpoint', id);
+    await this.changes.committed(tomb as unknown as Doc);
     await this.deps.deliveries.deleteMany({ tenant_id: old.tenant_id, endpoint_id: old._id });
-    await this.deps.hooks.emitAfter('AFTER_DELETE', { ...this.eventBase(actor, String(old.tenant_id)), id, old: hookDoc(old), doc: hookDoc(old) });
   }
 
   /**
@@ -216,8 +220,9 @@ export class EndpointService implements EndpointHealth {
     const set = { enabled: false, disabled_reason: reason, updated_at: at };
     const actor = systemActor(String(old.tenant_id));
     // The event travels in the endpoint's outbox, written by the disabling update itself, with its
-    // object frozen (endpoints have no version): it exists if and only if the endpoint was disabled.
-    const entry = { ...this.deps.events.stage(ENDPOINT_DISABLED_EVENT, { actor, tenant_id: old.tenant_id }), data: endpointViewOf({ ...old, ...set }) as unknown as Doc };
+    // objects frozen (endpoints have no version): it exists if and only if the endpoint was disabled,
+    // and its audit entry (an update by the system) comes with it.
+    const entry = this.changes.entry('updated', actor, old, { ...old, ...set } as WebhookEndpointRecord, { type: ENDPOINT_DISABLED_EVENT });
     // Conditional on the endpoint as read: of several processes failing at once, one disables and tells.
     const doc = await this.deps.endpoints
       .findOneAndUpdate({ ...due, updated_at: old.updated_at }, { $set: set, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
@@ -225,7 +230,6 @@ export class EndpointService implements EndpointHealth {
     if (!doc) return;
     this.deps.metrics.outbound.disabled.inc();
     await this.deps.events.committed(this.source, doc as unknown as Doc);
-    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.eventBase(actor, String(old.tenant_id)), id: String(old._id), old: hookDoc(old), doc: hookDoc(doc), replace: false });
   }
 
   // --- helpers ----------------------------------------------------------------------------------
@@ -239,15 +243,18 @@ export class EndpointService implements EndpointHealth {
   /** An endpoint of the actor's tenant. @throws AccessDeniedError for non-administrators, NotFoundError elsewhere */
   private async find(actor: Actor, id: string): Promise<WebhookEndpointRecord> {
     requireRole(actor, 'admin');
-    const doc = await this.deps.endpoints.findOne({ _id: id, ...this.deps.tenancy.filter(actor) }).lean<WebhookEndpointRecord>();
+    const doc = await this.deps.endpoints.findOne({ _id: id, ...this.deps.tenancy.filter(actor), ...notRemoved }).lean<WebhookEndpointRecord>();
     if (!doc) throw new NotFoundError('webhook endpoint', id);
     return doc;
   }
 
   private async write(actor: Actor, old: WebhookEndpointRecord, set: Doc): Promise<EndpointView> {
-    const doc = await this.deps.endpoints.findOneAndUpdate({ _id: old._id }, { $set: set }, { returnDocument: 'after' }).lean<WebhookEndpointRecord>();
+    const entry = this.changes.entry('updated', actor, old, { ...old, ...set } as WebhookEndpointRecord);
+    const doc = await this.deps.endpoints
+      .findOneAndUpdate({ _id: old._id, tenant_id: old.tenant_id, ...notRemoved }, { $set: set, $push: this.changes.push(entry) }, { returnDocument: 'after' })
+      .lean<WebhookEndpointRecord>();
     if (!doc) throw new NotFoundError('webhook endpoint', String(old._id));
-    await this.deps.hooks.emitAfter('AFTER_UPDATE', { ...this.eventBase(actor, String(old.tenant_id)), id: String(old._id), old: hookDoc(old), doc: hookDoc(doc), replace: false });
+    await this.changes.committed(doc as unknown as Doc);
     return endpointViewOf(doc);
   }
 
@@ -279,9 +286,5 @@ export class EndpointService implements EndpointHealth {
       if (err instanceof UnsafeUrlError) throw refuse(`refused: ${err.message}`);
       throw err;
     }
-  }
-
-  private eventBase(actor: Actor, tenantId: string): DocumentEventBase {
-    return documentEventBase(ENDPOINTS_RESOURCE, actor, tenantId, { secret_fields: SECRET_FIELDS });
   }
 }

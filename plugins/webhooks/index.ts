@@ -8,6 +8,7 @@ import type { Actor } from '../../core/context.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { pageHeaderDocs, setPageHeaders, type Page } from '../../core/page.ts';
+import { notRemoved } from '../../core/events/index.ts';
 import { webhookEndpointModel, webhookEventModel } from './model.ts';
 import {
   deadLetterQuery, eventView, listQuery, listResponse, providerParams, purgeQuery, purgeResponse, receiveResponse, retryParams, retryResponse,
@@ -62,10 +63,10 @@ export const webhooksPlugin = definePlugin({
     const tags = ['webhooks'];
     const identity = services.get('identity');
     const outbound = createOutbound({
-      db, config, hooks, tenancy, events: services.get('events'), log, metrics: services.get('metrics'),
+      db, config, tenancy, events: services.get('events'), log, metrics: services.get('metrics'),
       eventAccess: () => services.maybe('eventAccess'), unknownRoles: (t, r) => identity.unknownRoles(t, r),
     });
-    identity.registerRoleHolder('webhook endpoints', async (t, role) => !!(await webhookEndpointModel(db).exists({ tenant_id: t, role })));
+    identity.registerRoleHolder('webhook endpoints', async (t, role) => !!(await webhookEndpointModel(db).exists({ tenant_id: t, role, ...notRemoved })));
     services.get('events').addSource(svc.source);
 
     return {

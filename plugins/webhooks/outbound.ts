@@ -5,7 +5,6 @@
  */
 import { Types, type Connection } from 'mongoose';
 import type { Config } from '../../config/index.ts';
-import type { HookBus } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics } from '../../core/metrics.ts';
@@ -14,7 +13,7 @@ import { webhookDeliveryModel, webhookEndpointModel, type WebhookEndpointModel }
 import { deliveryView, endpointView } from './schemas.ts';
 import { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, DeliverySender } from './delivery.ts';
 import type { Transport } from './transport.ts';
-import { ENDPOINT_DISABLED_EVENT, EndpointService } from './endpoints.ts';
+import { ENDPOINT_CHANGE_EVENTS, ENDPOINT_DISABLED_EVENT, EndpointService } from './endpoints.ts';
 import { systemResolver, type Resolver } from './ssrf.ts';
 import { ROLES } from '../../core/identity/models.ts';
 import { endpointView as roleView, type RoleHolder } from './roles.ts';
@@ -23,7 +22,6 @@ import type { EventAccess } from '../../core/realtime/index.ts';
 export interface OutboundDeps {
   db: Connection;
   config: Config;
-  hooks: HookBus;
   tenancy: Tenancy;
   events: EventLog;
   log: Logger;
@@ -51,8 +49,13 @@ export interface Outbound {
 /** Name of the fan-out consumer (its claims and position in the event log are kept under it). */
 export const FANOUT_CONSUMER = 'webhooks.outbound-fanout';
 
-/** The events the outbound part writes itself (the endpoint disabled, each delivery attempt). */
+/** The events the outbound part writes itself (an endpoint's changes, each delivery attempt). */
 export const OUTBOUND_EVENT_TYPES: EventTypeDefinition[] = [
+  // Not sent to endpoints either (`outbound: false`): an endpoint subscribed to `*` would receive its
+  // own registration, and each change of the delivery set-up would be delivered through it.
+  { name: ENDPOINT_CHANGE_EVENTS.created, description: 'An administrator created a webhook endpoint; data is the endpoint, never its secret (never sent to webhook endpoints)', data: endpointView, outbound: false },
+  { name: ENDPOINT_CHANGE_EVENTS.updated, description: 'An administrator changed a webhook endpoint or rotated its secret; data is the endpoint after the change, never a secret (never sent to webhook endpoints)', data: endpointView, outbound: false },
+  { name: ENDPOINT_CHANGE_EVENTS.deleted, description: 'An administrator deleted a webhook endpoint and its deliveries; data is the endpoint as it was, never its secret (never sent to webhook endpoints)', data: endpointView, outbound: false },
   { name: ENDPOINT_DISABLED_EVENT, description: 'The server disabled a webhook endpoint whose deliveries kept failing', data: endpointView },
   // Never sent to endpoints (`outbound: false`): a delivery of them would make another event, and so on.
   { name: DELIVERY_SUCCEEDED_EVENT, description: 'An attempt of an outbound delivery got a 2xx answer; data is the delivery with its attempts (never sent to webhook endpoints)', data: deliveryView, outbound: false },
@@ -94,7 +97,6 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     endpoints: endpointModel,
     deliveries: webhookDeliveryModel(deps.db),
     events: deps.events,
-    hooks: deps.hooks,
     tenancy: deps.tenancy,
     sender,
     resolver,

@@ -1,8 +1,8 @@
 /**
- * When an audit entry is stored. A change that carries an event (a resource write) gets its entry
- * from the event log: in the relay's batch, with the event, never twice. Any other change (a plugin
- * announcing it on the hook bus, a direct `audit` call) has its entry stored before the call
- * answers. Either way an acknowledged change keeps its entry if the process dies right after.
+ * When an audit entry is stored. A change carries its event (resources, a plugin's own documents):
+ * it gets its entry from the event log, in the relay's batch, with the event, never twice. A
+ * direct `audit` call (an entry without an event) has its entry stored before the call resolves.
+ * Either way an acknowledged change keeps its entry if the process dies right after.
  */
 import mongoose from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +12,7 @@ import { auditPlugin } from '../../plugins/audit/index.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { auditCollection, listEntries } from './helpers.ts';
 
-describe('a change without an event', () => {
+describe('a direct call (an entry without an event)', () => {
   let t: TestApp;
   beforeAll(async () => {
     // An interval far beyond the test's run time: nothing may depend on it any more.
@@ -20,18 +20,27 @@ describe('a change without an event', () => {
   });
   afterAll(() => t?.close());
 
-  it('has its entry stored when the request answers', async () => {
-    const res = await t.http('POST', '/dw/projects', { json: { name: 'stored' } });
-    expect(res.status).toBe(201);
-    const id = new mongoose.Types.ObjectId(String(res.body._id));
+  it('has its entry stored when the call resolves', async () => {
+    const id = new mongoose.Types.ObjectId();
+    await t.app.services.get('audit').logInsert({ resource: 'things', item_id: id });
     expect(await auditCollection(t).countDocuments({ item_id: id })).toBe(1);
   });
 
-  it('concurrent changes are stored together, each before its answer', async () => {
+  it('concurrent calls are stored together, each before it resolves', async () => {
     const before = await auditCollection(t).countDocuments();
-    const res = await t.http('POST', '/dw/tasks/bulk-create', { json: { items: [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }] } });
-    expect(res.status).toBe(201);
+    const audit = t.app.services.get('audit');
+    await Promise.all([1, 2, 3, 4].map(() => audit.logInsert({ resource: 'things', item_id: new mongoose.Types.ObjectId() })));
     expect(await auditCollection(t).countDocuments()).toBe(before + 4);
+  });
+
+  it('a plugin\'s own document write carries its event: its entry is stored with it, by the relay', async () => {
+    const res = await t.http('POST', '/dw/tasks/bulk-create', { json: { items: [{ n: 1 }, { n: 2 }] } });
+    expect(res.status).toBe(201);
+    const ids = res.body.items.map((d: { _id: string }) => new mongoose.Types.ObjectId(d._id));
+    const entries = await auditCollection(t).find({ item_id: { $in: ids } }).toArray();
+    expect(entries.map((e) => e.operation)).toEqual(['insert', 'insert']);
+    const events = await t.app.db.conn.collection('events').find({ 'source.id': { $in: ids } }).toArray();
+    expect(entries.map((e) => String(e._id)).sort()).toEqual(events.map((e) => String(e._id).replace(/^evt_/, '')).sort());
   });
 });
 
@@ -57,7 +66,7 @@ describe('a resource change (it carries an event)', () => {
     expect(await t.app.db.conn.collection('events').countDocuments({ _id: outbox[0]!.id as never })).toBe(1);
   });
 
-  it('an update records its changes from the event, and nothing through the hook bus', async () => {
+  it('an update records its changes from the event', async () => {
     const c = await t.http('POST', '/projects', { json: { name: 'before' } });
     const u = await t.http('PATCH', `/projects/${c.body._id}`, { json: { name: 'after' }, headers: { 'If-Match': c.headers.get('etag')! } });
     expect(u.status).toBe(200);

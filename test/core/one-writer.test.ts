@@ -49,10 +49,18 @@ const RULES: OutboxRule[] = [
     writers: ['plugins/sso/providers.ts', 'plugins/sso/service.ts', 'plugins/sso/index.ts'],
   },
   { collections: ['job_runs'], schemaFile: 'plugins/jobs/model.ts', factories: ['jobModels'], accessors: ['Run'], writers: ['plugins/jobs/store.ts', 'plugins/jobs/index.ts'] },
+  // Schedules and chains: each administrative write carries its `job_schedule.*` / `job_chain.*` event.
+  { collections: ['job_schedules'], schemaFile: 'plugins/jobs/model.ts', factories: ['jobModels'], accessors: ['Schedule'], writers: ['plugins/jobs/schedules.ts', 'plugins/jobs/index.ts'] },
+  { collections: ['job_chains'], schemaFile: 'plugins/jobs/model.ts', factories: ['jobModels'], accessors: ['Chain'], writers: ['plugins/jobs/chains.ts', 'plugins/jobs/index.ts'] },
   {
-    collections: ['webhook_events', 'webhook_endpoints', 'webhook_deliveries'], schemaFile: 'plugins/webhooks/model.ts',
-    factories: ['webhookEventModel', 'webhookEndpointModel', 'webhookDeliveryModel'], accessors: ['endpoints', 'deliveries', 'WebhookEvent'],
+    collections: ['webhook_events', 'webhook_deliveries'], schemaFile: 'plugins/webhooks/model.ts',
+    factories: ['webhookEventModel', 'webhookDeliveryModel'], accessors: ['deliveries', 'WebhookEvent'],
     writers: ['plugins/webhooks/service.ts', 'plugins/webhooks/endpoints.ts', 'plugins/webhooks/delivery.ts', 'plugins/webhooks/index.ts', 'plugins/webhooks/outbound.ts'],
+  },
+  {
+    // Endpoints: the endpoint service alone writes them (an administrator's change carries its `webhook_endpoint.*` event).
+    collections: ['webhook_endpoints'], schemaFile: 'plugins/webhooks/model.ts', factories: ['webhookEndpointModel'], accessors: ['endpoints', 'endpointModel'],
+    writers: ['plugins/webhooks/endpoints.ts', 'plugins/webhooks/index.ts', 'plugins/webhooks/outbound.ts'],
   },
   {
     collections: ['privacy_erasure_requests'], schemaFile: 'plugins/privacy/model.ts', factories: ['privacyModels'], accessors: ['ErasureRequest'],
@@ -136,13 +144,18 @@ describe('one writer per outbox collection', () => {
       'plugins/rogue/keys.ts': 'export const h = (models) => models.ApiKey.collection.findOneAndUpdate({}, {});',
       'plugins/rogue/notes.ts': 'export const k = (svc) => svc.plain.updateIf({}, true, {}, {});',
       'plugins/rogue/clean.ts': "import type { identityModels } from '../../core/identity/models.ts';\n// models.User.updateOne() in a comment\nexport const r = (m) => m.User.findOne({});",
+      'plugins/jobs/delivery.ts': "export const s = (m) => m.Schedule.deleteOne({});\nexport const c = (m) => m.Chain.findOneAndUpdate({}, {});",
+      'plugins/webhooks/delivery.ts': "export const e = (deps) => deps.endpoints.updateOne({}, { $set: { enabled: false } });",
     };
     expect(violations(planted).sort()).toEqual([
+      'plugins/jobs/delivery.ts: Chain.findOneAndUpdate()',
+      'plugins/jobs/delivery.ts: Schedule.deleteOne()',
       'plugins/rogue/keys.ts: ApiKey.findOneAndUpdate()',
       'plugins/rogue/notes.ts: plain.updateIf()',
       "plugins/rogue/runs.ts: collection('job_runs')",
       'plugins/rogue/service.ts: User.updateOne()',
       'plugins/rogue/service.ts: imports identityModels',
+      'plugins/webhooks/delivery.ts: endpoints.updateOne()',
     ]);
     // The same write inside an owner is not a violation.
     expect(violations({ 'core/identity/service.ts': planted['plugins/rogue/service.ts'] })).toEqual([]);

@@ -1,7 +1,8 @@
 /**
  * The plugin template of docs/plugins.md (docs/examples/notes) compiles, loads and works: REST and
- * GraphQL share one validation and one tenant scope, its hook events can change or veto a write,
- * another plugin registers a formatter through the typed service, and its per-tenant job
+ * GraphQL share one validation and one tenant scope, its hook can change or veto a write, another
+ * plugin reacts to its `note.created` event with a durable consumer (the event exists with the note:
+ * on the log, in the note's tenant), another plugin registers a formatter through the typed service, and its per-tenant job
  * `archive_old_notes` keeps to the `JobDefinition` contract: called directly, `ctx.actor` alone
  * decides the scope and `ctx.signal` stops it; through the real jobs plugin (Agenda, job_runs,
  * HTTP), its zod `params` are the registry's and refuse bad values with 422, and a run fans out
@@ -22,10 +23,12 @@ import { notesPlugin, type NoteView } from '../../docs/examples/notes/index.ts';
 import { archiveJobParams } from '../../docs/examples/notes/schemas.ts';
 import { jobsPlugin } from '../../plugins/jobs/index.ts';
 import { FAST, waitRun, type Run } from '../jobs/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 
-const created: NoteView[] = [];
+/** What the dependent plugin's consumer received: `note.created` events. */
+const created: { id: string; tenant_id: string | null; actor: string | null; data: Record<string, unknown> }[] = [];
 
-/** A second plugin, as another team would write it: depends on notes and uses only its service and events. */
+/** A second plugin, as another team would write it: depends on notes and uses only its service, hook and event. */
 const shoutPlugin = definePlugin({
   name: 'shout',
   dependsOn: ['notes'],
@@ -37,10 +40,9 @@ const shoutPlugin = definePlugin({
           if (e.data.title === 'forbidden') throw new AppError(422, 'NOTE_VETOED', 'That title is not allowed', { title: e.data.title });
           return { ...e, data: { ...e.data, body: e.data.body || '(empty)' } };
         }),
-        onHook('AFTER_NOTE_CREATE', (e) => {
-          created.push(e.note);
-        }),
       ],
+      // Reacting to a stored note: a durable consumer of the event log, never a hook.
+      eventConsumers: [{ name: 'shout.notes', types: ['note.created'], handle: async (e) => void created.push(e) }],
     };
   },
 });
@@ -127,11 +129,16 @@ describe('REST', () => {
   });
 });
 
-describe('hook events declared by the plugin', () => {
-  it('BEFORE_NOTE_CREATE changes the payload; AFTER_NOTE_CREATE sees the stored note', async () => {
+describe('the hook and the event declared by the plugin', () => {
+  it('BEFORE_NOTE_CREATE changes the payload; a consumer of note.created gets the stored note, its tenant and its author', async () => {
     const n = await post(B.key, { title: 'empty body' });
     expect(n.body).toBe('(empty)');
-    expect(created.at(-1)).toMatchObject({ id: n.id, body: '(empty)', tenant_id: B.tenantId });
+    const e = await waitFor(() => created.find((c) => c.data.id === n.id), 'the note.created event of the note');
+    expect(e).toMatchObject({ tenant_id: B.tenantId, actor: B.userId, data: { id: n.id, body: '(empty)', tenant_id: B.tenantId } });
+    // On the log, in the note's tenant only.
+    const ids = async (tenantId: string) => (await t.http('GET', '/events?type=note.created&limit=100', { headers: { 'X-Tenant-Id': tenantId } })).body.items.map((x: { id: string }) => x.id);
+    expect(await ids(B.tenantId)).toContain(e.id);
+    expect(await ids(A.tenantId)).not.toContain(e.id);
     await notesCol().deleteOne({ _id: new Types.ObjectId(n.id) });
   });
 

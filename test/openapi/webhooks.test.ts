@@ -27,9 +27,12 @@ afterAll(() => t?.close());
 it('documents every catalogue type endpoints may receive, and nothing else', () => {
   expect(Object.keys(doc.webhooks).sort()).toEqual(types.map((x) => x.name).sort());
   expect(Object.keys(doc.webhooks)).toEqual(expect.arrayContaining(['projects.created', 'payment.completed', 'ping', 'webhook_endpoint.disabled']));
-  // Events about deliveries are in the catalogue but never sent to an endpoint, so not documented as webhooks.
-  expect(all.filter((x) => !x.outbound).map((x) => x.name).sort()).toEqual(['webhook_delivery.failed', 'webhook_delivery.succeeded']);
+  // Events about deliveries and about the endpoints' own set-up are in the catalogue but never sent to an endpoint, so not documented as webhooks.
+  expect(all.filter((x) => !x.outbound).map((x) => x.name).sort()).toEqual([
+    'webhook_delivery.failed', 'webhook_delivery.succeeded', 'webhook_endpoint.created', 'webhook_endpoint.deleted', 'webhook_endpoint.updated',
+  ]);
   expect(Object.keys(doc.webhooks)).not.toContain('webhook_delivery.failed');
+  expect(Object.keys(doc.webhooks)).not.toContain('webhook_endpoint.created');
 });
 
 it('each is the POST an endpoint receives: signed headers, {id, type, timestamp, data} with data per the catalogue', () => {

@@ -9,7 +9,6 @@ import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpe
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
 import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';
 import { definePlugin } from '../../core/plugin.ts';
-import { onHook } from '../../core/hooks.ts';
 import { expectNoWrite, ifMatch, raw } from './write-helpers.ts';
 
 const folders = defineResource({ name: 'folders', schema: new Schema({ name: { type: String, required: true } }) });
@@ -37,15 +36,20 @@ const pages = defineResource({
 });
 
 const events: { event: string; resource: string; id: string; bulk: boolean; doc: any }[] = [];
+/** Records the `.deleted` and `.updated` events the relay stores (a relay listener, in this process). */
 const recorder = definePlugin({
   name: 'cascade-recorder',
   dependsOn: ['resources'],
-  setup: () => ({
-    hooks: [
-      onHook('AFTER_DELETE', (p) => void events.push({ event: 'AFTER_DELETE', resource: p.resource, id: p.id, bulk: p.bulk, doc: p.doc })),
-      onHook('AFTER_UPDATE', (p) => void events.push({ event: 'AFTER_UPDATE', resource: p.resource, id: p.id, bulk: p.bulk, doc: p.doc })),
-    ],
-  }),
+  setup: ({ services }) => {
+    services.get('events').onStored((batch) => {
+      for (const e of batch) {
+        const [resource, verb] = e.type.split('.');
+        if (verb !== 'deleted' && verb !== 'updated') continue;
+        events.push({ event: verb, resource: resource!, id: String(e.source!.id), bulk: (e.meta as { bulk?: boolean } | null)?.bulk ?? false, doc: e.data });
+      }
+    });
+    return {};
+  },
 });
 
 let t: TestApp;
@@ -123,7 +127,7 @@ describe('deny (tasks → projects)', () => {
 });
 
 describe('cascade (files → folders)', () => {
-  it('deleting the folder soft-deletes its live files, one AFTER_DELETE each; others are untouched', async () => {
+  it('deleting the folder soft-deletes its live files, one deleted event each; others are untouched', async () => {
     const folder = await post('/folders', { name: 'f' });
     const other = await post('/folders', { name: 'other' });
     const f1 = await post('/files', { name: '1', folder_id: folder._id });
@@ -150,7 +154,7 @@ describe('cascade (files → folders)', () => {
 
     const fileEvents = events.filter((e) => e.resource === 'files');
     expect(fileEvents.map((e) => e.id).sort()).toEqual([f1._id, f2._id].sort());
-    expect(fileEvents.every((e) => e.event === 'AFTER_DELETE' && e.doc.is_deleted === true)).toBe(true);
+    expect(fileEvents.every((e) => e.event === 'deleted' && e.doc.is_deleted === true)).toBe(true);
     expect(events.filter((e) => e.resource === 'folders').map((e) => e.id)).toEqual([folder._id]);
   });
 
@@ -185,7 +189,7 @@ describe('rules below a cascaded child', () => {
     expect((await del(`/folders/${folder._id}`, '"1"')).status).toBe(204);
     expect(await raw(t, 'files', file._id)).toMatchObject({ is_deleted: true });
     expect(await raw(t, 'pages', page._id)).toMatchObject({ is_deleted: true, version: 2 });
-    expect(events.map((e) => `${e.event}:${e.resource}`)).toEqual(['AFTER_DELETE:folders', 'AFTER_DELETE:files', 'AFTER_DELETE:pages']);
+    expect(events.map((e) => `${e.event}:${e.resource}`)).toEqual(['deleted:folders', 'deleted:files', 'deleted:pages']);
   });
 });
 
@@ -211,7 +215,7 @@ describe('set_null (labels → folders)', () => {
 
     const labelEvents = events.filter((e) => e.resource === 'labels');
     expect(labelEvents.map((e) => e.id).sort()).toEqual([l1._id, l2._id].sort());
-    expect(labelEvents.every((e) => e.event === 'AFTER_UPDATE' && e.doc.folder_id === null)).toBe(true);
+    expect(labelEvents.every((e) => e.event === 'updated' && e.doc.folder_id === null)).toBe(true);
   });
 
   it('the old ETag of a cleared label is stale afterwards', async () => {

@@ -105,7 +105,7 @@ describe('delivery', () => {
     const ep = await s.endpoint(r.url, [TEST_EVENT]);
     // A second fan-out consumer on the same database, as another process's would be (never started).
     const other = createOutbound({
-      db: s.t.app.db.conn, config: s.t.app.config, hooks: s.t.app.hooks, tenancy: new Tenancy(true), events: s.t.app.services.get('events'), log: s.t.app.log, metrics: s.t.app.services.get('metrics'),
+      db: s.t.app.db.conn, config: s.t.app.config, tenancy: new Tenancy(true), events: s.t.app.services.get('events'), log: s.t.app.log, metrics: s.t.app.services.get('metrics'),
     });
     const event = await s.emit();
     await Promise.all([other.consumer.handle(event), other.consumer.handle(event)]);
@@ -241,6 +241,10 @@ describe('disabling a failing endpoint', () => {
     expect(events.body.items).toHaveLength(1);
     expect(events.body.items[0]).toMatchObject({ tenant_id: s.a.tenantId, actor: null, data: { id: ep.id, enabled: false, disabled_reason: disabled.disabled_reason } });
     expect(JSON.stringify(events.body.items[0])).not.toContain('whsec_');
+    // The same event carries the disable's audit entry (an update by the system, the endpoint before it frozen as `previous`).
+    const stored = await s.t.app.db.conn.collection('events').findOne({ _id: events.body.items[0].id } as never);
+    expect(stored).toMatchObject({ previous: { id: ep.id, enabled: true }, meta: { resource: 'webhook_endpoints', audit: { operation: 'update', resource: 'webhook_endpoints', actor_name: null } } });
+    expect(JSON.stringify(stored)).not.toContain('whsec_');
     await until(() => watcher.requests.length === 1);
     expect(JSON.parse(watcher.requests[0]!.body)).toMatchObject({ type: 'webhook_endpoint.disabled', data: { id: ep.id } });
     expect(verifies(w.secret, watcher.requests[0]!)).toBe(true);

@@ -39,7 +39,7 @@ function stack(resolver: Resolver, opts: { allowedHosts?: string[]; transport?: 
     ...(opts.production ? { NODE_ENV: 'production' as const } : {}),
   };
   return createOutbound({
-    db: t.app.db.conn, config, hooks: t.app.hooks, tenancy: new Tenancy(true), events: t.app.services.get('events'), log: t.app.log, metrics: t.app.services.get('metrics'),
+    db: t.app.db.conn, config, tenancy: new Tenancy(true), events: t.app.services.get('events'), log: t.app.log, metrics: t.app.services.get('metrics'),
     resolver, ...(opts.transport ? { transport: opts.transport } : {}),
   });
 }

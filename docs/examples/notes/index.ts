@@ -8,7 +8,7 @@ import { defineRoute } from '../../../core/http/route.ts';
 import { pageHeaderDocs, setPageHeaders } from '../../../core/page.ts';
 import { noteModel } from './model.ts';
 import { archiveJobParams, archiveNotesInput, archiveNotesResult, createNoteInput, listNotesQuery, noteView, notesOptions, notesPage } from './schemas.ts';
-import { NotesService, type NotesApi } from './service.ts';
+import { NOTE_CREATED, NotesService, type NotesApi } from './service.ts';
 import { notesGraphQL } from './graphql.ts';
 
 export type { NoteFormatter, NotesApi } from './service.ts';
@@ -23,15 +23,19 @@ declare module '../../../core/services.ts' {
 const DAY_MS = 86_400_000;
 
 /**
- * Tenant-scoped notes: `GET/POST /notes`, GraphQL `notes` / `createNote`, events
- * `BEFORE_NOTE_CREATE` / `AFTER_NOTE_CREATE`, the per-tenant job `archive_old_notes`, and a
- * formatter registry other plugins fill through `services.get('notes').registerFormatter()`.
+ * Tenant-scoped notes: `GET/POST /notes`, GraphQL `notes` / `createNote`, the hook
+ * `BEFORE_NOTE_CREATE` (defaults and veto, before the write), the event `note.created` on the event
+ * log (what other plugins react to), the per-tenant job `archive_old_notes`, and a formatter
+ * registry other plugins fill through `services.get('notes').registerFormatter()`.
  */
 export const notesPlugin = definePlugin({
   name: 'notes',
   options: notesOptions,
   setup({ db, hooks, tenancy, options, services }) {
-    const notes = new NotesService({ model: noteModel(db), hooks, tenancy });
+    const events = services.get('events');
+    const notes = new NotesService({ model: noteModel(db), hooks, events, tenancy });
+    // The sweep relays the entries of a process that died between the insert and the relay.
+    events.addSource(notes.source);
     services.provide('notes', notes);
     const tags = ['notes'];
     const listQuery = listNotesQuery(options.default_per_page, () => notes.formatterNames());
@@ -64,6 +68,8 @@ export const notesPlugin = definePlugin({
     };
 
     return {
+      // Declared once here: its name, and the schema of `data` (GET /events/types, /openapi.json).
+      eventTypes: [{ name: NOTE_CREATED, description: 'A note was created; data is the note', data: noteView.omit({ formatted: true }) }],
       routes: [
         defineRoute({
           method: 'GET', path: '/notes', tags, summary: 'Notes of the caller\'s tenant, newest first',

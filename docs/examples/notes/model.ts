@@ -3,6 +3,7 @@
  */
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../../core/db.ts';
+import { outboxPath, OUTBOX_FIELD } from '../../../core/events/index.ts';
 
 export const NOTES_COLLECTION = 'notes';
 
@@ -16,11 +17,15 @@ export const noteSchema = new Schema(
     /** The user who wrote it; null when a system actor (a job) did. */
     created_by: { type: Schema.Types.ObjectId, default: null },
     created_at: { type: Date, required: true },
+    // The note's events (`note.created`) wait here, written by the same insert, until the relay moves them to the log.
+    ...outboxPath,
   },
   { versionKey: false },
 );
 // Listings filter on the tenant and sort on created_at.
 noteSchema.index({ tenant_id: 1, created_at: -1 });
+// The event log's sweep finds the entries of a writer that died before relaying them.
+noteSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 
 export type NoteDoc = InferSchemaType<typeof noteSchema>;
 /** A note as read back with `.lean()`. */

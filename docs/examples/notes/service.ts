@@ -8,20 +8,25 @@ import { PluginError } from '../../../core/plugin.ts';
 import { isSystemActor, writeTenantId, type Actor } from '../../../core/context.ts';
 import { requireRole } from '../../../core/identity/guards.ts';
 import { pageOf } from '../../../core/page.ts';
-import type { HookBus } from '../../../core/hooks.ts';
+import type { Doc, HookBus } from '../../../core/hooks.ts';
+import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../../core/events/index.ts';
 import type { Tenancy } from '../../../core/tenancy.ts';
 import type { NoteModel, NoteRecord } from './model.ts';
 import type { ArchiveNotesInput, CreateNoteInput, ListNotesQuery, NotesPage, NoteView } from './schemas.ts';
 
-/** Events of the notes plugin, typed for every listener by declaration merging. */
+/**
+ * The hook of the notes plugin, typed for every handler by declaration merging: it runs inside the
+ * request, before the write. What happens after a note is stored is its `note.created` event.
+ */
 declare module '../../../core/hooks.ts' {
   interface HookEvents {
-    /** Before a note is stored: return a changed `data` or throw an `AppError` to veto. */
+    /** Before a note is stored: return a changed `data` (defaults) or throw an `AppError` to veto. */
     BEFORE_NOTE_CREATE: { actor: Actor; tenant_id: string; data: CreateNoteInput };
-    /** After a note is stored: side effects only (errors are logged, never shown). */
-    AFTER_NOTE_CREATE: { actor: Actor; tenant_id: string; note: NoteView };
   }
 }
+
+/** The event a stored note makes (declared in the plugin's `eventTypes`). */
+export const NOTE_CREATED = 'note.created';
 
 /** Turns a note into text; registered by other plugins under a name clients pass as `format`. */
 export type NoteFormatter = (note: Omit<NoteView, 'formatted'>) => string;
@@ -42,6 +47,8 @@ export interface NotesApi {
 export interface NotesServiceDeps {
   model: NoteModel;
   hooks: HookBus;
+  /** The event log: a new note's `note.created` goes into its outbox, written by the same insert. */
+  events: Pick<EventLog, 'stage' | 'committed'>;
   /** `ctx.tenancy`: the tenant term of every filter (and none when `MULTI_TENANT_ENABLED` is off). */
   tenancy: Tenancy;
 }
@@ -62,10 +69,14 @@ export class NotesService implements NotesApi {
 
   private readonly model: NoteModel;
   private readonly hooks: HookBus;
+  private readonly events: NotesServiceDeps['events'];
   private readonly tenancy: Tenancy;
+  /** `notes` as an outbox source of the event log (`setup()` registers it, so the sweep finds left-behind entries). */
+  readonly source: OutboxSource;
 
   constructor(deps: NotesServiceDeps) {
-    ({ model: this.model, hooks: this.hooks, tenancy: this.tenancy } = deps);
+    ({ model: this.model, hooks: this.hooks, events: this.events, tenancy: this.tenancy } = deps);
+    this.source = { name: 'notes', model: this.model, view: (d) => view(d as unknown as NoteRecord) as unknown as Doc };
   }
 
   registerFormatter(name: string, formatter: NoteFormatter): void {
@@ -100,21 +111,26 @@ export class NotesService implements NotesApi {
 
   /**
    * Stores a note in the actor's tenant (`systemActor(tenantId)` for a job; `systemActor()` alone
-   * has no tenant and throws). `BEFORE_NOTE_CREATE` may change or veto it; `AFTER_NOTE_CREATE` follows.
+   * has no tenant and throws). `BEFORE_NOTE_CREATE` may change or veto it. The insert carries the
+   * `note.created` event in the note's outbox: the event exists if and only if the note does.
    */
   async create(actor: Actor, input: CreateNoteInput): Promise<NoteView> {
     const tenantId = writeTenantId(actor);
     const ev = await this.hooks.runBefore('BEFORE_NOTE_CREATE', { actor, tenant_id: tenantId, data: input });
-    const doc = await this.model.create({
+    const fields = {
       ...ev.data,
+      _id: new Types.ObjectId(),
       tenant_id: new Types.ObjectId(tenantId),
       created_by: isSystemActor(actor) ? null : new Types.ObjectId(actor.id),
       created_at: new Date(),
       archived: false,
-    });
-    const note: NoteView = { ...view(doc.toObject() as NoteRecord), formatted: null };
-    await this.hooks.emitAfter('AFTER_NOTE_CREATE', { actor, tenant_id: tenantId, note });
-    return note;
+    };
+    // The entry carries the note as created (`data`): archiving changes notes without an event of its own.
+    const entry = { ...this.events.stage(NOTE_CREATED, { actor, tenant_id: tenantId }), data: view(fields as NoteRecord) as unknown as Doc };
+    const doc = await this.model.create({ ...fields, [OUTBOX_FIELD]: [entry] });
+    const stored = doc.toObject() as NoteRecord;
+    await this.events.committed(this.source, stored as unknown as Doc);
+    return { ...view(stored), formatted: null };
   }
 
   /** How many of the actor's notes `archiveBatch` would archive: the total a job reports progress against. */
