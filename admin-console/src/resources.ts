@@ -69,11 +69,11 @@ export async function countDocs(types: ResourceType[]): Promise<Record<string, n
 /**
  * One document; of a resource with drafts, its pending draft where the caller may read it. A
  * deleted one only with `includeDeleted` (administrators: the server refuses it to anyone else).
- * With drafts or versions, `_actions`: what the caller may do to it (publish, unpublish,
+ * With `_actions`: what the caller may do to it (update, delete, publish, unpublish,
  * restore_version), as the server decides those calls.
  */
 export async function getDoc(t: ResourceType, id: string, includeDeleted: boolean): Promise<Doc | null> {
-  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id${includeDeleted ? ', include_deleted: true' : ''}${t.drafts ? ', draft: true' : ''}) { ${selection(t)}${t.drafts || t.versions ? ' _actions' : ''} } }`;
+  const q = `query Get($id: ID!) { r: ${field(t.operations.get)}(id: $id${includeDeleted ? ', include_deleted: true' : ''}${t.drafts ? ', draft: true' : ''}) { ${selection(t)} _actions } }`;
   return flat(t, ((await request(q, { id })) as { r: Doc | null }).r);
 }
 

@@ -1,7 +1,7 @@
 /**
- * What the caller may do to one document now, of the actions a client offers as buttons:
- * `publish` and `unpublish` (resources with drafts), `restore_version` (resources that keep
- * versions). Each is decided with the scope its own call uses (tenant, guards, the caller's access
+ * What the caller may do to one document now, of the actions a client offers as buttons: `update`
+ * and `delete` (every resource), `publish` and `unpublish` (resources with drafts),
+ * `restore_version` (resources that keep versions). Each is decided with the scope its own call uses (tenant, guards, the caller's access
  * rules or, without rules, the built-in rule of administrators and authors) and the document's
  * state, so a client offering only these offers nothing the server refuses for want of a right;
  * an `If-Match` or a unique value can still refuse the call. No Koa or GraphQL here.
@@ -15,7 +15,7 @@ import { publishScope } from './drafts/service.ts';
 import type { ResourceService } from './service.ts';
 
 /** An action {@link documentActions} answers for. */
-export type DocumentAction = 'publish' | 'unpublish' | 'restore_version';
+export type DocumentAction = 'update' | 'delete' | 'publish' | 'unpublish' | 'restore_version';
 
 /** `p`, or null when the caller's roles refuse the action outright. */
 const unlessDenied = <T>(p: Promise<T>): Promise<T | null> => p.catch((err: unknown) => {
@@ -23,9 +23,9 @@ const unlessDenied = <T>(p: Promise<T>): Promise<T | null> => p.catch((err: unkn
   throw err;
 });
 
-/** The scope of an update (what a restore of a version goes through), as `updateDocument` builds it. */
-async function updateScope(svc: ResourceService, actor: Actor): Promise<Filter> {
-  const wa = await writeAccess(svc, actor, 'update');
+/** The scope of an update or a delete (a restore of a version is an update), as those calls build it. */
+async function writeScope(svc: ResourceService, actor: Actor, action: 'update' | 'delete'): Promise<Filter> {
+  const wa = await writeAccess(svc, actor, action);
   return withRows(withRows(svc.scope(actor), wa?.rows), await svc.draftRows(actor));
 }
 
@@ -35,6 +35,10 @@ async function updateScope(svc: ResourceService, actor: Actor): Promise<Filter> 
  */
 export async function documentActions(svc: ResourceService, actor: Actor, doc: Doc): Promise<DocumentAction[]> {
   const checks: [DocumentAction, Filter][] = [];
+  const update = await unlessDenied(writeScope(svc, actor, 'update'));
+  if (update) checks.push(['update', update]);
+  const remove = await unlessDenied(writeScope(svc, actor, 'delete'));
+  if (remove) checks.push(['delete', remove]);
   if (svc.def.drafts) {
     const scope = await unlessDenied(publishScope(svc, actor));
     if (scope) {
@@ -42,10 +46,7 @@ export async function documentActions(svc: ResourceService, actor: Actor, doc: D
       checks.push(['unpublish', withRows(scope, { _published: { $ne: false } })]);
     }
   }
-  if (svc.def.versions) {
-    const scope = await unlessDenied(updateScope(svc, actor));
-    if (scope) checks.push(['restore_version', scope]);
-  }
+  if (svc.def.versions && update) checks.push(['restore_version', update]);
   const allowed = await Promise.all(checks.map(async ([, filter]) => !!(await svc.model.exists({ ...filter, _id: doc._id }))));
   return checks.filter((_, i) => allowed[i]).map(([action]) => action);
 }

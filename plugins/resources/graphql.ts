@@ -82,13 +82,11 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
         };
         for (const [name, { kind }] of Object.entries(BASE_FIELDS)) fields[name] = scalarField(name, kind);
         if (def.drafts) fields._status = t.string({ nullable: false, description: 'draft: not published, or its pending draft shown (draft: true)', resolve: (d) => String(d._status ?? 'published') });
-        if (def.drafts || def.versions) {
-          fields._actions = t.stringList({
-            nullable: false,
-            description: 'What the caller may do to this document now, of publish, unpublish (drafts) and restore_version (versions): decided as those calls decide',
-            resolve: (d, _a, ctx) => documentActions(svc, requireUser(ctx), d),
-          });
-        }
+        fields._actions = t.stringList({
+          nullable: false,
+          description: 'What the caller may do to this document now, of update, delete, publish, unpublish (drafts) and restore_version (versions): decided as those calls decide',
+          resolve: (d, _a, ctx) => documentActions(svc, requireUser(ctx), d),
+        });
         for (const f of def.fields) {
           if (f.private || f.path.includes('.')) continue;
           fields[f.path] = scalarField(f.path, f.kind, f.items);

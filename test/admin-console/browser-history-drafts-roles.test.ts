@@ -6,7 +6,7 @@
  * edit); a soft-deleted document does not exist for them. A tenant administrator sees the pending
  * draft and the user's draft with Publish, and restores a deleted document. A system administrator
  * sees the same, publishes the draft (the user then reads it), and restores a version. Under
- * access rules, an editor without the publish grant is offered no Unpublish, a reader without the
+ * access rules, an editor without the publish grant is offered no Unpublish (nor Delete, without the delete grant), a reader without the
  * update grant no Restore (the server refuses both). The buttons follow the document's `_actions`.
  * Every step is checked with axe and kept as a screenshot under test-results/console/.
  */
@@ -122,8 +122,11 @@ describe.skipIf(!existsSync(CHROMIUM))('console history and drafts for the three
   it('users whose roles have rules: no Unpublish without the publish grant, no Restore without the update grant', async () => {
     await signIn(page, c.origin, keys.eve!);
     await open('voskhod');
-    // Delete is offered from the resource's operations, not the document's rules (left as it was).
-    expect(await actions()).toEqual(['Delete']);
+    // Edit and Delete follow the document's rules as the server answers them: an editor edits, never deletes.
+    expect(await actions()).toEqual([]);
+    expect(await page.locator('[data-testid=doc-actions] a:text-is("Edit")').count()).toBe(1);
+    const del = await c.call('DELETE', `/projects/${ids.voskhod}`, keys.eve!, undefined, await ifMatch('voskhod', keys.eve!));
+    expect(del.status).toBe(403);
     const r = await c.call('POST', `/projects/${ids.voskhod}/unpublish`, keys.eve!, undefined, await ifMatch('voskhod', keys.eve!));
     expect(r.status).toBe(403);
     expect(r.body.error.code).toBe('ACCESS_DENIED');
@@ -139,7 +142,13 @@ describe.skipIf(!existsSync(CHROMIUM))('console history and drafts for the three
     await page.waitForSelector('h4:has-text("Version 1")');
     await page.waitForSelector('[data-testid=diff]', { state: 'attached' });
     expect(await page.locator('[data-testid=version] button:has-text("Restore")').count()).toBe(0);
-    expect(await actions()).toEqual(['Delete']);
+    // A reader is offered neither Edit nor Delete, and the server refuses both.
+    expect(await actions()).toEqual([]);
+    expect(await page.locator('[data-testid=doc-actions] a:text-is("Edit")').count()).toBe(0);
+    for (const method of ['PATCH', 'DELETE'] as const) {
+      const w = await c.call(method, `/projects/${ids.apollo}`, keys.rita!, method === 'PATCH' ? { name: 'x' } : undefined, await ifMatch('apollo', keys.rita!));
+      expect(w.status, method).toBe(403);
+    }
     const restore = await c.call('POST', `/projects/${ids.apollo}/versions/1/restore`, keys.rita!, undefined, await ifMatch('apollo', keys.rita!));
     expect(restore.status).toBe(403);
     await screen(page, 'roles-reader-history');

@@ -1,6 +1,6 @@
 /**
- * `_actions` on a document over GraphQL: what the caller may do to it now, of publish, unpublish
- * and restore_version, decided as those calls decide. Without rules: administrators publish and
+ * `_actions` on a document over GraphQL: what the caller may do to it now, of update, delete,
+ * publish, unpublish and restore_version, decided as those calls decide. Without rules: administrators publish and
  * unpublish anything, a user only the draft they saved and what they created; under rules, the
  * `publish` and `update` grants. Every action listed succeeds and every one left out is refused;
  * another tenant reads no such document.
@@ -35,11 +35,13 @@ beforeAll(async () => {
 afterAll(() => t?.close());
 
 const GET = 'query($id: ID!) { project(id: $id, draft: true) { _id etag _status _actions } }';
-async function actions(id: string, who: User): Promise<string[] | null> {
+async function allActions(id: string, who: User): Promise<string[] | null> {
   const res = await t.gql<{ project: { _actions: string[] } | null }>(GET, { id }, { key: who.key });
   expect(res.status).toBe(200);
   return res.body.data?.project?._actions ?? null;
 }
+/** The actions of drafts and versions (update and delete are checked on their own below). */
+const actions = async (id: string, who: User) => (await allActions(id, who))?.filter((a) => a !== 'update' && a !== 'delete') ?? null;
 async function post(who: User, body: object, query = ''): Promise<string> {
   const res = await t.http('POST', `/projects${query}`, { key: who.key, json: body });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
@@ -82,6 +84,30 @@ describe('_actions', () => {
     expect(await attempt('restore_version', id, publisher)).toBe(403);
     expect(await attempt('unpublish', id, publisher)).toBe(200);
     expect(await actions(id, publisher)).toEqual(['publish']);
+  });
+
+  it('update and delete: listed where the call succeeds, left out where it is refused (without rules and under rules)', async () => {
+    /** Tries `action` on a fresh copy of the situation: PATCH or DELETE with the current ETag. */
+    const tryIt = async (action: 'update' | 'delete', id: string, who: User) =>
+      (action === 'update'
+        ? await t.http('PATCH', `/projects/${id}`, { key: who.key, headers: ifMatch(await etag(id)), json: { name: `changed by ${who.userId}` } })
+        : await t.http('DELETE', `/projects/${id}`, { key: who.key, headers: ifMatch(await etag(id)) })).status;
+    const cases: [User, string[]][] = [[admin, ['update', 'delete']], [pat, []], [editor, ['update']], [publisher, []]];
+    for (const [who, must] of cases) {
+      for (const action of ['update', 'delete'] as const) {
+        const id = await post(admin, { name: `actions ${action} ${who.userId}` });
+        const listed = (await allActions(id, who))!.includes(action);
+        if (must.includes(action)) expect(listed, `${action} listed`).toBe(true);
+        const status = await tryIt(action, id, who);
+        // What is listed is done; what is left out is refused (403 by the rules, 404 outside the rows).
+        if (listed) expect(status, `${action} listed`).toBe(action === 'update' ? 200 : 204);
+        else expect([403, 404], `${action} not listed: ${status}`).toContain(status);
+      }
+    }
+    // An editor may change but never delete: the button the console would offer is never there.
+    const id = await post(editor, { name: 'actions editor own' });
+    expect(await allActions(id, editor)).toEqual(['update', 'restore_version']);
+    expect(await tryIt('delete', id, editor)).toBe(403);
   });
 
   it('another tenant reads no such document, so no actions', async () => {

@@ -204,13 +204,13 @@ const title = (t: ResourceType, d: Doc | null | undefined): string | null => {
 };
 
 /**
- * What the signed-in user may do to document `d` beyond editing: publish, unpublish and restore a
+ * What the signed-in user may do to document `d`: edit, delete, publish, unpublish and restore a
  * version as the server answers in `_actions`; restore from deletion, administrators (the only
  * ones who see deleted documents). A button the server would refuse is not offered.
  */
-export function documentActions(u: User | undefined, d: Doc): { publish: boolean; unpublish: boolean; restore: boolean; restoreVersion: boolean } {
+export function documentActions(u: User | undefined, d: Doc): { update: boolean; remove: boolean; publish: boolean; unpublish: boolean; restore: boolean; restoreVersion: boolean } {
   const may = (a: string) => !d.is_deleted && !!d._actions?.includes(a);
-  return { publish: may('publish'), unpublish: may('unpublish'), restore: isAdmin(u) && !!d.is_deleted, restoreVersion: may('restore_version') };
+  return { update: may('update'), remove: may('delete'), publish: may('publish'), unpublish: may('unpublish'), restore: isAdmin(u) && !!d.is_deleted, restoreVersion: may('restore_version') };
 }
 
 type PanelProps = Parameters<typeof Panel>[0];
@@ -275,8 +275,8 @@ function ResourceDetail({ t, id }: { t: ResourceType; id: string }) {
           </dl>
           {/* The document's actions; a resource's own (publish, unpublish) go here too. */}
           <div class="actions" data-testid="doc-actions">
-            {t.operations.update && !d.is_deleted && <a class="button" href={`#/resources/${t.name}/${id}/edit`}>Edit</a>}
-            {t.operations.delete && !d.is_deleted && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => deleteDoc(t, id, d.etag), 'Delete', `Deleted. Administrators can still restore this ${singular(t)}.`)}>{busy === 'Delete' ? 'Deleting…' : 'Delete'}</button>}
+            {t.operations.update && may.update && <a class="button" href={`#/resources/${t.name}/${id}/edit`}>Edit</a>}
+            {t.operations.delete && may.remove && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => deleteDoc(t, id, d.etag), 'Delete', `Deleted. Administrators can still restore this ${singular(t)}.`)}>{busy === 'Delete' ? 'Deleting…' : 'Delete'}</button>}
             {t.operations.publish && may.publish && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => publishDoc(t, id, d.etag, 'publish'), 'Publish', 'Published: readers now see this version.')}>{busy === 'Publish' ? 'Publishing…' : 'Publish'}</button>}
             {t.operations.unpublish && may.unpublish && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => publishDoc(t, id, d.etag, 'unpublish'), 'Unpublish', `Unpublished: only people who may read drafts see this ${singular(t)} now.`)}>{busy === 'Unpublish' ? 'Unpublishing…' : 'Unpublish'}</button>}
             {t.operations.restore && may.restore && <button type="button" aria-disabled={busy ? 'true' : undefined} onClick={() => !busy && act(() => restoreDoc(t, id, d.etag), 'Restore', 'Restored.')}>{busy === 'Restore' ? 'Restoring…' : 'Restore'}</button>}
