@@ -2,11 +2,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTenantUser, type TestApp } from '../helpers/app.ts';
 import { accessApp, createRole, newTenant, userWith } from './helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 let a: string;
 let b: string;
-let adminA: { key: string };
+let adminA: { key: string; userId: string };
 let adminB: { key: string };
 
 beforeAll(async () => {
@@ -14,7 +15,8 @@ beforeAll(async () => {
   a = await newTenant(t);
   b = await newTenant(t);
   adminA = await createTenantUser(t, { tenantId: a, roles: ['admin'] });
-  adminB = await createTenantUser(t, { tenantId: b, roles: ['admin'] });
+  // B's administrator is A's administrator's second membership: one person, two tenants.
+  adminB = await addMembership(t, adminA.userId, { tenantId: b, roles: ['admin'] });
 });
 afterAll(() => t?.close());
 

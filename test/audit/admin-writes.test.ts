@@ -7,6 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTenantUser, type TestApp } from '../helpers/app.ts';
 import { jobsApp } from '../jobs/helpers.ts';
 import { listEntries } from './helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 let A: Awaited<ReturnType<typeof createTenantUser>>;
@@ -14,7 +15,8 @@ let B: Awaited<ReturnType<typeof createTenantUser>>;
 beforeAll(async () => {
   t = await jobsApp();
   A = await createTenantUser(t, { roles: ['admin'] });
-  B = await createTenantUser(t, { roles: ['admin'] });
+  // B's administrator is A's administrator's second membership: one person, two tenants.
+  B = await addMembership(t, A.userId, { roles: ['admin'] });
 });
 afterAll(() => t?.close());
 

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 type Ev = { id: string; type: string; tenant_id: string | null; actor: string | null; data: Record<string, any> };
 
@@ -17,7 +18,8 @@ let B: Awaited<ReturnType<typeof createTenantUser>>;
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [auditPlugin] });
   A = await createTenantUser(t, { roles: ['admin'] });
-  B = await createTenantUser(t, { roles: ['admin'] });
+  // B's administrator is A's administrator's second membership: one person, two tenants.
+  B = await addMembership(t, A.userId, { roles: ['admin'] });
 });
 afterAll(() => t?.close());
 

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import { createTenantUser, expectError, type TestApp } from '../helpers/app.ts';
 import { jobsApp, until, waitRun } from './helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 let A: Awaited<ReturnType<typeof createTenantUser>>;
@@ -22,7 +23,8 @@ let schedB: string;
 beforeAll(async () => {
   t = await jobsApp();
   A = await createTenantUser(t, { roles: ['admin'] });
-  B = await createTenantUser(t, { roles: ['admin'] });
+  // B's administrator is A's administrator's second membership: one person, two tenants.
+  B = await addMembership(t, A.userId, { roles: ['admin'] });
   plain = await createTenantUser(t, { tenantId: A.tenantId, roles: ['user'] });
   runA = (await t.http('POST', '/jobs/run/tenant_job', { key: A.key, json: { parameters: {} } })).body.id;
   runB = (await t.http('POST', '/jobs/run/tenant_job', { key: B.key, json: { parameters: {} } })).body.id;

@@ -11,7 +11,8 @@ let B: Awaited<ReturnType<typeof tenant>>;
 beforeAll(async () => {
   t = await paymentsApp({ config: { PAYMENTS_LEDGER_ENABLED: 'true', PAYOUT_AUTO_APPROVE_THRESHOLD: '0' } });
   A = await tenant(t);
-  B = await tenant(t);
+  // B's administrator and user are A's administrator's and user's second memberships.
+  B = await tenant(t, A);
 });
 afterAll(() => t?.close());
 

@@ -5,6 +5,7 @@ import { auditPlugin } from '../../plugins/audit/index.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
 import { paymentsPlugin, type PaymentProvider } from '../../plugins/payments/index.ts';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 /** resources (no demo resources), audit, webhooks and payments, with payments on. */
 export const paymentsApp = (opts: { config?: Record<string, string>; plugins?: Plugin[] } = {}) =>
@@ -25,9 +26,10 @@ export const providerPlugin = (...providers: PaymentProvider[]): Plugin =>
   });
 
 /** A tenant with an admin and a plain user. */
-export async function tenant(t: TestApp) {
-  const admin = await createTenantUser(t, { roles: ['admin'] });
-  const user = await createTenantUser(t, { tenantId: admin.tenantId, roles: ['user'] });
+export async function tenant(t: TestApp, alsoIn?: { adminId: string; userId: string }) {
+  // With `alsoIn`, the new tenant's administrator and user are second memberships of that tenant's people.
+  const admin = alsoIn ? await addMembership(t, alsoIn.adminId, { roles: ['admin'] }) : await createTenantUser(t, { roles: ['admin'] });
+  const user = alsoIn ? await addMembership(t, alsoIn.userId, { tenantId: admin.tenantId, roles: ['user'] }) : await createTenantUser(t, { tenantId: admin.tenantId, roles: ['user'] });
   return { tenantId: admin.tenantId, admin: admin.key, adminId: admin.userId, user: user.key, userId: user.userId };
 }
 

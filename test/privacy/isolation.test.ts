@@ -7,6 +7,7 @@ import { privacyPlugin } from '../../plugins/privacy/index.ts';
 import { ERASURE_COLLECTION } from '../../plugins/privacy/model.ts';
 import { privacyDataPlugin } from '../fixtures/privacy-data-plugin.ts';
 import { createSubject, seedSubject, type Subject } from './helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 let adminA: Awaited<ReturnType<typeof createTenantUser>>;
@@ -19,7 +20,8 @@ let requestA: any;
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [resourcesPlugin, auditPlugin, privacyPlugin, privacyDataPlugin] });
   adminA = await createTenantUser(t, { roles: ['admin'] });
-  adminB = await createTenantUser(t, { roles: ['admin'] });
+  // B's administrator is A's administrator's second membership: one person, two tenants.
+  adminB = await addMembership(t, adminA.userId, { roles: ['admin'] });
   userA = await createTenantUser(t, { tenantId: adminA.tenantId });
   subjectA = await createSubject(t, adminA.tenantId);
   subjectB = await createSubject(t, adminB.tenantId);

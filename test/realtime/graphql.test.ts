@@ -13,6 +13,7 @@ import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
 import { resourceEventsPlugin } from '../fixtures/resource-events-plugin.ts';
 import { FAST, trigger, waitRun } from '../jobs/helpers.ts';
 import { EVENT_FIELDS, EVENTS_SUBSCRIPTION, sleep, sseSubscribe, until, wsTracker } from './helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 let userA: Awaited<ReturnType<typeof createTenantUser>>;
@@ -30,7 +31,8 @@ beforeAll(async () => {
   });
   userA = await createTenantUser(t, { features: ['memos'] });
   adminA = await createTenantUser(t, { tenantId: userA.tenantId, roles: ['admin'], features: ['memos'] });
-  userB = await createTenantUser(t, { features: ['memos'] });
+  // B's user is A's user's second membership: one person, two tenants.
+  userB = await addMembership(t, userA.userId, { features: ['memos'] });
 });
 afterAll(async () => {
   await ws.disposeAll();

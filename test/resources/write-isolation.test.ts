@@ -10,6 +10,7 @@ import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpe
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
 import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';
 import { col, expectNoWrite, ifMatch, raw, rowCodes } from './write-helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 const regional = defineResource({
   name: 'regional_docs',
@@ -33,7 +34,8 @@ let noRegion: User;
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [projectsResource, tasksResource, regional] })] });
   alice = await createTenantUser(t, { features: ['tasks'] });
-  bob = await createTenantUser(t, { features: ['tasks'] });
+  // Bob is Alice's second membership: one person, two tenants.
+  bob = await addMembership(t, alice.userId, { features: ['tasks'] });
   bobAdmin = await createTenantUser(t, { tenantId: bob.tenantId, roles: ['admin'], features: ['tasks'] });
   noTasks = await createTenantUser(t, { tenantId: alice.tenantId });
   eu = await createTenantUser(t, { tenantId: alice.tenantId, attributes: { region: 'eu' } });

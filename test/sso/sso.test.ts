@@ -10,11 +10,12 @@ import { buildTestApp, createTenantUser, expectError, type TestApp } from '../he
 import { auditPlugin } from '../../plugins/audit/index.ts';
 import { ssoPlugin } from '../../plugins/sso/index.ts';
 import { signInAtProvider, startProvider, startProviderProcess, type Account, type TestProvider } from './provider.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 type Doc = Record<string, any>;
 let t: TestApp;
 let op: TestProvider;
-let a: { tenantId: string; key: string };
+let a: { tenantId: string; key: string; userId: string };
 let b: { tenantId: string; key: string };
 const SECRET = 'client-secret-0123456789abcdef';
 const accounts: Record<string, Account> = {
@@ -45,7 +46,8 @@ const provider = (tenant: { key: string }, json: Doc) => t.http('POST', '/admin/
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [auditPlugin, ssoPlugin], config: { NODE_ENV: 'development', AUTH_CACHE_TTL_MS: '0' } });
   a = await createTenantUser(t, { roles: ['admin'] });
-  b = await createTenantUser(t, { roles: ['admin'] });
+  // B's administrator is A's administrator's second membership: one person, two tenants.
+  b = await addMembership(t, a.userId, { roles: ['admin'] });
   op = await startProvider({
     accounts: Object.values(accounts),
     clients: [

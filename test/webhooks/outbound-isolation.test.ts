@@ -8,6 +8,7 @@ import { systemActor } from '../../core/context.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
 import { outboundEventsPlugin, TEST_EVENT } from '../fixtures/outbound-events-plugin.ts';
 import { OUTBOUND_CONFIG, startReceiver, until, type Receiver } from './outbound-helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 let a: Awaited<ReturnType<typeof createTenantUser>>;
@@ -20,7 +21,8 @@ let epB: string;
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [webhooksPlugin, outboundEventsPlugin], config: OUTBOUND_CONFIG });
   a = await createTenantUser(t, { roles: ['admin'] });
-  b = await createTenantUser(t, { roles: ['admin'] });
+  // B's administrator is A's administrator's second membership: one person, two tenants.
+  b = await addMembership(t, a.userId, { roles: ['admin'] });
   recv = await startReceiver();
   epA = (await t.http('POST', '/webhook-endpoints', { key: a.key, json: { url: recv.url, event_types: ['*'] } })).body.id;
   epB = (await t.http('POST', '/webhook-endpoints', { key: b.key, json: { url: recv.url, event_types: ['*'] } })).body.id;
