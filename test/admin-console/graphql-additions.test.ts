@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { builtinPlugins } from '../../config/plugins.ts';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 let a: Awaited<ReturnType<typeof createTenantUser>>;
@@ -15,7 +16,8 @@ beforeAll(async () => {
   t = await buildTestApp({ plugins: builtinPlugins() });
   a = await createTenantUser(t, { roles: ['user', 'admin'], features: ['tasks'] });
   u = await createTenantUser(t, { tenantId: a.tenantId, roles: ['user'] });
-  other = await createTenantUser(t, { roles: ['user', 'admin'] });
+  // The other tenant's user is a second membership of the first one's person: one person, two tenants.
+  other = await addMembership(t, a.userId, { roles: ['user', 'admin'] });
 });
 afterAll(() => t?.close());
 

@@ -10,6 +10,7 @@ import { ADMIN_KEY, buildTestApp, createTenantUser, expectError, uniqueDbUri, ty
 import { startReplicas, type ServerProcess } from '../helpers/processes.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { slowRoutePlugin } from '../fixtures/slow-route-plugin.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 let alice: { key: string; tenantId: string; userId: string };
@@ -17,7 +18,8 @@ let bob: { key: string; tenantId: string; userId: string };
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [resourcesPlugin, slowRoutePlugin] });
   alice = await createTenantUser(t);
-  bob = await createTenantUser(t);
+  // The other tenant's user is a second membership of the first one's person: one person, two tenants.
+  bob = await addMembership(t, alice.userId);
 });
 afterAll(() => t?.close());
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, expectError, type TestApp } from '../helpers/app.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 /** Waits until the tenant's log (as `key` reads it) satisfies `fn`. */
 async function eventsUntil(t: TestApp, key: string, fn: (items: any[]) => boolean, ms = 10_000): Promise<any[]> {
@@ -22,7 +23,8 @@ describe('resource events', () => {
     t = await buildTestApp({ plugins: [resourcesPlugin] });
     admin = await createTenantUser(t, { roles: ['admin'], features: ['tasks'] });
     user = await createTenantUser(t, { tenantId: admin.tenantId, roles: ['user'] });
-    other = await createTenantUser(t, { roles: ['admin'] });
+    // The other tenant's user is a second membership of the first one's person: one person, two tenants.
+    other = await addMembership(t, admin.userId, { roles: ['admin'] });
   });
   afterAll(() => t?.close());
 

@@ -10,11 +10,12 @@ import { filesPlugin } from '../../plugins/files/index.ts';
 import { accessPlugin } from '../../plugins/access/index.ts';
 import { createRole, newTenant, userWith } from '../access/helpers.ts';
 import { download, PDF, PNG, upload } from './helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 describe('files under access rules', () => {
   let t: TestApp;
   let tenantId: string;
-  let owner: { key: string };
+  let owner: { key: string; userId: string };
   let viewer: { key: string };
   let png: string;
   let pdf: string;
@@ -54,7 +55,8 @@ describe('files under access rules', () => {
   it('a caller without rules sees both; the rule does not reach another tenant', async () => {
     const all = await t.http('GET', '/files', { key: owner.key });
     expect(all.body.items.map((f: { _id: string }) => f._id).sort()).toEqual([png, pdf].sort());
-    const other = await userWith(t, await newTenant(t), ['user']);
+    // Another tenant's user who is also the owner's person: a second membership.
+    const other = await addMembership(t, owner.userId, { tenantId: await newTenant(t), roles: ['user'] });
     expect((await t.http('GET', '/files', { key: other.key })).body.items).toEqual([]);
     expect((await download(t, `/files/${png}/content`, { key: other.key })).status).toBe(404);
     expect((await t.http('GET', `/files/${png}`, { key: ADMIN_KEY, headers: { 'X-Tenant-Id': tenantId } })).status).toBe(200);

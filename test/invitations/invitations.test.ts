@@ -18,6 +18,7 @@ import { definePlugin } from '../../core/plugin.ts';
 import { SoftAuthenticator } from '../webauthn/authenticator.ts';
 import { PASSKEY_CONFIG, captureLogger } from '../webauthn/helpers.ts';
 import { until } from '../realtime/helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 const LINK = 'https://console.example.test/invite';
 let smtp: Awaited<ReturnType<typeof startSmtp>>;
@@ -34,7 +35,8 @@ beforeAll(async () => {
     config: { ...PASSKEY_CONFIG, SMTP_URL: smtp.smtpUrl, MAIL_FROM: 'Test <no-reply@example.test>', INVITATION_LINK_URL: LINK, RATE_LIMIT_ENABLED: 'false' },
   });
   adminA = await createTenantUser(t, { tenant: 'Tenant A', roles: ['admin'] });
-  adminB = await createTenantUser(t, { tenant: 'Tenant B', roles: ['admin'] });
+  // B's administrator is A's administrator's second membership: one person, two tenants.
+  adminB = await addMembership(t, adminA.userId, { roles: ['admin'] });
   plainA = await createTenantUser(t, { tenantId: adminA.tenantId });
 });
 afterAll(async () => {

@@ -13,6 +13,7 @@ import { metricsSeriesPlugin } from '../../plugins/metrics-series/index.ts';
 import { BUCKETS_MS, quantile, SeriesStore, type MinuteDoc } from '../../plugins/metrics-series/store.ts';
 import { SeriesService } from '../../plugins/metrics-series/service.ts';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 /** A route that fails (500), to count errors. */
 const failing = definePlugin({
@@ -26,7 +27,8 @@ let b: Awaited<ReturnType<typeof createTenantUser>>;
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [resourcesPlugin, metricsSeriesPlugin, failing], config: { METRICS_ENABLED: 'false' } });
   a = await createTenantUser(t, { roles: ['user', 'admin'] });
-  b = await createTenantUser(t, { roles: ['user', 'admin'] });
+  // The other tenant's user is a second membership of the first one's person: one person, two tenants.
+  b = await addMembership(t, a.userId, { roles: ['user', 'admin'] });
 });
 afterAll(() => t?.close());
 

@@ -9,6 +9,7 @@ import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts'
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { resourceEventsPlugin } from '../fixtures/resource-events-plugin.ts';
 import { EVENT_FIELDS, EVENTS_SUBSCRIPTION, sleep, sseSubscribe, until, wsTracker } from './helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 const ws = wsTracker(() => t.url);
@@ -36,7 +37,8 @@ describe('shared subscription results', () => {
     // Another user (and key) of the same tenant, roles and features: the same visibility, the same group.
     const a2 = await createTenantUser(t, { tenantId: a1.tenantId, features: ['memos'] });
     const adminA = await createTenantUser(t, { tenantId: a1.tenantId, roles: ['admin'], features: ['memos'] });
-    const b = await createTenantUser(t, { features: ['memos'] });
+    // The other tenant's user is a second membership of the first one's person: one person, two tenants.
+    const b = await addMembership(t, a1.userId, { features: ['memos'] });
     const vars = { types: ['memos.created'] };
     const groupA = [
       ...Array.from({ length: 6 }, () => sub(client({ apiKey: a1.key }), EVENTS, vars)),

@@ -9,6 +9,7 @@ import { buildTestApp, createTenantUser, expectError, type TestApp } from '../he
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';
 import { expectNoWrite, ifMatch, raw } from './write-helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 type User = { key: string; tenantId: string; userId: string };
 let t: TestApp;
@@ -22,7 +23,8 @@ beforeAll(async () => {
   author = await createTenantUser(t, { features: ['tasks'] });
   reader = await createTenantUser(t, { tenantId: author.tenantId, features: ['tasks'] });
   admin = await createTenantUser(t, { tenantId: author.tenantId, roles: ['admin'], features: ['tasks'] });
-  other = await createTenantUser(t, { roles: ['admin'], features: ['tasks'] });
+  // The other tenant's user is a second membership of the first one's person: one person, two tenants.
+  other = await addMembership(t, author.userId, { roles: ['admin'], features: ['tasks'] });
 });
 afterAll(() => t?.close());
 

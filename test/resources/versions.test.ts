@@ -12,6 +12,7 @@ import { defineResource, resourcesPlugin } from '../../plugins/resources/index.t
 import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';
 import { systemActor } from '../../core/context.ts';
 import { col, expectNoWrite, ifMatch, oid } from './write-helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 const codes = defineResource({
   name: 'codes',
@@ -28,7 +29,8 @@ let bob: User;
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [projectsResource, tasksResource, codes, plain] })] });
   alice = await createTenantUser(t);
-  bob = await createTenantUser(t);
+  // The other tenant's user is a second membership of the first one's person: one person, two tenants.
+  bob = await addMembership(t, alice.userId);
 });
 afterAll(() => t?.close());
 

@@ -8,6 +8,7 @@ import { ADMIN_KEY, buildTestApp, createTenantUser, expectError, type TestApp } 
 import { webauthnPlugin } from '../../plugins/webauthn/index.ts';
 import { SoftAuthenticator } from './authenticator.ts';
 import { PASSKEY_CONFIG, loginWith, registerPasskey } from './helpers.ts';
+import { addMembership } from '../helpers/memberships.ts';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -38,7 +39,8 @@ describe('isolation', () => {
     bob = await userWithPasskey({ tenantId: alice.tenantId });
     adminT1 = await createTenantUser(t, { tenantId: alice.tenantId, roles: ['admin'] });
     carol = await userWithPasskey();
-    adminT2 = await createTenantUser(t, { tenantId: carol.tenantId, roles: ['admin'] });
+    // T2's administrator is T1's administrator's second membership: one person, two tenants.
+    adminT2 = await addMembership(t, adminT1.userId, { tenantId: carol.tenantId, roles: ['admin'] });
   });
 
   it('REST list shows only the caller’s own passkeys (same tenant, other tenant, tenant admin)', async () => {
