@@ -20,6 +20,7 @@ export const Me = graphql(`query Me { me { id email name tenant_id roles scope f
 export const PasskeyLoginOptions = graphql(`mutation PasskeyLoginOptions($email: String!) { passkeyLoginOptions(email: $email) }`);
 export const SsoSignInOptions = graphql(`query SsoSignInOptions($tenant: ID!) { ssoSignInOptions(tenant_id: $tenant) { name login_url } }`);
 export const ExchangeSsoCode = graphql(`mutation ExchangeSsoCode($code: String!) { exchangeSsoCode(code: $code) { token expires_in } }`);
+export const AcceptInvitation = graphql(`mutation AcceptInvitation($token: String!, $name: String) { acceptInvitation(token: $token, name: $name) { token expires_in tenant_id } }`);
 export const PasskeyLogin = graphql(`mutation PasskeyLogin($input: JSON!, $tenant: String) { passkeyLogin(input: $input, tenant_id: $tenant) { token expires_in } }`);
 export const PasskeyRegistrationOptions = graphql(`mutation PasskeyRegistrationOptions { passkeyRegistrationOptions }`);
 export const RegisterPasskey = graphql(`mutation RegisterPasskey($input: JSON!) { registerPasskey(input: $input) { credential_id device_name registered_at } }`);

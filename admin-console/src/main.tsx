@@ -6,6 +6,7 @@ import { loadCaps, PLUGIN_SCREENS, rootFields, visibleScreens } from './caps.ts'
 import { Busy, ErrorBox, focusOn, Loading, Toasts, toast, useAsync, waitFor } from './ui.tsx';
 import { Tenants } from './graphql.ts';
 import { SignIn } from './signin.tsx';
+import { AcceptInvitation } from './invitation.tsx';
 import { Overview } from './screens/overview.tsx';
 import { ResourcesScreen } from './screens/resources.tsx';
 import { AuditScreen } from './screens/audit.tsx';
@@ -89,6 +90,8 @@ function App() {
   useEffect(() => loadCaps(), [s?.token]);
   useFocusOnNavigation(s ? route.join('/') || 'overview' : null);
   useEffect(() => { if (!s) actingTenant.value = null; }, [s]);
+  // An invitation's link opens its page, signed in or not.
+  if (screen.startsWith('invitation')) return <AcceptInvitation />;
   if (!s) return <SignIn reason={signedOutReason.value} />;
   const admin = isAdmin(s.user);
   const plugins = visibleScreens(s.user);

@@ -21,12 +21,14 @@ export interface ConsoleApp {
   mkUser(tenantId: string, email: string, roles: string[]): Promise<{ id: string; key: string }>;
 }
 
-export async function startConsoleApp(settings: Record<string, string> = {}, plugins: Plugin[] = builtinPlugins()): Promise<ConsoleApp> {
+/** `settings` may be a function of the origin the browser opens (for links and WebAuthn settings that name it). */
+export async function startConsoleApp(settings: Record<string, string> | ((origin: string) => Record<string, string>) = {}, plugins: Plugin[] = builtinPlugins()): Promise<ConsoleApp> {
   const port = await freePort();
   const api = `http://127.0.0.1:${port}`;
+  const origin = `http://localhost:${port}`;
   const config = loadConfig({
     NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
-    AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false', ...settings,
+    AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false', ...(typeof settings === 'function' ? settings(origin) : settings),
   });
   const app = await createApp({ config, plugins });
   await app.listen(port, '127.0.0.1');
@@ -43,5 +45,5 @@ export async function startConsoleApp(settings: Record<string, string> = {}, plu
     const k = await call('POST', '/admin/api-keys', ADMIN_KEY, { user_id: u.body.id, name: 'laptop' });
     return { id: u.body.id as string, key: k.body.key as string };
   };
-  return { app, origin: `http://localhost:${port}`, api, call, mkUser };
+  return { app, origin, api, call, mkUser };
 }

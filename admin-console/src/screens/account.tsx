@@ -72,7 +72,7 @@ export function AccountScreen() {
       <dl class="detail">
         <div><dt>Email</dt><dd>{u.email}</dd></div>
         <div><dt>Name</dt><dd>{u.name}</dd></div>
-        <div><dt>Tenant</dt><dd>{u.tenant_id}</dd></div>
+        <div><dt>Tenant</dt><dd data-testid="my-tenant">{tenants.data?.find((m) => m.tenant_id === u.tenant_id)?.tenant_name ?? u.tenant_id}</dd></div>
         <div><dt>Roles</dt><dd>{u.roles.join(', ')}</dd></div>
         <div><dt>Features</dt><dd>{u.features.join(', ') || 'none'}</dd></div>
       </dl>
