@@ -158,7 +158,7 @@ export class SignInService {
     const email = typeof claims.email === 'string' ? claims.email.trim().toLowerCase() : '';
     attempt.email = email || null;
     if (!email) return this.refuse(attempt, 'email_missing');
-    if (claims.email_verified !== true) return this.refuse(attempt, 'email_unverified');
+    if (!emailVerified(claims)) return this.refuse(attempt, 'email_unverified');
     const domain = email.slice(email.lastIndexOf('@') + 1);
     if (provider.allowed_domains?.length && !provider.allowed_domains.includes(domain)) return this.refuse(attempt, 'domain_not_allowed');
 
@@ -303,4 +303,15 @@ const sameSet = (a: readonly string[], b: readonly string[]) => a.length === b.l
 function nameOf(claims: Record<string, unknown>, email: string): string {
   const name = typeof claims.name === 'string' && claims.name.trim() ? claims.name.trim() : [claims.given_name, claims.family_name].filter((p) => typeof p === 'string' && p).join(' ');
   return (name || email.slice(0, email.indexOf('@'))).slice(0, 200);
+}
+
+/**
+ * Whether the provider vouches for the e-mail: `email_verified: true`, or, from Microsoft Entra ID
+ * (whose tokens carry no `email_verified`), the optional claim `xms_edov` (the e-mail's domain owner
+ * is verified) set true. Anything else is unverified.
+ */
+function emailVerified(claims: Record<string, unknown>): boolean {
+  if (claims.email_verified === true) return true;
+  const edov = claims.xms_edov;
+  return claims.email_verified === undefined && (edov === true || edov === 1 || edov === '1' || edov === 'true');
 }

@@ -12,7 +12,9 @@ import Provider from 'oidc-provider';
 export interface Account {
   sub: string;
   email: string;
-  email_verified: boolean;
+  email_verified?: boolean;
+  /** Microsoft Entra's optional claim: the e-mail's domain owner is verified. */
+  xms_edov?: boolean;
   name?: string;
   groups?: string[];
 }
@@ -72,7 +74,7 @@ export function configure(issuer: string, clients: ProviderOptions['clients'], a
       const a = account(id);
       return a ? { accountId: id, claims: () => ({ ...a, sub: id }) } : undefined;
     },
-    claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] },
+    claims: { openid: ['sub'], email: ['email', 'email_verified', 'xms_edov'], profile: ['name'], groups: ['groups'] },
     scopes: ['openid', 'email', 'profile', 'groups'],
     pkce: { required: () => true },
     // No consent screen: the test's person grants whatever the client asks.

@@ -173,6 +173,19 @@ describe('signing in', () => {
     expect((await users(a)).length).toBe(before);
   });
 
+  it('takes Entra\'s xms_edov (domain owner verified) for a verified e-mail when email_verified is absent, never against email_verified: false', async () => {
+    op.setAccount({ sub: 'fran', email: 'fran@acme.test', xms_edov: true, groups: ['eng'] });
+    op.setAccount({ sub: 'gus', email: 'gus@acme.test', groups: ['eng'] });
+    op.setAccount({ sub: 'hal', email: 'hal@acme.test', email_verified: false, xms_edov: true, groups: ['eng'] });
+    const fran = await signIn(a.tenantId, 'acme', 'fran');
+    expect(fran.status, JSON.stringify(fran.body)).toBe(200);
+    expect((await t.http('GET', '/auth/me', { token: fran.body.token as string })).body).toMatchObject({ email: 'fran@acme.test', tenant_id: a.tenantId });
+    for (const who of ['gus', 'hal']) {
+      expect((await signIn(a.tenantId, 'acme', who)).body.error, who).toMatchObject({ code: 'ACCESS_DENIED', details: { reason: 'email_unverified' } });
+      expect((await users(a)).some((u) => u.email === `${who}@acme.test`)).toBe(false);
+    }
+  });
+
   it('disables a person at their next sign-in once the mapping no longer grants them, and enables them when it does again', async () => {
     op.setAccount({ ...accounts.dave!, groups: ['eng'] });
     const first = await signIn(a.tenantId, 'acme', 'dave');
