@@ -1,5 +1,8 @@
 import { z } from 'zod';
 import { filesSettings } from './files.ts';
+import { limitSettings } from './limits.ts';
+import { observabilitySettings } from './observability.ts';
+import { webauthnSettings } from './webauthn.ts';
 import { bool, csv, int } from './fields.ts';
 
 /**
@@ -234,141 +237,17 @@ export const configSchema = z.object({
    */
   INVITATION_LINK_URL: z.string().url().default('http://localhost:3000/admin/#/invitation'),
 
-  // --- webauthn ---
-  /** Relying-party id: the frontend's host or a registrable suffix of it (no scheme, no port). @default 'localhost' */
-  WEBAUTHN_RP_ID: z
-    .string()
-    .regex(/^[a-z0-9.-]+$/i, 'must be a host name (no scheme, no port)')
-    .default('localhost'),
-  /** Name the browser shows in its passkey prompt. @default 'Plugin API Server' */
-  WEBAUTHN_RP_NAME: z.string().min(1).default('Plugin API Server'),
-  /**
-   * Origins accepted in client data, comma-separated (web plus a second frontend), each exactly as
-   * the browser sends it: scheme, host, port, no path. @default 'http://localhost:3000'
-   * @example https://app.example.com,https://admin.example.com
-   */
-  WEBAUTHN_ORIGIN: z
-    .string()
-    .default('http://localhost:3000')
-    .transform((s, ctx) => {
-      const list = s.split(',').map((x) => x.trim()).filter(Boolean);
-      for (const o of list) {
-        let origin: string | null = null;
-        try {
-          origin = new URL(o).origin;
-        } catch {
-          /* reported below */
-        }
-        if (origin !== o) ctx.addIssue({ code: 'custom', message: `"${o}" is not an origin (scheme://host[:port], no path or trailing slash)` });
-      }
-      if (!list.length) ctx.addIssue({ code: 'custom', message: 'must name at least one origin' });
-      return list;
-    }),
-  /** Serve the passkey demo page `GET /auth/webauthn/demo`. @default true in development, else false */
-  WEBAUTHN_DEMO_ENABLED: z.enum(['true', 'false', '1', '0', 'yes', 'no']).optional().transform((v) => (v === undefined ? undefined : v === 'true' || v === '1' || v === 'yes')),
+  // --- webauthn (config/webauthn.ts) ---
+  ...webauthnSettings,
 
   /** Serve the admin console (a single-page app on the GraphQL API) at `/admin`. @default true */
   ADMIN_CONSOLE_ENABLED: bool(true),
 
-  /** @default true */
-  RATE_LIMIT_ENABLED: bool(true),
-  /**
-   * Where rate-limit and failed-authentication counters live: `mongo` (shared by every replica on
-   * the database) or `memory` (this process only: a single server, or benchmarks). @default 'mongo'
-   */
-  RATE_LIMIT_STORE: z.enum(['mongo', 'memory']).default('mongo'),
-  /** Requests per window per credential (or per IP when anonymous). @default 1000 */
-  RATE_LIMIT_MAX: int(1000, 1),
-  /** @default 60 */
-  RATE_LIMIT_WINDOW_SECONDS: int(60, 1),
-  /**
-   * How often (ms) each process adds its request counts to the shared store and reads back the
-   * totals (one bulk write per interval). Bounds the overshoot across replicas. @default 100
-   */
-  RATE_LIMIT_SYNC_MS: int(100, 10),
-  /**
-   * Requests per window to a webhook receiver (`POST /webhooks/{provider}`), per provider and
-   * client ip, counted apart from `RATE_LIMIT_MAX`. @default 6000
-   */
-  WEBHOOK_RATE_LIMIT_MAX: int(6000, 1),
-  /**
-   * Failed authentications per window, per client ip and per targeted identity (API key prefix,
-   * email), after which further failures answer 429. Valid credentials always pass. @default 100
-   */
-  AUTH_FAILURE_LIMIT: int(100, 1),
-  /** GraphQL: most aliases in one operation (graphql-armor). @default 30 */
-  GRAPHQL_MAX_ALIASES: int(30, 1),
-  /** GraphQL: deepest selection (graphql-armor; introspection exempt). @default 12 */
-  GRAPHQL_MAX_DEPTH: int(12, 1),
-  /** GraphQL: most tokens in the query text, counted while parsing (graphql-armor). @default 2000 */
-  GRAPHQL_MAX_TOKENS: int(2000, 1),
-  /** GraphQL: most directives in one operation (graphql-armor). @default 50 */
-  GRAPHQL_MAX_DIRECTIVES: int(50, 1),
-  /** GraphQL: structural cost budget (graphql-armor cost limit: objects 2, scalars 1, times depth). @default 5000 */
-  GRAPHQL_MAX_COST: int(5000, 1),
-  /** GraphQL: list budget: items a request's lists may return, each list counting by its page size. @default 5000 */
-  GRAPHQL_MAX_LIST_ITEMS: int(5000, 1),
-  /** GraphQL: page size assumed for a list field called without `per_page` / `limit`. @default 100 */
-  GRAPHQL_ASSUMED_PAGE_SIZE: int(100, 1),
-  /** GraphQL: most mutation fields (aliases included) per request: the bulk cap. @default 100 */
-  GRAPHQL_MAX_MUTATION_FIELDS: int(100, 1),
-  /** GraphQL: deepest nesting of the variables. @default 32 */
-  GRAPHQL_MAX_INPUT_DEPTH: int(32, 1),
-  /** Largest accepted JSON body. @default '1mb' */
-  BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 1mb').default('1mb'),
-  /**
-   * Most bytes of a request body read and discarded after an early answer (413), so that the
-   * client can read that answer; a larger declared body gets `Connection: close`. @default '64mb'
-   */
-  BODY_DRAIN_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'must look like 512kb or 64mb').default('64mb'),
-  /** Longest request target (path and query) answered normally; longer → 414 `URI_TOO_LONG`. Above the `where` cap (8192 characters), so that cap answers first. @default 12288 */
-  MAX_URL_LENGTH: int(12288, 256),
-  /**
-   * Largest request head (request line and headers) Node's HTTP parser accepts (`maxHeaderSize`);
-   * larger → 431 `HEADERS_TOO_LARGE`. Keep it above `MAX_URL_LENGTH`. @default 16384
-   */
-  MAX_HEADER_SIZE: int(16384, 1024),
-  /** Trust `X-Forwarded-For` for the client ip (behind a proxy). @default false */
-  TRUST_PROXY: bool(false),
-  /** How long the answer to a request with an `Idempotency-Key` is kept for replay. @default 24 */
-  IDEMPOTENCY_TTL_HOURS: int(24, 1),
-  /**
-   * How long the reservation of a running `Idempotency-Key` request holds without renewal (renewed
-   * while it runs): after a crash its key is free again this much later. @default 30
-   */
-  IDEMPOTENCY_LEASE_SECONDS: int(30, 1),
-  /** Time allowed for in-flight requests on SIGTERM/SIGINT. @default 10000 */
-  SHUTDOWN_TIMEOUT_MS: int(10000, 0),
+  // --- limits of the pipeline, idempotency, shutdown (config/limits.ts) ---
+  ...limitSettings,
 
-  // --- observability (docs/observability.md) ---
-  /** Serve Prometheus metrics at `GET /metrics`. In production it needs `METRICS_PORT` or `METRICS_TOKEN`. @default true */
-  METRICS_ENABLED: bool(true),
-  /** Serve `/metrics` on this port only (a port only Prometheus reaches), not on `PORT`; 0 = any free port. Unset = main port. */
-  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
-  /** Bearer token `/metrics` requires (`Authorization: Bearer <token>`), on either port. */
-  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
-  /** Keep the console's time series (requests, latency, deliveries, job runs, events per minute in `metric_minutes`). @default true */
-  METRICS_SERIES_ENABLED: bool(true),
-  /** Days a minute of the console's time series is kept (a TTL index removes older ones). @default 7 */
-  METRICS_SERIES_RETENTION_DAYS: z.coerce.number().int().min(1).max(400).default(7),
-  /** How often each process adds its counts to the shared minute documents (ms). @default 5000 */
-  METRICS_SERIES_FLUSH_MS: z.coerce.number().int().min(50).max(60_000).default(5000),
-  /** Level of the one access-log line per request; `silent` turns access logs off. @default 'info' */
-  ACCESS_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  /** Log `/health`, `/ready` and `/metrics` requests too. @default false */
-  ACCESS_LOG_HEALTH: bool(false),
-  /** OTLP/HTTP collector base URL (`/v1/traces` is appended); setting it turns tracing on. */
-  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
-  /** `otlp`, `console` or `none`; setting it (other than `none`) turns tracing on. */
-  OTEL_TRACES_EXPORTER: z.enum(['otlp', 'console', 'none']).optional(),
-  /** Service name of every span. @default 'plugin-api-server' */
-  OTEL_SERVICE_NAME: z.string().min(1).default('plugin-api-server'),
-  /** OpenTelemetry sampler. @default 'parentbased_always_on' */
-  OTEL_TRACES_SAMPLER: z.enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']).default('parentbased_always_on'),
-  /** Ratio of the `*traceidratio` samplers, 0 to 1. @default 1 */
-  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
-  /** One span per GraphQL resolver (trivial property resolvers excepted); off, only parse, validate and execute. @default false */
-  OTEL_GRAPHQL_RESOLVER_SPANS: bool(false),
+  // --- observability (config/observability.ts) ---
+  ...observabilitySettings,
 
   // --- privacy ---
   /** Neutral value of required text fields and the user's name on erasure; replaces personal values in audit entries. @default 'deleted-user' */
