@@ -89,7 +89,12 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/plugins/**'], message: 'The template imports no plugin.' }, ...HTTP_AND_GRAPHQL] }] },
   },
   {
-    // The kernel knows no plugin: plugins are listed in config/plugins.ts and reached through services.
+    // Settings are the bottom layer: config/ reads the environment and imports neither the kernel nor a plugin.
+    files: ['config/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/core/**', '**/plugins/**', '**/builtin-plugins.ts'], message: 'config/ is the bottom layer: it imports no kernel or plugin code (the plugin list is builtin-plugins.ts, beside server.ts).' }] }] },
+  },
+  {
+    // The kernel knows no plugin: plugins are listed in builtin-plugins.ts (beside server.ts) and reached through services.
     files: ['core/**/*.ts'],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/plugins/**'], message: 'core/ never imports a plugin.' }] }] },
   },

@@ -1,5 +1,5 @@
 import { ConfigError, readConfig } from './config/index.ts';
-import { loadPlugins } from './config/plugins.ts';
+import { loadPlugins } from './builtin-plugins.ts';
 import { createApp } from './core/kernel.ts';
 import { createLogger } from './core/logger.ts';
 import { DatabaseUnavailableError } from './core/db.ts';

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from './config/index.ts';
-import { builtinPlugins } from './config/plugins.ts';
+import { builtinPlugins } from './builtin-plugins.ts';
 import { createApp, type App } from './core/kernel.ts';
 import type { Plugin } from './core/plugin.ts';
 

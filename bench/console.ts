@@ -13,7 +13,7 @@ import { gzipSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../config/plugins.ts';
+import { builtinPlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { buildConsole, DIST_DIR } from '../scripts/build-console.ts';
 

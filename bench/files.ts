@@ -20,7 +20,7 @@ import { Readable } from 'node:stream';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { mongo } from 'mongoose';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../config/plugins.ts';
+import { builtinPlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { createLogger } from '../core/logger.ts';
 

@@ -4,7 +4,7 @@ import type autocannon from 'autocannon';
 import mongoose, { Types } from 'mongoose';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../config/plugins.ts';
+import { builtinPlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { encodeCursor } from '../core/cursor.ts';
 

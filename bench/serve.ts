@@ -23,7 +23,7 @@ import Koa from 'koa';
 import getRawBody from 'raw-body';
 import mongoose, { Types } from 'mongoose';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../config/plugins.ts';
+import { builtinPlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { definePlugin } from '../core/plugin.ts';
 import { defineRoute } from '../core/http/route.ts';

@@ -17,7 +17,7 @@ const stopTracing = startTracing({
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const { seed } = await import('./seed.ts');
 const { loadConfig } = await import('../config/index.ts');
-const { builtinPlugins } = await import('../config/plugins.ts');
+const { builtinPlugins } = await import('../builtin-plugins.ts');
 const { createApp } = await import('../core/kernel.ts');
 
 const { mem, MONGODB_URI, key, sample } = await seed(100, log);

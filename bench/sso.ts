@@ -11,7 +11,7 @@ import { loadavg } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../config/plugins.ts';
+import { builtinPlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { createLogger } from '../core/logger.ts';
 import { configure, signInAtProvider, type Account } from '../test/sso/provider.ts';

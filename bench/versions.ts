@@ -18,7 +18,7 @@ import { Schema, Types } from 'mongoose';
 import { loadavg } from 'node:os';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../config/plugins.ts';
+import { builtinPlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { defineResource, resourcesPlugin } from '../plugins/resources/index.ts';
 

@@ -228,7 +228,7 @@ export interface PluginSpec<S extends z.ZodType | undefined> {
 }
 
 /**
- * Declare a plugin. The result is a plugin object: put it in `config/plugins.ts`, or export it
+ * Declare a plugin. The result is a plugin object: put it in `builtin-plugins.ts`, or export it
  * from a module named in `PLUGINS`.
  *
  * @example

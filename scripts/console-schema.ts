@@ -42,7 +42,7 @@ export function staleFiles(files: Record<string, string>): string[] {
 async function main() {
   const { MongoMemoryServer } = await import('mongodb-memory-server');
   const { loadConfig } = await import('../config/index.ts');
-  const { builtinPlugins } = await import('../config/plugins.ts');
+  const { builtinPlugins } = await import('../builtin-plugins.ts');
   const { createApp } = await import('../core/kernel.ts');
   const mongo = process.env.MONGODB_URI ? null : await MongoMemoryServer.create();
   const config = loadConfig({

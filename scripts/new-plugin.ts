@@ -4,7 +4,7 @@
  * taken from the public entry point `plugin-api-server`.
  *
  * - Without `--dir`: `plugins/<name>/` in this repository, its test in `test/<name>/`; enable it
- *   with `PLUGINS=./plugins/<name>/index.ts` or in config/plugins.ts.
+ *   with `PLUGINS=./plugins/<name>/index.ts` or in builtin-plugins.ts.
  * - With `--dir`: a plugin package in its own folder (package.json, tsconfig.json, the plugin,
  *   `test/plugin.test.ts`); `npm install <path to this repository>` there links the server.
  */
@@ -180,7 +180,7 @@ function main(argv: string[]) {
     const res = scaffold(name, dir === undefined ? {} : { dir });
     const where = relative(process.cwd(), res.dir) || '.';
     const next = dir === undefined
-      ? `Enable it with PLUGINS=./plugins/${name}/index.ts (or add it to config/plugins.ts); its test: npx vitest run test/${name}`
+      ? `Enable it with PLUGINS=./plugins/${name}/index.ts (or add it to builtin-plugins.ts); its test: npx vitest run test/${name}`
       : `Next: cd ${where} && npm install ${ROOT} && npx tsc --noEmit && npm test; run the server with PLUGINS=${resolve(res.dir, 'index.ts')}`;
     process.stdout.write(`Wrote ${res.files.length} files in ${where}.\n${next}\n`);
   } catch (err) {

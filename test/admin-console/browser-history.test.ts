@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { Schema } from 'mongoose';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import type { App } from '../../core/kernel.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
 import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';

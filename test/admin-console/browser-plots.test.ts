@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import type { App } from '../../core/kernel.ts';
 import { definePlugin, type JobDefinition } from '../../core/plugin.ts';
 import { z } from 'zod';

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { definePlugin, type JobDefinition } from '../../core/plugin.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
 import { CHROMIUM, freePort, screen, signIn, signOut, watchErrors } from './helpers.ts';

@@ -10,7 +10,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser } from 'playwright-core';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { CHROMIUM, expectFocusOn, screen, watchErrors } from './helpers.ts';
 

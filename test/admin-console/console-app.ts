@@ -3,7 +3,7 @@
  * the console's test settings plus `settings`, and an API-key client for the test's own set-up.
  */
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import type { Plugin } from '../../core/plugin.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';

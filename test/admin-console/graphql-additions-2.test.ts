@@ -6,7 +6,7 @@
  * isolation.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { ADMIN_KEY, buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { describeCron } from '../../plugins/jobs/cron-words.ts';
 

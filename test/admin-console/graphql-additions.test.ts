@@ -4,7 +4,7 @@
  * Each is checked through gql() for an administrator, a tenant administrator and a plain user.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { addMembership } from '../helpers/memberships.ts';
 

@@ -3,7 +3,7 @@
  * shadow no API route, and ADMIN_CONSOLE_ENABLED=false.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { CONSOLE_CSP } from '../../plugins/admin-console/service.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 

@@ -4,7 +4,7 @@
  * stale schema: after a schema change run `npm run console:schema`, then `npm run typecheck`.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { ALL_ON, consoleSchemaFiles, staleFiles } from '../../scripts/console-schema.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEPRECATED_SETTINGS, loadConfig, PLACEHOLDER_CURSOR_SECRET, PLACEHOLDER_TOKEN_SECRET, readConfig } from '../../config/index.ts';
-import { loadPlugins } from '../../config/plugins.ts';
+import { loadPlugins } from '../../builtin-plugins.ts';
 import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
 import { buildTestApp, uniqueDbUri } from '../helpers/app.ts';
 import { startServerProcess } from '../helpers/processes.ts';

@@ -92,6 +92,13 @@ describe('npm run lint enforces the plugin layout', () => {
     expect(messages).toEqual([{ ruleId: RESTRICTED, message: expect.stringContaining('core/ never imports a plugin') }]);
   });
 
+  it('fails on config/ importing the kernel, a plugin or the plugin list (settings are the bottom layer)', async () => {
+    for (const spec of ['../core/plugin.ts', '../plugins/audit/index.ts', '../builtin-plugins.ts']) {
+      const messages = await lintAs('config/probe.ts', `import type * as M from '${spec}';\nexport type Probe = typeof M;\n`);
+      expect(messages, spec).toEqual([{ ruleId: RESTRICTED, message: expect.stringContaining('config/ is the bottom layer') }]);
+    }
+  });
+
   it('passes a clean service file', async () => {
     const messages = await lintAs(
       'plugins/audit/probe.ts',

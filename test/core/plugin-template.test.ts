@@ -17,7 +17,7 @@ import { AppError } from '../../core/errors.ts';
 import { createApp } from '../../core/kernel.ts';
 import { systemActor } from '../../core/context.ts';
 import { loadConfig } from '../../config/index.ts';
-import { loadPlugins } from '../../config/plugins.ts';
+import { loadPlugins } from '../../builtin-plugins.ts';
 import { uniqueDbUri } from '../helpers/app.ts';
 import { notesPlugin, type NoteView } from '../../docs/examples/notes/index.ts';
 import { archiveJobParams } from '../../docs/examples/notes/schemas.ts';

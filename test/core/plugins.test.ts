@@ -8,7 +8,7 @@ import { printSchema } from 'graphql';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins, loadPlugins } from '../../config/plugins.ts';
+import { builtinPlugins, loadPlugins } from '../../builtin-plugins.ts';
 import { createApp, PluginError } from '../../core/kernel.ts';
 import { definePlugin, type Plugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
@@ -255,7 +255,7 @@ describe('a third-party plugin loaded by module path (PLUGINS)', () => {
       await writeFile(join(dir, 'tiny.mjs'), "export default { name: 'tiny', dependsOn: [], setup: () => ({}) };\n");
       const script = [
         "import { loadConfig } from './config/index.ts';",
-        "import { loadPlugins } from './config/plugins.ts';",
+        "import { loadPlugins } from './builtin-plugins.ts';",
         "const list = await loadPlugins(loadConfig({ PLUGINS: './tiny.mjs' }), process.argv[1]);",
         'process.stdout.write(JSON.stringify(list.map((p) => p.name).slice(-1)));',
       ].join('\n');

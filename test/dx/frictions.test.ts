@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { notesPlugin } from '../../docs/examples/notes/index.ts';
 import { ADMIN_KEY, buildTestApp, uniqueDbUri } from '../helpers/app.ts';
 import { startServerProcess } from '../helpers/processes.ts';

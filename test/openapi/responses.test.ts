@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
-import { builtinPlugins } from '../../config/plugins.ts';
+import { builtinPlugins } from '../../builtin-plugins.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 

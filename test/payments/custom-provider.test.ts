@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins, loadPlugins } from '../../config/plugins.ts';
+import { builtinPlugins, loadPlugins } from '../../builtin-plugins.ts';
 import { createApp } from '../../core/kernel.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { buildTestApp, TEST_SECRETS, uniqueDbUri, type TestApp } from '../helpers/app.ts';

@@ -1,21 +1,21 @@
 import { pathToFileURL } from 'node:url';
-import type { LoadedConfig } from './index.ts';
-import { isPlugin, PluginError, type Plugin } from '../core/plugin.ts';
-import { openapiPlugin } from '../plugins/openapi/index.ts';
-import { resourcesPlugin } from '../plugins/resources/index.ts';
-import { accessPlugin } from '../plugins/access/index.ts';
-import { auditPlugin } from '../plugins/audit/index.ts';
-import { webhooksPlugin } from '../plugins/webhooks/index.ts';
-import { jobsPlugin } from '../plugins/jobs/index.ts';
-import { paymentsPlugin } from '../plugins/payments/index.ts';
-import { privacyPlugin } from '../plugins/privacy/index.ts';
-import { webauthnPlugin } from '../plugins/webauthn/index.ts';
-import { mailerPlugin } from '../plugins/mailer/index.ts';
-import { invitationsPlugin } from '../plugins/invitations/index.ts';
-import { adminConsolePlugin } from '../plugins/admin-console/index.ts';
-import { metricsSeriesPlugin } from '../plugins/metrics-series/index.ts';
-import { filesPlugin } from '../plugins/files/index.ts';
-import { ssoPlugin } from '../plugins/sso/index.ts';
+import type { LoadedConfig } from './config/index.ts';
+import { isPlugin, PluginError, type Plugin } from './core/plugin.ts';
+import { openapiPlugin } from './plugins/openapi/index.ts';
+import { resourcesPlugin } from './plugins/resources/index.ts';
+import { accessPlugin } from './plugins/access/index.ts';
+import { auditPlugin } from './plugins/audit/index.ts';
+import { webhooksPlugin } from './plugins/webhooks/index.ts';
+import { jobsPlugin } from './plugins/jobs/index.ts';
+import { paymentsPlugin } from './plugins/payments/index.ts';
+import { privacyPlugin } from './plugins/privacy/index.ts';
+import { webauthnPlugin } from './plugins/webauthn/index.ts';
+import { mailerPlugin } from './plugins/mailer/index.ts';
+import { invitationsPlugin } from './plugins/invitations/index.ts';
+import { adminConsolePlugin } from './plugins/admin-console/index.ts';
+import { metricsSeriesPlugin } from './plugins/metrics-series/index.ts';
+import { filesPlugin } from './plugins/files/index.ts';
+import { ssoPlugin } from './plugins/sso/index.ts';
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
