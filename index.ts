@@ -15,7 +15,7 @@ import type {} from '@koa/bodyparser';
 // The services and hook events of the built-in plugins (declaration merging of `Services` and
 // `HookEvents`), so `services.get('audit')` and friends are typed in a plugin's own program.
 import type {} from './core/identity/index.ts';
-import type {} from './core/metrics.ts';
+import type {} from './core/observability/metrics.ts';
 import type {} from './core/events/index.ts';
 import type {} from './core/realtime/index.ts';
 import type {} from './plugins/audit/index.ts';

@@ -2,7 +2,7 @@
  * The `als` side of bench/observability-sides.ts: metrics on, tracing off, but one AsyncLocalStorage
  * enabled for the whole process and every request run inside it, as the OpenTelemetry context
  * manager does while tracing is on (`AsyncLocalStorageContextManager.with` is `als.run(context, fn)`;
- * core/tracing-http.ts calls it once per request, around the Koa chain). Loaded with `--import`
+ * core/observability/tracing-http.ts calls it once per request, around the Koa chain). Loaded with `--import`
  * after the tracing preload; patches `http.Server.prototype.emit` so each `request` event runs in
  * `als.run({}, ...)` with a fresh store (the tracing side makes a new context object per request).
  * On Node 24 and later (`AsyncContextFrame`) that costs a context frame per async resource and no

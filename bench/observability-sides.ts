@@ -25,7 +25,7 @@ export type ObservabilitySide = (typeof OBSERVABILITY_SIDES)[number] | (typeof E
 export const isObservabilitySide = (s: string): s is ObservabilitySide =>
   (OBSERVABILITY_SIDES as readonly string[]).includes(s) || (EXTRA_OBSERVABILITY_SIDES as readonly string[]).includes(s);
 
-const PRELOAD = new URL('../core/tracing-preload.ts', import.meta.url).pathname;
+const PRELOAD = new URL('../core/observability/tracing-preload.ts', import.meta.url).pathname;
 const ALS_PRELOAD = new URL('./als-preload.ts', import.meta.url).pathname;
 
 /** Starts a sink for OTLP/HTTP exports on a free local port; counts the export requests it received. */

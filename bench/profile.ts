@@ -28,8 +28,8 @@ interface Profile { nodes: Node[]; startTime: number; samples: number[]; timeDel
 /** Component of the pipeline a frame belongs to (by module path, then by function name). */
 function component(url: string, fn: string): string {
   if (url.includes('/zod/')) return 'validation (zod)';
-  if (url.includes('/prom-client/') || url.includes('/core/metrics')) return 'metrics (prom-client, core/metrics*)';
-  if (url.includes('/@opentelemetry/') || url.includes('/core/tracing') || url.includes('/import-in-the-middle/') || url.includes('/require-in-the-middle/') || url.includes('/shimmer/')) return 'tracing (opentelemetry, core/tracing*)';
+  if (url.includes('/prom-client/') || url.includes('/core/observability/metrics')) return 'metrics (prom-client, core/observability/metrics*)';
+  if (url.includes('/@opentelemetry/') || url.includes('/core/observability/tracing') || url.includes('/import-in-the-middle/') || url.includes('/require-in-the-middle/') || url.includes('/shimmer/')) return 'tracing (opentelemetry, core/observability/tracing*)';
   if (url.includes('/mongodb/lib/cmap/command_monitoring')) return 'driver command monitoring';
   if (url.includes('/pino') || url.includes('thread-stream') || url.includes('sonic-boom')) return 'logging (pino)';
   // Before mongoose: mongoose ships its own copy of the driver under mongoose/node_modules.

@@ -2,11 +2,11 @@
  * `npx tsx bench/spans.ts [path]`: the spans one request produces with tracing at 100% (default:
  * `GET /projects/:id` on the bench database, server as bench/serve.ts `app` runs it), printed as a
  * tree with each span's kind and attribute count. An in-memory exporter records them; the SDK starts
- * before the app's modules load, as core/tracing-preload.ts does.
+ * before the app's modules load, as core/observability/tracing-preload.ts does.
  */
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { SpanKind } from '@opentelemetry/api';
-import { startTracing } from '../core/tracing-sdk.ts';
+import { startTracing } from '../core/observability/tracing-sdk.ts';
 
 const exporter = new InMemorySpanExporter();
 const stopTracing = startTracing({

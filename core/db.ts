@@ -5,7 +5,7 @@ import type { CommandStartedEvent } from 'mongodb';
 import type { Config } from '../config/index.ts';
 import type { Logger } from './logger.ts';
 import { guardDatabaseSockets } from './db-sockets.ts';
-import type { MongoObserver } from './metrics-mongo.ts';
+import type { MongoObserver } from './observability/metrics-mongo.ts';
 
 /**
  * The model `name` on this connection, registered on first use (each app has its own connection,
@@ -78,7 +78,7 @@ export async function openDatabase(
   // no buffering of commands by mongoose (it would wait up to 10 s for a reconnect), and no longer
   // a wait for a server than a query may take (2 s at least: it also bounds the first connection).
   // monitorCommands: command events for the suite's recording (and metrics where the driver offers
-  // no timing connection class, core/metrics-mongo.ts): each reply is then deserialized twice.
+  // no timing connection class, core/observability/metrics-mongo.ts): each reply is then deserialized twice.
   const observed = opts.observe?.clientOptions ?? {};
   const conn = mongoose.createConnection(uri, {
     serverSelectionTimeoutMS: Math.min(5000, Math.max(2000, config.QUERY_TIMEOUT_MS)), bufferCommands: false, autoIndex: true,

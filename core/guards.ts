@@ -1,6 +1,6 @@
 /**
  * The guards every operation passes, whatever door it comes through: REST and GraphQL over HTTP
- * (Koa middleware: core/http/middleware.ts, core/access-log.ts, core/tracing-http.ts, the
+ * (Koa middleware: core/http/middleware.ts, core/observability/access-log.ts, core/observability/tracing-http.ts, the
  * idempotency layer) and GraphQL over WebSocket (core/realtime/http.ts, through {@link OperationGuards}).
  * Both use the same pieces from here: the rate-limit identity of a credential (one budget per key,
  * whatever the transport), the count of failed authentications, the access-log line and the
@@ -11,11 +11,11 @@ import { context, trace, SpanKind, SpanStatusCode, type Context, type Span } fro
 import type { Actor } from './context.ts';
 import { RateLimitedError } from './errors.ts';
 import type { Logger } from './logger.ts';
-import type { Metrics } from './metrics.ts';
-import { statusClass } from './metrics.ts';
+import type { Metrics } from './observability/metrics.ts';
+import { statusClass } from './observability/metrics.ts';
 import type { AuthFailureLimiter, LimitDecision, RequestLimiter } from './rate-limit.ts';
 import { API_KEY_PREFIX } from './identity/authentication.ts';
-import { traceIds, tracingEnabled } from './tracing.ts';
+import { traceIds, tracingEnabled } from './observability/tracing.ts';
 import type { Idempotency } from './idempotency/index.ts';
 
 /** How an operation reached the server; named in its access-log line. */

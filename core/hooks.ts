@@ -1,4 +1,4 @@
-import { traced } from './tracing.ts';
+import { traced } from './observability/tracing.ts';
 import { requestOf, type Actor } from './context.ts';
 
 /** What every document lifecycle event carries (resources plugin, and any plugin writing documents). */

@@ -1,5 +1,5 @@
 import { pino, type Logger as PinoLogger } from 'pino';
-import { traceIds } from './tracing.ts';
+import { traceIds } from './observability/tracing.ts';
 
 export type Logger = PinoLogger;
 

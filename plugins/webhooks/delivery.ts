@@ -7,7 +7,7 @@
  */
 import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
-import type { Metrics, OutboundOutcome } from '../../core/metrics.ts';
+import type { Metrics, OutboundOutcome } from '../../core/observability/metrics.ts';
 import type { EventLog, EventRecord } from '../../core/events/index.ts';
 import { systemActor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';

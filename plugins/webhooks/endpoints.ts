@@ -9,7 +9,7 @@ import { isSystemActor, systemActor, writeTenantId, type Actor } from '../../cor
 import { requireRole } from '../../core/identity/guards.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
-import type { Metrics } from '../../core/metrics.ts';
+import type { Metrics } from '../../core/observability/metrics.ts';
 import { DocumentChanges, notRemoved, OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';

@@ -7,7 +7,7 @@ import { Types, type Connection } from 'mongoose';
 import type { Config } from '../../config/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { Metrics } from '../../core/metrics.ts';
+import type { Metrics } from '../../core/observability/metrics.ts';
 import type { EventConsumer, EventHead, EventLog, EventRecord, EventTypeDefinition } from '../../core/events/index.ts';
 import { webhookDeliveryModel, webhookEndpointModel, type WebhookEndpointModel } from './model.ts';
 import { deliveryView, endpointView } from './schemas.ts';

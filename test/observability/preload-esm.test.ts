@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
-const preload = fileURLToPath(new URL('../../core/tracing-preload.ts', import.meta.url));
+const preload = fileURLToPath(new URL('../../core/observability/tracing-preload.ts', import.meta.url));
 const program = fileURLToPath(new URL('../fixtures/esm-http-program.ts', import.meta.url));
 
 describe('the tracing preload and ES modules', () => {

@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-const preload = fileURLToPath(new URL('../../core/tracing-preload.ts', import.meta.url));
+const preload = fileURLToPath(new URL('../../core/observability/tracing-preload.ts', import.meta.url));
 const program = fileURLToPath(new URL('../fixtures/idle-program.ts', import.meta.url));
 
 /** Starts the idle program under the preload with tracing on (console exporter), sends `signal`, and answers how it ended. */

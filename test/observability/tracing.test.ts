@@ -1,6 +1,6 @@
 /**
  * Traces through the official instrumentations, recorded by an in-memory exporter. The SDK starts
- * before the app's modules load (as core/tracing-preload.ts does for `npm start`): the app comes
+ * before the app's modules load (as core/observability/tracing-preload.ts does for `npm start`): the app comes
  * from dynamic imports below, after `startTracing`.
  */
 import { createServer, type IncomingHttpHeaders } from 'node:http';
@@ -9,8 +9,8 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { SpanKind } from '@opentelemetry/api';
-import { instrumentations, startTracing } from '../../core/tracing-sdk.ts';
-import { currentTraceparent, injectTraceHeaders, traced } from '../../core/tracing.ts';
+import { instrumentations, startTracing } from '../../core/observability/tracing-sdk.ts';
+import { currentTraceparent, injectTraceHeaders, traced } from '../../core/observability/tracing.ts';
 
 const exporter = new InMemorySpanExporter();
 const stopTracing = startTracing({

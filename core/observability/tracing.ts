@@ -3,7 +3,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 
 /**
  * Tracing helpers the kernel and plugins call. Everything here is a no-op until the SDK is started
- * (core/tracing-sdk.ts, from the preload core/tracing-preload.ts): then spans go to the exporter.
+ * (core/observability/tracing-sdk.ts, from the preload core/observability/tracing-preload.ts): then spans go to the exporter.
  * See docs/observability.md for the span tree.
  */
 

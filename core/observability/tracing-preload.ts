@@ -1,5 +1,5 @@
 /**
- * Starts tracing before the server's modules load: `tsx --import ./core/tracing-preload.ts server.ts`
+ * Starts tracing before the server's modules load: `tsx --import ./core/observability/tracing-preload.ts server.ts`
  * (what `npm start` runs). Instrumentations patch modules as they are loaded, so they must be
  * registered first: CommonJS packages (mongodb, mongoose, graphql, koa's lib) through
  * require-in-the-middle, and ES modules through import-in-the-middle's loader hook, registered
@@ -8,7 +8,7 @@
  * requested (docs/observability.md).
  */
 import { register } from 'import-in-the-middle/register-hooks.mjs';
-import { ConfigError, readConfig, tracingRequested } from '../config/index.ts';
+import { ConfigError, readConfig, tracingRequested } from '../../config/index.ts';
 
 let settings;
 try {

@@ -1,16 +1,16 @@
 import type Koa from 'koa';
-import type { Logger } from './logger.ts';
+import type { Logger } from '../logger.ts';
 import type { Metrics } from './metrics.ts';
 import { UNMATCHED_ROUTE, statusClass } from './metrics.ts';
-import { accessWriter } from './guards.ts';
-import type { AppState } from './http/middleware.ts';
+import { accessWriter } from '../guards.ts';
+import type { AppState } from '../http/middleware.ts';
 
 /** Paths of probes and scrapes: left out of the access log unless `ACCESS_LOG_HEALTH` is true. */
 export const PROBE_PATHS = new Set(['/health', '/ready', '/metrics']);
 
 type RoutedState = AppState & { route?: string };
 
-/** Records the route template the dispatcher matched (`/projects/:id`), for metrics, logs and the server span's name (core/tracing-http.ts). */
+/** Records the route template the dispatcher matched (`/projects/:id`), for metrics, logs and the server span's name (core/observability/tracing-http.ts). */
 export function setRoute(ctx: Koa.Context, template: string): void {
   (ctx.state as RoutedState).route = template;
 }

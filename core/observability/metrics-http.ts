@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
 import type Koa from 'koa';
-import { AppError, ErrorCode } from './errors.ts';
+import { AppError, ErrorCode } from '../errors.ts';
 import type { Metrics } from './metrics.ts';
 import { setRoute } from './access-log.ts';
 

@@ -9,7 +9,7 @@ import { KoaInstrumentation } from '@opentelemetry/instrumentation-koa';
 import { GraphQLInstrumentation } from '@opentelemetry/instrumentation-graphql';
 import { MongoDBInstrumentation } from '@opentelemetry/instrumentation-mongodb';
 import type { Span } from '@opentelemetry/api';
-import type { Config } from '../config/index.ts';
+import type { Config } from '../../config/index.ts';
 import { markTracingEnabled } from './tracing.ts';
 
 /** The tracing settings of `Config`. */
@@ -52,7 +52,7 @@ function mongoDBInstrumentation(): MongoDBInstrumentation {
 
 /**
  * The official instrumentations, configured for this server. The server span is not the HTTP
- * instrumentation's: core/tracing-http.ts opens it in the Koa chain (its incoming side cost more
+ * instrumentation's: core/observability/tracing-http.ts opens it in the Koa chain (its incoming side cost more
  * per request than the rest of a cheap read, sampled or not); the HTTP instrumentation keeps its
  * outgoing side (client spans of `node:http` requests, `traceparent` on them).
  */
@@ -76,7 +76,7 @@ export function instrumentations(s: Pick<TracingSettings, 'OTEL_GRAPHQL_RESOLVER
  * Starts the OpenTelemetry SDK for this process: the http (outgoing), koa, graphql and mongodb
  * instrumentations, the configured sampler and exporter (`processor` replaces the exporter: tests
  * pass an in-memory one). Must run before the instrumented modules are first loaded: from
- * core/tracing-preload.ts (`--import`), see docs/observability.md. Resolves to a shutdown function
+ * core/observability/tracing-preload.ts (`--import`), see docs/observability.md. Resolves to a shutdown function
  * that flushes pending spans.
  */
 export function startTracing(s: TracingSettings, processor?: SpanProcessor): () => Promise<void> {
@@ -85,7 +85,7 @@ export function startTracing(s: TracingSettings, processor?: SpanProcessor): () 
     sampler: sampler(s),
     spanProcessors: [processor ?? (s.OTEL_TRACES_EXPORTER === 'console' ? new SimpleSpanProcessor(exporter(s)) : new BatchSpanProcessor(exporter(s)))],
     instrumentations: instrumentations(s),
-    // Metrics are Prometheus's (core/metrics.ts); no OTel metric or log exporters.
+    // Metrics are Prometheus's (core/observability/metrics.ts); no OTel metric or log exporters.
     metricReaders: [],
     logRecordProcessors: [],
   });

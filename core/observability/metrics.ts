@@ -1,9 +1,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type CounterConfiguration, type GaugeConfiguration, type HistogramConfiguration } from 'prom-client';
 import type { Model } from 'mongoose';
 
-declare module './services.ts' {
+declare module '../services.ts' {
   interface Services {
-    /** This app's Prometheus series (core/metrics.ts); plugins add their own with `counter()` / `gauge()` / `histogram()`. */
+    /** This app's Prometheus series (core/observability/metrics.ts); plugins add their own with `counter()` / `gauge()` / `histogram()`. */
     metrics: Metrics;
   }
 }
@@ -53,7 +53,7 @@ export type OutboundOutcome = 'success' | 'failure' | 'timeout' | 'error';
 /**
  * One app's Prometheus metrics: its own `Registry` (several apps in one process never share
  * series), the series of the kernel and the built-in plugins, and helpers plugins call at their
- * instrumentation points (each a single call). Served as `GET /metrics` (core/metrics-http.ts).
+ * instrumentation points (each a single call). Served as `GET /metrics` (core/observability/metrics-http.ts).
  *
  * Series names and their meaning: docs/observability.md.
  */
@@ -65,7 +65,7 @@ export class Metrics {
 
   private readonly answerListeners: ((status: number, seconds: number) => void)[] = [];
 
-  /** HTTP requests being answered now: counted by core/access-log.ts, read by the gauge at scrape time (no series update per request). */
+  /** HTTP requests being answered now: counted by core/observability/access-log.ts, read by the gauge at scrape time (no series update per request). */
   requestsInFlight = 0;
 
   readonly http = {
@@ -155,7 +155,7 @@ export class Metrics {
     this.answerListeners.push(listener);
   }
 
-  /** An HTTP request was answered (core/access-log.ts). */
+  /** An HTTP request was answered (core/observability/access-log.ts). */
   answered(status: number, seconds: number): void {
     for (const l of this.answerListeners) l(status, seconds);
   }

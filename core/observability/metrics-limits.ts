@@ -1,4 +1,4 @@
-import type { RequestLimiter } from './rate-limit.ts';
+import type { RequestLimiter } from '../rate-limit.ts';
 import type { Metrics } from './metrics.ts';
 
 /** The request rate limiter, counting refusals into `rate_limit_refusals_total`. */
