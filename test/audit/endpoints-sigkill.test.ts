@@ -20,7 +20,9 @@ const ENV = {
 describe('webhook endpoints: SIGKILL right after 50 creates and 25 deletes', () => {
   it('every acknowledged change has exactly one event and one audit entry after a restart; no tombstone is left', async () => {
     const uri = uniqueDbUri();
-    const first = await startServerProcess({ MONGODB_URI: uri, ...ENV });
+    // The killed process gathers its events for 5 s: the last seconds of writes are surely unrelayed at
+    // the kill, however long a busy machine takes from the last answer to the signal.
+    const first = await startServerProcess({ MONGODB_URI: uri, ...ENV, EVENTS_RELAY_INTERVAL_MS: '5000' });
     let tenantId = '';
     const call = async (method: string, path: string, body?: unknown) => {
       const headers: Record<string, string> = { 'X-API-Key': ADMIN_KEY, 'Content-Type': 'application/json', ...(tenantId ? { 'X-Tenant-Id': tenantId } : {}) };
