@@ -154,4 +154,12 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
     await draft('user-draft', docs.mercury!);
     await signOut(page);
   });
+
+  it('the invitation page an invitation\'s link opens, signed out', async () => {
+    await page.goto('about:blank');
+    await page.goto(`${origin}/admin/#/invitation?token=visual-check-token`);
+    await page.waitForSelector('h2:text-is("You are invited")');
+    await page.mouse.move(0, 0);
+    await check('invitation');
+  });
 });
