@@ -116,7 +116,7 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
   const ping = definePlugin({
     name: 'bench-ping',
     setup: () => ({
-      routes: [defineRoute({ method: 'GET', path: '/ping/:id', params: idParams, handler: () => PING })],
+      routes: [defineRoute({ method: 'GET', path: '/ping/:id', auth: 'user', params: idParams, handler: () => PING })],
     }),
   });
   // `/floor/projects`: the request pipeline (auth, rate limit, metrics, envelope) in front of the
@@ -127,9 +127,9 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
     name: 'bench-floor',
     setup: () => ({
       routes: floor ? [
-        defineRoute({ method: 'POST', path: '/floor/projects', status: 201, body: z.record(z.string(), z.unknown()), handler: ({ body, ctx }) => floor.create({ _id: new Types.ObjectId(), ...newProject(body, new Date()) }, ctx.ip) }),
+        defineRoute({ method: 'POST', path: '/floor/projects', auth: 'user', status: 201, body: z.record(z.string(), z.unknown()), handler: ({ body, ctx }) => floor.create({ _id: new Types.ObjectId(), ...newProject(body, new Date()) }, ctx.ip) }),
         defineRoute({
-          method: 'PATCH', path: '/floor/projects/:id', params: idParams, body: z.record(z.string(), z.unknown()),
+          method: 'PATCH', path: '/floor/projects/:id', auth: 'user', params: idParams, body: z.record(z.string(), z.unknown()),
           handler: async ({ params, body, ctx }) => (await floor.update(params.id, versionOf(ctx.get('If-Match')), body, ctx.ip)) ?? ctx.throw(412),
         }),
       ] : [],

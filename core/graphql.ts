@@ -1,4 +1,5 @@
 import SchemaBuilder from '@pothos/core';
+import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import { DateTimeResolver, JSONResolver, ObjectIDResolver } from 'graphql-scalars';
 import type Koa from 'koa';
 import { AuthRequiredError } from './errors.ts';
@@ -7,6 +8,7 @@ import type { Page } from './page.ts';
 import type { PresentedCredential } from './realtime/sessions.ts';
 import type { FrameSink } from './realtime/frame-sink.ts';
 import { requireRole, type RequiredRole } from './identity/guards.ts';
+import { permit, type Permission } from './permissions.ts';
 
 export interface GraphQLContext {
   actor: Actor | null;
@@ -19,8 +21,14 @@ export interface GraphQLContext {
   frames?: FrameSink;
 }
 
+/** The context of a field whose declared permission needs an actor: the actor is never null there. */
+export type ActorContext = GraphQLContext & { actor: Actor };
+
 export interface BuilderTypes {
   Context: GraphQLContext;
+  /** One scope per permission (core/permissions.ts): a field declares its own with `t.withAuth(scopes(p))`. */
+  AuthScopes: { public: boolean; user: boolean; admin: boolean; system: boolean };
+  AuthContexts: { user: ActorContext; admin: ActorContext; system: ActorContext };
   Scalars: {
     DateTime: { Input: Date; Output: Date | string };
     JSON: { Input: unknown; Output: unknown };
@@ -32,7 +40,21 @@ export interface BuilderTypes {
 export type Builder = PothosSchemaTypes.SchemaBuilder<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>>;
 
 export function createBuilder(): Builder {
-  const builder = new SchemaBuilder<BuilderTypes>({});
+  const builder = new SchemaBuilder<BuilderTypes>({
+    plugins: [ScopeAuthPlugin],
+    scopeAuth: {
+      // A subscription is refused when it starts, as a query would be, not at its first event.
+      authorizeOnSubscribe: true,
+      // Each scope is `permit`, the check REST routes run: a refusal throws the same AppError
+      // (AUTH_REQUIRED, ACCESS_DENIED and its message), which the GraphQL error mapping keeps.
+      authScopes: (ctx) => ({
+        public: true,
+        user: () => permit('user', ctx.actor),
+        admin: () => permit('admin', ctx.actor),
+        system: () => permit('system', ctx.actor),
+      }),
+    },
+  });
   builder.addScalarType('DateTime', DateTimeResolver);
   builder.addScalarType('JSON', JSONResolver);
   builder.addScalarType('ObjectID', ObjectIDResolver);
@@ -40,6 +62,13 @@ export function createBuilder(): Builder {
   builder.mutationType({});
   return builder;
 }
+
+/**
+ * The scope map of `permission`, for `t.withAuth(scopes(p))` on a GraphQL field: the field's one
+ * declaration of who may call it, the same value its REST route gives `auth`. Behind `user`,
+ * `admin` or `system` the resolver's `ctx.actor` is typed non-null.
+ */
+export const scopes = <P extends Permission>(permission: P): { [K in P]: true } => ({ [permission]: true }) as { [K in P]: true };
 
 /** @throws AuthRequiredError (code AUTH_REQUIRED in `extensions`) */
 export function requireUser(ctx: GraphQLContext): Actor {
@@ -65,7 +94,7 @@ export { parseInput } from './errors.ts';
 export const givenArgs = (args: Record<string, unknown>): Record<string, unknown> =>
   Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined));
 
-type ItemRef<T> = PothosSchemaTypes.ObjectRef<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>, T>;
+export type ItemRef<T> = PothosSchemaTypes.ObjectRef<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>, T>;
 
 /**
  * The GraphQL object of a `Page<T>` (core/page.ts): `items` of `item` plus the four page numbers,

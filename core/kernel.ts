@@ -20,7 +20,7 @@ import { healthPlugin } from './health-plugin.ts';
 import { GRAPHIQL_ASSETS_PATH, renderGraphiQLPage, serveGraphiQLAsset } from './graphiql-assets.ts';
 import { identityPlugin } from './identity/index.ts';
 import { eventsPlugin } from './events/index.ts';
-import { checkAuth, validateInputs, type RouteDef } from './http/route.ts';
+import { checkAuth, declaredRoute, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, rateLimit, requestHead, routeBudgets, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
 import { byteSize, clientErrorHandler } from './http/protocol.ts';
@@ -180,7 +180,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     });
     for (const { plugin, c } of contributions) await blame(plugin, () => {
       const list = typeof c.routes === 'function' ? c.routes() : (c.routes ?? []);
-      for (const r of list) routes.push({ ...r, plugin: plugin.name });
+      for (const r of list) routes.push(declaredRoute(r, plugin.name));
       const decls = typeof c.personalData === 'function' ? c.personalData() : (c.personalData ?? []);
       for (const d of decls) {
         if (personalData.some((x) => x.name === d.name)) throw new PluginError(`Personal data "${d.name}" of plugin "${plugin.name}" is already declared`);

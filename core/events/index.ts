@@ -59,7 +59,7 @@ export const eventsPlugin: Plugin = definePlugin({
         defineRoute({
           method: 'GET', path: '/events', auth: 'admin', tags: ['events'], query: eventListQuery, response: eventPageView,
           summary: "The tenant's events, newest first, in cursor pages ({items, cursors})",
-          handler: ({ actor, query }) => events.list(actor!, query),
+          handler: ({ actor, query }) => events.list(actor, query),
         }),
         defineRoute({
           method: 'GET', path: '/events/types', auth: 'user', tags: ['events'], response: eventTypesView,
@@ -71,7 +71,7 @@ export const eventsPlugin: Plugin = definePlugin({
         defineRoute({
           method: 'GET', path: '/events/:id', auth: 'admin', tags: ['events'], params: eventIdParams, response: eventView,
           summary: 'One event of the tenant',
-          handler: ({ actor, params }) => events.get(actor!, params.id),
+          handler: ({ actor, params }) => events.get(actor, params.id),
         }),
       ],
       graphql: (b) => realtime.graphql(b, eventsGraphql(b, events)),

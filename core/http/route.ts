@@ -1,29 +1,25 @@
 import type Koa from 'koa';
 import type { z } from 'zod';
-import { AuthRequiredError, ValidationError, zodIssues, type ValidationIssue } from '../errors.ts';
+import { ValidationError, zodIssues, type ValidationIssue } from '../errors.ts';
 import type { Actor } from '../context.ts';
-import { requireFeatures, requireRole } from '../identity/guards.ts';
+import { PluginError } from '../plugin-error.ts';
+import { requireFeatures } from '../identity/guards.ts';
+import { PERMISSIONS, permit, type Permission } from '../permissions.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-/**
- * Who may call a route.
- * - `public`: anyone; a presented credential is still resolved.
- * - `user`: any authenticated actor (401 otherwise).
- * - `admin`: role `admin` or system scope (403 otherwise).
- * - `system`: system administrators only (`scope: system` or `is_system_user`).
- */
-export type RouteAuth = 'public' | 'user' | 'admin' | 'system';
+/** Who may call a route: its declared {@link Permission}. */
+export type RouteAuth = Permission;
 
 type Schema = z.ZodType;
 type Out<S> = S extends z.ZodType ? z.output<S> : undefined;
 
-export interface HandlerArgs<P, Q, B> {
+export interface HandlerArgs<P, Q, B, A extends RouteAuth = RouteAuth> {
   params: P;
   query: Q;
   body: B;
-  /** The authenticated actor (null only on `public` routes). */
-  actor: Actor | null;
+  /** The authenticated actor: never null behind a route that requires one, null or not on a `public` route. */
+  actor: A extends 'public' ? Actor | null : Actor;
   ctx: Koa.Context;
 }
 
@@ -61,15 +57,19 @@ export interface RouteDocs {
  * defineRoute({ method: 'GET', path: '/hello/:name', params: z.object({ name: z.string() }),
  *   handler: ({ params }) => ({ hello: params.name }) })
  */
-export interface RouteDef<P extends Schema | undefined = Schema | undefined, Q extends Schema | undefined = Schema | undefined, B extends Schema | undefined = Schema | undefined> {
+export interface RouteDef<P extends Schema | undefined = Schema | undefined, Q extends Schema | undefined = Schema | undefined, B extends Schema | undefined = Schema | undefined, A extends RouteAuth = RouteAuth> {
   method: HttpMethod;
   /** Koa-router path, `:param` style. */
   path: string;
   summary?: string;
   description?: string;
   tags?: string[];
-  /** @default 'user' */
-  auth?: RouteAuth;
+  /**
+   * Who may call it: the operation's one declaration of its permission (a GraphQL field of the
+   * same operation declares the same value through `t.withAuth(scopes(...))`). Required, so no
+   * route is open or closed by a default nobody wrote.
+   */
+  auth: A;
   /** Feature guard: the actor must hold every listed feature (403 with `details.feature`). */
   features?: string[];
   params?: P;
@@ -88,23 +88,31 @@ export interface RouteDef<P extends Schema | undefined = Schema | undefined, Q e
    * applies (413); a `body` schema is not applied. @default false
    */
   rawBody?: boolean;
-  handler(args: HandlerArgs<Out<P>, Out<Q>, Out<B>>): unknown;
+  handler(args: HandlerArgs<Out<P>, Out<Q>, Out<B>, A>): unknown;
 }
 
 /** Identity function that infers handler argument types from the schemas. */
-export function defineRoute<P extends Schema | undefined = undefined, Q extends Schema | undefined = undefined, B extends Schema | undefined = undefined>(
-  def: RouteDef<P, Q, B>,
+export function defineRoute<P extends Schema | undefined = undefined, Q extends Schema | undefined = undefined, B extends Schema | undefined = undefined, A extends RouteAuth = RouteAuth>(
+  def: RouteDef<P, Q, B, A>,
 ): RouteDef {
   return def as unknown as RouteDef;
 }
 
 /** The route's `auth` and `features` guards. @throws the rejected credential's error or AuthRequiredError (401), AccessDeniedError (403) */
 export function checkAuth(route: Pick<RouteDef, 'auth' | 'features'>, actor: Actor | null, authError: Error | null): void {
-  const auth = route.auth ?? 'user';
-  if (auth === 'public') return;
-  if (!actor) throw authError ?? new AuthRequiredError();
-  if (auth === 'admin' || auth === 'system') requireRole(actor, auth);
-  if (route.features?.length) requireFeatures(actor, route.features);
+  permit(route.auth, actor, authError);
+  if (actor && route.features?.length) requireFeatures(actor, route.features);
+}
+
+/**
+ * The route as the kernel registers it, tagged with its plugin.
+ * @throws PluginError when it declares no permission (a JavaScript plugin that left `auth` out)
+ */
+export function declaredRoute(route: RouteDef, plugin: string): RouteDef & { plugin: string } {
+  if (!PERMISSIONS.includes(route.auth)) {
+    throw new PluginError(`Route ${route.method} ${route.path} of plugin "${plugin}" declares no permission: set auth to one of ${PERMISSIONS.join(', ')}`);
+  }
+  return { ...route, plugin };
 }
 
 /** Validate all three inputs and report every problem at once. */

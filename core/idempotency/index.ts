@@ -99,7 +99,9 @@ export class Idempotency {
     const body = c.request.body;
     if (ctx.path === this.opts.graphqlPath && !this.isMutation(body)) return next();
 
-    const actor = c.state.actor!;
+    const actor = c.state.actor;
+    // `applies` admitted only an authenticated request; an anonymous one has no scope to key on.
+    if (!actor) return next();
     const scope: Scope = { actor_id: actor.id, tenant_id: scopedTenantId(actor) ?? '', key };
     // If-Match is part of the request: a retry against a newer revision is another request.
     const fingerprint = fingerprintOf(ctx.method, ctx.path, canonical(ctx.query), ctx.get('If-Match'), body ?? null);

@@ -67,31 +67,31 @@ export const accessPlugin = definePlugin({
         return [
           defineRoute({
             method: 'POST', path: '/admin/roles', tags: ['admin'], auth: 'admin', status: 201, summary: 'Create a custom role of your tenant', response: roleView,
-            body: createRoleInput, handler: ({ actor, body }) => roles.create(actor!, body),
+            body: createRoleInput, handler: ({ actor, body }) => roles.create(actor, body),
           }),
           defineRoute({
             method: 'GET', path: '/admin/roles', tags: ['admin'], auth: 'admin', summary: 'List the custom roles (own tenant for tenant admins)', response: roleListView,
             query: rolesQuery, docs: { responseHeaders: pageHeaderDocs('Roles') },
-            handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await roles.list(actor!, query)),
+            handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await roles.list(actor, query)),
           }),
           defineRoute({
             method: 'GET', path: '/admin/roles/:id', tags: ['admin'], auth: 'admin', summary: 'One custom role', response: roleView,
-            params: idParams, handler: ({ actor, params }) => roles.get(actor!, params.id),
+            params: idParams, handler: ({ actor, params }) => roles.get(actor, params.id),
           }),
           defineRoute({
             method: 'PATCH', path: '/admin/roles/:id', tags: ['admin'], auth: 'admin', summary: 'Change a custom role (takes effect within AUTH_CACHE_TTL_MS everywhere)', response: roleView,
-            params: idParams, body: updateRoleInput, handler: ({ actor, params, body }) => roles.update(actor!, params.id, body),
+            params: idParams, body: updateRoleInput, handler: ({ actor, params, body }) => roles.update(actor, params.id, body),
           }),
           defineRoute({
             method: 'DELETE', path: '/admin/roles/:id', tags: ['admin'], auth: 'admin', status: 204, summary: 'Delete a custom role no user holds and no role includes',
             params: idParams,
             handler: async ({ actor, params }) => {
-              await roles.remove(actor!, params.id);
+              await roles.remove(actor, params.id);
             },
           }),
           defineRoute({
             method: 'POST', path: '/admin/access/explain', tags: ['admin'], auth: 'admin', summary: 'The effective rule of a user for a resource and an action, after combining its roles',
-            body: explainInput, response: explainView, handler: ({ actor, body }) => explain(actor!, body),
+            body: explainInput, response: explainView, handler: ({ actor, body }) => explain(actor, body),
           }),
         ];
       },

@@ -73,19 +73,19 @@ export const auditPlugin = definePlugin({
         defineRoute({
           method: 'GET', path: '/admin/audit-log', tags, auth: 'admin', summary: 'List audit entries',
           query: listQuery, response: listResponse,
-          handler: ({ actor, query }) => audit.list(actor!, query),
+          handler: ({ actor, query }) => audit.list(actor, query),
         }),
         defineRoute({
           method: 'GET', path: '/admin/audit-log/stats', tags, auth: 'admin', summary: 'Audit entry counts by operation, resource, user and period',
           query: statsQuery, response: statsResponse,
-          handler: ({ actor, query }) => audit.stats(actor!, query),
+          handler: ({ actor, query }) => audit.stats(actor, query),
         }),
         defineRoute({
           method: 'GET', path: '/admin/audit-log/export', tags, auth: 'admin', summary: 'Download audit entries as JSON or CSV',
           query: exportQuery, response: exportResponse,
           docs: { responseHeaders: { 'Content-Disposition': 'attachment; filename="audit-log-<timestamp>.json|csv"' } },
           handler: async ({ actor, query, ctx }) => {
-            const out = await audit.export(actor!, query);
+            const out = await audit.export(actor, query);
             ctx.set('Content-Disposition', `attachment; filename="${out.filename}"`);
             ctx.body = out.stream;
             ctx.type = out.contentType;
@@ -96,7 +96,7 @@ export const auditPlugin = definePlugin({
           query: retentionQuery(config.AUDIT_LOG_RETENTION_DAYS), response: retentionResponse,
           // The actor's scope: every tenant, or the one named by `X-Tenant-Id`.
           handler: async ({ actor, query }) => {
-            const res = await audit.purge(actor!, query.older_than_days);
+            const res = await audit.purge(actor, query.older_than_days);
             return { message: `Deleted ${res.deleted_count} audit entries older than ${query.older_than_days} days`, ...res };
           },
         }),

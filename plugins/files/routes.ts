@@ -20,17 +20,17 @@ const uploadParams = z.object({ id: z.string().max(64).describe('Upload id (from
 /** The tus 1.0 routes: the tus server answers on the raw response (`Tus-Resumable`, `Upload-Offset`, ...). */
 function tusRoutes(tus: TusUploads): RouteDef[] {
   const docs = { mediaTypes: ['application/offset+octet-stream'], errors: [404, 409, 413, 415, 460] };
-  const pass = (id: string | null) => async ({ actor, ctx }: { actor: Actor | null; ctx: Koa.Context }) => {
-    await tus.handle(actor!, id, ctx.req, ctx.res, () => {
+  const pass = (id: string | null) => async ({ actor, ctx }: { actor: Actor; ctx: Koa.Context }) => {
+    await tus.handle(actor, id, ctx.req, ctx.res, () => {
       ctx.respond = false;
     });
     return undefined;
   };
   return [
-    defineRoute({ method: 'POST', path: TUS_PATH, tags: ['files'], docs, summary: 'tus: create a resumable upload (Upload-Length, Upload-Metadata filename/filetype/metadata)', handler: (a) => pass(null)(a) }),
-    defineRoute({ method: 'GET', path: `${TUS_PATH}/:id`, tags: ['files'], params: uploadParams, docs, summary: 'tus: HEAD answers the stored offset (Upload-Offset) to resume from', handler: (a) => pass(a.params.id)(a) }),
-    defineRoute({ method: 'PATCH', path: `${TUS_PATH}/:id`, tags: ['files'], params: uploadParams, docs, summary: 'tus: append bytes at Upload-Offset; the last one makes the file (Upload-File-Id)', handler: (a) => pass(a.params.id)(a) }),
-    defineRoute({ method: 'DELETE', path: `${TUS_PATH}/:id`, tags: ['files'], params: uploadParams, docs, summary: 'tus: abandon an upload and its parts', handler: (a) => pass(a.params.id)(a) }),
+    defineRoute({ method: 'POST', path: TUS_PATH, auth: 'user', tags: ['files'], docs, summary: 'tus: create a resumable upload (Upload-Length, Upload-Metadata filename/filetype/metadata)', handler: (a) => pass(null)(a) }),
+    defineRoute({ method: 'GET', path: `${TUS_PATH}/:id`, auth: 'user', tags: ['files'], params: uploadParams, docs, summary: 'tus: HEAD answers the stored offset (Upload-Offset) to resume from', handler: (a) => pass(a.params.id)(a) }),
+    defineRoute({ method: 'PATCH', path: `${TUS_PATH}/:id`, auth: 'user', tags: ['files'], params: uploadParams, docs, summary: 'tus: append bytes at Upload-Offset; the last one makes the file (Upload-File-Id)', handler: (a) => pass(a.params.id)(a) }),
+    defineRoute({ method: 'DELETE', path: `${TUS_PATH}/:id`, auth: 'user', tags: ['files'], params: uploadParams, docs, summary: 'tus: abandon an upload and its parts', handler: (a) => pass(a.params.id)(a) }),
   ];
 }
 
@@ -39,11 +39,11 @@ export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType, tus: 
   return [
     ...tusRoutes(tus),
     defineRoute({
-      method: 'POST', path: '/files', tags: ['files'], status: 201, response: doc,
+      method: 'POST', path: '/files', auth: 'user', tags: ['files'], status: 201, response: doc,
       summary: 'Upload one file (multipart/form-data: a file part, optional `metadata` JSON field), streamed to storage',
       docs: { errors: [413, 415], mediaTypes: ['application/json'] },
       handler: async ({ actor, ctx }) => {
-        const { result, fields } = await readMultipart(ctx.req, (part) => svc.store(actor!, part.stream, { filename: part.filename, declared_type: part.mime_type }));
+        const { result, fields } = await readMultipart(ctx.req, (part) => svc.store(actor, part.stream, { filename: part.filename, declared_type: part.mime_type }));
         return svc.finish(result, fields.metadata);
       },
     }),
@@ -57,8 +57,8 @@ export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType, tus: 
       },
       handler: async ({ actor, params, query, ctx }) => {
         const signed = query.signature !== undefined || query.expires !== undefined;
-        if (!signed && !actor) throw new AuthRequiredError();
-        const who = signed ? { signed: { expires: query.expires ?? '', signature: query.signature ?? '' } } : { actor: actor! };
+        const who = signed ? { signed: { expires: query.expires ?? '', signature: query.signature ?? '' } } : actor ? { actor } : null;
+        if (!who) throw new AuthRequiredError();
         const transform = { w: query.w, h: query.h, fit: query.fit, format: query.format };
         const c = await svc.content(who, params.id, { range: ctx.get('Range') || null, ifNoneMatch: ctx.get('If-None-Match') || null, transform, variant: query.variant });
         const type = c.content_type;
@@ -83,15 +83,15 @@ export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType, tus: 
       },
     }),
     defineRoute({
-      method: 'POST', path: '/files/:id/signed-url', tags: ['files'], params: fileIdParams, response: signedUrlView,
+      method: 'POST', path: '/files/:id/signed-url', auth: 'user', tags: ['files'], params: fileIdParams, response: signedUrlView,
       summary: 'A URL serving the file without credentials until it expires (FILES_SIGNED_URL_TTL_SECONDS)',
-      handler: ({ actor, params, ctx }) => svc.signedUrl(actor!, params.id, originOf(ctx)),
+      handler: ({ actor, params, ctx }) => svc.signedUrl(actor, params.id, originOf(ctx)),
     }),
     defineRoute({
-      method: 'DELETE', path: '/files/:id', tags: ['files'], params: fileIdParams, response: doc,
+      method: 'DELETE', path: '/files/:id', auth: 'user', tags: ['files'], params: fileIdParams, response: doc,
       summary: 'Soft-delete a file (status `deleted`); its bytes are purged after FILES_PURGE_AFTER_DAYS',
       docs: { headers: { 'If-Match': { description: 'ETag of the record (from GET /files/{id})', required: true } }, errors: [412, 428] },
-      handler: ({ actor, params, ctx }) => svc.remove(actor!, params.id, ctx.get('If-Match') || null),
+      handler: ({ actor, params, ctx }) => svc.remove(actor, params.id, ctx.get('If-Match') || null),
     }),
   ];
 }

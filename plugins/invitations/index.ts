@@ -46,22 +46,22 @@ export const invitationsPlugin = definePlugin({
         defineRoute({
           method: 'POST', path: '/admin/invitations', tags, auth: 'admin', status: 201, summary: 'Invite an e-mail address into your tenant (an e-mail with a single-use link)',
           body: createInvitationInput, response: invitationView, docs: { errors: [409, 503] },
-          handler: ({ actor, body }) => service.create(actor!, body),
+          handler: ({ actor, body }) => service.create(actor, body),
         }),
         defineRoute({
           method: 'GET', path: '/admin/invitations', tags, auth: 'admin', summary: "Your tenant's invitations, newest first", response: invitationListView,
           query: invitationsQuery, docs: { responseHeaders: pageHeaderDocs('Matching invitations') },
-          handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await service.list(actor!, query)),
+          handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await service.list(actor, query)),
         }),
         defineRoute({
           method: 'POST', path: '/admin/invitations/:id/resend', tags, auth: 'admin', summary: 'Send an invitation again with a new link (the old one stops working)',
           params: idParams, response: invitationView, docs: { errors: [404, 409, 410, 503] },
-          handler: ({ actor, params }) => service.resend(actor!, params.id),
+          handler: ({ actor, params }) => service.resend(actor, params.id),
         }),
         defineRoute({
           method: 'DELETE', path: '/admin/invitations/:id', tags, auth: 'admin', summary: 'Revoke an invitation: its link no longer works',
           params: idParams, response: invitationView, docs: { errors: [404, 409, 410] },
-          handler: ({ actor, params }) => service.revoke(actor!, params.id),
+          handler: ({ actor, params }) => service.revoke(actor, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/invitations/accept', tags, auth: 'public',

@@ -45,105 +45,105 @@ export function jobsRoutes(svc: JobsService, schedules: ScheduleService, chains:
   return [
     defineRoute({
       method: 'GET', path: '/jobs/registry', tags, auth: 'admin', summary: 'Registered jobs', response: z.array(registryResponse),
-      handler: ({ actor }) => svc.registry(actor!),
+      handler: ({ actor }) => svc.registry(actor),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/registry/:job_name', tags, auth: 'admin', summary: 'One registered job', params: jobNameParams, response: registryResponse, docs: { errors: [404] },
-      handler: ({ actor, params }) => svc.registryEntry(actor!, params.job_name),
+      handler: ({ actor, params }) => svc.registryEntry(actor, params.job_name),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/schedules', tags, auth: 'admin', summary: 'List schedules', response: z.array(scheduleResponse),
-      handler: ({ actor }) => schedules.list(actor!),
+      handler: ({ actor }) => schedules.list(actor),
     }),
     defineRoute({
       method: 'POST', path: '/jobs/schedules', tags, auth: 'admin', summary: 'Create a schedule', status: 201, body: scheduleBody, response: scheduleResponse, docs: { errors: [409] },
-      handler: ({ actor, body }) => schedules.create(actor!, body),
+      handler: ({ actor, body }) => schedules.create(actor, body),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Get a schedule', params: idParams, response: scheduleResponse, docs: { errors: [404] },
-      handler: ({ actor, params }) => schedules.get(actor!, params.id),
+      handler: ({ actor, params }) => schedules.get(actor, params.id),
     }),
     defineRoute({
       method: 'PATCH', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Update a schedule', params: idParams, body: scheduleBody, response: scheduleResponse, docs: { errors: [404, 409] },
-      handler: ({ actor, params, body }) => schedules.update(actor!, params.id, body),
+      handler: ({ actor, params, body }) => schedules.update(actor, params.id, body),
     }),
     defineRoute({
       method: 'DELETE', path: '/jobs/schedules/:id', tags, auth: 'admin', summary: 'Delete a schedule', status: 204, params: idParams, docs: { errors: [404] },
       handler: async ({ actor, params }) => {
-        await schedules.remove(actor!, params.id);
+        await schedules.remove(actor, params.id);
       },
     }),
     defineRoute({
       method: 'POST', path: '/jobs/schedules/:id/run', tags, auth: 'admin', summary: 'Run a schedule now', status: 202, params: idParams, body: scheduleRunBody, response: runResponse,
       description: '`params` overrides the schedule\'s parameters when `allow_param_override` is true (422 otherwise).',
-      handler: ({ actor, params, body }) => schedules.runNow(actor!, params.id, body.params),
+      handler: ({ actor, params, body }) => schedules.runNow(actor, params.id, body.params),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/runs', tags, auth: 'admin', summary: 'List runs (newest first)', query: listRunsQuery, response: runsPageResponse,
       docs: { responseHeaders: pageHeaderDocs('Matching runs') },
-      handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await svc.listRuns(actor!, query)),
+      handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await svc.listRuns(actor, query)),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/runs/:run_id', tags, auth: 'admin', summary: 'One run with live progress and logs', params: runIdParams, response: runResponse, docs: { errors: [404] },
-      handler: ({ actor, params }) => svc.getRun(actor!, params.run_id),
+      handler: ({ actor, params }) => svc.getRun(actor, params.run_id),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/runs/:run_id/logs', tags, auth: 'admin', summary: 'Server-sent events: log lines and progress of a run until it ends', params: runIdParams,
       description: 'Events `log` ({timestamp, level, message, percentage}), `progress` ({status, progress_current, progress_total, progress_message, percentage}) and a final `end` ({status, result, error}).',
       docs: { errors: [404], mediaTypes: ['text/event-stream'] },
       handler: async ({ actor, params, ctx }) => {
-        await svc.checkVisible(actor!, params.run_id);
-        streamRun(ctx, svc, actor!, params.run_id, log);
+        await svc.checkVisible(actor, params.run_id);
+        streamRun(ctx, svc, actor, params.run_id, log);
       },
     }),
     defineRoute({
       method: 'POST', path: '/jobs/runs/:run_id/cancel', tags, auth: 'admin', summary: 'Cancel a pending or running run', params: runIdParams, response: runResponse,
       docs: { errors: [404, 409] },
-      handler: ({ actor, params }) => svc.cancel(actor!, params.run_id),
+      handler: ({ actor, params }) => svc.cancel(actor, params.run_id),
     }),
     defineRoute({
       method: 'POST', path: '/jobs/run/:job_name', tags, auth: 'admin', summary: 'Trigger a job; answers 202 with the pending run', status: 202,
       params: jobNameParams, body: triggerBody, response: runResponse, docs: { errors: [404] },
-      handler: ({ actor, params, body }) => svc.triggerAs(actor!, params.job_name, body.parameters),
+      handler: ({ actor, params, body }) => svc.triggerAs(actor, params.job_name, body.parameters),
     }),
     defineRoute({
       method: 'POST', path: '/jobs/run', tags, auth: 'admin', summary: 'Trigger a job (extended model)', status: 202, body: runBody, response: triggerResponse,
       docs: { errors: [404] },
       handler: async ({ actor, body }) => {
-        const run = await svc.triggerAs(actor!, body.job, body.params, body.tenant_id, ['body', 'params']);
+        const run = await svc.triggerAs(actor, body.job, body.params, body.tenant_id, ['body', 'params']);
         return { run_id: run.id, status: 'pending' as const, message: `Job "${body.job}" queued` };
       },
     }),
     defineRoute({
       method: 'POST', path: '/jobs/check-schedules', tags, auth: 'system', summary: 'Run every due schedule now', response: checkSchedulesResponse,
-      handler: ({ actor }) => schedules.checkDue(actor!),
+      handler: ({ actor }) => schedules.checkDue(actor),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/chains', tags, auth: 'system', summary: 'List chains', response: z.array(chainResponse),
-      handler: ({ actor }) => chains.list(actor!),
+      handler: ({ actor }) => chains.list(actor),
     }),
     defineRoute({
       method: 'POST', path: '/jobs/chains', tags, auth: 'system', summary: 'Create a chain', status: 201, body: chainBody, response: chainResponse, docs: { errors: [409] },
-      handler: ({ actor, body }) => chains.create(actor!, body),
+      handler: ({ actor, body }) => chains.create(actor, body),
     }),
     defineRoute({
       method: 'GET', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Get a chain', params: idParams, response: chainResponse, docs: { errors: [404] },
-      handler: ({ actor, params }) => chains.get(actor!, params.id),
+      handler: ({ actor, params }) => chains.get(actor, params.id),
     }),
     defineRoute({
       method: 'PATCH', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Update a chain', params: idParams, body: chainPatch, response: chainResponse, docs: { errors: [404, 409] },
-      handler: ({ actor, params, body }) => chains.update(actor!, params.id, body),
+      handler: ({ actor, params, body }) => chains.update(actor, params.id, body),
     }),
     defineRoute({
       method: 'DELETE', path: '/jobs/chains/:id', tags, auth: 'system', summary: 'Delete a chain (not a built-in one)', status: 204, params: idParams, docs: { errors: [404, 409] },
       handler: async ({ actor, params }) => {
-        await chains.remove(actor!, params.id);
+        await chains.remove(actor, params.id);
       },
     }),
     defineRoute({
       method: 'POST', path: '/jobs/chains/:id/run', tags, auth: 'system', summary: 'Run a chain; answers 202 with its coordinating run', status: 202,
       params: idParams, body: chainRunBody, response: runResponse, docs: { errors: [404] },
-      handler: ({ actor, params, body }) => chains.run(actor!, params.id, body.params),
+      handler: ({ actor, params, body }) => chains.run(actor, params.id, body.params),
     }),
   ] as RouteDef[];
 }

@@ -4,10 +4,10 @@
  * services with the same rules as REST.
  */
 import type { Builder } from '../../core/graphql.ts';
-import { requireUser, pageObject, parseInput, givenArgs } from '../../core/graphql.ts';
+import { requireUser, pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
 import type { PaymentsService, PaymentView } from './service.ts';
 import type { PayoutsService } from './payouts.ts';
-import type { LedgerService, BalanceRow } from './ledger.ts';
+import { LEDGER_PERMISSIONS, type LedgerService, type BalanceRow } from './ledger.ts';
 import type { LedgerEntryView, PayoutView } from './model.ts';
 import { cancelInput, completeInput, executeInput, failPayoutInput, ledgerQuery, paymentIdParams, payoutListQuery, refundInput, type refundResponse } from './schemas.ts';
 import type { z } from 'zod';
@@ -122,14 +122,14 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
     });
     const EntryPage = pageObject(builder, 'LedgerEntryPage', Entry);
     builder.queryField('ledgerEntries', (t) =>
-      t.field({
+      t.withAuth(scopes(LEDGER_PERMISSIONS.entries)).field({
         type: EntryPage, nullable: false, description: "Ledger lines of the caller's tenant, newest first, as GET /ledger/entries (administrators)",
         args: { payment_id: t.arg.string(), account: t.arg.string(), currency: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-        resolve: (_r, args, ctx) => ledger.entries(requireUser(ctx), parseInput(ledgerQuery, givenArgs(args))),
+        resolve: (_r, args, ctx) => ledger.entries(ctx.actor, parseInput(ledgerQuery, givenArgs(args))),
       }),
     );
     builder.queryField('ledgerBalance', (t) =>
-      t.field({ type: [Balance], nullable: false, description: 'Per tenant, account and currency (administrators)', resolve: async (_r, _a, ctx) => (await ledger.balance(requireUser(ctx))).items }),
+      t.withAuth(scopes(LEDGER_PERMISSIONS.balance)).field({ type: [Balance], nullable: false, description: 'Per tenant, account and currency (administrators)', resolve: async (_r, _a, ctx) => (await ledger.balance(ctx.actor)).items }),
     );
   }
 

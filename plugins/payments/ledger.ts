@@ -6,7 +6,8 @@
  */
 import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
-import { requireRole, type Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/identity/guards.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { fromMinor } from './money.ts';
@@ -27,6 +28,9 @@ const view = (e: LedgerEntryRecord): LedgerEntryView => ({
  * Postings and the administrators' reads. Reads are confined to the actor's tenant when
  * `MULTI_TENANT_ENABLED` is on (through `Tenancy`), like every other tenant-scoped read.
  */
+/** Who may call each ledger operation: the one declaration its REST route and GraphQL field both read. */
+export const LEDGER_PERMISSIONS = { entries: 'admin', balance: 'admin' } as const satisfies Permissions;
+
 export class LedgerService {
   constructor(
     private readonly model: LedgerModel,
@@ -60,9 +64,9 @@ export class LedgerService {
     return new Set(rows.map((r) => r.transaction_id));
   }
 
-  /** `GET /ledger/entries`, newest first. @throws AccessDeniedError unless the actor is an administrator */
+  /** `GET /ledger/entries`, newest first (permission: {@link LEDGER_PERMISSIONS}). */
   async entries(actor: Actor, q: LedgerQuery): Promise<Page<LedgerEntryView>> {
-    const filter: Filter = this.tenancy.filter(requireRole(actor, 'admin'));
+    const filter: Filter = this.tenancy.filter(actor);
     if (q.payment_id) filter.payment_id = new Types.ObjectId(q.payment_id);
     if (q.account) filter.account = q.account;
     if (q.currency) filter.currency = q.currency;
@@ -74,11 +78,11 @@ export class LedgerService {
   }
 
   /**
-   * Per tenant, account and currency: debits, credits and their difference, summed exactly in minor units.
-   * @throws AccessDeniedError unless the actor is an administrator
+   * Per tenant, account and currency: debits, credits and their difference, summed exactly in minor
+   * units (permission: {@link LEDGER_PERMISSIONS}).
    */
   async balance(actor: Actor): Promise<{ items: BalanceRow[]; balanced: boolean }> {
-    const scope = this.tenancy.filter(requireRole(actor, 'admin'));
+    const scope = this.tenancy.filter(actor);
     const rows = await this.model.aggregate<{ _id: Pick<LedgerEntryRecord, 'tenant_id' | 'account' | 'currency'>; debit: number; credit: number }>([
       // Aggregation does not cast: the filter's ObjectId matches the stored ObjectId as it is.
       { $match: scope },

@@ -81,32 +81,32 @@ export const privacyPlugin = definePlugin({
       eventTypes: [{ name: ERASURE_COMPLETED_EVENT, description: 'An erasure request completed; data is the request (ids and counts, never personal values)', data: erasureResponse }],
       routes: [
         defineRoute({
-          method: 'GET', path: '/privacy/consents', tags, summary: "The caller's consents; administrators may name a user of their tenant",
+          method: 'GET', path: '/privacy/consents', auth: 'user', tags, summary: "The caller's consents; administrators may name a user of their tenant",
           query: consentsQuery, response: consentPageResponse,
-          handler: ({ actor: actor, query }) => consents.list(actor!, query),
+          handler: ({ actor: actor, query }) => consents.list(actor, query),
         }),
         defineRoute({
-          method: 'POST', path: '/privacy/consents', tags, status: 201,
+          method: 'POST', path: '/privacy/consents', auth: 'user', tags, status: 201,
           summary: "Grant the caller's consent to a purpose (201; 200 with the active consent when already granted)",
           body: grantBody, response: consentResponse,
           handler: async ({ actor: actor, body, ctx }) => {
-            const res = await consents.grant(actor!, body, 'api');
+            const res = await consents.grant(actor, body, 'api');
             ctx.status = res.created ? 201 : 200;
             ctx.body = res.consent;
           },
         }),
         defineRoute({
-          method: 'DELETE', path: '/privacy/consents/:id', tags, summary: "Revoke one of the caller's consents (idempotent); returns it",
+          method: 'DELETE', path: '/privacy/consents/:id', auth: 'user', tags, summary: "Revoke one of the caller's consents (idempotent); returns it",
           params: idParams, response: consentResponse,
-          handler: ({ actor: actor, params }) => consents.revoke(actor!, params.id),
+          handler: ({ actor: actor, params }) => consents.revoke(actor, params.id),
         }),
         defineRoute({
-          method: 'GET', path: '/privacy/users/:user_id/export', tags,
+          method: 'GET', path: '/privacy/users/:user_id/export', auth: 'user', tags,
           summary: "Every document linked to a user, their consents and account, as one JSON download (the user or an administrator of the user's tenant)",
           params: userParams, response: exportResponse,
           docs: { responseHeaders: { 'Content-Disposition': 'attachment; filename="personal-data-<user id>-<timestamp>.json"' } },
           handler: async ({ actor: actor, params, ctx }) => {
-            const out = await exports.exportData(actor!, params.user_id, { origin: `${ctx.protocol}://${ctx.host}` });
+            const out = await exports.exportData(actor, params.user_id, { origin: `${ctx.protocol}://${ctx.host}` });
             ctx.set('Content-Disposition', `attachment; filename="${out.filename}"`);
             ctx.body = out.stream;
             ctx.type = out.contentType;
@@ -116,24 +116,24 @@ export const privacyPlugin = definePlugin({
           method: 'POST', path: '/privacy/erasure-requests', tags, auth: 'admin', status: 201,
           summary: 'Request the erasure of a user of your tenant; the answer previews what execution will change',
           body: erasureBody, response: erasureResponse,
-          handler: ({ actor: actor, body }) => erasures.create(actor!, body.user_id),
+          handler: ({ actor: actor, body }) => erasures.create(actor, body.user_id),
         }),
         defineRoute({
           method: 'GET', path: '/privacy/erasure-requests', tags, auth: 'admin', summary: "Erasure requests of the caller's tenant",
           query: erasureListQuery, response: erasurePageResponse,
-          handler: ({ actor: actor, query }) => erasures.list(actor!, query),
+          handler: ({ actor: actor, query }) => erasures.list(actor, query),
         }),
         defineRoute({
           method: 'GET', path: '/privacy/erasure-requests/:id', tags, auth: 'admin', summary: 'One erasure request',
           params: idParams, response: erasureResponse,
-          handler: ({ actor: actor, params }) => erasures.get(actor!, params.id),
+          handler: ({ actor: actor, params }) => erasures.get(actor, params.id),
         }),
         defineRoute({
           method: 'POST', path: '/privacy/erasure-requests/:id/execute', tags, auth: 'admin',
           summary: 'Execute an erasure request: 200 with the finished request (inline, or already completed), 202 when queued as a job',
           params: idParams, response: erasureResponse, docs: { errors: [409] },
           handler: async ({ actor: actor, params, ctx }) => {
-            const res = await erasures.execute(actor!, params.id);
+            const res = await erasures.execute(actor, params.id);
             ctx.status = res.queued ? 202 : 200;
             ctx.body = res.request;
           },

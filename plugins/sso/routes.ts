@@ -15,27 +15,27 @@ export function ssoRoutes(providers: ProviderService, signIn: SignInService): Ro
       method: 'POST', path: '/admin/sso/providers', tags, auth: 'admin', status: 201, body: createProviderInput, response: providerView, docs: { errors: [403, 409] },
       summary: 'Configure an OpenID Connect provider for the tenant (its client secret is stored encrypted and never returned)',
       description: 'The issuer must be https and on the public internet (an http://127.0.0.1 or localhost issuer is accepted with NODE_ENV=development). Roles in role_mapping must exist in the tenant.',
-      handler: ({ actor, body }) => providers.create(actor!, body),
+      handler: ({ actor, body }) => providers.create(actor, body),
     }),
     defineRoute({
       method: 'GET', path: '/admin/sso/providers', tags, auth: 'admin', query: providerListQuery, response: providerPage, summary: "The tenant's SSO providers",
       docs: { responseHeaders: pageHeaderDocs('Providers of the tenant'), errors: [403] },
-      handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await providers.list(actor!, query)),
+      handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await providers.list(actor, query)),
     }),
     defineRoute({
       method: 'GET', path: '/admin/sso/providers/:id', tags, auth: 'admin', params: idParams, response: providerView, docs: { errors }, summary: 'One SSO provider',
-      handler: ({ actor, params }) => providers.get(actor!, params.id),
+      handler: ({ actor, params }) => providers.get(actor, params.id),
     }),
     defineRoute({
       method: 'PATCH', path: '/admin/sso/providers/:id', tags, auth: 'admin', params: idParams, body: updateProviderInput, response: providerView, docs: { errors: [403, 404, 409] },
       summary: 'Change a provider; a client_secret given replaces the stored one',
-      handler: ({ actor, params, body }) => providers.update(actor!, params.id, body),
+      handler: ({ actor, params, body }) => providers.update(actor, params.id, body),
     }),
     defineRoute({
       method: 'DELETE', path: '/admin/sso/providers/:id', tags, auth: 'admin', params: idParams, status: 204, docs: { errors },
       summary: 'Remove a provider: its sign-in stops, and the tokens its sign-ins issued stop working',
       handler: async ({ actor, params }) => {
-        await providers.remove(actor!, params.id);
+        await providers.remove(actor, params.id);
       },
     }),
     defineRoute({

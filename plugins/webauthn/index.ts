@@ -50,13 +50,13 @@ export const webauthnPlugin = definePlugin({
     return {
       routes: [
         defineRoute({
-          method: 'POST', path: '/auth/webauthn/register/options', tags, summary: 'Start passkey registration: creation options with a fresh challenge', response: registrationOptionsResponse,
-          handler: ({ actor }) => service.registerOptions(actor!),
+          method: 'POST', path: '/auth/webauthn/register/options', auth: 'user', tags, summary: 'Start passkey registration: creation options with a fresh challenge', response: registrationOptionsResponse,
+          handler: ({ actor }) => service.registerOptions(actor),
         }),
         defineRoute({
-          method: 'POST', path: '/auth/webauthn/register', tags, status: 201, summary: 'Finish passkey registration (attestation verified, format none)',
+          method: 'POST', path: '/auth/webauthn/register', auth: 'user', tags, status: 201, summary: 'Finish passkey registration (attestation verified, format none)',
           body: registerBody, response: credentialResponse, docs: { errors: [422] },
-          handler: ({ actor, body }) => service.register(actor!, body),
+          handler: ({ actor, body }) => service.register(actor, body),
         }),
         defineRoute({
           method: 'POST', path: '/auth/webauthn/authenticate/options', tags, auth: 'public', summary: 'Start passkey login: request options with a fresh challenge',
@@ -69,15 +69,15 @@ export const webauthnPlugin = definePlugin({
           handler: ({ body, ctx }) => service.authenticate(body, ctx.ip || null, (ctx.state as AppState).ctx.log, loginTenant(ctx.get('X-Tenant-Id'))),
         }),
         defineRoute({
-          method: 'GET', path: '/auth/webauthn/credentials', tags, summary: "The caller's passkeys",
+          method: 'GET', path: '/auth/webauthn/credentials', auth: 'user', tags, summary: "The caller's passkeys",
           response: z.array(credentialResponse),
-          handler: ({ actor }) => service.listOwn(actor!),
+          handler: ({ actor }) => service.listOwn(actor),
         }),
         defineRoute({
-          method: 'DELETE', path: '/auth/webauthn/credentials/:credential_id', tags, status: 204, summary: 'Remove one of your passkeys',
+          method: 'DELETE', path: '/auth/webauthn/credentials/:credential_id', auth: 'user', tags, status: 204, summary: 'Remove one of your passkeys',
           params: credentialParams, docs: { errors: [404] },
           handler: async ({ actor, params }) => {
-            await service.deleteOwn(actor!, params.credential_id);
+            await service.deleteOwn(actor, params.credential_id);
           },
         }),
         ...(demo

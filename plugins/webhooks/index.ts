@@ -78,12 +78,12 @@ export const webhooksPlugin = definePlugin({
           method: 'POST', path: '/webhooks/dead-letter/:event_id/retry', tags, auth: 'system', summary: 'Re-run the handler of a failed event',
           description: '`event_id` is the stored event id, or the provider\'s event id when exactly one event has it.',
           params: retryParams, response: retryResponse, docs: { errors: [404, 409] },
-          handler: ({ actor: actor, params }) => svc.operator(actor!).retry(params.event_id),
+          handler: ({ actor: actor, params }) => svc.operator(actor).retry(params.event_id),
         }),
         defineRoute({
           method: 'DELETE', path: '/webhooks/events/purge', tags, auth: 'system', summary: 'Delete processed events older than N days',
           query: purgeQuery(config.WEBHOOK_EVENT_RETENTION_DAYS), response: purgeResponse,
-          handler: ({ actor: actor, query }) => svc.operator(actor!).purge(query.retention_days),
+          handler: ({ actor: actor, query }) => svc.operator(actor).purge(query.retention_days),
         }),
         defineRoute({
           method: 'POST', path: '/webhooks/:provider', tags, auth: 'public', rawBody: true, summary: 'Receive a webhook delivery',
@@ -120,7 +120,7 @@ function listRoute<Q extends z.ZodType>(
   return defineRoute({
     method: 'GET', path, tags: ['webhooks'], auth: 'system', summary, query, response: listResponse,
     docs: { responseHeaders: pageHeaderDocs('Matching events') },
-    handler: async ({ actor: actor, query: q, ctx }) => setPageHeaders(ctx, await list(actor!, q as z.output<Q>)),
+    handler: async ({ actor: actor, query: q, ctx }) => setPageHeaders(ctx, await list(actor, q as z.output<Q>)),
   });
 }
 

@@ -14,7 +14,7 @@ const docsTestPlugin = definePlugin({
   setup: () => ({
     routes: [
       defineRoute({
-        method: 'PUT', path: '/docs-test/items/:id', summary: 'Replace an item',
+        method: 'PUT', path: '/docs-test/items/:id', auth: 'user', summary: 'Replace an item',
         params: z.object({ id: z.string().describe('Item id') }),
         body: z.object({ name: z.string(), at: z.coerce.date().optional() }),
         response: z.object({ id: z.string(), updated_at: z.date(), size: z.string().transform(Number) }),

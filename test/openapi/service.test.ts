@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { buildOpenApiDocument, operationIdFor, toOpenApiPath, type DocumentedRoute } from '../../plugins/openapi/service.ts';
 
-const route = (r: Partial<DocumentedRoute> & Pick<DocumentedRoute, 'method' | 'path'>): DocumentedRoute => ({ plugin: 'p', handler: () => ({}), ...r });
+const route = (r: Partial<DocumentedRoute> & Pick<DocumentedRoute, 'method' | 'path'>): DocumentedRoute => ({ plugin: 'p', auth: 'user', handler: () => ({}), ...r });
 const info = { title: 't', version: '1.0.0' };
 const logger = () => ({ warn: vi.fn(), error: vi.fn() });
 

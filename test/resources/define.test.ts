@@ -26,7 +26,7 @@ const notesPlugin = definePlugin({
         },
         routes: [
           defineRoute({
-            method: 'GET', path: '/notes-stats', summary: 'extra route of the notes resource',
+            method: 'GET', path: '/notes-stats', auth: 'user', summary: 'extra route of the notes resource',
             handler: async ({ actor }) => {
               const page = await notes.list(actor!, { per_page: '100' });
               return { count: page.mode === 'offset' ? page.total : page.items.length };

@@ -16,21 +16,21 @@ export function draftRoutes(svc: ResourceService): RouteDef[] {
   const common = { tags: [def.name], features: def.guards.features, params: documentPath, response: responseSchemas(def).document };
   return [
     defineRoute({
-      ...common, method: 'POST', path: `${def.path}/:id/publish`,
+      ...common, method: 'POST', path: `${def.path}/:id/publish`, auth: 'user',
       summary: `Publish the pending draft of a document of ${def.name} (read_drafts and publish permissions)`,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [403, 404, 409, 412, 428] },
       async handler({ actor, params, ctx }) {
-        const doc = await publishDraft(svc, actor!, params.id, ctx.get('If-Match'));
+        const doc = await publishDraft(svc, actor, params.id, ctx.get('If-Match'));
         ctx.set('ETag', etagOf(doc.version));
         return doc;
       },
     }),
     defineRoute({
-      ...common, method: 'POST', path: `${def.path}/:id/unpublish`,
+      ...common, method: 'POST', path: `${def.path}/:id/unpublish`, auth: 'user',
       summary: `Withdraw a published document of ${def.name}: readers without read_drafts get 404 until it is published again`,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [403, 404, 409, 412, 428] },
       async handler({ actor, params, ctx }) {
-        const doc = await unpublish(svc, actor!, params.id, ctx.get('If-Match'));
+        const doc = await unpublish(svc, actor, params.id, ctx.get('If-Match'));
         ctx.set('ETag', etagOf(doc.version));
         return doc;
       },

@@ -1,4 +1,4 @@
-import type { Builder } from '../../../core/graphql.ts';
+import type { Builder, ItemRef } from '../../../core/graphql.ts';
 import { requireUser } from '../../../core/graphql.ts';
 import { parseInput } from '../../../core/errors.ts';
 import type { Doc } from '../../../core/hooks.ts';
@@ -7,7 +7,7 @@ import type { VersionDiff, VersionEntry, VersionPage, VersionView, Versions } fr
 import { historyQuery } from './rest.ts';
 
 /** A resource's object type (this file builds no Pothos type of its own by name). */
-type ResourceRef = ReturnType<Builder['objectRef']>;
+type ResourceRef = ItemRef<Doc>;
 type Shared = ReturnType<typeof makeShared>;
 const shared = new WeakMap<Builder, Shared>();
 

@@ -63,28 +63,28 @@ export function versionRoutes(svc: ResourceService, versions: Versions): RouteDe
   const document = responseSchemas(def).document;
   return [
     defineRoute({
-      method: 'GET', path: base, tags, features, summary: `History of a document of ${def.name}, newest first, without the documents`,
+      method: 'GET', path: base, auth: 'user', tags, features, summary: `History of a document of ${def.name}, newest first, without the documents`,
       params: z.object({ id: z.string().describe('24-character hex object id') }), query: historyQuery, response: historyPage,
       docs: { errors: [404] },
-      handler: async ({ actor, params: p, query }) => versions.history(svc, actor!, params(p).id, query),
+      handler: async ({ actor, params: p, query }) => versions.history(svc, actor, params(p).id, query),
     }),
     defineRoute({
-      method: 'GET', path: `${base}/:n`, tags, features, summary: `One version of a document of ${def.name}: the document as it was, masked by the caller's read rules`,
+      method: 'GET', path: `${base}/:n`, auth: 'user', tags, features, summary: `One version of a document of ${def.name}: the document as it was, masked by the caller's read rules`,
       params: versionPath, response: viewSchema(svc), docs: { errors: [404] },
-      handler: async ({ actor, params: p }) => versions.at(svc, actor!, params(p).id, params(p).n),
+      handler: async ({ actor, params: p }) => versions.at(svc, actor, params(p).id, params(p).n),
     }),
     defineRoute({
-      method: 'GET', path: `${base}/:n/diff`, tags, features, summary: `Field-by-field changes between two versions of a document of ${def.name}`,
+      method: 'GET', path: `${base}/:n/diff`, auth: 'user', tags, features, summary: `Field-by-field changes between two versions of a document of ${def.name}`,
       params: versionPath, query: z.object({ against: z.coerce.number().int().min(1).optional().describe('The version to compare with (default: the one before)') }),
       response: versionDiff, docs: { errors: [404] },
-      handler: async ({ actor, params: p, query }) => versions.diff(svc, actor!, params(p).id, params(p).n, query.against),
+      handler: async ({ actor, params: p, query }) => versions.diff(svc, actor, params(p).id, params(p).n, query.against),
     }),
     defineRoute({
-      method: 'POST', path: `${base}/:n/restore`, tags, features, summary: `Write a version's fields back as a new version of a document of ${def.name}`,
+      method: 'POST', path: `${base}/:n/restore`, auth: 'user', tags, features, summary: `Write a version's fields back as a new version of a document of ${def.name}`,
       params: versionPath, response: document,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 409, 412, 422, 428] },
       async handler({ actor, params: p, ctx }) {
-        const doc = await versions.restore(svc, actor!, params(p).id, params(p).n, ctx.get('If-Match'));
+        const doc = await versions.restore(svc, actor, params(p).id, params(p).n, ctx.get('If-Match'));
         ctx.set('ETag', etagOf(doc.version));
         return doc;
       },
