@@ -1,6 +1,9 @@
 import { pathToFileURL } from 'node:url';
 import type { LoadedConfig } from './config/index.ts';
 import { isPlugin, PluginError, type Plugin } from './core/plugin.ts';
+import { identityPlugin } from './core/identity/index.ts';
+import { eventsPlugin } from './core/events/index.ts';
+import { healthPlugin } from './core/health-plugin.ts';
 import { openapiPlugin } from './plugins/openapi/index.ts';
 import { resourcesPlugin } from './plugins/resources/index.ts';
 import { accessPlugin } from './plugins/access/index.ts';
@@ -21,6 +24,12 @@ import { ssoPlugin } from './plugins/sso/index.ts';
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
  * Leave one out with `DISABLED_PLUGINS`; add your own with `PLUGINS` (module paths or package names).
  */
+/**
+ * The plugins every server loads, first and in this order: `DISABLED_PLUGINS` cannot turn them off
+ * and no other plugin may take their names.
+ */
+export const corePlugins = (): Plugin[] => [identityPlugin, eventsPlugin, healthPlugin];
+
 export const builtinPlugins = (): Plugin[] => [
   resourcesPlugin,
   accessPlugin,

@@ -1,5 +1,5 @@
 import { ConfigError, readConfig } from './config/index.ts';
-import { loadPlugins } from './builtin-plugins.ts';
+import { loadPlugins, corePlugins } from './builtin-plugins.ts';
 import { createApp } from './core/kernel.ts';
 import { createLogger } from './core/logger.ts';
 import { DatabaseUnavailableError } from './core/db.ts';
@@ -28,7 +28,7 @@ async function main() {
   debug = config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace';
   const log = createLogger(config.LOG_LEVEL);
   for (const { setting, replacement, message } of warnings) log.warn({ setting, replacement }, message);
-  const app = await createApp({ config, plugins: await loadPlugins(config), logger: log });
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins: await loadPlugins(config), logger: log });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from './config/index.ts';
-import { builtinPlugins } from './builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from './builtin-plugins.ts';
 import { createApp, type App } from './core/kernel.ts';
 import type { Plugin } from './core/plugin.ts';
 
@@ -53,7 +53,7 @@ export async function startTestServer(opts: { plugins: Plugin[]; settings?: Reco
     NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: adminKey, TOKEN_SECRET: secret(), CURSOR_HMAC_SECRET: secret(),
     ...opts.settings, MONGODB_URI: db.toString(),
   });
-  const app = await createApp({ config, plugins: [...(opts.builtins === false ? [] : builtinPlugins()), ...opts.plugins] });
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins: [...(opts.builtins === false ? [] : builtinPlugins()), ...opts.plugins] });
   const url = `http://127.0.0.1:${await app.listen(0, '127.0.0.1')}`;
 
   const http: TestServer['http'] = async (method, path, o = {}) => {

@@ -13,7 +13,7 @@ import { gzipSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { buildConsole, DIST_DIR } from '../scripts/build-console.ts';
 
@@ -37,7 +37,7 @@ const config = loadConfig({
   MONGODB_URI: process.env.MONGODB_URI ?? mongo!.getUri('bench_console'),
   TOKEN_SECRET: 'bench-console-token-secret-0123456789abcdef', CURSOR_HMAC_SECRET: 'bench-console-cursor-secret-0123456789abcdef',
 });
-const app = await createApp({ config, plugins: builtinPlugins() });
+const app = await createApp({ corePlugins: corePlugins(), config, plugins: builtinPlugins() });
 const port = await app.listen(0, '127.0.0.1');
 const origin = `http://localhost:${port}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'], headless: true });

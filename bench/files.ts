@@ -20,7 +20,7 @@ import { Readable } from 'node:stream';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { mongo } from 'mongoose';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { createLogger } from '../core/logger.ts';
 
@@ -93,7 +93,7 @@ export async function benchFiles(mongodbUri: string) {
     NODE_ENV: 'production', LOG_LEVEL: 'silent', MONGODB_URI: uri.toString(), ADMIN_API_KEY: ADMIN_KEY, ...SECRETS,
     FILES_ENABLED: 'true', FILES_MAX_BYTES: String((BIG_MB + 16) * MB), RATE_LIMIT_ENABLED: 'false', METRICS_ENABLED: 'false',
   });
-  const app = await createApp({ config, plugins: builtinPlugins(), logger: createLogger('silent') });
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins: builtinPlugins(), logger: createLogger('silent') });
   const db = app.db.conn.db!;
   for (const c of ['files', 'file_usage', 'file_bytes.files', 'file_bytes.chunks', 'bench_bare.files', 'bench_bare.chunks']) await db.collection(c).deleteMany({});
   const identity = app.services.get('identity');

@@ -17,6 +17,7 @@ import { createLogger } from '../core/logger.ts';
 import { definePlugin } from '../core/plugin.ts';
 import { systemActor } from '../core/context.ts';
 import { jobsPlugin } from '../plugins/jobs/index.ts';
+import { corePlugins } from '../builtin-plugins.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const JOBS = Number(process.env.BENCH_JOBS ?? 500);
@@ -50,7 +51,7 @@ export async function benchJobs(mongodbUri: string) {
     NODE_ENV: 'production', LOG_LEVEL: 'silent', MONGODB_URI: uri.toString(), ...SECRETS, RATE_LIMIT_ENABLED: 'false', AUDIT_LOG_ENABLED: 'false',
     METRICS_ENABLED: 'false', JOBS_ENABLED: 'true', JOBS_POLL_INTERVAL_MS: String(POLL_MS), JOBS_CONCURRENCY: String(CONCURRENCY),
   });
-  const app = await createApp({ config, plugins: [jobsPlugin, benchJobPlugin], logger: createLogger('silent') });
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins: [jobsPlugin, benchJobPlugin], logger: createLogger('silent') });
   const jobs = app.services.get('jobs');
   const runs = app.db.conn.collection('job_runs');
   const db = app.db.conn.db!;

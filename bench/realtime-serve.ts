@@ -13,6 +13,7 @@ import { createApp } from '../core/kernel.ts';
 import { createLogger } from '../core/logger.ts';
 import { definePlugin } from '../core/plugin.ts';
 import { defineRoute } from '../core/http/route.ts';
+import { corePlugins } from '../builtin-plugins.ts';
 
 const tick = z.object({ sent_at: z.number(), n: z.number().int() });
 const benchPlugin = definePlugin({
@@ -37,7 +38,7 @@ const config = loadConfig({
   NODE_ENV: 'production', LOG_LEVEL: 'silent', MONGODB_URI: process.env.MONGODB_URI!, RATE_LIMIT_ENABLED: 'false', AUDIT_LOG_ENABLED: 'false', METRICS_ENABLED: 'false',
   ADMIN_API_KEY: process.env.ADMIN_API_KEY!, TOKEN_SECRET: 'bench-token-secret-0123456789abcdef0123456789', CURSOR_HMAC_SECRET: 'bench-cursor-secret-0123456789abcdef01234567',
 });
-const app = await createApp({ config, plugins: [benchPlugin], logger: createLogger('silent') });
+const app = await createApp({ corePlugins: corePlugins(), config, plugins: [benchPlugin], logger: createLogger('silent') });
 // Every database operation of the app but the bench's own writes (mongoose's debug hook sees model and collection calls).
 let commands = 0;
 /** The same, by `collection.method`, to tell what grows with subscribers. */

@@ -4,7 +4,7 @@ import type autocannon from 'autocannon';
 import mongoose, { Types } from 'mongoose';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { encodeCursor } from '../core/cursor.ts';
 
@@ -21,7 +21,7 @@ export async function seed(DOCS: number, log: (s: string) => void) {
   const MONGODB_URI = uri.toString();
 
   log(`seeding ${DOCS} projects ...`);
-  const seedApp = await createApp({ config: loadConfig({ MONGODB_URI, LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY }), plugins: builtinPlugins() });
+  const seedApp = await createApp({ corePlugins: corePlugins(), config: loadConfig({ MONGODB_URI, LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY }), plugins: builtinPlugins() });
   const identity = seedApp.services.get('identity');
   const admin = await identity.authenticateApiKey(ADMIN_KEY);
   const tenant = await identity.createTenant(admin, { name: 'bench' });

@@ -23,7 +23,7 @@ import Koa from 'koa';
 import getRawBody from 'raw-body';
 import mongoose, { Types } from 'mongoose';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { definePlugin } from '../core/plugin.ts';
 import { defineRoute } from '../core/http/route.ts';
@@ -135,7 +135,7 @@ if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
       ] : [],
     }),
   });
-  const app = await createApp({ config, plugins: [...builtinPlugins(), ping, floorRoutes] });
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins: [...builtinPlugins(), ping, floorRoutes] });
   if (mode.includes('-nosweep')) (app.services.get('events') as unknown as { sweeper: { tick: () => Promise<number> } }).sweeper.tick = () => Promise.resolve(0);
   if (mode.includes('-noevents')) {
     // The baseline of bench/events.ts: resource writes stage no event (an empty outbox). Bench only:

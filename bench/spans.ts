@@ -7,6 +7,7 @@
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { SpanKind } from '@opentelemetry/api';
 import { startTracing } from '../core/observability/tracing-sdk.ts';
+import { corePlugins } from '../builtin-plugins.ts';
 
 const exporter = new InMemorySpanExporter();
 const stopTracing = startTracing({
@@ -21,7 +22,7 @@ const { builtinPlugins } = await import('../builtin-plugins.ts');
 const { createApp } = await import('../core/kernel.ts');
 
 const { mem, MONGODB_URI, key, sample } = await seed(100, log);
-const app = await createApp({ config: loadConfig({ ...process.env, MONGODB_URI, LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000000', METRICS_ENABLED: 'true' }), plugins: builtinPlugins() });
+const app = await createApp({ corePlugins: corePlugins(), config: loadConfig({ ...process.env, MONGODB_URI, LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000000', METRICS_ENABLED: 'true' }), plugins: builtinPlugins() });
 const port = await app.listen(0, '127.0.0.1');
 const path = process.argv[2] ?? `/projects/${String(sample._id)}`;
 const get = async () => {

@@ -11,7 +11,7 @@ import { loadavg } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { createLogger } from '../core/logger.ts';
 import { configure, signInAtProvider, type Account } from '../test/sso/provider.ts';
@@ -25,7 +25,7 @@ const mem = process.env.MONGODB_URI ? undefined : await MongoMemoryServer.create
 const uri = new URL(process.env.MONGODB_URI ?? mem!.getUri());
 uri.pathname = '/bench_sso';
 const config = loadConfig({ NODE_ENV: 'development', LOG_LEVEL: 'silent', MONGODB_URI: uri.toString(), ADMIN_API_KEY: ADMIN_KEY, ...SECRETS, RATE_LIMIT_ENABLED: 'false', EVENTS_RELAY_INTERVAL_MS: '50' });
-const app = await createApp({ config, plugins: builtinPlugins(), logger: createLogger('silent') });
+const app = await createApp({ corePlugins: corePlugins(), config, plugins: builtinPlugins(), logger: createLogger('silent') });
 const port = await app.listen(0, '127.0.0.1');
 const base = `http://127.0.0.1:${port}`;
 const identity = app.services.get('identity');

@@ -18,7 +18,7 @@ import { Schema, Types } from 'mongoose';
 import { loadavg } from 'node:os';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { defineResource, resourcesPlugin } from '../plugins/resources/index.ts';
 
@@ -41,7 +41,7 @@ async function main() {
   const uri = new URL(process.env.MONGODB_URI ?? mem!.getUri());
   uri.pathname = `/bench_versions_${Date.now()}`;
   const plugins = builtinPlugins().map((p) => (p.name === 'resources' ? resourcesPlugin.configure({ resources: [plain, versioned] }) : p));
-  const app = await createApp({ config: loadConfig({ MONGODB_URI: uri.toString(), LOG_LEVEL: 'silent', ADMIN_API_KEY: KEY, RATE_LIMIT_ENABLED: 'false' }), plugins });
+  const app = await createApp({ corePlugins: corePlugins(), config: loadConfig({ MONGODB_URI: uri.toString(), LOG_LEVEL: 'silent', ADMIN_API_KEY: KEY, RATE_LIMIT_ENABLED: 'false' }), plugins });
   const port = await app.listen(0, '127.0.0.1');
   const base = `http://127.0.0.1:${port}`;
   const call = async (method: string, path: string, json?: unknown, etag?: string) => {

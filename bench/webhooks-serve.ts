@@ -9,7 +9,7 @@ import Koa from 'koa';
 import getRawBody from 'raw-body';
 import mongoose from 'mongoose';
 import { loadConfig } from '../config/index.ts';
-import { builtinPlugins } from '../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { definePlugin } from '../core/plugin.ts';
 
@@ -58,7 +58,7 @@ if (mode === 'bare' || mode === 'bare-update') {
       return {};
     },
   });
-  const app = await createApp({ config, plugins: [...builtinPlugins(), bench] });
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins: [...builtinPlugins(), bench] });
   const port = await app.listen(0, '127.0.0.1');
   process.stdout.write(`READY ${port}\n`);
 }

@@ -2,15 +2,15 @@ import { ServiceUnavailableError } from './errors.ts';
 import { definePlugin, type Plugin } from './plugin.ts';
 import { z } from 'zod';
 import { defineRoute } from './http/route.ts';
-import type { HealthRegistry, HealthReport } from './health.ts';
+import type { HealthReport } from './health.ts';
 import { requireAdmin } from './graphql.ts';
 import { withTimeout } from './timeout.ts';
 
 /** Core plugin: `/health`, `/ready`, `/admin/health/detailed`, and the `database` check. */
-export const healthPlugin = (registry: HealthRegistry): Plugin =>
-  definePlugin({
+export const healthPlugin: Plugin = definePlugin({
     name: 'health',
-    setup({ db, config, log }) {
+    setup({ db, config, log, services }) {
+      const registry = services.get('healthChecks');
       const ping = async () => {
         if (db.readyState !== 1 || !db.db) throw new Error('database not connected');
         await db.db.admin().ping();
@@ -78,4 +78,4 @@ export const healthPlugin = (registry: HealthRegistry): Plugin =>
         ],
       };
     },
-  });
+});

@@ -1,5 +1,12 @@
 import { withTimeout } from './timeout.ts';
-import { PluginError, type HealthCheck } from './plugin.ts';
+import { PluginError } from './plugin-error.ts';
+
+/**
+ * A health check: resolve (or return `true`) when healthy. Return `false` or throw a
+ * `HealthCheckFailure` to report `failed`; any other exception reports `error`; exceeding
+ * `HEALTH_CHECK_TIMEOUT_MS` reports `timeout`.
+ */
+export type HealthCheck = () => Promise<unknown> | unknown;
 
 /** Throw this from a health check to report `failed` rather than `error`. */
 export class HealthCheckFailure extends Error {

@@ -16,10 +16,7 @@ import { Tenancy } from './tenancy.ts';
 import { openDatabase, type Database } from './db.ts';
 import { createBuilder, type GraphQLContext } from './graphql.ts';
 import { HealthRegistry } from './health.ts';
-import { healthPlugin } from './health-plugin.ts';
 import { GRAPHIQL_ASSETS_PATH, renderGraphiQLPage, serveGraphiQLAsset } from './graphiql-assets.ts';
-import { identityPlugin } from './identity/index.ts';
-import { eventsPlugin } from './events/index.ts';
 import { checkAuth, declaredRoute, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, rateLimit, requestHead, routeBudgets, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
@@ -42,7 +39,6 @@ import { PluginError, pluginStates, type JobDefinition, type KernelView, type Pe
 export { PluginError };
 
 /** Core plugins every app has, before the configured ones. */
-const CORE_PLUGINS = ['identity', 'events', 'health'];
 /** Socket errors that mean the client went away (reset, broken pipe, closed before the end). */
 const CLIENT_GONE = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE']);
 
@@ -82,7 +78,9 @@ function orderPlugins(plugins: readonly Plugin[]): Plugin[] {
 export interface CreateAppOptions {
   /** Parsed settings; missing secrets are filled from `DATA_DIR` outside production (core/secrets.ts). */
   config: LoadedConfig | Config;
-  /** Plugins after the core ones (identity, health), in any order. */
+  /** Loaded first, in this order, always; their names are reserved (`corePlugins()`, builtin-plugins.ts). */
+  corePlugins: Plugin[];
+  /** Plugins after the core ones, in any order. */
   plugins: Plugin[];
   logger?: Logger;
   /** Sees every command the driver sends to the database (command monitoring; tests record query shapes with it). */
@@ -110,9 +108,10 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const config = resolveSecrets(opts.config, log);
   const health = new HealthRegistry();
 
-  const ordered = orderPlugins([identityPlugin, eventsPlugin, healthPlugin(health), ...opts.plugins.filter((p) => !CORE_PLUGINS.includes(p.name))]);
-  const reserved = opts.plugins.find((p) => CORE_PLUGINS.includes(p.name));
+  const core = new Set(opts.corePlugins.map((p) => p.name));
+  const reserved = opts.plugins.find((p) => core.has(p.name));
   if (reserved) throw new PluginError(`Plugin name "${reserved.name}" is reserved for a core plugin`);
+  const ordered = orderPlugins([...opts.corePlugins, ...opts.plugins]);
   const options = new Map<string, unknown>();
   for (const p of ordered) {
     if (!p.optionsSchema) continue;
@@ -132,6 +131,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   });
   const hooks = new HookBus();
   const services = new ServiceRegistry();
+  services.provide('healthChecks', health);
   services.provide('metrics', metrics);
   const tenancy = new Tenancy(config.MULTI_TENANT_ENABLED);
   const routes: (RouteDef & { plugin: string })[] = [];

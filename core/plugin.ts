@@ -10,13 +10,9 @@ import type { Actor } from './context.ts';
 import type { Tenancy } from './tenancy.ts';
 import type { EventConsumer } from './events/consumers.ts';
 import type { EventTypeDefinition } from './events/catalogue.ts';
+import type { HealthCheck } from './health.ts';
 
-/**
- * A health check: resolve (or return `true`) when healthy. Return `false` or throw a
- * `HealthCheckFailure` to report `failed`; any other exception reports `error`; exceeding
- * `HEALTH_CHECK_TIMEOUT_MS` reports `timeout`.
- */
-export type HealthCheck = () => Promise<unknown> | unknown;
+export type { HealthCheck };
 
 export { PluginError } from './plugin-error.ts';
 

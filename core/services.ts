@@ -1,4 +1,5 @@
 import type { JobRunner } from './job-runner.ts';
+import type { HealthRegistry } from './health.ts';
 
 /**
  * Services plugins expose to each other. Plugins add entries by declaration merging:
@@ -11,6 +12,8 @@ import type { JobRunner } from './job-runner.ts';
  * ctx.services.get('audit').logInsert(...)
  */
 export interface Services {
+  /** Provided by the kernel: every plugin's `health` checks, by name (the health plugin serves them). */
+  healthChecks: HealthRegistry;
   /** Provided by the jobs plugin when `JOBS_ENABLED` is on; use `services.maybe('jobs')`. */
   jobs: JobRunner;
 }

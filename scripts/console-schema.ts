@@ -13,6 +13,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { buildSchema, introspectionFromSchema, lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { minifyIntrospection, outputIntrospectionFile } from '@gql.tada/internal';
+import { corePlugins } from '../builtin-plugins.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 export const SCHEMA_FILE = 'admin-console/schema.graphql';
@@ -49,7 +50,7 @@ async function main() {
     NODE_ENV: 'test', LOG_LEVEL: 'silent', MONGODB_URI: process.env.MONGODB_URI ?? mongo!.getUri('console_schema'), METRICS_ENABLED: 'false',
     TOKEN_SECRET: 'console-schema-token-secret-0123456789abcdef', CURSOR_HMAC_SECRET: 'console-schema-cursor-secret-0123456789abcdef', ...ALL_ON,
   });
-  const app = await createApp({ config, plugins: builtinPlugins() });
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins: builtinPlugins() });
   try {
     const files = consoleSchemaFiles(app.schema);
     for (const rel of staleFiles(files)) {

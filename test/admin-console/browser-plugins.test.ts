@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../../builtin-plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { definePlugin, type JobDefinition } from '../../core/plugin.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
@@ -77,7 +77,7 @@ describe.skipIf(!haveBrowser)('admin console part 2 in Chromium', () => {
       WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: '127.0.0.1', WEBHOOK_DELIVERY_RETRY_SCHEDULE: '0', WEBHOOK_DELIVERY_POLL_INTERVAL_MS: '50', WEBHOOK_DELIVERY_TIMEOUT_MS: '2000',
     });
     const providers = providersPlugin(calls, [{ provider: 'acme', secret: SECRET, verifier: { type: 'hmac-sha256' }, event_id_path: 'id', max_retries: 0 }]);
-    app = await createApp({ config, plugins: [...builtinPlugins(), demoJobs, providers] });
+    app = await createApp({ corePlugins: corePlugins(), config, plugins: [...builtinPlugins(), demoJobs, providers] });
     await app.listen(port, '127.0.0.1');
 
     ids.tenant = (await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'Initech' })).body.id;

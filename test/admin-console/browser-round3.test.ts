@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../../builtin-plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
 import { CHROMIUM, freePort, screen, signIn, signOut, watchErrors } from './helpers.ts';
@@ -48,7 +48,7 @@ describe.skipIf(!haveBrowser)('console round 3 in Chromium: what a new user hit'
       AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false', WEBHOOKS_ENABLED: 'true', EVENTS_POLL_INTERVAL_MS: '50',
       WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: '127.0.0.1',
     });
-    app = await createApp({ config, plugins: builtinPlugins() });
+    app = await createApp({ corePlugins: corePlugins(), config, plugins: builtinPlugins() });
     await app.listen(port, '127.0.0.1');
     const mkTenant = async (name: string) => (await call('POST', '/admin/tenants', ADMIN_KEY, { name })).body.id as string;
     const mkUser = async (tenant: string, email: string, roles: string[]) => {

@@ -13,7 +13,7 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../../builtin-plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
 import { Types } from 'mongoose';
@@ -55,7 +55,7 @@ describe.skipIf(!haveBrowser)('admin console in Chromium', () => {
       NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
       WEBAUTHN_RP_ID: 'localhost', WEBAUTHN_ORIGIN: origin, AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false',
     });
-    app = await createApp({ config, plugins: builtinPlugins() });
+    app = await createApp({ corePlugins: corePlugins(), config, plugins: builtinPlugins() });
     await app.listen(port, '127.0.0.1');
 
     const tenant = await call('POST', '/admin/tenants', ADMIN_KEY, { name: 'Acme' });

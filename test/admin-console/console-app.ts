@@ -3,7 +3,7 @@
  * the console's test settings plus `settings`, and an API-key client for the test's own set-up.
  */
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../../builtin-plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import type { Plugin } from '../../core/plugin.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
@@ -30,7 +30,7 @@ export async function startConsoleApp(settings: Record<string, string> | ((origi
     NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
     AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false', ...(typeof settings === 'function' ? settings(origin) : settings),
   });
-  const app = await createApp({ config, plugins });
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins });
   await app.listen(port, '127.0.0.1');
   const call: ConsoleApp['call'] = async (method, path, key, json, headers = {}) => {
     const res = await fetch(api + path, {

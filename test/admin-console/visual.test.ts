@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins } from '../../builtin-plugins.ts';
+import { builtinPlugins, corePlugins } from '../../builtin-plugins.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { ADMIN_KEY, TEST_SECRETS, uniqueDbUri } from '../helpers/app.ts';
 import { CHROMIUM, freePort, signIn, signOut } from './helpers.ts';
@@ -32,7 +32,7 @@ describe.skipIf(!haveBrowser)('console screens against their reference screensho
       NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
       AUTH_CACHE_TTL_MS: '0', METRICS_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false', WEBHOOKS_ENABLED: 'true',
     });
-    app = await createApp({ config, plugins: builtinPlugins() });
+    app = await createApp({ corePlugins: corePlugins(), config, plugins: builtinPlugins() });
     await app.listen(port, '127.0.0.1');
     const call = async (path: string, key: string, json: unknown) =>
       (await (await fetch(api + path, { method: 'POST', headers: { 'X-API-Key': key, 'Content-Type': 'application/json' }, body: JSON.stringify(json) })).json()) as any;

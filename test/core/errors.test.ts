@@ -23,6 +23,7 @@ import {
 } from '../../core/errors.ts';
 import { buildTestApp, createTenantUser, envelope, TEST_SECRETS, uniqueDbUri, type TestApp } from '../helpers/app.ts';
 import { examplePlugin } from '../fixtures/example-plugin.ts';
+import { corePlugins } from '../../builtin-plugins.ts';
 
 /** Every error class the kernel maps, raised on demand from REST and GraphQL. */
 const raisers: Record<string, () => never> = {
@@ -369,7 +370,7 @@ describe('500 INTERNAL_ERROR never leaks the exception', () => {
       },
     });
     const config = loadConfig({ NODE_ENV: 'test', MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS });
-    const app = await createApp({ config, plugins: [examplePlugin], logger: pino({ level: 'error' }, sink) });
+    const app = await createApp({ corePlugins: corePlugins(), config, plugins: [examplePlugin], logger: pino({ level: 'error' }, sink) });
     try {
       const port = await app.listen(0, '127.0.0.1');
       const res = await fetch(`http://127.0.0.1:${port}/example/crash`, { headers: { 'X-Request-Id': 'crash-1' } });

@@ -17,7 +17,7 @@ import { AppError } from '../../core/errors.ts';
 import { createApp } from '../../core/kernel.ts';
 import { systemActor } from '../../core/context.ts';
 import { loadConfig } from '../../config/index.ts';
-import { loadPlugins } from '../../builtin-plugins.ts';
+import { loadPlugins, corePlugins } from '../../builtin-plugins.ts';
 import { uniqueDbUri } from '../helpers/app.ts';
 import { notesPlugin, type NoteView } from '../../docs/examples/notes/index.ts';
 import { archiveJobParams } from '../../docs/examples/notes/schemas.ts';
@@ -80,7 +80,7 @@ describe('loading', () => {
 
   it('bad options stop start-up naming the plugin and the option', async () => {
     const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', MONGODB_URI: uniqueDbUri() });
-    await expect(createApp({ config, plugins: [notesPlugin.configure({ archive_after_days: 0 })] })).rejects.toThrow(/"notes"[\s\S]*archive_after_days/);
+    await expect(createApp({ corePlugins: corePlugins(), config, plugins: [notesPlugin.configure({ archive_after_days: 0 })] })).rejects.toThrow(/"notes"[\s\S]*archive_after_days/);
   });
 });
 
@@ -186,8 +186,8 @@ describe('provider registry: another plugin\'s formatter', () => {
       },
     });
     const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', MONGODB_URI: uniqueDbUri() });
-    await expect(createApp({ config, plugins: [notesPlugin, shoutPlugin, twice] })).rejects.toThrow(/already registered/);
-    await expect(createApp({ config, plugins: [shoutPlugin] })).rejects.toThrow(/notes/);
+    await expect(createApp({ corePlugins: corePlugins(), config, plugins: [notesPlugin, shoutPlugin, twice] })).rejects.toThrow(/already registered/);
+    await expect(createApp({ corePlugins: corePlugins(), config, plugins: [shoutPlugin] })).rejects.toThrow(/notes/);
   });
 });
 

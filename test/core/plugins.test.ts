@@ -8,7 +8,7 @@ import { printSchema } from 'graphql';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins, loadPlugins } from '../../builtin-plugins.ts';
+import { builtinPlugins, loadPlugins, corePlugins } from '../../builtin-plugins.ts';
 import { createApp, PluginError } from '../../core/kernel.ts';
 import { definePlugin, type Plugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
@@ -51,7 +51,7 @@ afterAll(() => t?.close());
 describe('plugin ordering', () => {
   it('sets plugins up after their dependencies and closes them in reverse', async () => {
     const log = { setup: [] as string[], close: [] as string[] };
-    const app = await createApp({
+    const app = await createApp({ corePlugins: corePlugins(),
       config: testConfig(),
       plugins: [
         recorder('c', log, ['b']),
@@ -72,7 +72,7 @@ describe('plugin ordering', () => {
 
   it('keeps the given order of independent plugins', async () => {
     const log = { setup: [] as string[], close: [] as string[] };
-    const app = await createApp({ config: testConfig(), plugins: [recorder('y', log), recorder('x', log), recorder('z', log)] });
+    const app = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [recorder('y', log), recorder('x', log), recorder('z', log)] });
     await app.close();
     expect(log.setup).toEqual(['y', 'x', 'z']);
     expect(log.close).toEqual(['z', 'x', 'y']);
@@ -80,7 +80,7 @@ describe('plugin ordering', () => {
 
   it('close is idempotent', async () => {
     const log = { setup: [] as string[], close: [] as string[] };
-    const app = await createApp({ config: testConfig(), plugins: [recorder('once', log)] });
+    const app = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [recorder('once', log)] });
     await Promise.all([app.close(), app.close()]);
     await app.close();
     expect(log.close).toEqual(['once']);
@@ -89,7 +89,7 @@ describe('plugin ordering', () => {
 
 describe('invalid plugin lists fail createApp with a readable message', () => {
   const fails = async (plugins: Plugin[]) => {
-    const err = await createApp({ config: testConfig(), plugins }).then(
+    const err = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins }).then(
       () => {
         throw new Error('createApp should have failed');
       },
@@ -144,7 +144,7 @@ describe('start-up failures after set-up release everything', () => {
     const log = { setup: [] as string[], close: [] as string[] };
     const dup = definePlugin({ name: 'dup-health', setup: () => ({ health: { database: () => true } }) });
     const before = openConnections();
-    const err = await createApp({ config: testConfig(), plugins: [recorder('first', log), dup] }).catch((e: unknown) => e);
+    const err = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [recorder('first', log), dup] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PluginError);
     expect((err as Error).message).toBe('Health check "database" registered by "dup-health" is already registered by "health"');
     expect(log.close).toEqual(['first']);
@@ -156,7 +156,7 @@ describe('start-up failures after set-up release everything', () => {
     let seen: unknown[] = [];
     const a = definePlugin({ name: 'pd-a', setup: () => ({ personalData: [decl('a')] }) });
     const b = definePlugin({ name: 'pd-b', setup: ({ kernel }) => ({ personalData: () => [decl('b')], ready: () => void (seen = [...kernel.personalData()]) }) });
-    const app = await createApp({ config: testConfig(), plugins: [a, b] });
+    const app = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [a, b] });
     await app.close();
     // The kernel declares its store of idempotent answers, identity (core) the account itself; every other entry is what the plugins contribute.
     expect(seen).toEqual([
@@ -167,7 +167,7 @@ describe('start-up failures after set-up release everything', () => {
     ]);
     const c = definePlugin({ name: 'pd-c', setup: () => ({ personalData: [decl('a')] }) });
     const before = openConnections();
-    const err = await createApp({ config: testConfig(), plugins: [a, c] }).catch((e: unknown) => e);
+    const err = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [a, c] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PluginError);
     expect((err as Error).message).toBe('Personal data "a" of plugin "pd-c" is already declared');
     expect(openConnections()).toBe(before);
@@ -176,7 +176,7 @@ describe('start-up failures after set-up release everything', () => {
   it("a second declaration of the account (on_erasure: 'account') fails start-up and releases the database", async () => {
     const other = definePlugin({ name: 'pd-account', setup: () => ({ personalData: [{ name: 'members', model: 'X', subject_field: '_id', gdpr_fields: ['email'], on_erasure: 'account' as const }] }) });
     const before = openConnections();
-    const err = await createApp({ config: testConfig(), plugins: [other] }).catch((e: unknown) => e);
+    const err = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [other] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PluginError);
     expect((err as Error).message).toBe('Personal data "members" of plugin "pd-account" declares the account, already declared by "users" of plugin "identity"');
     expect(openConnections()).toBe(before);
@@ -184,7 +184,7 @@ describe('start-up failures after set-up release everything', () => {
 
   it("a declaration erased by scrubbing (on_erasure: 'scrub') without its scrub() fails start-up", async () => {
     const copies = definePlugin({ name: 'pd-copies', setup: () => ({ personalData: [{ name: 'copies', model: 'X', gdpr_fields: [], on_erasure: 'scrub' as const }] }) });
-    const err = await createApp({ config: testConfig(), plugins: [copies] }).catch((e: unknown) => e);
+    const err = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [copies] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PluginError);
     expect((err as Error).message).toBe('Personal data "copies" of plugin "pd-copies" is erased by scrubbing but has no scrub()');
   });
@@ -195,7 +195,7 @@ describe('start-up failures after set-up release everything', () => {
     const one = definePlugin({ name: 'one', setup: () => ({ routes: [route('/same')] }) });
     const two = definePlugin({ name: 'two', setup: () => ({ routes: [route('/same')], close: () => void log.close.push('two') }) });
     const before = openConnections();
-    const err = await createApp({ config: testConfig(), plugins: [one, two] }).catch((e: unknown) => e);
+    const err = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [one, two] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PluginError);
     expect((err as Error).message).toBe('Route GET /same is registered twice: by plugin "one" and by plugin "two"');
     expect(log.close).toEqual(['two']);
@@ -207,7 +207,7 @@ describe('start-up failures after set-up release everything', () => {
       name: 'clash',
       setup: () => ({ routes: [defineRoute({ method: 'GET', path: '/health', auth: 'public', handler: () => ({}) })] }),
     });
-    await expect(createApp({ config: testConfig(), plugins: [clash] })).rejects.toThrow('Route GET /health is registered twice');
+    await expect(createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [clash] })).rejects.toThrow('Route GET /health is registered twice');
   });
 
   it('the same path with another method is not a duplicate', async () => {
@@ -220,7 +220,7 @@ describe('start-up failures after set-up release everything', () => {
         ],
       }),
     });
-    const app = await createApp({ config: testConfig(), plugins: [both] });
+    const app = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [both] });
     await app.close();
   });
 
@@ -228,7 +228,7 @@ describe('start-up failures after set-up release everything', () => {
     const gql = (name: string) =>
       definePlugin({ name, setup: () => ({ graphql: (b) => b.queryField('clash', (f) => f.string({ resolve: () => name })) }) });
     const before = openConnections();
-    await expect(createApp({ config: testConfig(), plugins: [gql('g1'), gql('g2')] })).rejects.toThrow(/clash/);
+    await expect(createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [gql('g1'), gql('g2')] })).rejects.toThrow(/clash/);
     expect(openConnections()).toBe(before);
   });
 });

@@ -9,6 +9,7 @@ import { ConfigError, loadConfig, PLACEHOLDER_TOKEN_SECRET } from '../../config/
 import { createApp } from '../../core/kernel.ts';
 import { resolveSecrets } from '../../core/secrets.ts';
 import { buildTestApp, envelope, uniqueDbUri, type TestApp } from '../helpers/app.ts';
+import { corePlugins } from '../../builtin-plugins.ts';
 
 const dirs: string[] = [];
 const tempDir = () => {
@@ -147,7 +148,7 @@ describe('production', () => {
     expect(() => loadConfig({ NODE_ENV: 'production', DATA_DIR: dir })).toThrow(ConfigError);
     // Even a config built past loadConfig is refused by createApp, before the database opens.
     const cfg = { ...loadConfig({ NODE_ENV: 'development', DATA_DIR: dir, MONGODB_URI: uniqueDbUri(), LOG_LEVEL: 'silent' }), NODE_ENV: 'production' as const };
-    await expect(createApp({ config: cfg, plugins: [] })).rejects.toThrow(/TOKEN_SECRET: required in production/);
+    await expect(createApp({ corePlugins: corePlugins(), config: cfg, plugins: [] })).rejects.toThrow(/TOKEN_SECRET: required in production/);
     expect(() => statSync(join(dir, 'secrets.json'))).toThrow();
   });
 });

@@ -9,6 +9,7 @@ import type { JobRunContext, Plugin } from '../../core/plugin.ts';
 import { systemActor } from '../../core/context.ts';
 import { buildOpenApiDocument } from '../../plugins/openapi/service.ts';
 import { ResponseChecker } from './response-check.ts';
+import { corePlugins } from '../../builtin-plugins.ts';
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef';
 /** Secrets of test apps (so no test writes `.data/secrets.json`); pass `''` to leave one unset. */
@@ -57,7 +58,7 @@ const commands = () => (recorder ??= commandRecorder(inject('commandsDir'), () =
 export async function buildTestApp({ plugins = [], config = {}, logger, checkResponses = true }: { plugins?: Plugin[]; config?: Record<string, string>; logger?: Logger; checkResponses?: boolean } = {}): Promise<TestApp> {
   // EVENTS_RELAY_INTERVAL_MS=0: a write answers once its event is in the log, so tests read settled documents and logs.
   const cfg = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), EVENTS_RELAY_INTERVAL_MS: '0', ...TEST_SECRETS, ...config });
-  const app = await createApp({ config: cfg, plugins, onDatabaseCommand: (e) => commands().onCommand(e, cfg.MULTI_TENANT_ENABLED), ...(logger ? { logger } : {}) });
+  const app = await createApp({ corePlugins: corePlugins(), config: cfg, plugins, onDatabaseCommand: (e) => commands().onCommand(e, cfg.MULTI_TENANT_ENABLED), ...(logger ? { logger } : {}) });
   commands().collections(app.db.conn);
   app.koa.middleware.unshift(tagRequests(cfg.ADMIN_API_KEY ?? ADMIN_KEY) as never);
   const port = await app.listen(0, '127.0.0.1');

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import { loadConfig } from '../../config/index.ts';
-import { builtinPlugins, loadPlugins } from '../../builtin-plugins.ts';
+import { builtinPlugins, loadPlugins, corePlugins } from '../../builtin-plugins.ts';
 import { createApp } from '../../core/kernel.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { buildTestApp, TEST_SECRETS, uniqueDbUri, type TestApp } from '../helpers/app.ts';
@@ -51,7 +51,7 @@ describe('a custom provider plugin loaded through PLUGINS', () => {
 
 describe('bad registrations fail start-up with a readable message', () => {
   const boot = (provider: Record<string, unknown>) =>
-    createApp({
+    createApp({ corePlugins: corePlugins(),
       config: loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS }),
       plugins: [
         ...builtinPlugins().filter((p) => p.name !== 'openapi'),

@@ -14,6 +14,7 @@ import { loadConfig } from '../../config/index.ts';
 import { createApp, type App } from '../../core/kernel.ts';
 import { webauthnPlugin } from '../../plugins/webauthn/index.ts';
 import { ADMIN_KEY, TEST_SECRETS, createTenantUser, uniqueDbUri, type TestApp } from '../helpers/app.ts';
+import { corePlugins } from '../../builtin-plugins.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const haveBrowser = existsSync(CHROMIUM);
@@ -66,7 +67,7 @@ describe.skipIf(!haveBrowser)(`passkeys in Chromium (skipped without a browser: 
       NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY, MONGODB_URI: uniqueDbUri(), ...TEST_SECRETS,
       WEBAUTHN_RP_ID: 'localhost', WEBAUTHN_ORIGIN: origin, WEBAUTHN_DEMO_ENABLED: 'true',
     });
-    app = await createApp({ config, plugins: [webauthnPlugin] });
+    app = await createApp({ corePlugins: corePlugins(), config, plugins: [webauthnPlugin] });
     await app.listen(port, '127.0.0.1');
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true });
     const context = await browser.newContext();
