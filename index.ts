@@ -39,8 +39,8 @@ export type { Logger } from './core/logger.ts';
 export { hasSystemScope, isAdmin, isSystemActor, requestOf, systemActor, writeTenantId } from './core/context.ts';
 export type { Actor, RequestContext } from './core/context.ts';
 export type { Tenancy } from './core/tenancy.ts';
-export { requireFeatures, requireRole, ROLE_REQUIRED_MESSAGE } from './core/identity/guards.ts';
-export type { AccessPolicy, AttributeRule, Filter, RequiredRole } from './core/identity/guards.ts';
+export { requireFeatures, requireRole, ROLE_REQUIRED_MESSAGE } from './core/access.ts';
+export type { AccessPolicy, AttributeRule, Filter, RequiredRole } from './core/access.ts';
 
 // --- hooks
 export { onHook } from './core/hooks.ts';

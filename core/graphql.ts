@@ -7,7 +7,7 @@ import type { Actor } from './context.ts';
 import type { Page } from './page.ts';
 import type { PresentedCredential } from './realtime/sessions.ts';
 import type { FrameSink } from './realtime/frame-sink.ts';
-import { requireRole, type RequiredRole } from './identity/guards.ts';
+import { requireRole, type RequiredRole } from './access.ts';
 import { permit, type Permission } from './permissions.ts';
 
 export interface GraphQLContext {

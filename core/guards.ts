@@ -14,7 +14,7 @@ import type { Logger } from './logger.ts';
 import type { Metrics } from './observability/metrics.ts';
 import { statusClass } from './observability/metrics.ts';
 import type { AuthFailureLimiter, LimitDecision, RequestLimiter } from './rate-limit.ts';
-import { API_KEY_PREFIX } from './identity/authentication.ts';
+import { API_KEY_PREFIX } from './authentication.ts';
 import { traceIds, tracingEnabled } from './observability/tracing.ts';
 import type { Idempotency } from './idempotency/index.ts';
 

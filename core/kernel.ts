@@ -234,7 +234,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     if (err.code !== undefined && CLIENT_GONE.has(err.code)) log.debug({ code: err.code, request_id: requestId }, 'client closed the connection during the answer');
     else log.error({ err, request_id: requestId }, 'request failed after its answer began');
   });
-  const identity = services.get('identity');
+  const identity = services.get('authentication');
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
   // Operations over WebSocket pass HTTP's guards: one limiter and budget per key, one idempotency store, metrics, access log.

@@ -8,7 +8,7 @@
  */
 import type { Actor } from './context.ts';
 import { AuthRequiredError } from './errors.ts';
-import { requireRole } from './identity/guards.ts';
+import { requireRole } from './access.ts';
 
 /**
  * - `public`: anyone; a presented credential is still resolved.

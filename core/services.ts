@@ -1,5 +1,6 @@
 import type { JobRunner } from './job-runner.ts';
 import type { HealthRegistry } from './health.ts';
+import type { Authenticator } from './authentication.ts';
 
 /**
  * Services plugins expose to each other. Plugins add entries by declaration merging:
@@ -12,6 +13,8 @@ import type { HealthRegistry } from './health.ts';
  * ctx.services.get('audit').logInsert(...)
  */
 export interface Services {
+  /** Provided by the identity plugin: credentials to actors, for the kernel's transports. */
+  authentication: Authenticator;
   /** Provided by the kernel: every plugin's `health` checks, by name (the health plugin serves them). */
   healthChecks: HealthRegistry;
   /** Provided by the jobs plugin when `JOBS_ENABLED` is on; use `services.maybe('jobs')`. */

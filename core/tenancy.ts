@@ -1,6 +1,6 @@
 import type { Actor } from './context.ts';
 import { scopedTenantId } from './context.ts';
-import { tenantFilter, accessFilter, type AccessPolicy, type Filter } from './identity/guards.ts';
+import { tenantFilter, accessFilter, type AccessPolicy, type Filter } from './access.ts';
 
 /**
  * The app's tenant policy, decided once from `MULTI_TENANT_ENABLED` and handed to every plugin as

@@ -1,7 +1,7 @@
 import { Types, type Connection } from 'mongoose';
 import { NotFoundError, ValidationError } from '../errors.ts';
 import { isSystemActor, requestOf, type Actor } from '../context.ts';
-import { requireRole } from '../identity/guards.ts';
+import { requireRole } from '../access.ts';
 import type { Tenancy } from '../tenancy.ts';
 import type { Logger } from '../logger.ts';
 import type { Doc } from '../hooks.ts';

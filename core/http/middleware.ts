@@ -7,7 +7,7 @@ import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, ErrorCode, NotFoundError, RateLimitedError } from '../errors.ts';
 import { hasSystemScope, withRequest, type Actor, type RequestContext } from '../context.ts';
 import type { Logger } from '../logger.ts';
-import { hashKey, type AuthenticationService } from '../identity/authentication.ts';
+import { hashKey, type Authenticator } from '../authentication.ts';
 import { toAppError } from './map-error.ts';
 import { settleUnreadBody } from './protocol.ts';
 
@@ -112,7 +112,7 @@ async function unmatched(ctx: Koa.Context, opts: RequestHeadOptions): Promise<vo
  * (`AuthFailureLimiter`): past `AUTH_FAILURE_LIMIT` per window, further failures answer 429
  * instead of 401. Only failures are refused: a valid credential always passes.
  */
-export function authenticate(identity: AuthenticationService, failures: AuthFailureLimiter): Koa.Middleware {
+export function authenticate(identity: Authenticator, failures: AuthFailureLimiter): Koa.Middleware {
   return async (ctx, next) => {
     const state = ctx.state as AppState;
     const apiKey = ctx.get('X-API-Key');

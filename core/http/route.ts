@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import { ValidationError, zodIssues, type ValidationIssue } from '../errors.ts';
 import type { Actor } from '../context.ts';
 import { PluginError } from '../plugin-error.ts';
-import { requireFeatures } from '../identity/guards.ts';
+import { requireFeatures } from '../access.ts';
 import { PERMISSIONS, permit, type Permission } from '../permissions.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';

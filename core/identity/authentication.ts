@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hashKey, type Authenticator } from '../authentication.ts';
 import { LRUCache } from 'lru-cache';
 import { Types } from 'mongoose';
 import { SignJWT, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
@@ -10,10 +10,7 @@ import type { IdentityModels, UserDoc } from './models.ts';
 
 /** Most credentials (and key-use timestamps) one process keeps in memory. */
 const CACHE_MAX_ENTRIES = 10_000;
-export const API_KEY_PREFIX = 'ak_';
 const LAST_USED_THROTTLE_MS = 60_000;
-
-export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
 /** A stored user as read back (lean), with the fields mongoose adds. */
 export type UserRecord = UserDoc & { _id: Types.ObjectId; created_at?: Date };
@@ -56,7 +53,7 @@ export interface AuthenticationDeps {
  * credential that authenticated, and keeps the per-process credential cache. Plugins with other
  * credentials (passkeys) register their kind here. No Koa or GraphQL here.
  */
-export class AuthenticationService {
+export class AuthenticationService implements Authenticator {
   /**
    * Resolved credentials, per process, for `AUTH_CACHE_TTL_MS` (lru-cache: bounded by entry count
    * and TTL, least recently used evicted first). Revocation here drops entries at once; other

@@ -34,6 +34,7 @@ export const identityPlugin = definePlugin({
     services.provide('memberships', memberships);
     const identity = new IdentityService({ models, config, log, tenancy, events: () => services.get('events') });
     services.provide('identity', identity);
+    services.provide('authentication', identity);
     services.provide('authFailures', new AuthFailureLimiter(config.RATE_LIMIT_ENABLED ? await createLimiter(config, db, 'auth_failures', config.AUTH_FAILURE_LIMIT) : null));
 
     if (config.ADMIN_API_KEY) {

@@ -11,7 +11,7 @@ import { withRequest, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
 import type { GraphQLContext } from '../graphql.ts';
 import { checkVariablesDepth } from '../graphql-limits.ts';
-import { hashKey } from '../identity/authentication.ts';
+import { hashKey } from '../authentication.ts';
 import { apiKeyClient, userClient, type GuardedOperation, type OperationGuards } from '../guards.ts';
 import type { OperationResult } from '../idempotency/index.ts';
 import { authenticatePresented, presentedOf, type CredentialCheck, type PresentedCredential } from './sessions.ts';

@@ -1,6 +1,6 @@
 import { AppError } from '../errors.ts';
 import { hasSystemScope, isAdmin, scopedTenantId, type Actor } from '../context.ts';
-import type { Filter } from '../identity/guards.ts';
+import type { Filter } from '../access.ts';
 import type { Tenancy } from '../tenancy.ts';
 import type { EventRecord } from '../events/consumers.ts';
 

@@ -8,7 +8,7 @@ import { isSystemActor, requestOf, writeTenantId, type Actor } from '../../core/
 import type { Doc } from '../../core/hooks.ts';
 import type { EventLog, EventTypeDefinition, OutboxEntry, OutboxSource } from '../../core/events/index.ts';
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { pageOf } from '../../core/page.ts';
 import { reaches } from './engine.ts';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Types } from 'mongoose';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import { entryView, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView } from './model.ts';
 
 export interface AuditTailOptions {

@@ -3,7 +3,7 @@
  * (see `AuditLogger.scrubSubject`). No Koa or GraphQL here.
  */
 import type { Doc } from '../../core/hooks.ts';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import type { Types } from 'mongoose';
 import { isPlainObject } from './diff.ts';
 import type { AuditEntryModel, AuditEntryRecord } from './model.ts';

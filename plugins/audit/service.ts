@@ -3,7 +3,7 @@ import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
 import { isSystemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { requireRole, type Filter } from '../../core/identity/guards.ts';
+import { requireRole, type Filter } from '../../core/access.ts';
 import type { Logger } from '../../core/logger.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';

@@ -11,7 +11,7 @@ import { AppError, ConflictError, DomainErrorCode, NotFoundError, ValidationErro
 import { hasSystemScope, isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxEntry, type OutboxSource } from '../../core/events/index.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import type { IdentityService } from '../../core/identity/service.ts';
 import type { MembershipService } from '../../core/identity/memberships.ts';
 import type { Tenancy } from '../../core/tenancy.ts';

@@ -1,6 +1,6 @@
 import { hasSystemScope, type Actor } from '../../core/context.ts';
 import { NotFoundError } from '../../core/errors.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { JobRegistry, RegisteredJob } from './registry.ts';
 

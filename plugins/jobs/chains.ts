@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import type { z } from 'zod';
 import { ConflictError, NotFoundError, ValidationError, zodIssues, type ValidationIssue } from '../../core/errors.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import { systemActor, type Actor } from '../../core/context.ts';
 import { FINISHED, type ChainStepDoc, type JobChainRecord, type JobModels, type JobRunDoc, type JobRunRecord } from './model.ts';
 import type { ChainBody, ChainStepInput, chainPatch } from './schemas.ts';

@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError, ValidationError, zodIssues, type ValidationIssue } from '../../core/errors.ts';
 import { hasSystemScope, type Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import type { Logger } from '../../core/logger.ts';
 import { objectId } from '../../core/http/schemas.ts';
 import { FINISHED, type JobModels, type JobRunRecord, type JobScheduleRecord } from './model.ts';

@@ -2,7 +2,7 @@ import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts';
 import type { JobRunner } from '../../core/plugin.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import { FINISHED, type JobModels, type JobRunRecord } from './model.ts';
 import { registryView, type RegistryEntry } from './registry.ts';

@@ -6,7 +6,7 @@
  */
 import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';

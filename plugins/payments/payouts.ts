@@ -7,7 +7,7 @@ import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, type Actor } from '../../core/context.ts';
 import { OUTBOX_FIELD, type EventLog } from '../../core/events/index.ts';
-import { requireRole, type Filter } from '../../core/identity/guards.ts';
+import { requireRole, type Filter } from '../../core/access.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { ResourceService } from '../resources/index.ts';

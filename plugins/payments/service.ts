@@ -5,7 +5,7 @@
  */
 import { ConflictError } from '../../core/errors.ts';
 import type { Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import type { HookBus } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { EventLog } from '../../core/events/index.ts';

@@ -4,7 +4,7 @@ import { Types } from 'mongoose';
 import { AccessDeniedError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { isAdmin, isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import { CONSENT_COLLECTION, consentView, type ConsentRecord, type ConsentView, type PrivacyModels } from './model.ts';
 import { findPage, oid } from './personal-data.ts';
 import type { ConsentsQuery, GrantInput } from './schemas.ts';

@@ -8,7 +8,7 @@ import type { Page } from '../../core/page.ts';
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts';
-import { requireRole, type Filter } from '../../core/identity/guards.ts';
+import { requireRole, type Filter } from '../../core/access.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { ERASURE_COLLECTION, erasureView, type CollectionCount, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels } from './model.ts';

@@ -7,7 +7,7 @@ import { Types, type Connection, type Model } from 'mongoose';
 import { NotFoundError } from '../../core/errors.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import { identityModels, type IdentityModels, type UserDoc } from '../../core/identity/models.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';

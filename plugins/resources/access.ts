@@ -7,7 +7,7 @@
 import { AccessDeniedError } from '../../core/errors.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import type { ReadAccess, WriteAccess } from '../access/index.ts';
 import { BASE_FIELDS, isSystemField } from './fields.ts';
 import type { ParsedListQuery, QueryLimits } from './query.ts';

@@ -9,7 +9,7 @@
 import { AccessDeniedError } from '../../core/errors.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import { withRows, writeAccess } from './access.ts';
 import { publishScope } from './drafts/service.ts';
 import type { ResourceService } from './service.ts';

@@ -1,7 +1,7 @@
 import { Schema } from 'mongoose';
 import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { z } from 'zod';
-import type { AttributeRule } from '../../core/identity/guards.ts';
+import type { AttributeRule } from '../../core/access.ts';
 import type { RouteDef } from '../../core/http/route.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import { BASE_FIELDS, describeFields, inputSchemas, type FieldInfo } from './fields.ts';

@@ -4,7 +4,7 @@
  * a 400 `BAD_REQUEST`. Called by `parseListArgs` (query.ts).
  */
 import { Types } from 'mongoose';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import type { ListArgs } from './params.ts';
 import { QueryParamError, RESERVED_PARAMS } from './params.ts';
 import type { QueryLimits, ResourceQueryInfo } from './query-types.ts';

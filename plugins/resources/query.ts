@@ -7,7 +7,7 @@
  * Two entry points feed one core: {@link parseListArgs} takes structured arguments (GraphQL),
  * {@link parseListQuery} reads a REST query string into the same structure first.
  */
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import { buildParamFilter, buildSearchClauses, buildTagClauses, given, listOf, splitList } from './filters.ts';
 import { PageSizeError, QueryParamError, readListQuery, type ListArgs, type RawQuery } from './params.ts';
 import { checkPath, isPlainObject, validateWhere } from './where.ts';

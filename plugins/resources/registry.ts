@@ -1,6 +1,6 @@
 import type { Connection, Model, Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { ResourceDefinition } from './define.ts';

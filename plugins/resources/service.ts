@@ -7,7 +7,7 @@ import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { isAdmin, isSystemActor, writeTenantId, type Actor } from '../../core/context.ts';
-import { requireRole, type Filter } from '../../core/identity/guards.ts';
+import { requireRole, type Filter } from '../../core/access.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { documentEventBase, type Doc, type DocumentEventBase, type HookBus } from '../../core/hooks.ts';
 import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type QueryLimits, type RawQuery, type ResourceQueryInfo } from './query.ts';

@@ -11,7 +11,7 @@ import { EtagMismatchError, parseInput } from '../../core/errors.ts';
 import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import { stageChange } from './events.ts';
 import type { ResourceService } from './service.ts';
 import { checkReferences, checkWritable } from './write-checks.ts';

@@ -3,7 +3,7 @@
  * size limits, returning a sanitized copy that is safe to hand to MongoDB.
  */
 import { Types } from 'mongoose';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import type { QueryLimits, ResourceQueryInfo } from './query-types.ts';
 import { checkRegex } from './regex.ts';
 import { QueryParamError } from './params.ts';

@@ -7,7 +7,7 @@ import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
 import { AccessDeniedError, ValidationError, type ValidationIssue } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { Filter } from '../../core/identity/guards.ts';
+import type { Filter } from '../../core/access.ts';
 import type { ResourceDefinition } from './define.ts';
 import type { FileFieldRule } from './fields.ts';
 import type { ResourceService } from './service.ts';

@@ -8,7 +8,7 @@ import ipaddr from 'ipaddr.js';
 import { Types } from 'mongoose';
 import { ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { isSystemActor, requestOf, writeTenantId, type Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';

@@ -5,7 +5,7 @@ import type * as Helpers from '@simplewebauthn/server/helpers';
 import type { AuthenticatorTransport, PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server';
 import { AppError, AuthRequiredError, NotFoundError, RateLimitedError } from '../../core/errors.ts';
 import { requestOf, type Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import type { AuthenticationService } from '../../core/identity/authentication.ts';
 import { TenantRequiredError, type MembershipService } from '../../core/identity/memberships.ts';
 import type { Tenancy } from '../../core/tenancy.ts';

@@ -6,7 +6,7 @@
 import { Types } from 'mongoose';
 import { AppError, ConflictError, ErrorCode, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { isSystemActor, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';

@@ -8,7 +8,7 @@ import { Types } from 'mongoose';
 import { AuthRequiredError, BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { PluginError } from '../../core/plugin.ts';
 import { systemActor, type Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/identity/guards.ts';
+import { requireRole } from '../../core/access.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Logger } from '../../core/logger.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';

@@ -102,7 +102,7 @@ describe('npm run lint enforces the plugin layout', () => {
   it('passes a clean service file', async () => {
     const messages = await lintAs(
       'plugins/audit/probe.ts',
-      "import { z } from 'zod';\nimport type { Actor } from '../../core/context.ts';\nimport { requireRole } from '../../core/identity/guards.ts';\n\n" +
+      "import { z } from 'zod';\nimport type { Actor } from '../../core/context.ts';\nimport { requireRole } from '../../core/access.ts';\n\n" +
         "export const probeInput = z.object({ days: z.number().int().min(1) });\n" +
         "export function probe(actor: Actor, input: unknown): number {\n  requireRole(actor, 'admin');\n  return probeInput.parse(input).days;\n}\n",
     );

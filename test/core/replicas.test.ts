@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import mongoose from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, createTenantUser, uniqueDbUri, type TestApp } from '../helpers/app.ts';
-import { hashKey } from '../../core/identity/authentication.ts';
+import { hashKey } from '../../core/authentication.ts';
 import { startReplicas, startServerProcess, type ServerProcess } from '../helpers/processes.ts';
 
 const TTL_MS = 500;

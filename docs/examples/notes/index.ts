@@ -74,18 +74,18 @@ export const notesPlugin = definePlugin({
         defineRoute({
           method: 'GET', path: '/notes', auth: 'user', tags, summary: 'Notes of the caller\'s tenant, newest first',
           query: listQuery, response: notesPage, docs: { responseHeaders: pageHeaderDocs('Notes matching the query') },
-          handler: async ({ actor: actor, query, ctx }) => setPageHeaders(ctx, await notes.list(actor!, query)),
+          handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await notes.list(actor, query)),
         }),
         defineRoute({
           method: 'POST', path: '/notes', auth: 'user', tags, status: 201, summary: 'Create a note in the caller\'s tenant',
           body: createNoteInput, response: noteView,
-          handler: ({ actor: actor, body }) => notes.create(actor!, body),
+          handler: ({ actor, body }) => notes.create(actor, body),
         }),
         defineRoute({
           // The service demands the admin role (requireRole); docs.errors lists its 403.
           method: 'POST', path: '/notes/archive', auth: 'user', tags, summary: 'Archive the tenant\'s notes older than older_than_days (administrators)',
           body: archiveNotesInput, response: archiveNotesResult, docs: { errors: [403] },
-          handler: ({ actor: actor, body }) => notes.archiveOlderThan(actor!, body),
+          handler: ({ actor, body }) => notes.archiveOlderThan(actor, body),
         }),
       ],
       graphql: (builder) => notesGraphQL(builder, notes, listQuery),

@@ -6,7 +6,7 @@ import { Types } from 'mongoose';
 import { ValidationError } from '../../../core/errors.ts';
 import { PluginError } from '../../../core/plugin.ts';
 import { isSystemActor, writeTenantId, type Actor } from '../../../core/context.ts';
-import { requireRole } from '../../../core/identity/guards.ts';
+import { requireRole } from '../../../core/access.ts';
 import { pageOf } from '../../../core/page.ts';
 import type { Doc, HookBus } from '../../../core/hooks.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../../core/events/index.ts';

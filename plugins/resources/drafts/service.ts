@@ -10,7 +10,7 @@ import { etagOf, parseIfMatch } from '../../../core/etag.ts';
 import { OUTBOX_FIELD } from '../../../core/events/index.ts';
 import { isAdmin, type Actor } from '../../../core/context.ts';
 import type { Doc } from '../../../core/hooks.ts';
-import type { Filter } from '../../../core/identity/guards.ts';
+import type { Filter } from '../../../core/access.ts';
 import { castRows, maskWritten, withRows, writeAccess, writtenFields, updatedDoc } from '../access.ts';
 import { draftFields, type DraftOptions, type StoredDraft } from './fields.ts';
 import type { ResourceService } from '../service.ts';

@@ -1,7 +1,7 @@
 /** The `purge_versions` job: the age limit of versioned resources (`versions.max_age_days`). No Koa or GraphQL here. */
 import { Types } from 'mongoose';
 import type { Actor } from '../../../core/context.ts';
-import { requireRole } from '../../../core/identity/guards.ts';
+import { requireRole } from '../../../core/access.ts';
 import type { ResourceService } from '../service.ts';
 import type { TenantTerm, VersionStore } from './store.ts';
 

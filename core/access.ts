@@ -1,6 +1,6 @@
 import { Types, type QueryFilter } from 'mongoose';
-import { AccessDeniedError } from '../errors.ts';
-import { hasSystemScope, isAdmin, scopedTenantId, type Actor } from '../context.ts';
+import { AccessDeniedError } from './errors.ts';
+import { hasSystemScope, isAdmin, scopedTenantId, type Actor } from './context.ts';
 
 /**
  * An attribute rule. `equals` / `oneOf` are plain yes/no checks on the actor; `field` restricts
