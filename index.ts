@@ -63,8 +63,10 @@ export { pageHeaderDocs, pageOf, pageSchema, setPageHeaders } from './core/page.
 export type { Page } from './core/page.ts';
 
 // --- GraphQL
-export { givenArgs, pageObject, requireAdmin, requireUser, requireUserRole } from './core/graphql.ts';
-export type { Builder, GraphQLContext } from './core/graphql.ts';
+export { givenArgs, pageObject, scopes } from './core/graphql.ts';
+export type { ActorContext, Builder, GraphQLContext } from './core/graphql.ts';
+export { PERMISSIONS, permit } from './core/permissions.ts';
+export type { Permission, Permissions } from './core/permissions.ts';
 
 // --- database
 export { modelOn } from './core/db.ts';

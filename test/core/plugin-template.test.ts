@@ -208,6 +208,40 @@ describe('GraphQL', () => {
   });
 });
 
+describe('permissions declared once (NOTES_PERMISSIONS)', () => {
+  const archivedCount = () => notesCol().countDocuments({ archived: true });
+
+  it('archive: anonymous callers get AUTH_REQUIRED and users ACCESS_DENIED on REST and GraphQL alike, before validation, archiving nothing', async () => {
+    const before = await archivedCount();
+    const anon = await t.http('POST', '/notes/archive', { key: null, json: { older_than_days: 'not a number' } });
+    expect(anon.status, JSON.stringify(anon.body)).toBe(401);
+    expect(anon.body).toMatchObject({ error: { code: 'AUTH_REQUIRED' } });
+    const anonG = await t.gql('mutation { archiveNotes(older_than_days: 0) }', {}, { key: null });
+    expect(anonG.body.errors?.[0]?.extensions?.code).toBe('AUTH_REQUIRED');
+    const user = await t.http('POST', '/notes/archive', { key: A.key, json: { older_than_days: 'not a number' } });
+    expect(user.status).toBe(403);
+    expect(user.body).toMatchObject({ error: { code: 'ACCESS_DENIED', message: 'Administrator role required' } });
+    const userG = await t.gql('mutation { archiveNotes(older_than_days: 0) }', {}, { key: A.key });
+    expect(userG.body.errors?.[0]).toMatchObject({ message: 'Administrator role required', extensions: { code: 'ACCESS_DENIED' } });
+    expect(await archivedCount()).toBe(before);
+  });
+
+  it('archive: a tenant administrator passes on both surfaces and archives only in its own tenant', async () => {
+    const admin = await createTenantUser(t, { tenantId: B.tenantId, roles: ['admin'] });
+    const old = new Date(Date.now() - 40 * 86_400_000);
+    await notesCol().updateMany({ tenant_id: new Types.ObjectId(B.tenantId) }, { $set: { created_at: old } });
+    await notesCol().updateMany({ tenant_id: new Types.ObjectId(A.tenantId) }, { $set: { created_at: old } });
+    const g = await t.gql('mutation { archiveNotes(older_than_days: 30) }', {}, { key: admin.key });
+    expect(g.body.errors, JSON.stringify(g.body.errors)).toBeUndefined();
+    expect(g.body.data).toEqual({ archiveNotes: 2 });
+    const rest = await t.http('POST', '/notes/archive', { key: admin.key, json: { older_than_days: 30 } });
+    expect(rest.status).toBe(200);
+    expect(rest.body).toEqual({ archived: 0 });
+    expect(await notesCol().countDocuments({ tenant_id: new Types.ObjectId(A.tenantId), archived: true })).toBe(0);
+    await notesCol().updateMany({}, { $set: { archived: false, created_at: new Date() } });
+  });
+});
+
 describe('job archive_old_notes, called directly (no jobs plugin)', () => {
   const job = () => t.app.kernel.jobs().find((j) => j.name === 'archive_old_notes')!;
   const archivedOf = async (tenantId: string) =>

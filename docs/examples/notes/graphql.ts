@@ -3,9 +3,9 @@
  * validate with the same zod schemas as REST and call the same service.
  */
 import type { Builder } from '../../../core/graphql.ts';
-import { givenArgs, pageObject, parseInput, requireUser } from '../../../core/graphql.ts';
+import { givenArgs, pageObject, parseInput, scopes } from '../../../core/graphql.ts';
 import { archiveNotesInput, createNoteInput, type listNotesQuery, type NoteView } from './schemas.ts';
-import type { NotesService } from './service.ts';
+import { NOTES_PERMISSIONS, type NotesService } from './service.ts';
 
 /** `query` is the same schema object the REST route validates with. */
 export function notesGraphQL(builder: Builder, notes: NotesService, query: ReturnType<typeof listNotesQuery>): void {
@@ -24,30 +24,29 @@ export function notesGraphQL(builder: Builder, notes: NotesService, query: Retur
   });
   const Page = pageObject(builder, 'NotesPage', Note);
   builder.queryField('notes', (t) =>
-    t.field({
+    t.withAuth(scopes(NOTES_PERMISSIONS.list)).field({
       type: Page, nullable: false, description: 'Notes of the caller\'s tenant, as GET /notes',
       args: { page: t.arg.int(), per_page: t.arg.int(), archived: t.arg.boolean(), format: t.arg.string() },
       resolve: (_r, a, ctx) => {
         const args = givenArgs(a);
         // REST sends `archived` as a query string; one schema serves both.
         if (typeof args.archived === 'boolean') args.archived = String(args.archived);
-        return notes.list(requireUser(ctx), parseInput(query, args));
+        return notes.list(ctx.actor, parseInput(query, args));
       },
     }),
   );
   builder.mutationField('createNote', (t) =>
-    t.field({
+    t.withAuth(scopes(NOTES_PERMISSIONS.create)).field({
       type: Note, nullable: false, description: 'Create a note, as POST /notes',
       args: { title: t.arg.string({ required: true }), body: t.arg.string() },
-      resolve: (_r, a, ctx) => notes.create(requireUser(ctx), parseInput(createNoteInput, givenArgs(a))),
+      resolve: (_r, a, ctx) => notes.create(ctx.actor, parseInput(createNoteInput, givenArgs(a))),
     }),
   );
   builder.mutationField('archiveNotes', (t) =>
-    t.int({
+    t.withAuth(scopes(NOTES_PERMISSIONS.archiveOlderThan)).int({
       nullable: false, description: 'Archive the tenant\'s notes older than older_than_days, as POST /notes/archive; returns how many (administrators)',
       args: { older_than_days: t.arg.int({ required: true }) },
-      // The service checks the role (requireRole), so REST and GraphQL refuse with the same 403.
-      resolve: async (_r, a, ctx) => (await notes.archiveOlderThan(requireUser(ctx), parseInput(archiveNotesInput, givenArgs(a)))).archived,
+      resolve: async (_r, a, ctx) => (await notes.archiveOlderThan(ctx.actor, parseInput(archiveNotesInput, givenArgs(a)))).archived,
     }),
   );
 }

@@ -8,7 +8,7 @@ import { defineRoute } from '../../../core/http/route.ts';
 import { pageHeaderDocs, setPageHeaders } from '../../../core/page.ts';
 import { noteModel } from './model.ts';
 import { archiveJobParams, archiveNotesInput, archiveNotesResult, createNoteInput, listNotesQuery, noteView, notesOptions, notesPage } from './schemas.ts';
-import { NOTE_CREATED, NotesService, type NotesApi } from './service.ts';
+import { NOTE_CREATED, NOTES_PERMISSIONS, NotesService, type NotesApi } from './service.ts';
 import { notesGraphQL } from './graphql.ts';
 
 export type { NoteFormatter, NotesApi } from './service.ts';
@@ -72,18 +72,17 @@ export const notesPlugin = definePlugin({
       eventTypes: [{ name: NOTE_CREATED, description: 'A note was created; data is the note', data: noteView.omit({ formatted: true }) }],
       routes: [
         defineRoute({
-          method: 'GET', path: '/notes', auth: 'user', tags, summary: 'Notes of the caller\'s tenant, newest first',
+          method: 'GET', path: '/notes', auth: NOTES_PERMISSIONS.list, tags, summary: 'Notes of the caller\'s tenant, newest first',
           query: listQuery, response: notesPage, docs: { responseHeaders: pageHeaderDocs('Notes matching the query') },
           handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await notes.list(actor, query)),
         }),
         defineRoute({
-          method: 'POST', path: '/notes', auth: 'user', tags, status: 201, summary: 'Create a note in the caller\'s tenant',
+          method: 'POST', path: '/notes', auth: NOTES_PERMISSIONS.create, tags, status: 201, summary: 'Create a note in the caller\'s tenant',
           body: createNoteInput, response: noteView,
           handler: ({ actor, body }) => notes.create(actor, body),
         }),
         defineRoute({
-          // The service demands the admin role (requireRole); docs.errors lists its 403.
-          method: 'POST', path: '/notes/archive', auth: 'user', tags, summary: 'Archive the tenant\'s notes older than older_than_days (administrators)',
+          method: 'POST', path: '/notes/archive', auth: NOTES_PERMISSIONS.archiveOlderThan, tags, summary: 'Archive the tenant\'s notes older than older_than_days (administrators)',
           body: archiveNotesInput, response: archiveNotesResult, docs: { errors: [403] },
           handler: ({ actor, body }) => notes.archiveOlderThan(actor, body),
         }),

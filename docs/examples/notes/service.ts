@@ -6,7 +6,7 @@ import { Types } from 'mongoose';
 import { ValidationError } from '../../../core/errors.ts';
 import { PluginError } from '../../../core/plugin.ts';
 import { isSystemActor, writeTenantId, type Actor } from '../../../core/context.ts';
-import { requireRole } from '../../../core/access.ts';
+import type { Permissions } from '../../../core/permissions.ts';
 import { pageOf } from '../../../core/page.ts';
 import type { Doc, HookBus } from '../../../core/hooks.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../../core/events/index.ts';
@@ -62,6 +62,13 @@ const view = (n: NoteRecord): Omit<NoteView, 'formatted'> => ({
   created_by: n.created_by ? String(n.created_by) : null,
   created_at: n.created_at.toISOString(),
 });
+
+/**
+ * Who may call each operation: declared once, here beside the methods, and read by the REST route
+ * (`auth`) and the GraphQL field (`t.withAuth(scopes(...))`). The methods then get a non-null actor
+ * and keep only the rules about data (the tenant scope).
+ */
+export const NOTES_PERMISSIONS = { list: 'user', create: 'user', archiveOlderThan: 'admin' } as const satisfies Permissions;
 
 export class NotesService implements NotesApi {
   private readonly formatters = new Map<string, NoteFormatter>();
@@ -140,12 +147,9 @@ export class NotesService implements NotesApi {
 
   /**
    * Archives every note of the actor's tenant older than `older_than_days`, now (the job does the
-   * same in the background). Administrators only: the role check sits here, not in the route, so
-   * REST and GraphQL refuse alike.
-   * @throws AccessDeniedError (403 ACCESS_DENIED) for an actor without the admin role
+   * same in the background). Who may call it is declared in {@link NOTES_PERMISSIONS}.
    */
   async archiveOlderThan(actor: Actor, input: ArchiveNotesInput): Promise<{ archived: number }> {
-    requireRole(actor, 'admin');
     const cutoff = new Date(Date.now() - input.older_than_days * 86_400_000);
     const res = await this.model.updateMany({ ...this.tenancy.filter(actor), archived: false, created_at: { $lt: cutoff } }, { $set: { archived: true } });
     return { archived: res.modifiedCount };
