@@ -12,12 +12,12 @@ import type { ReadAccess, WriteAccess } from '../access/index.ts';
 import { BASE_FIELDS, isSystemField } from './fields.ts';
 import type { ParsedListQuery, QueryLimits } from './query.ts';
 import { validateWhere } from './where.ts';
-import type { ResourceService } from './service.ts';
+import type { ResourceCore } from './service-types.ts';
 
 export type { ReadAccess, WriteAccess };
 
 /** What the access plugin knows of a resource: its code rules, the fields always and ever readable, and its `where` compiler. */
-export function accessFactsOf(svc: ResourceService, limits: QueryLimits) {
+export function accessFactsOf(svc: ResourceCore, limits: QueryLimits) {
   return {
     // With drafts, a document's state is readable wherever the document is, as the base fields are.
     name: svc.def.name, code: svc.def.access, system: ['_id', ...Object.keys(BASE_FIELDS), ...(svc.def.drafts ? ['_published', '_status'] : [])],
@@ -27,18 +27,18 @@ export function accessFactsOf(svc: ResourceService, limits: QueryLimits) {
 }
 
 /** The caller's read restriction, or null. @throws AccessDeniedError when no role may read */
-export function readAccess(svc: ResourceService, actor: Actor): Promise<ReadAccess | null> | null {
+export function readAccess(svc: ResourceCore, actor: Actor): Promise<ReadAccess | null> | null {
   const access = svc.deps.access?.();
   return access ? access.read(actor, svc.def.name) : null;
 }
 
 /** The caller's write restriction, or null. @throws AccessDeniedError when no role may do it */
-export function writeAccess(svc: ResourceService, actor: Actor, action: 'create' | 'update' | 'delete'): Promise<WriteAccess | null> | null {
+export function writeAccess(svc: ResourceCore, actor: Actor, action: 'create' | 'update' | 'delete'): Promise<WriteAccess | null> | null {
   const access = svc.deps.access?.();
   return access ? access.write(actor, svc.def.name, action) : null;
 }
 
-const castCache = new WeakMap<ResourceService, Map<string, Filter>>();
+const castCache = new WeakMap<ResourceCore, Map<string, Filter>>();
 /** The same, by the rows object: the access service hands out the same rows while the caller's roles stay the same. */
 const castByRows = new WeakMap<Filter, Filter>();
 const CAST_CACHE_MAX = 1000;
@@ -56,7 +56,7 @@ const copyFilter = (v: unknown): unknown =>
  * is emptied when it reaches {@link CAST_CACHE_MAX} entries. Regular expressions are keyed by their
  * source and flags (JSON would make every one `{}`).
  */
-export function castRows(svc: ResourceService, rows: Filter): Filter {
+export function castRows(svc: ResourceCore, rows: Filter): Filter {
   const same = castByRows.get(rows);
   if (same) return same;
   let cache = castCache.get(svc);
@@ -145,7 +145,7 @@ const baseOnly = (doc: Doc): Doc => Object.fromEntries(Object.entries(doc).filte
  * A write's answer as the caller may read it: masked by its read rules; a row outside them (or
  * with no read rule at all) keeps only `_id` and the base fields.
  */
-export async function maskWritten(svc: ResourceService, actor: Actor, doc: Doc): Promise<Doc> {
+export async function maskWritten(svc: ResourceCore, actor: Actor, doc: Doc): Promise<Doc> {
   const pending = readAccess(svc, actor);
   if (!pending) return doc;
   let ra: ReadAccess | null;
@@ -160,14 +160,14 @@ export async function maskWritten(svc: ResourceService, actor: Actor, doc: Doc):
 }
 
 /** The client fields a write changes: a PATCH those it names; a PUT also those it clears. */
-export function writtenFields(svc: ResourceService, old: Doc, input: Doc, replace: boolean): string[] {
+export function writtenFields(svc: ResourceCore, old: Doc, input: Doc, replace: boolean): string[] {
   const named = Object.keys(input);
   if (!replace) return named;
   return [...new Set([...named, ...svc.clientPaths.filter((p) => old[p] !== undefined && old[p] !== null && !(p in input))])];
 }
 
 /** The document a PATCH or PUT produces (what a rule's `check` is evaluated on). */
-export function updatedDoc(svc: ResourceService, old: Doc, input: Doc, replace: boolean): Doc {
+export function updatedDoc(svc: ResourceCore, old: Doc, input: Doc, replace: boolean): Doc {
   if (!replace) return { ...old, ...input };
   const kept = Object.fromEntries(Object.entries(old).filter(([k]) => !svc.clientPaths.includes(k)));
   return { ...kept, ...input };

@@ -7,7 +7,7 @@ import { ConflictError } from '../../core/errors.ts';
 import { toAppError } from '../../core/http/map-error.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { ResourceService } from './service.ts';
+import type { ResourceCore } from './service-types.ts';
 
 /** One rejected item of a bulk call. */
 export interface BulkItemError {
@@ -38,7 +38,7 @@ const itemError = (err: unknown, loc: (string | number)[] = ['body']): BulkItemE
 };
 
 /** Creates the items one by one, in order; each failure is reported by its index. */
-export async function bulkCreate(svc: ResourceService, actor: Actor, items: unknown[]): Promise<BulkCreateResult> {
+export async function bulkCreate(svc: ResourceCore, actor: Actor, items: unknown[]): Promise<BulkCreateResult> {
   svc.scope(actor); // a failed feature/attribute guard rejects the whole call (403), not each item
   const out: BulkCreateResult = { items: [], errors: [], created_count: 0, error_count: 0 };
   // Sequential keeps the answer's order and bounds load; max_bulk_size caps the count.
@@ -55,7 +55,7 @@ export async function bulkCreate(svc: ResourceService, actor: Actor, items: unkn
 }
 
 /** Soft-deletes each `{id, etag}`; a 409 when every row was rejected. */
-export async function bulkDelete(svc: ResourceService, actor: Actor, items: { id: string; etag: string }[]): Promise<BulkDeleteResult> {
+export async function bulkDelete(svc: ResourceCore, actor: Actor, items: { id: string; etag: string }[]): Promise<BulkDeleteResult> {
   svc.scope(actor); // a failed feature/attribute guard rejects the whole call (403), not each row
   const out: BulkDeleteResult = { deleted: [], errors: [], deleted_count: 0, error_count: 0 };
   for (const [index, item] of items.entries()) {

@@ -7,10 +7,10 @@ import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { Actor } from '../../core/context.ts';
 import { CascadeDenyError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { ResourceService } from './service.ts';
+import type { ResourceCore } from './service-types.ts';
 
 /** Every `deny` rule the delete would hit, including below children that `cascade` would delete too. */
-export async function checkCascadeDeny(svc: ResourceService, old: Doc, seen = new Set<string>()): Promise<void> {
+export async function checkCascadeDeny(svc: ResourceCore, old: Doc, seen = new Set<string>()): Promise<void> {
   seen.add(`${svc.def.name}:${String(old._id)}`);
   for (const ref of svc.deps.lookup.referencing(svc.def.name)) {
     if (ref.on_delete === 'cascade') {
@@ -29,7 +29,7 @@ export async function checkCascadeDeny(svc: ResourceService, old: Doc, seen = ne
  * Soft-cascade and set-null after the parent is deleted. Without transactions this is best
  * effort per child; each child write is a normal write carrying its event (`.deleted` / `.updated`), audited from it.
  */
-export async function applyCascade(svc: ResourceService, actor: Actor, parent: Doc): Promise<void> {
+export async function applyCascade(svc: ResourceCore, actor: Actor, parent: Doc): Promise<void> {
   for (const ref of svc.deps.lookup.referencing(svc.def.name)) {
     if (ref.on_delete === 'deny') continue;
     const child = ref.service;

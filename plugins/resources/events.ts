@@ -4,15 +4,13 @@
  */
 import type { AuditedChange, EventTypeDefinition, JsonSchema, OutboxEntry } from '../../core/events/index.ts';
 import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
-import type { ResourceService } from './service.ts';
+import type { OutboxOptions, ResourceCore } from './service-types.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceDefinition } from './define.ts';
 import { BASE_FIELDS, type FieldInfo, type FieldKind } from './fields.ts';
 
-export const RESOURCE_EVENT_VERBS = ['created', 'updated', 'deleted', 'restored'] as const;
-/** The events of a resource with drafts besides the four: a draft saved (no draft values), published, withdrawn. */
-export const DRAFT_EVENT_VERBS = ['draft_saved', 'published', 'unpublished'] as const;
-export type ResourceEventVerb = (typeof RESOURCE_EVENT_VERBS)[number] | (typeof DRAFT_EVENT_VERBS)[number];
+export { DRAFT_EVENT_VERBS, RESOURCE_EVENT_VERBS, type ResourceEventVerb } from './event-verbs.ts';
+import { DRAFT_EVENT_VERBS, RESOURCE_EVENT_VERBS, type ResourceEventVerb } from './event-verbs.ts';
 
 const SCALAR: Record<Exclude<FieldKind, 'array'>, JsonSchema> = {
   string: { type: 'string' },
@@ -85,17 +83,10 @@ export const stageResourceEvent = (stage: StageFn, resource: string, c: Resource
   stage(`${resource}.${c.verb}`, { actor: c.actor, tenant_id: c.tenantId, version: c.version, previous: c.previous, meta: c.meta });
 
 /** Options of a resource write's event. */
-export interface OutboxOptions {
-  bulk?: boolean;
-  replace?: boolean;
-  /** The document's tenant (a create's; otherwise taken from `old`). */
-  tenantId?: string | null;
-  /** The version an update restores (versions: `POST …/versions/{n}/restore`). */
-  restoredVersion?: number;
-}
+export type { OutboxOptions } from './service-types.ts';
 
 /** The entry of a resource write's event, without the outbox it goes into. */
-export function stageChange(svc: ResourceService, verb: ResourceEventVerb, actor: Actor | null, c: { version: number; previous: Doc | null; tenantId: string | null } & OutboxOptions): OutboxEntry {
+export function stageChange(svc: ResourceCore, verb: ResourceEventVerb, actor: Actor | null, c: { version: number; previous: Doc | null; tenantId: string | null } & OutboxOptions): OutboxEntry {
   const ctx = requestOf(actor);
   return stageResourceEvent((type, input) => svc.deps.events.stage(type, input), svc.def.name, {
     verb, actor, tenantId: c.tenantId, version: c.version, previous: c.previous,
@@ -116,7 +107,7 @@ export function stageChange(svc: ResourceService, verb: ResourceEventVerb, actor
  * The event of a write, to store in the written document's outbox (`_outbox`) by that same write.
  * `old` is the document the write replaces (null for a create): its waiting entries keep their object.
  */
-export function outboxFor(svc: ResourceService, verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: OutboxOptions = {}): OutboxEntry[] {
+export function outboxFor(svc: ResourceCore, verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: OutboxOptions = {}): OutboxEntry[] {
   const tenantId = opts.tenantId !== undefined ? opts.tenantId : old?.tenant_id ? String(old.tenant_id) : null;
   const entry = stageChange(svc, verb, actor, { ...opts, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? svc.source.view(old) : null });
   return old ? svc.deps.events.outbox.update(svc.source, old, entry) : svc.deps.events.outbox.insert(entry);

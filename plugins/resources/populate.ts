@@ -2,11 +2,11 @@
 import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { ResourceService } from './service.ts';
+import type { ResourceCore } from './service-types.ts';
 import { AccessDeniedError } from '../../core/errors.ts';
 import { applyMask, readAccess, withRows } from './access.ts';
 
-export function checkPopulate(svc: ResourceService, actor: Actor, paths: string[]): void {
+export function checkPopulate(svc: ResourceCore, actor: Actor, paths: string[]): void {
   for (const p of paths) {
     const target = svc.deps.lookup.get(svc.fieldByPath.get(p)?.ref ?? '');
     target?.scope(actor);
@@ -14,7 +14,7 @@ export function checkPopulate(svc: ResourceService, actor: Actor, paths: string[
 }
 
 /** Replaces relation ids with the related documents the actor may see (else null). One query per path. */
-export async function populate(svc: ResourceService, actor: Actor, items: Doc[], paths: string[]): Promise<Doc[]> {
+export async function populate(svc: ResourceCore, actor: Actor, items: Doc[], paths: string[]): Promise<Doc[]> {
   if (!paths.length || !items.length) return items.map((d) => svc.view(d));
   const out = items.map((d) => ({ ...svc.view(d) }));
   for (const p of paths) {

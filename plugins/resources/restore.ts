@@ -4,7 +4,7 @@ import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { ResourceService } from './service.ts';
+import type { ResourceCore } from './service-types.ts';
 import { withRows, writeAccess } from './access.ts';
 
 /**
@@ -12,7 +12,7 @@ import { withRows, writeAccess } from './access.ts';
  * cascade deleted with it stays deleted: restore those one by one.
  * @throws AccessDeniedError for non-administrators; ConflictError when the document is not deleted
  */
-export async function restoreDocument(svc: ResourceService, actor: Actor, id: string, ifMatch: string | null | undefined): Promise<Doc> {
+export async function restoreDocument(svc: ResourceCore, actor: Actor, id: string, ifMatch: string | null | undefined): Promise<Doc> {
   const scope = withRows(svc.scope(actor, { includeDeleted: true }), (await writeAccess(svc, actor, 'delete'))?.rows);
   svc.checkIncludeDeleted(actor, true);
   const tags = parseIfMatch(ifMatch);

@@ -1,22 +1,20 @@
-import { Types, type Model } from 'mongoose';
-import type { Config } from '../../config/index.ts';
+import { Types } from 'mongoose';
 import type { AppError } from '../../core/errors.ts';
 import { AccessDeniedError, EtagMismatchError, NotFoundError, parseInput } from '../../core/errors.ts';
-import type { EventLog, OutboxEntry, OutboxSource } from '../../core/events/index.ts';
+import type { OutboxEntry, OutboxSource } from '../../core/events/index.ts';
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
-import { pageOf, type Page } from '../../core/page.ts';
+import { pageOf } from '../../core/page.ts';
 import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { isAdmin, isSystemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/access.ts';
-import type { Tenancy } from '../../core/tenancy.ts';
-import { documentEventBase, type Doc, type DocumentEventBase, type HookBus } from '../../core/hooks.ts';
-import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type QueryLimits, type RawQuery, type ResourceQueryInfo } from './query.ts';
+import { documentEventBase, type Doc, type DocumentEventBase } from '../../core/hooks.ts';
+import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type RawQuery, type ResourceQueryInfo } from './query.ts';
 import { cursorFilter, decodeCursor, encodeCursor, querySort } from '../../core/cursor.ts';
 import type { ResourceDefinition } from './define.ts';
 import { isSystemField } from './fields.ts';
 import { nameCastParam } from './filters.ts';
 import { applyCascade, checkCascadeDeny } from './cascade.ts';
-import { checkReferences, checkWritable, fillGuardedFields, type FileReferenceChecker } from './write-checks.ts';
+import { checkReferences, checkWritable, fillGuardedFields } from './write-checks.ts';
 import { bulkCreate, bulkDelete, type BulkCreateResult, type BulkDeleteResult } from './bulk.ts';
 import { purgeDeleted } from './purge.ts';
 import { outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.ts';
@@ -26,59 +24,17 @@ import { PlainWriter } from './plain-write.ts';
 import { draftFields, eventView, statusView, type DraftOptions } from './drafts/fields.ts';
 import { checkPopulate, populate } from './populate.ts';
 import { applyMask, castRows, checkListQuery, maskProjection, maskWritten, readAccess, readFilter, withRows, writeAccess } from './access.ts';
-import type { AccessService } from '../access/index.ts';
 
 export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
-
-export type ResourceModel = Model<Doc>;
-
-/** Offset-mode list answer. The same numbers go out as `X-Total-Count`, `X-Page`, `X-Per-Page`, `X-Total-Pages`. */
-export type OffsetPage = Page<Doc> & { mode: 'offset' };
-
-/** Cursor-mode list answer: the items and the cursors to the neighbouring pages. */
-export interface CursorPage {
-  mode: 'cursor';
-  items: Doc[];
-  cursors: { next: string | null; prev: string | null; has_next: boolean; has_prev: boolean };
-}
-
-/** What a service needs from its siblings (cascade, populate, reference checks). */
-export interface ResourceLookup {
-  get(name: string): ResourceService | undefined;
-  referencing(name: string): { service: ResourceService; field: string; on_delete: 'deny' | 'cascade' | 'set_null' }[];
-}
-
-export interface ServiceDeps {
-  hooks: HookBus;
-  config: Config;
-  tenancy: Tenancy;
-  /** The event log: every write stages its event into the document's outbox (docs/events.md). */
-  events: EventLog;
-  lookup: ResourceLookup;
-  limits: Partial<QueryLimits>;
-  /** The access plugin's rules, when it is enabled (asked at each call: it is set up after this plugin). */
-  access?: () => AccessService | undefined;
-  /** The checks of `file` fields, from the plugin holding files (set after this plugin). */
-  files?: () => FileReferenceChecker | undefined;
-  /** What a drafts resource adds to every read and write filter for the caller (drafts/service.ts `draftsReadRows`). */
-  drafts?: (svc: ResourceService, actor: Actor) => Promise<Filter | null>;
-}
-
-/** Options of list and get-one reads. */
-export interface ReadOptions {
-  /**
-   * The actor needs each document's ETag (GraphQL's `etag` field): `version` stays in a `fields`
-   * projection that leaves it out. @default false
-   */
-  etags?: boolean;
-}
+export type { CursorPage, OffsetPage, ReadOptions, ResourceLookup, ResourceModel, ServiceDeps } from './service-types.ts';
+import type { CursorPage, OffsetPage, ReadOptions, ResourceCore, ResourceModel, ServiceDeps } from './service-types.ts';
 
 /**
  * Every operation of one resource. REST and GraphQL both call this; nothing here knows Koa or
  * GraphQL. Tenant scope, guards and soft delete come from one filter (`scope()`), so list, count,
  * get, write and populate can never disagree.
  */
-export class ResourceService {
+export class ResourceService implements ResourceCore {
   readonly queryInfo: ResourceQueryInfo;
   readonly fieldByPath: Map<string, ResourceDefinition['fields'][number]>;
   /** Projection that leaves out the private fields. */

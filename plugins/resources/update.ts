@@ -13,13 +13,13 @@ import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/access.ts';
 import { stageChange } from './events.ts';
-import type { ResourceService } from './service.ts';
+import type { ResourceCore } from './service-types.ts';
 import { checkReferences, checkWritable } from './write-checks.ts';
 import { updatedDoc, withRows, writeAccess, writtenFields } from './access.ts';
 import { draftFields, type DraftOptions } from './drafts/fields.ts';
 
 /** `$set` and `$unset` of an update or a replace with `data` (a replace resets what `data` leaves out). */
-function changes(svc: ResourceService, actor: Actor, data: Doc, replace: boolean): { set: Doc; unset: Record<string, 1> } {
+function changes(svc: ResourceCore, actor: Actor, data: Doc, replace: boolean): { set: Doc; unset: Record<string, 1> } {
   const set: Doc = { updated_at: new Date(), updated_by: svc.actorId(actor) };
   const unset: Record<string, 1> = {};
   if (replace) {
@@ -42,7 +42,7 @@ export interface UpdateOptions {
 }
 
 /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
-export async function updateDocument(svc: ResourceService, actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean, opts: UpdateOptions = {}): Promise<Doc> {
+export async function updateDocument(svc: ResourceCore, actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean, opts: UpdateOptions = {}): Promise<Doc> {
   const wa = await writeAccess(svc, actor, 'update');
   const scope = withRows(withRows(svc.scope(actor), wa?.rows), await svc.draftRows(actor));
   const tags = parseIfMatch(ifMatch);
@@ -79,7 +79,7 @@ export async function updateDocument(svc: ResourceService, actor: Actor, id: str
  * tag (`*`, a list), a filter or fields mongoose must cast, or a reference to check in a tenant the
  * scope does not name.
  */
-function oneCommandVersion(svc: ResourceService, tags: string[], input: Doc, replace: boolean, scope: Filter): number | null {
+function oneCommandVersion(svc: ResourceCore, tags: string[], input: Doc, replace: boolean, scope: Filter): number | null {
   const m = tags.length === 1 ? /^"(\d+)"$/.exec(tags[0]!) : null;
   if (!m || (!replace && Object.keys(input).length === 0)) return null;
   if (svc.deps.hooks.hasListeners('BEFORE_UPDATE', svc.def.name) || svc.hidesPaths || svc.needsCasting(scope)) return null;
@@ -90,7 +90,7 @@ function oneCommandVersion(svc: ResourceService, tags: string[], input: Doc, rep
 }
 
 /** The update as one pipeline; undefined when mongoose must cast a value (nothing written: take the read path). */
-async function updateInOneCommand(svc: ResourceService, actor: Actor, id: string, scope: Filter, version: number, input: Doc, replace: boolean, opts: UpdateOptions): Promise<Doc | undefined> {
+async function updateInOneCommand(svc: ResourceCore, actor: Actor, id: string, scope: Filter, version: number, input: Doc, replace: boolean, opts: UpdateOptions): Promise<Doc | undefined> {
   const _id = svc.oid(id);
   try {
     checkWritable(scope, input);

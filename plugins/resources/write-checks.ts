@@ -9,24 +9,15 @@ import { AccessDeniedError, ValidationError, type ValidationIssue } from '../../
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/access.ts';
 import type { ResourceDefinition } from './define.ts';
-import type { FileFieldRule } from './fields.ts';
-import type { ResourceService } from './service.ts';
+import type { ResourceCore } from './service-types.ts';
 
-/**
- * What the plugin holding files checks when a document references one through a `file` field
- * (`resources.setFileChecker`). The reference check has already found the file in the actor's
- * scope and the document's tenant.
- */
-export interface FileReferenceChecker {
-  /** Null when the file may be written into a field declared with `rule`; else the issue (`msg`, `type`). */
-  check(tenantId: string | null, id: Types.ObjectId, rule: FileFieldRule): Promise<{ msg: string; type: string } | null>;
-}
+export type { FileReferenceChecker } from './service-types.ts';
 
 /**
  * Relation values must point at documents the actor can see (live, guards pass) in the tenant the
  * document is written to (a system actor without `X-Tenant-Id` sees every tenant but writes to one).
  */
-export async function checkReferences(svc: ResourceService, actor: Actor, data: Doc, loc: (string | number)[], tenantId: string | null): Promise<void> {
+export async function checkReferences(svc: ResourceCore, actor: Actor, data: Doc, loc: (string | number)[], tenantId: string | null): Promise<void> {
   const issues: ValidationIssue[] = [];
   for (const f of svc.def.fields) {
     if (!f.ref || f.kind !== 'objectId') continue;

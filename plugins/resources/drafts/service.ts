@@ -14,6 +14,7 @@ import type { Filter } from '../../../core/access.ts';
 import { castRows, maskWritten, withRows, writeAccess, writtenFields, updatedDoc } from '../access.ts';
 import { draftFields, type DraftOptions, type StoredDraft } from './fields.ts';
 import type { ResourceService } from '../service.ts';
+import type { ResourceCore } from '../service-types.ts';
 import { checkReferences, checkWritable } from '../write-checks.ts';
 import { updateDocument } from '../update.ts';
 
@@ -22,7 +23,7 @@ import { updateDocument } from '../update.ts';
  * Under access rules the actions' grants decide; without rules administrators hold every row and
  * others the drafts they authored (and, to unpublish, the documents without a draft they created).
  */
-export async function draftRows(svc: ResourceService, actor: Actor, action: 'read_drafts' | 'publish'): Promise<Filter | null | false> {
+export async function draftRows(svc: ResourceCore, actor: Actor, action: 'read_drafts' | 'publish'): Promise<Filter | null | false> {
   const access = svc.deps.access?.();
   if (access) {
     try {
@@ -40,7 +41,7 @@ export async function draftRows(svc: ResourceService, actor: Actor, action: 'rea
 }
 
 /** What every read and write of a drafts resource adds to its filter: documents not published only where the caller may read drafts. Null: nothing. */
-export async function draftsReadRows(svc: ResourceService, actor: Actor): Promise<Filter | null> {
+export async function draftsReadRows(svc: ResourceCore, actor: Actor): Promise<Filter | null> {
   if (!svc.def.drafts) return null;
   const rows = await draftRows(svc, actor, 'read_drafts');
   if (rows === null) return null;
