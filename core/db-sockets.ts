@@ -17,7 +17,7 @@ import { MongoNetworkError } from 'mongodb';
  * 2. A command written after the FIN but before Node destroyed the socket fails with Node's own
  *    `Error: This socket has been ended by the other party` (code EPIPE), not a driver error.
  *    Errors of these sockets are marked, so `isDatabaseSocketError` can tell them apart (503, and
- *    write-behind retries) from an EPIPE of any other socket.
+ *    the event relay's retries) from an EPIPE of any other socket.
  *
  * Which sockets: plain TCP client sockets (`net.connect`, observed through the diagnostics channel
  * `net.client.socket`) that connect to a port of a watched database host. TLS sockets are created

@@ -58,7 +58,7 @@ export async function openDatabase(
         instance: { dbPath, storageEngine: 'wiredTiger', ...(config.EMBEDDED_DB_PORT ? { port: config.EMBEDDED_DB_PORT } : {}) },
         // Its own process group: Ctrl-C in a terminal (or a stop signal to `npm start`'s group)
         // would otherwise stop the database at the same moment as the server, before the server's
-        // last writes (rate-limit counts, buffered audit entries) and with a "disconnected" warning.
+        // last writes (rate-limit counts, the event relay's last batch) and with a "disconnected" warning.
         // The server stops it once closed; if the server dies, mongodb-memory-server's watchdog does.
         spawn: { detached: true },
       });

@@ -10,7 +10,7 @@ import type { Authenticator } from './authentication.ts';
  *   interface Services { audit: AuditLogger }
  * }
  * ctx.services.provide('audit', logger);
- * ctx.services.get('audit').logInsert(...)
+ * ctx.services.get('audit').flush()
  */
 export interface Services {
   /** Provided by the identity plugin: credentials to actors, for the kernel's transports. */

@@ -57,12 +57,21 @@ export interface EventSink {
  * loses neither.
  */
 export interface AuditedChange {
-  operation: 'insert' | 'update' | 'replace' | 'delete';
+  operation: 'insert' | 'update' | 'replace' | 'delete' | 'depersonalize';
   /** The audited resource (collection) name. */
   resource: string;
   /** The actor's display name, as audit entries show it (null for the system). */
   actor_name: string | null;
   ip: string | null;
+  /**
+   * The changed document's id, when the event sits in another document's outbox (a privacy
+   * erasure's ledger row announcing what it deleted in another collection). @default the event's source id
+   */
+  item_id?: string;
+  /** The entry's `changes` as given, instead of the difference of `previous` and `data`. */
+  changes?: Doc;
+  /** The entry's `snapshot` as given, instead of `previous` (a delete of another collection's document). */
+  snapshot?: Doc;
 }
 
 /** An event document as stored in `events`. */

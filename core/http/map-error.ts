@@ -65,7 +65,7 @@ function jsonErrorDetails(e: { message?: string; body?: unknown }): Record<strin
 /**
  * The driver lost the database (network error, no server selectable within the time-out, a pool
  * cleared by a failed connection, a client closed on shutdown). The request may succeed once the
- * database is back: 503, not a masked 500. Also what write-behind buffers retry (audit).
+ * database is back: 503, not a masked 500. Also what the event relay retries (audit entries ride on it).
  */
 const UNAVAILABLE = new Set([
   'MongoNetworkError', 'MongoNetworkTimeoutError', 'MongoServerSelectionError', 'MongooseServerSelectionError', 'MongoNotConnectedError',

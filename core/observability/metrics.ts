@@ -236,11 +236,6 @@ export class Metrics {
     }
   }
 
-  /** Entries waiting in the audit write-behind buffer, read at scrape time. */
-  watchAuditBuffer(depth: () => number): void {
-    this.scraped('audit_buffer_depth', 'Audit entries waiting in memory to be written', depth);
-  }
-
   /** How far each durable event consumer is behind the log (`EventLog.lag()`), at scrape time. */
   watchEventLag(lag: () => Promise<Record<string, number>>): void {
     this.gauge({

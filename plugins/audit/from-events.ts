@@ -25,19 +25,19 @@ export function entryOfEvent(e: EventDoc, redact: (d: Doc) => Doc, ignored: Read
   const a = auditOf(e);
   if (!a || !e.source) return null;
   const updates = a.operation === 'update' || a.operation === 'replace';
-  const changes = updates ? diffDocs(redact(e.previous ?? {}), redact(e.data), ignored) : null;
-  if (changes && Object.keys(changes).length === 0) return null;
+  const changes = a.changes ?? (updates ? diffDocs(redact(e.previous ?? {}), redact(e.data), ignored) : null);
+  if (updates && changes && Object.keys(changes).length === 0) return null;
   const userId = e.actor && Types.ObjectId.isValid(e.actor) ? new Types.ObjectId(e.actor) : null;
   return {
     _id: new Types.ObjectId(e._id.replace(/^evt_/, '')),
     resource: a.resource,
-    item_id: new Types.ObjectId(String(e.source.id)),
+    item_id: new Types.ObjectId(a.item_id ?? String(e.source.id)),
     operation: a.operation,
     user_id: userId,
     user_name: userId ? a.actor_name : null,
     ip: a.ip,
     changes,
-    snapshot: a.operation === 'delete' ? redact(e.previous ?? {}) : null,
+    snapshot: a.operation === 'delete' ? redact(a.snapshot ?? e.previous ?? {}) : null,
     created_at: e.created_at,
     tenant_id: e.tenant_id,
   };

@@ -10,7 +10,7 @@ import {
 import { AuditService, type AuditLogger } from './service.ts';
 import { auditGraphql } from './graphql.ts';
 
-export type { AuditActor, AuditLogger, AuditTarget, ScrubInput } from './service.ts';
+export type { AuditActor, AuditLogger, ScrubInput } from './service.ts';
 export { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
 
 declare module '../../core/services.ts' {
@@ -25,18 +25,12 @@ export const auditOptions = z.object({
   deny_fields: z.array(z.string().min(1)).default([...DEFAULT_DENY_FIELDS]),
   /** Top-level fields whose change alone is no change (server-maintained fields). */
   ignored_fields: z.array(z.string().min(1)).default([...DEFAULT_IGNORED_FIELDS]),
-  /** Longest time an entry waits in memory before its write starts. */
-  flush_interval_ms: z.number().int().min(0).max(60_000).default(50),
-  /** Entries per `insertMany`. */
-  batch_size: z.number().int().min(1).max(10_000).default(500),
-  /** Queued entries at which a recording caller waits for the write instead of returning at once. */
-  max_queue: z.number().int().min(1).default(10_000),
 });
 
 /**
  * The audit log: records every change whose event on the log asks for an entry (a durable sink of
- * the event log: resources, identity, payments, job schedules and chains, webhook endpoints...),
- * offers the `audit` service for direct entries, and serves `/admin/audit-log` (list, stats,
+ * the event log: resources, identity, payments, job schedules and chains, webhook endpoints,
+ * consents, privacy erasures), offers the `audit` service (scrubbing, flush), and serves `/admin/audit-log` (list, stats,
  * export, retention) plus GraphQL `auditLog` / `auditStats`.
  */
 export const auditPlugin = definePlugin({
@@ -51,11 +45,8 @@ export const auditPlugin = definePlugin({
         tenancy,
         denyFields: options.deny_fields,
         ignoredFields: options.ignored_fields,
-        buffer: {
-          flushIntervalMs: options.flush_interval_ms, batchSize: options.batch_size, maxQueue: options.max_queue,
-          // Entries of writes acknowledged just before the database went away are written once it is back.
-          retry: { when: isDatabaseUnavailable, delayMs: 500 },
-        },
+        // Entries of writes acknowledged just before the database went away are written once it is back.
+        retryWhen: isDatabaseUnavailable,
         observeFlush: (n, write) => services.get('metrics').auditFlush(n, write),
         // Reads see the entries still waiting in the relay's batch (this process's own writes).
         flushEvents: () => services.get('events').flush(),
@@ -63,7 +54,6 @@ export const auditPlugin = definePlugin({
       log,
     );
     services.provide('audit', audit);
-    services.get('metrics').watchAuditBuffer(() => audit.pending);
     // Every audited change carries its event: its entry comes from the event log, durably.
     if (config.AUDIT_LOG_ENABLED) services.get('events').addSink({ name: 'audit', types: '*', write: (events) => audit.recordEvents(events) });
     const tags = ['audit'];

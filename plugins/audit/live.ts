@@ -5,14 +5,14 @@ import { entryView, type AuditEntryModel, type AuditEntryRecord, type AuditEntry
 
 export interface AuditTailOptions {
   pollMs: number;
-  /** How far back each poll looks again for entries written late (the buffer's batches, other processes). */
+  /** How far back each poll looks again for entries written late (the relay's batches, other processes). */
   lookbackMs: number;
 }
 
 /**
  * New audit entries matching `filterNow()` (the audit list's filter for the actor as it is now,
  * `AuditService.filterOf`: a caller who lost the right to list the log gets its 403) as they are written: polls by `_id` (time-ordered) from a look-back window, with a seen-set so
- * an entry a buffer flushed late is not skipped. Entries recorded before the call are not sent.
+ * an entry a relay wrote late is not skipped. Entries recorded before the call are not sent.
  */
 export async function* newAuditEntries(model: AuditEntryModel, filterNow: () => Filter, opts: AuditTailOptions, signal: AbortSignal): AsyncGenerator<AuditEntryView> {
   const since = new Date();

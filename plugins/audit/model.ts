@@ -25,7 +25,7 @@ export const auditEntrySchema = new Schema(
     ip: { type: String, default: null },
     changes: { type: Schema.Types.Mixed, default: null, csv: false },
     snapshot: { type: Schema.Types.Mixed, default: null, csv: false },
-    // Set when the change happens, not when the buffered entry reaches the database.
+    // Set when the change happens (its event's time), not when the entry reaches the database.
     created_at: { type: Date, required: true },
     tenant_id: { type: Schema.Types.ObjectId, default: null, csv: false },
   },

@@ -1,20 +1,18 @@
 import { Readable, pipeline } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
-import { isSystemActor, type Actor } from '../../core/context.ts';
-import type { Doc } from '../../core/hooks.ts';
+import type { Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/access.ts';
 import type { Logger } from '../../core/logger.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
-import { WriteBehindBuffer, type WriteBehindOptions } from './buffer.ts';
 import { traced } from '../../core/observability/tracing.ts';
 import { OUTBOX_FIELD, type EventDoc } from '../../core/events/index.ts';
 import { entryOfEvent } from './from-events.ts';
 import { scrubEntries, type ScrubInput } from './scrub.ts';
-import { Redactor, diffDocs } from './diff.ts';
-import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView, type AuditOperation } from './model.ts';
-import { csvRow, jsonArray, mapped, oid, onlyDuplicateIds, sortOf } from './format.ts';
+import { Redactor } from './diff.ts';
+import { CSV_COLUMNS, entryView, type AuditEntryInput, type AuditEntryModel, type AuditEntryRecord, type AuditEntryView } from './model.ts';
+import { csvRow, jsonArray, mapped, onlyDuplicateIds, sortOf } from './format.ts';
 import { DEFAULT_SORT, type AuditFilter, type ExportQuery, type ListQuery, type StatsQuery } from './schemas.ts';
 
 /** Who made a change: anything with an id and optionally a display name (an `Actor` fits). */
@@ -23,47 +21,12 @@ export interface AuditActor {
   name?: string | null;
 }
 
-/** The document a direct audit call is about, and who changed it. */
-export interface AuditTarget {
-  /** Resource (collection) name. */
-  resource: string;
-  item_id: string | Types.ObjectId;
-  /** Omitted or null for a system change: stored as `user_id` and `user_name` null. */
-  user?: AuditActor | null;
-  /** Tenant of the document; null for documents that are not tenant-scoped. */
-  tenant_id?: string | Types.ObjectId | null;
-  ip?: string | null;
-  /** Dotted paths left out of `changes` and `snapshot`, on top of the plugin's deny-list. */
-  secret_fields?: readonly string[];
-}
-
 /**
- * Records entries of changes that carry no event of their own (the event log's changes are audited
- * from their events), as `services.get('audit')`. Every method resolves once the entry is queued (see docs/audit.md:
- * entries reach the database within about 50 ms); it waits for the write only when the queue is
- * full. Database failures are logged, never thrown; a call rejects only for an invalid object id.
- * With `AUDIT_LOG_ENABLED=false` every method does nothing.
- *
- * @example
- * const audit = services.get('audit');
- * await audit.logUpdate({ resource: 'consents', item_id: c._id, old: before, doc: after, tenant_id: c.tenant_id });
+ * What other plugins call on the audit log, as `services.get('audit')`. Entries themselves come
+ * only from the event log: a change that must be audited carries `meta.audit` in its event (see
+ * `AuditedChange`), and this plugin, a durable sink of the relay, writes the entry from it.
  */
 export interface AuditLogger {
-  /** An `insert` entry. */
-  logInsert(target: AuditTarget): Promise<void>;
-  /**
-   * An `update` (or with `replace: true` a `replace`) entry whose `changes` maps each changed
-   * top-level field to `{old, new}`. Resolves false, writing nothing, when nothing changed.
-   */
-  logUpdate(target: AuditTarget & { old: Doc; doc: Doc; replace?: boolean }): Promise<boolean>;
-  /** A `delete` entry with the document before deletion as `snapshot`. */
-  logDelete(target: AuditTarget & { old: Doc }): Promise<void>;
-  /**
-   * A `depersonalize` entry: `changes` is `{gdpr_fields, user_id}` where
-   * `user_id` is the person whose data was erased; the entry's own `user_id` is `user` (a service
-   * account), null when omitted.
-   */
-  logDepersonalize(target: AuditTarget & { gdpr_fields: readonly string[]; subject_user_id: string | Types.ObjectId }): Promise<void>;
   /**
    * Remove a data subject's personal data from existing entries without deleting them (privacy
    * erasure, docs/privacy.md). In every entry made by the subject (`user_id`) or about one of
@@ -74,7 +37,7 @@ export interface AuditLogger {
    * entries changed.
    */
   scrubSubject(input: ScrubInput): Promise<{ scrubbed: number }>;
-  /** Resolves once everything queued so far is written. */
+  /** Resolves once the events this process has relayed so far have their entries. */
   flush(): Promise<void>;
 }
 
@@ -87,7 +50,8 @@ export interface AuditServiceOptions {
   tenancy: Tenancy;
   denyFields: readonly string[];
   ignoredFields: readonly string[];
-  buffer: WriteBehindOptions;
+  /** A failed write of a batch that is retried (the relay keeps the batch): the database unreachable. */
+  retryWhen?: (err: unknown) => boolean;
   /** Stores the events still waiting in the relay (their entries come with them). */
   flushEvents?: () => Promise<void>;
   /** Times a batch write (metrics: `Metrics.auditFlush`). */
@@ -117,16 +81,11 @@ const PERIOD_FORMAT = { day: '%Y-%m-%d', week: '%G-W%V', month: '%Y-%m' } as con
 const DAY_MS = 86_400_000;
 
 
-const optionalOid = (v: string | Types.ObjectId | null | undefined, what: string): Types.ObjectId | null =>
-  v === null || v === undefined ? null : oid(v, what);
-
 /**
  * The audit log: writes the entries of changes from their events (a durable sink of the event log,
- * `recordEvents`) and direct calls through a buffer that stores them before the call resolves, and
- * answers the admin queries. No Koa or GraphQL here.
+ * `recordEvents`) and answers the admin queries. No Koa or GraphQL here.
  */
 export class AuditService implements AuditLogger {
-  private readonly buffer: WriteBehindBuffer<AuditEntryInput>;
   private readonly redactor: Redactor;
   private readonly ignored: ReadonlySet<string>;
 
@@ -138,22 +97,6 @@ export class AuditService implements AuditLogger {
     this.redactor = new Redactor(opts.denyFields);
     // The event log's outbox is bookkeeping of the write itself, never a change of the document.
     this.ignored = new Set([...opts.ignoredFields, OUTBOX_FIELD]);
-    this.buffer = new WriteBehindBuffer<AuditEntryInput>(
-      async (batch) => {
-        await traced('audit.flush', () => opts.observeFlush(batch.length, () => this.insert(batch)), { attributes: { 'audit.entries': batch.length } });
-      },
-      (err, batch) =>
-        this.log.error(
-          { err, lost: batch.length, entries: batch.map((e) => ({ resource: e.resource, item_id: String(e.item_id), operation: e.operation })) },
-          'audit entries could not be written',
-        ),
-      opts.buffer,
-    );
-  }
-
-  /** Entries waiting to be written (metrics: `audit_buffer_depth`). */
-  get pending(): number {
-    return this.buffer.size;
   }
 
   // --- recording -------------------------------------------------------------------------
@@ -162,7 +105,7 @@ export class AuditService implements AuditLogger {
    * The event log's durable sink: writes the entries of the events that ask for one, idempotently
    * (an entry's `_id` comes from its event). An unreachable database throws, so the relay keeps the
    * batch and its outboxes and tries again; any other failure is logged with the entries it lost,
-   * as for direct calls, so a broken audit collection cannot stop the event log.
+   * so a broken audit collection cannot stop the event log.
    */
   async recordEvents(events: EventDoc[]): Promise<void> {
     if (!this.opts.enabled) return;
@@ -171,7 +114,7 @@ export class AuditService implements AuditLogger {
     try {
       await traced('audit.flush', () => this.opts.observeFlush(entries.length, () => this.insert(entries)), { attributes: { 'audit.entries': entries.length } });
     } catch (err) {
-      if (this.opts.buffer.retry?.when(err)) throw err;
+      if (this.opts.retryWhen?.(err)) throw err;
       this.log.error({ err, lost: entries.length, entries: entries.map((e) => ({ resource: e.resource, item_id: String(e.item_id), operation: e.operation })) }, 'audit entries could not be written');
     }
   }
@@ -185,61 +128,14 @@ export class AuditService implements AuditLogger {
     }
   }
 
-  /** Stores an entry of a change without an event before the call resolves (grouped with concurrent ones). */
-  private async record(entry: AuditEntryInput): Promise<void> {
-    void this.buffer.push(entry);
-    await this.buffer.flush();
-  }
-
-  async logInsert(t: AuditTarget): Promise<void> {
-    if (!this.opts.enabled) return;
-    await this.record(this.entry(t, 'insert', null, null));
-  }
-
-  async logUpdate(t: AuditTarget & { old: Doc; doc: Doc; replace?: boolean }): Promise<boolean> {
-    if (!this.opts.enabled) return false;
-    const secret = t.secret_fields ?? [];
-    const changes = diffDocs(this.redactor.redact(t.old, secret), this.redactor.redact(t.doc, secret), this.ignored);
-    if (Object.keys(changes).length === 0) return false;
-    await this.record(this.entry(t, t.replace ? 'replace' : 'update', changes, null));
-    return true;
-  }
-
-  async logDelete(t: AuditTarget & { old: Doc }): Promise<void> {
-    if (!this.opts.enabled) return;
-    await this.record(this.entry(t, 'delete', null, this.redactor.redact(t.old, t.secret_fields)));
-  }
-
-  async logDepersonalize(t: AuditTarget & { gdpr_fields: readonly string[]; subject_user_id: string | Types.ObjectId }): Promise<void> {
-    if (!this.opts.enabled) return;
-    const changes = { gdpr_fields: [...t.gdpr_fields], user_id: oid(t.subject_user_id, 'subject_user_id') };
-    await this.record(this.entry(t, 'depersonalize', changes, null));
-  }
-
   async flush(): Promise<void> {
     await this.opts.flushEvents?.();
-    await this.buffer.flush();
   }
 
   async scrubSubject(input: ScrubInput): Promise<{ scrubbed: number }> {
     // Runs whether or not recording is enabled: entries written earlier still hold the data.
     await this.flush();
     return scrubEntries(this.model, input);
-  }
-
-  private entry(t: AuditTarget, operation: AuditOperation, changes: Doc | null, snapshot: Doc | null): AuditEntryInput {
-    return {
-      resource: t.resource,
-      item_id: oid(t.item_id, 'item_id'),
-      operation,
-      user_id: t.user && !isSystemActor(t.user) ? oid(t.user.id, 'user.id') : null,
-      user_name: t.user && !isSystemActor(t.user) ? (t.user.name ?? null) : null,
-      ip: t.ip ?? null,
-      changes,
-      snapshot,
-      created_at: new Date(),
-      tenant_id: optionalOid(t.tenant_id, 'tenant_id'),
-    };
   }
 
   // --- reading (each read flushes first, so a process reads its own writes) ----------------

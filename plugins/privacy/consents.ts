@@ -1,24 +1,44 @@
-import type { Page } from '../../core/page.ts';
 /** Consents: grant, list and revoke a user's consent to a purpose. No Koa or GraphQL here. */
 import { Types } from 'mongoose';
+import type { Page } from '../../core/page.ts';
 import { AccessDeniedError, NotFoundError, ValidationError } from '../../core/errors.ts';
-import { isAdmin, isSystemActor, requestOf, type Actor } from '../../core/context.ts';
+import { isAdmin, isSystemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
+import { DocumentChanges, type EventLog, type OutboxSource } from '../../core/events/index.ts';
 import type { Filter } from '../../core/access.ts';
 import { CONSENT_COLLECTION, consentView, type ConsentRecord, type ConsentView, type PrivacyModels } from './model.ts';
 import { findPage, oid } from './personal-data.ts';
 import type { ConsentsQuery, GrantInput } from './schemas.ts';
 import type { PrivacyDeps } from './types.ts';
 
+/** A consent was given: a new record. */
+export const CONSENT_GRANTED_EVENT = 'consent.granted';
+/** A consent was revoked, by its user or by an erasure of the user. */
+export const CONSENT_REVOKED_EVENT = 'consent.revoked';
+
+/**
+ * The writes of consents, each carrying its `consent.granted` or `consent.revoked` event (and, with
+ * it, its audit entry) in the consent's outbox. Consents are never deleted: a revocation is their
+ * last change.
+ */
+export function consentChanges(models: PrivacyModels, events: () => EventLog): { source: OutboxSource; changes: DocumentChanges } {
+  const source: OutboxSource = { name: CONSENT_COLLECTION, model: models.Consent, view: (d) => consentView(d as unknown as ConsentRecord) as unknown as Doc };
+  return { source, changes: new DocumentChanges(events, source, { created: CONSENT_GRANTED_EVENT, updated: CONSENT_REVOKED_EVENT, deleted: CONSENT_REVOKED_EVENT }) };
+}
+
 /**
  * A user's consents. A grant is a new record; a revocation keeps the record (it is the proof of
- * what was agreed, and when). Grants and revocations are audited with the user as actor.
+ * what was agreed, and when). Each write carries its event, whose audit entry names the user.
  */
 export class ConsentsService {
+  private readonly changes: DocumentChanges;
+
   constructor(
     private readonly models: PrivacyModels,
-    private readonly deps: Pick<PrivacyDeps, 'audit' | 'settings' | 'tenancy'>,
-  ) {}
+    private readonly deps: Pick<PrivacyDeps, 'events' | 'settings' | 'tenancy'>,
+  ) {
+    this.changes = consentChanges(models, () => deps.events).changes;
+  }
 
   /**
    * Grant the actor's consent to a purpose. Idempotent: while a consent to the purpose is active,
@@ -31,13 +51,15 @@ export class ConsentsService {
     if (purposes.length && !purposes.includes(input.purpose))
       throw new ValidationError([{ loc: [...loc, 'purpose'], msg: `must be one of: ${purposes.join(', ')}`, type: 'invalid_value' }]);
     const { Consent } = this.models;
+    const fields = {
+      _id: new Types.ObjectId(), user_id: userId, tenant_id: oid(actor.tenant_id), purpose: input.purpose, granted_at: new Date(),
+      revoked_at: null, source: input.source ?? defaultSource, active: true,
+    };
     try {
-      const doc = await Consent.create({
-        user_id: userId, tenant_id: oid(actor.tenant_id), purpose: input.purpose, granted_at: new Date(),
-        revoked_at: null, source: input.source ?? defaultSource, active: true,
-      });
+      const entry = this.changes.entry('created', actor, null, fields);
+      const doc = await Consent.create({ ...fields, ...this.changes.insert(entry) });
       const consent = doc.toObject() as ConsentRecord;
-      await this.deps.audit()?.logInsert({ resource: CONSENT_COLLECTION, item_id: consent._id, user: actor, tenant_id: consent.tenant_id, ip: requestOf(actor)?.ip ?? null });
+      await this.changes.committed(consent as unknown as Doc);
       return { consent: consentView(consent), created: true };
     } catch (err) {
       if ((err as { code?: number }).code !== 11000) throw err;
@@ -69,18 +91,19 @@ export class ConsentsService {
     const userId = this.personOf(actor);
     const { Consent } = this.models;
     const now = new Date();
-    const old = await Consent.findOneAndUpdate({ _id: id, user_id: userId, active: true }, { $set: { revoked_at: now }, $unset: { active: 1 } }, { returnDocument: 'before' }).lean<ConsentRecord>();
-    if (!old) {
+    const old = await Consent.findOne({ _id: id, user_id: userId, active: true }).lean<ConsentRecord>();
+    // The event needs the consent as it was; the update is conditional on it being still active.
+    const entry = old && this.changes.entry('updated', actor, old as unknown as Doc & { _id: unknown }, { ...old, revoked_at: now, active: undefined } as unknown as Doc & { _id: unknown });
+    const revoked = old && entry
+      ? await Consent.findOneAndUpdate({ _id: old._id, active: true }, { $set: { revoked_at: now }, $unset: { active: 1 }, $push: this.changes.push(entry) }, { returnDocument: 'after' }).lean<ConsentRecord>()
+      : null;
+    if (!revoked) {
       const existing = await Consent.findOne({ _id: id, user_id: userId }).lean<ConsentRecord>();
       if (!existing) throw new NotFoundError('consent', id);
       return consentView(existing);
     }
-    const doc = { ...old, revoked_at: now, active: undefined };
-    await this.deps.audit()?.logUpdate({
-      resource: CONSENT_COLLECTION, item_id: old._id, user: actor, tenant_id: old.tenant_id, ip: requestOf(actor)?.ip ?? null,
-      old: old as unknown as Doc, doc: doc as unknown as Doc,
-    });
-    return consentView(doc);
+    await this.changes.committed(revoked as unknown as Doc);
+    return consentView(revoked);
   }
 
   /** Consents belong to people: the `systemActor()` has none. */

@@ -1,15 +1,19 @@
 /**
  * The work of one erasure execution, as named steps run in order by `ErasureService`. Every step
  * is safe to repeat after a crash at any point: each item gets a ledger row before it is changed,
- * every write is conditional, and an item's audit entry is written once. No Koa or GraphQL here.
+ * every write is conditional, and an item's event (with its audit entry) is written once: by the
+ * consent's own revoking write, or by the write that marks the item's ledger row `logged`. No Koa
+ * or GraphQL here.
  */
 import type { Types } from 'mongoose';
 import { NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, systemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
+import { OUTBOX_FIELD, type AuditedChange, type OutboxSource } from '../../core/events/index.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { AuditActor, AuditLogger } from '../audit/index.ts';
-import { CONSENT_COLLECTION, type ConsentRecord, type ErasureAction, type ErasureItemDoc, type ErasureRequestRecord, type PrivacyModels } from './model.ts';
+import { CONSENT_COLLECTION, ERASURE_ITEM_COLLECTION, type ConsentRecord, type ErasureAction, type ErasureItemDoc, type ErasureRequestRecord, type PrivacyModels } from './model.ts';
+import { consentChanges } from './consents.ts';
 import { oid, omit, type PersonalData, type Subject } from './personal-data.ts';
 import type { PrivacyDeps, RunControl } from './types.ts';
 
@@ -17,6 +21,19 @@ type ErasureItemRecord = ErasureItemDoc & { _id: Types.ObjectId };
 
 /** A document whose audit entries lose the subject's values of `fields`. */
 type ScrubDocument = { resource: string; item_id: Types.ObjectId; fields: string[]; tenant_id: unknown };
+
+/** An erasure changed an item of another collection: its ledger row announces it (the audit entry comes with it). */
+export const ERASURE_ITEM_EVENT = 'erasure.item_recorded';
+
+/** The object of `erasure.item_recorded`: which item, of which request, and what was done (never personal values). */
+export const erasureItemView = (r: ErasureItemDoc & { _id: unknown }) => ({
+  id: String(r._id), request_id: String(r.request_id), resource: r.resource, item_id: String(r.item_id), action: r.action,
+});
+
+/** `privacy_erasure_items` as an outbox source of the event log. */
+export const erasureItemSource = (models: PrivacyModels): OutboxSource => ({
+  name: ERASURE_ITEM_COLLECTION, model: models.ErasureItem, view: (d) => erasureItemView(d as unknown as ErasureItemRecord) as unknown as Doc,
+});
 
 /** Least interval between two progress reports of one execution. */
 const PROGRESS_MS = 250;
@@ -42,7 +59,8 @@ interface LedgerItem {
   row: ErasureItemRecord;
   /** True when this run created the row: the item was not touched by an earlier (crashed) run. */
   created: boolean;
-  logged: () => Promise<void>;
+  /** Marks the row handled; with `audit`, the same write carries the item's event, which asks for that entry. */
+  logged: (audit?: AuditedChange) => Promise<void>;
   /** The item needed no change (already neutral before this request): no ledger row, no entry. */
   drop: () => Promise<void>;
 }
@@ -88,18 +106,32 @@ export class ErasureRun {
   /** Revokes (and audits) every active consent one by one; those this request revoked before a crash are found again. */
   async revokeConsents(): Promise<void> {
     const { Consent } = this.env.models;
-    const { req, user, audit, auditActor } = this;
+    const { req, user } = this;
+    const { changes } = consentChanges(this.env.models, () => this.env.deps.events);
     for await (const c of Consent.find({ user_id: user._id, $or: [{ active: true }, { revoked_by_erasure: req._id }] }).lean<ConsentRecord[]>().cursor()) {
       const item = await this.ledger(CONSENT_COLLECTION, c._id, 'revoke_consent', { tenant_id: c.tenant_id });
       const revokedAt = c.revoked_at ?? new Date();
-      const res = await Consent.updateOne({ _id: c._id, active: true }, { $set: { revoked_at: revokedAt, revoked_by_erasure: req._id }, $unset: { active: 1 } });
-      await this.settle(item, res.modifiedCount > 0, async () => {
-        const old = { ...c, active: true, revoked_at: null, revoked_by_erasure: null };
-        const doc = { ...c, active: undefined, revoked_at: revokedAt, revoked_by_erasure: req._id };
-        await audit?.logUpdate({ resource: CONSENT_COLLECTION, item_id: c._id, user: auditActor, tenant_id: c.tenant_id, old: old as unknown as Doc, doc: doc as unknown as Doc });
-      });
+      // The revoking write carries the consent's `consent.revoked` event: a crash cannot separate them.
+      const entry = changes.entry('updated', this.eventActor(), { ...c, active: true, revoked_at: null, revoked_by_erasure: null }, { ...c, active: undefined, revoked_at: revokedAt, revoked_by_erasure: req._id });
+      const doc = await Consent.findOneAndUpdate(
+        { _id: c._id, active: true },
+        { $set: { revoked_at: revokedAt, revoked_by_erasure: req._id }, $unset: { active: 1 }, $push: changes.push(entry) },
+        { returnDocument: 'after' },
+      ).lean<ConsentRecord>();
+      if (doc) await changes.committed(doc as unknown as Doc);
+      await this.settle(item, !!doc);
       await this.step(`consent ${String(c._id)} revoked`);
     }
+  }
+
+  /** Who the events of this run name: a service account that drove it, else no one (the system). */
+  private eventActor(): Actor {
+    return this.auditActor ? this.actor : systemActor(this.tenantId);
+  }
+
+  /** The audit entry an item's event asks for: a change of another collection's document, made by this run. */
+  private audited(resource: string, itemId: Types.ObjectId, change: Pick<AuditedChange, 'operation' | 'changes' | 'snapshot'>): AuditedChange {
+    return { resource, item_id: String(itemId), actor_name: this.auditActor?.name ?? null, ip: null, ...change };
   }
 
   /** Deletes or depersonalizes each document linked to the subject, declaration by declaration. */
@@ -124,7 +156,7 @@ export class ErasureRun {
       const snapshot = omit(doc, [...fields, ...(d.export_exclude ?? [])]);
       const item = await this.ledger(resource, id, 'delete', { fields, tenant_id: tenantField ? doc[tenantField] : null, snapshot });
       const res = await model.deleteOne({ _id: id });
-      await this.settle(item, res.deletedCount > 0, () => this.audit?.logDelete({ resource, item_id: id, user: this.auditActor, tenant_id: item.row.tenant_id, old: snapshot }) ?? Promise.resolve());
+      await this.settle(item, res.deletedCount > 0, this.audited(resource, id, { operation: 'delete', snapshot }));
       await this.step(`${d.name} ${String(id)} deleted`);
     }
   }
@@ -143,9 +175,7 @@ export class ErasureRun {
         { $set: { ...neutral, ...(touched ? { updated_at: new Date() } : {}) }, ...(versioned ? { $inc: { version: 1 } } : {}) },
         { strict: false },
       );
-      await this.settle(item, res.modifiedCount > 0, () =>
-        this.audit?.logDepersonalize({ resource, item_id: id, gdpr_fields: fields, subject_user_id: this.user._id, user: this.auditActor, tenant_id: item.row.tenant_id }) ?? Promise.resolve(),
-      );
+      await this.settle(item, res.modifiedCount > 0, this.audited(resource, id, { operation: 'depersonalize', changes: { gdpr_fields: fields, user_id: this.user._id } }));
       this.depersonalized.push({ resource, item_id: id, fields, tenant_id: item.row.tenant_id });
       await this.step(`${d.name} ${String(id)} depersonalized`);
     }
@@ -155,8 +185,7 @@ export class ErasureRun {
   async auditDeletionsOfEarlierRuns(): Promise<void> {
     const { ErasureItem } = this.env.models;
     for await (const row of ErasureItem.find({ request_id: this.req._id, action: 'delete', logged: false }).lean<ErasureItemRecord[]>().cursor()) {
-      await this.audit?.logDelete({ resource: row.resource, item_id: row.item_id, user: this.auditActor, tenant_id: row.tenant_id ?? null, old: (row.snapshot as Doc | null) ?? { _id: row.item_id } });
-      await ErasureItem.updateOne({ _id: row._id }, { $set: { logged: true } });
+      await this.recordItem(row, this.audited(row.resource, row.item_id, { operation: 'delete', snapshot: (row.snapshot as Doc | null) ?? { _id: row.item_id } }));
     }
   }
 
@@ -251,9 +280,7 @@ export class ErasureRun {
     const item = await this.ledger(User.collection.collectionName, user._id, 'depersonalize', { fields: accountFields, tenant_id: user.tenant_id });
     const res = await User.updateOne({ _id: user._id, $or: accountFields.map((f) => ({ [f]: { $ne: accountValues[f] } })) }, { $set: accountValues });
     this.env.deps.identity.invalidateUser(String(user._id));
-    await this.settle(item, res.modifiedCount > 0, () =>
-      this.audit?.logDepersonalize({ resource: User.collection.collectionName, item_id: user._id, gdpr_fields: accountFields, subject_user_id: user._id, user: this.auditActor, tenant_id: user.tenant_id }) ?? Promise.resolve(),
-    );
+    await this.settle(item, res.modifiedCount > 0, this.audited(User.collection.collectionName, user._id, { operation: 'depersonalize', changes: { gdpr_fields: accountFields, user_id: user._id } }));
   }
 
   /** Reports the last progress step and writes the audit entries still buffered. */
@@ -331,9 +358,28 @@ export class ErasureRun {
     return {
       row,
       created,
-      logged: async () => void (await ErasureItem.updateOne({ _id: row._id }, { $set: { logged: true } })),
+      logged: (audit) => (audit ? this.recordItem(row, audit) : ErasureItem.updateOne({ _id: row._id }, { $set: { logged: true } }).then(() => undefined)),
       drop: async () => void (await ErasureItem.deleteOne({ _id: row._id })),
     };
+  }
+
+  /**
+   * Marks a ledger row handled by the write that carries its `erasure.item_recorded` event, which
+   * asks audit for `audit`'s entry. Conditional on the row not being handled yet: an item is
+   * announced once, whichever run gets there first.
+   */
+  private async recordItem(row: ErasureItemRecord, audit: AuditedChange): Promise<void> {
+    const { events } = this.env.deps;
+    const entry = {
+      ...events.stage(ERASURE_ITEM_EVENT, { actor: this.eventActor(), tenant_id: row.tenant_id ? String(row.tenant_id) : null, meta: { resource: row.resource, audit } }),
+      data: erasureItemView(row) as unknown as Doc,
+    };
+    const doc = await this.env.models.ErasureItem.findOneAndUpdate(
+      { _id: row._id, logged: { $ne: true } },
+      { $set: { logged: true }, $push: { [OUTBOX_FIELD]: entry } },
+      { returnDocument: 'after' },
+    ).lean();
+    if (doc) await events.committed(erasureItemSource(this.env.models), doc as unknown as Doc);
   }
 
   /**
@@ -341,10 +387,10 @@ export class ErasureRun {
    * (it may have changed it and crashed before the entry). An item that was neutral already before
    * this request gets no entry.
    */
-  private async settle(item: LedgerItem, changed: boolean, log: () => Promise<unknown>): Promise<void> {
+  private async settle(item: LedgerItem, changed: boolean, then?: AuditedChange | (() => Promise<unknown>)): Promise<void> {
     if (item.row.logged) return;
     if (!changed && item.created) return item.drop();
-    await log();
-    await item.logged();
+    if (typeof then === 'function') await then();
+    await item.logged(typeof then === 'function' ? undefined : then);
   }
 }

@@ -7,7 +7,8 @@ import {
   consentPageResponse, consentResponse, consentsQuery, erasureBody, erasureJobParams, erasureListQuery, erasurePageResponse, erasureResponse, exportResponse, grantBody, userParams,
 } from './schemas.ts';
 import { PrivacyService } from './service.ts';
-import { ERASURE_COMPLETED_EVENT, ERASURE_JOB } from './erasure.ts';
+import { ERASURE_JOB } from './erasure.ts';
+import { privacyEventTypes } from './events.ts';
 import { privacyGraphql } from './graphql.ts';
 
 export { ERASURE_JOB } from './erasure.ts';
@@ -57,7 +58,7 @@ export const privacyPlugin = definePlugin({
       },
     });
     services.provide('privacy', svc);
-    services.get('events').addSource(svc.erasures.source);
+    for (const source of svc.sources) services.get('events').addSource(source);
     const { consents, exports, erasures } = svc;
     const tags = ['privacy'];
 
@@ -78,7 +79,7 @@ export const privacyPlugin = definePlugin({
       // Every declaration must name a model that exists, or erasure would silently miss data.
       ready: () => svc.checkDeclarations(),
       jobs: [erasureJob],
-      eventTypes: [{ name: ERASURE_COMPLETED_EVENT, description: 'An erasure request completed; data is the request (ids and counts, never personal values)', data: erasureResponse }],
+      eventTypes: privacyEventTypes,
       routes: [
         defineRoute({
           method: 'GET', path: '/privacy/consents', auth: 'user', tags, summary: "The caller's consents; administrators may name a user of their tenant",

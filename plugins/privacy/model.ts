@@ -24,11 +24,14 @@ export const consentSchema = new Schema(
     /** Where the consent was given: `api`, `graphql`, or a client-supplied label (`signup-form`...). */
     source: { type: String, required: true },
     active: { type: Boolean },
-    /** The erasure request that revoked it, so a resumed erasure finds (and audits) what it revoked before a crash. */
+    /** The erasure request that revoked it, so a resumed erasure finds what it revoked before a crash. */
     revoked_by_erasure: { type: Schema.Types.ObjectId, default: null },
+    /** The `consent.granted` / `consent.revoked` event until the relay moves it to the log (docs/events.md). */
+    ...outboxPath,
   },
-  { timestamps, versionKey: false },
+  { timestamps, versionKey: false, minimize: false },
 );
+consentSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 consentSchema.index({ user_id: 1, purpose: 1 }, { unique: true, partialFilterExpression: { active: true }, name: 'one_active_consent' });
 consentSchema.index({ tenant_id: 1, user_id: 1, granted_at: -1 });
 
@@ -116,9 +119,10 @@ erasureRequestSchema.index({ tenant_id: 1, created_at: -1 });
 
 /**
  * The ledger of one execution: one row per item an erasure changed (document, consent, account),
- * inserted before the change. It makes resumption exact: an item whose row says `logged` got its
- * audit entry, so a resumed run never writes a second one, and a deleted document is still known
- * (with its non-personal `snapshot`) after it is gone.
+ * inserted before the change. It makes resumption exact: the write that sets `logged` carries the
+ * item's `erasure.item_recorded` event (whose audit entry the audit plugin writes from the log), so
+ * a resumed run never announces an item twice, and a deleted document is still known (with its
+ * non-personal `snapshot`) after it is gone.
  */
 export const erasureItemSchema = new Schema(
   {
@@ -131,9 +135,12 @@ export const erasureItemSchema = new Schema(
     /** Delete only: the document minus its personal and excluded fields, for the audit entry. */
     snapshot: { type: Schema.Types.Mixed, default: null },
     logged: { type: Boolean, default: false },
+    /** The item's `erasure.item_recorded` event until the relay moves it to the log. */
+    ...outboxPath,
   },
   { versionKey: false, minimize: false },
 );
+erasureItemSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
 erasureItemSchema.index({ request_id: 1, resource: 1, item_id: 1, action: 1 }, { unique: true });
 
 export type ConsentDoc = InferSchemaType<typeof consentSchema>;

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
 import { pageSchema } from '../../core/page.ts';
-import { ERASURE_STATUSES, LINKED_ACTIONS } from './model.ts';
+import { ERASURE_ACTIONS, ERASURE_STATUSES, LINKED_ACTIONS } from './model.ts';
 
 /** A consent purpose: a short machine label, e.g. `marketing_email`, `analytics`. */
 export const purpose = z.string().regex(/^[a-z0-9][a-z0-9_.:-]{0,63}$/, 'must be 1-64 lowercase letters, digits, _ . : or -, starting with a letter or digit');
@@ -63,6 +63,15 @@ export const consentResponse = z.object({
   active: z.boolean(),
 });
 export const consentPageResponse = pageSchema(consentResponse);
+
+/** `erasure.item_recorded`: the ledger row of an item an erasure changed. */
+export const erasureItemEventData = z.object({
+  id: z.string(),
+  request_id: z.string(),
+  resource: z.string(),
+  item_id: z.string(),
+  action: z.enum(ERASURE_ACTIONS),
+});
 
 const collectionCount = z.object({ name: z.string(), action: z.enum(LINKED_ACTIONS), count: z.number().int(), fields: z.array(z.string()) });
 

@@ -3,8 +3,10 @@
  * own module, over the personal-data declarations every plugin contributes
  * (`kernel.personalData()`): it never knows a plugin's collections. No Koa or GraphQL here.
  */
+import type { OutboxSource } from '../../core/events/index.ts';
 import type { PrivacyModels } from './model.ts';
-import { ConsentsService } from './consents.ts';
+import { consentChanges, ConsentsService } from './consents.ts';
+import { erasureItemSource } from './erasure-run.ts';
 import { ErasureService } from './erasure.ts';
 import { ExportService } from './export.ts';
 import { PersonalData } from './personal-data.ts';
@@ -18,6 +20,8 @@ export class PrivacyService {
   readonly consents: ConsentsService;
   readonly exports: ExportService;
   readonly erasures: ErasureService;
+  /** The collections whose writes carry their events (the event log's sweep reads their outboxes). */
+  readonly sources: OutboxSource[];
   private readonly personal: PersonalData;
 
   constructor(models: PrivacyModels, deps: PrivacyDeps) {
@@ -25,6 +29,7 @@ export class PrivacyService {
     this.consents = new ConsentsService(models, deps);
     this.exports = new ExportService(models, this.personal, deps.readAccess ?? (() => Promise.resolve(null)));
     this.erasures = new ErasureService(models, this.personal, deps);
+    this.sources = [this.erasures.source, consentChanges(models, () => deps.events).source, erasureItemSource(models)];
   }
 
   /** @throws Error when a declaration names a model nobody registered (checked at start-up). */

@@ -1,5 +1,4 @@
-/** `AUDIT_LOG_ENABLED=false`: neither the document events nor direct calls write anything. */
-import { Types } from 'mongoose';
+/** `AUDIT_LOG_ENABLED=false`: the changes' events write no entry. */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { docWriterPlugin } from '../fixtures/doc-writer-plugin.ts';
@@ -17,12 +16,7 @@ it('writes no entry', async () => {
   expect(doc.status).toBe(201);
   expect((await t.http('PATCH', `/dw/projects/${doc.body._id}`, { json: { name: 'b' } })).status).toBe(200);
   expect((await t.http('DELETE', `/dw/projects/${doc.body._id}`)).status).toBe(204);
-  const audit = t.app.services.get('audit');
-  await audit.logInsert({ resource: 'payments', item_id: new Types.ObjectId() });
-  expect(await audit.logUpdate({ resource: 'payments', item_id: new Types.ObjectId(), old: { a: 1 }, doc: { a: 2 } })).toBe(false);
-  await audit.logDelete({ resource: 'payments', item_id: new Types.ObjectId(), old: { a: 1 } });
-  await audit.logDepersonalize({ resource: 'customers', item_id: new Types.ObjectId(), gdpr_fields: ['email'], subject_user_id: new Types.ObjectId() });
-  await audit.flush();
+  await t.app.services.get('audit').flush();
   expect(await listEntries(t)).toEqual([]);
   expect(await auditCollection(t).countDocuments()).toBe(0);
 });

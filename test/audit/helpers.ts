@@ -49,6 +49,7 @@ export async function seedTenants(t: TestApp) {
   if (patched.status !== 200) throw new Error(`patch: ${patched.status}`);
   const b1 = await post(b.key, '/dw/tasks', { title: 'b1' });
   await post(ADMIN_KEY, '/dw/tasks', { title: 'system tenant' });
-  await t.app.services.get('audit').logInsert({ resource: 'payments', item_id: new Types.ObjectId() });
+  // An entry of no tenant (a system collection's change), written as the audit sink writes one.
+  await auditCollection(t).insertOne({ resource: 'payments', item_id: new Types.ObjectId(), operation: 'insert', user_id: null, user_name: null, ip: null, changes: null, snapshot: null, created_at: new Date(), tenant_id: null });
   return { a, aUser, b, a1, b1, counts: { a: 3, b: 1, all: 6 } };
 }

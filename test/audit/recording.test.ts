@@ -1,7 +1,6 @@
 /**
  * What the audit plugin records for the core document events and for direct AuditLogger calls.
  */
-import { Types } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { docWriterPlugin } from '../fixtures/doc-writer-plugin.ts';
@@ -126,44 +125,5 @@ describe('document events', () => {
       const ops = (await entriesOf(id)).map((e) => e.operation);
       expect(ops).toEqual(i < 2 ? ['insert', 'delete'] : ['insert']);
     }
-  });
-});
-
-describe('AuditLogger service', () => {
-  it('records direct calls; an omitted user is stored as null', async () => {
-    const audit = t.app.services.get('audit');
-    const itemId = new Types.ObjectId();
-    await audit.logInsert({ resource: 'payments', item_id: itemId, tenant_id: tenant.tenantId });
-    const wrote = await audit.logUpdate({
-      resource: 'payments', item_id: String(itemId), tenant_id: tenant.tenantId, ip: '10.0.0.1',
-      old: { status: 'pending', amount: 5, secret: 's1' }, doc: { status: 'captured', amount: 5, secret: 's2' },
-    });
-    expect(wrote).toBe(true);
-    expect(await audit.logUpdate({ resource: 'payments', item_id: itemId, old: { a: 1 }, doc: { a: 1 } })).toBe(false);
-    await audit.logUpdate({ resource: 'payments', item_id: itemId, old: { a: 1 }, doc: { a: 2 }, replace: true, user: { id: tenant.userId, name: 'Job Runner' } });
-    await audit.logDelete({ resource: 'payments', item_id: itemId, user: null, old: { status: 'captured', api_key: 'x' } });
-    const entries = await entriesOf(String(itemId));
-    expect(entries.map((e) => [e.operation, e.user_id, e.user_name])).toEqual([
-      ['insert', null, null], ['update', null, null], ['replace', tenant.userId, 'Job Runner'], ['delete', null, null],
-    ]);
-    expect(entries[0].tenant_id).toBe(tenant.tenantId);
-    expect(entries[1]).toMatchObject({ ip: '10.0.0.1', changes: { status: { old: 'pending', new: 'captured' } } });
-    expect(entries[3]).toMatchObject({ tenant_id: null, ip: null, snapshot: { status: 'captured' } });
-  });
-
-  it('logDepersonalize writes gdpr_fields and the subject user id', async () => {
-    const audit = t.app.services.get('audit');
-    const itemId = new Types.ObjectId();
-    const subject = new Types.ObjectId();
-    await audit.logDepersonalize({ resource: 'customers', item_id: itemId, gdpr_fields: ['email', 'phone'], subject_user_id: subject, tenant_id: tenant.tenantId });
-    const [e] = await entriesOf(String(itemId));
-    expect(e).toMatchObject({
-      operation: 'depersonalize', user_id: null, user_name: null, snapshot: null, tenant_id: tenant.tenantId,
-      changes: { gdpr_fields: ['email', 'phone'], user_id: String(subject) },
-    });
-  });
-
-  it('rejects an id that is not an object id', async () => {
-    await expect(t.app.services.get('audit').logInsert({ resource: 'x', item_id: 'nope' })).rejects.toThrow(/item_id must be an object id/);
   });
 });

@@ -66,6 +66,10 @@ const RULES: OutboxRule[] = [
     collections: ['privacy_erasure_requests'], schemaFile: 'plugins/privacy/model.ts', factories: ['privacyModels'], accessors: ['ErasureRequest'],
     writers: ['plugins/privacy/erasure.ts', 'plugins/privacy/erasure-run.ts', 'plugins/privacy/index.ts'],
   },
+  // Consents: a grant or revocation (by its user or by an erasure) carries its `consent.*` event.
+  { collections: ['privacy_consents'], schemaFile: 'plugins/privacy/model.ts', factories: ['privacyModels'], accessors: ['Consent'], writers: ['plugins/privacy/consents.ts', 'plugins/privacy/erasure-run.ts', 'plugins/privacy/index.ts'] },
+  // An erasure's ledger: the write marking an item handled carries its `erasure.item_recorded` event.
+  { collections: ['privacy_erasure_items'], schemaFile: 'plugins/privacy/model.ts', factories: ['privacyModels'], accessors: ['ErasureItem'], writers: ['plugins/privacy/erasure-run.ts', 'plugins/privacy/erasure.ts', 'plugins/privacy/index.ts'] },
   {
     // Every resource's collection: written by the resources plugin, the payments resource by the payments
     // store, and the files resource (list and get generated, no generated writes) by the files service.

@@ -63,6 +63,9 @@ describe('grant', () => {
     const entries = await auditEntries(t, { resource: CONSENT_COLLECTION, user_id: alice.userId, operation: 'insert' });
     expect(entries).toHaveLength(2);
     expect(entries[0]).toMatchObject({ tenant_id: alice.tenantId, user_name: 'Test User' });
+    // From the event log: each grant's `consent.granted` event, whose id the entry shares.
+    const events = await t.app.db.conn.collection('events').find({ _id: { $in: entries.map((e) => `evt_${e.id}`) } as never }).toArray();
+    expect(events.map((e) => [e.type, e.actor, (e.data as { id: string }).id]).sort()).toEqual(entries.map((e) => ['consent.granted', alice.userId, e.item_id]).sort());
   });
 });
 
@@ -120,6 +123,8 @@ describe('revoke', () => {
     const entries = await auditEntries(t, { resource: CONSENT_COLLECTION, resource_id: c.id, operation: 'update' });
     expect(entries).toHaveLength(1);
     expect(entries[0]).toMatchObject({ user_id: alice.userId, changes: { revoked_at: { old: null, new: expect.any(String) } } });
+    const event = await t.app.db.conn.collection('events').findOne({ _id: `evt_${entries[0].id}` as never });
+    expect(event).toMatchObject({ type: 'consent.revoked', actor: alice.userId, data: { id: c.id, active: false }, previous: { id: c.id, active: true } });
   });
 
   it('an unknown or malformed id: 404 / 422', async () => {

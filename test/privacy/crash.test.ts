@@ -61,6 +61,11 @@ describe.each(['before', 'after'] as const)('a crash %s the write of the second 
     expect(ids).toEqual([...seeded.projects, ...seeded.notes, s.userId].sort());
     expect(new Set(ids).size).toBe(ids.length);
     expect(consents.length - consentEntriesBefore).toBe(2);
+    // Every entry came from the event log: the item's `erasure.item_recorded` (or the consent's own
+    // `consent.revoked`) event, whose id the entry shares, once.
+    const events = t.app.db.conn.collection('events');
+    for (const e of depersonalize) expect(await events.countDocuments({ _id: `evt_${e.id}` as never, type: 'erasure.item_recorded' })).toBe(1);
+    for (const e of consents.slice(consentEntriesBefore)) expect(await events.countDocuments({ _id: `evt_${e.id}` as never, type: 'consent.revoked' })).toBe(1);
     expect(await collectionsHolding(t, [s.email, s.name, seeded.oldName])).toEqual([]);
     expect((await t.http('GET', '/auth/me', { key: s.key })).status).toBe(401);
   });
