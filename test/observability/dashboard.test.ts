@@ -34,7 +34,7 @@ afterAll(() => t?.close());
 describe('docs/observability/grafana-dashboard.json', () => {
   it('has the panels the runbook refers to', () => {
     const titles = dashboard.panels.map((p) => p.title.toLowerCase()).join(' | ');
-    for (const want of ['request rate', 'p99', 'error', 'job queue lag', 'failures', 'webhook', 'dead-letter', 'audit buffer', 'mongodb pool']) expect(titles).toContain(want);
+    for (const want of ['request rate', 'p99', 'error', 'job queue lag', 'failures', 'webhook', 'dead-letter', 'audit flushes', 'mongodb pool']) expect(titles).toContain(want);
   });
 
   it('every query names only metrics this server exports', async () => {
