@@ -3,7 +3,7 @@ import { definePlugin, type Plugin } from './plugin.ts';
 import { z } from 'zod';
 import { defineRoute } from './http/route.ts';
 import type { HealthReport } from './health.ts';
-import { requireAdmin } from './graphql.ts';
+import { scopes } from './graphql.ts';
 import { withTimeout } from './timeout.ts';
 
 /** Core plugin: `/health`, `/ready`, `/admin/health/detailed`, and the `database` check. */
@@ -39,12 +39,9 @@ export const healthPlugin: Plugin = definePlugin({
             }),
           });
           builder.queryField('health', (t) =>
-            t.field({
+            t.withAuth(scopes('admin')).field({
               type: Health, nullable: false, description: 'Detailed health (administrators), as GET /admin/health/detailed',
-              resolve: (_r, _a, ctx) => {
-                requireAdmin(ctx);
-                return detailed();
-              },
+              resolve: () => detailed(),
             }),
           );
         },

@@ -1,5 +1,5 @@
 import type { Builder, BuilderTypes } from '../graphql.ts';
-import { cursorsObject, givenArgs, parseInput, requireUser } from '../graphql.ts';
+import { cursorsObject, givenArgs, parseInput, scopes } from '../graphql.ts';
 import type { EventLog, EventPage } from './service.ts';
 import type { EventRecord } from './consumers.ts';
 import type { EventTypeView } from './catalogue.ts';
@@ -42,17 +42,14 @@ export function eventsGraphql(builder: Builder, events: EventLog): EventRef {
     }),
   });
   builder.queryFields((t) => ({
-    events: t.field({
+    events: t.withAuth(scopes('user')).field({
       type: Page, nullable: false, description: "The tenant's events, newest first (administrators)",
       args: { type: t.arg.string(), limit: t.arg.int(), cursor: t.arg.string(), direction: t.arg.string() },
-      resolve: (_r, args, ctx) => events.list(requireUser(ctx), parseInput(eventListQuery, givenArgs(args), ['args'])),
+      resolve: (_r, args, ctx) => events.list(ctx.actor, parseInput(eventListQuery, givenArgs(args), ['args'])),
     }),
-    eventTypes: t.field({
+    eventTypes: t.withAuth(scopes('user')).field({
       type: [Type], nullable: false, description: 'The event catalogue',
-      resolve: (_r, _a, ctx) => {
-        requireUser(ctx);
-        return events.types();
-      },
+      resolve: () => events.types(),
     }),
   }));
   return Event;

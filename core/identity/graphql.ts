@@ -1,4 +1,4 @@
-import { givenArgs, pageObject, parseInput, requireAdmin, requireUser, requireUserRole, type Builder } from '../graphql.ts';
+import { givenArgs, pageObject, parseInput, type Builder, scopes } from '../graphql.ts';
 import { idParams } from '../http/schemas.ts';
 import { apiKeysQuery, createApiKeyInput, createTenantInput, createUserInput, tenantsQuery, updateUserInput, usersQuery, type PageRequest } from './schemas.ts';
 import type { Actor } from '../context.ts';
@@ -61,41 +61,41 @@ export function identityGraphql(builder: Builder, identity: IdentityService, mem
     }),
   });
   builder.queryFields((t) => ({
-    me: t.field({ type: Me, resolve: (_r, _a, ctx) => requireUser(ctx) }),
-    myMemberships: t.field({
+    me: t.withAuth(scopes('user')).field({ type: Me, resolve: (_r, _a, ctx) => ctx.actor }),
+    myMemberships: t.withAuth(scopes('user')).field({
       type: [Membership], nullable: false, description: "Every active membership of the caller's person, as GET /auth/me lists them",
-      resolve: (_r, _a, ctx) => memberships.membershipsOf(requireUser(ctx).id),
+      resolve: (_r, _a, ctx) => memberships.membershipsOf(ctx.actor.id),
     }),
-    tenants: t.field({
+    tenants: t.withAuth(scopes('admin')).field({
       type: [Tenant], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
       description: 'One page of tenants, without the total (tenantsPage has it)',
-      resolve: async (_r, a, ctx) => (await identity.listTenants(requireAdmin(ctx), clampPage(a))).items,
+      resolve: async (_r, a, ctx) => (await identity.listTenants(ctx.actor, clampPage(a))).items,
     }),
-    tenantsPage: t.field({
+    tenantsPage: t.withAuth(scopes('admin')).field({
       type: TenantPage, nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
       description: 'Tenants with their total, as GET /admin/tenants: every tenant for system administrators, their own for tenant administrators',
-      resolve: (_r, a, ctx) => identity.listTenants(requireAdmin(ctx), parseInput(tenantsQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => identity.listTenants(ctx.actor, parseInput(tenantsQuery, givenArgs(a))),
     }),
-    users: t.field({
+    users: t.withAuth(scopes('admin')).field({
       type: [Me], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int(), tenant_id: t.arg.string({ description: 'System administrators: users of this tenant only' }) },
       description: 'One page of users, without the total (usersPage has it)',
       resolve: async (_r, a, ctx) => {
-        const actor = requireAdmin(ctx);
+        const actor = ctx.actor;
         const { tenant_id } = parseInput(usersQuery.pick({ tenant_id: true }), givenArgs({ tenant_id: a.tenant_id }));
         return (await identity.listUsers(actor, { ...clampPage(a), ...(tenant_id ? { tenant_id } : {}) })).items;
       },
     }),
-    usersPage: t.field({
+    usersPage: t.withAuth(scopes('admin')).field({
       type: UserPage, nullable: false,
       args: { page: t.arg.int(), per_page: t.arg.int(), tenant_id: t.arg.string({ description: 'System administrators: users of this tenant only' }) },
       description: 'Users with their total, as GET /admin/users: tenant administrators see their own tenant only',
-      resolve: (_r, a, ctx) => identity.listUsers(requireAdmin(ctx), parseInput(usersQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => identity.listUsers(ctx.actor, parseInput(usersQuery, givenArgs(a))),
     }),
-    apiKeys: t.field({
+    apiKeys: t.withAuth(scopes('admin')).field({
       type: [ApiKey], nullable: false, description: 'API keys you administer, newest first (never the key itself): of one user with user_id; revoked ones with include_revoked',
       args: { user_id: t.arg.string(), include_revoked: t.arg.boolean(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: async (_r, a, ctx) => {
-        const actor = requireAdmin(ctx);
+        const actor = ctx.actor;
         const keys = await identity.listApiKeys(actor, { ...parseInput(apiKeysQuery, givenArgs({ user_id: a.user_id, include_revoked: a.include_revoked })), ...clampPage(a) });
         const emails = await identity.userEmails(actor, keys.map((k) => k.user_id));
         return keys.map((k) => ({ ...k, user_email: emails.get(k.user_id) ?? null }));
@@ -126,33 +126,33 @@ export function identityGraphql(builder: Builder, identity: IdentityService, mem
     }),
   });
   builder.mutationFields((t) => ({
-    issueToken: t.field({ type: Token, nullable: false, resolve: (_r, _a, ctx) => identity.issueToken(requireUser(ctx)) }),
-    createTenant: t.field({
+    issueToken: t.withAuth(scopes('user')).field({ type: Token, nullable: false, resolve: (_r, _a, ctx) => identity.issueToken(ctx.actor) }),
+    createTenant: t.withAuth(scopes('system')).field({
       type: Tenant, nullable: false, args: { name: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => identity.createTenant(requireUserRole(ctx, 'system'), parseInput(createTenantInput, a)),
+      resolve: (_r, a, ctx) => identity.createTenant(ctx.actor, parseInput(createTenantInput, a)),
     }),
-    createUser: t.field({
+    createUser: t.withAuth(scopes('admin')).field({
       type: Me, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }) },
-      resolve: (_r, a, ctx) => identity.createUser(requireAdmin(ctx), parseInput(createUserInput, a.input)),
+      resolve: (_r, a, ctx) => identity.createUser(ctx.actor, parseInput(createUserInput, a.input)),
     }),
-    updateUser: t.field({
+    updateUser: t.withAuth(scopes('admin')).field({
       type: Me, nullable: false, args: { id: t.arg.string({ required: true }), input: t.arg({ type: 'JSON', required: true }) },
-      resolve: (_r, a, ctx) => identity.updateUser(requireAdmin(ctx), parseInput(idParams, { id: a.id }).id, parseInput(updateUserInput, a.input)),
+      resolve: (_r, a, ctx) => identity.updateUser(ctx.actor, parseInput(idParams, { id: a.id }).id, parseInput(updateUserInput, a.input)),
     }),
-    deleteUser: t.field({
+    deleteUser: t.withAuth(scopes('admin')).field({
       type: 'Boolean', nullable: false, description: 'Soft-delete a user (true when done)', args: { id: t.arg.string({ required: true }) },
       resolve: async (_r, a, ctx) => {
-        await identity.deleteUser(requireAdmin(ctx), parseInput(idParams, a).id);
+        await identity.deleteUser(ctx.actor, parseInput(idParams, a).id);
         return true;
       },
     }),
-    createApiKey: t.field({
+    createApiKey: t.withAuth(scopes('admin')).field({
       type: ApiKey, nullable: false, args: { user_id: t.arg.string({ required: true }), name: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => identity.createApiKey(requireAdmin(ctx), parseInput(createApiKeyInput, a)),
+      resolve: (_r, a, ctx) => identity.createApiKey(ctx.actor, parseInput(createApiKeyInput, a)),
     }),
-    revokeApiKey: t.field({
+    revokeApiKey: t.withAuth(scopes('admin')).field({
       type: ApiKey, nullable: false, args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => identity.revokeApiKey(requireAdmin(ctx), parseInput(idParams, a).id),
+      resolve: (_r, a, ctx) => identity.revokeApiKey(ctx.actor, parseInput(idParams, a).id),
     }),
   }));
 }

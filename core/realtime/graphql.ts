@@ -1,5 +1,5 @@
-import type { Builder, GraphQLContext } from '../graphql.ts';
-import { requireUser } from '../graphql.ts';
+import type { ActorContext, Builder } from '../graphql.ts';
+import { scopes } from '../graphql.ts';
 import type { Actor } from '../context.ts';
 import type { EventRef } from '../events/graphql.ts';
 import type { EventRecord } from '../events/consumers.ts';
@@ -11,9 +11,8 @@ import { SHARED_RESULTS } from './shared.ts';
  * A session for a subscription: its actor (401 without one) and the credential it came with (the
  * WebSocket's `connection_init`, or the headers of a GraphQL-over-SSE request), re-checked while it runs.
  */
-export function openSession(realtime: RealtimeService, ctx: GraphQLContext): Promise<LiveSession> {
-  const actor = requireUser(ctx);
-  return realtime.open(ctx.presented ?? presentedOf((h) => ctx.koa?.get(h) || undefined), actor);
+export function openSession(realtime: RealtimeService, ctx: ActorContext): Promise<LiveSession> {
+  return realtime.open(ctx.presented ?? presentedOf((h) => ctx.koa?.get(h) || undefined), ctx.actor);
 }
 
 /**
@@ -69,7 +68,7 @@ export function unsettle<T>(v: T | StreamEnd): T {
  * come as the subscription's error rather than mid-stream.
  * @example subscribe: async (_r, a, ctx) => liveSubscription(realtime, ctx, (actor, signal) => svc.watch(actor, a.id, signal))
  */
-export async function liveSubscription<T>(realtime: RealtimeService, ctx: GraphQLContext, source: (actor: Actor, signal: AbortSignal, current: () => Actor) => AsyncIterable<T>): Promise<AsyncIterableIterator<T | StreamEnd>> {
+export async function liveSubscription<T>(realtime: RealtimeService, ctx: ActorContext, source: (actor: Actor, signal: AbortSignal, current: () => Actor) => AsyncIterable<T>): Promise<AsyncIterableIterator<T | StreamEnd>> {
   return settled(realtime.guard(await openSession(realtime, ctx), source));
 }
 
@@ -80,7 +79,7 @@ export async function liveSubscription<T>(realtime: RealtimeService, ctx: GraphQ
 export function realtimeGraphql(builder: Builder, realtime: RealtimeService, Event: EventRef): void {
   builder.subscriptionType({ description: 'Live events, over GraphQL over SSE or graphql-ws on the same /graphql path' });
   builder.subscriptionFields((t) => ({
-    events: t.field({
+    events: t.withAuth(scopes('user')).field({
       type: Event, nullable: false,
       description: "Events of the caller's tenant as they are committed, those the caller may read (docs/realtime.md)",
       args: { types: t.arg.stringList({ required: false, description: 'Exact event types; all when absent' }) },
@@ -94,13 +93,13 @@ export function realtimeGraphql(builder: Builder, realtime: RealtimeService, Eve
       },
       resolve: (e: EventRecord | StreamEnd) => unsettle(e),
     }),
-    resourceChanged: t.field({
+    resourceChanged: t.withAuth(scopes('user')).field({
       type: Event, nullable: false,
       description: "A resource's created, updated, deleted and restored events (and draft_saved, published, unpublished with drafts), optionally of one document",
       args: { resource: t.arg.string({ required: true }), id: t.arg.id({ required: false }) },
       extensions: { [SHARED_RESULTS]: true },
       subscribe: async (_r, args, ctx) => {
-        const types = realtime.resourceTypes(requireUser(ctx), args.resource);
+        const types = realtime.resourceTypes(ctx.actor, args.resource);
         const id = args.id ? String(args.id) : null;
         const match = id ? (e: EventRecord) => String(e.data.id ?? e.data._id ?? '') === id : undefined;
         const events = realtime.stream(await openSession(realtime, ctx), { types, ...(match ? { match } : {}) });

@@ -1,4 +1,4 @@
-import { givenArgs, pageObject, parseInput, requireAdmin, type Builder } from '../../core/graphql.ts';
+import { givenArgs, pageObject, parseInput, type Builder, scopes } from '../../core/graphql.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import type { Actor } from '../../core/context.ts';
 import { createRoleInput, explainInput, rolesQuery, updateRoleInput, type ExplainView, type RoleView } from './schemas.ts';
@@ -24,34 +24,34 @@ export function accessGraphql(builder: Builder, roles: RoleStore, explain: Expla
   });
   const RolePage = pageObject(builder, 'RolePage', Role);
   builder.queryFields((t) => ({
-    roles: t.field({
+    roles: t.withAuth(scopes('admin')).field({
       type: RolePage, nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
       description: 'Custom roles with their total, as GET /admin/roles',
-      resolve: (_r, a, ctx) => roles.list(requireAdmin(ctx), parseInput(rolesQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => roles.list(ctx.actor, parseInput(rolesQuery, givenArgs(a))),
     }),
-    role: t.field({
+    role: t.withAuth(scopes('admin')).field({
       type: Role, nullable: false, args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => roles.get(requireAdmin(ctx), parseInput(idParams, a).id),
+      resolve: (_r, a, ctx) => roles.get(ctx.actor, parseInput(idParams, a).id),
     }),
-    explainAccess: t.field({
+    explainAccess: t.withAuth(scopes('admin')).field({
       type: 'JSON', nullable: false, description: 'The effective rule of a user, as POST /admin/access/explain',
       args: { user_id: t.arg.string({ required: true }), resource: t.arg.string({ required: true }), action: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => explain(requireAdmin(ctx), parseInput(explainInput, a)),
+      resolve: (_r, a, ctx) => explain(ctx.actor, parseInput(explainInput, a)),
     }),
   }));
   builder.mutationFields((t) => ({
-    createRole: t.field({
+    createRole: t.withAuth(scopes('admin')).field({
       type: Role, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }) },
-      resolve: (_r, a, ctx) => roles.create(requireAdmin(ctx), parseInput(createRoleInput, a.input)),
+      resolve: (_r, a, ctx) => roles.create(ctx.actor, parseInput(createRoleInput, a.input)),
     }),
-    updateRole: t.field({
+    updateRole: t.withAuth(scopes('admin')).field({
       type: Role, nullable: false, args: { id: t.arg.string({ required: true }), input: t.arg({ type: 'JSON', required: true }) },
-      resolve: (_r, a, ctx) => roles.update(requireAdmin(ctx), parseInput(idParams, { id: a.id }).id, parseInput(updateRoleInput, a.input)),
+      resolve: (_r, a, ctx) => roles.update(ctx.actor, parseInput(idParams, { id: a.id }).id, parseInput(updateRoleInput, a.input)),
     }),
-    deleteRole: t.field({
+    deleteRole: t.withAuth(scopes('admin')).field({
       type: 'Boolean', nullable: false, description: 'Delete a custom role (true when done)', args: { id: t.arg.string({ required: true }) },
       resolve: async (_r, a, ctx) => {
-        await roles.remove(requireAdmin(ctx), parseInput(idParams, a).id);
+        await roles.remove(ctx.actor, parseInput(idParams, a).id);
         return true;
       },
     }),

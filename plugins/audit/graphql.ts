@@ -1,5 +1,5 @@
 import type { Builder } from '../../core/graphql.ts';
-import { pageObject, parseInput, requireAdmin, givenArgs } from '../../core/graphql.ts';
+import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
 import { AUDIT_FIELDS, type AuditEntryView } from './model.ts';
 import { listQuery, liveQuery, statsQuery } from './schemas.ts';
 import type { AuditService, AuditStats } from './service.ts';
@@ -52,28 +52,28 @@ export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs 
     }),
   });
   builder.queryFields((t) => ({
-    auditLog: t.field({
+    auditLog: t.withAuth(scopes('admin')).field({
       type: Page, nullable: false, description: 'Audit entries, as GET /admin/audit-log',
       args: {
         resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(),
         date_from: t.arg.string(), date_to: t.arg.string(), page: t.arg.int(), per_page: t.arg.int(), sort: t.arg.string(),
       },
-      resolve: (_r, a, ctx) => audit.list(requireAdmin(ctx), parseInput(listQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => audit.list(ctx.actor, parseInput(listQuery, givenArgs(a))),
     }),
-    auditStats: t.field({
+    auditStats: t.withAuth(scopes('admin')).field({
       type: Stats, nullable: false, description: 'Audit aggregates, as GET /admin/audit-log/stats',
       args: { resource: t.arg.string(), user_id: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string(), group_by: t.arg.string() },
-      resolve: (_r, a, ctx) => audit.stats(requireAdmin(ctx), parseInput(statsQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => audit.stats(ctx.actor, parseInput(statsQuery, givenArgs(a))),
     }),
   }));
   builder.subscriptionFields((t) => ({
-    auditEntries: t.field({
+    auditEntries: t.withAuth(scopes('admin')).field({
       type: Entry, nullable: false,
       description: 'New audit entries as they are recorded, for those who may list the audit log (same filters and scope as auditLog)',
       args: { resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string() },
       subscribe: async (_r, a, ctx) => {
         const f = parseInput(liveQuery, givenArgs(a));
-        audit.filterOf(requireAdmin(ctx), f); // refused at subscribe time, as the list is
+        audit.filterOf(ctx.actor, f); // refused at subscribe time, as the list is
         return liveSubscription(realtime, ctx, (_actor, signal, current) => newAuditEntries(model, () => audit.filterOf(current(), f), { pollMs, lookbackMs: 2000 }, signal));
       },
       resolve: (e) => unsettle(e),

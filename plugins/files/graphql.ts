@@ -4,27 +4,27 @@
  * Uploads go through REST (`POST /files`) and tus.
  */
 import type { Builder } from '../../core/graphql.ts';
-import { requireUser } from '../../core/graphql.ts';
+import { scopes } from '../../core/graphql.ts';
 import type { FilesService } from './service.ts';
 import { originOf } from './routes.ts';
 
 export function filesGraphql(builder: Builder, svc: FilesService) {
   const File = 'File' as never;
   builder.objectField(File, 'url', (t) =>
-    t.string({
+    t.withAuth(scopes('user')).string({
       nullable: true,
       description: 'A signed download URL (expires after FILES_SIGNED_URL_TTL_SECONDS); null unless the file is ready',
       resolve: async (f: { _id: unknown; status?: unknown }, _a, ctx) => {
         if (f.status !== 'ready') return null;
-        return (await svc.signedUrl(requireUser(ctx), String(f._id), ctx.koa ? originOf(ctx.koa) : '')).url;
+        return (await svc.signedUrl(ctx.actor, String(f._id), ctx.koa ? originOf(ctx.koa) : '')).url;
       },
     }) as never,
   );
   builder.mutationFields((t) => ({
-    deleteFile: t.field({
+    deleteFile: t.withAuth(scopes('user')).field({
       type: File, nullable: false, description: 'Same as DELETE /files/{id}: soft delete (status `deleted`)',
       args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
-      resolve: (_r, args, ctx) => svc.remove(requireUser(ctx), String(args.id), args.if_match) as never,
+      resolve: (_r, args, ctx) => svc.remove(ctx.actor, String(args.id), args.if_match) as never,
     }),
   }));
 }

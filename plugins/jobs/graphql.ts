@@ -1,5 +1,5 @@
 import type { Builder } from '../../core/graphql.ts';
-import { pageObject, parseInput, requireAdmin, requireUser, givenArgs } from '../../core/graphql.ts';
+import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
 import type { ChainView, RunView, ScheduleView } from './views.ts';
 import type { RegistryEntry } from './registry.ts';
 import { idParams, listRunsQuery, runBody, runIdParams, scheduleBody } from './schemas.ts';
@@ -162,70 +162,69 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
   });
 
   builder.queryFields((t) => ({
-    jobRegistry: t.field({
+    jobRegistry: t.withAuth(scopes('user')).field({
       type: [Entry], nullable: false, description: 'Registered jobs, as GET /jobs/registry',
-      resolve: (_r, _a, ctx) => svc.registry(requireUser(ctx)),
+      resolve: (_r, _a, ctx) => svc.registry(ctx.actor),
     }),
-    jobSchedules: t.field({
+    jobSchedules: t.withAuth(scopes('user')).field({
       type: [Schedule], nullable: false, description: 'Schedules, as GET /jobs/schedules',
-      resolve: (_r, _a, ctx) => schedules.list(requireUser(ctx)),
+      resolve: (_r, _a, ctx) => schedules.list(ctx.actor),
     }),
-    jobRuns: t.field({
+    jobRuns: t.withAuth(scopes('user')).field({
       type: Page, nullable: false, description: 'Runs, newest first, as GET /jobs/runs',
       args: { filter: t.arg({ type: Filter }), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => svc.listRuns(requireUser(ctx), parseInput(listRunsQuery, givenArgs({ ...(a.filter ?? {}), page: a.page, per_page: a.per_page }))),
+      resolve: (_r, a, ctx) => svc.listRuns(ctx.actor, parseInput(listRunsQuery, givenArgs({ ...(a.filter ?? {}), page: a.page, per_page: a.per_page }))),
     }),
-    jobRun: t.field({
+    jobRun: t.withAuth(scopes('user')).field({
       type: Run, nullable: false, description: 'One run with progress and logs, as GET /jobs/runs/{run_id}',
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.getRun(requireUser(ctx), parseInput(runIdParams, { run_id: a.id }).run_id),
+      resolve: (_r, a, ctx) => svc.getRun(ctx.actor, parseInput(runIdParams, { run_id: a.id }).run_id),
     }),
-    cronPreview: t.field({
+    cronPreview: t.withAuth(scopes('admin')).field({
       type: Preview, nullable: false, description: 'Check a cron expression, describe it and list its next fire times (administrators), for schedule editors',
       args: { expression: t.arg.string({ required: true }), timezone: t.arg.string({ defaultValue: 'UTC' }), count: t.arg.int({ defaultValue: 5 }) },
-      resolve: (_r, a, ctx) => {
-        requireAdmin(ctx);
+      resolve: (_r, a) => {
         const timezone = a.timezone ?? 'UTC';
         if (!isTimeZone(timezone)) throw new ValidationError([{ loc: ['args', 'timezone'], msg: `Unknown time zone "${timezone}"`, type: 'value_error' }]);
         return previewCron(a.expression.slice(0, 200), timezone, Math.min(Math.max(a.count ?? 5, 1), 20));
       },
     }),
-    jobChains: t.field({
+    jobChains: t.withAuth(scopes('user')).field({
       type: [Chain], nullable: false, description: 'Stored chains, as GET /jobs/chains (system administrators)',
-      resolve: (_r, _a, ctx) => chains.list(requireUser(ctx)),
+      resolve: (_r, _a, ctx) => chains.list(ctx.actor),
     }),
   }));
 
   builder.mutationFields((t) => ({
-    triggerJob: t.field({
+    triggerJob: t.withAuth(scopes('user')).field({
       type: Run, nullable: false, description: 'Queue a run, as POST /jobs/run',
       args: { job: t.arg.string({ required: true }), params: t.arg({ type: 'JSON' }), tenant_id: t.arg.string() },
       resolve: (_r, a, ctx) => {
-        const actor = requireUser(ctx);
+        const actor = ctx.actor;
         const input = parseInput(runBody, givenArgs(a));
         return svc.triggerAs(actor, input.job, input.params, input.tenant_id, ['args', 'params']);
       },
     }),
-    cancelJobRun: t.field({
+    cancelJobRun: t.withAuth(scopes('user')).field({
       type: Run, nullable: false, description: 'Cancel a pending or running run, as POST /jobs/runs/{run_id}/cancel',
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.cancel(requireUser(ctx), parseInput(runIdParams, { run_id: a.id }).run_id),
+      resolve: (_r, a, ctx) => svc.cancel(ctx.actor, parseInput(runIdParams, { run_id: a.id }).run_id),
     }),
-    upsertJobSchedule: t.field({
+    upsertJobSchedule: t.withAuth(scopes('user')).field({
       type: Schedule, nullable: false,
       description: 'Create a schedule (no id) or update one, as POST / PATCH /jobs/schedules; `input` takes the same fields as the REST body',
       args: { id: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
       resolve: (_r, a, ctx) => {
-        const actor = requireUser(ctx);
+        const actor = ctx.actor;
         const input = parseInput(scheduleBody, a.input, ['args', 'input']);
         return a.id ? schedules.update(actor, parseInput(idParams, { id: a.id }).id, input) : schedules.create(actor, input);
       },
     }),
-    deleteJobSchedule: t.field({
+    deleteJobSchedule: t.withAuth(scopes('user')).field({
       type: 'Boolean', nullable: false, description: 'Delete a schedule, as DELETE /jobs/schedules/{id} (true when done)',
       args: { id: t.arg.string({ required: true }) },
       resolve: async (_r, a, ctx) => {
-        await schedules.remove(requireUser(ctx), parseInput(idParams, a).id);
+        await schedules.remove(ctx.actor, parseInput(idParams, a).id);
         return true;
       },
     }),
@@ -248,13 +247,13 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
     }),
   });
   builder.subscriptionFields((t) => ({
-    jobRun: t.field({
+    jobRun: t.withAuth(scopes('user')).field({
       type: Update, nullable: false,
       description: "A run's log lines and progress as they happen, then its end (who may see it: as GET /jobs/runs/{run_id})",
       args: { id: t.arg.string({ required: true }) },
       subscribe: async (_r, a, ctx) => {
         const id = parseInput(runIdParams, { run_id: a.id }).run_id;
-        await svc.checkVisible(requireUser(ctx), id);
+        await svc.checkVisible(ctx.actor, id);
         return liveSubscription(realtime, ctx, (actor, signal) => svc.watch(actor, id, signal));
       },
       resolve: (e) => unsettle(e),

@@ -1,5 +1,5 @@
 import type { Builder } from '../../core/graphql.ts';
-import { givenArgs, parseInput, requireAdmin } from '../../core/graphql.ts';
+import { givenArgs, parseInput, scopes } from '../../core/graphql.ts';
 import { hasSystemScope, scopedTenantId, type Actor } from '../../core/context.ts';
 import type { Line, Overview, SeriesService } from './service.ts';
 import { endpointSeriesArgs, jobSeriesArgs, overviewArgs, paymentSeriesArgs } from './schemas.ts';
@@ -45,11 +45,11 @@ export function seriesGraphql(builder: Builder, series: SeriesService, pages: Pa
   });
   pageSeriesGraphql(builder, pages, LineRef);
   builder.queryFields((t) => ({
-    metricsOverview: t.field({
+    metricsOverview: t.withAuth(scopes('admin')).field({
       type: OverviewRef, nullable: false, args: { range: t.arg.string({ required: true, description: '`hour` or `day`' }) },
       description: 'Plots of the last hour or day (administrators): your tenant\'s series; system administrators also the system-wide ones',
       resolve: (_r, a, ctx) => {
-        const actor = requireAdmin(ctx);
+        const actor = ctx.actor;
         const { range } = parseInput(overviewArgs, a);
         return series.overview(range, scopedTenantId(actor) ?? undefined, hasSystemScope(actor));
       },
@@ -106,29 +106,29 @@ function pageSeriesGraphql(builder: Builder, pages: PageSeries, LineRef: ReturnT
     }),
   });
   builder.queryFields((t) => ({
-    jobSeries: t.field({
+    jobSeries: t.withAuth(scopes('admin')).field({
       type: JobRef, nullable: false, description: "A job's runs by status and duration (administrators; your tenant's runs)",
       args: { job: t.arg.string({ required: true }), range: t.arg.string({ required: true, description: '`hour` or `day`' }) },
       resolve: (_r, a, ctx) => {
-        const actor = requireAdmin(ctx);
+        const actor = ctx.actor;
         const { job, range } = parseInput(jobSeriesArgs, a);
         return pages.job(job, range, tenantOf(actor));
       },
     }),
-    webhookEndpointSeries: t.field({
+    webhookEndpointSeries: t.withAuth(scopes('admin')).field({
       type: EndpointRef, nullable: false, description: "An outbound endpoint's success rate and delay (administrators; your tenant's deliveries)",
       args: { endpoint_id: t.arg.string({ required: true }), range: t.arg.string({ required: true, description: '`hour` or `day`' }) },
       resolve: (_r, a, ctx) => {
-        const actor = requireAdmin(ctx);
+        const actor = ctx.actor;
         const { endpoint_id, range } = parseInput(endpointSeriesArgs, a);
         return pages.endpoint(endpoint_id, range, tenantOf(actor));
       },
     }),
-    paymentSeries: t.field({
+    paymentSeries: t.withAuth(scopes('admin')).field({
       type: PaymentRef, nullable: false, description: "Payments per status per day (administrators; your tenant's payments)",
       args: { days: t.arg.int({ description: '1 to 90, default 7 (days older than METRICS_SERIES_RETENTION_DAYS are zero)' }) },
       resolve: (_r, a, ctx) => {
-        const actor = requireAdmin(ctx);
+        const actor = ctx.actor;
         const { days } = parseInput(paymentSeriesArgs, givenArgs(a));
         return pages.payments(days, tenantOf(actor));
       },

@@ -4,7 +4,7 @@
  * services with the same rules as REST.
  */
 import type { Builder } from '../../core/graphql.ts';
-import { requireUser, pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
+import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
 import type { PaymentsService, PaymentView } from './service.ts';
 import type { PayoutsService } from './payouts.ts';
 import { LEDGER_PERMISSIONS, type LedgerService, type BalanceRow } from './ledger.ts';
@@ -76,19 +76,19 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
   });
 
   builder.queryFields((t) => ({
-    paymentRefunds: t.field({
+    paymentRefunds: t.withAuth(scopes('user')).field({
       type: [Refund], nullable: false, description: 'Refund attempts of a payment, oldest first, as GET /payments/{id}/refunds (whoever may read the payment)',
       args: { id: t.arg.id({ required: true }) },
-      resolve: async (_r, args, ctx) => (await svc.refundsOf(requireUser(ctx), parseInput(paymentIdParams, { id: String(args.id) }).id)).items,
+      resolve: async (_r, args, ctx) => (await svc.refundsOf(ctx.actor, parseInput(paymentIdParams, { id: String(args.id) }).id)).items,
     }),
-    payouts: t.field({
+    payouts: t.withAuth(scopes('user')).field({
       type: PayoutPage, nullable: false, description: 'Payout batches (system administrators)',
       args: { status: t.arg.string(), tenant_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, args, ctx) => payouts.list(requireUser(ctx), parseInput(payoutListQuery, givenArgs(args))),
+      resolve: (_r, args, ctx) => payouts.list(ctx.actor, parseInput(payoutListQuery, givenArgs(args))),
     }),
-    payout: t.field({
+    payout: t.withAuth(scopes('user')).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, args, ctx) => payouts.get(requireUser(ctx), String(args.id)),
+      resolve: (_r, args, ctx) => payouts.get(ctx.actor, String(args.id)),
     }),
   }));
 
@@ -134,44 +134,44 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
   }
 
   builder.mutationFields((t) => ({
-    updatePayment: t.field({
+    updatePayment: t.withAuth(scopes('user')).field({
       type: Payment, nullable: false, description: 'Same as PUT /payments/{id}: provider_reference, receipt_url, metadata',
       args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
-      resolve: (_r, args, ctx) => svc.update(requireUser(ctx), String(args.id), args.if_match, args.input) as never,
+      resolve: (_r, args, ctx) => svc.update(ctx.actor, String(args.id), args.if_match, args.input) as never,
     }),
-    processPayment: t.field({
+    processPayment: t.withAuth(scopes('user')).field({
       type: Processed, nullable: false, args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, args, ctx) => svc.process(requireUser(ctx), String(args.id)),
+      resolve: (_r, args, ctx) => svc.process(ctx.actor, String(args.id)),
     }),
-    completePayment: t.field({
+    completePayment: t.withAuth(scopes('user')).field({
       type: Payment, nullable: false,
       args: { id: t.arg.id({ required: true }), provider_reference: t.arg.string({ required: true }), provider_status: t.arg.string({ required: true }), receipt_url: t.arg.string() },
-      resolve: (_r, { id, ...rest }, ctx) => svc.complete(requireUser(ctx), String(id), parseInput(completeInput, givenArgs(rest))) as never,
+      resolve: (_r, { id, ...rest }, ctx) => svc.complete(ctx.actor, String(id), parseInput(completeInput, givenArgs(rest))) as never,
     }),
-    cancelPayment: t.field({
+    cancelPayment: t.withAuth(scopes('user')).field({
       type: Payment, nullable: false, args: { id: t.arg.id({ required: true }), reason: t.arg.string() },
-      resolve: (_r, { id, ...rest }, ctx) => svc.cancel(requireUser(ctx), String(id), parseInput(cancelInput, givenArgs(rest)).reason ?? null) as never,
+      resolve: (_r, { id, ...rest }, ctx) => svc.cancel(ctx.actor, String(id), parseInput(cancelInput, givenArgs(rest)).reason ?? null) as never,
     }),
-    refundPayment: t.field({
+    refundPayment: t.withAuth(scopes('user')).field({
       type: Payment, nullable: false, description: 'amount is a decimal string such as "12.50"',
       args: { id: t.arg.id({ required: true }), amount: t.arg.string({ required: true }), reason: t.arg.string() },
-      resolve: (_r, { id, ...rest }, ctx) => svc.refund(requireUser(ctx), String(id), parseInput(refundInput, givenArgs(rest))) as never,
+      resolve: (_r, { id, ...rest }, ctx) => svc.refund(ctx.actor, String(id), parseInput(refundInput, givenArgs(rest))) as never,
     }),
-    approvePayout: t.field({
+    approvePayout: t.withAuth(scopes('user')).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, args, ctx) => payouts.approve(requireUser(ctx), String(args.id)),
+      resolve: (_r, args, ctx) => payouts.approve(ctx.actor, String(args.id)),
     }),
-    executePayout: t.field({
+    executePayout: t.withAuth(scopes('user')).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), bank_reference: t.arg.string({ required: true }) },
-      resolve: (_r, { id, ...rest }, ctx) => payouts.execute(requireUser(ctx), String(id), parseInput(executeInput, givenArgs(rest)).bank_reference),
+      resolve: (_r, { id, ...rest }, ctx) => payouts.execute(ctx.actor, String(id), parseInput(executeInput, givenArgs(rest)).bank_reference),
     }),
-    processPayout: t.field({
+    processPayout: t.withAuth(scopes('user')).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, args, ctx) => payouts.process(requireUser(ctx), String(args.id)),
+      resolve: (_r, args, ctx) => payouts.process(ctx.actor, String(args.id)),
     }),
-    failPayout: t.field({
+    failPayout: t.withAuth(scopes('user')).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
-      resolve: (_r, { id, ...rest }, ctx) => payouts.fail(requireUser(ctx), String(id), parseInput(failPayoutInput, givenArgs(rest)).reason),
+      resolve: (_r, { id, ...rest }, ctx) => payouts.fail(ctx.actor, String(id), parseInput(failPayoutInput, givenArgs(rest)).reason),
     }),
   }));
 }

@@ -1,5 +1,5 @@
 import type { Builder } from '../../core/graphql.ts';
-import { pageObject, parseInput, requireAdmin, requireUser, givenArgs } from '../../core/graphql.ts';
+import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import type { ConsentView, ErasureRequestView } from './model.ts';
 import type { ErasureExecution } from './erasure.ts';
@@ -91,31 +91,31 @@ export function privacyGraphql(builder: Builder, { consents, erasures, exports }
   });
 
   builder.queryFields((t) => ({
-    consents: t.field({
+    consents: t.withAuth(scopes('user')).field({
       type: ConsentPage, nullable: false, description: "The current user's consents (administrators: `user_id` of their tenant), as GET /privacy/consents",
       args: { user_id: t.arg.string(), purpose: t.arg.string(), active: t.arg.boolean(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => {
         const args = givenArgs(a);
         if (typeof args.active === 'boolean') args.active = String(args.active);
-        return consents.list(requireUser(ctx), parseInput(consentsQuery, args));
+        return consents.list(ctx.actor, parseInput(consentsQuery, args));
       },
     }),
-    erasureRequests: t.field({
+    erasureRequests: t.withAuth(scopes('admin')).field({
       type: RequestPage, nullable: false, description: 'Erasure requests of the caller\'s tenant (administrators), as GET /privacy/erasure-requests',
       args: { status: t.arg.string(), user_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => erasures.list(requireAdmin(ctx), parseInput(erasureListQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => erasures.list(ctx.actor, parseInput(erasureListQuery, givenArgs(a))),
     }),
-    erasureRequest: t.field({
+    erasureRequest: t.withAuth(scopes('admin')).field({
       type: Request, nullable: false, description: 'One erasure request (administrators), as GET /privacy/erasure-requests/{id}',
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => erasures.get(requireAdmin(ctx), parseInput(idParams, a).id),
+      resolve: (_r, a, ctx) => erasures.get(ctx.actor, parseInput(idParams, a).id),
     }),
-    personalDataExport: t.field({
+    personalDataExport: t.withAuth(scopes('user')).field({
       type: Export, nullable: false,
       description: "A user's data export (the user, or an administrator of the user's tenant), as GET /privacy/users/{user_id}/export; read whole into memory, so REST suits very large exports better",
       args: { user_id: t.arg.string({ required: true }) },
       resolve: async (_r, a, ctx) => {
-        const out = await exports.exportData(requireUser(ctx), parseInput(userParams, a).user_id, { origin: ctx.koa ? `${ctx.koa.protocol}://${ctx.koa.host}` : '' });
+        const out = await exports.exportData(ctx.actor, parseInput(userParams, a).user_id, { origin: ctx.koa ? `${ctx.koa.protocol}://${ctx.koa.host}` : '' });
         const chunks: Buffer[] = [];
         for await (const c of out.stream) chunks.push(Buffer.isBuffer(c) ? c : Buffer.from(String(c)));
         return { filename: out.filename, data: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown };
@@ -123,25 +123,25 @@ export function privacyGraphql(builder: Builder, { consents, erasures, exports }
     }),
   }));
   builder.mutationFields((t) => ({
-    grantConsent: t.field({
+    grantConsent: t.withAuth(scopes('user')).field({
       type: Consent, nullable: false, description: "Grant the current user's consent to a purpose (idempotent while active)",
       args: { purpose: t.arg.string({ required: true }), source: t.arg.string() },
-      resolve: async (_r, a, ctx) => (await consents.grant(requireUser(ctx), parseInput(grantBody, givenArgs(a)), 'graphql', ['args'])).consent,
+      resolve: async (_r, a, ctx) => (await consents.grant(ctx.actor, parseInput(grantBody, givenArgs(a)), 'graphql', ['args'])).consent,
     }),
-    revokeConsent: t.field({
+    revokeConsent: t.withAuth(scopes('user')).field({
       type: Consent, nullable: false, description: "Revoke one of the current user's consents (idempotent)",
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => consents.revoke(requireUser(ctx), parseInput(idParams, a).id),
+      resolve: (_r, a, ctx) => consents.revoke(ctx.actor, parseInput(idParams, a).id),
     }),
-    requestErasure: t.field({
+    requestErasure: t.withAuth(scopes('admin')).field({
       type: Request, nullable: false, description: 'Create an erasure request with its preview (administrators)',
       args: { user_id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => erasures.create(requireAdmin(ctx), parseInput(erasureBody, a).user_id),
+      resolve: (_r, a, ctx) => erasures.create(ctx.actor, parseInput(erasureBody, a).user_id),
     }),
-    executeErasure: t.field({
+    executeErasure: t.withAuth(scopes('admin')).field({
       type: Execution, nullable: false, description: 'Execute an erasure request: as a job when the jobs plugin is enabled (queued), inline otherwise',
       args: { id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => erasures.execute(requireAdmin(ctx), parseInput(idParams, a).id),
+      resolve: (_r, a, ctx) => erasures.execute(ctx.actor, parseInput(idParams, a).id),
     }),
   }));
 }

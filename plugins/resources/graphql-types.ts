@@ -1,5 +1,5 @@
 import type { Builder } from '../../core/graphql.ts';
-import { requireUser } from '../../core/graphql.ts';
+import { scopes } from '../../core/graphql.ts';
 import { hasSystemScope } from '../../core/context.ts';
 import type { FieldInfo } from './fields.ts';
 import { FILTER_OPERATORS } from './filters.ts';
@@ -104,11 +104,11 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
     }),
   });
   builder.queryField('resourceTypes', (t) =>
-    t.field({
+    t.withAuth(scopes('user')).field({
       type: [Resource], nullable: false,
       description: 'Every registered resource: fields, operations, search, sort, paging, bulk and cascade rules (signed-in users)',
       resolve: (_r, _a, ctx) => {
-        const actor = requireUser(ctx);
+        const actor = ctx.actor;
         return registry.list().map(({ def }) => ({
           def,
           accessible: hasSystemScope(actor) || def.guards.features.every((f) => actor.features.includes(f)),

@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import type { ArgBuilder, InputFieldMap } from '@pothos/core';
 import type { Builder, BuilderTypes } from '../../core/graphql.ts';
-import { cursorsObject, requireUser } from '../../core/graphql.ts';
+import { cursorsObject, scopes } from '../../core/graphql.ts';
 import { AccessDeniedError, NotFoundError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { BASE_FIELDS, type FieldInfo } from './fields.ts';
@@ -82,10 +82,10 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
         };
         for (const [name, { kind }] of Object.entries(BASE_FIELDS)) fields[name] = scalarField(name, kind);
         if (def.drafts) fields._status = t.string({ nullable: false, description: 'draft: not published, or its pending draft shown (draft: true)', resolve: (d) => String(d._status ?? 'published') });
-        fields._actions = t.stringList({
+        fields._actions = t.withAuth(scopes('user')).stringList({
           nullable: false,
           description: 'What the caller may do to this document now, of update, delete, publish, unpublish (drafts) and restore_version (versions): decided as those calls decide',
-          resolve: (d, _a, ctx) => documentActions(svc, requireUser(ctx), d),
+          resolve: (d, _a, ctx) => documentActions(svc, ctx.actor, d),
         });
         for (const f of def.fields) {
           if (f.private || f.path.includes('.')) continue;
@@ -94,14 +94,14 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
           const targetSvc = f.ref ? registry.get(f.ref) : undefined;
           if (target && targetSvc && def.populatable.includes(f.path)) {
             // Relation as an object: read through the related resource's own scope (tenant, guards, soft delete).
-            fields[camel(f.path.replace(/_id$/, ''))] = t.field({
+            fields[camel(f.path.replace(/_id$/, ''))] = t.withAuth(scopes('user')).field({
               type: target,
               resolve: async (d, _a, ctx) => {
                 const v = d[f.path];
                 if (v == null) return null;
-                targetSvc.scope(requireUser(ctx)); // a failed feature or attribute guard stays an error, as REST's populate
+                targetSvc.scope(ctx.actor); // a failed feature or attribute guard stays an error, as REST's populate
                 try {
-                  return await targetSvc.get(requireUser(ctx), idString(v)!);
+                  return await targetSvc.get(ctx.actor, idString(v)!);
                 } catch (err) {
                   // As REST's populate: a related row outside the caller's rules, or of a resource it may not read, is null.
                   if (err instanceof NotFoundError || err instanceof AccessDeniedError) return null;
@@ -142,60 +142,60 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
       return draft ? saveDraft(svc, actor, id, ifMatch, input, replace, draft) : svc.update(actor, id, ifMatch, input, replace);
     };
     builder.queryFields((t) => ({
-      ...(offers('list') ? { [listName]: t.field({
+      ...(offers('list') ? { [listName]: t.withAuth(scopes('user')).field({
         type: Page,
         nullable: false,
         description: `List ${def.name}; arguments mirror the REST query parameters`,
         args: listArgs(t.arg),
         resolve: async (_r, args, ctx) => {
           // `etag` (non-null) is computed from `version`: a `fields` projection keeps it.
-          const res = await svc.listArgs(requireUser(ctx), args as ListArgs, { etags: true });
+          const res = await svc.listArgs(ctx.actor, args as ListArgs, { etags: true });
           return res.mode === 'cursor' ? { items: res.items, cursors: res.cursors } : res;
         },
       }) } : {}),
-      ...(offers('get') ? { [oneName]: t.field({
+      ...(offers('get') ? { [oneName]: t.withAuth(scopes('user')).field({
         type: ref,
         args: { id: t.arg.id({ required: true }), include_deleted: t.arg.boolean(), ...(def.drafts ? { draft: t.arg.boolean({ description: 'The pending draft, where the caller may read it' }) } : {}) },
         resolve: async (_r, args, ctx) => (args.draft
-          ? (await getWithDraft(svc, requireUser(ctx), String(args.id), { includeDeleted: !!args.include_deleted })).doc
-          : svc.get(requireUser(ctx), String(args.id), { includeDeleted: !!args.include_deleted })),
+          ? (await getWithDraft(svc, ctx.actor, String(args.id), { includeDeleted: !!args.include_deleted })).doc
+          : svc.get(ctx.actor, String(args.id), { includeDeleted: !!args.include_deleted })),
       }) } : {}),
     }));
     builder.mutationFields((t) => ({
-      ...(offers('create') ? { [`create${def.graphqlName}`]: t.field({
+      ...(offers('create') ? { [`create${def.graphqlName}`]: t.withAuth(scopes('user')).field({
         type: ref, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }), ...draftArgs(t.arg) },
-        resolve: (_r, args, ctx) => svc.create(requireUser(ctx), args.input, { draft: def.drafts ? draftOptionsOf(args as { draft?: unknown }) : null }),
+        resolve: (_r, args, ctx) => svc.create(ctx.actor, args.input, { draft: def.drafts ? draftOptionsOf(args as { draft?: unknown }) : null }),
       }) } : {}),
-      ...(offers('update') ? { [`update${def.graphqlName}`]: t.field({
+      ...(offers('update') ? { [`update${def.graphqlName}`]: t.withAuth(scopes('user')).field({
         type: ref, nullable: false,
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }), ...draftArgs(t.arg) },
-        resolve: (_r, args, ctx) => writeOrDraft(requireUser(ctx), String(args.id), args.if_match, args.input, false, args as { draft?: unknown }),
+        resolve: (_r, args, ctx) => writeOrDraft(ctx.actor, String(args.id), args.if_match, args.input, false, args as { draft?: unknown }),
       }) } : {}),
-      ...(offers('replace') ? { [`replace${def.graphqlName}`]: t.field({
+      ...(offers('replace') ? { [`replace${def.graphqlName}`]: t.withAuth(scopes('user')).field({
         type: ref, nullable: false,
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }), ...draftArgs(t.arg) },
-        resolve: (_r, args, ctx) => writeOrDraft(requireUser(ctx), String(args.id), args.if_match, args.input, true, args as { draft?: unknown }),
+        resolve: (_r, args, ctx) => writeOrDraft(ctx.actor, String(args.id), args.if_match, args.input, true, args as { draft?: unknown }),
       }) } : {}),
-      ...(offers('delete') ? { [`delete${def.graphqlName}`]: t.field({
+      ...(offers('delete') ? { [`delete${def.graphqlName}`]: t.withAuth(scopes('user')).field({
         type: ref, nullable: false, description: 'Soft delete; returns the deleted document',
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
-        resolve: (_r, args, ctx) => svc.remove(requireUser(ctx), String(args.id), args.if_match),
+        resolve: (_r, args, ctx) => svc.remove(ctx.actor, String(args.id), args.if_match),
       }) } : {}),
-      ...(offers('delete') ? { [`restore${def.graphqlName}`]: t.field({
+      ...(offers('delete') ? { [`restore${def.graphqlName}`]: t.withAuth(scopes('user')).field({
         type: ref, nullable: false, description: 'Restore a soft-deleted document (administrators); returns it',
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
-        resolve: (_r, args, ctx) => svc.restore(requireUser(ctx), String(args.id), args.if_match),
+        resolve: (_r, args, ctx) => svc.restore(ctx.actor, String(args.id), args.if_match),
       }) } : {}),
       ...(def.drafts && offers('update') ? {
-        [`publish${def.graphqlName}`]: t.field({
+        [`publish${def.graphqlName}`]: t.withAuth(scopes('user')).field({
           type: ref, nullable: false, description: 'Publish the pending draft (publish permission); returns the document',
           args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
-          resolve: (_r, args, ctx) => publishDraft(svc, requireUser(ctx), String(args.id), args.if_match),
+          resolve: (_r, args, ctx) => publishDraft(svc, ctx.actor, String(args.id), args.if_match),
         }),
-        [`unpublish${def.graphqlName}`]: t.field({
+        [`unpublish${def.graphqlName}`]: t.withAuth(scopes('user')).field({
           type: ref, nullable: false, description: 'Withdraw the document from readers without read_drafts (publish permission)',
           args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
-          resolve: (_r, args, ctx) => unpublish(svc, requireUser(ctx), String(args.id), args.if_match),
+          resolve: (_r, args, ctx) => unpublish(svc, ctx.actor, String(args.id), args.if_match),
         }),
       } : {}),
     }));

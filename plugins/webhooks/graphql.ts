@@ -4,7 +4,7 @@
  * administrator (anonymous 401, anyone else 403), and validate with the same zod schemas.
  */
 import type { Builder } from '../../core/graphql.ts';
-import { pageObject, parseInput, requireUser, givenArgs } from '../../core/graphql.ts';
+import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
 import { deadLetterQuery, listQuery, purgeQuery, retryParams, type PurgeResult, type RetryResult, type WebhookEventView } from './schemas.ts';
 import type { WebhooksService } from './service.ts';
 import { idParams } from '../../core/http/schemas.ts';
@@ -55,28 +55,28 @@ export function webhooksGraphql(builder: Builder, svc: WebhooksService, retentio
   });
   // `svc.operator(actor)` checks the role before the arguments are parsed, as REST does.
   builder.queryFields((t) => ({
-    webhookEvents: t.field({
+    webhookEvents: t.withAuth(scopes('user')).field({
       type: EventPage, nullable: false, description: 'Stored webhook events, as GET /webhooks/events (system administrators)',
       args: { provider: t.arg.string(), status: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).list(parseInput(listQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => svc.operator(ctx.actor).list(parseInput(listQuery, givenArgs(a))),
     }),
-    webhookDeadLetter: t.field({
+    webhookDeadLetter: t.withAuth(scopes('user')).field({
       type: EventPage, nullable: false, description: 'Failed webhook events, as GET /webhooks/dead-letter (system administrators)',
       args: { provider: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).deadLetter(parseInput(deadLetterQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => svc.operator(ctx.actor).deadLetter(parseInput(deadLetterQuery, givenArgs(a))),
     }),
   }));
   builder.mutationFields((t) => ({
-    retryWebhookEvent: t.field({
+    retryWebhookEvent: t.withAuth(scopes('user')).field({
       type: RetryResult, nullable: false, description: 'Re-run the handler of a failed event, as POST /webhooks/dead-letter/{event_id}/retry',
       args: { event_id: t.arg.string({ required: true }) },
-      resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).retry(parseInput(retryParams, a).event_id),
+      resolve: (_r, a, ctx) => svc.operator(ctx.actor).retry(parseInput(retryParams, a).event_id),
     }),
-    purgeWebhookEvents: t.field({
+    purgeWebhookEvents: t.withAuth(scopes('user')).field({
       type: PurgeResultRef, nullable: false,
       description: 'Delete processed events older than retention_days (default WEBHOOK_EVENT_RETENTION_DAYS), as DELETE /webhooks/events/purge (system administrators)',
       args: { retention_days: t.arg.int() },
-      resolve: (_r, a, ctx) => svc.operator(requireUser(ctx)).purge(parseInput(purgeQuery(retentionDays), givenArgs(a)).retention_days),
+      resolve: (_r, a, ctx) => svc.operator(ctx.actor).purge(parseInput(purgeQuery(retentionDays), givenArgs(a)).retention_days),
     }),
   }));
 }
@@ -144,59 +144,59 @@ export function outboundWebhooksGraphql(builder: Builder, svc: EndpointService):
   const id = (a: { id: string | number }) => parseInput(idParams, { id: String(a.id) }).id;
 
   builder.queryFields((t) => ({
-    webhookEndpoints: t.field({
+    webhookEndpoints: t.withAuth(scopes('user')).field({
       type: EndpointPage, nullable: false, description: "The tenant's webhook endpoints, as GET /webhook-endpoints (administrators)",
       args: { page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, a, ctx) => svc.list(requireUser(ctx), parseInput(endpointListQuery, givenArgs(a))),
+      resolve: (_r, a, ctx) => svc.list(ctx.actor, parseInput(endpointListQuery, givenArgs(a))),
     }),
-    webhookEndpoint: t.field({
+    webhookEndpoint: t.withAuth(scopes('user')).field({
       type: Endpoint, nullable: false, description: 'One webhook endpoint of the tenant',
       args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, a, ctx) => svc.get(requireUser(ctx), id(a)),
+      resolve: (_r, a, ctx) => svc.get(ctx.actor, id(a)),
     }),
-    webhookDeliveries: t.field({
+    webhookDeliveries: t.withAuth(scopes('user')).field({
       type: DeliveryPage, nullable: false, description: "An endpoint's deliveries, newest first",
       args: { endpoint_id: t.arg.id({ required: true }), status: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
-      resolve: (_r, { endpoint_id, ...a }, ctx) => svc.deliveries(requireUser(ctx), id({ id: endpoint_id }), parseInput(deliveryListQuery, givenArgs(a))),
+      resolve: (_r, { endpoint_id, ...a }, ctx) => svc.deliveries(ctx.actor, id({ id: endpoint_id }), parseInput(deliveryListQuery, givenArgs(a))),
     }),
   }));
   builder.mutationFields((t) => ({
-    createWebhookEndpoint: t.field({
+    createWebhookEndpoint: t.withAuth(scopes('user')).field({
       type: WithSecret, nullable: false, description: 'Create an endpoint; the answer holds its secret, shown only this once',
       args: { url: t.arg.string({ required: true }), event_types: t.arg.stringList({ required: true }), description: t.arg.string(), enabled: t.arg.boolean(), role: t.arg.string() },
-      resolve: (_r, a, ctx) => svc.create(requireUser(ctx), parseInput(createEndpointInput, givenArgs(a))),
+      resolve: (_r, a, ctx) => svc.create(ctx.actor, parseInput(createEndpointInput, givenArgs(a))),
     }),
-    updateWebhookEndpoint: t.field({
+    updateWebhookEndpoint: t.withAuth(scopes('user')).field({
       type: Endpoint, nullable: false, description: 'Change the url, event types, description, enabled flag or role (role: null clears it)',
       args: { id: t.arg.id({ required: true }), url: t.arg.string(), event_types: t.arg.stringList(), description: t.arg.string(), enabled: t.arg.boolean(), role: t.arg.string() },
       // An explicit `role: null` clears the role, as `{"role": null}` does over REST; other nulls mean "unchanged".
       resolve: (_r, { id: raw, ...a }, ctx) =>
-        svc.update(requireUser(ctx), id({ id: raw }), parseInput(updateEndpointInput, { ...givenArgs(a), ...(a.role === null ? { role: null } : {}) })),
+        svc.update(ctx.actor, id({ id: raw }), parseInput(updateEndpointInput, { ...givenArgs(a), ...(a.role === null ? { role: null } : {}) })),
     }),
-    deleteWebhookEndpoint: t.field({
+    deleteWebhookEndpoint: t.withAuth(scopes('user')).field({
       type: 'Boolean', nullable: false, description: 'Delete an endpoint and its deliveries',
       args: { id: t.arg.id({ required: true }) },
       resolve: async (_r, a, ctx) => {
-        await svc.remove(requireUser(ctx), id(a));
+        await svc.remove(ctx.actor, id(a));
         return true;
       },
     }),
-    rotateWebhookEndpointSecret: t.field({
+    rotateWebhookEndpointSecret: t.withAuth(scopes('user')).field({
       type: WithSecret, nullable: false, description: 'Replace the signing secret (the old one signs too during the overlap)',
       args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, a, ctx) => svc.rotateSecret(requireUser(ctx), id(a)),
+      resolve: (_r, a, ctx) => svc.rotateSecret(ctx.actor, id(a)),
     }),
-    testWebhookEndpoint: t.field({
+    testWebhookEndpoint: t.withAuth(scopes('user')).field({
       type: Delivery, nullable: false, description: 'Send a ping event to this endpoint only, now',
       args: { id: t.arg.id({ required: true }) },
-      resolve: (_r, a, ctx) => svc.test(requireUser(ctx), id(a)),
+      resolve: (_r, a, ctx) => svc.test(ctx.actor, id(a)),
     }),
-    retryWebhookDelivery: t.field({
+    retryWebhookDelivery: t.withAuth(scopes('user')).field({
       type: Delivery, nullable: false, description: 'Send a delivery again now',
       args: { endpoint_id: t.arg.id({ required: true }), delivery_id: t.arg.id({ required: true }) },
       resolve: (_r, a, ctx) => {
         const p = parseInput(deliveryParams, { id: String(a.endpoint_id), delivery_id: String(a.delivery_id) });
-        return svc.retry(requireUser(ctx), p.id, p.delivery_id);
+        return svc.retry(ctx.actor, p.id, p.delivery_id);
       },
     }),
   }));

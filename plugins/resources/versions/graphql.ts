@@ -1,5 +1,5 @@
 import type { Builder, ItemRef } from '../../../core/graphql.ts';
-import { requireUser } from '../../../core/graphql.ts';
+import { scopes } from '../../../core/graphql.ts';
 import { parseInput } from '../../../core/errors.ts';
 import type { Doc } from '../../../core/hooks.ts';
 import type { ResourceService } from '../service.ts';
@@ -80,27 +80,27 @@ export function versionsGraphQL(builder: Builder, svc: ResourceService, ref: Res
     }),
   });
   builder.objectFields(ref, (t) => ({
-    versions: t.field({
+    versions: t.withAuth(scopes('user')).field({
       type: page, nullable: false, description: 'History of this document, newest first, without the documents',
       args: { limit: t.arg.int(), before: t.arg.int() },
-      resolve: (d, args, ctx) => versions.history(svc, requireUser(ctx), idOf(d), parseInput(historyQuery, { limit: args.limit ?? undefined, before: args.before ?? undefined })),
+      resolve: (d, args, ctx) => versions.history(svc, ctx.actor, idOf(d), parseInput(historyQuery, { limit: args.limit ?? undefined, before: args.before ?? undefined })),
     }),
-    versionAt: t.field({
+    versionAt: t.withAuth(scopes('user')).field({
       type: view, description: 'Version n of this document',
       args: { n: t.arg.int({ required: true }) },
-      resolve: (d, args, ctx) => versions.at(svc, requireUser(ctx), idOf(d), args.n),
+      resolve: (d, args, ctx) => versions.at(svc, ctx.actor, idOf(d), args.n),
     }),
-    versionDiff: t.field({
+    versionDiff: t.withAuth(scopes('user')).field({
       type: diff, description: 'Field-by-field changes from version `against` (default: the one before) to version n',
       args: { n: t.arg.int({ required: true }), against: t.arg.int() },
-      resolve: (d, args, ctx) => versions.diff(svc, requireUser(ctx), idOf(d), args.n, args.against ?? undefined),
+      resolve: (d, args, ctx) => versions.diff(svc, ctx.actor, idOf(d), args.n, args.against ?? undefined),
     }),
   }));
   builder.mutationField(`restore${def.graphqlName}Version`, (t) =>
-    t.field({
+    t.withAuth(scopes('user')).field({
       type: ref, nullable: false, description: 'Write version n\'s fields back as a new version (same rules as a replace); returns the document',
       args: { id: t.arg.id({ required: true }), n: t.arg.int({ required: true }), if_match: t.arg.string() },
-      resolve: (_r, args, ctx) => versions.restore(svc, requireUser(ctx), String(args.id), args.n, args.if_match) as never,
+      resolve: (_r, args, ctx) => versions.restore(svc, ctx.actor, String(args.id), args.n, args.if_match) as never,
     }),
   );
 }
