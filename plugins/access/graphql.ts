@@ -2,7 +2,7 @@ import { givenArgs, pageObject, parseInput, type Builder, scopes } from '../../c
 import { idParams } from '../../core/http/schemas.ts';
 import type { Actor } from '../../core/context.ts';
 import { createRoleInput, explainInput, rolesQuery, updateRoleInput, type ExplainView, type RoleView } from './schemas.ts';
-import type { RoleStore } from './roles.ts';
+import { ROLE_PERMISSIONS, type RoleStore } from './roles.ts';
 import type { Action } from './rules.ts';
 
 type Explain = (actor: Actor, input: { user_id: string; resource: string; action: Action }) => Promise<ExplainView>;
@@ -24,31 +24,31 @@ export function accessGraphql(builder: Builder, roles: RoleStore, explain: Expla
   });
   const RolePage = pageObject(builder, 'RolePage', Role);
   builder.queryFields((t) => ({
-    roles: t.withAuth(scopes('admin')).field({
+    roles: t.withAuth(scopes(ROLE_PERMISSIONS.list)).field({
       type: RolePage, nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
       description: 'Custom roles with their total, as GET /admin/roles',
       resolve: (_r, a, ctx) => roles.list(ctx.actor, parseInput(rolesQuery, givenArgs(a))),
     }),
-    role: t.withAuth(scopes('admin')).field({
+    role: t.withAuth(scopes(ROLE_PERMISSIONS.get)).field({
       type: Role, nullable: false, args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => roles.get(ctx.actor, parseInput(idParams, a).id),
     }),
-    explainAccess: t.withAuth(scopes('admin')).field({
+    explainAccess: t.withAuth(scopes(ROLE_PERMISSIONS.explain)).field({
       type: 'JSON', nullable: false, description: 'The effective rule of a user, as POST /admin/access/explain',
       args: { user_id: t.arg.string({ required: true }), resource: t.arg.string({ required: true }), action: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => explain(ctx.actor, parseInput(explainInput, a)),
     }),
   }));
   builder.mutationFields((t) => ({
-    createRole: t.withAuth(scopes('admin')).field({
+    createRole: t.withAuth(scopes(ROLE_PERMISSIONS.create)).field({
       type: Role, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }) },
       resolve: (_r, a, ctx) => roles.create(ctx.actor, parseInput(createRoleInput, a.input)),
     }),
-    updateRole: t.withAuth(scopes('admin')).field({
+    updateRole: t.withAuth(scopes(ROLE_PERMISSIONS.update)).field({
       type: Role, nullable: false, args: { id: t.arg.string({ required: true }), input: t.arg({ type: 'JSON', required: true }) },
       resolve: (_r, a, ctx) => roles.update(ctx.actor, parseInput(idParams, { id: a.id }).id, parseInput(updateRoleInput, a.input)),
     }),
-    deleteRole: t.withAuth(scopes('admin')).field({
+    deleteRole: t.withAuth(scopes(ROLE_PERMISSIONS.remove)).field({
       type: 'Boolean', nullable: false, description: 'Delete a custom role (true when done)', args: { id: t.arg.string({ required: true }) },
       resolve: async (_r, a, ctx) => {
         await roles.remove(ctx.actor, parseInput(idParams, a).id);

@@ -3,7 +3,7 @@ import { defineRoute } from '../../core/http/route.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
 import { roleModel } from './model.ts';
-import { RoleStore, roleEventTypes } from './roles.ts';
+import { ROLE_PERMISSIONS, RoleStore, roleEventTypes } from './roles.ts';
 import { AccessService, checkCodeAccess, type ResourceAccessSource } from './service.ts';
 import { createRoleInput, explainInput, explainView, roleListView, rolesQuery, roleView, updateRoleInput } from './schemas.ts';
 import { accessGraphql } from './graphql.ts';
@@ -66,31 +66,31 @@ export const accessPlugin = definePlugin({
         for (const r of resources.list()) resource(r.def.name); // a malformed code rule fails at start-up
         return [
           defineRoute({
-            method: 'POST', path: '/admin/roles', tags: ['admin'], auth: 'admin', status: 201, summary: 'Create a custom role of your tenant', response: roleView,
+            method: 'POST', path: '/admin/roles', tags: ['admin'], auth: ROLE_PERMISSIONS.create, status: 201, summary: 'Create a custom role of your tenant', response: roleView,
             body: createRoleInput, handler: ({ actor, body }) => roles.create(actor, body),
           }),
           defineRoute({
-            method: 'GET', path: '/admin/roles', tags: ['admin'], auth: 'admin', summary: 'List the custom roles (own tenant for tenant admins)', response: roleListView,
+            method: 'GET', path: '/admin/roles', tags: ['admin'], auth: ROLE_PERMISSIONS.list, summary: 'List the custom roles (own tenant for tenant admins)', response: roleListView,
             query: rolesQuery, docs: { responseHeaders: pageHeaderDocs('Roles') },
             handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await roles.list(actor, query)),
           }),
           defineRoute({
-            method: 'GET', path: '/admin/roles/:id', tags: ['admin'], auth: 'admin', summary: 'One custom role', response: roleView,
+            method: 'GET', path: '/admin/roles/:id', tags: ['admin'], auth: ROLE_PERMISSIONS.get, summary: 'One custom role', response: roleView,
             params: idParams, handler: ({ actor, params }) => roles.get(actor, params.id),
           }),
           defineRoute({
-            method: 'PATCH', path: '/admin/roles/:id', tags: ['admin'], auth: 'admin', summary: 'Change a custom role (takes effect within AUTH_CACHE_TTL_MS everywhere)', response: roleView,
+            method: 'PATCH', path: '/admin/roles/:id', tags: ['admin'], auth: ROLE_PERMISSIONS.update, summary: 'Change a custom role (takes effect within AUTH_CACHE_TTL_MS everywhere)', response: roleView,
             params: idParams, body: updateRoleInput, handler: ({ actor, params, body }) => roles.update(actor, params.id, body),
           }),
           defineRoute({
-            method: 'DELETE', path: '/admin/roles/:id', tags: ['admin'], auth: 'admin', status: 204, summary: 'Delete a custom role no user holds and no role includes',
+            method: 'DELETE', path: '/admin/roles/:id', tags: ['admin'], auth: ROLE_PERMISSIONS.remove, status: 204, summary: 'Delete a custom role no user holds and no role includes',
             params: idParams,
             handler: async ({ actor, params }) => {
               await roles.remove(actor, params.id);
             },
           }),
           defineRoute({
-            method: 'POST', path: '/admin/access/explain', tags: ['admin'], auth: 'admin', summary: 'The effective rule of a user for a resource and an action, after combining its roles',
+            method: 'POST', path: '/admin/access/explain', tags: ['admin'], auth: ROLE_PERMISSIONS.explain, summary: 'The effective rule of a user for a resource and an action, after combining its roles',
             body: explainInput, response: explainView, handler: ({ actor, body }) => explain(actor, body),
           }),
         ];

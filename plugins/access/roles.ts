@@ -8,7 +8,7 @@ import { isSystemActor, requestOf, writeTenantId, type Actor } from '../../core/
 import type { Doc } from '../../core/hooks.ts';
 import type { EventLog, EventTypeDefinition, OutboxEntry, OutboxSource } from '../../core/events/index.ts';
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
-import { requireRole } from '../../core/access.ts';
+import type { Permissions as OperationPermissions } from '../../core/permissions.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { pageOf } from '../../core/page.ts';
 import { reaches } from './engine.ts';
@@ -53,6 +53,12 @@ export interface RoleStoreDeps {
   roleHeld(tenantId: string, role: string): Promise<string | null>;
 }
 
+/**
+ * Who may call each role operation and `explain` (administrators, within their tenant): the one
+ * declaration its REST route and GraphQL field read.
+ */
+export const ROLE_PERMISSIONS = { list: 'admin', get: 'admin', create: 'admin', update: 'admin', remove: 'admin', explain: 'admin' } as const satisfies OperationPermissions;
+
 export class RoleStore {
   /** The `roles` collection as an outbox source of the event log. */
   readonly source: OutboxSource;
@@ -75,7 +81,6 @@ export class RoleStore {
   }
 
   async create(actor: Actor, input: CreateRoleInput): Promise<RoleView> {
-    requireRole(actor, 'admin');
     const tenantId = writeTenantId(actor);
     await this.validate(tenantId, input.name, input.includes ?? [], input.permissions);
     const now = new Date();
@@ -95,7 +100,6 @@ export class RoleStore {
   }
 
   async list(actor: Actor, page: RolesQuery) {
-    requireRole(actor, 'admin');
     const filter = { ...this.deps.tenancy.filter(actor), is_deleted: false };
     const [items, total] = await Promise.all([
       this.deps.Role.find(filter).sort({ created_at: 1, _id: 1 }).skip((page.page - 1) * page.per_page).limit(page.per_page).lean<RoleRecord[]>(),
@@ -151,7 +155,6 @@ export class RoleStore {
   }
 
   private async owned(actor: Actor, id: string): Promise<RoleRecord> {
-    requireRole(actor, 'admin');
     const doc = await this.deps.Role.findOne({ _id: id, is_deleted: false, ...this.deps.tenancy.filter(actor) }).lean<RoleRecord>();
     if (!doc) throw new NotFoundError('role', id);
     return doc;

@@ -2,7 +2,7 @@ import type { Builder } from '../../core/graphql.ts';
 import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
 import { AUDIT_FIELDS, type AuditEntryView } from './model.ts';
 import { listQuery, liveQuery, statsQuery } from './schemas.ts';
-import type { AuditService, AuditStats } from './service.ts';
+import { AUDIT_PERMISSIONS, type AuditService, type AuditStats } from './service.ts';
 import type { AuditEntryModel } from './model.ts';
 import { newAuditEntries } from './live.ts';
 import { liveSubscription, unsettle, type RealtimeService } from '../../core/realtime/index.ts';
@@ -52,7 +52,7 @@ export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs 
     }),
   });
   builder.queryFields((t) => ({
-    auditLog: t.withAuth(scopes('admin')).field({
+    auditLog: t.withAuth(scopes(AUDIT_PERMISSIONS.list)).field({
       type: Page, nullable: false, description: 'Audit entries, as GET /admin/audit-log',
       args: {
         resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(),
@@ -60,14 +60,14 @@ export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs 
       },
       resolve: (_r, a, ctx) => audit.list(ctx.actor, parseInput(listQuery, givenArgs(a))),
     }),
-    auditStats: t.withAuth(scopes('admin')).field({
+    auditStats: t.withAuth(scopes(AUDIT_PERMISSIONS.stats)).field({
       type: Stats, nullable: false, description: 'Audit aggregates, as GET /admin/audit-log/stats',
       args: { resource: t.arg.string(), user_id: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string(), group_by: t.arg.string() },
       resolve: (_r, a, ctx) => audit.stats(ctx.actor, parseInput(statsQuery, givenArgs(a))),
     }),
   }));
   builder.subscriptionFields((t) => ({
-    auditEntries: t.withAuth(scopes('admin')).field({
+    auditEntries: t.withAuth(scopes(AUDIT_PERMISSIONS.watch)).field({
       type: Entry, nullable: false,
       description: 'New audit entries as they are recorded, for those who may list the audit log (same filters and scope as auditLog)',
       args: { resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string() },

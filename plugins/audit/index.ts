@@ -7,7 +7,7 @@ import { auditModel } from './model.ts';
 import {
   exportQuery, exportResponse, listQuery, listResponse, retentionQuery, retentionResponse, statsQuery, statsResponse,
 } from './schemas.ts';
-import { AuditService, type AuditLogger } from './service.ts';
+import { AUDIT_PERMISSIONS, AuditService, type AuditLogger } from './service.ts';
 import { auditGraphql } from './graphql.ts';
 
 export type { AuditActor, AuditLogger, ScrubInput } from './service.ts';
@@ -61,17 +61,17 @@ export const auditPlugin = definePlugin({
     return {
       routes: [
         defineRoute({
-          method: 'GET', path: '/admin/audit-log', tags, auth: 'admin', summary: 'List audit entries',
+          method: 'GET', path: '/admin/audit-log', tags, auth: AUDIT_PERMISSIONS.list, summary: 'List audit entries',
           query: listQuery, response: listResponse,
           handler: ({ actor, query }) => audit.list(actor, query),
         }),
         defineRoute({
-          method: 'GET', path: '/admin/audit-log/stats', tags, auth: 'admin', summary: 'Audit entry counts by operation, resource, user and period',
+          method: 'GET', path: '/admin/audit-log/stats', tags, auth: AUDIT_PERMISSIONS.stats, summary: 'Audit entry counts by operation, resource, user and period',
           query: statsQuery, response: statsResponse,
           handler: ({ actor, query }) => audit.stats(actor, query),
         }),
         defineRoute({
-          method: 'GET', path: '/admin/audit-log/export', tags, auth: 'admin', summary: 'Download audit entries as JSON or CSV',
+          method: 'GET', path: '/admin/audit-log/export', tags, auth: AUDIT_PERMISSIONS.export, summary: 'Download audit entries as JSON or CSV',
           query: exportQuery, response: exportResponse,
           docs: { responseHeaders: { 'Content-Disposition': 'attachment; filename="audit-log-<timestamp>.json|csv"' } },
           handler: async ({ actor, query, ctx }) => {
@@ -82,7 +82,7 @@ export const auditPlugin = definePlugin({
           },
         }),
         defineRoute({
-          method: 'DELETE', path: '/admin/audit-log/retention', tags, auth: 'system', summary: 'Delete audit entries older than N days',
+          method: 'DELETE', path: '/admin/audit-log/retention', tags, auth: AUDIT_PERMISSIONS.purge, summary: 'Delete audit entries older than N days',
           query: retentionQuery(config.AUDIT_LOG_RETENTION_DAYS), response: retentionResponse,
           // The actor's scope: every tenant, or the one named by `X-Tenant-Id`.
           handler: async ({ actor, query }) => {

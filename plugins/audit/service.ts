@@ -2,7 +2,8 @@ import { Readable, pipeline } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
-import { requireRole, type Filter } from '../../core/access.ts';
+import type { Filter } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { Logger } from '../../core/logger.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -85,6 +86,9 @@ const DAY_MS = 86_400_000;
  * The audit log: writes the entries of changes from their events (a durable sink of the event log,
  * `recordEvents`) and answers the admin queries. No Koa or GraphQL here.
  */
+/** Who may call each audit log operation: the one declaration its REST route and GraphQL field read. */
+export const AUDIT_PERMISSIONS = { list: 'admin', stats: 'admin', export: 'admin', watch: 'admin', purge: 'system' } as const satisfies Permissions;
+
 export class AuditService implements AuditLogger {
   private readonly redactor: Redactor;
   private readonly ignored: ReadonlySet<string>;
@@ -221,14 +225,12 @@ export class AuditService implements AuditLogger {
    * Deletes entries older than `days` days in the actor's scope (retention endpoint and the
    * `cleanup_audit_log` job): `systemActor()` or a system administrator without `X-Tenant-Id`
    * purges every tenant (entries without a tenant included), `systemActor(tenantId)` or
-   * `X-Tenant-Id` only that tenant. Retention is an operator's decision: any other actor is
-   * refused, tenant administrators included (as `DELETE /admin/audit-log/retention`, `auth: 'system'`).
+   * `X-Tenant-Id` only that tenant. Retention is an operator's decision: the operation is for
+   * system administrators ({@link AUDIT_PERMISSIONS}); a job runs it as a system actor.
    *
    * @example await audit.purge(ctx.actor, 365)   // in a job: per-tenant runs purge their tenant only
-   * @throws AccessDeniedError for a non-system actor (nothing deleted)
    */
   async purge(actor: Actor, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
-    requireRole(actor, 'system');
     const scope = this.opts.tenancy.filter(actor);
     await this.flush();
     const cutoff = new Date(Date.now() - days * DAY_MS);
@@ -237,12 +239,11 @@ export class AuditService implements AuditLogger {
   }
 
   /**
-   * Administrators only. System actors see every tenant; other administrators only the entries of
+   * System actors see every tenant; other administrators only the entries of
    * their own tenant, unless `MULTI_TENANT_ENABLED` is false. A system actor acting in one tenant
    * (`X-Tenant-Id`, `systemActor(tenantId)`) sees that tenant only. Also the filter of live entries.
    */
   filterOf(actor: Actor, f: AuditFilter): Filter {
-    requireRole(actor, 'admin');
     const filter: Filter = this.opts.tenancy.filter(actor);
     if (f.resource !== undefined) filter.resource = f.resource;
     if (f.resource_id !== undefined) filter.item_id = new Types.ObjectId(f.resource_id);

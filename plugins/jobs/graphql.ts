@@ -6,9 +6,9 @@ import { idParams, listRunsQuery, runBody, runIdParams, scheduleBody } from './s
 import { nextFireTimes, previewCron, type CronPreview } from './cron-words.ts';
 import { isTimeZone } from './cron.ts';
 import { ValidationError } from '../../core/errors.ts';
-import type { JobsService } from './service.ts';
-import type { ScheduleService } from './schedules.ts';
-import type { ChainService } from './chains.ts';
+import { JOB_PERMISSIONS, type JobsService } from './service.ts';
+import { SCHEDULE_PERMISSIONS, type ScheduleService } from './schedules.ts';
+import { CHAIN_PERMISSIONS, type ChainService } from './chains.ts';
 import type { WatchEvent } from './service.ts';
 import { liveSubscription, unsettle, type RealtimeService } from '../../core/realtime/index.ts';
 
@@ -162,20 +162,20 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
   });
 
   builder.queryFields((t) => ({
-    jobRegistry: t.withAuth(scopes('user')).field({
+    jobRegistry: t.withAuth(scopes(JOB_PERMISSIONS.registry)).field({
       type: [Entry], nullable: false, description: 'Registered jobs, as GET /jobs/registry',
       resolve: (_r, _a, ctx) => svc.registry(ctx.actor),
     }),
-    jobSchedules: t.withAuth(scopes('user')).field({
+    jobSchedules: t.withAuth(scopes(SCHEDULE_PERMISSIONS.list)).field({
       type: [Schedule], nullable: false, description: 'Schedules, as GET /jobs/schedules',
       resolve: (_r, _a, ctx) => schedules.list(ctx.actor),
     }),
-    jobRuns: t.withAuth(scopes('user')).field({
+    jobRuns: t.withAuth(scopes(JOB_PERMISSIONS.listRuns)).field({
       type: Page, nullable: false, description: 'Runs, newest first, as GET /jobs/runs',
       args: { filter: t.arg({ type: Filter }), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => svc.listRuns(ctx.actor, parseInput(listRunsQuery, givenArgs({ ...(a.filter ?? {}), page: a.page, per_page: a.per_page }))),
     }),
-    jobRun: t.withAuth(scopes('user')).field({
+    jobRun: t.withAuth(scopes(JOB_PERMISSIONS.getRun)).field({
       type: Run, nullable: false, description: 'One run with progress and logs, as GET /jobs/runs/{run_id}',
       args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => svc.getRun(ctx.actor, parseInput(runIdParams, { run_id: a.id }).run_id),
@@ -189,14 +189,14 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
         return previewCron(a.expression.slice(0, 200), timezone, Math.min(Math.max(a.count ?? 5, 1), 20));
       },
     }),
-    jobChains: t.withAuth(scopes('user')).field({
+    jobChains: t.withAuth(scopes(CHAIN_PERMISSIONS.list)).field({
       type: [Chain], nullable: false, description: 'Stored chains, as GET /jobs/chains (system administrators)',
       resolve: (_r, _a, ctx) => chains.list(ctx.actor),
     }),
   }));
 
   builder.mutationFields((t) => ({
-    triggerJob: t.withAuth(scopes('user')).field({
+    triggerJob: t.withAuth(scopes(JOB_PERMISSIONS.trigger)).field({
       type: Run, nullable: false, description: 'Queue a run, as POST /jobs/run',
       args: { job: t.arg.string({ required: true }), params: t.arg({ type: 'JSON' }), tenant_id: t.arg.string() },
       resolve: (_r, a, ctx) => {
@@ -205,12 +205,12 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
         return svc.triggerAs(actor, input.job, input.params, input.tenant_id, ['args', 'params']);
       },
     }),
-    cancelJobRun: t.withAuth(scopes('user')).field({
+    cancelJobRun: t.withAuth(scopes(JOB_PERMISSIONS.cancel)).field({
       type: Run, nullable: false, description: 'Cancel a pending or running run, as POST /jobs/runs/{run_id}/cancel',
       args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => svc.cancel(ctx.actor, parseInput(runIdParams, { run_id: a.id }).run_id),
     }),
-    upsertJobSchedule: t.withAuth(scopes('user')).field({
+    upsertJobSchedule: t.withAuth(scopes(SCHEDULE_PERMISSIONS.create)).field({
       type: Schedule, nullable: false,
       description: 'Create a schedule (no id) or update one, as POST / PATCH /jobs/schedules; `input` takes the same fields as the REST body',
       args: { id: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
@@ -220,7 +220,7 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
         return a.id ? schedules.update(actor, parseInput(idParams, { id: a.id }).id, input) : schedules.create(actor, input);
       },
     }),
-    deleteJobSchedule: t.withAuth(scopes('user')).field({
+    deleteJobSchedule: t.withAuth(scopes(SCHEDULE_PERMISSIONS.remove)).field({
       type: 'Boolean', nullable: false, description: 'Delete a schedule, as DELETE /jobs/schedules/{id} (true when done)',
       args: { id: t.arg.string({ required: true }) },
       resolve: async (_r, a, ctx) => {
@@ -247,7 +247,7 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
     }),
   });
   builder.subscriptionFields((t) => ({
-    jobRun: t.withAuth(scopes('user')).field({
+    jobRun: t.withAuth(scopes(JOB_PERMISSIONS.watch)).field({
       type: Update, nullable: false,
       description: "A run's log lines and progress as they happen, then its end (who may see it: as GET /jobs/runs/{run_id})",
       args: { id: t.arg.string({ required: true }) },

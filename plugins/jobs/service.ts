@@ -3,6 +3,7 @@ import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/erro
 import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts';
 import type { JobRunner } from '../../core/plugin.ts';
 import { requireRole } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import { FINISHED, type JobModels, type JobRunRecord } from './model.ts';
 import { registryView, type RegistryEntry } from './registry.ts';
@@ -34,6 +35,13 @@ const WATCH_BATCH = 500;
  * `JobRunner.trigger` for other plugins. No Koa or GraphQL here; schedules and chains are their
  * own services (schedules.ts, chains.ts), execution is the engine's (engine.ts).
  */
+/**
+ * Who may call each jobs operation: the one declaration its REST route and GraphQL field read.
+ * Every one is for administrators; a tenant administrator's reach (its tenant, per-tenant jobs) is
+ * the data rule of {@link JobAccess}.
+ */
+export const JOB_PERMISSIONS = { registry: 'admin', registryEntry: 'admin', listRuns: 'admin', getRun: 'admin', watch: 'admin', cancel: 'admin', trigger: 'admin' } as const satisfies Permissions;
+
 export class JobsService implements JobRunner {
   constructor(private readonly deps: JobsServiceDeps) {}
 

@@ -5,8 +5,8 @@
  */
 import type { Builder } from '../../core/graphql.ts';
 import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
-import type { PaymentsService, PaymentView } from './service.ts';
-import type { PayoutsService } from './payouts.ts';
+import { PAYMENT_PERMISSIONS, type PaymentsService, type PaymentView } from './service.ts';
+import { PAYOUT_PERMISSIONS, type PayoutsService } from './payouts.ts';
 import { LEDGER_PERMISSIONS, type LedgerService, type BalanceRow } from './ledger.ts';
 import type { LedgerEntryView, PayoutView } from './model.ts';
 import { cancelInput, completeInput, executeInput, failPayoutInput, ledgerQuery, paymentIdParams, payoutListQuery, refundInput, type refundResponse } from './schemas.ts';
@@ -76,17 +76,17 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
   });
 
   builder.queryFields((t) => ({
-    paymentRefunds: t.withAuth(scopes('user')).field({
+    paymentRefunds: t.withAuth(scopes(PAYMENT_PERMISSIONS.refundsOf)).field({
       type: [Refund], nullable: false, description: 'Refund attempts of a payment, oldest first, as GET /payments/{id}/refunds (whoever may read the payment)',
       args: { id: t.arg.id({ required: true }) },
       resolve: async (_r, args, ctx) => (await svc.refundsOf(ctx.actor, parseInput(paymentIdParams, { id: String(args.id) }).id)).items,
     }),
-    payouts: t.withAuth(scopes('user')).field({
+    payouts: t.withAuth(scopes(PAYOUT_PERMISSIONS.list)).field({
       type: PayoutPage, nullable: false, description: 'Payout batches (system administrators)',
       args: { status: t.arg.string(), tenant_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, args, ctx) => payouts.list(ctx.actor, parseInput(payoutListQuery, givenArgs(args))),
     }),
-    payout: t.withAuth(scopes('user')).field({
+    payout: t.withAuth(scopes(PAYOUT_PERMISSIONS.get)).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
       resolve: (_r, args, ctx) => payouts.get(ctx.actor, String(args.id)),
     }),
@@ -134,42 +134,42 @@ export function paymentsGraphql(builder: Builder, deps: { svc: PaymentsService; 
   }
 
   builder.mutationFields((t) => ({
-    updatePayment: t.withAuth(scopes('user')).field({
+    updatePayment: t.withAuth(scopes(PAYMENT_PERMISSIONS.update)).field({
       type: Payment, nullable: false, description: 'Same as PUT /payments/{id}: provider_reference, receipt_url, metadata',
       args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }) },
       resolve: (_r, args, ctx) => svc.update(ctx.actor, String(args.id), args.if_match, args.input) as never,
     }),
-    processPayment: t.withAuth(scopes('user')).field({
+    processPayment: t.withAuth(scopes(PAYMENT_PERMISSIONS.process)).field({
       type: Processed, nullable: false, args: { id: t.arg.id({ required: true }) },
       resolve: (_r, args, ctx) => svc.process(ctx.actor, String(args.id)),
     }),
-    completePayment: t.withAuth(scopes('user')).field({
+    completePayment: t.withAuth(scopes(PAYMENT_PERMISSIONS.complete)).field({
       type: Payment, nullable: false,
       args: { id: t.arg.id({ required: true }), provider_reference: t.arg.string({ required: true }), provider_status: t.arg.string({ required: true }), receipt_url: t.arg.string() },
       resolve: (_r, { id, ...rest }, ctx) => svc.complete(ctx.actor, String(id), parseInput(completeInput, givenArgs(rest))) as never,
     }),
-    cancelPayment: t.withAuth(scopes('user')).field({
+    cancelPayment: t.withAuth(scopes(PAYMENT_PERMISSIONS.cancel)).field({
       type: Payment, nullable: false, args: { id: t.arg.id({ required: true }), reason: t.arg.string() },
       resolve: (_r, { id, ...rest }, ctx) => svc.cancel(ctx.actor, String(id), parseInput(cancelInput, givenArgs(rest)).reason ?? null) as never,
     }),
-    refundPayment: t.withAuth(scopes('user')).field({
+    refundPayment: t.withAuth(scopes(PAYMENT_PERMISSIONS.refund)).field({
       type: Payment, nullable: false, description: 'amount is a decimal string such as "12.50"',
       args: { id: t.arg.id({ required: true }), amount: t.arg.string({ required: true }), reason: t.arg.string() },
       resolve: (_r, { id, ...rest }, ctx) => svc.refund(ctx.actor, String(id), parseInput(refundInput, givenArgs(rest))) as never,
     }),
-    approvePayout: t.withAuth(scopes('user')).field({
+    approvePayout: t.withAuth(scopes(PAYOUT_PERMISSIONS.approve)).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
       resolve: (_r, args, ctx) => payouts.approve(ctx.actor, String(args.id)),
     }),
-    executePayout: t.withAuth(scopes('user')).field({
+    executePayout: t.withAuth(scopes(PAYOUT_PERMISSIONS.execute)).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), bank_reference: t.arg.string({ required: true }) },
       resolve: (_r, { id, ...rest }, ctx) => payouts.execute(ctx.actor, String(id), parseInput(executeInput, givenArgs(rest)).bank_reference),
     }),
-    processPayout: t.withAuth(scopes('user')).field({
+    processPayout: t.withAuth(scopes(PAYOUT_PERMISSIONS.process)).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }) },
       resolve: (_r, args, ctx) => payouts.process(ctx.actor, String(args.id)),
     }),
-    failPayout: t.withAuth(scopes('user')).field({
+    failPayout: t.withAuth(scopes(PAYOUT_PERMISSIONS.fail)).field({
       type: Payout, nullable: false, args: { id: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
       resolve: (_r, { id, ...rest }, ctx) => payouts.fail(ctx.actor, String(id), parseInput(failPayoutInput, givenArgs(rest)).reason),
     }),

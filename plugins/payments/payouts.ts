@@ -7,7 +7,8 @@ import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, type Actor } from '../../core/context.ts';
 import { OUTBOX_FIELD, type EventLog } from '../../core/events/index.ts';
-import { requireRole, type Filter } from '../../core/access.ts';
+import type { Filter } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { ResourceService } from '../resources/index.ts';
@@ -50,6 +51,12 @@ export interface PayoutsDeps {
 /** Compare-and-set attempts of one claim against concurrent writers of the payment. */
 const MAX_CLAIM_ATTEMPTS = 10;
 
+/**
+ * Who may call each payout operation (system administrators, and the settlement job's system
+ * actor): the one declaration the REST routes and GraphQL fields read.
+ */
+export const PAYOUT_PERMISSIONS = { list: 'system', get: 'system', approve: 'system', process: 'system', fail: 'system', execute: 'system', settle: 'system' } as const satisfies Permissions;
+
 export class PayoutsService {
   private readonly model: PayoutModel;
 
@@ -70,7 +77,6 @@ export class PayoutsService {
   }
 
   async list(actor: Actor, q: PayoutListQuery): Promise<Page<PayoutView>> {
-    requireRole(actor, 'system');
     const filter: Filter = this.deps.tenancy.filter(actor);
     if (q.status) filter.status = q.status;
     // A caller confined to one tenant asking for another gets an empty page, never another tenant's batches.
@@ -164,12 +170,8 @@ export class PayoutsService {
     throw await this.conflict(_id, 'execute', ['approved', 'processing']);
   }
 
-  /**
-   * The batch, if the actor's tenant scope reaches it (404 otherwise).
-   * @throws AccessDeniedError unless the actor is a system administrator or the system actor
-   */
+  /** The batch, if the actor's tenant scope reaches it (404 otherwise). */
   private async owned(actor: Actor, id: string): Promise<PayoutRecord> {
-    requireRole(actor, 'system');
     const b = await this.model.findOne({ _id: this.oid(id), ...this.deps.tenancy.filter(actor) }).lean<PayoutRecord>();
     if (!b) throw new NotFoundError('payouts', id);
     return b;
@@ -191,7 +193,6 @@ export class PayoutsService {
     today.setUTCHours(0, 0, 0, 0);
     const end = params.period_end ? new Date(params.period_end) : today;
     const start = params.period_start ? new Date(params.period_start) : new Date(end.getTime() - 86_400_000);
-    requireRole(actor, 'system');
     await this.finishStale();
     const scope = this.deps.tenancy.scope(actor);
     // An actor confined to one tenant settles that tenant only.

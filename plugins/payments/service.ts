@@ -5,7 +5,7 @@
  */
 import { ConflictError } from '../../core/errors.ts';
 import type { Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { HookBus } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { EventLog } from '../../core/events/index.ts';
@@ -68,6 +68,12 @@ interface Enabled {
   payouts: PayoutsService;
 }
 
+/**
+ * Who may call each payment operation: the one declaration its REST route and GraphQL field read
+ * (docs/auth.md, "Permissions"). Which payment a caller reaches is the resource's rule (tenant scope).
+ */
+export const PAYMENT_PERMISSIONS = { update: 'user', process: 'user', complete: 'admin', cancel: 'user', refundsOf: 'user', refund: 'admin' } as const satisfies Permissions;
+
 export class PaymentsService implements PaymentsApi {
   private readonly registry = new ProviderRegistry();
   private enabled: Enabled | null = null;
@@ -129,18 +135,18 @@ export class PaymentsService implements PaymentsApi {
     return this.on.lifecycle.process(actor, id);
   }
 
-  /** @throws AccessDeniedError unless the actor is an administrator */
+  /** Administrators only ({@link PAYMENT_PERMISSIONS}). */
   complete(actor: Actor, id: string, input: CompleteInput): Promise<PaymentView> {
-    return this.on.lifecycle.complete(requireRole(actor, 'admin'), id, input);
+    return this.on.lifecycle.complete(actor, id, input);
   }
 
   cancel(actor: Actor, id: string, reason: string | null): Promise<PaymentView> {
     return this.on.lifecycle.cancel(actor, id, reason);
   }
 
-  /** @throws AccessDeniedError unless the actor is an administrator */
+  /** Administrators only ({@link PAYMENT_PERMISSIONS}). */
   refund(actor: Actor, id: string, input: RefundInput): Promise<PaymentView> {
-    return this.on.refunds.refund(requireRole(actor, 'admin'), id, input);
+    return this.on.refunds.refund(actor, id, input);
   }
 
   refundsOf(actor: Actor, id: string) {

@@ -5,6 +5,7 @@ import { AccessDeniedError, NotFoundError, ValidationError } from '../../core/er
 import { isAdmin, isSystemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { DocumentChanges, type EventLog, type OutboxSource } from '../../core/events/index.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { Filter } from '../../core/access.ts';
 import { CONSENT_COLLECTION, consentView, type ConsentRecord, type ConsentView, type PrivacyModels } from './model.ts';
 import { findPage, oid } from './personal-data.ts';
@@ -30,6 +31,12 @@ export function consentChanges(models: PrivacyModels, events: () => EventLog): {
  * A user's consents. A grant is a new record; a revocation keeps the record (it is the proof of
  * what was agreed, and when). Each write carries its event, whose audit entry names the user.
  */
+/**
+ * Who may call each consent operation: the one declaration its REST route and GraphQL field read.
+ * Whose consents a caller reaches (its own; an administrator, its tenant's) is the service's rule.
+ */
+export const CONSENT_PERMISSIONS = { list: 'user', grant: 'user', revoke: 'user' } as const satisfies Permissions;
+
 export class ConsentsService {
   private readonly changes: DocumentChanges;
 

@@ -8,7 +8,8 @@ import type { Page } from '../../core/page.ts';
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts';
-import { requireRole, type Filter } from '../../core/access.ts';
+import type { Filter } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { ERASURE_COLLECTION, erasureView, type CollectionCount, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels } from './model.ts';
@@ -31,6 +32,9 @@ export interface ErasureExecution {
 /** A request that may be claimed: not started, failed, or running under a lease that expired. */
 const claimable = (now: Date): Filter => ({ $or: [{ status: { $in: ['pending', 'failed'] } }, { status: 'running', lease_until: { $lt: now } }] });
 
+/** Who may call each erasure operation (administrators, within their tenant): the one declaration its REST route and GraphQL field read. */
+export const ERASURE_PERMISSIONS = { create: 'admin', list: 'admin', get: 'admin', execute: 'admin' } as const satisfies Permissions;
+
 export class ErasureService {
   private readonly env: ErasureEnv;
   /** `privacy_erasure_requests` as an outbox source of the event log (the completion's event waits there). */
@@ -49,11 +53,10 @@ export class ErasureService {
    * Create an erasure request with its preview (counts and field names only). One open request per
    * user: a second is a 409 naming the open one.
    * @throws NotFoundError for a user outside the actor's tenant scope (no preview is computed)
-   * @throws AccessDeniedError for a non-administrator, the actor's own account, or a user with system scope and an actor without it
+   * @throws AccessDeniedError for the actor's own account, or a user with system scope and an actor without it
    * @throws ConflictError (`details.reason: "last_admin"`) for the last active administrator of a tenant
    */
   async create(actor: Actor, userId: string): Promise<ErasureRequestView> {
-    requireRole(actor, 'admin');
     const user = await this.personal.subjectFor(actor, userId);
     if (actor.id === userId) throw new AccessDeniedError('You cannot erase your own account', { reason: 'self' });
     if (hasSystemScope(subjectAsActor(user)) && !hasSystemScope(actor)) throw new AccessDeniedError('Only system administrators erase system administrators');
@@ -91,7 +94,6 @@ export class ErasureService {
 
   /** Erasure requests within the actor's tenant scope, newest first. */
   async list(actor: Actor, q: ErasureListQuery): Promise<Page<ErasureRequestView>> {
-    requireRole(actor, 'admin');
     const filter: Filter = this.deps.tenancy.filter(actor);
     if (q.status) filter.status = q.status;
     if (q.user_id) filter.user_id = oid(q.user_id);
@@ -104,7 +106,6 @@ export class ErasureService {
   }
 
   private async find(actor: Actor, id: string): Promise<ErasureRequestRecord> {
-    requireRole(actor, 'admin');
     const r = await this.models.ErasureRequest.findOne({ _id: id, ...this.deps.tenancy.filter(actor) }).lean<ErasureRequestRecord>();
     if (!r) throw new NotFoundError('erasure_request', id);
     return r;

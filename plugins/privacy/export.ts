@@ -2,6 +2,7 @@
 import { Readable } from 'node:stream';
 import { AccessDeniedError } from '../../core/errors.ts';
 import { isAdmin, type Actor } from '../../core/context.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { consentView, type ConsentRecord, type PrivacyModels } from './model.ts';
 import { omit, type PersonalData } from './personal-data.ts';
@@ -13,6 +14,9 @@ export interface PersonalDataExport {
   filename: string;
   contentType: string;
 }
+
+/** Who may call the export: the one declaration its REST route and GraphQL field read (whose data: the service's rule). */
+export const EXPORT_PERMISSIONS = { exportData: 'user' } as const satisfies Permissions;
 
 export class ExportService {
   constructor(

@@ -2,7 +2,9 @@ import type { Builder } from '../../core/graphql.ts';
 import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import type { ConsentView, ErasureRequestView } from './model.ts';
-import type { ErasureExecution } from './erasure.ts';
+import { ERASURE_PERMISSIONS, type ErasureExecution } from './erasure.ts';
+import { CONSENT_PERMISSIONS } from './consents.ts';
+import { EXPORT_PERMISSIONS } from './export.ts';
 import { consentsQuery, erasureBody, erasureListQuery, grantBody, userParams } from './schemas.ts';
 import type { PrivacyService } from './service.ts';
 
@@ -91,7 +93,7 @@ export function privacyGraphql(builder: Builder, { consents, erasures, exports }
   });
 
   builder.queryFields((t) => ({
-    consents: t.withAuth(scopes('user')).field({
+    consents: t.withAuth(scopes(CONSENT_PERMISSIONS.list)).field({
       type: ConsentPage, nullable: false, description: "The current user's consents (administrators: `user_id` of their tenant), as GET /privacy/consents",
       args: { user_id: t.arg.string(), purpose: t.arg.string(), active: t.arg.boolean(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => {
@@ -100,17 +102,17 @@ export function privacyGraphql(builder: Builder, { consents, erasures, exports }
         return consents.list(ctx.actor, parseInput(consentsQuery, args));
       },
     }),
-    erasureRequests: t.withAuth(scopes('admin')).field({
+    erasureRequests: t.withAuth(scopes(ERASURE_PERMISSIONS.list)).field({
       type: RequestPage, nullable: false, description: 'Erasure requests of the caller\'s tenant (administrators), as GET /privacy/erasure-requests',
       args: { status: t.arg.string(), user_id: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => erasures.list(ctx.actor, parseInput(erasureListQuery, givenArgs(a))),
     }),
-    erasureRequest: t.withAuth(scopes('admin')).field({
+    erasureRequest: t.withAuth(scopes(ERASURE_PERMISSIONS.get)).field({
       type: Request, nullable: false, description: 'One erasure request (administrators), as GET /privacy/erasure-requests/{id}',
       args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => erasures.get(ctx.actor, parseInput(idParams, a).id),
     }),
-    personalDataExport: t.withAuth(scopes('user')).field({
+    personalDataExport: t.withAuth(scopes(EXPORT_PERMISSIONS.exportData)).field({
       type: Export, nullable: false,
       description: "A user's data export (the user, or an administrator of the user's tenant), as GET /privacy/users/{user_id}/export; read whole into memory, so REST suits very large exports better",
       args: { user_id: t.arg.string({ required: true }) },
@@ -123,22 +125,22 @@ export function privacyGraphql(builder: Builder, { consents, erasures, exports }
     }),
   }));
   builder.mutationFields((t) => ({
-    grantConsent: t.withAuth(scopes('user')).field({
+    grantConsent: t.withAuth(scopes(CONSENT_PERMISSIONS.grant)).field({
       type: Consent, nullable: false, description: "Grant the current user's consent to a purpose (idempotent while active)",
       args: { purpose: t.arg.string({ required: true }), source: t.arg.string() },
       resolve: async (_r, a, ctx) => (await consents.grant(ctx.actor, parseInput(grantBody, givenArgs(a)), 'graphql', ['args'])).consent,
     }),
-    revokeConsent: t.withAuth(scopes('user')).field({
+    revokeConsent: t.withAuth(scopes(CONSENT_PERMISSIONS.revoke)).field({
       type: Consent, nullable: false, description: "Revoke one of the current user's consents (idempotent)",
       args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => consents.revoke(ctx.actor, parseInput(idParams, a).id),
     }),
-    requestErasure: t.withAuth(scopes('admin')).field({
+    requestErasure: t.withAuth(scopes(ERASURE_PERMISSIONS.create)).field({
       type: Request, nullable: false, description: 'Create an erasure request with its preview (administrators)',
       args: { user_id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => erasures.create(ctx.actor, parseInput(erasureBody, a).user_id),
     }),
-    executeErasure: t.withAuth(scopes('admin')).field({
+    executeErasure: t.withAuth(scopes(ERASURE_PERMISSIONS.execute)).field({
       type: Execution, nullable: false, description: 'Execute an erasure request: as a job when the jobs plugin is enabled (queued), inline otherwise',
       args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => erasures.execute(ctx.actor, parseInput(idParams, a).id),

@@ -7,7 +7,9 @@ import {
   consentPageResponse, consentResponse, consentsQuery, erasureBody, erasureJobParams, erasureListQuery, erasurePageResponse, erasureResponse, exportResponse, grantBody, userParams,
 } from './schemas.ts';
 import { PrivacyService } from './service.ts';
-import { ERASURE_JOB } from './erasure.ts';
+import { ERASURE_JOB, ERASURE_PERMISSIONS } from './erasure.ts';
+import { CONSENT_PERMISSIONS } from './consents.ts';
+import { EXPORT_PERMISSIONS } from './export.ts';
 import { privacyEventTypes } from './events.ts';
 import { privacyGraphql } from './graphql.ts';
 
@@ -82,12 +84,12 @@ export const privacyPlugin = definePlugin({
       eventTypes: privacyEventTypes,
       routes: [
         defineRoute({
-          method: 'GET', path: '/privacy/consents', auth: 'user', tags, summary: "The caller's consents; administrators may name a user of their tenant",
+          method: 'GET', path: '/privacy/consents', auth: CONSENT_PERMISSIONS.list, tags, summary: "The caller's consents; administrators may name a user of their tenant",
           query: consentsQuery, response: consentPageResponse,
           handler: ({ actor: actor, query }) => consents.list(actor, query),
         }),
         defineRoute({
-          method: 'POST', path: '/privacy/consents', auth: 'user', tags, status: 201,
+          method: 'POST', path: '/privacy/consents', auth: CONSENT_PERMISSIONS.grant, tags, status: 201,
           summary: "Grant the caller's consent to a purpose (201; 200 with the active consent when already granted)",
           body: grantBody, response: consentResponse,
           handler: async ({ actor: actor, body, ctx }) => {
@@ -97,12 +99,12 @@ export const privacyPlugin = definePlugin({
           },
         }),
         defineRoute({
-          method: 'DELETE', path: '/privacy/consents/:id', auth: 'user', tags, summary: "Revoke one of the caller's consents (idempotent); returns it",
+          method: 'DELETE', path: '/privacy/consents/:id', auth: CONSENT_PERMISSIONS.revoke, tags, summary: "Revoke one of the caller's consents (idempotent); returns it",
           params: idParams, response: consentResponse,
           handler: ({ actor: actor, params }) => consents.revoke(actor, params.id),
         }),
         defineRoute({
-          method: 'GET', path: '/privacy/users/:user_id/export', auth: 'user', tags,
+          method: 'GET', path: '/privacy/users/:user_id/export', auth: EXPORT_PERMISSIONS.exportData, tags,
           summary: "Every document linked to a user, their consents and account, as one JSON download (the user or an administrator of the user's tenant)",
           params: userParams, response: exportResponse,
           docs: { responseHeaders: { 'Content-Disposition': 'attachment; filename="personal-data-<user id>-<timestamp>.json"' } },
@@ -114,23 +116,23 @@ export const privacyPlugin = definePlugin({
           },
         }),
         defineRoute({
-          method: 'POST', path: '/privacy/erasure-requests', tags, auth: 'admin', status: 201,
+          method: 'POST', path: '/privacy/erasure-requests', tags, auth: ERASURE_PERMISSIONS.create, status: 201,
           summary: 'Request the erasure of a user of your tenant; the answer previews what execution will change',
           body: erasureBody, response: erasureResponse,
           handler: ({ actor: actor, body }) => erasures.create(actor, body.user_id),
         }),
         defineRoute({
-          method: 'GET', path: '/privacy/erasure-requests', tags, auth: 'admin', summary: "Erasure requests of the caller's tenant",
+          method: 'GET', path: '/privacy/erasure-requests', tags, auth: ERASURE_PERMISSIONS.list, summary: "Erasure requests of the caller's tenant",
           query: erasureListQuery, response: erasurePageResponse,
           handler: ({ actor: actor, query }) => erasures.list(actor, query),
         }),
         defineRoute({
-          method: 'GET', path: '/privacy/erasure-requests/:id', tags, auth: 'admin', summary: 'One erasure request',
+          method: 'GET', path: '/privacy/erasure-requests/:id', tags, auth: ERASURE_PERMISSIONS.get, summary: 'One erasure request',
           params: idParams, response: erasureResponse,
           handler: ({ actor: actor, params }) => erasures.get(actor, params.id),
         }),
         defineRoute({
-          method: 'POST', path: '/privacy/erasure-requests/:id/execute', tags, auth: 'admin',
+          method: 'POST', path: '/privacy/erasure-requests/:id/execute', tags, auth: ERASURE_PERMISSIONS.execute,
           summary: 'Execute an erasure request: 200 with the finished request (inline, or already completed), 202 when queued as a job',
           params: idParams, response: erasureResponse, docs: { errors: [409] },
           handler: async ({ actor: actor, params, ctx }) => {

@@ -6,7 +6,7 @@
 import { Types } from 'mongoose';
 import { AppError, ConflictError, ErrorCode, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { isSystemActor, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';
@@ -67,6 +67,14 @@ export const endpointViewOf = (d: WebhookEndpointRecord): EndpointView => ({
 });
 
 /** The endpoint service behind REST and GraphQL; also the sender's `EndpointHealth` (disables failing endpoints). */
+/**
+ * Who may call each endpoint operation (tenant administrators, within their tenant): the one
+ * declaration its REST route and GraphQL field read.
+ */
+export const ENDPOINT_PERMISSIONS = {
+  list: 'admin', get: 'admin', create: 'admin', update: 'admin', remove: 'admin', rotateSecret: 'admin', test: 'admin', deliveries: 'admin', retry: 'admin',
+} as const satisfies Permissions;
+
 export class EndpointService implements EndpointHealth {
   /** `webhook_endpoints` as an outbox source of the event log (the `webhook_endpoint.disabled` event). */
   readonly source: OutboxSource;
@@ -78,9 +86,8 @@ export class EndpointService implements EndpointHealth {
     this.changes = new DocumentChanges(() => deps.events, this.source, ENDPOINT_CHANGE_EVENTS);
   }
 
-  /** The actor's tenant's endpoints, newest first. @throws AccessDeniedError for non-administrators */
+  /** The actor's tenant's endpoints, newest first. */
   async list(actor: Actor, q: EndpointListQuery): Promise<Page<EndpointView>> {
-    requireRole(actor, 'admin');
     const filter = { ...this.deps.tenancy.filter(actor), ...notRemoved };
     const [rows, total] = await Promise.all([
       this.deps.endpoints.find(filter).sort({ created_at: -1, _id: -1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<WebhookEndpointRecord[]>(),
@@ -99,7 +106,6 @@ export class EndpointService implements EndpointHealth {
    * @throws ValidationError for an unknown event type (naming the known ones) or a refused URL
    */
   async create(actor: Actor, input: CreateEndpointInput): Promise<EndpointWithSecret> {
-    requireRole(actor, 'admin');
     this.checkTypes(input.event_types);
     await this.checkUrl(input.url);
     const tenantId = writeTenantId(actor);
@@ -240,9 +246,8 @@ export class EndpointService implements EndpointHealth {
     return deliveryViewOf(done);
   }
 
-  /** An endpoint of the actor's tenant. @throws AccessDeniedError for non-administrators, NotFoundError elsewhere */
+  /** An endpoint of the actor's tenant. @throws NotFoundError elsewhere */
   private async find(actor: Actor, id: string): Promise<WebhookEndpointRecord> {
-    requireRole(actor, 'admin');
     const doc = await this.deps.endpoints.findOne({ _id: id, ...this.deps.tenancy.filter(actor), ...notRemoved }).lean<WebhookEndpointRecord>();
     if (!doc) throw new NotFoundError('webhook endpoint', id);
     return doc;

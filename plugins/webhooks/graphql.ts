@@ -6,9 +6,9 @@
 import type { Builder } from '../../core/graphql.ts';
 import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts';
 import { deadLetterQuery, listQuery, purgeQuery, retryParams, type PurgeResult, type RetryResult, type WebhookEventView } from './schemas.ts';
-import type { WebhooksService } from './service.ts';
+import { WEBHOOK_OPERATOR_PERMISSIONS, type WebhooksService } from './service.ts';
 import { idParams } from '../../core/http/schemas.ts';
-import type { EndpointService } from './endpoints.ts';
+import { ENDPOINT_PERMISSIONS, type EndpointService } from './endpoints.ts';
 import {
   createEndpointInput, deliveryListQuery, deliveryParams, endpointListQuery, updateEndpointInput,
   type AttemptView, type DeliveryView, type EndpointView, type EndpointWithSecret,
@@ -53,26 +53,26 @@ export function webhooksGraphql(builder: Builder, svc: WebhooksService, retentio
       cutoff_date: t.expose('cutoff_date', { type: 'DateTime', nullable: false }),
     }),
   });
-  // `svc.operator(actor)` checks the role before the arguments are parsed, as REST does.
+  // The operator permission is checked before the arguments are parsed, as REST does.
   builder.queryFields((t) => ({
-    webhookEvents: t.withAuth(scopes('user')).field({
+    webhookEvents: t.withAuth(scopes(WEBHOOK_OPERATOR_PERMISSIONS.operator)).field({
       type: EventPage, nullable: false, description: 'Stored webhook events, as GET /webhooks/events (system administrators)',
       args: { provider: t.arg.string(), status: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => svc.operator(ctx.actor).list(parseInput(listQuery, givenArgs(a))),
     }),
-    webhookDeadLetter: t.withAuth(scopes('user')).field({
+    webhookDeadLetter: t.withAuth(scopes(WEBHOOK_OPERATOR_PERMISSIONS.operator)).field({
       type: EventPage, nullable: false, description: 'Failed webhook events, as GET /webhooks/dead-letter (system administrators)',
       args: { provider: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => svc.operator(ctx.actor).deadLetter(parseInput(deadLetterQuery, givenArgs(a))),
     }),
   }));
   builder.mutationFields((t) => ({
-    retryWebhookEvent: t.withAuth(scopes('user')).field({
+    retryWebhookEvent: t.withAuth(scopes(WEBHOOK_OPERATOR_PERMISSIONS.operator)).field({
       type: RetryResult, nullable: false, description: 'Re-run the handler of a failed event, as POST /webhooks/dead-letter/{event_id}/retry',
       args: { event_id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => svc.operator(ctx.actor).retry(parseInput(retryParams, a).event_id),
     }),
-    purgeWebhookEvents: t.withAuth(scopes('user')).field({
+    purgeWebhookEvents: t.withAuth(scopes(WEBHOOK_OPERATOR_PERMISSIONS.operator)).field({
       type: PurgeResultRef, nullable: false,
       description: 'Delete processed events older than retention_days (default WEBHOOK_EVENT_RETENTION_DAYS), as DELETE /webhooks/events/purge (system administrators)',
       args: { retention_days: t.arg.int() },
@@ -144,36 +144,36 @@ export function outboundWebhooksGraphql(builder: Builder, svc: EndpointService):
   const id = (a: { id: string | number }) => parseInput(idParams, { id: String(a.id) }).id;
 
   builder.queryFields((t) => ({
-    webhookEndpoints: t.withAuth(scopes('user')).field({
+    webhookEndpoints: t.withAuth(scopes(ENDPOINT_PERMISSIONS.list)).field({
       type: EndpointPage, nullable: false, description: "The tenant's webhook endpoints, as GET /webhook-endpoints (administrators)",
       args: { page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => svc.list(ctx.actor, parseInput(endpointListQuery, givenArgs(a))),
     }),
-    webhookEndpoint: t.withAuth(scopes('user')).field({
+    webhookEndpoint: t.withAuth(scopes(ENDPOINT_PERMISSIONS.get)).field({
       type: Endpoint, nullable: false, description: 'One webhook endpoint of the tenant',
       args: { id: t.arg.id({ required: true }) },
       resolve: (_r, a, ctx) => svc.get(ctx.actor, id(a)),
     }),
-    webhookDeliveries: t.withAuth(scopes('user')).field({
+    webhookDeliveries: t.withAuth(scopes(ENDPOINT_PERMISSIONS.deliveries)).field({
       type: DeliveryPage, nullable: false, description: "An endpoint's deliveries, newest first",
       args: { endpoint_id: t.arg.id({ required: true }), status: t.arg.string(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, { endpoint_id, ...a }, ctx) => svc.deliveries(ctx.actor, id({ id: endpoint_id }), parseInput(deliveryListQuery, givenArgs(a))),
     }),
   }));
   builder.mutationFields((t) => ({
-    createWebhookEndpoint: t.withAuth(scopes('user')).field({
+    createWebhookEndpoint: t.withAuth(scopes(ENDPOINT_PERMISSIONS.create)).field({
       type: WithSecret, nullable: false, description: 'Create an endpoint; the answer holds its secret, shown only this once',
       args: { url: t.arg.string({ required: true }), event_types: t.arg.stringList({ required: true }), description: t.arg.string(), enabled: t.arg.boolean(), role: t.arg.string() },
       resolve: (_r, a, ctx) => svc.create(ctx.actor, parseInput(createEndpointInput, givenArgs(a))),
     }),
-    updateWebhookEndpoint: t.withAuth(scopes('user')).field({
+    updateWebhookEndpoint: t.withAuth(scopes(ENDPOINT_PERMISSIONS.update)).field({
       type: Endpoint, nullable: false, description: 'Change the url, event types, description, enabled flag or role (role: null clears it)',
       args: { id: t.arg.id({ required: true }), url: t.arg.string(), event_types: t.arg.stringList(), description: t.arg.string(), enabled: t.arg.boolean(), role: t.arg.string() },
       // An explicit `role: null` clears the role, as `{"role": null}` does over REST; other nulls mean "unchanged".
       resolve: (_r, { id: raw, ...a }, ctx) =>
         svc.update(ctx.actor, id({ id: raw }), parseInput(updateEndpointInput, { ...givenArgs(a), ...(a.role === null ? { role: null } : {}) })),
     }),
-    deleteWebhookEndpoint: t.withAuth(scopes('user')).field({
+    deleteWebhookEndpoint: t.withAuth(scopes(ENDPOINT_PERMISSIONS.remove)).field({
       type: 'Boolean', nullable: false, description: 'Delete an endpoint and its deliveries',
       args: { id: t.arg.id({ required: true }) },
       resolve: async (_r, a, ctx) => {
@@ -181,17 +181,17 @@ export function outboundWebhooksGraphql(builder: Builder, svc: EndpointService):
         return true;
       },
     }),
-    rotateWebhookEndpointSecret: t.withAuth(scopes('user')).field({
+    rotateWebhookEndpointSecret: t.withAuth(scopes(ENDPOINT_PERMISSIONS.rotateSecret)).field({
       type: WithSecret, nullable: false, description: 'Replace the signing secret (the old one signs too during the overlap)',
       args: { id: t.arg.id({ required: true }) },
       resolve: (_r, a, ctx) => svc.rotateSecret(ctx.actor, id(a)),
     }),
-    testWebhookEndpoint: t.withAuth(scopes('user')).field({
+    testWebhookEndpoint: t.withAuth(scopes(ENDPOINT_PERMISSIONS.test)).field({
       type: Delivery, nullable: false, description: 'Send a ping event to this endpoint only, now',
       args: { id: t.arg.id({ required: true }) },
       resolve: (_r, a, ctx) => svc.test(ctx.actor, id(a)),
     }),
-    retryWebhookDelivery: t.withAuth(scopes('user')).field({
+    retryWebhookDelivery: t.withAuth(scopes(ENDPOINT_PERMISSIONS.retry)).field({
       type: Delivery, nullable: false, description: 'Send a delivery again now',
       args: { endpoint_id: t.arg.id({ required: true }), delivery_id: t.arg.id({ required: true }) },
       resolve: (_r, a, ctx) => {

@@ -14,7 +14,7 @@ import {
   deadLetterQuery, eventView, listQuery, listResponse, providerParams, purgeQuery, purgeResponse, receiveResponse, retryParams, retryResponse,
   webhooksOptions, type WebhookEventContext, type WebhookEventView,
 } from './schemas.ts';
-import { WEBHOOK_EVENT_FAILED, WEBHOOK_EVENT_RECOVERED, WebhooksService, type WebhookRegistry } from './service.ts';
+import { WEBHOOK_EVENT_FAILED, WEBHOOK_EVENT_RECOVERED, WEBHOOK_OPERATOR_PERMISSIONS, WebhooksService, type WebhookRegistry } from './service.ts';
 import { outboundWebhooksGraphql, webhooksGraphql } from './graphql.ts';
 import { createOutbound } from './outbound.ts';
 import { outboundRoutes } from './rest.ts';
@@ -75,13 +75,13 @@ export const webhooksPlugin = definePlugin({
         listRoute('/webhooks/events', 'List received webhook events', listQuery, (actor, q) => svc.operator(actor).list(q)),
         listRoute('/webhooks/dead-letter', 'List failed webhook events (dead-letter queue)', deadLetterQuery, (actor, q) => svc.operator(actor).deadLetter(q)),
         defineRoute({
-          method: 'POST', path: '/webhooks/dead-letter/:event_id/retry', tags, auth: 'system', summary: 'Re-run the handler of a failed event',
+          method: 'POST', path: '/webhooks/dead-letter/:event_id/retry', tags, auth: WEBHOOK_OPERATOR_PERMISSIONS.operator, summary: 'Re-run the handler of a failed event',
           description: '`event_id` is the stored event id, or the provider\'s event id when exactly one event has it.',
           params: retryParams, response: retryResponse, docs: { errors: [404, 409] },
           handler: ({ actor: actor, params }) => svc.operator(actor).retry(params.event_id),
         }),
         defineRoute({
-          method: 'DELETE', path: '/webhooks/events/purge', tags, auth: 'system', summary: 'Delete processed events older than N days',
+          method: 'DELETE', path: '/webhooks/events/purge', tags, auth: WEBHOOK_OPERATOR_PERMISSIONS.operator, summary: 'Delete processed events older than N days',
           query: purgeQuery(config.WEBHOOK_EVENT_RETENTION_DAYS), response: purgeResponse,
           handler: ({ actor: actor, query }) => svc.operator(actor).purge(query.retention_days),
         }),
@@ -118,7 +118,7 @@ function listRoute<Q extends z.ZodType>(
   path: string, summary: string, query: Q, list: (actor: Actor, q: z.output<Q>) => Promise<Page<WebhookEventView>>,
 ) {
   return defineRoute({
-    method: 'GET', path, tags: ['webhooks'], auth: 'system', summary, query, response: listResponse,
+    method: 'GET', path, tags: ['webhooks'], auth: WEBHOOK_OPERATOR_PERMISSIONS.operator, summary, query, response: listResponse,
     docs: { responseHeaders: pageHeaderDocs('Matching events') },
     handler: async ({ actor: actor, query: q, ctx }) => setPageHeaders(ctx, await list(actor, q as z.output<Q>)),
   });
