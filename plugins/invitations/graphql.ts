@@ -1,7 +1,7 @@
-import { givenArgs, pageObject, parseInput, type Builder, scopes } from '../../core/graphql.ts';
+import { givenArgs, pageObject, parseInput, scopes, type Builder } from '../../core/graphql.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import { acceptInvitationInput, createInvitationInput, invitationsQuery, type AcceptedView, type InvitationView } from './schemas.ts';
-import type { InvitationService } from './service.ts';
+import { INVITATION_PERMISSIONS, type InvitationService } from './service.ts';
 
 /** `Invitation`, `invitations` (a page), and the create, resend, revoke and accept mutations, validated with the REST schemas. */
 export function invitationsGraphql(builder: Builder, service: InvitationService): void {
@@ -36,27 +36,27 @@ export function invitationsGraphql(builder: Builder, service: InvitationService)
     }),
   });
   builder.queryFields((t) => ({
-    invitations: t.withAuth(scopes('admin')).field({
+    invitations: t.withAuth(scopes(INVITATION_PERMISSIONS.list)).field({
       type: InvitationPage, nullable: false, description: "Your tenant's invitations, newest first, as GET /admin/invitations",
       args: { page: t.arg.int(), per_page: t.arg.int(), status: t.arg.string() },
       resolve: (_r, a, ctx) => service.list(ctx.actor, parseInput(invitationsQuery, givenArgs(a))),
     }),
   }));
   builder.mutationFields((t) => ({
-    createInvitation: t.withAuth(scopes('admin')).field({
+    createInvitation: t.withAuth(scopes(INVITATION_PERMISSIONS.create)).field({
       type: Invitation, nullable: false, description: 'Invite an e-mail address into your tenant (input: email, roles, features)',
       args: { input: t.arg({ type: 'JSON', required: true }) },
       resolve: (_r, a, ctx) => service.create(ctx.actor, parseInput(createInvitationInput, a.input)),
     }),
-    resendInvitation: t.withAuth(scopes('admin')).field({
+    resendInvitation: t.withAuth(scopes(INVITATION_PERMISSIONS.resend)).field({
       type: Invitation, nullable: false, args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => service.resend(ctx.actor, parseInput(idParams, a).id),
     }),
-    revokeInvitation: t.withAuth(scopes('admin')).field({
+    revokeInvitation: t.withAuth(scopes(INVITATION_PERMISSIONS.revoke)).field({
       type: Invitation, nullable: false, args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => service.revoke(ctx.actor, parseInput(idParams, a).id),
     }),
-    acceptInvitation: t.withAuth(scopes('public')).field({
+    acceptInvitation: t.withAuth(scopes(INVITATION_PERMISSIONS.accept)).field({
       type: Accepted, nullable: false, description: "Accept an invitation with its link's token (signed in with the invited e-mail: a membership of your person)",
       args: { token: t.arg.string({ required: true }), name: t.arg.string() },
       resolve: (_r, a, ctx) => service.accept(ctx.actor ?? null, parseInput(acceptInvitationInput, givenArgs(a))),

@@ -6,7 +6,7 @@ import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
 import type { EventTypeDefinition } from '../../core/events/index.ts';
 import { invitationModel } from './model.ts';
 import { acceptedView, acceptInvitationInput, createInvitationInput, invitationListView, invitationsQuery, invitationView } from './schemas.ts';
-import { INVITATION_CREDENTIAL_KIND, InvitationService } from './service.ts';
+import { INVITATION_CREDENTIAL_KIND, INVITATION_PERMISSIONS, InvitationService } from './service.ts';
 import { invitationsGraphql } from './graphql.ts';
 import { INVITATION_TEMPLATE, invitationTemplate } from './templates.ts';
 
@@ -44,27 +44,27 @@ export const invitationsPlugin = definePlugin({
       eventTypes: invitationEventTypes,
       routes: [
         defineRoute({
-          method: 'POST', path: '/admin/invitations', tags, auth: 'admin', status: 201, summary: 'Invite an e-mail address into your tenant (an e-mail with a single-use link)',
+          method: 'POST', path: '/admin/invitations', tags, auth: INVITATION_PERMISSIONS.create, status: 201, summary: 'Invite an e-mail address into your tenant (an e-mail with a single-use link)',
           body: createInvitationInput, response: invitationView, docs: { errors: [409, 503] },
           handler: ({ actor, body }) => service.create(actor, body),
         }),
         defineRoute({
-          method: 'GET', path: '/admin/invitations', tags, auth: 'admin', summary: "Your tenant's invitations, newest first", response: invitationListView,
+          method: 'GET', path: '/admin/invitations', tags, auth: INVITATION_PERMISSIONS.list, summary: "Your tenant's invitations, newest first", response: invitationListView,
           query: invitationsQuery, docs: { responseHeaders: pageHeaderDocs('Matching invitations') },
           handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await service.list(actor, query)),
         }),
         defineRoute({
-          method: 'POST', path: '/admin/invitations/:id/resend', tags, auth: 'admin', summary: 'Send an invitation again with a new link (the old one stops working)',
+          method: 'POST', path: '/admin/invitations/:id/resend', tags, auth: INVITATION_PERMISSIONS.resend, summary: 'Send an invitation again with a new link (the old one stops working)',
           params: idParams, response: invitationView, docs: { errors: [404, 409, 410, 503] },
           handler: ({ actor, params }) => service.resend(actor, params.id),
         }),
         defineRoute({
-          method: 'DELETE', path: '/admin/invitations/:id', tags, auth: 'admin', summary: 'Revoke an invitation: its link no longer works',
+          method: 'DELETE', path: '/admin/invitations/:id', tags, auth: INVITATION_PERMISSIONS.revoke, summary: 'Revoke an invitation: its link no longer works',
           params: idParams, response: invitationView, docs: { errors: [404, 409, 410] },
           handler: ({ actor, params }) => service.revoke(actor, params.id),
         }),
         defineRoute({
-          method: 'POST', path: '/invitations/accept', tags, auth: 'public',
+          method: 'POST', path: '/invitations/accept', tags, auth: INVITATION_PERMISSIONS.accept,
           summary: "Accept an invitation with its link's token: a membership (and a person, if new) and a bearer token acting in it",
           body: acceptInvitationInput, response: acceptedView, docs: { errors: [404, 409, 410] },
           handler: ({ actor, body }) => service.accept(actor ?? null, body),

@@ -11,7 +11,7 @@ import { AppError, ConflictError, DomainErrorCode, NotFoundError, ValidationErro
 import { hasSystemScope, isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxEntry, type OutboxSource } from '../../core/events/index.ts';
-import { requireRole } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { IdentityService } from '../../core/identity/service.ts';
 import type { MembershipService } from '../../core/identity/memberships.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -34,6 +34,13 @@ export const toInvitationView = (d: InvitationRecord): InvitationView => ({
   accepted_at: d.accepted_at ?? null, accepted_user_id: d.accepted_user_id ? String(d.accepted_user_id) : null, revoked_at: d.revoked_at ?? null,
   created_at: d.created_at,
 });
+
+/**
+ * Who may call each invitation operation: the one declaration its REST route and GraphQL field
+ * both read. Managing invitations is for administrators (of their own tenant: the service scopes
+ * the data); accepting needs only the link's token.
+ */
+export const INVITATION_PERMISSIONS = { create: 'admin', list: 'admin', resend: 'admin', revoke: 'admin', accept: 'public' } as const satisfies Permissions;
 
 export interface InvitationDeps {
   Invitation: Model<InvitationDoc>;
@@ -66,11 +73,10 @@ export class InvitationService {
 
   /**
    * Invite `email` into the actor's tenant: the e-mail goes out first, then the invitation is stored
-   * (so a refused e-mail leaves nothing behind).
+   * (so a refused e-mail leaves nothing behind). Permission: {@link INVITATION_PERMISSIONS}.
    * @throws ValidationError for unknown roles; ConflictError when an active user of the tenant has the e-mail; AppError 503 MAIL_UNAVAILABLE
    */
   async create(actor: Actor, input: CreateInvitationInput): Promise<InvitationView> {
-    requireRole(actor, 'admin');
     const tenantId = writeTenantId(actor);
     const roles = [...new Set(input.roles ?? ['user'])];
     const unknown = await this.deps.identity.unknownRoles(tenantId, roles);
@@ -91,9 +97,8 @@ export class InvitationService {
     return this.done({ ...doc, [OUTBOX_FIELD]: [entry] } as InvitationRecord);
   }
 
-  /** A page of the actor's tenant's invitations (every tenant's for system administrators), newest first. */
+  /** A page of the actor's tenant's invitations (every tenant's for system administrators), newest first. Permission: {@link INVITATION_PERMISSIONS}. */
   async list(actor: Actor, query: InvitationsQuery) {
-    requireRole(actor, 'admin');
     const filter: Doc = { ...this.deps.tenancy.filter(actor), ...(query.status ? { status: query.status } : {}) };
     const [items, total] = await Promise.all([
       this.deps.Invitation.find(filter, { [OUTBOX_FIELD]: 0 }).sort({ created_at: -1, _id: -1 }).skip((query.page - 1) * query.per_page).limit(query.per_page).lean<InvitationRecord[]>(),
@@ -104,7 +109,7 @@ export class InvitationService {
 
   /**
    * Send a pending (or expired) invitation again with a new link, valid `INVITATION_TTL_HOURS`
-   * from now; the old link stops working.
+   * from now; the old link stops working. Permission: {@link INVITATION_PERMISSIONS}.
    * @throws NotFoundError outside the actor's tenant; AppError 409 INVITATION_ACCEPTED / 410 INVITATION_REVOKED
    */
   async resend(actor: Actor, id: string): Promise<InvitationView> {
@@ -118,7 +123,10 @@ export class InvitationService {
     return this.change(actor, old, set, 'resent');
   }
 
-  /** @throws NotFoundError outside the actor's tenant; AppError 409 INVITATION_ACCEPTED / 410 INVITATION_REVOKED */
+  /**
+   * Permission: {@link INVITATION_PERMISSIONS}.
+   * @throws NotFoundError outside the actor's tenant; AppError 409 INVITATION_ACCEPTED / 410 INVITATION_REVOKED
+   */
   async revoke(actor: Actor, id: string): Promise<InvitationView> {
     const old = await this.owned(actor, id);
     if (old.status !== 'pending') throw stateError(old);
@@ -185,7 +193,6 @@ export class InvitationService {
   }
 
   private async owned(actor: Actor, id: string): Promise<InvitationRecord> {
-    requireRole(actor, 'admin');
     const doc = await this.deps.Invitation.findOne({ _id: id, ...this.deps.tenancy.filter(actor) }).lean<InvitationRecord>();
     if (!doc) throw new NotFoundError('invitation', id);
     return doc;

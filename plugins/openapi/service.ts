@@ -177,7 +177,8 @@ class DocumentBuilder {
     }
     this.operationIds.add(operationId);
     const base = operationId[0]!.toUpperCase() + operationId.slice(1);
-    const auth = route.auth ?? 'user';
+    // Every route declares its permission (the kernel refuses one without): documented as declared.
+    const { auth } = route;
 
     const parameters: (ParameterObject | Reference)[] = [
       ...this.pathParameters(route, converted.params, where, base),

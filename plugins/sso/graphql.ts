@@ -6,8 +6,8 @@
 import type { Builder } from '../../core/graphql.ts';
 import { givenArgs, pageObject, parseInput, scopes } from '../../core/graphql.ts';
 import { idParams } from '../../core/http/schemas.ts';
-import type { ProviderService } from './providers.ts';
-import type { SignInService } from './service.ts';
+import { PROVIDER_PERMISSIONS, type ProviderService } from './providers.ts';
+import { SIGN_IN_PERMISSIONS, type SignInService } from './service.ts';
 import { createProviderInput, exchangeBody, providerListQuery, tenantParams, updateProviderInput, type ProviderView } from './schemas.ts';
 
 export function ssoGraphql(builder: Builder, svc: ProviderService, signIn: SignInService): void {
@@ -42,40 +42,40 @@ export function ssoGraphql(builder: Builder, svc: ProviderService, signIn: SignI
   });
 
   builder.queryFields((t) => ({
-    ssoSignInOptions: t.withAuth(scopes('public')).field({
+    ssoSignInOptions: t.withAuth(scopes(PROVIDER_PERMISSIONS.publicList)).field({
       type: [Option], nullable: false, description: "A tenant's providers for its sign-in screen, names and sign-in paths only (no credential needed; as GET /auth/sso/{tenant}/providers)",
       args: { tenant_id: t.arg.id({ required: true }) },
       resolve: (_r, a) => svc.publicList(parseInput(tenantParams, { tenant: String(a.tenant_id) }).tenant),
     }),
-    ssoProviders: t.withAuth(scopes('admin')).field({
+    ssoProviders: t.withAuth(scopes(PROVIDER_PERMISSIONS.list)).field({
       type: Page, nullable: false, description: "The tenant's SSO providers, as GET /admin/sso/providers (administrators)",
       args: { page: t.arg.int(), per_page: t.arg.int() },
       resolve: (_r, a, ctx) => svc.list(ctx.actor, parseInput(providerListQuery, givenArgs(a))),
     }),
-    ssoProvider: t.withAuth(scopes('admin')).field({
+    ssoProvider: t.withAuth(scopes(PROVIDER_PERMISSIONS.get)).field({
       type: Provider, nullable: false, description: 'One SSO provider of the tenant',
       args: { id: t.arg.id({ required: true }) },
       resolve: (_r, a, ctx) => svc.get(ctx.actor, id(a)),
     }),
   }));
   builder.mutationFields((t) => ({
-    exchangeSsoCode: t.withAuth(scopes('public')).field({
+    exchangeSsoCode: t.withAuth(scopes(SIGN_IN_PERMISSIONS.exchange)).field({
       type: 'TokenResponse' as never, nullable: false,
       description: "The console's hand-over after a single sign-on: the one-time code (valid a minute) for a bearer token (as POST /auth/sso/exchange)",
       args: { code: t.arg.string({ required: true }) },
       resolve: (_r, a) => signIn.exchange(parseInput(exchangeBody, a).code) as never,
     }),
-    createSsoProvider: t.withAuth(scopes('admin')).field({
+    createSsoProvider: t.withAuth(scopes(PROVIDER_PERMISSIONS.create)).field({
       type: Provider, nullable: false, description: 'Configure an OpenID Connect provider (the secret is stored encrypted, never returned)',
       args: fields(t),
       resolve: (_r, a, ctx) => svc.create(ctx.actor, parseInput(createProviderInput, givenArgs(a))),
     }),
-    updateSsoProvider: t.withAuth(scopes('admin')).field({
+    updateSsoProvider: t.withAuth(scopes(PROVIDER_PERMISSIONS.update)).field({
       type: Provider, nullable: false, description: 'Change a provider; a client_secret given replaces the stored one',
       args: { id: t.arg.id({ required: true }), ...fields(t) },
       resolve: (_r, { id: raw, ...a }, ctx) => svc.update(ctx.actor, id({ id: raw }), parseInput(updateProviderInput, givenArgs(a))),
     }),
-    deleteSsoProvider: t.withAuth(scopes('admin')).field({
+    deleteSsoProvider: t.withAuth(scopes(PROVIDER_PERMISSIONS.remove)).field({
       type: 'Boolean', nullable: false, description: 'Remove a provider: its sign-in stops and the tokens it issued stop working',
       args: { id: t.arg.id({ required: true }) },
       resolve: async (_r, a, ctx) => {

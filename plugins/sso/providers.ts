@@ -8,7 +8,7 @@ import ipaddr from 'ipaddr.js';
 import { Types } from 'mongoose';
 import { ConflictError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { isSystemActor, requestOf, writeTenantId, type Actor } from '../../core/context.ts';
-import { requireRole } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
@@ -51,6 +51,13 @@ const eventData = (p: ProviderRecord): Doc => {
   return rest as unknown as Doc;
 };
 
+/**
+ * Who may call each provider operation: the one declaration its REST route and GraphQL field both
+ * read. Administrators manage their own tenant's providers (the service scopes the data); a
+ * tenant's sign-in screen is public.
+ */
+export const PROVIDER_PERMISSIONS = { list: 'admin', get: 'admin', create: 'admin', update: 'admin', remove: 'admin', publicList: 'public' } as const satisfies Permissions;
+
 export class ProviderService {
   readonly source: OutboxSource;
 
@@ -58,9 +65,8 @@ export class ProviderService {
     this.source = { name: 'sso_providers', model: deps.models.Provider, view: (d) => eventData(d as unknown as ProviderRecord) };
   }
 
-  /** The actor's tenant's providers, oldest first. @throws AccessDeniedError for non-administrators */
+  /** The actor's tenant's providers, oldest first (permission: {@link PROVIDER_PERMISSIONS}). */
   async list(actor: Actor, q: ProviderListQuery): Promise<Page<ProviderView>> {
-    requireRole(actor, 'admin');
     const filter = { ...this.deps.tenancy.filter(actor), is_deleted: false };
     const [rows, total] = await Promise.all([
       this.deps.models.Provider.find(filter).sort({ created_at: 1, _id: 1 }).skip((q.page - 1) * q.per_page).limit(q.per_page).lean<ProviderRecord[]>(),
@@ -69,17 +75,17 @@ export class ProviderService {
     return pageOf(rows.map(providerView), total, q);
   }
 
-  /** @throws NotFoundError outside the actor's tenant */
+  /** Permission: {@link PROVIDER_PERMISSIONS}. @throws NotFoundError outside the actor's tenant */
   async get(actor: Actor, id: string): Promise<ProviderView> {
     return providerView(await this.find(actor, id));
   }
 
   /**
+   * Permission: {@link PROVIDER_PERMISSIONS}.
    * @throws ValidationError for an issuer that is not https (outside development), a role the
    *   tenant does not have; ConflictError for a name the tenant already uses
    */
   async create(actor: Actor, input: CreateProviderInput): Promise<ProviderView> {
-    requireRole(actor, 'admin');
     const tenantId = writeTenantId(actor);
     await this.checkIssuer(input.issuer);
     await this.checkRoles(tenantId, input.role_mapping);
@@ -114,7 +120,7 @@ export class ProviderService {
     return providerView(doc as ProviderRecord);
   }
 
-  /** Changes the given fields; a new `client_secret` replaces the stored one. */
+  /** Changes the given fields; a new `client_secret` replaces the stored one (permission: {@link PROVIDER_PERMISSIONS}). */
   async update(actor: Actor, id: string, input: UpdateProviderInput): Promise<ProviderView> {
     const old = await this.find(actor, id);
     if (input.issuer !== undefined) await this.checkIssuer(input.issuer);
@@ -127,7 +133,10 @@ export class ProviderService {
     return providerView(await this.write(actor, old, set, 'sso_provider.updated', 'update'));
   }
 
-  /** Removes the provider: its sign-in URL answers 404, and the tokens its sign-ins issued stop working. */
+  /**
+   * Removes the provider: its sign-in URL answers 404, and the tokens its sign-ins issued stop
+   * working (permission: {@link PROVIDER_PERMISSIONS}).
+   */
   async remove(actor: Actor, id: string): Promise<void> {
     const old = await this.find(actor, id);
     await this.write(actor, old, { is_deleted: true, deleted_at: new Date(), updated_at: new Date() }, 'sso_provider.deleted', 'delete');
@@ -154,7 +163,6 @@ export class ProviderService {
   }
 
   private async find(actor: Actor, id: string): Promise<ProviderRecord> {
-    requireRole(actor, 'admin');
     const doc = Types.ObjectId.isValid(id)
       ? await this.deps.models.Provider.findOne({ _id: id, is_deleted: false, ...this.deps.tenancy.filter(actor) }).lean<ProviderRecord>()
       : null;

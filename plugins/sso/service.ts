@@ -13,6 +13,7 @@ import { systemActor, type Actor, type CredentialRef } from '../../core/context.
 import type { Doc } from '../../core/hooks.ts';
 import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../core/events/index.ts';
 import type { Logger } from '../../core/logger.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { ProviderRecord, SsoModels } from './model.ts';
 import type { ProviderService } from './providers.ts';
 import type { TokenResponse } from './schemas.ts';
@@ -94,6 +95,12 @@ function reasonOf(err: unknown): RefusalReason {
   if ((err as { code?: string })?.code === 'OAUTH_RESPONSE_BODY_ERROR' || /invalid_grant/.test(text)) return 'provider_error';
   return 'id_token_invalid';
 }
+
+/**
+ * Who may call each sign-in operation: the one declaration its REST route and GraphQL field both
+ * read. Signing in is public by nature: the provider's ID token or the one-time code is the proof.
+ */
+export const SIGN_IN_PERMISSIONS = { start: 'public', callback: 'public', exchange: 'public' } as const satisfies Permissions;
 
 export class SignInService {
   readonly source: OutboxSource;

@@ -3,7 +3,7 @@ import { parseInput, scopes } from '../../core/graphql.ts';
 import type { CredentialView } from './model.ts';
 import { authenticateBody, authenticateOptionsBody, credentialParams, loginTenant, registerBody, userPasskeysArgs } from './schemas.ts';
 import type { AppState } from '../../core/http/middleware.ts';
-import type { WebAuthnService } from './service.ts';
+import { WEBAUTHN_PERMISSIONS, type WebAuthnService } from './service.ts';
 
 /**
  * GraphQL fragment: `Passkey`, `User.passkeys` (own ones on `me`; an administrator's view of users
@@ -22,7 +22,7 @@ export function webauthnGraphql(builder: Builder, service: WebAuthnService): voi
   });
   // `User` is the identity plugin's type; it is extended by name (plugins never import each other's refs).
   builder.objectField('User' as never, 'passkeys', (t) =>
-    t.withAuth(scopes('user')).field({
+    t.withAuth(scopes(WEBAUTHN_PERMISSIONS.passkeysOf)).field({
       type: [Passkey],
       nullable: false,
       description: "The user's passkeys: your own, or as an administrator those of users in your tenant",
@@ -30,7 +30,7 @@ export function webauthnGraphql(builder: Builder, service: WebAuthnService): voi
     }),
   );
   builder.queryFields((t) => ({
-    userPasskeys: t.withAuth(scopes('admin')).field({
+    userPasskeys: t.withAuth(scopes(WEBAUTHN_PERMISSIONS.userPasskeys)).field({
       type: [Passkey],
       nullable: false,
       description: "Administrators: a user's passkeys (users of your own tenant only)",
@@ -39,24 +39,24 @@ export function webauthnGraphql(builder: Builder, service: WebAuthnService): voi
     }),
   }));
   builder.mutationFields((t) => ({
-    passkeyRegistrationOptions: t.withAuth(scopes('user')).field({
+    passkeyRegistrationOptions: t.withAuth(scopes(WEBAUTHN_PERMISSIONS.registerOptions)).field({
       type: 'JSON', nullable: false,
       description: 'Start registering a passkey for yourself: creation options for navigator.credentials.create (as POST /auth/webauthn/register/options)',
       resolve: (_r, _a, ctx) => service.registerOptions(ctx.actor),
     }),
-    registerPasskey: t.withAuth(scopes('user')).field({
+    registerPasskey: t.withAuth(scopes(WEBAUTHN_PERMISSIONS.register)).field({
       type: Passkey, nullable: false,
       description: 'Finish registering: credential_id, client_data_json, attestation_object (base64url), transports, device_name (as POST /auth/webauthn/register)',
       args: { input: t.arg({ type: 'JSON', required: true }) },
       resolve: (_r, a, ctx) => service.register(ctx.actor, parseInput(registerBody, a.input)),
     }),
-    passkeyLoginOptions: t.withAuth(scopes('public')).field({
+    passkeyLoginOptions: t.withAuth(scopes(WEBAUTHN_PERMISSIONS.authenticateOptions)).field({
       type: 'JSON', nullable: false,
       description: 'Start a passkey login (no credential needed): request options for navigator.credentials.get (as POST /auth/webauthn/authenticate/options)',
       args: { email: t.arg.string({ required: true }) },
       resolve: (_r, a) => service.authenticateOptions(parseInput(authenticateOptionsBody, a).email),
     }),
-    passkeyLogin: t.withAuth(scopes('public')).field({
+    passkeyLogin: t.withAuth(scopes(WEBAUTHN_PERMISSIONS.authenticate)).field({
       type: 'TokenResponse' as never, nullable: false,
       description: 'Finish a passkey login: email, credential_id, client_data_json, authenticator_data, signature (base64url); a bearer token bound to the passkey (as POST /auth/webauthn/authenticate)',
       args: {
@@ -68,7 +68,7 @@ export function webauthnGraphql(builder: Builder, service: WebAuthnService): voi
         loginTenant(a.tenant_id ?? ctx.koa?.get('X-Tenant-Id')),
       ) as never,
     }),
-    deletePasskey: t.withAuth(scopes('user')).field({
+    deletePasskey: t.withAuth(scopes(WEBAUTHN_PERMISSIONS.deleteOwn)).field({
       type: 'Boolean',
       nullable: false,
       description: 'Remove one of your own passkeys (true when done); tokens issued from it stop working',

@@ -5,7 +5,7 @@ import { defineRoute } from '../../core/http/route.ts';
 import type { AppState } from '../../core/http/middleware.ts';
 import { webauthnModels } from './model.ts';
 import { authenticateBody, authenticateOptionsBody, loginTenant, authenticationOptionsResponse, credentialParams, credentialResponse, registerBody, registrationOptionsResponse, tokenResponse } from './schemas.ts';
-import { PASSKEY_CREDENTIAL_KIND, WebAuthnService } from './service.ts';
+import { PASSKEY_CREDENTIAL_KIND, WEBAUTHN_PERMISSIONS, WebAuthnService } from './service.ts';
 import { webauthnGraphql } from './graphql.ts';
 import { DEMO_CSP, DEMO_HTML } from './demo.ts';
 
@@ -50,31 +50,31 @@ export const webauthnPlugin = definePlugin({
     return {
       routes: [
         defineRoute({
-          method: 'POST', path: '/auth/webauthn/register/options', auth: 'user', tags, summary: 'Start passkey registration: creation options with a fresh challenge', response: registrationOptionsResponse,
+          method: 'POST', path: '/auth/webauthn/register/options', auth: WEBAUTHN_PERMISSIONS.registerOptions, tags, summary: 'Start passkey registration: creation options with a fresh challenge', response: registrationOptionsResponse,
           handler: ({ actor }) => service.registerOptions(actor),
         }),
         defineRoute({
-          method: 'POST', path: '/auth/webauthn/register', auth: 'user', tags, status: 201, summary: 'Finish passkey registration (attestation verified, format none)',
+          method: 'POST', path: '/auth/webauthn/register', auth: WEBAUTHN_PERMISSIONS.register, tags, status: 201, summary: 'Finish passkey registration (attestation verified, format none)',
           body: registerBody, response: credentialResponse, docs: { errors: [422] },
           handler: ({ actor, body }) => service.register(actor, body),
         }),
         defineRoute({
-          method: 'POST', path: '/auth/webauthn/authenticate/options', tags, auth: 'public', summary: 'Start passkey login: request options with a fresh challenge',
+          method: 'POST', path: '/auth/webauthn/authenticate/options', tags, auth: WEBAUTHN_PERMISSIONS.authenticateOptions, summary: 'Start passkey login: request options with a fresh challenge',
           body: authenticateOptionsBody, response: authenticationOptionsResponse,
           handler: ({ body }) => service.authenticateOptions(body.email),
         }),
         defineRoute({
-          method: 'POST', path: '/auth/webauthn/authenticate', tags, auth: 'public', summary: 'Finish passkey login: a bearer token bound to the passkey',
+          method: 'POST', path: '/auth/webauthn/authenticate', tags, auth: WEBAUTHN_PERMISSIONS.authenticate, summary: 'Finish passkey login: a bearer token bound to the passkey',
           body: authenticateBody, response: tokenResponse, docs: { errors: [400, 401, 409, 429] },
           handler: ({ body, ctx }) => service.authenticate(body, ctx.ip || null, (ctx.state as AppState).ctx.log, loginTenant(ctx.get('X-Tenant-Id'))),
         }),
         defineRoute({
-          method: 'GET', path: '/auth/webauthn/credentials', auth: 'user', tags, summary: "The caller's passkeys",
+          method: 'GET', path: '/auth/webauthn/credentials', auth: WEBAUTHN_PERMISSIONS.listOwn, tags, summary: "The caller's passkeys",
           response: z.array(credentialResponse),
           handler: ({ actor }) => service.listOwn(actor),
         }),
         defineRoute({
-          method: 'DELETE', path: '/auth/webauthn/credentials/:credential_id', auth: 'user', tags, status: 204, summary: 'Remove one of your passkeys',
+          method: 'DELETE', path: '/auth/webauthn/credentials/:credential_id', auth: WEBAUTHN_PERMISSIONS.deleteOwn, tags, status: 204, summary: 'Remove one of your passkeys',
           params: credentialParams, docs: { errors: [404] },
           handler: async ({ actor, params }) => {
             await service.deleteOwn(actor, params.credential_id);

@@ -6,6 +6,7 @@ import type { AuthenticatorTransport, PublicKeyCredentialCreationOptionsJSON, Pu
 import { AppError, AuthRequiredError, NotFoundError, RateLimitedError } from '../../core/errors.ts';
 import { requestOf, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { AuthenticationService } from '../../core/identity/authentication.ts';
 import { TenantRequiredError, type MembershipService } from '../../core/identity/memberships.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -26,6 +27,17 @@ export const PASSKEY_CLONE_DETECTED = 'PASSKEY_CLONE_DETECTED';
 export const PASSKEY_CREDENTIAL_KIND = 'passkey';
 /** COSE algorithms offered and accepted: ES256 (-7) and RS256 (-257). */
 export const SUPPORTED_ALGORITHMS = [-7, -257];
+
+/**
+ * Who may call each passkey operation: the one declaration its REST route and GraphQL field both
+ * read. `userPasskeys` (an administrator's view of any user of their tenant) and `passkeysOf`
+ * (`User.passkeys`: any caller, who then sees only their own unless an administrator) both call
+ * {@link WebAuthnService.listForUser}.
+ */
+export const WEBAUTHN_PERMISSIONS = {
+  registerOptions: 'user', register: 'user', authenticateOptions: 'public', authenticate: 'public',
+  listOwn: 'user', passkeysOf: 'user', userPasskeys: 'admin', deleteOwn: 'user',
+} as const satisfies Permissions;
 
 export interface WebAuthnSettings {
   rpId: string;
@@ -315,7 +327,8 @@ export class WebAuthnService {
 
   /**
    * An administrator's view of one user's passkeys, inside the administrator's tenant (system
-   * actors, or every administrator when `MULTI_TENANT_ENABLED` is off: any tenant).
+   * actors, or every administrator when `MULTI_TENANT_ENABLED` is off: any tenant). Anyone may ask
+   * for their own: whose passkeys the caller may see is a rule about the data, checked here.
    * @throws AccessDeniedError for a non-administrator asking for someone else's
    */
   async listForUser(actor: Actor, userId: string): Promise<CredentialView[]> {

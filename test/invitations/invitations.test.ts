@@ -194,6 +194,28 @@ describe('tenant isolation', () => {
   });
 });
 
+describe('permissions (declared once, read by REST and GraphQL)', () => {
+  it('over GraphQL: anonymous callers get AUTH_REQUIRED, plain users ACCESS_DENIED, administrators are served; nothing written or mailed when refused', async () => {
+    const before = await counts();
+    const list = 'query { invitations(per_page: 500) { total } }';
+    const create = 'mutation($i: JSON!) { createInvitation(input: $i) { id } }';
+    const err = (r: { body: { errors?: { message: string; extensions?: { code?: string } }[] } }) => r.body.errors?.[0];
+    expect(err(await t.gql(list, {}, { key: null }))?.extensions?.code).toBe('AUTH_REQUIRED');
+    expect(err(await t.gql(create, { i: { email: freshEmail() } }, { key: null }))?.extensions?.code).toBe('AUTH_REQUIRED');
+    const denied = err(await t.gql(list, {}, { key: plainA.key }));
+    expect(denied).toMatchObject({ message: 'Administrator role required', extensions: { code: 'ACCESS_DENIED' } });
+    expect(err(await t.gql(create, { i: { email: freshEmail() } }, { key: plainA.key }))?.extensions?.code).toBe('ACCESS_DENIED');
+    expect(err(await t.gql('mutation { revokeInvitation(id: "000000000000000000000000") { id } }', {}, { key: plainA.key }))?.extensions?.code).toBe('ACCESS_DENIED');
+    expect(await counts()).toEqual(before);
+    const ok = await t.gql(list, {}, { key: adminA.key });
+    expect(ok.body.errors).toBeUndefined();
+    expect(ok.body.data!.invitations.total).toBeGreaterThanOrEqual(0);
+    // Accepting is public: an anonymous caller reaches the service (an unknown token is 404, not 401).
+    const acc = await t.gql('mutation($t: String!) { acceptInvitation(token: $t) { user_id } }', { t: 'x'.repeat(43) }, { key: null });
+    expect(err(acc)?.extensions?.code).toBe('NOT_FOUND');
+  });
+});
+
 describe('bad input', () => {
   it('answers the error envelope, writes and mails nothing', async () => {
     const before = await counts();

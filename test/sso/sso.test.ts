@@ -110,6 +110,24 @@ describe('providers', () => {
     expect(await t.app.db.conn.collection('sso_providers').countDocuments()).toBe(before);
   });
 
+  it('over GraphQL: anonymous callers get AUTH_REQUIRED, plain users ACCESS_DENIED, administrators are served; the sign-in screen is public', async () => {
+    const plain = await createTenantUser(t, { tenantId: a.tenantId });
+    const before = await t.app.db.conn.collection('sso_providers').countDocuments();
+    const list = '{ ssoProviders { total items { name } } }';
+    const create = 'mutation { createSsoProvider(issuer: "https://idp.example.com", client_id: "a", client_secret: "b", jit: true) { id } }';
+    expect((await t.gql(list, {}, { key: null })).body.errors![0]!.extensions!.code).toBe('AUTH_REQUIRED');
+    expect((await t.gql(create, {}, { key: null })).body.errors![0]!.extensions!.code).toBe('AUTH_REQUIRED');
+    expect((await t.gql(list, {}, { key: plain.key })).body.errors![0]).toMatchObject({ message: 'Administrator role required', extensions: { code: 'ACCESS_DENIED' } });
+    expect((await t.gql(create, {}, { key: plain.key })).body.errors![0]!.extensions!.code).toBe('ACCESS_DENIED');
+    expect(await t.app.db.conn.collection('sso_providers').countDocuments()).toBe(before);
+    const ok = await t.gql(list, {}, as(a));
+    expect(ok.body.errors).toBeUndefined();
+    expect(ok.body.data.ssoProviders.items.map((p: Doc) => p.name)).toContain('acme');
+    const open = await t.gql('query($t: ID!) { ssoSignInOptions(tenant_id: $t) { name } }', { t: a.tenantId }, { key: null });
+    expect(open.body.errors).toBeUndefined();
+    expect(open.body.data.ssoSignInOptions.map((p: Doc) => p.name)).toContain('acme');
+  });
+
   it('outside development, issuers must be https: a local http issuer is refused', async () => {
     const prod = await buildTestApp({ plugins: [ssoPlugin] });
     try {

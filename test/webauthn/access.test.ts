@@ -116,6 +116,19 @@ describe('isolation', () => {
     expect(bad.body.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');
   });
 
+  it('over GraphQL: an anonymous caller gets AUTH_REQUIRED on userPasskeys and on passkey registration; the login fields stay public', async () => {
+    const q = `query($u: String!) { userPasskeys(user_id: $u) { ${PASSKEYS} } }`;
+    const anon = await t.gql(q, { u: alice.userId }, { key: null });
+    expect(anon.body.errors?.[0]?.extensions?.code).toBe('AUTH_REQUIRED');
+    expect(anon.body.data).toBeNull();
+    const denied = await t.gql(q, { u: alice.userId }, { key: bob.key });
+    expect(denied.body.errors?.[0]).toMatchObject({ message: 'Administrator role required', extensions: { code: 'ACCESS_DENIED' } });
+    expect((await t.gql('mutation { deletePasskey(credential_id: "x") }', {}, { key: null })).body.errors?.[0]?.extensions?.code).toBe('AUTH_REQUIRED');
+    const options = await t.gql('mutation($e: String!) { passkeyLoginOptions(email: $e) }', { e: 'nobody@example.com' }, { key: null });
+    expect(options.body.errors).toBeUndefined();
+    expect(typeof options.body.data.passkeyLoginOptions.challenge).toBe('string');
+  });
+
   it('users { passkeys }: a tenant admin sees their tenant’s users’ passkeys; nothing crosses tenants', async () => {
     const r = await t.gql(`{ users(per_page: 500) { id tenant_id passkeys { credential_id } } }`, {}, { key: adminT2.key });
     expect(r.body.errors).toBeUndefined();
