@@ -2,12 +2,10 @@ import SchemaBuilder from '@pothos/core';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import { DateTimeResolver, JSONResolver, ObjectIDResolver } from 'graphql-scalars';
 import type Koa from 'koa';
-import { AuthRequiredError } from './errors.ts';
 import type { Actor } from './context.ts';
 import type { Page } from './page.ts';
 import type { PresentedCredential } from './realtime/sessions.ts';
 import type { FrameSink } from './realtime/frame-sink.ts';
-import { requireRole, type RequiredRole } from './access.ts';
 import { permit, type Permission } from './permissions.ts';
 
 export interface GraphQLContext {
@@ -69,20 +67,6 @@ export function createBuilder(): Builder {
  * `admin` or `system` the resolver's `ctx.actor` is typed non-null.
  */
 export const scopes = <P extends Permission>(permission: P): { [K in P]: true } => ({ [permission]: true }) as { [K in P]: true };
-
-/** @throws AuthRequiredError (code AUTH_REQUIRED in `extensions`) */
-export function requireUser(ctx: GraphQLContext): Actor {
-  if (!ctx.actor) throw new AuthRequiredError();
-  return ctx.actor;
-}
-
-/** The GraphQL caller, required to hold `role` (the same check as services and routes). */
-export function requireUserRole(ctx: GraphQLContext, role: RequiredRole): Actor {
-  return requireRole(requireUser(ctx), role);
-}
-
-/** Shorthand for `requireUserRole(ctx, 'admin')`. */
-export const requireAdmin = (ctx: GraphQLContext): Actor => requireUserRole(ctx, 'admin');
 
 /** Validate GraphQL arguments with the same zod schema as the REST route (422 VALIDATION_ERROR, loc starting with `args`). */
 export { parseInput } from './errors.ts';

@@ -2,7 +2,7 @@ import { ServiceUnavailableError } from './errors.ts';
 import { definePlugin, type Plugin } from './plugin.ts';
 import { z } from 'zod';
 import { defineRoute } from './http/route.ts';
-import type { HealthReport } from './health.ts';
+import { HEALTH_PERMISSIONS, type HealthReport } from './health.ts';
 import { scopes } from './graphql.ts';
 import { withTimeout } from './timeout.ts';
 
@@ -39,7 +39,7 @@ export const healthPlugin: Plugin = definePlugin({
             }),
           });
           builder.queryField('health', (t) =>
-            t.withAuth(scopes('admin')).field({
+            t.withAuth(scopes(HEALTH_PERMISSIONS.detailed)).field({
               type: Health, nullable: false, description: 'Detailed health (administrators), as GET /admin/health/detailed',
               resolve: () => detailed(),
             }),
@@ -47,11 +47,11 @@ export const healthPlugin: Plugin = definePlugin({
         },
         routes: [
           defineRoute({
-            method: 'GET', path: '/health', auth: 'public', rateLimitExempt: true, tags: ['health'], summary: 'Liveness', response: z.object({ status: z.literal('ok') }),
+            method: 'GET', path: '/health', auth: HEALTH_PERMISSIONS.live, rateLimitExempt: true, tags: ['health'], summary: 'Liveness', response: z.object({ status: z.literal('ok') }),
             handler: () => ({ status: 'ok' }),
           }),
           defineRoute({
-            method: 'GET', path: '/ready', auth: 'public', rateLimitExempt: true, tags: ['health'],
+            method: 'GET', path: '/ready', auth: HEALTH_PERMISSIONS.ready, rateLimitExempt: true, tags: ['health'],
             summary: 'Readiness: 200 when the database answers, 503 SERVICE_UNAVAILABLE otherwise',
             response: z.object({ status: z.literal('ready'), checks: z.record(z.string(), z.string()) }),
             async handler() {
@@ -64,7 +64,7 @@ export const healthPlugin: Plugin = definePlugin({
             },
           }),
           defineRoute({
-            method: 'GET', path: '/admin/health/detailed', auth: 'admin', tags: ['health'],
+            method: 'GET', path: '/admin/health/detailed', auth: HEALTH_PERMISSIONS.detailed, tags: ['health'],
             summary: 'Runs every registered health check in parallel',
             response: z.object({
               status: z.enum(['ok', 'degraded']),

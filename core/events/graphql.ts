@@ -1,6 +1,6 @@
 import type { Builder, BuilderTypes } from '../graphql.ts';
 import { cursorsObject, givenArgs, parseInput, scopes } from '../graphql.ts';
-import type { EventLog, EventPage } from './service.ts';
+import { EVENT_PERMISSIONS, type EventLog, type EventPage } from './service.ts';
 import type { EventRecord } from './consumers.ts';
 import type { EventTypeView } from './catalogue.ts';
 import { eventListQuery } from './schemas.ts';
@@ -42,12 +42,12 @@ export function eventsGraphql(builder: Builder, events: EventLog): EventRef {
     }),
   });
   builder.queryFields((t) => ({
-    events: t.withAuth(scopes('user')).field({
+    events: t.withAuth(scopes(EVENT_PERMISSIONS.list)).field({
       type: Page, nullable: false, description: "The tenant's events, newest first (administrators)",
       args: { type: t.arg.string(), limit: t.arg.int(), cursor: t.arg.string(), direction: t.arg.string() },
       resolve: (_r, args, ctx) => events.list(ctx.actor, parseInput(eventListQuery, givenArgs(args), ['args'])),
     }),
-    eventTypes: t.withAuth(scopes('user')).field({
+    eventTypes: t.withAuth(scopes(EVENT_PERMISSIONS.types)).field({
       type: [Type], nullable: false, description: 'The event catalogue',
       resolve: () => events.types(),
     }),

@@ -1,6 +1,6 @@
 import { definePlugin, type Plugin } from '../plugin.ts';
 import { defineRoute } from '../http/route.ts';
-import { EventLog } from './service.ts';
+import { EVENT_PERMISSIONS, EventLog } from './service.ts';
 import { eventsGraphql } from './graphql.ts';
 import { eventIdParams, eventListQuery, eventPageView, eventTypesView, eventView, pingData } from './schemas.ts';
 import { createRealtime, viewUnderAccess } from '../realtime/index.ts';
@@ -57,19 +57,19 @@ export const eventsPlugin: Plugin = definePlugin({
     return {
       routes: [
         defineRoute({
-          method: 'GET', path: '/events', auth: 'admin', tags: ['events'], query: eventListQuery, response: eventPageView,
+          method: 'GET', path: '/events', auth: EVENT_PERMISSIONS.list, tags: ['events'], query: eventListQuery, response: eventPageView,
           summary: "The tenant's events, newest first, in cursor pages ({items, cursors})",
           handler: ({ actor, query }) => events.list(actor, query),
         }),
         defineRoute({
-          method: 'GET', path: '/events/types', auth: 'user', tags: ['events'], response: eventTypesView,
+          method: 'GET', path: '/events/types', auth: EVENT_PERMISSIONS.types, tags: ['events'], response: eventTypesView,
           summary: 'The event catalogue: every type with the JSON Schema of its data',
           handler: () => ({ items: events.types() }),
         }),
         // Before `/events/:id`, which would otherwise take `stream` for an id.
         ...realtime.routes(),
         defineRoute({
-          method: 'GET', path: '/events/:id', auth: 'admin', tags: ['events'], params: eventIdParams, response: eventView,
+          method: 'GET', path: '/events/:id', auth: EVENT_PERMISSIONS.get, tags: ['events'], params: eventIdParams, response: eventView,
           summary: 'One event of the tenant',
           handler: ({ actor, params }) => events.get(actor, params.id),
         }),

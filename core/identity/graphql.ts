@@ -2,7 +2,7 @@ import { givenArgs, pageObject, parseInput, type Builder, scopes } from '../grap
 import { idParams } from '../http/schemas.ts';
 import { apiKeysQuery, createApiKeyInput, createTenantInput, createUserInput, tenantsQuery, updateUserInput, usersQuery, type PageRequest } from './schemas.ts';
 import type { Actor } from '../context.ts';
-import type { ApiKeyView, IdentityService, TenantView } from './service.ts';
+import { IDENTITY_PERMISSIONS, type ApiKeyView, type IdentityService, type TenantView } from './service.ts';
 import type { MembershipService, MembershipView } from './memberships.ts';
 
 /** GraphQL `page` / `per_page` arguments: clamped to the REST limits (default 50, at most 500), never refused. */
@@ -61,22 +61,22 @@ export function identityGraphql(builder: Builder, identity: IdentityService, mem
     }),
   });
   builder.queryFields((t) => ({
-    me: t.withAuth(scopes('user')).field({ type: Me, resolve: (_r, _a, ctx) => ctx.actor }),
-    myMemberships: t.withAuth(scopes('user')).field({
+    me: t.withAuth(scopes(IDENTITY_PERMISSIONS.me)).field({ type: Me, resolve: (_r, _a, ctx) => ctx.actor }),
+    myMemberships: t.withAuth(scopes(IDENTITY_PERMISSIONS.memberships)).field({
       type: [Membership], nullable: false, description: "Every active membership of the caller's person, as GET /auth/me lists them",
       resolve: (_r, _a, ctx) => memberships.membershipsOf(ctx.actor.id),
     }),
-    tenants: t.withAuth(scopes('admin')).field({
+    tenants: t.withAuth(scopes(IDENTITY_PERMISSIONS.listTenants)).field({
       type: [Tenant], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
       description: 'One page of tenants, without the total (tenantsPage has it)',
       resolve: async (_r, a, ctx) => (await identity.listTenants(ctx.actor, clampPage(a))).items,
     }),
-    tenantsPage: t.withAuth(scopes('admin')).field({
+    tenantsPage: t.withAuth(scopes(IDENTITY_PERMISSIONS.listTenants)).field({
       type: TenantPage, nullable: false, args: { page: t.arg.int(), per_page: t.arg.int() },
       description: 'Tenants with their total, as GET /admin/tenants: every tenant for system administrators, their own for tenant administrators',
       resolve: (_r, a, ctx) => identity.listTenants(ctx.actor, parseInput(tenantsQuery, givenArgs(a))),
     }),
-    users: t.withAuth(scopes('admin')).field({
+    users: t.withAuth(scopes(IDENTITY_PERMISSIONS.listUsers)).field({
       type: [Me], nullable: false, args: { page: t.arg.int(), per_page: t.arg.int(), tenant_id: t.arg.string({ description: 'System administrators: users of this tenant only' }) },
       description: 'One page of users, without the total (usersPage has it)',
       resolve: async (_r, a, ctx) => {
@@ -85,13 +85,13 @@ export function identityGraphql(builder: Builder, identity: IdentityService, mem
         return (await identity.listUsers(actor, { ...clampPage(a), ...(tenant_id ? { tenant_id } : {}) })).items;
       },
     }),
-    usersPage: t.withAuth(scopes('admin')).field({
+    usersPage: t.withAuth(scopes(IDENTITY_PERMISSIONS.listUsers)).field({
       type: UserPage, nullable: false,
       args: { page: t.arg.int(), per_page: t.arg.int(), tenant_id: t.arg.string({ description: 'System administrators: users of this tenant only' }) },
       description: 'Users with their total, as GET /admin/users: tenant administrators see their own tenant only',
       resolve: (_r, a, ctx) => identity.listUsers(ctx.actor, parseInput(usersQuery, givenArgs(a))),
     }),
-    apiKeys: t.withAuth(scopes('admin')).field({
+    apiKeys: t.withAuth(scopes(IDENTITY_PERMISSIONS.listApiKeys)).field({
       type: [ApiKey], nullable: false, description: 'API keys you administer, newest first (never the key itself): of one user with user_id; revoked ones with include_revoked',
       args: { user_id: t.arg.string(), include_revoked: t.arg.boolean(), page: t.arg.int(), per_page: t.arg.int() },
       resolve: async (_r, a, ctx) => {
@@ -126,31 +126,31 @@ export function identityGraphql(builder: Builder, identity: IdentityService, mem
     }),
   });
   builder.mutationFields((t) => ({
-    issueToken: t.withAuth(scopes('user')).field({ type: Token, nullable: false, resolve: (_r, _a, ctx) => identity.issueToken(ctx.actor) }),
-    createTenant: t.withAuth(scopes('system')).field({
+    issueToken: t.withAuth(scopes(IDENTITY_PERMISSIONS.issueToken)).field({ type: Token, nullable: false, resolve: (_r, _a, ctx) => identity.issueToken(ctx.actor) }),
+    createTenant: t.withAuth(scopes(IDENTITY_PERMISSIONS.createTenant)).field({
       type: Tenant, nullable: false, args: { name: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => identity.createTenant(ctx.actor, parseInput(createTenantInput, a)),
     }),
-    createUser: t.withAuth(scopes('admin')).field({
+    createUser: t.withAuth(scopes(IDENTITY_PERMISSIONS.createUser)).field({
       type: Me, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }) },
       resolve: (_r, a, ctx) => identity.createUser(ctx.actor, parseInput(createUserInput, a.input)),
     }),
-    updateUser: t.withAuth(scopes('admin')).field({
+    updateUser: t.withAuth(scopes(IDENTITY_PERMISSIONS.updateUser)).field({
       type: Me, nullable: false, args: { id: t.arg.string({ required: true }), input: t.arg({ type: 'JSON', required: true }) },
       resolve: (_r, a, ctx) => identity.updateUser(ctx.actor, parseInput(idParams, { id: a.id }).id, parseInput(updateUserInput, a.input)),
     }),
-    deleteUser: t.withAuth(scopes('admin')).field({
+    deleteUser: t.withAuth(scopes(IDENTITY_PERMISSIONS.deleteUser)).field({
       type: 'Boolean', nullable: false, description: 'Soft-delete a user (true when done)', args: { id: t.arg.string({ required: true }) },
       resolve: async (_r, a, ctx) => {
         await identity.deleteUser(ctx.actor, parseInput(idParams, a).id);
         return true;
       },
     }),
-    createApiKey: t.withAuth(scopes('admin')).field({
+    createApiKey: t.withAuth(scopes(IDENTITY_PERMISSIONS.createApiKey)).field({
       type: ApiKey, nullable: false, args: { user_id: t.arg.string({ required: true }), name: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => identity.createApiKey(ctx.actor, parseInput(createApiKeyInput, a)),
     }),
-    revokeApiKey: t.withAuth(scopes('admin')).field({
+    revokeApiKey: t.withAuth(scopes(IDENTITY_PERMISSIONS.revokeApiKey)).field({
       type: ApiKey, nullable: false, args: { id: t.arg.string({ required: true }) },
       resolve: (_r, a, ctx) => identity.revokeApiKey(ctx.actor, parseInput(idParams, a).id),
     }),

@@ -3,7 +3,7 @@ import { defineRoute } from '../http/route.ts';
 import { idParams } from '../http/schemas.ts';
 import { identityModels, migrateUsers } from './models.ts';
 import { apiKeyView, createApiKeyInput, createdApiKeyView, createTenantInput, createUserInput, meView, tenantListView, tenantsQuery, tenantView, tokenView, updateUserInput, userListView, usersQuery, userView } from './schemas.ts';
-import { IdentityService } from './service.ts';
+import { IDENTITY_PERMISSIONS, IdentityService } from './service.ts';
 import { MembershipService, migratePeople } from './memberships.ts';
 import { identityEventTypes } from './events.ts';
 import { identityGraphql } from './graphql.ts';
@@ -60,11 +60,11 @@ export const identityPlugin = definePlugin({
       ],
       routes: [
         defineRoute({
-          method: 'POST', path: '/auth/token', auth: 'user', tags: ['auth'], summary: 'Exchange the presented credential for a bearer token', response: tokenView,
+          method: 'POST', path: '/auth/token', auth: IDENTITY_PERMISSIONS.issueToken, tags: ['auth'], summary: 'Exchange the presented credential for a bearer token', response: tokenView,
           handler: ({ actor }) => identity.issueToken(actor),
         }),
         defineRoute({
-          method: 'GET', path: '/auth/me', auth: 'user', tags: ['auth'], summary: 'The caller with tenant, roles and features, and the memberships of its person', response: meView,
+          method: 'GET', path: '/auth/me', auth: IDENTITY_PERMISSIONS.me, tags: ['auth'], summary: 'The caller with tenant, roles and features, and the memberships of its person', response: meView,
           // The credential reference is internal (it names the key behind the request).
           handler: async ({ actor }) => {
             const { credential: _credential, ...me } = actor;
@@ -72,33 +72,33 @@ export const identityPlugin = definePlugin({
           },
         }),
         defineRoute({
-          method: 'POST', path: '/admin/tenants', tags: ['admin'], auth: 'system', status: 201, summary: 'Create a tenant', response: tenantView,
+          method: 'POST', path: '/admin/tenants', tags: ['admin'], auth: IDENTITY_PERMISSIONS.createTenant, status: 201, summary: 'Create a tenant', response: tenantView,
           body: createTenantInput,
           handler: ({ actor, body }) => identity.createTenant(actor, body),
         }),
         defineRoute({
-          method: 'GET', path: '/admin/tenants', tags: ['admin'], auth: 'admin', summary: 'List tenants (own tenant for tenant admins)', response: tenantListView,
+          method: 'GET', path: '/admin/tenants', tags: ['admin'], auth: IDENTITY_PERMISSIONS.listTenants, summary: 'List tenants (own tenant for tenant admins)', response: tenantListView,
           query: tenantsQuery, docs: { responseHeaders: pageHeaderDocs('Tenants') },
           handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await identity.listTenants(actor, query)),
         }),
         defineRoute({
-          method: 'POST', path: '/admin/users', tags: ['admin'], auth: 'admin', status: 201, summary: 'Create a user', response: userView,
+          method: 'POST', path: '/admin/users', tags: ['admin'], auth: IDENTITY_PERMISSIONS.createUser, status: 201, summary: 'Create a user', response: userView,
           body: createUserInput,
           handler: ({ actor, body }) => identity.createUser(actor, body),
         }),
         defineRoute({
-          method: 'GET', path: '/admin/users', tags: ['admin'], auth: 'admin', summary: 'List users (own tenant for tenant admins)', response: userListView,
+          method: 'GET', path: '/admin/users', tags: ['admin'], auth: IDENTITY_PERMISSIONS.listUsers, summary: 'List users (own tenant for tenant admins)', response: userListView,
           query: usersQuery, docs: { responseHeaders: pageHeaderDocs('Matching users') },
           handler: async ({ actor, query, ctx }) => setPageHeaders(ctx, await identity.listUsers(actor, query)),
         }),
         defineRoute({
-          method: 'PATCH', path: '/admin/users/:id', tags: ['admin'], auth: 'admin',
+          method: 'PATCH', path: '/admin/users/:id', tags: ['admin'], auth: IDENTITY_PERMISSIONS.updateUser,
           summary: 'Change a user (name, roles, features, attributes, is_active); is_active false cuts the user off',
           params: idParams, body: updateUserInput, response: userView,
           handler: ({ actor, params, body }) => identity.updateUser(actor, params.id, body),
         }),
         defineRoute({
-          method: 'DELETE', path: '/admin/users/:id', tags: ['admin'], auth: 'admin', status: 204,
+          method: 'DELETE', path: '/admin/users/:id', tags: ['admin'], auth: IDENTITY_PERMISSIONS.deleteUser, status: 204,
           summary: 'Soft-delete a user: its keys are revoked, the audit trail is kept',
           params: idParams,
           handler: async ({ actor, params }) => {
@@ -106,13 +106,13 @@ export const identityPlugin = definePlugin({
           },
         }),
         defineRoute({
-          method: 'POST', path: '/admin/api-keys', tags: ['admin'], auth: 'admin', status: 201,
+          method: 'POST', path: '/admin/api-keys', tags: ['admin'], auth: IDENTITY_PERMISSIONS.createApiKey, status: 201,
           summary: 'Create an API key; the plain key is returned once', response: createdApiKeyView,
           body: createApiKeyInput,
           handler: ({ actor, body }) => identity.createApiKey(actor, body),
         }),
         defineRoute({
-          method: 'DELETE', path: '/admin/api-keys/:id', tags: ['admin'], auth: 'admin', summary: 'Revoke an API key', response: apiKeyView,
+          method: 'DELETE', path: '/admin/api-keys/:id', tags: ['admin'], auth: IDENTITY_PERMISSIONS.revokeApiKey, summary: 'Revoke an API key', response: apiKeyView,
           params: idParams,
           handler: ({ actor, params }) => identity.revokeApiKey(actor, params.id),
         }),

@@ -8,6 +8,7 @@ import { ROLES } from './models.ts';
 import { pageOf } from '../page.ts';
 import { requireRole, type Filter } from '../access.ts';
 import { API_KEY_PREFIX, hashKey } from '../authentication.ts';
+import type { Permissions } from '../permissions.ts';
 import { AuthenticationService, LIVE, toAuthUser, type AuthenticationDeps, type UserRecord } from './authentication.ts';
 import { IdentityEvents } from './events.ts';
 import { isActiveAdmin, LastAdminGuard } from './last-admin.ts';
@@ -42,6 +43,16 @@ const stamped = <T extends { set(v: Doc): unknown }>(doc: T): T => {
 };
 
 /**
+ * Who may call each identity operation: the one declaration its REST route and GraphQL field read.
+ * Which tenants and users an administrator reaches (its own tenant; system administrators only by
+ * system administrators) is the service's rule.
+ */
+export const IDENTITY_PERMISSIONS = {
+  me: 'user', memberships: 'user', issueToken: 'user', createTenant: 'system', listTenants: 'admin', createUser: 'admin', listUsers: 'admin', updateUser: 'admin',
+  deleteUser: 'admin', listApiKeys: 'admin', createApiKey: 'admin', revokeApiKey: 'admin',
+} as const satisfies Permissions;
+
+/**
  * The `identity` service: authentication (inherited) plus directory administration of tenants,
  * users and API keys. No Koa or GraphQL here: REST, GraphQL and jobs all call it, and every
  * method checks the actor's role itself (`requireRole`). Tenant administrators act only inside
@@ -64,7 +75,6 @@ export class IdentityService extends AuthenticationService {
   }
 
   async createTenant(actor: Actor, input: CreateTenantInput) {
-    requireRole(actor, 'system');
     const t = stamped(new this.models.Tenant({ name: input.name }));
     const entry = this.changes.stage('tenants', { type: 'tenant.created', actor, tenantId: t._id, audit: 'insert' });
     t.set(OUTBOX_FIELD, this.changes.forInsert([entry], tenantView(t.toObject())));
@@ -75,7 +85,6 @@ export class IdentityService extends AuthenticationService {
 
   /** A page of tenants, oldest first: every tenant for system administrators, their own for tenant administrators. */
   async listTenants(actor: Actor, page: PageRequest) {
-    requireRole(actor, 'admin');
     const filter = this.tenancy.filter(actor, '_id');
     const [items, total] = await Promise.all([
       this.models.Tenant.find(filter).sort({ created_at: 1, _id: 1 }).skip((page.page - 1) * page.per_page).limit(page.per_page).lean(),
@@ -86,7 +95,6 @@ export class IdentityService extends AuthenticationService {
 
   /** `extra.person_id`: the new user is a membership of that person (an accepted invitation), not a person of its own. */
   async createUser(actor: Actor, input: CreateUserInput, extra?: { scope?: 'system'; is_system_user?: true; person_id?: Types.ObjectId }): Promise<ReturnType<typeof userView>> {
-    requireRole(actor, 'admin');
     if (input.scope === 'system') return this.createSystemAdmin(actor, input);
     const tenantId = input.tenant_id ?? writeTenantId(actor);
     const scoped = this.tenancy.scope(actor);
@@ -203,7 +211,6 @@ export class IdentityService extends AuthenticationService {
    * tenant administrators (`tenant_id` cannot widen it), every tenant or `tenant_id` for system administrators.
    */
   async listUsers(actor: Actor, query: ListUsersQuery) {
-    requireRole(actor, 'admin');
     const filter: Filter = { ...this.tenantScope(actor), ...LIVE };
     if (!filter.tenant_id && query.tenant_id) filter.tenant_id = new Types.ObjectId(query.tenant_id);
     const [items, total] = await Promise.all([
@@ -218,7 +225,6 @@ export class IdentityService extends AuthenticationService {
    * `user_id`, live ones only unless `include_revoked`.
    */
   async listApiKeys(actor: Actor, query: ListApiKeysQuery) {
-    requireRole(actor, 'admin');
     const filter: Filter = { ...this.tenantScope(actor) };
     if (query.user_id) filter.user_id = new Types.ObjectId(query.user_id);
     if (!query.include_revoked) filter.revoked_at = null;
@@ -246,7 +252,6 @@ export class IdentityService extends AuthenticationService {
 
   /** Create an API key for a user the actor administers. The plain key is in this response only. */
   async createApiKey(actor: Actor, input: CreateApiKeyInput) {
-    requireRole(actor, 'admin');
     const user = await this.models.User.findOne({ _id: input.user_id, ...LIVE, ...this.tenantScope(actor) }).lean();
     if (!user) throw new NotFoundError('user', input.user_id);
     // A tenant admin (of the system tenant, or of any tenant when tenancy is off) must not mint keys that act as a system administrator.
@@ -270,7 +275,6 @@ export class IdentityService extends AuthenticationService {
   }
 
   async revokeApiKey(actor: Actor, id: string) {
-    requireRole(actor, 'admin');
     if (!hasSystemScope(actor)) {
       // A tenant admin (of the system tenant, or of any tenant when tenancy is off) must not cut off a system administrator.
       const key = await this.models.ApiKey.findOne({ _id: id, revoked_at: null, ...this.tenantScope(actor) }, { user_id: 1 }).lean();

@@ -4,6 +4,7 @@ import type { Actor } from '../context.ts';
 import type { EventRef } from '../events/graphql.ts';
 import type { EventRecord } from '../events/consumers.ts';
 import type { RealtimeService } from './service.ts';
+import { EVENT_PERMISSIONS } from '../events/service.ts';
 import { presentedOf, type LiveSession } from './sessions.ts';
 import { SHARED_RESULTS } from './shared.ts';
 
@@ -79,7 +80,7 @@ export async function liveSubscription<T>(realtime: RealtimeService, ctx: ActorC
 export function realtimeGraphql(builder: Builder, realtime: RealtimeService, Event: EventRef): void {
   builder.subscriptionType({ description: 'Live events, over GraphQL over SSE or graphql-ws on the same /graphql path' });
   builder.subscriptionFields((t) => ({
-    events: t.withAuth(scopes('user')).field({
+    events: t.withAuth(scopes(EVENT_PERMISSIONS.stream)).field({
       type: Event, nullable: false,
       description: "Events of the caller's tenant as they are committed, those the caller may read (docs/realtime.md)",
       args: { types: t.arg.stringList({ required: false, description: 'Exact event types; all when absent' }) },
@@ -93,7 +94,7 @@ export function realtimeGraphql(builder: Builder, realtime: RealtimeService, Eve
       },
       resolve: (e: EventRecord | StreamEnd) => unsettle(e),
     }),
-    resourceChanged: t.withAuth(scopes('user')).field({
+    resourceChanged: t.withAuth(scopes(EVENT_PERMISSIONS.resourceChanged)).field({
       type: Event, nullable: false,
       description: "A resource's created, updated, deleted and restored events (and draft_saved, published, unpublished with drafts), optionally of one document",
       args: { resource: t.arg.string({ required: true }), id: t.arg.id({ required: false }) },

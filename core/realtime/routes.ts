@@ -6,6 +6,7 @@ import type { Logger } from '../logger.ts';
 import type { AppState } from '../http/middleware.ts';
 import type { EventRecord } from '../events/consumers.ts';
 import type { RealtimeService } from './service.ts';
+import { EVENT_PERMISSIONS } from '../events/service.ts';
 import { presentedOf, type LiveSession } from './sessions.ts';
 import { Channel } from './channel.ts';
 
@@ -90,7 +91,7 @@ function pipeStream(ctx: Koa.Context, session: LiveSession, events: AsyncIterabl
 export function realtimeRoutes(realtime: RealtimeService, opts: { keepAliveMs: number; log: Logger }): RouteDef[] {
   return [
     defineRoute({
-      method: 'GET', path: '/events/stream', auth: 'user', tags: ['events'], query: streamQuery,
+      method: 'GET', path: '/events/stream', auth: EVENT_PERMISSIONS.stream, tags: ['events'], query: streamQuery,
       summary: 'Server-sent events: the events the caller may see, live, resumable with Last-Event-ID',
       description:
         'Each event is `id:` (the event id), `event:` (its type) and `data:` (the event as `GET /events/{id}` shows it). Reconnecting with `Last-Event-ID` first sends every missed event in committed order, then live ones. ' +

@@ -3,6 +3,8 @@ import { pageObject, parseInput, givenArgs, scopes } from '../../core/graphql.ts
 import { AUDIT_FIELDS, type AuditEntryView } from './model.ts';
 import { listQuery, liveQuery, statsQuery } from './schemas.ts';
 import { AUDIT_PERMISSIONS, type AuditService, type AuditStats } from './service.ts';
+import { permit } from '../../core/permissions.ts';
+import type { Actor } from '../../core/context.ts';
 import type { AuditEntryModel } from './model.ts';
 import { newAuditEntries } from './live.ts';
 import { liveSubscription, unsettle, type RealtimeService } from '../../core/realtime/index.ts';
@@ -73,8 +75,10 @@ export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs 
       args: { resource: t.arg.string(), resource_id: t.arg.string(), user_id: t.arg.string(), operation: t.arg.string(), date_from: t.arg.string(), date_to: t.arg.string() },
       subscribe: async (_r, a, ctx) => {
         const f = parseInput(liveQuery, givenArgs(a));
-        audit.filterOf(ctx.actor, f); // refused at subscribe time, as the list is
-        return liveSubscription(realtime, ctx, (_actor, signal, current) => newAuditEntries(model, () => audit.filterOf(current(), f), { pollMs, lookbackMs: 2000 }, signal));
+        // The declared permission is checked again at every poll, so an administrator who loses the
+        // role stops receiving (the stream ends with ACCESS_DENIED).
+        const live = (actor: Actor) => (permit(AUDIT_PERMISSIONS.watch, actor), audit.filterOf(actor, f));
+        return liveSubscription(realtime, ctx, (_actor, signal, current) => newAuditEntries(model, () => live(current()), { pollMs, lookbackMs: 2000 }, signal));
       },
       resolve: (e) => unsettle(e),
     }),

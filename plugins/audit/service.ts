@@ -2,7 +2,7 @@ import { Readable, pipeline } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
-import type { Filter } from '../../core/access.ts';
+import { requireRole, type Filter } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import type { Logger } from '../../core/logger.ts';
 import { pageOf, type Page } from '../../core/page.ts';
@@ -225,12 +225,15 @@ export class AuditService implements AuditLogger {
    * Deletes entries older than `days` days in the actor's scope (retention endpoint and the
    * `cleanup_audit_log` job): `systemActor()` or a system administrator without `X-Tenant-Id`
    * purges every tenant (entries without a tenant included), `systemActor(tenantId)` or
-   * `X-Tenant-Id` only that tenant. Retention is an operator's decision: the operation is for
-   * system administrators ({@link AUDIT_PERMISSIONS}); a job runs it as a system actor.
+   * `X-Tenant-Id` only that tenant. Retention is an operator's decision: the retention route
+   * declares {@link AUDIT_PERMISSIONS}`.purge`, and the service refuses any other actor itself too,
+   * since jobs and other plugins (`services.get('audit')`) call it with actors no route checked.
    *
    * @example await audit.purge(ctx.actor, 365)   // in a job: per-tenant runs purge their tenant only
+   * @throws AccessDeniedError for a non-system actor (nothing deleted)
    */
   async purge(actor: Actor, days: number): Promise<{ deleted_count: number; cutoff_date: Date }> {
+    requireRole(actor, 'system');
     const scope = this.opts.tenancy.filter(actor);
     await this.flush();
     const cutoff = new Date(Date.now() - days * DAY_MS);

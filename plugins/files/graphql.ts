@@ -5,13 +5,13 @@
  */
 import type { Builder } from '../../core/graphql.ts';
 import { scopes } from '../../core/graphql.ts';
-import type { FilesService } from './service.ts';
+import { FILE_PERMISSIONS, type FilesService } from './service.ts';
 import { originOf } from './routes.ts';
 
 export function filesGraphql(builder: Builder, svc: FilesService) {
   const File = 'File' as never;
   builder.objectField(File, 'url', (t) =>
-    t.withAuth(scopes('user')).string({
+    t.withAuth(scopes(FILE_PERMISSIONS.signedUrl)).string({
       nullable: true,
       description: 'A signed download URL (expires after FILES_SIGNED_URL_TTL_SECONDS); null unless the file is ready',
       resolve: async (f: { _id: unknown; status?: unknown }, _a, ctx) => {
@@ -21,7 +21,7 @@ export function filesGraphql(builder: Builder, svc: FilesService) {
     }) as never,
   );
   builder.mutationFields((t) => ({
-    deleteFile: t.withAuth(scopes('user')).field({
+    deleteFile: t.withAuth(scopes(FILE_PERMISSIONS.remove)).field({
       type: File, nullable: false, description: 'Same as DELETE /files/{id}: soft delete (status `deleted`)',
       args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
       resolve: (_r, args, ctx) => svc.remove(ctx.actor, String(args.id), args.if_match) as never,

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import { AuthRequiredError } from '../../core/errors.ts';
 import type { FilesService } from './service.ts';
-import { INLINE_TYPES } from './service.ts';
+import { FILE_PERMISSIONS, INLINE_TYPES } from './service.ts';
 import { readMultipart } from './multipart.ts';
 import { TUS_PATH, type tusUploads } from './tus.ts';
 import type { Actor } from '../../core/context.ts';
@@ -27,10 +27,10 @@ function tusRoutes(tus: TusUploads): RouteDef[] {
     return undefined;
   };
   return [
-    defineRoute({ method: 'POST', path: TUS_PATH, auth: 'user', tags: ['files'], docs, summary: 'tus: create a resumable upload (Upload-Length, Upload-Metadata filename/filetype/metadata)', handler: (a) => pass(null)(a) }),
-    defineRoute({ method: 'GET', path: `${TUS_PATH}/:id`, auth: 'user', tags: ['files'], params: uploadParams, docs, summary: 'tus: HEAD answers the stored offset (Upload-Offset) to resume from', handler: (a) => pass(a.params.id)(a) }),
-    defineRoute({ method: 'PATCH', path: `${TUS_PATH}/:id`, auth: 'user', tags: ['files'], params: uploadParams, docs, summary: 'tus: append bytes at Upload-Offset; the last one makes the file (Upload-File-Id)', handler: (a) => pass(a.params.id)(a) }),
-    defineRoute({ method: 'DELETE', path: `${TUS_PATH}/:id`, auth: 'user', tags: ['files'], params: uploadParams, docs, summary: 'tus: abandon an upload and its parts', handler: (a) => pass(a.params.id)(a) }),
+    defineRoute({ method: 'POST', path: TUS_PATH, auth: FILE_PERMISSIONS.upload, tags: ['files'], docs, summary: 'tus: create a resumable upload (Upload-Length, Upload-Metadata filename/filetype/metadata)', handler: (a) => pass(null)(a) }),
+    defineRoute({ method: 'GET', path: `${TUS_PATH}/:id`, auth: FILE_PERMISSIONS.upload, tags: ['files'], params: uploadParams, docs, summary: 'tus: HEAD answers the stored offset (Upload-Offset) to resume from', handler: (a) => pass(a.params.id)(a) }),
+    defineRoute({ method: 'PATCH', path: `${TUS_PATH}/:id`, auth: FILE_PERMISSIONS.upload, tags: ['files'], params: uploadParams, docs, summary: 'tus: append bytes at Upload-Offset; the last one makes the file (Upload-File-Id)', handler: (a) => pass(a.params.id)(a) }),
+    defineRoute({ method: 'DELETE', path: `${TUS_PATH}/:id`, auth: FILE_PERMISSIONS.upload, tags: ['files'], params: uploadParams, docs, summary: 'tus: abandon an upload and its parts', handler: (a) => pass(a.params.id)(a) }),
   ];
 }
 
@@ -39,7 +39,7 @@ export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType, tus: 
   return [
     ...tusRoutes(tus),
     defineRoute({
-      method: 'POST', path: '/files', auth: 'user', tags: ['files'], status: 201, response: doc,
+      method: 'POST', path: '/files', auth: FILE_PERMISSIONS.store, tags: ['files'], status: 201, response: doc,
       summary: 'Upload one file (multipart/form-data: a file part, optional `metadata` JSON field), streamed to storage',
       docs: { errors: [413, 415], mediaTypes: ['application/json'] },
       handler: async ({ actor, ctx }) => {
@@ -48,7 +48,7 @@ export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType, tus: 
       },
     }),
     defineRoute({
-      method: 'GET', path: '/files/:id/content', auth: 'public', tags: ['files'], params: fileIdParams, query: contentQuery,
+      method: 'GET', path: '/files/:id/content', auth: FILE_PERMISSIONS.content, tags: ['files'], params: fileIdParams, query: contentQuery,
       summary: 'The bytes of a ready file (Range, ETag / If-None-Match); with `expires` and `signature` no credential is needed',
       docs: {
         mediaTypes: ['application/octet-stream'], errors: [304, 403, 404, 409, 416],
@@ -83,12 +83,12 @@ export function fileRoutes(svc: FilesService, fileSchema: () => z.ZodType, tus: 
       },
     }),
     defineRoute({
-      method: 'POST', path: '/files/:id/signed-url', auth: 'user', tags: ['files'], params: fileIdParams, response: signedUrlView,
+      method: 'POST', path: '/files/:id/signed-url', auth: FILE_PERMISSIONS.signedUrl, tags: ['files'], params: fileIdParams, response: signedUrlView,
       summary: 'A URL serving the file without credentials until it expires (FILES_SIGNED_URL_TTL_SECONDS)',
       handler: ({ actor, params, ctx }) => svc.signedUrl(actor, params.id, originOf(ctx)),
     }),
     defineRoute({
-      method: 'DELETE', path: '/files/:id', auth: 'user', tags: ['files'], params: fileIdParams, response: doc,
+      method: 'DELETE', path: '/files/:id', auth: FILE_PERMISSIONS.remove, tags: ['files'], params: fileIdParams, response: doc,
       summary: 'Soft-delete a file (status `deleted`); its bytes are purged after FILES_PURGE_AFTER_DAYS',
       docs: { headers: { 'If-Match': { description: 'ETag of the record (from GET /files/{id})', required: true } }, errors: [412, 428] },
       handler: ({ actor, params, ctx }) => svc.remove(actor, params.id, ctx.get('If-Match') || null),

@@ -5,6 +5,7 @@ import type { EventLog } from '../../core/events/index.ts';
 import { OUTBOX_FIELD } from '../../core/events/index.ts';
 import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import type { Doc } from '../../core/hooks.ts';
 // Types only: the files resource is registered through the `resources` service.
 import type { ResourceService } from '../resources/index.ts';
@@ -74,6 +75,13 @@ export interface FileContent {
 export const INLINE_TYPES: ReadonlySet<string> = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif']);
 
 const metadataError = (msg: string) => new ValidationError([{ loc: ['body', 'metadata'], msg, type: 'invalid_metadata' }]);
+
+/**
+ * Who may call each file operation: the one declaration its REST route and GraphQL field read.
+ * Which files a caller reaches (its tenant's) is the service's rule; a signed URL's download needs
+ * no caller (`public`: the signature is the credential).
+ */
+export const FILE_PERMISSIONS = { store: 'user', upload: 'user', content: 'public', signedUrl: 'user', remove: 'user' } as const satisfies Permissions;
 
 /**
  * Files: uploads streamed through the checks (size, quota, type, sha256) into a storage adapter,

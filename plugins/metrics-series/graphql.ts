@@ -1,9 +1,9 @@
 import type { Builder } from '../../core/graphql.ts';
 import { givenArgs, parseInput, scopes } from '../../core/graphql.ts';
 import { hasSystemScope, scopedTenantId, type Actor } from '../../core/context.ts';
-import type { Line, Overview, SeriesService } from './service.ts';
+import { SERIES_PERMISSIONS, type Line, type Overview, type SeriesService } from './service.ts';
 import { endpointSeriesArgs, jobSeriesArgs, overviewArgs, paymentSeriesArgs } from './schemas.ts';
-import type { EndpointSeries, JobSeries, PageSeries, PaymentSeries } from './pages.ts';
+import { PAGE_SERIES_PERMISSIONS, type EndpointSeries, type JobSeries, type PageSeries, type PaymentSeries } from './pages.ts';
 
 const lineRefOf = (builder: Builder) => builder.objectRef<Line>('MetricsLine');
 
@@ -45,13 +45,12 @@ export function seriesGraphql(builder: Builder, series: SeriesService, pages: Pa
   });
   pageSeriesGraphql(builder, pages, LineRef);
   builder.queryFields((t) => ({
-    metricsOverview: t.withAuth(scopes('admin')).field({
+    metricsOverview: t.withAuth(scopes(SERIES_PERMISSIONS.overview)).field({
       type: OverviewRef, nullable: false, args: { range: t.arg.string({ required: true, description: '`hour` or `day`' }) },
       description: 'Plots of the last hour or day (administrators): your tenant\'s series; system administrators also the system-wide ones',
       resolve: (_r, a, ctx) => {
-        const actor = ctx.actor;
         const { range } = parseInput(overviewArgs, a);
-        return series.overview(range, scopedTenantId(actor) ?? undefined, hasSystemScope(actor));
+        return series.overview(range, scopedTenantId(ctx.actor) ?? undefined, hasSystemScope(ctx.actor));
       },
     }),
   }));
@@ -106,31 +105,28 @@ function pageSeriesGraphql(builder: Builder, pages: PageSeries, LineRef: ReturnT
     }),
   });
   builder.queryFields((t) => ({
-    jobSeries: t.withAuth(scopes('admin')).field({
+    jobSeries: t.withAuth(scopes(PAGE_SERIES_PERMISSIONS.job)).field({
       type: JobRef, nullable: false, description: "A job's runs by status and duration (administrators; your tenant's runs)",
       args: { job: t.arg.string({ required: true }), range: t.arg.string({ required: true, description: '`hour` or `day`' }) },
       resolve: (_r, a, ctx) => {
-        const actor = ctx.actor;
         const { job, range } = parseInput(jobSeriesArgs, a);
-        return pages.job(job, range, tenantOf(actor));
+        return pages.job(job, range, tenantOf(ctx.actor));
       },
     }),
-    webhookEndpointSeries: t.withAuth(scopes('admin')).field({
+    webhookEndpointSeries: t.withAuth(scopes(PAGE_SERIES_PERMISSIONS.endpoint)).field({
       type: EndpointRef, nullable: false, description: "An outbound endpoint's success rate and delay (administrators; your tenant's deliveries)",
       args: { endpoint_id: t.arg.string({ required: true }), range: t.arg.string({ required: true, description: '`hour` or `day`' }) },
       resolve: (_r, a, ctx) => {
-        const actor = ctx.actor;
         const { endpoint_id, range } = parseInput(endpointSeriesArgs, a);
-        return pages.endpoint(endpoint_id, range, tenantOf(actor));
+        return pages.endpoint(endpoint_id, range, tenantOf(ctx.actor));
       },
     }),
-    paymentSeries: t.withAuth(scopes('admin')).field({
+    paymentSeries: t.withAuth(scopes(PAGE_SERIES_PERMISSIONS.payments)).field({
       type: PaymentRef, nullable: false, description: "Payments per status per day (administrators; your tenant's payments)",
       args: { days: t.arg.int({ description: '1 to 90, default 7 (days older than METRICS_SERIES_RETENTION_DAYS are zero)' }) },
       resolve: (_r, a, ctx) => {
-        const actor = ctx.actor;
         const { days } = parseInput(paymentSeriesArgs, givenArgs(a));
-        return pages.payments(days, tenantOf(actor));
+        return pages.payments(days, tenantOf(ctx.actor));
       },
     }),
   }));

@@ -6,6 +6,7 @@
  * reached each status that day, `pending` for the new ones). Recorded from the events stored in
  * the log; read per tenant (or every tenant added up for a system administrator's own view).
  */
+import type { Permissions } from '../../core/permissions.ts';
 import type { Range } from './schemas.ts';
 import { addInto, deliveryCounts, DELIVERY_EVENT, jobCounts, JOB_EVENT, RANGES, type Line, type StoredEvent } from './service.ts';
 import { fieldName, fromFieldName, quantile, type MinuteDoc, type SeriesStore } from './store.ts';
@@ -36,6 +37,9 @@ const linesOf = (rows: Row[], key: string): Line[] => {
   for (const r of rows) for (const k of Object.keys(hist(r, key) ?? {})) names.add(k);
   return [...names].sort().map((k) => ({ name: fromFieldName(k), values: rows.map((r) => hist(r, key)?.[k] ?? 0) }));
 };
+
+/** Who may read each page's plots: the one declaration its GraphQL field reads. */
+export const PAGE_SERIES_PERMISSIONS = { job: 'admin', endpoint: 'admin', payments: 'admin' } as const satisfies Permissions;
 
 export class PageSeries {
   constructor(private readonly store: SeriesStore, private readonly now: () => number = Date.now) {}

@@ -5,6 +5,7 @@
  * `events` (count by type), `deliveries` (outbound: ok, failed, delay histogram `delay`) and
  * `jobs` (runs by status, duration histogram `dur`); the pages' own series are in pages.ts.
  */
+import type { Permissions } from '../../core/permissions.ts';
 import type { Range } from './schemas.ts';
 import { bucketOf, fieldName, fromFieldName, quantile, type MinuteDoc, type SeriesStore } from './store.ts';
 
@@ -53,6 +54,9 @@ export const deliveryCounts = (ok: boolean, at: number, d: Record<string, unknow
 };
 /** Event types kept apart per tenant and minute document; the rest add up under `other`. */
 const MAX_TYPES = 50;
+
+/** Who may read the overview's plots: the one declaration its GraphQL field reads. */
+export const SERIES_PERMISSIONS = { overview: 'admin' } as const satisfies Permissions;
 
 export class SeriesService {
   constructor(private readonly store: SeriesStore, private readonly now: () => number = Date.now) {}

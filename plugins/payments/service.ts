@@ -5,7 +5,7 @@
  */
 import { ConflictError } from '../../core/errors.ts';
 import type { Actor } from '../../core/context.ts';
-import type { Permissions } from '../../core/permissions.ts';
+import { permit, type Permissions } from '../../core/permissions.ts';
 import type { HookBus } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { EventLog } from '../../core/events/index.ts';
@@ -15,7 +15,7 @@ import type { PaymentProvider } from './providers.ts';
 import type { PayoutView, refundModel } from './model.ts';
 import type { CompleteInput, RefundInput } from './schemas.ts';
 import type { LedgerService } from './ledger.ts';
-import type { PayoutsService } from './payouts.ts';
+import { PAYOUT_PERMISSIONS, type PayoutsService } from './payouts.ts';
 import { ProviderRegistry } from './registry.ts';
 import { PaymentStore, type PaymentView } from './store.ts';
 import { PaymentLifecycle } from './lifecycle.ts';
@@ -110,19 +110,27 @@ export class PaymentsService implements PaymentsApi {
     return this.registry.names();
   }
 
-  approve_payout(actor: Actor, payoutId: string): Promise<PayoutView> {
+  async approve_payout(actor: Actor, payoutId: string): Promise<PayoutView> {
+    // Called by other plugins, not through a route: the operation's declared permission is checked here.
+    permit(PAYOUT_PERMISSIONS.approve, actor);
     return this.on.payouts.approve(actor, payoutId);
   }
 
-  execute_payout(actor: Actor, payoutId: string, bankReference: string): Promise<PayoutView> {
+  async execute_payout(actor: Actor, payoutId: string, bankReference: string): Promise<PayoutView> {
+    // Called by other plugins, not through a route: the operation's declared permission is checked here.
+    permit(PAYOUT_PERMISSIONS.execute, actor);
     return this.on.payouts.execute(actor, payoutId, bankReference);
   }
 
-  process_payout(actor: Actor, payoutId: string): Promise<PayoutView> {
+  async process_payout(actor: Actor, payoutId: string): Promise<PayoutView> {
+    // Called by other plugins, not through a route: the operation's declared permission is checked here.
+    permit(PAYOUT_PERMISSIONS.process, actor);
     return this.on.payouts.process(actor, payoutId);
   }
 
-  fail_payout(actor: Actor, payoutId: string, reason: string): Promise<PayoutView> {
+  async fail_payout(actor: Actor, payoutId: string, reason: string): Promise<PayoutView> {
+    // Called by other plugins, not through a route: the operation's declared permission is checked here.
+    permit(PAYOUT_PERMISSIONS.fail, actor);
     return this.on.payouts.fail(actor, payoutId, reason);
   }
 

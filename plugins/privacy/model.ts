@@ -141,6 +141,8 @@ export const erasureItemSchema = new Schema(
   { versionKey: false, minimize: false },
 );
 erasureItemSchema.index({ [`${OUTBOX_FIELD}.created_at`]: 1 }, { sparse: true });
+// The relay's writes of a row's outbox carry its tenant (a sharded deployment's key).
+erasureItemSchema.index({ tenant_id: 1, request_id: 1 });
 erasureItemSchema.index({ request_id: 1, resource: 1, item_id: 1, action: 1 }, { unique: true });
 
 export type ConsentDoc = InferSchemaType<typeof consentSchema>;

@@ -1,5 +1,6 @@
 import type { Builder } from '../../core/graphql.ts';
 import { scopes } from '../../core/graphql.ts';
+import { RESOURCE_PERMISSIONS } from './service.ts';
 import { hasSystemScope } from '../../core/context.ts';
 import type { FieldInfo } from './fields.ts';
 import { FILTER_OPERATORS } from './filters.ts';
@@ -104,7 +105,7 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
     }),
   });
   builder.queryField('resourceTypes', (t) =>
-    t.withAuth(scopes('user')).field({
+    t.withAuth(scopes(RESOURCE_PERMISSIONS.types)).field({
       type: [Resource], nullable: false,
       description: 'Every registered resource: fields, operations, search, sort, paging, bulk and cascade rules (signed-in users)',
       resolve: (_r, _a, ctx) => {

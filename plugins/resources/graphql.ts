@@ -14,6 +14,7 @@ import { resourceTypesGraphQL } from './graphql-types.ts';
 import type { Versions } from './versions/service.ts';
 import { versionsGraphQL } from './versions/graphql.ts';
 import { draftOptionsOf } from './drafts/fields.ts';
+import { RESOURCE_PERMISSIONS } from './service.ts';
 import { getWithDraft, publishDraft, saveDraft, unpublish } from './drafts/service.ts';
 import { documentActions } from './actions.ts';
 
@@ -82,7 +83,7 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
         };
         for (const [name, { kind }] of Object.entries(BASE_FIELDS)) fields[name] = scalarField(name, kind);
         if (def.drafts) fields._status = t.string({ nullable: false, description: 'draft: not published, or its pending draft shown (draft: true)', resolve: (d) => String(d._status ?? 'published') });
-        fields._actions = t.withAuth(scopes('user')).stringList({
+        fields._actions = t.withAuth(scopes(RESOURCE_PERMISSIONS.actions)).stringList({
           nullable: false,
           description: 'What the caller may do to this document now, of update, delete, publish, unpublish (drafts) and restore_version (versions): decided as those calls decide',
           resolve: (d, _a, ctx) => documentActions(svc, ctx.actor, d),
@@ -94,7 +95,7 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
           const targetSvc = f.ref ? registry.get(f.ref) : undefined;
           if (target && targetSvc && def.populatable.includes(f.path)) {
             // Relation as an object: read through the related resource's own scope (tenant, guards, soft delete).
-            fields[camel(f.path.replace(/_id$/, ''))] = t.withAuth(scopes('user')).field({
+            fields[camel(f.path.replace(/_id$/, ''))] = t.withAuth(scopes(RESOURCE_PERMISSIONS.get)).field({
               type: target,
               resolve: async (d, _a, ctx) => {
                 const v = d[f.path];
@@ -142,7 +143,7 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
       return draft ? saveDraft(svc, actor, id, ifMatch, input, replace, draft) : svc.update(actor, id, ifMatch, input, replace);
     };
     builder.queryFields((t) => ({
-      ...(offers('list') ? { [listName]: t.withAuth(scopes('user')).field({
+      ...(offers('list') ? { [listName]: t.withAuth(scopes(RESOURCE_PERMISSIONS.list)).field({
         type: Page,
         nullable: false,
         description: `List ${def.name}; arguments mirror the REST query parameters`,
@@ -153,7 +154,7 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
           return res.mode === 'cursor' ? { items: res.items, cursors: res.cursors } : res;
         },
       }) } : {}),
-      ...(offers('get') ? { [oneName]: t.withAuth(scopes('user')).field({
+      ...(offers('get') ? { [oneName]: t.withAuth(scopes(RESOURCE_PERMISSIONS.get)).field({
         type: ref,
         args: { id: t.arg.id({ required: true }), include_deleted: t.arg.boolean(), ...(def.drafts ? { draft: t.arg.boolean({ description: 'The pending draft, where the caller may read it' }) } : {}) },
         resolve: async (_r, args, ctx) => (args.draft
@@ -162,37 +163,37 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
       }) } : {}),
     }));
     builder.mutationFields((t) => ({
-      ...(offers('create') ? { [`create${def.graphqlName}`]: t.withAuth(scopes('user')).field({
+      ...(offers('create') ? { [`create${def.graphqlName}`]: t.withAuth(scopes(RESOURCE_PERMISSIONS.create)).field({
         type: ref, nullable: false, args: { input: t.arg({ type: 'JSON', required: true }), ...draftArgs(t.arg) },
         resolve: (_r, args, ctx) => svc.create(ctx.actor, args.input, { draft: def.drafts ? draftOptionsOf(args as { draft?: unknown }) : null }),
       }) } : {}),
-      ...(offers('update') ? { [`update${def.graphqlName}`]: t.withAuth(scopes('user')).field({
+      ...(offers('update') ? { [`update${def.graphqlName}`]: t.withAuth(scopes(RESOURCE_PERMISSIONS.update)).field({
         type: ref, nullable: false,
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }), ...draftArgs(t.arg) },
         resolve: (_r, args, ctx) => writeOrDraft(ctx.actor, String(args.id), args.if_match, args.input, false, args as { draft?: unknown }),
       }) } : {}),
-      ...(offers('replace') ? { [`replace${def.graphqlName}`]: t.withAuth(scopes('user')).field({
+      ...(offers('replace') ? { [`replace${def.graphqlName}`]: t.withAuth(scopes(RESOURCE_PERMISSIONS.replace)).field({
         type: ref, nullable: false,
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string(), input: t.arg({ type: 'JSON', required: true }), ...draftArgs(t.arg) },
         resolve: (_r, args, ctx) => writeOrDraft(ctx.actor, String(args.id), args.if_match, args.input, true, args as { draft?: unknown }),
       }) } : {}),
-      ...(offers('delete') ? { [`delete${def.graphqlName}`]: t.withAuth(scopes('user')).field({
+      ...(offers('delete') ? { [`delete${def.graphqlName}`]: t.withAuth(scopes(RESOURCE_PERMISSIONS.delete)).field({
         type: ref, nullable: false, description: 'Soft delete; returns the deleted document',
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
         resolve: (_r, args, ctx) => svc.remove(ctx.actor, String(args.id), args.if_match),
       }) } : {}),
-      ...(offers('delete') ? { [`restore${def.graphqlName}`]: t.withAuth(scopes('user')).field({
+      ...(offers('delete') ? { [`restore${def.graphqlName}`]: t.withAuth(scopes(RESOURCE_PERMISSIONS.restore)).field({
         type: ref, nullable: false, description: 'Restore a soft-deleted document (administrators); returns it',
         args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
         resolve: (_r, args, ctx) => svc.restore(ctx.actor, String(args.id), args.if_match),
       }) } : {}),
       ...(def.drafts && offers('update') ? {
-        [`publish${def.graphqlName}`]: t.withAuth(scopes('user')).field({
+        [`publish${def.graphqlName}`]: t.withAuth(scopes(RESOURCE_PERMISSIONS.publish)).field({
           type: ref, nullable: false, description: 'Publish the pending draft (publish permission); returns the document',
           args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
           resolve: (_r, args, ctx) => publishDraft(svc, ctx.actor, String(args.id), args.if_match),
         }),
-        [`unpublish${def.graphqlName}`]: t.withAuth(scopes('user')).field({
+        [`unpublish${def.graphqlName}`]: t.withAuth(scopes(RESOURCE_PERMISSIONS.unpublish)).field({
           type: ref, nullable: false, description: 'Withdraw the document from readers without read_drafts (publish permission)',
           args: { id: t.arg.id({ required: true }), if_match: t.arg.string() },
           resolve: (_r, args, ctx) => unpublish(svc, ctx.actor, String(args.id), args.if_match),

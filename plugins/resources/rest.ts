@@ -5,7 +5,7 @@ import { objectId } from '../../core/http/schemas.ts';
 import { setPageHeaders } from '../../core/page.ts';
 import { etagOf } from '../../core/etag.ts';
 import type { Actor } from '../../core/context.ts';
-import type { BulkItemError, ResourceService } from './service.ts';
+import { RESOURCE_PERMISSIONS, type BulkItemError, type ResourceService } from './service.ts';
 import type { Operation } from './define.ts';
 import { getOneQuerySchema, listQuerySchema, type RawQuery } from './params.ts';
 import { responseSchemas } from './output.ts';
@@ -55,7 +55,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
   if (def.allow_bulk_create && offers('create')) {
     routes.push(
       defineRoute({
-        method: 'POST', path: `${base}/bulk`, auth: 'user', tags, features, status: 201,
+        method: 'POST', path: `${base}/bulk`, auth: RESOURCE_PERMISSIONS.bulkCreate, tags, features, status: 201,
         summary: `Create up to ${def.max_bulk_size} documents in ${def.name}: 201 all created, 207 some, 422 none`, response: schemas.bulkCreate,
         body: z.object({ items: z.array(z.unknown()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [422] },
@@ -81,7 +81,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
   if (def.allow_bulk_delete && offers('delete')) {
     routes.push(
       defineRoute({
-        method: 'DELETE', path: `${base}/bulk`, auth: 'user', tags, features,
+        method: 'DELETE', path: `${base}/bulk`, auth: RESOURCE_PERMISSIONS.bulkDelete, tags, features,
         summary: `Soft-delete up to ${def.max_bulk_size} documents in ${def.name}, each with its ETag: 200 all, 207 some, 409 none`, response: schemas.bulkDelete,
         body: z.object({ items: z.array(z.object({ id: objectId, etag: z.string().min(1) }).strict()).min(1).max(def.max_bulk_size) }).strict(),
         docs: { errors: [409] },
@@ -100,7 +100,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
 
   const generated: [Operation, RouteDef][] = [
     ['list', defineRoute({
-      method: 'GET', path: base, auth: 'user', tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema, ...out('list'),
+      method: 'GET', path: base, auth: RESOURCE_PERMISSIONS.list, tags, features, summary: `List ${def.name} (offset or cursor mode)`, query: listQuerySchema, ...out('list'),
       docs: { responseHeaders: { 'X-Total-Count': 'Offset mode: matching rows', 'X-Page': 'Offset mode: page', 'X-Per-Page': 'Offset mode: page size', 'X-Total-Pages': 'Offset mode: pages' } },
       handler: custom('list', async ({ actor, query, ctx }) => {
         const res = await svc.list(actor, queryOf(query));
@@ -110,7 +110,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['get', defineRoute({
-      method: 'GET', path: `${base}/:id`, auth: 'user', tags, features, summary: `Get one document of ${def.name}`, params: documentPath, query: getOneQuerySchema, ...out('get'),
+      method: 'GET', path: `${base}/:id`, auth: RESOURCE_PERMISSIONS.get, tags, features, summary: `Get one document of ${def.name}`, params: documentPath, query: getOneQuerySchema, ...out('get'),
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ actor, params, query, ctx }) => {
         const { draft, ...rest } = queryOf(query);
@@ -120,7 +120,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['create', defineRoute({
-      method: 'POST', path: base, auth: 'user', tags, features, status: 201, summary: `Create a document in ${def.name}`, ...out('create'),
+      method: 'POST', path: base, auth: RESOURCE_PERMISSIONS.create, tags, features, status: 201, summary: `Create a document in ${def.name}`, ...out('create'),
       docs: { body: def.inputs.create, responseHeaders: { ETag: 'Revision of the new document', Location: 'URL of the new document' } },
       handler: custom('create', async ({ actor, ctx }) => {
         const doc = await svc.create(actor, ctx.request.body, { draft: def.drafts ? draftOptionsOf(ctx.query) : null });
@@ -130,7 +130,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['update', defineRoute({
-      method: 'PATCH', path: `${base}/:id`, auth: 'user', tags, features, summary: `Partially update a document of ${def.name}`, params: documentPath, ...out('update'),
+      method: 'PATCH', path: `${base}/:id`, auth: RESOURCE_PERMISSIONS.update, tags, features, summary: `Partially update a document of ${def.name}`, params: documentPath, ...out('update'),
       docs: { body: def.inputs.update, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('update', async ({ actor, params, ctx }) => {
         const doc = await writeOrDraft(svc, actor, idOf(params), ctx.get('If-Match'), ctx.request.body, false, ctx.query);
@@ -139,7 +139,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['replace', defineRoute({
-      method: 'PUT', path: `${base}/:id`, auth: 'user', tags, features, summary: `Replace a document of ${def.name}`, params: documentPath, ...out('replace'),
+      method: 'PUT', path: `${base}/:id`, auth: RESOURCE_PERMISSIONS.replace, tags, features, summary: `Replace a document of ${def.name}`, params: documentPath, ...out('replace'),
       docs: { body: def.inputs.replace, headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 412, 428] },
       handler: custom('replace', async ({ actor, params, ctx }) => {
         const doc = await writeOrDraft(svc, actor, idOf(params), ctx.get('If-Match'), ctx.request.body, true, ctx.query);
@@ -148,7 +148,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['delete', defineRoute({
-      method: 'DELETE', path: `${base}/:id`, auth: 'user', tags, features, status: 204, summary: `Soft-delete a document of ${def.name} (204)`, params: documentPath,
+      method: 'DELETE', path: `${base}/:id`, auth: RESOURCE_PERMISSIONS.delete, tags, features, status: 204, summary: `Soft-delete a document of ${def.name} (204)`, params: documentPath,
       docs: { headers: ifMatch, errors: [404, 412, 422, 428] },
       handler: custom('delete', async ({ actor, params, ctx }) => {
         await svc.remove(actor, idOf(params), ctx.get('If-Match'));
@@ -156,7 +156,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       }),
     })],
     ['delete', defineRoute({
-      method: 'POST', path: `${base}/:id/restore`, auth: 'user', tags, features, summary: `Restore a soft-deleted document of ${def.name} (administrators)`, params: documentPath, response: schemas.document,
+      method: 'POST', path: `${base}/:id/restore`, auth: RESOURCE_PERMISSIONS.restore, tags, features, summary: `Restore a soft-deleted document of ${def.name} (administrators)`, params: documentPath, response: schemas.document,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [403, 404, 409, 412, 428] },
       async handler({ actor, params, ctx }) {
         const doc = await svc.restore(actor, idOf(params), ctx.get('If-Match'));

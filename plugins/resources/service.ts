@@ -7,6 +7,7 @@ import { pageOf } from '../../core/page.ts';
 import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { isAdmin, isSystemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/access.ts';
+import type { Permissions } from '../../core/permissions.ts';
 import { documentEventBase, type Doc, type DocumentEventBase } from '../../core/hooks.ts';
 import { parseListArgs, parseListQuery, type ListArgs, type ParsedListQuery, type RawQuery, type ResourceQueryInfo } from './query.ts';
 import { cursorFilter, decodeCursor, encodeCursor, querySort } from '../../core/cursor.ts';
@@ -28,6 +29,17 @@ import { applyMask, castRows, checkListQuery, maskProjection, maskWritten, readA
 export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
 export type { CursorPage, OffsetPage, ReadOptions, ResourceLookup, ResourceModel, ServiceDeps } from './service-types.ts';
 import type { CursorPage, OffsetPage, ReadOptions, ResourceCore, ResourceModel, ServiceDeps } from './service-types.ts';
+
+/**
+ * Who may call each operation of every resource (REST route and GraphQL field alike, drafts and
+ * versions included): any signed-in caller. What a caller may read or write is the resource's data
+ * rules (tenant scope, guards, access rules, deleted documents for administrators), not a
+ * permission of the operation.
+ */
+export const RESOURCE_PERMISSIONS = {
+  list: 'user', get: 'user', create: 'user', update: 'user', replace: 'user', delete: 'user', restore: 'user', bulkCreate: 'user', bulkDelete: 'user',
+  publish: 'user', unpublish: 'user', history: 'user', version: 'user', diff: 'user', restoreVersion: 'user', actions: 'user', types: 'user',
+} as const satisfies Permissions;
 
 /**
  * Every operation of one resource. REST and GraphQL both call this; nothing here knows Koa or

@@ -101,6 +101,26 @@ describe('roles', () => {
     expect((await t.http('POST', '/admin/roles', { key: u.key, json: { name: 'z', permissions: {} } })).status).toBe(403);
   });
 
+  it('GraphQL declares the same permission: anonymous AUTH_REQUIRED, a plain user ACCESS_DENIED, an administrator served; nothing is written', async () => {
+    const u = await userWith(t, a, ['user']);
+    const create = 'mutation($i: JSON!) { createRole(input: $i) { name } }';
+    const explain = 'query($u: String!) { explainAccess(user_id: $u, resource: "notes", action: "read") }';
+    for (const [key, code] of [[null, 'AUTH_REQUIRED'], [u.key, 'ACCESS_DENIED']] as const) {
+      const c = await t.gql(create, { i: { name: 'refused', permissions: readNotes } }, { key });
+      expect(c.body.errors?.[0]?.extensions?.code).toBe(code);
+      const l = await t.gql('{ roles { total } }', {}, { key });
+      expect(l.body.errors?.[0]?.extensions?.code).toBe(code);
+      const e = await t.gql(explain, { u: u.userId }, { key });
+      expect(e.body.errors?.[0]?.extensions?.code).toBe(code);
+    }
+    const denied = await t.gql('{ roles { total } }', {}, { key: u.key });
+    expect(denied.body.errors?.[0]?.message).toBe('Administrator role required');
+    expect((await t.http('GET', '/admin/roles?per_page=100', { key: adminA.key })).body.items.map((x: { name: string }) => x.name)).not.toContain('refused');
+    const ok = await t.gql(explain, { u: u.userId }, { key: adminA.key });
+    expect(ok.body.errors).toBeUndefined();
+    expect(ok.body.data.explainAccess).toMatchObject({ allowed: true });
+  });
+
   it('role writes are events on the log and audited', async () => {
     const r = await createRole(t, { name: 'evented', permissions: readNotes }, { key: adminA.key });
     await t.http('PATCH', `/admin/roles/${r.id}`, { key: adminA.key, json: { description: 'd' } });

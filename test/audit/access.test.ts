@@ -118,4 +118,16 @@ describe('regular users and anonymous callers', () => {
       expect(res.body.errors?.[0]?.extensions?.code).toBe('ACCESS_DENIED');
     }
   });
+
+  it('GraphQL auditLog and auditStats: AUTH_REQUIRED without credentials, answered for an administrator', async () => {
+    for (const q of ['{ auditLog { total } }', '{ auditStats { total_entries } }']) {
+      const anon = await t.gql(q, {}, { key: null });
+      expect(anon.body.data ?? null).toBeNull();
+      expect(anon.body.errors?.[0]?.extensions?.code).toBe('AUTH_REQUIRED');
+    }
+    const admin = await t.gql('{ auditLog { total } auditStats { total_entries } }', {}, { key: s.a.key });
+    expect(admin.body.errors).toBeUndefined();
+    expect(admin.body.data.auditLog.total).toBe(s.counts.a);
+    expect(admin.body.data.auditStats.total_entries).toBe(s.counts.a);
+  });
 });

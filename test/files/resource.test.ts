@@ -128,6 +128,8 @@ describe('files as a resource: list, get, delete, downloads, signed URLs, events
     const etag = (await t.http('GET', `/files/${f._id}`, { key: a.key })).headers.get('etag');
     const denied = await t.gql('mutation($id: ID!, $m: String) { deleteFile(id: $id, if_match: $m) { _id } }', { id: f._id, m: etag }, { key: b.key });
     expect(denied.body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+    const anon = await t.gql('mutation($id: ID!, $m: String) { deleteFile(id: $id, if_match: $m) { _id } }', { id: f._id, m: etag }, { key: null });
+    expect(anon.body.errors?.[0]?.extensions?.code).toBe('AUTH_REQUIRED');
     const del = await t.gql('mutation($id: ID!, $m: String) { deleteFile(id: $id, if_match: $m) { _id status } }', { id: f._id, m: etag }, { key: a.key });
     expect(del.body.data.deleteFile).toEqual({ _id: f._id, status: 'deleted' });
   });

@@ -109,7 +109,11 @@ describe('jobSeries and webhookEndpointSeries', () => {
     expect(byName((await t.gql(JOB, { job: 'nightly' })).body.data.jobSeries.runs)).toEqual({ completed: 2, failed: 7 });
   });
 
-  it('refuse a plain user (ACCESS_DENIED), a malformed endpoint id and an unknown range (VALIDATION_ERROR)', async () => {
+  it('refuse an anonymous caller (AUTH_REQUIRED), a plain user (ACCESS_DENIED), a malformed endpoint id and an unknown range (VALIDATION_ERROR)', async () => {
+    expectGqlError(await t.gql(JOB, { job: 'nightly' }, { key: null }), 'AUTH_REQUIRED');
+    expectGqlError(await t.gql(PAYMENTS, {}, { key: null }), 'AUTH_REQUIRED');
+    expectGqlError(await t.gql(ENDPOINT, { id: new Types.ObjectId().toString(), r: 'hour' }, { key: null }), 'AUTH_REQUIRED');
+    expectGqlError(await t.gql(ENDPOINT, { id: new Types.ObjectId().toString(), r: 'hour' }, { key: A.user }), 'ACCESS_DENIED');
     expectGqlError(await t.gql(JOB, { job: 'nightly' }, { key: A.user }), 'ACCESS_DENIED');
     expectGqlError(await t.gql(ENDPOINT, { id: 'nope', r: 'hour' }, { key: A.admin }), 'VALIDATION_ERROR');
     expectGqlError(await t.gql(ENDPOINT, { id: new Types.ObjectId().toString(), r: 'week' }, { key: A.admin }), 'VALIDATION_ERROR');

@@ -70,7 +70,8 @@ describe('metricsOverview', () => {
     expect(sum(day.events.find((e: { name: string }) => e.name === 'projects.created').values)).toBe(3);
   });
 
-  it('refuses a plain user (ACCESS_DENIED) and an unknown range (VALIDATION_ERROR)', async () => {
+  it('refuses an anonymous caller (AUTH_REQUIRED), a plain user (ACCESS_DENIED) and an unknown range (VALIDATION_ERROR)', async () => {
+    expect((await t.gql(OVERVIEW, { r: 'hour' }, { key: null })).body.errors?.[0]?.extensions?.code).toBe('AUTH_REQUIRED');
     const plain = await createTenantUser(t, { tenantId: a.tenantId });
     expect((await t.gql(OVERVIEW, { r: 'hour' }, { key: plain.key })).body.errors?.[0]?.extensions?.code).toBe('ACCESS_DENIED');
     expect((await t.gql(OVERVIEW, { r: 'week' }, { key: a.key })).body.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Types } from 'mongoose';
 import { printType } from 'graphql';
+import { systemActor, type Actor } from '../../core/context.ts';
 import { expectError, type TestApp } from '../helpers/app.ts';
 import { col, completed, create, paymentsApp, tenant } from './helpers.ts';
 
@@ -71,6 +72,44 @@ describe('GraphQL: the same service and the same rules', () => {
     expect(list.data.payments).toEqual({ total: 1, items: [{ _id: id, refunded_amount: '2.50' }] });
     const one = await gql(`query($id: ID!) { payment(id: $id) { amount status } }`, { id }, A.user);
     expect(one.data.payment).toEqual({ amount: '12.50', status: 'partially_refunded' });
+  });
+
+  it('each field declares its permission: anonymous callers get AUTH_REQUIRED, callers without the role ACCESS_DENIED, and nothing changes', async () => {
+    const id = String((await create(t, A.user, { amount: '3.00' }))._id);
+    const anon = async (query: string, variables: Record<string, unknown> = {}): Promise<any> => (await t.gql(query, variables, { key: null })).body;
+    const fields: [string, Record<string, unknown>][] = [
+      ['{ payouts { total } }', {}],
+      ['query($id: ID!) { payout(id: $id) { id } }', { id: String(new Types.ObjectId()) }],
+      ['query($id: ID!) { paymentRefunds(id: $id) { id } }', { id }],
+      ['{ ledgerBalance { account } }', {}],
+      [`mutation($id: ID!) { completePayment(id: $id, provider_reference: "anon", provider_status: "paid") { status } }`, { id }],
+      [`mutation($id: ID!) { refundPayment(id: $id, amount: "1.00") { status } }`, { id }],
+      [`mutation($id: ID!) { cancelPayment(id: $id) { status } }`, { id }],
+      [`mutation($id: ID!) { approvePayout(id: $id) { status } }`, { id: String(new Types.ObjectId()) }],
+    ];
+    for (const [query, variables] of fields) {
+      const res = await anon(query, variables);
+      expect(code(res), query).toBe('AUTH_REQUIRED');
+      expect(res.errors[0].extensions.status, query).toBe(401);
+    }
+    const denied = await gql(`mutation($id: ID!) { refundPayment(id: $id, amount: "1.00") { status } }`, { id }, A.user);
+    expect(code(denied)).toBe('ACCESS_DENIED');
+    expect(denied.errors[0].message).toBe('Administrator role required');
+    const sys = await gql('{ payouts { total } }', {}, A.admin);
+    expect(code(sys)).toBe('ACCESS_DENIED');
+    expect(sys.errors[0].message).toBe('System administrator required');
+    expect((await gql(`query($id: ID!) { paymentRefunds(id: $id) { id } }`, { id }, A.user)).data.paymentRefunds).toEqual([]);
+    expect((await gql(`mutation($id: ID!) { cancelPayment(id: $id) { status } }`, { id }, A.user)).data.cancelPayment.status).toBe('cancelled');
+  });
+
+  it("the payments service checks the payout permission for a plugin that calls it on someone's behalf", async () => {
+    const payments = t.app.services.get('payments');
+    const admin: Actor = { ...systemActor(A.tenantId), id: String(new Types.ObjectId()), scope: null, is_system_user: false, acting_tenant_id: null };
+    for (const call of [() => payments.approve_payout(admin, String(new Types.ObjectId())), () => payments.execute_payout(admin, String(new Types.ObjectId()), 'X')]) {
+      await expect(call()).rejects.toMatchObject({ status: 403, code: 'ACCESS_DENIED' });
+    }
+    // The system actor holds every permission: an unknown batch is then 404.
+    await expect(payments.process_payout(systemActor(), String(new Types.ObjectId()))).rejects.toMatchObject({ status: 404, code: 'NOT_FOUND' });
   });
 
   it('payouts: system administrators only; approve and execute', async () => {

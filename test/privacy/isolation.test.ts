@@ -168,6 +168,21 @@ describe('GraphQL', () => {
     expect(code(await t.gql('mutation { requestErasure(user_id: "nope") { id } }', undefined, { key: adminA.key }))).toBe('VALIDATION_ERROR');
   });
 
+  it('the administrators\' fields declare their permission: anonymous AUTH_REQUIRED, a plain user ACCESS_DENIED, nothing written', async () => {
+    const n = await requests();
+    for (const [key, expected] of [[null, 'AUTH_REQUIRED'], [userA.key, 'ACCESS_DENIED']] as const) {
+      expect(code(await t.gql('mutation($u: String!) { requestErasure(user_id: $u) { id } }', { u: subjectA.userId }, { key }))).toBe(expected);
+      expect(code(await t.gql('{ erasureRequests { total } }', undefined, { key }))).toBe(expected);
+      expect(code(await t.gql('query($id: String!) { erasureRequest(id: $id) { id } }', { id: requestA.id }, { key }))).toBe(expected);
+      expect(code(await t.gql('mutation($id: String!) { executeErasure(id: $id) { queued } }', { id: requestA.id }, { key }))).toBe(expected);
+    }
+    const denied = await t.gql('{ erasureRequests { total } }', undefined, { key: userA.key });
+    expect(denied.body.errors?.[0]?.message).toBe('Administrator role required');
+    expect(await requests()).toBe(n);
+    const ok = await t.gql('query($id: String!) { erasureRequest(id: $id) { id status } }', { id: requestA.id }, { key: adminA.key });
+    expect(ok.body.data.erasureRequest).toEqual({ id: requestA.id, status: 'pending' });
+  });
+
   it('erasureRequests / erasureRequest / executeErasure are confined to the tenant', async () => {
     const listB = await t.gql('{ erasureRequests { total items { id user_id } } }', undefined, { key: adminB.key });
     expect(listB.body.data.erasureRequests.items.map((r: any) => r.user_id)).toEqual([subjectB.userId]);

@@ -108,6 +108,23 @@ describe('endpoints', () => {
     expect(gql.body.errors?.[0]?.extensions?.code).toBe('ACCESS_DENIED');
   });
 
+  it('GraphQL: the declared administrator permission, before the arguments; nothing is written for a refused caller', async () => {
+    const before = (await t.http('GET', '/webhook-endpoints?per_page=100', { key: a.key })).body.total;
+    const m = 'mutation($u: String!) { createWebhookEndpoint(url: $u, event_types: ["*"]) { endpoint { id url } secret } }';
+    for (const [key, code] of [[null, 'AUTH_REQUIRED'], [aUser.key, 'ACCESS_DENIED']] as const) {
+      expect((await t.gql(m, { u: URL_A }, { key })).body.errors?.[0]?.extensions?.code).toBe(code);
+      // A bad argument does not tell a refused caller anything: the permission comes first.
+      expect((await t.gql(m, { u: 'not a url' }, { key })).body.errors?.[0]?.extensions?.code).toBe(code);
+      expect((await t.gql('{ webhookEndpoints { total } }', {}, { key })).body.errors?.[0]?.extensions?.code).toBe(code);
+    }
+    expect((await t.http('GET', '/webhook-endpoints?per_page=100', { key: a.key })).body.total).toBe(before);
+    const ok = await t.gql(m, { u: URL_A }, { key: a.key });
+    expect(ok.body.errors).toBeUndefined();
+    expect(ok.body.data.createWebhookEndpoint.endpoint.url).toBe(URL_A);
+    const one = await t.gql('query($id: ID!) { webhookEndpoint(id: $id) { url } }', { id: ok.body.data.createWebhookEndpoint.endpoint.id }, { key: a.key });
+    expect(one.body.data.webhookEndpoint).toEqual({ url: URL_A });
+  });
+
   it('lets a system administrator act for a tenant with X-Tenant-Id', async () => {
     const res = await t.http('POST', '/webhook-endpoints', { key: ADMIN_KEY, headers: { 'X-Tenant-Id': a.tenantId }, json: { url: URL_A, event_types: ['ping'], description: 'by system' } });
     expect(res.status).toBe(201);

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../../../core/http/route.ts';
 import { etagOf } from '../../../core/etag.ts';
-import type { ResourceService } from '../service.ts';
+import { RESOURCE_PERMISSIONS, type ResourceService } from '../service.ts';
 import { responseSchemas } from '../output.ts';
 import { publishDraft, unpublish } from './service.ts';
 
@@ -16,7 +16,7 @@ export function draftRoutes(svc: ResourceService): RouteDef[] {
   const common = { tags: [def.name], features: def.guards.features, params: documentPath, response: responseSchemas(def).document };
   return [
     defineRoute({
-      ...common, method: 'POST', path: `${def.path}/:id/publish`, auth: 'user',
+      ...common, method: 'POST', path: `${def.path}/:id/publish`, auth: RESOURCE_PERMISSIONS.publish,
       summary: `Publish the pending draft of a document of ${def.name} (read_drafts and publish permissions)`,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [403, 404, 409, 412, 428] },
       async handler({ actor, params, ctx }) {
@@ -26,7 +26,7 @@ export function draftRoutes(svc: ResourceService): RouteDef[] {
       },
     }),
     defineRoute({
-      ...common, method: 'POST', path: `${def.path}/:id/unpublish`, auth: 'user',
+      ...common, method: 'POST', path: `${def.path}/:id/unpublish`, auth: RESOURCE_PERMISSIONS.unpublish,
       summary: `Withdraw a published document of ${def.name}: readers without read_drafts get 404 until it is published again`,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [403, 404, 409, 412, 428] },
       async handler({ actor, params, ctx }) {

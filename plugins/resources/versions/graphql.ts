@@ -2,7 +2,7 @@ import type { Builder, ItemRef } from '../../../core/graphql.ts';
 import { scopes } from '../../../core/graphql.ts';
 import { parseInput } from '../../../core/errors.ts';
 import type { Doc } from '../../../core/hooks.ts';
-import type { ResourceService } from '../service.ts';
+import { RESOURCE_PERMISSIONS, type ResourceService } from '../service.ts';
 import type { VersionDiff, VersionEntry, VersionPage, VersionView, Versions } from './service.ts';
 import { historyQuery } from './rest.ts';
 
@@ -80,24 +80,24 @@ export function versionsGraphQL(builder: Builder, svc: ResourceService, ref: Res
     }),
   });
   builder.objectFields(ref, (t) => ({
-    versions: t.withAuth(scopes('user')).field({
+    versions: t.withAuth(scopes(RESOURCE_PERMISSIONS.history)).field({
       type: page, nullable: false, description: 'History of this document, newest first, without the documents',
       args: { limit: t.arg.int(), before: t.arg.int() },
       resolve: (d, args, ctx) => versions.history(svc, ctx.actor, idOf(d), parseInput(historyQuery, { limit: args.limit ?? undefined, before: args.before ?? undefined })),
     }),
-    versionAt: t.withAuth(scopes('user')).field({
+    versionAt: t.withAuth(scopes(RESOURCE_PERMISSIONS.version)).field({
       type: view, description: 'Version n of this document',
       args: { n: t.arg.int({ required: true }) },
       resolve: (d, args, ctx) => versions.at(svc, ctx.actor, idOf(d), args.n),
     }),
-    versionDiff: t.withAuth(scopes('user')).field({
+    versionDiff: t.withAuth(scopes(RESOURCE_PERMISSIONS.diff)).field({
       type: diff, description: 'Field-by-field changes from version `against` (default: the one before) to version n',
       args: { n: t.arg.int({ required: true }), against: t.arg.int() },
       resolve: (d, args, ctx) => versions.diff(svc, ctx.actor, idOf(d), args.n, args.against ?? undefined),
     }),
   }));
   builder.mutationField(`restore${def.graphqlName}Version`, (t) =>
-    t.withAuth(scopes('user')).field({
+    t.withAuth(scopes(RESOURCE_PERMISSIONS.restoreVersion)).field({
       type: ref, nullable: false, description: 'Write version n\'s fields back as a new version (same rules as a replace); returns the document',
       args: { id: t.arg.id({ required: true }), n: t.arg.int({ required: true }), if_match: t.arg.string() },
       resolve: (_r, args, ctx) => versions.restore(svc, ctx.actor, String(args.id), args.n, args.if_match) as never,

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../../../core/http/route.ts';
 import { etagOf } from '../../../core/etag.ts';
 import { responseSchemas } from '../output.ts';
-import type { ResourceService } from '../service.ts';
+import { RESOURCE_PERMISSIONS, type ResourceService } from '../service.ts';
 import type { Versions } from './service.ts';
 
 const versionEntry = z
@@ -63,24 +63,24 @@ export function versionRoutes(svc: ResourceService, versions: Versions): RouteDe
   const document = responseSchemas(def).document;
   return [
     defineRoute({
-      method: 'GET', path: base, auth: 'user', tags, features, summary: `History of a document of ${def.name}, newest first, without the documents`,
+      method: 'GET', path: base, auth: RESOURCE_PERMISSIONS.history, tags, features, summary: `History of a document of ${def.name}, newest first, without the documents`,
       params: z.object({ id: z.string().describe('24-character hex object id') }), query: historyQuery, response: historyPage,
       docs: { errors: [404] },
       handler: async ({ actor, params: p, query }) => versions.history(svc, actor, params(p).id, query),
     }),
     defineRoute({
-      method: 'GET', path: `${base}/:n`, auth: 'user', tags, features, summary: `One version of a document of ${def.name}: the document as it was, masked by the caller's read rules`,
+      method: 'GET', path: `${base}/:n`, auth: RESOURCE_PERMISSIONS.version, tags, features, summary: `One version of a document of ${def.name}: the document as it was, masked by the caller's read rules`,
       params: versionPath, response: viewSchema(svc), docs: { errors: [404] },
       handler: async ({ actor, params: p }) => versions.at(svc, actor, params(p).id, params(p).n),
     }),
     defineRoute({
-      method: 'GET', path: `${base}/:n/diff`, auth: 'user', tags, features, summary: `Field-by-field changes between two versions of a document of ${def.name}`,
+      method: 'GET', path: `${base}/:n/diff`, auth: RESOURCE_PERMISSIONS.diff, tags, features, summary: `Field-by-field changes between two versions of a document of ${def.name}`,
       params: versionPath, query: z.object({ against: z.coerce.number().int().min(1).optional().describe('The version to compare with (default: the one before)') }),
       response: versionDiff, docs: { errors: [404] },
       handler: async ({ actor, params: p, query }) => versions.diff(svc, actor, params(p).id, params(p).n, query.against),
     }),
     defineRoute({
-      method: 'POST', path: `${base}/:n/restore`, auth: 'user', tags, features, summary: `Write a version's fields back as a new version of a document of ${def.name}`,
+      method: 'POST', path: `${base}/:n/restore`, auth: RESOURCE_PERMISSIONS.restoreVersion, tags, features, summary: `Write a version's fields back as a new version of a document of ${def.name}`,
       params: versionPath, response: document,
       docs: { headers: ifMatch, responseHeaders: { ETag: 'New revision' }, errors: [404, 409, 412, 422, 428] },
       async handler({ actor, params: p, ctx }) {
