@@ -42,11 +42,7 @@ const stamped = <T extends { set(v: Doc): unknown }>(doc: T): T => {
   return doc;
 };
 
-/**
- * Who may call each identity operation: the one declaration its REST route and GraphQL field read.
- * Which tenants and users an administrator reaches (its own tenant; system administrators only by
- * system administrators) is the service's rule.
- */
+/** Who may call each identity operation (REST and GraphQL read it); whom an administrator reaches is the service's rule. */
 export const IDENTITY_PERMISSIONS = {
   me: 'user', memberships: 'user', issueToken: 'user', createTenant: 'system', listTenants: 'admin', createUser: 'admin', listUsers: 'admin', updateUser: 'admin',
   deleteUser: 'admin', listApiKeys: 'admin', createApiKey: 'admin', revokeApiKey: 'admin',
