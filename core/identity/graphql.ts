@@ -14,7 +14,7 @@ const clampPage = (a: { page?: number | null; per_page?: number | null }): PageR
 /**
  * The identity fragment: `User` (`me`, `users`, `usersPage`), `Tenant` (`tenants`, `tenantsPage`),
  * `ApiKey`, `TokenResponse`, and the admin mutations. Arguments are validated with the REST
- * schemas; the service checks the actor's role.
+ * schemas; each field declares its permission from `IDENTITY_PERMISSIONS`, as its REST route does.
  */
 export function identityGraphql(builder: Builder, identity: IdentityService, memberships: MembershipService): void {
   // `me` is the actor itself; `users` and the mutations add `is_active` (and `created_at`, not exposed).

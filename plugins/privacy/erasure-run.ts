@@ -76,6 +76,8 @@ export class ErasureRun {
   private readonly accountFields: string[];
   /** Documents depersonalized by this run, whose audit entries are scrubbed. */
   private readonly depersonalized: ScrubDocument[] = [];
+  /** The ledger as an outbox source, built once per run (every recorded item hands its row to the relay). */
+  private readonly itemSource: OutboxSource;
   private done = 0;
   private lastRenew = Date.now();
   private lastProgress = 0;
@@ -89,6 +91,7 @@ export class ErasureRun {
   ) {
     this.audit = env.deps.audit();
     this.auditActor = auditActorOf(actor);
+    this.itemSource = erasureItemSource(env.models);
     this.tenantId = String(user.tenant_id);
     this.total = (req.preview?.collections ?? []).reduce((n, c) => n + c.count, 0) + (req.preview?.consents ?? 0);
     this.account = env.personal.account();
@@ -379,7 +382,7 @@ export class ErasureRun {
       { $set: { logged: true }, $push: { [OUTBOX_FIELD]: entry } },
       { returnDocument: 'after' },
     ).lean();
-    if (doc) await events.committed(erasureItemSource(this.env.models), doc as unknown as Doc);
+    if (doc) await events.committed(this.itemSource, doc as unknown as Doc);
   }
 
   /**
