@@ -3,7 +3,7 @@ import type { LoadedConfig } from './config/index.ts';
 import { isPlugin, PluginError, type Plugin } from './core/plugin.ts';
 import { identityPlugin } from './core/identity/index.ts';
 import { eventsPlugin } from './core/events/index.ts';
-import { healthPlugin } from './core/health-plugin.ts';
+import { healthPlugin } from './plugins/health/index.ts';
 import { openapiPlugin } from './plugins/openapi/index.ts';
 import { resourcesPlugin } from './plugins/resources/index.ts';
 import { accessPlugin } from './plugins/access/index.ts';

@@ -1,9 +1,5 @@
 import { withTimeout } from './timeout.ts';
 import { PluginError } from './plugin-error.ts';
-import type { Permissions } from './permissions.ts';
-
-/** Who may call each health operation: probes are open, the detailed report is for administrators (REST and GraphQL read this). */
-export const HEALTH_PERMISSIONS = { live: 'public', ready: 'public', detailed: 'admin' } as const satisfies Permissions;
 
 /**
  * A health check: resolve (or return `true`) when healthy. Return `false` or throw a
