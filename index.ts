@@ -72,9 +72,11 @@ export type { Permission, Permissions } from './core/permissions.ts';
 export { modelOn } from './core/db.ts';
 
 // --- events
-export type { EventConsumer, EventHead, EventRecord, EventTypeDefinition, EventLog, OutboxEntry, OutboxSource } from './core/events/index.ts';
-export { DocumentChanges, notRemoved, outboxPath, OUTBOX_FIELD } from './core/events/index.ts';
-export type { ChangeTypes } from './core/events/index.ts';
+export type { EventConsumer, EventHead, EventRecord, EventTypeDefinition } from './core/event-contributions.ts';
+export type { EventLog } from './core/events/index.ts';
+export type { OutboxEntry, OutboxSource } from './core/outbox.ts';
+export { DocumentChanges, notRemoved, OUTBOX_FIELD, outboxPath } from './core/outbox.ts';
+export type { ChangeTypes } from './core/outbox.ts';
 
 // --- resources (a mongoose schema + a path = a REST + GraphQL API)
 export { defineResource } from './plugins/resources/index.ts';

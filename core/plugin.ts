@@ -8,8 +8,7 @@ import type { RouteDef } from './http/route.ts';
 import type { Builder } from './graphql.ts';
 import type { Actor } from './context.ts';
 import type { Tenancy } from './tenancy.ts';
-import type { EventConsumer } from './events/consumers.ts';
-import type { EventTypeDefinition } from './events/catalogue.ts';
+import type { EventConsumer, EventTypeDefinition } from './event-contributions.ts';
 import type { HealthCheck } from './health.ts';
 
 export type { HealthCheck };

@@ -1,28 +1,6 @@
 import { z } from 'zod';
 import { PluginError } from '../plugin-error.ts';
-
-/** A JSON Schema object, as `/events/types` and `/openapi.json` show it. */
-export type JsonSchema = Record<string, unknown>;
-
-/**
- * An event type of the catalogue. Plugins declare theirs in one place (their `eventTypes`
- * contribution); the resources plugin declares four per resource.
- *
- * @example { name: 'invoice.paid', description: 'An invoice was paid', data: invoiceView }
- */
-export interface EventTypeDefinition {
-  /** `<thing>.<what happened>`, lower case, e.g. `projects.created`, `payment.completed`. */
-  name: string;
-  description: string;
-  /** Shape of `data`: a zod schema, or a JSON Schema where none exists in zod (generated resources). */
-  data: z.ZodType | JsonSchema;
-  /**
-   * Whether webhook endpoints may subscribe to it. `false` for events about outbound deliveries
-   * themselves, which would otherwise make deliveries about deliveries without end.
-   * @default true
-   */
-  outbound?: boolean;
-}
+import type { EventTypeDefinition, JsonSchema } from '../event-contributions.ts';
 
 /** One entry of the catalogue as served by `GET /events/types`. */
 export interface EventTypeView {

@@ -1,46 +1,7 @@
 import type { Model } from 'mongoose';
 import type { Logger } from '../logger.ts';
-import type { EventDoc } from './types.ts';
-
-/**
- * A durable consumer of the event log, declared by a plugin (`eventConsumers` contribution). It
- * receives every matching event committed after it was first registered, at least once, across
- * replicas and restarts; its effect happens once because each (consumer, event) is claimed once.
- * A handler that throws is retried with backoff, up to `max_attempts`.
- */
-export interface EventConsumer {
-  /** Unique across plugins; the claim and position records are keyed by it. */
-  name: string;
-  /** Event types to receive; `*` for all. */
-  types: string[] | '*';
-  /** Handles one event. Throw to have it retried later. */
-  handle(event: EventRecord): Promise<void>;
-  /**
-   * Optional: of a batch of events, the ids this consumer acts on, decided from their heads (no
-   * `data`: they are read in full only once selected and claimed). The others are passed over with
-   * no claim, no `handle` and no write, and the consumer's position moves past them. For a consumer
-   * that acts on few events (the webhook fan-out, where a tenant has endpoints), this saves a claim
-   * and a `done` mark per event. Decide from each head and from state as it was when the event
-   * happened, so every replica decides alike. If it throws, the poll is retried.
-   */
-  select?(events: EventHead[]): Promise<ReadonlySet<string>>;
-  /** @default 10 */
-  max_attempts?: number;
-}
-
-/** An event as consumers and the API see it. */
-export interface EventRecord {
-  id: string;
-  type: string;
-  tenant_id: string | null;
-  created_at: Date;
-  data: Record<string, unknown>;
-  actor: string | null;
-  request_id: string | null;
-}
-
-/** An event without its object: what a consumer's `select` decides from. */
-export type EventHead = Omit<EventRecord, 'data'>;
+import type { EventDoc } from '../outbox.ts';
+import type { EventConsumer, EventHead, EventRecord } from '../event-contributions.ts';
 
 /** The fields of an event document a head is made of (`HEAD_FIELDS` reads just them). */
 type HeadDoc = Pick<EventDoc, '_id' | 'type' | 'tenant_id' | 'created_at' | 'actor' | 'request_id'>;

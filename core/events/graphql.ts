@@ -1,7 +1,7 @@
 import type { Builder, BuilderTypes } from '../graphql.ts';
 import { cursorsObject, givenArgs, parseInput, scopes } from '../graphql.ts';
 import { EVENT_PERMISSIONS, type EventLog, type EventPage } from './service.ts';
-import type { EventRecord } from './consumers.ts';
+import type { EventRecord } from '../event-contributions.ts';
 import type { EventTypeView } from './catalogue.ts';
 import { eventListQuery } from './schemas.ts';
 

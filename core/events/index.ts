@@ -5,11 +5,8 @@ import { eventsGraphql } from './graphql.ts';
 import { eventIdParams, eventListQuery, eventPageView, eventTypesView, eventView, pingData } from './schemas.ts';
 import { createRealtime, viewUnderAccess } from '../realtime/index.ts';
 
-export type { EventTypeDefinition, EventTypeView, JsonSchema } from './catalogue.ts';
-export type { EventConsumer, EventHead, EventRecord } from './consumers.ts';
-export type { AuditedChange, EventDoc, EventSink, OutboxEntry, OutboxSource } from './types.ts';
-export { notRemoved, outboxPath, OUTBOX_FIELD, REMOVED_FIELD } from './model.ts';
-export { DocumentChanges, type ChangeTypes, type Written } from './changes.ts';
+export type { EventTypeView } from './catalogue.ts';
+export type { EventSink } from './sink.ts';
 export type { EventLog } from './service.ts';
 
 declare module '../services.ts' {

@@ -5,8 +5,8 @@
  */
 import type { Types } from 'mongoose';
 import type { Doc } from '../hooks.ts';
-import { OUTBOX_FIELD } from './model.ts';
-import type { OutboxEntry, OutboxSource } from './types.ts';
+import { OUTBOX_FIELD } from '../outbox.ts';
+import type { OutboxEntry, OutboxSource } from '../outbox.ts';
 
 /** What the relay tells about a document's entries a write supersedes. */
 export interface KnownEntries {

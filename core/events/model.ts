@@ -70,22 +70,3 @@ export const eventCursorModel = (conn: Connection) => modelOn(conn, 'EventConsum
 
 /** A new event id: `evt_` and a time-ordered 24-hex object id. */
 export const newEventId = (): string => `evt_${new Types.ObjectId().toHexString()}`;
-
-/** The outbox field every document with events carries while its events are not yet in the log. */
-export const OUTBOX_FIELD = '_outbox';
-
-/**
- * Set (true) by the write that deletes a document of a collection without soft delete: the write
- * keeps the document as a tombstone carrying the delete's event in its outbox, and the relay removes
- * it once every event of its outbox is in the log (docs/events.md, "Deleting a document").
- */
-export const REMOVED_FIELD = '_removed';
-
-/** The filter term that leaves out tombstones (`REMOVED_FIELD`): every read of a collection that deletes through them. */
-export const notRemoved = { [REMOVED_FIELD]: { $ne: true } } as const;
-
-/** The schema paths a source's mongoose schema adds for its outbox (and its tombstones). */
-export const outboxPath = {
-  [OUTBOX_FIELD]: { type: [Schema.Types.Mixed], default: undefined, select: true },
-  [REMOVED_FIELD]: { type: Boolean, default: undefined },
-};

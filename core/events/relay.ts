@@ -1,11 +1,10 @@
 import type { Model } from 'mongoose';
 import type { Logger } from '../logger.ts';
 import type { Doc } from '../hooks.ts';
-import { OUTBOX_FIELD, REMOVED_FIELD } from './model.ts';
+import { OUTBOX_FIELD, REMOVED_FIELD } from '../outbox.ts';
 import { KnownByDocument, type KnownEntries } from './known.ts';
-import type { EventDoc, EventSink, OutboxEntry, OutboxSource } from './types.ts';
-
-export type { AuditedChange, EventDoc, EventSink, OutboxEntry, OutboxSource } from './types.ts';
+import type { EventDoc, OutboxEntry, OutboxSource } from '../outbox.ts';
+import type { EventSink } from './sink.ts';
 
 interface Pending {
   source: OutboxSource;

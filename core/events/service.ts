@@ -10,8 +10,11 @@ import { EventCatalogue, type EventTypeView } from './catalogue.ts';
 import { eventClaimModel, eventCursorModel, eventModel, newEventId } from './model.ts';
 import { OutboxSweeper } from './sweep.ts';
 import { outboxInWrite, supersede, type OutboxInWrite } from './known.ts';
-import { Relay, type EventDoc, type EventSink, type OutboxEntry, type OutboxSource, type RelaySettings } from './relay.ts';
-import { ConsumerRunner, toRecord, type ConsumerSettings, type EventConsumer, type EventRecord } from './consumers.ts';
+import { Relay, type RelaySettings } from './relay.ts';
+import type { EventDoc, OutboxEntry, OutboxSource, StageInput } from '../outbox.ts';
+import type { EventSink } from './sink.ts';
+import { ConsumerRunner, type ConsumerSettings, toRecord } from './consumers.ts';
+import type { EventConsumer, EventRecord } from '../event-contributions.ts';
 import type { EventListQuery } from './schemas.ts';
 
 export interface EventLogSettings extends RelaySettings, ConsumerSettings {
@@ -22,15 +25,6 @@ export interface EventLogSettings extends RelaySettings, ConsumerSettings {
 }
 
 /** What the emitter of an event says about it, besides its type. */
-export interface StageInput {
-  actor: Actor | null;
-  tenant_id: string | Types.ObjectId | null;
-  /** The document version the change produces (absent for documents without versions). */
-  version?: number;
-  previous?: Doc | null;
-  meta?: Doc | null;
-}
-
 /** An event as an actor may read it: itself, a masked copy, or null (withheld). */
 export type EventViewer = (actor: Actor, e: EventRecord) => EventRecord | null | Promise<EventRecord | null>;
 

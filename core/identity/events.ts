@@ -9,10 +9,10 @@ import type { Types } from 'mongoose';
 import { z } from 'zod';
 import { isSystemActor, requestOf, type Actor } from '../context.ts';
 import type { Doc } from '../hooks.ts';
-import type { EventTypeDefinition } from '../events/catalogue.ts';
-import type { AuditedChange, OutboxEntry, OutboxSource } from '../events/relay.ts';
+import type { EventTypeDefinition } from '../event-contributions.ts';
+import type { AuditedChange, OutboxEntry, OutboxSource } from '../outbox.ts';
 import type { EventLog } from '../events/service.ts';
-import { OUTBOX_FIELD } from '../events/model.ts';
+import { OUTBOX_FIELD } from '../outbox.ts';
 import type { IdentityModels } from './models.ts';
 import { apiKeyView, tenantView, userView } from './schemas.ts';
 

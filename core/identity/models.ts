@@ -1,6 +1,6 @@
 import { Schema, type Collection, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../db.ts';
-import { OUTBOX_FIELD, outboxPath } from '../events/model.ts';
+import { OUTBOX_FIELD, outboxPath } from '../outbox.ts';
 import type { Logger } from '../logger.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;

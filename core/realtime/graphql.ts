@@ -2,7 +2,7 @@ import type { ActorContext, Builder } from '../graphql.ts';
 import { scopes } from '../graphql.ts';
 import type { Actor } from '../context.ts';
 import type { EventRef } from '../events/graphql.ts';
-import type { EventRecord } from '../events/consumers.ts';
+import type { EventRecord } from '../event-contributions.ts';
 import type { RealtimeService } from './service.ts';
 import { EVENT_PERMISSIONS } from '../events/service.ts';
 import { presentedOf, type LiveSession } from './sessions.ts';

@@ -4,7 +4,7 @@ import { defineRoute, type RouteDef } from '../http/route.ts';
 import type { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { AppState } from '../http/middleware.ts';
-import type { EventRecord } from '../events/consumers.ts';
+import type { EventRecord } from '../event-contributions.ts';
 import type { RealtimeService } from './service.ts';
 import { EVENT_PERMISSIONS } from '../events/service.ts';
 import { presentedOf, type LiveSession } from './sessions.ts';

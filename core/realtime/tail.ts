@@ -1,8 +1,9 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { Model } from 'mongoose';
 import type { Logger } from '../logger.ts';
-import { committedFrom, toRecord, type EventRecord } from '../events/consumers.ts';
-import type { EventDoc } from '../events/relay.ts';
+import { committedFrom, toRecord } from '../events/consumers.ts';
+import type { EventRecord } from '../event-contributions.ts';
+import type { EventDoc } from '../outbox.ts';
 
 /** Receives every event the tail finds, once, in committed order within each batch. */
 export type TailListener = (events: EventRecord[]) => void;

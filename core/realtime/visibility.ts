@@ -2,7 +2,7 @@ import { AppError } from '../errors.ts';
 import { hasSystemScope, isAdmin, scopedTenantId, type Actor } from '../context.ts';
 import type { Filter } from '../access.ts';
 import type { Tenancy } from '../tenancy.ts';
-import type { EventRecord } from '../events/consumers.ts';
+import type { EventRecord } from '../event-contributions.ts';
 
 /**
  * The access filter of one resource for an actor, as its reads apply it: tenant scope plus

@@ -1,6 +1,6 @@
 import { Schema, type Connection, type InferSchemaType, type Model } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
-import { outboxPath, OUTBOX_FIELD } from '../../core/events/index.ts';
+import { OUTBOX_FIELD, outboxPath } from '../../core/outbox.ts';
 
 const roleSchema = new Schema(
   {

@@ -8,7 +8,7 @@ import type { Logger } from '../../core/logger.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { traced } from '../../core/observability/tracing.ts';
-import { OUTBOX_FIELD, type EventDoc } from '../../core/events/index.ts';
+import { type EventDoc, OUTBOX_FIELD } from '../../core/outbox.ts';
 import { entryOfEvent } from './from-events.ts';
 import { scrubEntries, type ScrubInput } from './scrub.ts';
 import { Redactor } from './diff.ts';

@@ -2,7 +2,8 @@
  * A resource's events: `<resource>.created`, `.updated`, `.deleted` and `.restored`, each staged into
  * the changed document's outbox by the write itself (docs/events.md). No Koa or GraphQL here.
  */
-import type { AuditedChange, EventTypeDefinition, JsonSchema, OutboxEntry } from '../../core/events/index.ts';
+import type { AuditedChange, OutboxEntry } from '../../core/outbox.ts';
+import type { EventTypeDefinition, JsonSchema } from '../../core/event-contributions.ts';
 import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { OutboxOptions, ResourceCore } from './service-types.ts';
 import type { Doc } from '../../core/hooks.ts';

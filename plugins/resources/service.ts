@@ -1,8 +1,8 @@
 import { Types } from 'mongoose';
 import type { AppError } from '../../core/errors.ts';
 import { AccessDeniedError, EtagMismatchError, NotFoundError, parseInput } from '../../core/errors.ts';
-import type { OutboxEntry, OutboxSource } from '../../core/events/index.ts';
-import { OUTBOX_FIELD } from '../../core/events/index.ts';
+import type { OutboxEntry, OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../../core/outbox.ts';
 import { pageOf } from '../../core/page.ts';
 import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { isAdmin, isSystemActor, writeTenantId, type Actor } from '../../core/context.ts';

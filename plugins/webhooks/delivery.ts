@@ -8,10 +8,11 @@
 import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics, OutboundOutcome } from '../../core/observability/metrics.ts';
-import type { EventLog, EventRecord } from '../../core/events/index.ts';
+import type { EventLog } from '../../core/events/index.ts';
+import type { EventRecord } from '../../core/event-contributions.ts';
 import { systemActor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { notRemoved, OUTBOX_FIELD, type OutboxSource } from '../../core/events/index.ts';
+import { notRemoved, OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
 import { ATTEMPT_LOG_SIZE, type DeliveryStatus, type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
 import type { AttemptView } from './schemas.ts';

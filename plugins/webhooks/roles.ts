@@ -3,7 +3,7 @@
  * role would read the event on `GET /events/stream` (the same decision, `viewUnderAccess`).
  */
 import type { Actor } from '../../core/context.ts';
-import type { EventRecord } from '../../core/events/index.ts';
+import type { EventRecord } from '../../core/event-contributions.ts';
 import { viewUnderAccess, type EventAccess } from '../../core/realtime/index.ts';
 
 /** The part of an endpoint the decision reads. */

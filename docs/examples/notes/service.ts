@@ -9,7 +9,8 @@ import { isSystemActor, writeTenantId, type Actor } from '../../../core/context.
 import type { Permissions } from '../../../core/permissions.ts';
 import { pageOf } from '../../../core/page.ts';
 import type { Doc, HookBus } from '../../../core/hooks.ts';
-import { OUTBOX_FIELD, type EventLog, type OutboxSource } from '../../../core/events/index.ts';
+import { OUTBOX_FIELD, type OutboxSource } from '../../../core/outbox.ts';
+import type { EventLog } from '../../../core/events/index.ts';
 import type { Tenancy } from '../../../core/tenancy.ts';
 import type { NoteModel, NoteRecord } from './model.ts';
 import type { ArchiveNotesInput, CreateNoteInput, ListNotesQuery, NotesPage, NoteView } from './schemas.ts';

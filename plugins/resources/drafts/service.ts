@@ -7,7 +7,7 @@
  */
 import { AccessDeniedError, ConflictError, EtagMismatchError, parseInput } from '../../../core/errors.ts';
 import { etagOf, parseIfMatch } from '../../../core/etag.ts';
-import { OUTBOX_FIELD } from '../../../core/events/index.ts';
+import { OUTBOX_FIELD } from '../../../core/outbox.ts';
 import { isAdmin, type Actor } from '../../../core/context.ts';
 import type { Doc } from '../../../core/hooks.ts';
 import type { Filter } from '../../../core/access.ts';
