@@ -4,8 +4,7 @@ import { DateTimeResolver, JSONResolver, ObjectIDResolver } from 'graphql-scalar
 import type Koa from 'koa';
 import type { Actor } from './context.ts';
 import type { Page } from './page.ts';
-import type { PresentedCredential } from './realtime/sessions.ts';
-import type { FrameSink } from './realtime/frame-sink.ts';
+import type { FrameSink, PresentedCredential } from './transport.ts';
 import { permit, type Permission } from './permissions.ts';
 
 export interface GraphQLContext {
@@ -15,7 +14,7 @@ export interface GraphQLContext {
   koa?: Koa.Context;
   /** Over WebSocket: the credential the connection presented, re-checked while subscriptions run. */
   presented?: PresentedCredential;
-  /** Over WebSocket: the subscription's socket, to which shared results are written directly (realtime/shared.ts). */
+  /** Over WebSocket: the subscription's socket, to which shared results are written directly (a `transport`'s shared results). */
   frames?: FrameSink;
 }
 

@@ -188,3 +188,10 @@ export class OperationGuards {
     };
   }
 }
+
+declare module './transport.ts' {
+  interface TransportSetup {
+    /** The guards HTTP requests pass (rate limit, failed authentications, idempotency, metrics, access log, tracing). */
+    guards: OperationGuards;
+  }
+}

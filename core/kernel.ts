@@ -33,8 +33,8 @@ import { countRefusals } from './observability/metrics-limits.ts';
 import { tracingEnabled } from './observability/tracing.ts';
 import { traceGraphQL } from './observability/tracing-graphql.ts';
 import { traceRequests } from './observability/tracing-http.ts';
-import { attachGraphqlWs, shareSubscriptionResults } from './realtime/index.ts';
 import { PluginError, pluginStates, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
+import type { GraphqlTransport } from './transport.ts';
 
 export { PluginError };
 
@@ -142,6 +142,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   personalData.push({ ...idempotency.personalData(), plugin: 'kernel' });
   const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config) };
   const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
+  const transports: GraphqlTransport[] = [];
 
   const closePlugins = async () => {
     for (const { plugin, c } of [...contributions].reverse()) {
@@ -209,9 +210,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     schema = builder.toSchema({ sortSchema: true });
     const schemaErrors = validateSchema(schema);
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
-    // Subscriptions of one document, variables and visibility execute each event once (core/realtime/shared.ts).
-    const realtime = services.get('realtime');
-    yoga = createYogaServer(schema, config, log, metrics, shareSubscriptionResults({ visibilityKey: (a) => realtime.visibility.key(a), counts: realtime.fanout }));
+    for (const { c } of contributions) if (c.transport) transports.push(c.transport);
+    yoga = createYogaServer(schema, config, log, metrics, transports.flatMap((t) => t.yogaPlugins?.() ?? []));
     router = mountRoutes(routes, yoga, config.BODY_LIMIT, config.NODE_ENV !== 'production');
     requestLimiter = config.RATE_LIMIT_ENABLED ? countRefusals(await createRequestLimiter(config, db.conn, log), metrics) : null;
   } catch (err) {
@@ -270,7 +270,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 
   let server: Server | undefined;
   let metricsServer: Server | undefined;
-  let closeWs: (() => Promise<void>) | undefined;
+  let closers: (() => Promise<void>)[] = [];
   let closing: Promise<void> | undefined;
   return {
     koa, config, db, hooks, services, schema, log, kernel,
@@ -285,8 +285,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         // clientError: requests the parser refuses still get the error envelope and a request id.
         server = createServer({ maxHeaderSize: config.MAX_HEADER_SIZE }, koa.callback());
         server.on('clientError', clientErrorHandler(log));
-        // GraphQL over WebSocket (graphql-ws) on the same path as over HTTP, through the same Yoga.
-        closeWs = attachGraphqlWs(server, { yoga, identity, guards, maxInputDepth: config.GRAPHQL_MAX_INPUT_DEPTH, log });
+        // Plugins' transports (GraphQL over WebSocket on /graphql, through the same Yoga and guards).
+        closers = transports.flatMap((t) => (t.attach ? [t.attach(server!, { yoga, authentication: identity, guards, maxInputDepth: config.GRAPHQL_MAX_INPUT_DEPTH, log })] : []));
         server.once('error', reject);
         server.listen(port, host, () => resolve((server!.address() as AddressInfo).port));
       });
@@ -295,8 +295,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       closing ??= (async () => {
         draining = true;
         // Open streams never finish by themselves: end them (they say why) before waiting for requests.
-        services.get('realtime').endAll();
-        await closeWs?.();
+        for (const t of transports) t.drain?.();
+        await Promise.all(closers.map((c) => c()));
         if (server) await stopServer(server, config.SHUTDOWN_TIMEOUT_MS);
         if (metricsServer) await stopServer(metricsServer, 0);
         await closePlugins();
@@ -387,7 +387,7 @@ function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: Y
   return router;
 }
 
-function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, metrics: Metrics, sharing: YogaPlugin) {
+function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, metrics: Metrics, extra: YogaPlugin[]) {
   // Masked errors and the originals behind them, logged once the request (and its logger) is known.
   const unhandled = new WeakMap<GraphQLError, unknown>();
   /** Every GraphQL error carries its request's id; unhandled resolver errors are logged with the request's logger. */
@@ -411,7 +411,7 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, me
   return createYoga<Record<string, unknown>>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [observeGraphQL(metrics)] : []), ...(tracingEnabled() ? [traceGraphQL()] : []), sharing],
+    plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [observeGraphQL(metrics)] : []), ...(tracingEnabled() ? [traceGraphQL()] : []), ...extra],
     graphiql: config.NODE_ENV !== 'production',
     // GraphiQL from the package, its parts served by us (Yoga's default loads it from a public CDN, a blank page offline).
     renderGraphiQL: renderGraphiQLPage,

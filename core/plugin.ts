@@ -9,6 +9,7 @@ import type { Builder } from './graphql.ts';
 import type { Actor } from './context.ts';
 import type { Tenancy } from './tenancy.ts';
 import type { EventConsumer, EventTypeDefinition } from './event-contributions.ts';
+import type { GraphqlTransport } from './transport.ts';
 import type { HealthCheck } from './health.ts';
 
 export type { HealthCheck };
@@ -151,6 +152,8 @@ export interface PluginContribution {
   eventTypes?: EventTypeDefinition[] | (() => EventTypeDefinition[]);
   /** Durable consumers of the event log (at least once delivery, effect once; see docs/events.md). */
   eventConsumers?: EventConsumer[];
+  /** Additions to the GraphQL pipeline: Yoga plugins, a transport on the HTTP server (see core/transport.ts). */
+  transport?: GraphqlTransport;
   /** Called after every plugin's `setup()`, before the server listens. */
   ready?: () => void | Promise<void>;
   /** Called on shutdown, in reverse plugin order. */

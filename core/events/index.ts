@@ -43,7 +43,7 @@ export const eventsPlugin: Plugin = definePlugin({
     services.provide('events', events);
     // Resource events are filtered by the resource's own guards, when the resources plugin is on.
     const realtime = createRealtime({
-      db, config, events, identity: services.get('identity'), tenancy, log,
+      db, config, events, identity: services.get('authentication'), tenancy, log,
       resourceScope: (name, actor) => services.maybe('resources')?.get(name)?.scope(actor, { includeDeleted: true }),
       eventAccess: () => services.maybe('eventAccess'),
     });
@@ -72,6 +72,7 @@ export const eventsPlugin: Plugin = definePlugin({
         }),
       ],
       graphql: (b) => realtime.graphql(b, eventsGraphql(b, events)),
+      transport: realtime.transport,
       ready: () => events.start(),
       close: async () => {
         await realtime.close();

@@ -14,8 +14,8 @@ import { checkVariablesDepth } from '../graphql-limits.ts';
 import { hashKey } from '../authentication.ts';
 import { apiKeyClient, userClient, type GuardedOperation, type OperationGuards } from '../guards.ts';
 import type { OperationResult } from '../idempotency/index.ts';
-import { authenticatePresented, presentedOf, type CredentialCheck, type PresentedCredential } from './sessions.ts';
-import type { FrameSink } from './frame-sink.ts';
+import { authenticatePresented, presentedOf, type CredentialCheck } from './sessions.ts';
+import type { FrameSink, PresentedCredential } from '../transport.ts';
 
 /** `connection_init` payload: the credential, as an API key or a bearer token, and a system administrator's tenant. */
 type InitPayload = { apiKey?: unknown; authorization?: unknown; tenantId?: unknown } | undefined;

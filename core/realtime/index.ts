@@ -13,12 +13,15 @@ import { SessionRegistry, type CredentialCheck } from './sessions.ts';
 import { RealtimeService } from './service.ts';
 import { realtimeRoutes } from './routes.ts';
 import { realtimeGraphql } from './graphql.ts';
+import { attachGraphqlWs } from './http.ts';
+import { shareSubscriptionResults } from './shared.ts';
+import type { GraphqlTransport } from '../transport.ts';
 
 export { attachGraphqlWs } from './http.ts';
 export { shareSubscriptionResults, SHARED_RESULTS } from './shared.ts';
 export { liveSubscription, openSession, settled, unsettle, StreamEnd } from './graphql.ts';
 export type { RealtimeService } from './service.ts';
-export type { PresentedCredential } from './sessions.ts';
+export type { PresentedCredential } from '../transport.ts';
 export type { EventAccess } from './visibility.ts';
 export { viewUnderAccess } from './visibility.ts';
 
@@ -46,8 +49,8 @@ export interface RealtimeSetup {
 /**
  * The realtime part of the core events plugin: one tail of the log per process (fed at once by
  * this process's relay), the session registry, `GET /events/stream` and the GraphQL subscriptions
- * `events` and `resourceChanged`. GraphQL over WebSocket is attached to the HTTP server by the
- * kernel (`attachGraphqlWs`). See docs/realtime.md.
+ * `events` and `resourceChanged`. Its `transport` puts GraphQL over WebSocket on the kernel's
+ * HTTP server and shares subscription results in its Yoga. See docs/realtime.md.
  */
 export function createRealtime(s: RealtimeSetup) {
   const pollMs = s.config.EVENTS_POLL_INTERVAL_MS;
@@ -64,6 +67,12 @@ export function createRealtime(s: RealtimeSetup) {
     tail,
     routes: (): RouteDef[] => realtimeRoutes(service, { keepAliveMs: s.config.REALTIME_KEEPALIVE_MS, log: s.log }),
     graphql: (builder: Builder, Event: EventRef) => realtimeGraphql(builder, service, Event),
+    transport: {
+      // Subscriptions of one document, variables and visibility execute each event once (shared.ts).
+      yogaPlugins: () => [shareSubscriptionResults({ visibilityKey: (a) => service.visibility.key(a), counts: service.fanout })],
+      attach: (server, t) => attachGraphqlWs(server, { ...t, identity: t.authentication }),
+      drain: () => service.endAll(),
+    } satisfies GraphqlTransport,
     /** Ends every stream (shutdown): clients are told to reconnect, elsewhere. */
     async close(): Promise<void> {
       service.endAll();

@@ -10,7 +10,8 @@ import type { EventDoc } from '../outbox.ts';
 import { Channel } from './channel.ts';
 import type { EventTail } from './tail.ts';
 import { RESOURCE_VERBS, type EventVisibility } from './visibility.ts';
-import { authenticatePresented, type CredentialCheck, type LiveSession, type PresentedCredential, type SessionRegistry } from './sessions.ts';
+import { authenticatePresented, type CredentialCheck, type LiveSession, type SessionRegistry } from './sessions.ts';
+import type { PresentedCredential } from '../transport.ts';
 import type { FanoutCounts } from './shared.ts';
 
 /** Which events a stream wants, besides what its actor may see. */

@@ -2,16 +2,7 @@ import { AsyncResource } from 'node:async_hooks';
 import { AppError, AuthRequiredError, BadRequestError } from '../errors.ts';
 import { hasSystemScope, type Actor } from '../context.ts';
 import type { Logger } from '../logger.ts';
-
-/** The credential a stream was opened with, kept to check it again while the stream lasts. */
-export interface PresentedCredential {
-  /** `X-API-Key` (or `apiKey` of a graphql-ws `connection_init`). */
-  apiKey?: string;
-  /** The bearer token of `Authorization: Bearer ...`. */
-  token?: string;
-  /** `X-Tenant-Id` of a system administrator. */
-  tenantId?: string;
-}
+import type { PresentedCredential } from '../transport.ts';
 
 /** The identity service's two ways of resolving a credential (cached for `AUTH_CACHE_TTL_MS`). */
 export interface CredentialCheck {

@@ -2,7 +2,7 @@ import { createSourceEventStream, execute, getOperationAST, Kind, type Execution
 import type { Plugin } from 'graphql-yoga';
 import type { Actor } from '../context.ts';
 import type { GraphQLContext } from '../graphql.ts';
-import type { FrameSink } from './frame-sink.ts';
+import type { FrameSink } from '../transport.ts';
 
 /**
  * Extension of a subscription field whose results may be shared: each result depends only on the
