@@ -1,9 +1,10 @@
 import { pathToFileURL } from 'node:url';
 import type { LoadedConfig } from './config/index.ts';
 import { isPlugin, PluginError, type Plugin } from './core/plugin.ts';
-import { identityPlugin } from './core/identity/index.ts';
-import { eventsPlugin } from './core/events/index.ts';
+import { identityPlugin } from './plugins/identity/index.ts';
+import { eventsPlugin } from './plugins/events/index.ts';
 import { healthPlugin } from './plugins/health/index.ts';
+import { idempotencyPlugin } from './plugins/idempotency/index.ts';
 import { openapiPlugin } from './plugins/openapi/index.ts';
 import { resourcesPlugin } from './plugins/resources/index.ts';
 import { accessPlugin } from './plugins/access/index.ts';
@@ -21,14 +22,15 @@ import { filesPlugin } from './plugins/files/index.ts';
 import { ssoPlugin } from './plugins/sso/index.ts';
 
 /**
- * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
- * Leave one out with `DISABLED_PLUGINS`; add your own with `PLUGINS` (module paths or package names).
- */
-/**
  * The plugins every server loads, first and in this order: `DISABLED_PLUGINS` cannot turn them off
  * and no other plugin may take their names.
  */
-export const corePlugins = (): Plugin[] => [identityPlugin, eventsPlugin, healthPlugin];
+export const corePlugins = (): Plugin[] => [identityPlugin, eventsPlugin, idempotencyPlugin, healthPlugin];
+
+/**
+ * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).
+ * Leave one out with `DISABLED_PLUGINS`; add your own with `PLUGINS` (module paths or package names).
+ */
 
 export const builtinPlugins = (): Plugin[] => [
   resourcesPlugin,

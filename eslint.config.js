@@ -4,8 +4,11 @@ import tseslint from 'typescript-eslint';
 
 const ROOT = import.meta.dirname;
 
-/** Files of a plugin allowed to import Koa, GraphQL or Pothos: the wiring (index.ts), REST routes (routes.ts, rest.ts, http.ts) and the GraphQL fragment. */
-const WIRING = ['index.ts', 'routes.ts', 'rest.ts', 'graphql.ts', 'http.ts'];
+/**
+ * Files of a plugin (or of a part of one, in a subfolder) allowed to import Koa, GraphQL or Pothos:
+ * the wiring (index.ts), REST routes (routes.ts, rest.ts, http.ts), the GraphQL fragment and Yoga plugins (yoga.ts).
+ */
+const WIRING = ['index.ts', 'routes.ts', 'rest.ts', 'graphql.ts', 'http.ts', 'yoga.ts'];
 
 const HTTP_AND_GRAPHQL = [
   { group: ['koa', 'koa-*', '@koa/*', 'graphql', 'graphql-*', '@graphql-*', '@pothos/*'], message: 'Service logic stays free of Koa and GraphQL: move this code to index.ts, routes.ts or graphql.ts (docs/plugins.md "Layout").' },
@@ -79,7 +82,7 @@ export default tseslint.config(
   },
   {
     files: ['plugins/*/**/*.ts'],
-    ignores: WIRING.map((f) => `plugins/*/${f}`),
+    ignores: WIRING.map((f) => `plugins/**/${f}`),
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: HTTP_AND_GRAPHQL }] },
   },
   {

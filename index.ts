@@ -14,10 +14,10 @@
 import type {} from '@koa/bodyparser';
 // The services and hook events of the built-in plugins (declaration merging of `Services` and
 // `HookEvents`), so `services.get('audit')` and friends are typed in a plugin's own program.
-import type {} from './core/identity/index.ts';
+import type {} from './plugins/identity/index.ts';
 import type {} from './core/observability/metrics.ts';
-import type {} from './core/events/index.ts';
-import type {} from './core/realtime/index.ts';
+import type {} from './plugins/events/index.ts';
+import type {} from './plugins/events/realtime/index.ts';
 import type {} from './plugins/audit/index.ts';
 import type {} from './plugins/payments/index.ts';
 import type {} from './plugins/privacy/index.ts';
@@ -73,7 +73,7 @@ export { modelOn } from './core/db.ts';
 
 // --- events
 export type { EventConsumer, EventHead, EventRecord, EventTypeDefinition } from './core/event-contributions.ts';
-export type { EventLog } from './core/events/index.ts';
+export type { EventLog } from './plugins/events/index.ts';
 export type { OutboxEntry, OutboxSource } from './core/outbox.ts';
 export { DocumentChanges, notRemoved, OUTBOX_FIELD, outboxPath } from './core/outbox.ts';
 export type { ChangeTypes } from './core/outbox.ts';

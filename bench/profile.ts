@@ -37,7 +37,7 @@ function component(url: string, fn: string): string {
   if (url.includes('/mongoose/') || url.includes('/mquery/') || url.includes('/kareem/')) return 'mongoose (query building, casting)';
   if (url.includes('/koa') || url.includes('/@koa/') || url.includes('path-to-regexp') || url.includes('/statuses/') || url.includes('/content-') || url.includes('/accepts/') || url.includes('/type-is/') || url.includes('/cookies/')) return 'koa + router';
   if (url.includes('rate-limiter')) return 'rate limiter';
-  if (url.includes('/core/identity/')) return 'auth (identity, access filter)';
+  if (url.includes('/plugins/identity/')) return 'auth (identity, access filter)';
   if (url.includes('/core/http/') || url.includes('/core/kernel')) return 'kernel (envelope, context, route)';
   if (url.includes('/core/context')) return 'context';
   if (url.includes('/plugins/resources/')) return 'resources (service, rest, parser)';

@@ -27,6 +27,9 @@ export interface AccessPolicy {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Filter = QueryFilter<any>;
 
+/** The built-in roles. A user may also hold custom roles of its tenant (the access plugin defines them). */
+export const ROLES = ['user', 'admin'] as const;
+
 /**
  * A role an operation demands: `admin` (a tenant administrator, or any system-scoped actor) or
  * `system` (a system administrator or `systemActor()`).

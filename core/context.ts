@@ -69,7 +69,7 @@ export const requestOf = (actor: Actor | null | undefined): RequestContext | und
 export const hasSystemScope = (actor: Actor | null | undefined): boolean =>
   !!actor && (actor.scope === 'system' || actor.is_system_user);
 
-/** Role `admin`, or system scope. For a refusal use `requireRole(actor, 'admin')` (core/identity/guards.ts). */
+/** Role `admin`, or system scope. For a refusal use `requireRole(actor, 'admin')` (plugins/identity/guards.ts). */
 export const isAdmin = (actor: Actor | null | undefined): boolean =>
   !!actor && (actor.roles.includes('admin') || hasSystemScope(actor));
 

@@ -337,3 +337,10 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
     description: 'A list or count query ran longer than `QUERY_TIMEOUT_MS`.',
   },
 };
+
+/** 409 `TENANT_REQUIRED`: a person with several memberships signs in again with `X-Tenant-Id` set to one of `details.tenants`. */
+export class TenantRequiredError extends AppError {
+  constructor(tenants: { id: string; name: string | null }[]) {
+    super(409, DomainErrorCode.TENANT_REQUIRED, 'You are a member of several tenants: sign in again with X-Tenant-Id set to one of details.tenants', { tenants });
+  }
+}

@@ -1,7 +1,7 @@
 /**
  * The guards every operation passes, whatever door it comes through: REST and GraphQL over HTTP
  * (Koa middleware: core/http/middleware.ts, core/observability/access-log.ts, core/observability/tracing-http.ts, the
- * idempotency layer) and GraphQL over WebSocket (core/realtime/http.ts, through {@link OperationGuards}).
+ * idempotency layer) and GraphQL over WebSocket (plugins/events/realtime/http.ts, through {@link OperationGuards}).
  * Both use the same pieces from here: the rate-limit identity of a credential (one budget per key,
  * whatever the transport), the count of failed authentications, the access-log line and the
  * retry delay of a refusal. See docs/operations.md "Rate limiting" and docs/observability.md.
@@ -16,7 +16,7 @@ import { statusClass } from './observability/metrics.ts';
 import type { AuthFailureLimiter, LimitDecision, RequestLimiter } from './rate-limit.ts';
 import { API_KEY_PREFIX } from './authentication.ts';
 import { traceIds, tracingEnabled } from './observability/tracing.ts';
-import type { Idempotency } from './idempotency/index.ts';
+import type { IdempotencyStore } from './idempotency.ts';
 
 /** How an operation reached the server; named in its access-log line. */
 export type Transport = 'http' | 'sse' | 'ws';
@@ -99,7 +99,7 @@ export interface OperationGuardsOptions {
   /** RATE_LIMIT_MAX. */
   max: number;
   failures: AuthFailureLimiter;
-  idempotency: Idempotency;
+  idempotency: IdempotencyStore;
   /** Null: metrics off (METRICS_ENABLED=false). */
   metrics: Metrics | null;
   access: AccessWriter | null;
@@ -115,7 +115,7 @@ export interface OperationGuardsOptions {
  * operation accounted as one request.
  */
 export class OperationGuards {
-  readonly idempotency: Idempotency;
+  readonly idempotency: IdempotencyStore;
   private readonly tracer = trace.getTracer('plugin-api-server');
 
   constructor(private readonly opts: OperationGuardsOptions) {

@@ -23,7 +23,6 @@ import { toAppError } from './http/map-error.ts';
 import { byteSize, clientErrorHandler } from './http/protocol.ts';
 import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
-import { createIdempotency, type Idempotency } from './idempotency/index.ts';
 import type { CommandStartedEvent } from 'mongodb';
 import { Metrics, observeGraphQL, observeMongo } from './observability/metrics-wiring.ts';
 import { observeRequests, setRoute } from './observability/access-log.ts';
@@ -137,9 +136,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
   const personalData: (PersonalDataDeclaration & { plugin: string })[] = [];
-  const idempotency: Idempotency = createIdempotency(db.conn, { ttlMs: config.IDEMPOTENCY_TTL_HOURS * 3_600_000, leaseMs: config.IDEMPOTENCY_LEASE_SECONDS * 1000, graphqlPath: '/graphql', maxTokens: config.GRAPHQL_MAX_TOKENS }, log);
-  // Stored answers copy what requests returned, personal values included: erasure scrubs them too.
-  personalData.push({ ...idempotency.personalData(), plugin: 'kernel' });
   const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config) };
   const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
   const transports: GraphqlTransport[] = [];
@@ -235,6 +231,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     else log.error({ err, request_id: requestId }, 'request failed after its answer began');
   });
   const identity = services.get('authentication');
+  const idempotency = services.get('idempotency');
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
 
   // Operations over WebSocket pass HTTP's guards: one limiter and budget per key, one idempotency store, metrics, access log.

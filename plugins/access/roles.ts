@@ -6,7 +6,7 @@ import { Types, type Model } from 'mongoose';
 import { ConflictError, NotFoundError, ValidationError, type ValidationIssue } from '../../core/errors.ts';
 import { isSystemActor, requestOf, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import type { EventTypeDefinition } from '../../core/event-contributions.ts';
 import type { OutboxEntry, OutboxSource } from '../../core/outbox.ts';
 import { OUTBOX_FIELD } from '../../core/outbox.ts';

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import type { Actor } from '../../core/context.ts';
+import { ROLES } from '../../core/access.ts';
 
 /** The actions a rule grants; `read_drafts` and `publish` concern resources with drafts only. */
 export const ACTIONS = ['read', 'create', 'update', 'delete', 'read_drafts', 'publish'] as const;
@@ -43,7 +44,7 @@ export type CodeRule = Rule | ((actor: Actor) => Rule | false | null | undefined
 export type CodeAccess = Record<string, Partial<Record<Action, CodeRule>>>;
 
 /** The roles every tenant has, with the access they always had. */
-export const BUILTIN_ROLES: readonly string[] = Object.freeze(['user', 'admin']);
+export const BUILTIN_ROLES: readonly string[] = Object.freeze([...ROLES]);
 
 /** A rule after validation: rows and check compiled (variables still unresolved), fields as a set (null: every field). */
 export interface CompiledRule {

@@ -1,5 +1,5 @@
 /**
- * Audit entries written from the event log: audit is a durable sink of the relay (core/events), so
+ * Audit entries written from the event log: audit is a durable sink of the relay (plugins/events), so
  * the entry of a change whose event asks for one (`meta.audit`, see `AuditedChange`) is stored in
  * the same batch as its event, before the document's outbox is cleared. A process that dies after
  * answering leaves the outbox behind; the sweep relays it and this sink runs again. No Koa or

@@ -7,14 +7,14 @@ import { permit } from '../../core/permissions.ts';
 import type { Actor } from '../../core/context.ts';
 import type { AuditEntryModel } from './model.ts';
 import { newAuditEntries } from './live.ts';
-import { liveSubscription, unsettle, type RealtimeService } from '../../core/realtime/index.ts';
+import { unsettle, type LiveSubscriptions } from '../../core/live.ts';
 
 /**
  * GraphQL fragment: queries `auditLog` and `auditStats`, the same service and the same zod inputs
  * (and so the same access rules and `VALIDATION_ERROR`s) as `GET /admin/audit-log` and
  * `GET /admin/audit-log/stats`; subscription `auditEntries` (new entries, with the list's filter and access rules).
  */
-export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs }: { audit: AuditService; model: AuditEntryModel; realtime: RealtimeService; pollMs: number }): void {
+export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs }: { audit: AuditService; model: AuditEntryModel; realtime: LiveSubscriptions; pollMs: number }): void {
   const Entry = builder.objectRef<AuditEntryView>('AuditEntry');
   // Every field from the entry's single definition (model.ts): object ids as String (`id` as ID).
   const GQL_TYPES = { id: 'String', string: 'String', date: 'DateTime', json: 'JSON' } as const;
@@ -78,7 +78,7 @@ export function auditGraphql(builder: Builder, { audit, model, realtime, pollMs 
         // The declared permission is checked again at every poll, so an administrator who loses the
         // role stops receiving (the stream ends with ACCESS_DENIED).
         const live = (actor: Actor) => (permit(AUDIT_PERMISSIONS.watch, actor), audit.filterOf(actor, f));
-        return liveSubscription(realtime, ctx, (_actor, signal, current) => newAuditEntries(model, () => live(current()), { pollMs, lookbackMs: 2000 }, signal));
+        return realtime.subscribe(ctx, (_actor, signal, current) => newAuditEntries(model, () => live(current()), { pollMs, lookbackMs: 2000 }, signal));
       },
       resolve: (e) => unsettle(e),
     }),

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import { Types, type Model } from 'mongoose';
 import { AppError, ConflictError, DomainErrorCode, ErrorCode, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError } from '../../core/errors.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import { OUTBOX_FIELD } from '../../core/outbox.ts';
 import { etagOf, parseIfMatch } from '../../core/etag.ts';
 import { isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';

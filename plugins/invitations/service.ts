@@ -11,10 +11,10 @@ import { AppError, ConflictError, DomainErrorCode, NotFoundError, ValidationErro
 import { hasSystemScope, isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { OUTBOX_FIELD, type OutboxEntry, type OutboxSource } from '../../core/outbox.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import type { Permissions } from '../../core/permissions.ts';
-import type { IdentityService } from '../../core/identity/service.ts';
-import type { MembershipService } from '../../core/identity/memberships.ts';
+import type { IdentityService } from '../identity/index.ts';
+import type { MembershipService } from '../identity/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
 import { pageOf } from '../../core/page.ts';

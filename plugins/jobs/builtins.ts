@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Config } from '../../config/index.ts';
 import type { JobDefinition } from '../../core/plugin.ts';
-import type { IdentityService } from '../../core/identity/service.ts';
+import type { IdentityService } from '../identity/index.ts';
 import type { JobsService } from './service.ts';
 import type { ScheduleService } from './schedules.ts';
 

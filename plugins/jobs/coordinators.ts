@@ -1,6 +1,6 @@
 import type { JobRunContext } from '../../core/plugin.ts';
 import { systemActor } from '../../core/context.ts';
-import type { IdentityService } from '../../core/identity/service.ts';
+import type { IdentityService } from '../identity/index.ts';
 import { FINISHED, type JobRunRecord } from './model.ts';
 import type { RunLauncher } from './runs.ts';
 import { sleep } from './store.ts';

@@ -10,7 +10,7 @@ import { JOB_PERMISSIONS, type JobsService } from './service.ts';
 import { SCHEDULE_PERMISSIONS, type ScheduleService } from './schedules.ts';
 import { CHAIN_PERMISSIONS, type ChainService } from './chains.ts';
 import type { WatchEvent } from './service.ts';
-import { liveSubscription, unsettle, type RealtimeService } from '../../core/realtime/index.ts';
+import { unsettle, type LiveSubscriptions } from '../../core/live.ts';
 
 type LogView = NonNullable<RunView['logs']>[number];
 
@@ -20,7 +20,7 @@ type LogView = NonNullable<RunView['logs']>[number];
  * (the run's log lines and progress until it ends, as GET /jobs/runs/{run_id}/logs). Same service, same
  * access rules as REST.
  */
-export function jobsGraphql(builder: Builder, svc: JobsService, schedules: ScheduleService, chains: ChainService, realtime: RealtimeService): void {
+export function jobsGraphql(builder: Builder, svc: JobsService, schedules: ScheduleService, chains: ChainService, realtime: LiveSubscriptions): void {
   const Entry = builder.objectRef<RegistryEntry>('JobRegistryEntry');
   Entry.implement({
     fields: (t) => ({
@@ -254,7 +254,7 @@ export function jobsGraphql(builder: Builder, svc: JobsService, schedules: Sched
       subscribe: async (_r, a, ctx) => {
         const id = parseInput(runIdParams, { run_id: a.id }).run_id;
         await svc.checkVisible(ctx.actor, id);
-        return liveSubscription(realtime, ctx, (actor, signal) => svc.watch(actor, id, signal));
+        return realtime.subscribe(ctx, (actor, signal) => svc.watch(actor, id, signal));
       },
       resolve: (e) => unsettle(e),
     }),

@@ -8,7 +8,7 @@ import type { Actor } from '../../core/context.ts';
 import { permit, type Permissions } from '../../core/permissions.ts';
 import type { HookBus } from '../../core/hooks.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import type { ResourceService } from '../resources/index.ts';
 import type { WebhookRegistry } from '../webhooks/index.ts';
 import type { PaymentProvider } from './providers.ts';

@@ -5,7 +5,7 @@ import { AccessDeniedError, NotFoundError, ValidationError } from '../../core/er
 import { isAdmin, isSystemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { DocumentChanges, type OutboxSource } from '../../core/outbox.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import type { Filter } from '../../core/access.ts';
 import { CONSENT_COLLECTION, consentView, type ConsentRecord, type ConsentView, type PrivacyModels } from './model.ts';

@@ -8,7 +8,7 @@ import { NotFoundError } from '../../core/errors.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/access.ts';
-import { identityModels, type IdentityModels, type UserDoc } from '../../core/identity/models.ts';
+import type { IdentityModels, UserDoc } from '../identity/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
@@ -75,16 +75,13 @@ type LinkedDeclaration = PersonalDataDeclaration & { on_erasure?: 'depersonalize
  * never knows a plugin's collections, only what each declaration says.
  */
 export class PersonalData {
-  readonly identity: IdentityModels;
-
   constructor(
     private readonly db: Connection,
+    readonly identity: IdentityModels,
     private readonly declarations: () => readonly PersonalDataDeclaration[],
     private readonly tenancy: Tenancy,
     private readonly settings: PrivacySettings,
-  ) {
-    this.identity = identityModels(db);
-  }
+  ) {}
 
   /** @throws Error when a declaration names a model nobody registered (checked at start-up). */
   check(): void {

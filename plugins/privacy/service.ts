@@ -25,7 +25,7 @@ export class PrivacyService {
   private readonly personal: PersonalData;
 
   constructor(models: PrivacyModels, deps: PrivacyDeps) {
-    this.personal = new PersonalData(deps.db, deps.declarations, deps.tenancy, deps.settings);
+    this.personal = new PersonalData(deps.db, deps.identity.models, deps.declarations, deps.tenancy, deps.settings);
     this.consents = new ConsentsService(models, deps);
     this.exports = new ExportService(models, this.personal, deps.readAccess ?? (() => Promise.resolve(null)));
     this.erasures = new ErasureService(models, this.personal, deps);

@@ -1,8 +1,8 @@
 import type { Connection } from 'mongoose';
-import type { IdentityService } from '../../core/identity/service.ts';
+import type { IdentityService } from '../identity/index.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { JobRunContext, JobRunner, PersonalDataDeclaration } from '../../core/plugin.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { AuditLogger } from '../audit/index.ts';
 import type { ReadAccess } from '../access/index.ts';

@@ -6,7 +6,7 @@
 import type { Model, Types } from 'mongoose';
 import type { Config } from '../../config/index.ts';
 import type { AppError } from '../../core/errors.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import type { OutboxEntry, OutboxSource } from '../../core/outbox.ts';
 import type { Page } from '../../core/page.ts';
 import type { Actor } from '../../core/context.ts';

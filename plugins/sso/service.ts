@@ -12,7 +12,7 @@ import { AppError, ConflictError, ErrorCode, NotFoundError } from '../../core/er
 import { systemActor, type Actor, type CredentialRef } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import type { ProviderRecord, SsoModels } from './model.ts';

@@ -7,8 +7,9 @@ import { AppError, AuthRequiredError, NotFoundError, RateLimitedError } from '..
 import { requestOf, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
-import type { AuthenticationService } from '../../core/identity/authentication.ts';
-import { TenantRequiredError, type MembershipService } from '../../core/identity/memberships.ts';
+import type { AuthenticationService } from '../identity/index.ts';
+import { TenantRequiredError } from '../../core/errors.ts';
+import type { MembershipService } from '../identity/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { AuthFailureLimiter } from '../../core/rate-limit.ts';
 import type { Logger } from '../../core/logger.ts';

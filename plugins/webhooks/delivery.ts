@@ -8,7 +8,7 @@
 import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics, OutboundOutcome } from '../../core/observability/metrics.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import type { EventRecord } from '../../core/event-contributions.ts';
 import { systemActor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';

@@ -11,7 +11,7 @@ import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';
 import { DocumentChanges, notRemoved, OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
 import type {

@@ -9,16 +9,16 @@ import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';
 import type { EventConsumer, EventHead, EventRecord, EventTypeDefinition } from '../../core/event-contributions.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import { webhookDeliveryModel, webhookEndpointModel, type WebhookEndpointModel } from './model.ts';
 import { deliveryView, endpointView } from './schemas.ts';
 import { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, DeliverySender } from './delivery.ts';
 import type { Transport } from './transport.ts';
 import { ENDPOINT_CHANGE_EVENTS, ENDPOINT_DISABLED_EVENT, EndpointService } from './endpoints.ts';
 import { systemResolver, type Resolver } from './ssrf.ts';
-import { ROLES } from '../../core/identity/models.ts';
+import { ROLES } from '../../core/access.ts';
 import { endpointView as roleView, type RoleHolder } from './roles.ts';
-import type { EventAccess } from '../../core/realtime/index.ts';
+import type { EventAccess } from '../../core/event-access.ts';
 
 export interface OutboundDeps {
   db: Connection;

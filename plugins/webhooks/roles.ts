@@ -4,7 +4,7 @@
  */
 import type { Actor } from '../../core/context.ts';
 import type { EventRecord } from '../../core/event-contributions.ts';
-import { viewUnderAccess, type EventAccess } from '../../core/realtime/index.ts';
+import { viewUnderAccess, type EventAccess } from '../../core/event-access.ts';
 
 /** The part of an endpoint the decision reads. */
 export interface RoleHolder {

@@ -12,7 +12,7 @@ import type { Permissions } from '../../core/permissions.ts';
 import { pageOf, type Page } from '../../core/page.ts';
 import type { Logger } from '../../core/logger.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
-import type { EventLog } from '../../core/events/index.ts';
+import type { EventLog } from '../events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { WebhookEventModel, WebhookEventRecord } from './model.ts';
 import { PRESETS, type PresetName } from './presets.ts';

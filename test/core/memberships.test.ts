@@ -18,8 +18,8 @@ import { resourceEventsPlugin } from '../fixtures/resource-events-plugin.ts';
 import { SoftAuthenticator } from '../webauthn/authenticator.ts';
 import { PASSKEY_CONFIG, loginWith, registerPasskey } from '../webauthn/helpers.ts';
 import { eventStream, until } from '../realtime/helpers.ts';
-import { migratePeople } from '../../core/identity/memberships.ts';
-import { identityModels } from '../../core/identity/models.ts';
+import { migratePeople } from '../../plugins/identity/memberships.ts';
+import { identityModels } from '../../plugins/identity/model.ts';
 
 const TTL = 500;
 const config = { ...PASSKEY_CONFIG, SAMPLE_RESOURCES_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false', AUTH_CACHE_TTL_MS: String(TTL), EVENTS_POLL_INTERVAL_MS: '100' };

@@ -34,11 +34,10 @@ interface OutboxRule {
 
 const RULES: OutboxRule[] = [
   {
-    collections: ['tenants', 'users', 'api_keys'], schemaFile: 'core/identity/models.ts', factories: ['identityModels'], accessors: ['User', 'ApiKey', 'Tenant'],
-    writers: ['core/identity/service.ts', 'core/identity/authentication.ts', 'core/identity/index.ts'],
+    collections: ['tenants', 'users', 'api_keys'], schemaFile: 'plugins/identity/model.ts', factories: ['identityModels'], accessors: ['User', 'ApiKey', 'Tenant'],
+    writers: ['plugins/identity/service.ts', 'plugins/identity/authentication.ts', 'plugins/identity/index.ts'],
     exceptions: {
-      'core/identity/memberships.ts': "the start-up migration links each user to a person (`person_id`): a field outside the admin view, so no user's event or object changes",
-      'plugins/privacy/personal-data.ts': 'reads the account for an erasure and an export (the declared personal data of identity)',
+      'plugins/identity/memberships.ts': "the start-up migration links each user to a person (`person_id`): a field outside the admin view, so no user's event or object changes",
       'plugins/privacy/erasure-run.ts': "pseudonymises the account last, after scrubbing its events: identity's entries carry their own object, so a write without one cannot change another event's",
     },
   },
@@ -143,11 +142,11 @@ describe('one writer per outbox collection', () => {
 
   it('fails on planted violations (in memory, never in the tree)', () => {
     const planted = {
-      'plugins/rogue/service.ts': "import { identityModels } from '../../core/identity/models.ts';\nexport const f = (m) => m.User.updateOne({}, { $set: { name: 'x' } });",
+      'plugins/rogue/service.ts': "import { identityModels } from '../../plugins/identity/model.ts';\nexport const f = (m) => m.User.updateOne({}, { $set: { name: 'x' } });",
       'plugins/rogue/runs.ts': "export const g = (db) => db.collection('job_runs').insertOne({});",
       'plugins/rogue/keys.ts': 'export const h = (models) => models.ApiKey.collection.findOneAndUpdate({}, {});',
       'plugins/rogue/notes.ts': 'export const k = (svc) => svc.plain.updateIf({}, true, {}, {});',
-      'plugins/rogue/clean.ts': "import type { identityModels } from '../../core/identity/models.ts';\n// models.User.updateOne() in a comment\nexport const r = (m) => m.User.findOne({});",
+      'plugins/rogue/clean.ts': "import type { identityModels } from '../../plugins/identity/model.ts';\n// models.User.updateOne() in a comment\nexport const r = (m) => m.User.findOne({});",
       'plugins/jobs/delivery.ts': "export const s = (m) => m.Schedule.deleteOne({});\nexport const c = (m) => m.Chain.findOneAndUpdate({}, {});",
       'plugins/webhooks/delivery.ts': "export const e = (deps) => deps.endpoints.updateOne({}, { $set: { enabled: false } });",
     };
@@ -162,6 +161,6 @@ describe('one writer per outbox collection', () => {
       'plugins/webhooks/delivery.ts: endpoints.updateOne()',
     ]);
     // The same write inside an owner is not a violation.
-    expect(violations({ 'core/identity/service.ts': planted['plugins/rogue/service.ts'] })).toEqual([]);
+    expect(violations({ 'plugins/identity/service.ts': planted['plugins/rogue/service.ts'] })).toEqual([]);
   });
 });

@@ -62,7 +62,7 @@ describe('plugin ordering', () => {
     });
     try {
       expect(log.setup).toEqual(['a', 'b', 'c', 'free']);
-      expect(app.kernel.plugins()).toEqual(['identity', 'events', 'health', 'a', 'b', 'c', 'free']);
+      expect(app.kernel.plugins()).toEqual(['identity', 'events', 'idempotency', 'health', 'a', 'b', 'c', 'free']);
       expect(log.close).toEqual([]);
     } finally {
       await app.close();
@@ -117,7 +117,7 @@ describe('invalid plugin lists fail createApp with a readable message', () => {
     expect(await fails([recorder('twin', log), recorder('twin', log)])).toBe('Plugin "twin" is enabled twice');
   });
 
-  it.each(['identity', 'events', 'health'])('reserved core name %s', async (name) => {
+  it.each(['identity', 'events', 'idempotency', 'health'])('reserved core name %s', async (name) => {
     expect(await fails([recorder(name, log)])).toBe(`Plugin name "${name}" is reserved for a core plugin`);
   });
 
@@ -158,10 +158,10 @@ describe('start-up failures after set-up release everything', () => {
     const b = definePlugin({ name: 'pd-b', setup: ({ kernel }) => ({ personalData: () => [decl('b')], ready: () => void (seen = [...kernel.personalData()]) }) });
     const app = await createApp({ corePlugins: corePlugins(), config: testConfig(), plugins: [a, b] });
     await app.close();
-    // The kernel declares its store of idempotent answers, identity (core) the account itself; every other entry is what the plugins contribute.
+    // The core plugins declare the account itself (identity) and the store of idempotent answers; every other entry is what the plugins contribute.
     expect(seen).toEqual([
-      expect.objectContaining({ name: 'idempotency_keys', plugin: 'kernel', model: 'IdempotencyKey', on_erasure: 'scrub' }),
       { name: 'users', plugin: 'identity', model: 'User', subject_field: '_id', gdpr_fields: ['email', 'name', 'attributes'], tenant_field: 'tenant_id', neutral: { attributes: {} }, on_erasure: 'account' },
+      expect.objectContaining({ name: 'idempotency_keys', plugin: 'idempotency', model: 'IdempotencyKey', on_erasure: 'scrub' }),
       { ...decl('a'), plugin: 'pd-a' },
       { ...decl('b'), plugin: 'pd-b' },
     ]);
@@ -239,7 +239,7 @@ describe('a third-party plugin loaded by module path (PLUGINS)', () => {
     expect(withBuiltins.map((p) => p.name)).toEqual([...builtinPlugins().map((p) => p.name), 'example']);
     const plugins = await loadPlugins(loadConfig(exampleOnly()));
     expect(plugins.map((p) => p.name)).toEqual(['example']);
-    expect(t.app.kernel.plugins()).toEqual(['identity', 'events', 'health', 'example']);
+    expect(t.app.kernel.plugins()).toEqual(['identity', 'events', 'idempotency', 'health', 'example']);
   });
 
   it('rejects a module without a plugin export, naming the entry', async () => {

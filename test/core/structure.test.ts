@@ -30,9 +30,13 @@ const LAYOUT_EXCEPTIONS: Record<string, Record<string, string>> = {
   openapi: {
     'schemas.ts': 'takes no client input of its own: it serves the generated document and the static files of /docs',
   },
+  idempotency: {
+    'service.ts': "its store wraps requests (http.ts): the kernel's pipeline is its only caller, through the core contract core/idempotency.ts",
+    'schemas.ts': 'has no routes or input of its own: the key is a header of other operations',
+  },
 };
 
-const WIRING = ['index.ts', 'routes.ts', 'rest.ts', 'graphql.ts', 'http.ts'];
+const WIRING = ['index.ts', 'routes.ts', 'rest.ts', 'graphql.ts', 'http.ts', 'yoga.ts'];
 
 /** Every .ts file under `dir` (recursive), as paths relative to the repository root. */
 function tsFiles(dir: string): string[] {

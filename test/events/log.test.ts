@@ -3,8 +3,8 @@ import { MongoClient } from 'mongodb';
 import { buildTestApp, createTenantUser, expectError, uniqueDbUri, ADMIN_KEY, type TestApp } from '../helpers/app.ts';
 import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
 import type { EventConsumer } from '../../core/event-contributions.ts';
-import { ConsumerRunner } from '../../core/events/consumers.ts';
-import { eventClaimModel, eventCursorModel, eventModel } from '../../core/events/model.ts';
+import { ConsumerRunner } from '../../plugins/events/consumers.ts';
+import { eventClaimModel, eventCursorModel, eventModel } from '../../plugins/events/model.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** Polls `fn` until it returns a truthy value (or fails after `ms`). */

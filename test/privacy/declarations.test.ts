@@ -58,7 +58,7 @@ describe('declarations the resources plugin contributes', () => {
     // Old versions of versioned resources (projects): scrubbed by erasure (test/privacy/erasure.test.ts).
     expect(decl.resource_versions).toMatchObject({ plugin: 'resources', model: 'ResourceVersion', on_erasure: 'scrub', scrub: expect.any(Function) });
     // The kernel's store of idempotent answers: scrubbed by erasure (test/privacy/idempotency.test.ts).
-    expect(decl.idempotency_keys).toMatchObject({ plugin: 'kernel', model: 'IdempotencyKey', subject_field: 'actor_id', on_erasure: 'scrub', scrub: expect.any(Function) });
+    expect(decl.idempotency_keys).toMatchObject({ plugin: 'idempotency', model: 'IdempotencyKey', subject_field: 'actor_id', on_erasure: 'scrub', scrub: expect.any(Function) });
     expect(decl.projects).toEqual({
       name: 'projects', plugin: 'resources', model: 'projects', subject_field: 'created_by', gdpr_fields: ['owner_email'], tenant_field: 'tenant_id',
       neutral: { owner_email: null }, on_erasure: 'depersonalize', export_exclude: [],

@@ -9,7 +9,7 @@ import { Types } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { privacyPlugin } from '../../plugins/privacy/index.ts';
-import { bytesOf } from '../../core/idempotency/model.ts';
+import { bytesOf } from '../../plugins/idempotency/model.ts';
 
 let t: TestApp;
 let adminA: Awaited<ReturnType<typeof createTenantUser>>;

@@ -1,5 +1,5 @@
 /**
- * graphql-ws `next` frames written by a shared group itself (core/realtime/shared.ts, FrameSink):
+ * graphql-ws `next` frames written by a shared group itself (plugins/events/realtime/yoga.ts, FrameSink):
  * one execution and one serialization per event per group, the frame exactly graphql-ws's own
  * message; each member still filters every event with its own current rights; a member whose
  * socket stops reading falls REALTIME_MAX_QUEUE behind and ends alone (503), then completes.
@@ -11,7 +11,7 @@ import { ADMIN_KEY, buildTestApp, createTenantUser, type TestApp } from '../help
 import { definePlugin } from '../../core/plugin.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { resourceEventsPlugin } from '../fixtures/resource-events-plugin.ts';
-import { sseChunk } from '../../core/realtime/routes.ts';
+import { sseChunk } from '../../plugins/events/realtime/routes.ts';
 import type { EventRecord } from '../../core/event-contributions.ts';
 import { EVENTS_SUBSCRIPTION, eventStream, sleep, until, wsTracker } from './helpers.ts';
 

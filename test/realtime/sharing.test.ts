@@ -1,5 +1,5 @@
 /**
- * Shared subscription results (core/realtime/shared.ts): subscriptions with the same document,
+ * Shared subscription results (plugins/events/realtime/yoga.ts): subscriptions with the same document,
  * variables and visibility key execute each event once per group, over both transports; groups of
  * other tenants, roles or attributes never share, and get their own payloads; a member whose
  * credential ends leaves its group without ending the others.

@@ -1,11 +1,11 @@
 /**
- * The event log's tail (core/realtime/tail.ts), which feeds every realtime subscriber of a process,
+ * The event log's tail (plugins/events/realtime/tail.ts), which feeds every realtime subscriber of a process,
  * under a burst: more events of one commit time than one page holds.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
-import { EventTail } from '../../core/realtime/tail.ts';
-import { eventModel } from '../../core/events/model.ts';
+import { EventTail } from '../../plugins/events/realtime/tail.ts';
+import { eventModel } from '../../plugins/events/model.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 describe('event tail', () => {

@@ -10,8 +10,8 @@ import type { Permissions } from '../../../core/permissions.ts';
 import { pageOf } from '../../../core/page.ts';
 import type { Doc, HookBus } from '../../../core/hooks.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../../core/outbox.ts';
-import type { EventLog } from '../../../core/events/index.ts';
 import type { Tenancy } from '../../../core/tenancy.ts';
+import type { Services } from '../../../core/services.ts';
 import type { NoteModel, NoteRecord } from './model.ts';
 import type { ArchiveNotesInput, CreateNoteInput, ListNotesQuery, NotesPage, NoteView } from './schemas.ts';
 
@@ -49,7 +49,7 @@ export interface NotesServiceDeps {
   model: NoteModel;
   hooks: HookBus;
   /** The event log: a new note's `note.created` goes into its outbox, written by the same insert. */
-  events: Pick<EventLog, 'stage' | 'committed'>;
+  events: Pick<Services['events'], 'stage' | 'committed'>;
   /** `ctx.tenancy`: the tenant term of every filter (and none when `MULTI_TENANT_ENABLED` is off). */
   tenancy: Tenancy;
 }

@@ -1,6 +1,6 @@
 /** What the resources plugin contributes for versions: the store and its sink, the personal-data declaration, the purge job. */
 import type { Connection } from 'mongoose';
-import type { EventLog } from '../../../core/events/index.ts';
+import type { EventLog } from '../../events/index.ts';
 import type { JobDefinition, PersonalDataDeclaration } from '../../../core/plugin.ts';
 import type { ResourceRegistry } from '../registry.ts';
 import { purgeVersions } from './purge.ts';
