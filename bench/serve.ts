@@ -16,7 +16,8 @@
  * entry with its changes: the floor of an update), or `bare-events` (the same without
  * the audit entries: the floor of the event log alone), or `app-floor` (the app with the default
  * settings whose `/projects` create and update are the floor's writes instead of the resources
- * plugin's: the request pipeline's cost on a durable write). Prints `READY <port>` when listening.
+ * plugin's: the request pipeline's cost on a durable write), or `bare-floor` (`/ping/:id` only:
+ * bare Koa with the least each default feature needs, bench/ping-floor.ts). Prints `READY <port>`.
  */
 import { createServer } from 'node:http';
 import Koa from 'koa';
@@ -40,7 +41,11 @@ const idParams = z.object({ id: z.string().regex(/^[0-9a-f]{24}$/) });
 const tenantId = process.env.BENCH_TENANT_ID!;
 const userId = process.env.BENCH_USER_ID!;
 
-if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
+if (mode === 'bare-floor') {
+  // `/ping/:id` only: the least the default features need on a request (bench/ping-floor.ts).
+  const { startPingFloor } = await import('./ping-floor.ts');
+  process.stdout.write(`READY ${await startPingFloor(uri, PING)}\n`);
+} else if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
   const conn = await mongoose.createConnection(uri).asPromise();
   const projects = conn.db!.collection('projects');
   const durable = mode === 'bare' ? null : durableWrites(conn.db!, mode === 'bare-durable');

@@ -4,14 +4,14 @@
  * identity plugin implements it and provides it as the service `authentication`; the kernel and
  * every transport call it through that contract, never the plugin's internals.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Actor } from './context.ts';
 
 /** Every API key starts with it (`ak_…`); the rate limiter and failure counter key on a prefix. */
 export const API_KEY_PREFIX = 'ak_';
 
-/** The stored form of an API key: its SHA-256, hex. */
-export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+/** The stored form of an API key: its SHA-256, hex (the one-shot `hash`: no Hash object per request). */
+export const hashKey = (key: string): string => hash('sha256', key, 'hex');
 
 /** Resolves credentials to actors (cached for `AUTH_CACHE_TTL_MS`). */
 export interface Authenticator {

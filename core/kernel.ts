@@ -20,6 +20,7 @@ import { GRAPHIQL_ASSETS_PATH, renderGraphiQLPage, serveGraphiQLAsset } from './
 import { checkAuth, declaredRoute, validateInputs, type RouteDef } from './http/route.ts';
 import { authenticate, rateLimit, requestHead, routeBudgets, type AppState } from './http/middleware.ts';
 import { toAppError } from './http/map-error.ts';
+import { indexRoutes, type RouteIndex } from './http/route-index.ts';
 import { byteSize, clientErrorHandler } from './http/protocol.ts';
 import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
@@ -238,10 +239,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const guards = new OperationGuards({ limiter: requestLimiter, max: config.RATE_LIMIT_MAX, failures: services.get('authFailures'), idempotency, metrics: config.METRICS_ENABLED ? metrics : null, access: accessWriter(log, config.ACCESS_LOG_LEVEL), route: '/graphql', trustProxy: config.TRUST_PROXY });
   let draining = false;
   const allowedMethods = router.allowedMethods();
-  const routeOf = (path: string, method: string) => {
-    const m = router.match(path, method);
-    return (m.pathAndMethod[0] ?? m.path[0])?.path.toString() ?? null;
-  };
+  const index = indexRoutes(router);
+  const routeOf = (path: string, method: string) => (index.match(path, method) ?? index.matchPath(path))?.path.toString() ?? null;
   const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, answered: (s, sec) => metrics.answered(s, sec), log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
   // Outermost, so the access log line and everything below run inside the request's span.
   if (tracingEnabled()) koa.use(traceRequests());
@@ -263,7 +262,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     // Idempotency-Key: a header check here, the rest only for requests that carry one.
     return parseBody(ctx, idempotency.applies(ctx) ? () => idempotency.run(ctx, next) : next);
   });
-  koa.use(dispatch(router));
+  koa.use(dispatch(router, index));
 
   let server: Server | undefined;
   let metricsServer: Server | undefined;
@@ -307,16 +306,16 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
 }
 
 /**
- * Runs the matched route's handler directly. The router still decides what matches (its path
- * syntax, its order: the first route registered for a path and method wins); what this skips is
- * its per-request work on a hit (a middleware array composed per request, host and debug checks).
+ * Runs the matched route's handler directly. The router's layers still decide what matches (their
+ * path syntax and order), tested only where the path can match (route-index.ts); what this skips
+ * is the router's per-request work on a hit (every layer tested, a middleware array composed).
  * Misses go through the router itself, so `allowedMethods` sees what matched (405 with `Allow`).
  */
-function dispatch(router: Router): Koa.Middleware {
+function dispatch(router: Router, index: RouteIndex): Koa.Middleware {
   const routed = router.routes() as unknown as Koa.Middleware;
   return (ctx, next) => {
     const path = ctx.path;
-    const layer = router.match(path, ctx.method).pathAndMethod[0];
+    const layer = index.match(path, ctx.method);
     if (!layer) return routed(ctx, next);
     (ctx as Koa.Context & { params: Record<string, string> }).params = layer.params(path, layer.captures(path));
     setRoute(ctx, String(layer.path));

@@ -162,6 +162,8 @@ export class AccessService {
    */
   private async restriction<T extends ReadAccess | WriteAccess>(actor: Actor, resource: string, action: Action, build: (grants: Grant[]) => T): Promise<T | null> {
     const src = this.deps.resource(resource);
+    // Known from the role names alone (built-in roles, system scope): no grant to resolve or remember.
+    if (src && !restrictable(src, actor)) return null;
     const roles = src && !hasSystemScope(actor) ? this.cache.get(actor.tenant_id) : undefined;
     const memo = roles && Date.now() - roles.at < this.deps.ttlMs ? this.built.get(roles.roles) : undefined;
     const key = `${resource}:${action}:${actorKey(actor, hasSystemScope(actor))}`;
@@ -199,10 +201,7 @@ export class AccessService {
    */
   eventRestricted(actor: Actor, resource: string): boolean {
     const src = this.deps.resource(resource);
-    if (!src || hasSystemScope(actor)) return false;
-    const builtin = (n: string) => BUILTIN_ROLES.includes(n);
-    const ruled = (n: string) => !!src.code?.[n] || !builtin(n);
-    return actor.roles.some(ruled) && !actor.roles.some((n) => builtin(n) && !ruled(n));
+    return !!src && restrictable(src, actor);
   }
 
   /**
@@ -270,6 +269,19 @@ export class AccessService {
       grants: g.map((x) => ({ role: x.role, rows: x.rows, fields: x.fields ? [...x.fields].sort() : null, presets: x.presets, check: x.check })),
     };
   }
+}
+
+/** False exactly where {@link effective} applies no rule for a reason known from the role names (see `eventRestricted`). */
+function restrictable(src: ResourceAccessSource, actor: Actor): boolean {
+  if (hasSystemScope(actor)) return false;
+  let ruledRole = false;
+  for (const n of actor.roles) {
+    const builtin = BUILTIN_ROLES.includes(n);
+    const ruled = !builtin || !!src.code?.[n];
+    if (builtin && !ruled) return false;
+    ruledRole ||= ruled;
+  }
+  return ruledRole;
 }
 
 function denyEmpty(grants: Grant[], resource: string, action: Action): Grant[] {

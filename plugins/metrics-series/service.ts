@@ -7,7 +7,7 @@
  */
 import type { Permissions } from '../../core/permissions.ts';
 import type { Range } from './schemas.ts';
-import { bucketOf, fieldName, fromFieldName, quantile, type MinuteDoc, type SeriesStore } from './store.ts';
+import { BUCKETS_MS, bucketOf, fieldName, fromFieldName, quantile, type MinuteDoc, type SeriesStore } from './store.ts';
 
 /** An event as the log stores it (the fields read here). */
 export interface StoredEvent {
@@ -54,6 +54,8 @@ export const deliveryCounts = (ok: boolean, at: number, d: Record<string, unknow
 };
 /** Event types kept apart per tenant and minute document; the rest add up under `other`. */
 const MAX_TYPES = 50;
+/** The counter of each latency bucket of the `http` series. */
+const LATENCY_FIELDS = Array.from({ length: BUCKETS_MS.length + 1 }, (_, i) => `lat.${i}`);
 
 /** Who may read the overview's plots: the one declaration its GraphQL field reads. */
 export const SERIES_PERMISSIONS = { overview: 'admin' } as const satisfies Permissions;
@@ -63,7 +65,11 @@ export class SeriesService {
 
   /** One HTTP answer (any transport that the access log times). */
   request(status: number, seconds: number): void {
-    this.store.add('http', null, this.now(), { count: 1, ...(status >= 500 ? { errors: 1 } : {}), [`lat.${bucketOf(seconds * 1000)}`]: 1 });
+    const c = this.store.counters('http', null, this.now());
+    const lat = LATENCY_FIELDS[bucketOf(seconds * 1000)]!;
+    c.count = (c.count ?? 0) + 1;
+    if (status >= 500) c.errors = (c.errors ?? 0) + 1;
+    c[lat] = (c[lat] ?? 0) + 1;
   }
 
   /** Events newly stored in the log (each is stored by one process only, so counted once). */

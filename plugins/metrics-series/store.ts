@@ -26,8 +26,9 @@ export const fromFieldName = (s: string) => s.replace(/~/g, '.');
 
 /** The bucket index of `ms`. */
 export const bucketOf = (ms: number): number => {
-  const i = BUCKETS_MS.findIndex((b) => ms <= b);
-  return i === -1 ? BUCKETS_MS.length : i;
+  let i = 0;
+  while (i < BUCKETS_MS.length && !(ms <= BUCKETS_MS[i]!)) i++;
+  return i;
 };
 
 /** The `q` quantile (0..1) of a histogram of bucket counts, interpolated inside its bucket; null when empty. */
@@ -52,6 +53,8 @@ export function quantile(hist: Record<string, number> | undefined, q: number): n
 
 export class SeriesStore {
   private buffer = new Map<string, { series: string; tenant: string | null; minute: number; inc: Record<string, number> }>();
+  /** The entry `counters` answered last, and the buffer it is in (a flush starts a new buffer). */
+  private hot: { buffer: Map<string, unknown>; series: string; tenant: string | null; minute: number; inc: Record<string, number> } | null = null;
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
 
@@ -70,11 +73,23 @@ export class SeriesStore {
 
   /** Adds `inc` to the minute of `at` of `series` (per tenant, or system-wide with null). */
   add(series: string, tenant: string | null, at: number, inc: Record<string, number>): void {
+    const counters = this.counters(series, tenant, at);
+    for (const [k, v] of Object.entries(inc)) counters[k] = (counters[k] ?? 0) + v;
+  }
+
+  /**
+   * The unflushed counters of the minute of `at` of `series`, to add to in place. Every request
+   * counts here, so the minute last asked for is kept at hand: no key is built while it lasts.
+   */
+  counters(series: string, tenant: string | null, at: number): Record<string, number> {
     const minute = Math.floor(at / MINUTE) * MINUTE;
+    const hot = this.hot;
+    if (hot && hot.buffer === this.buffer && hot.minute === minute && hot.series === series && hot.tenant === tenant) return hot.inc;
     const key = `${series}|${tenant ?? '-'}|${minute}`;
     let e = this.buffer.get(key);
     if (!e) this.buffer.set(key, (e = { series, tenant, minute, inc: {} }));
-    for (const [k, v] of Object.entries(inc)) e.inc[k] = (e.inc[k] ?? 0) + v;
+    this.hot = { buffer: this.buffer, series, tenant, minute, inc: e.inc };
+    return e.inc;
   }
 
   /** Writes what this process counted since the last flush: one upsert per minute document. */

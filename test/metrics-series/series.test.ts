@@ -95,6 +95,27 @@ describe('the store', () => {
     expect(docs[0]!.expires_at.toISOString()).toBe('2026-01-04T10:30:00.000Z');
   });
 
+  it('counts every answer into its minute: across a flush, and into the next minute when it begins', async () => {
+    const coll = t.app.db.conn.collection<MinuteDoc>('series_test_requests') as never;
+    const store = new SeriesStore(coll, { retentionDays: 1, flushMs: 60_000, onError: (e: unknown) => { throw e; } });
+    let now = Date.UTC(2026, 0, 1, 10, 30, 5);
+    const series = new SeriesService(store, () => now);
+    series.request(200, 0.001);
+    series.request(503, 0.001);
+    await store.flush();
+    // Counted after the flush: into the same minute document, not into the batch already written.
+    series.request(200, 0.001);
+    now += 60_000;
+    series.request(200, 0.001);
+    await store.flush();
+    const docs = await store.read(['http'], new Date(now - 3_600_000), new Date(now + 3_600_000), null);
+    const byMinute = Object.fromEntries(docs.map((d) => [d.minute.toISOString(), d.c]));
+    expect(byMinute).toEqual({
+      '2026-01-01T10:30:00.000Z': { count: 3, errors: 1, lat: { 0: 3 } },
+      '2026-01-01T10:31:00.000Z': { count: 1, lat: { 0: 1 } },
+    });
+  });
+
   it('counts deliveries with their delay and job runs with their duration from the stored events', async () => {
     const coll = t.app.db.conn.collection<MinuteDoc>('series_test_events') as never;
     const store = new SeriesStore(coll, { retentionDays: 1, flushMs: 60_000, onError: () => undefined });
