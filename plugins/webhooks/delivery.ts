@@ -9,15 +9,14 @@ import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics, OutboundOutcome } from '../../core/observability/metrics.ts';
 import type { EventLog, EventRecord } from '../../core/events/index.ts';
-import { systemActor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { notRemoved, type OutboxSource } from '../../core/events/index.ts';
 import { type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
 import { AttemptRecorder, type EndpointHealth, type Outcome } from './recorder.ts';
-import { checkedAddresses, UnsafeUrlError, type Resolver, type ResolvedAddress } from './ssrf.ts';
-import { activeSecrets, signedHeaders } from './signing.ts';
+import type { Resolver } from './ssrf.ts';
 import { httpTransport, type Transport, type TransportResult } from './transport.ts';
+import { postEvent } from './post.ts';
 
 export { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, type EndpointHealth } from './recorder.ts';
 
@@ -56,10 +55,7 @@ export interface SenderDeps {
 const LEASE_MARGIN_MS = 30_000;
 /** Due deliveries read per free slot to choose a batch from: room to pass an endpoint whose share is nearly taken. */
 const CANDIDATES_PER_SLOT = 4;
-/**
- * A delivery this process's fan-out created waits this long at most to be claimed from memory
- * (its endpoint as the fan-out read it); older, the search reads it and its endpoint again.
- */
+/** A fresh delivery's endpoint as the fan-out read it is used this long; after, it is read again. */
 const FRESH_MAX_AGE_MS = 1_000;
 /** Fresh deliveries kept in memory at most; more are left to the search. */
 const FRESH_MAX = 10_000;
@@ -89,6 +85,9 @@ export class DeliverySender {
   /** Deliveries this process's fan-out created, by endpoint id, oldest first, with when they came. */
   private readonly fresh = new Map<string, { f: FreshDelivery; at: number }[]>();
   private freshCount = 0;
+  /** Fresh deliveries claimed, waiting for a slot of their endpoint (by id). */
+  private readonly ready = new Map<string, { d: WebhookDeliveryRecord; endpoint: WebhookEndpointRecord | null; event: EventRecord }[]>();
+  private readyCount = 0;
   /** The last search of the database found nothing due: a wake serves the fresh deliveries only, until `pollMs` passed. */
   private dry = false;
   private searchedAt = 0;
@@ -127,6 +126,15 @@ export class DeliverySender {
     await Promise.all(this.recordings);
     this.fresh.clear();
     this.freshCount = 0;
+    // Claimed and never started: their lease is released, so another process sends them at once.
+    const held = [...this.ready.values()].flat().map((r) => r.d);
+    this.ready.clear();
+    this.readyCount = 0;
+    if (held.length) {
+      await this.deps.deliveries
+        .updateMany({ _id: { $in: held.map((d) => d._id) }, lease_owner: { $in: [...new Set(held.map((d) => String(d.lease_owner)))] } }, { $set: { lease_until: null, lease_owner: null } })
+        .catch((err: unknown) => this.deps.log.warn({ err }, 'webhook deliveries claimed ahead could not be released; their lease runs out'));
+    }
   }
 
   /**
@@ -203,31 +211,29 @@ export class DeliverySender {
   }
 
   /**
-   * Claims fresh deliveries up to each endpoint's free share with one conditional update on their
-   * ids: still pending, never attempted, not leased. Each one matched is as the fan-out created it,
-   * so the copy in memory is the delivery; one another process took first is left to it.
+   * Claims fresh deliveries with one conditional update on their ids: still pending, never
+   * attempted, not leased. Each one matched is as the fan-out created it, so the copy in memory is
+   * the delivery; one another process took first is left to it. Each endpoint claims up to twice its
+   * share: those past its free slots wait in `ready` and start the moment a slot comes free, with no
+   * round trip between two attempts (their lease covers one attempt more). An endpoint read more
+   * than `FRESH_MAX_AGE_MS` ago is read again, so a change to it (a rotated secret) applies.
    */
   private async claimFresh(): Promise<void> {
-    const { concurrency, endpointConcurrency } = this.deps.settings;
-    const chosen: FreshDelivery[] = [];
-    const old = Date.now() - FRESH_MAX_AGE_MS;
+    const { concurrency, endpointConcurrency, timeoutMs } = this.deps.settings;
+    const chosen: { f: FreshDelivery; at: number }[] = [];
+    let room = 2 * concurrency - this.inFlight.size - this.readyCount;
     for (const [key, queue] of this.fresh) {
-      let free = Math.min(endpointConcurrency - (this.perEndpoint.get(key) ?? 0), concurrency - this.inFlight.size - chosen.length);
-      while (queue.length && (free > 0 || queue[0]!.at < old)) {
-        const { f, at } = queue.shift()!;
-        this.freshCount--;
-        if (at < old) this.dry = false;
-        else {
-          chosen.push(f);
-          free--;
-        }
-      }
+      let want = Math.min(room, 2 * endpointConcurrency - (this.perEndpoint.get(key) ?? 0) - (this.ready.get(key)?.length ?? 0));
+      for (; want > 0 && queue.length; want--, room--, this.freshCount--) chosen.push(queue.shift()!);
       if (!queue.length) this.fresh.delete(key);
     }
     if (!chosen.length || this.stopped) return;
+    const old = Date.now() - FRESH_MAX_AGE_MS;
+    const stale = [...new Set(chosen.filter((c) => c.at < old).map((c) => String(c.f.d.endpoint_id)))].map((id) => new Types.ObjectId(id));
+    const reread = new Map((stale.length ? await this.deps.endpoints.find({ _id: { $in: stale } }).lean<WebhookEndpointRecord[]>() : []).map((e) => [String(e._id), e]));
     const now = new Date();
-    const lease = { lease_until: new Date(now.getTime() + this.leaseMs), lease_owner: new Types.ObjectId().toHexString() };
-    const ids = chosen.map((f) => f.d._id);
+    const lease = { lease_until: new Date(now.getTime() + this.leaseMs + timeoutMs), lease_owner: new Types.ObjectId().toHexString() };
+    const ids = chosen.map((c) => c.f.d._id);
     const res = await this.deps.deliveries.updateMany(
       { _id: { $in: ids }, status: 'pending', attempts: 0, next_attempt_at: { $lte: now }, lease_until: null },
       { $set: lease },
@@ -235,9 +241,31 @@ export class DeliverySender {
     let mine = chosen;
     if (res.modifiedCount < chosen.length) {
       const held = new Set((await this.deps.deliveries.find({ _id: { $in: ids }, lease_owner: lease.lease_owner }, { _id: 1 }).lean()).map((r) => String(r._id)));
-      mine = chosen.filter((f) => held.has(String(f.d._id)));
+      mine = chosen.filter((c) => held.has(String(c.f.d._id)));
     }
-    for (const f of mine) this.launch({ ...f.d, ...lease }, f.endpoint, f.event);
+    for (const { f, at } of mine) {
+      const key = String(f.d.endpoint_id);
+      const endpoint = at < old ? (reread.get(key) ?? null) : f.endpoint;
+      const queue = this.ready.get(key);
+      const r = { d: { ...f.d, ...lease }, endpoint, event: f.event };
+      if (queue) queue.push(r);
+      else this.ready.set(key, [r]);
+      this.readyCount++;
+    }
+    this.launchReady();
+  }
+
+  /** Starts the claimed fresh deliveries whose endpoints have a free slot. */
+  private launchReady(): void {
+    const { concurrency, endpointConcurrency } = this.deps.settings;
+    for (const [key, queue] of this.ready) {
+      while (queue.length && (this.perEndpoint.get(key) ?? 0) < endpointConcurrency && this.inFlight.size < concurrency) {
+        const r = queue.shift()!;
+        this.readyCount--;
+        this.launch(r.d, r.endpoint, r.event);
+      }
+      if (!queue.length) this.ready.delete(key);
+    }
   }
 
   /**
@@ -284,7 +312,7 @@ export class DeliverySender {
     this.perEndpoint.set(key, (this.perEndpoint.get(key) ?? 0) + 1);
     const failed = (err: unknown) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed');
     const run: Promise<void> = this.attemptClaimed(d, endpoint, event)
-      .then((recorded) => {
+      .then(({ recorded }) => {
         const r = recorded.catch(failed).finally(() => this.recordings.delete(r));
         this.recordings.add(r);
       })
@@ -294,19 +322,21 @@ export class DeliverySender {
         const left = (this.perEndpoint.get(key) ?? 1) - 1;
         if (left > 0) this.perEndpoint.set(key, left);
         else this.perEndpoint.delete(key);
+        if (!this.stopped) this.launchReady();
         this.wake(false);
       });
     this.inFlight.add(run);
   }
 
-  /** An attempt of a batch-claimed delivery; resolves once sent, to its recording in the next batch write. */
-  private async attemptClaimed(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null, event?: EventRecord): Promise<Promise<void>> {
+  /** An attempt of a batch-claimed delivery; resolves once sent, with its recording in the next batch write. */
+  private async attemptClaimed(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null, event?: EventRecord): Promise<{ recorded: Promise<void> }> {
     if (!endpoint) {
       await this.deps.deliveries.deleteOne({ _id: d._id });
-      return Promise.resolve();
+      return { recorded: Promise.resolve() };
     }
     const { set, ok } = await this.outcome(d, endpoint, false, event);
-    return this.recorder.add({ d, set, endpointId: endpoint._id, ok });
+    // Wrapped: an async function returning the promise itself would wait for the write.
+    return { recorded: this.recorder.add({ d, set, endpointId: endpoint._id, ok }) };
   }
 
   /**
@@ -387,7 +417,7 @@ export class DeliverySender {
       return { set: { status: 'failed', next_attempt_at: null, last_attempt }, ok: null };
     }
     const started = Date.now();
-    const { result, eventAt } = await this.send(endpoint, d, event).catch((err: Error) => ({ result: { status: null, excerpt: null, error: err.message } as TransportResult, eventAt: null }));
+    const { result, eventAt } = await postEvent(this.deps, this.transport, endpoint, d, event).catch((err: Error) => ({ result: { status: null, excerpt: null, error: err.message } as TransportResult, eventAt: null }));
     const at = new Date();
     const ok = result.status !== null && result.status >= 200 && result.status <= 299;
     this.measure(result, ok, eventAt, at);
@@ -406,32 +436,5 @@ export class DeliverySender {
     const outcome: OutboundOutcome = ok ? 'success' : result.status !== null ? 'failure' : result.timedOut ? 'timeout' : 'error';
     this.deps.metrics.outbound.attempts.inc({ outcome });
     if (ok && eventAt) this.deps.metrics.outbound.delay.observe(Math.max(0, at.getTime() - eventAt.getTime()) / 1000);
-  }
-
-  /** Posts the delivery's event (`known`: as the fan-out just read it); `eventAt`: when the event happened (null when it is gone). */
-  private async send(endpoint: WebhookEndpointRecord, d: WebhookDeliveryRecord, known?: EventRecord): Promise<{ result: TransportResult; eventAt: Date | null }> {
-    const refused = (error: string, eventAt: Date | null = null) => ({ result: { status: null, excerpt: null, error }, eventAt });
-    let stored: EventRecord;
-    try {
-      stored = known ?? (await this.deps.events.get(systemActor(), d.event_id));
-    } catch {
-      return refused(`event ${d.event_id} is no longer in the event log`);
-    }
-    // The role's rules as they are now: changed since the fan-out, they may no longer let it read the row.
-    const event = await this.deps.view(endpoint, stored);
-    if (!event) return refused('not sent: the endpoint\'s role may not read this row', stored.created_at);
-    const url = new URL(endpoint.url);
-    if (this.deps.settings.httpsOnly && url.protocol !== 'https:') return refused('refused: the URL must use https', event.created_at);
-    let addresses: ResolvedAddress[];
-    try {
-      addresses = await checkedAddresses(url, { allowedHosts: this.deps.settings.allowedHosts, resolver: this.deps.resolver });
-    } catch (err) {
-      if (err instanceof UnsafeUrlError) return refused(`refused: ${err.message}`, event.created_at);
-      throw err;
-    }
-    const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.created_at.toISOString(), data: event.data });
-    const headers = signedHeaders(activeSecrets(endpoint.secrets, new Date()), event.id, new Date(), body);
-    const result = await this.transport({ url, addresses, headers, body, timeoutMs: this.deps.settings.timeoutMs });
-    return { result, eventAt: event.created_at };
   }
 }
