@@ -10,21 +10,16 @@ import type { Logger } from '../../core/logger.ts';
 import type { Metrics, OutboundOutcome } from '../../core/observability/metrics.ts';
 import type { EventLog } from '../events/index.ts';
 import type { EventRecord } from '../../core/event-contributions.ts';
-import { systemActor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { notRemoved, OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
-import { ATTEMPT_LOG_SIZE, type DeliveryStatus, type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
+import { notRemoved, type OutboxSource } from '../../core/outbox.ts';
+import { type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
-import type { AttemptView } from './schemas.ts';
-import { checkedAddresses, UnsafeUrlError, type Resolver, type ResolvedAddress } from './ssrf.ts';
-import { activeSecrets, signedHeaders } from './signing.ts';
+import { AttemptRecorder, type EndpointHealth, type Outcome } from './recorder.ts';
+import type { Resolver } from './ssrf.ts';
 import { httpTransport, type Transport, type TransportResult } from './transport.ts';
+import { postEvent } from './post.ts';
 
-/** What the sender reports about an endpoint's health (the endpoint service disables failing endpoints). */
-export interface EndpointHealth {
-  succeeded(endpointId: Types.ObjectId): Promise<void>;
-  failed(endpointId: Types.ObjectId, at: Date): Promise<void>;
-}
+export { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, type EndpointHealth } from './recorder.ts';
 
 export interface SenderSettings {
   /** Delay in seconds before each attempt (index 0: the first, counted from the delivery's creation). */
@@ -57,35 +52,20 @@ export interface SenderDeps {
   view(endpoint: WebhookEndpointRecord, event: EventRecord): EventRecord | null | Promise<EventRecord | null>;
 }
 
-/** Stored with a recorded attempt of an outbound delivery that got a 2xx (`delivered`). */
-export const DELIVERY_SUCCEEDED_EVENT = 'webhook_delivery.succeeded';
-/** Stored with a recorded attempt of an outbound delivery that failed (pending again, or failed). */
-export const DELIVERY_FAILED_EVENT = 'webhook_delivery.failed';
-
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
 const LEASE_MARGIN_MS = 30_000;
 /** Due deliveries read per free slot to choose a batch from: room to pass an endpoint whose share is nearly taken. */
 const CANDIDATES_PER_SLOT = 4;
+/** A fresh delivery's endpoint as the fan-out read it is used this long; after, it is read again. */
+const FRESH_MAX_AGE_MS = 1_000;
+/** Fresh deliveries kept in memory at most; more are left to the search. */
+const FRESH_MAX = 10_000;
 
-/** The operations of a raw `bulkWrite` on the deliveries (built from values already cast). */
-type BulkOps = Parameters<WebhookDeliveryModel['collection']['bulkWrite']>[0];
-
-/** What recording an attempt writes to its delivery. */
-interface Outcome {
-  status: DeliveryStatus;
-  last_attempt: AttemptView;
-  next_attempt_at: Date | null;
-  attempts?: number;
-}
-
-/** A finished attempt waiting for the next batch write; `ok` null: nothing to tell the endpoint's health. */
-interface Finished {
+/** A delivery this process just created, with its endpoint and event as the fan-out read them. */
+export interface FreshDelivery {
   d: WebhookDeliveryRecord;
-  set: Outcome;
-  endpointId: Types.ObjectId;
-  ok: boolean | null;
-  done: () => void;
-  fail: (err: unknown) => void;
+  endpoint: WebhookEndpointRecord;
+  event: EventRecord;
 }
 
 /**
@@ -98,12 +78,21 @@ export class DeliverySender {
   /** A wake came while a poll ran: poll again as soon as it ends. */
   private again = false;
   private stopped = true;
-  /** Attempts this process is making, and how many of them each endpoint (by id) has. */
+  /** Attempts this process is sending, and how many of them each endpoint (by id) has. */
   private readonly inFlight = new Set<Promise<void>>();
   private readonly perEndpoint = new Map<string, number>();
-  /** Finished attempts not yet written, and the batch write under way. */
-  private finished: Finished[] = [];
-  private writing: Promise<void> | null = null;
+  /** Sent attempts whose recording is under way (stop waits for them). */
+  private readonly recordings = new Set<Promise<void>>();
+  /** Deliveries this process's fan-out created, by endpoint id, oldest first, with when they came. */
+  private readonly fresh = new Map<string, { f: FreshDelivery; at: number }[]>();
+  private freshCount = 0;
+  /** Fresh deliveries claimed, waiting for a slot of their endpoint (by id). */
+  private readonly ready = new Map<string, { d: WebhookDeliveryRecord; endpoint: WebhookEndpointRecord | null; event: EventRecord }[]>();
+  private readyCount = 0;
+  /** The last search of the database found nothing due: a wake serves the fresh deliveries only, until `pollMs` passed. */
+  private dry = false;
+  private searchedAt = 0;
+  private readonly recorder: AttemptRecorder;
   private readonly transport: Transport;
   /** `webhook_deliveries` as an outbox source of the event log (the `webhook_delivery.*` events). */
   readonly source: OutboxSource;
@@ -111,6 +100,7 @@ export class DeliverySender {
   constructor(private readonly deps: SenderDeps) {
     this.transport = deps.transport ?? httpTransport;
     this.source = { name: 'webhook_deliveries', model: deps.deliveries, view: (doc) => deliveryViewOf(doc as unknown as WebhookDeliveryRecord) as unknown as Doc };
+    this.recorder = new AttemptRecorder(deps, this.source);
   }
 
   private get leaseMs(): number {
@@ -134,11 +124,49 @@ export class DeliverySender {
     this.timer = null;
     await this.running;
     await Promise.all(this.inFlight);
+    await Promise.all(this.recordings);
+    this.fresh.clear();
+    this.freshCount = 0;
+    // Claimed and never started: their lease is released, so another process sends them at once.
+    const held = [...this.ready.values()].flat().map((r) => r.d);
+    this.ready.clear();
+    this.readyCount = 0;
+    if (held.length) {
+      await this.deps.deliveries
+        .updateMany({ _id: { $in: held.map((d) => d._id) }, lease_owner: { $in: [...new Set(held.map((d) => String(d.lease_owner)))] } }, { $set: { lease_until: null, lease_owner: null } })
+        .catch((err: unknown) => this.deps.log.warn({ err }, 'webhook deliveries claimed ahead could not be released; their lease runs out'));
+    }
   }
 
-  /** Polls now (new deliveries were just created in this process, or a slot came free); during a poll, right after it. */
-  wake(): void {
+  /**
+   * Deliveries this process's fan-out just created (with the endpoint and event it read): claimed
+   * by id on the next wake, with no search and no read of the endpoint or event. Those it cannot
+   * hold (first attempt not due at once, too many waiting) are left to the search.
+   */
+  offer(created: FreshDelivery[]): void {
+    if (this.stopped || (this.deps.settings.schedule[0] ?? 0) > 0) return;
+    const at = Date.now();
+    for (const f of created) {
+      if (this.freshCount >= FRESH_MAX) {
+        this.dry = false;
+        break;
+      }
+      const key = String(f.d.endpoint_id);
+      const queue = this.fresh.get(key);
+      if (queue) queue.push({ f, at });
+      else this.fresh.set(key, [{ f, at }]);
+      this.freshCount++;
+    }
+    this.wake(false);
+  }
+
+  /**
+   * Polls now, during a poll right after it: new deliveries were created in this process (`search`:
+   * in the database only, so the next poll searches), or a slot came free.
+   */
+  wake(search = true): void {
     if (this.stopped) return;
+    if (search) this.dry = false;
     if (this.running) this.again = true;
     else this.schedule(0);
   }
@@ -160,20 +188,84 @@ export class DeliverySender {
   }
 
   /**
-   * Claims due deliveries in batches until this process's slots are full or none is left it may
-   * take, and starts their attempts without waiting for them. A finished attempt wakes the sender
-   * to fill its slot.
+   * Claims the fresh deliveries whose endpoints have free slots, then searches the database for due
+   * deliveries in batches until this process's slots are full or none is left it may take, and
+   * starts their attempts without waiting for them. A sent attempt wakes the sender to fill its
+   * slot. After a search that found nothing, wakes skip the search until `pollMs` passed: the
+   * search is for other processes' deliveries and retries, which the timer finds.
    */
   async poll(): Promise<void> {
-    const { concurrency } = this.deps.settings;
+    const { concurrency, pollMs } = this.deps.settings;
+    await this.claimFresh();
+    if (this.dry && Date.now() - this.searchedAt < pollMs) return;
+    this.searchedAt = Date.now();
     while (this.inFlight.size < concurrency && !this.stopped) {
       const batch = await this.claimBatch(concurrency - this.inFlight.size);
+      this.dry = !batch;
       if (!batch) return;
       if (!batch.length) continue;
       const ids = [...new Set(batch.map((d) => String(d.endpoint_id)))].map((id) => new Types.ObjectId(id));
       const endpoints = await this.deps.endpoints.find({ _id: { $in: ids } }).lean<WebhookEndpointRecord[]>();
       const byId = new Map(endpoints.map((e) => [String(e._id), e]));
       for (const d of batch) this.launch(d, byId.get(String(d.endpoint_id)) ?? null);
+    }
+  }
+
+  /**
+   * Claims fresh deliveries with one conditional update on their ids: still pending, never
+   * attempted, not leased. Each one matched is as the fan-out created it, so the copy in memory is
+   * the delivery; one another process took first is left to it. Each endpoint claims up to twice its
+   * share: those past its free slots wait in `ready` and start the moment a slot comes free, with no
+   * round trip between two attempts (their lease covers one attempt more). An endpoint read more
+   * than `FRESH_MAX_AGE_MS` ago is read again, so a change to it (a rotated secret) applies.
+   */
+  private async claimFresh(): Promise<void> {
+    const { concurrency, endpointConcurrency, timeoutMs } = this.deps.settings;
+    const chosen: { f: FreshDelivery; at: number }[] = [];
+    let room = 2 * concurrency - this.inFlight.size - this.readyCount;
+    for (const [key, queue] of this.fresh) {
+      let want = Math.min(room, 2 * endpointConcurrency - (this.perEndpoint.get(key) ?? 0) - (this.ready.get(key)?.length ?? 0));
+      for (; want > 0 && queue.length; want--, room--, this.freshCount--) chosen.push(queue.shift()!);
+      if (!queue.length) this.fresh.delete(key);
+    }
+    if (!chosen.length || this.stopped) return;
+    const old = Date.now() - FRESH_MAX_AGE_MS;
+    const stale = [...new Set(chosen.filter((c) => c.at < old).map((c) => String(c.f.d.endpoint_id)))].map((id) => new Types.ObjectId(id));
+    const reread = new Map((stale.length ? await this.deps.endpoints.find({ _id: { $in: stale } }).lean<WebhookEndpointRecord[]>() : []).map((e) => [String(e._id), e]));
+    const now = new Date();
+    const lease = { lease_until: new Date(now.getTime() + this.leaseMs + timeoutMs), lease_owner: new Types.ObjectId().toHexString() };
+    const ids = chosen.map((c) => c.f.d._id);
+    const res = await this.deps.deliveries.updateMany(
+      { _id: { $in: ids }, status: 'pending', attempts: 0, next_attempt_at: { $lte: now }, lease_until: null },
+      { $set: lease },
+    );
+    let mine = chosen;
+    if (res.modifiedCount < chosen.length) {
+      const held = new Set((await this.deps.deliveries.find({ _id: { $in: ids }, lease_owner: lease.lease_owner }, { _id: 1 }).lean()).map((r) => String(r._id)));
+      mine = chosen.filter((c) => held.has(String(c.f.d._id)));
+    }
+    for (const { f, at } of mine) {
+      const key = String(f.d.endpoint_id);
+      const endpoint = at < old ? (reread.get(key) ?? null) : f.endpoint;
+      const queue = this.ready.get(key);
+      const r = { d: { ...f.d, ...lease }, endpoint, event: f.event };
+      if (queue) queue.push(r);
+      else this.ready.set(key, [r]);
+      this.readyCount++;
+    }
+    this.launchReady();
+  }
+
+  /** Starts the claimed fresh deliveries whose endpoints have a free slot. */
+  private launchReady(): void {
+    const { concurrency, endpointConcurrency } = this.deps.settings;
+    for (const [key, queue] of this.ready) {
+      while (queue.length && (this.perEndpoint.get(key) ?? 0) < endpointConcurrency && this.inFlight.size < concurrency) {
+        const r = queue.shift()!;
+        this.readyCount--;
+        this.launch(r.d, r.endpoint, r.event);
+      }
+      if (!queue.length) this.ready.delete(key);
     }
   }
 
@@ -212,32 +304,40 @@ export class DeliverySender {
     return this.deps.deliveries.find({ _id: { $in: chosen }, lease_owner: owner }).lean<WebhookDeliveryRecord[]>();
   }
 
-  private launch(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null): void {
+  /**
+   * Sends a claimed delivery in one of the process's slots. The slot comes free once the attempt is
+   * sent: its recording (the lease still held) goes on in the next batch write.
+   */
+  private launch(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null, event?: EventRecord): void {
     const key = String(d.endpoint_id);
     this.perEndpoint.set(key, (this.perEndpoint.get(key) ?? 0) + 1);
-    const run: Promise<void> = this.attemptClaimed(d, endpoint)
-      .catch((err) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed'))
+    const failed = (err: unknown) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed');
+    const run: Promise<void> = this.attemptClaimed(d, endpoint, event)
+      .then(({ recorded }) => {
+        const r = recorded.catch(failed).finally(() => this.recordings.delete(r));
+        this.recordings.add(r);
+      })
+      .catch(failed)
       .finally(() => {
         this.inFlight.delete(run);
         const left = (this.perEndpoint.get(key) ?? 1) - 1;
         if (left > 0) this.perEndpoint.set(key, left);
         else this.perEndpoint.delete(key);
-        this.wake();
+        if (!this.stopped) this.launchReady();
+        this.wake(false);
       });
     this.inFlight.add(run);
   }
 
-  /** An attempt of a batch-claimed delivery: its outcome joins the next batch write. */
-  private async attemptClaimed(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null): Promise<void> {
+  /** An attempt of a batch-claimed delivery; resolves once sent, with its recording in the next batch write. */
+  private async attemptClaimed(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null, event?: EventRecord): Promise<{ recorded: Promise<void> }> {
     if (!endpoint) {
       await this.deps.deliveries.deleteOne({ _id: d._id });
-      return;
+      return { recorded: Promise.resolve() };
     }
-    const { set, ok } = await this.outcome(d, endpoint, false);
-    await new Promise<void>((done, fail) => {
-      this.finished.push({ d, set, endpointId: endpoint._id, ok, done, fail });
-      this.writing ??= this.writeFinished();
-    });
+    const { set, ok } = await this.outcome(d, endpoint, false, event);
+    // Wrapped: an async function returning the promise itself would wait for the write.
+    return { recorded: this.recorder.add({ d, set, endpointId: endpoint._id, ok }) };
   }
 
   /**
@@ -261,19 +361,25 @@ export class DeliverySender {
    * fan-out harmless. @returns how many were created
    */
   async create(event: EventRecord, tenantId: Types.ObjectId, endpointIds: Types.ObjectId[]): Promise<number> {
-    if (!endpointIds.length) return 0;
+    return (await this.createMany([{ event, tenantId, endpointIds }])).length;
+  }
+
+  /** {@link create} for several events with one insert. @returns the deliveries created (not those that existed) */
+  async createMany(items: { event: EventRecord; tenantId: Types.ObjectId; endpointIds: Types.ObjectId[] }[]): Promise<WebhookDeliveryRecord[]> {
     const now = new Date();
-    const docs = endpointIds.map((endpoint_id) => ({
-      tenant_id: tenantId, endpoint_id, event_id: event.id, event_type: event.type, status: 'pending', attempts: 0, last_attempt: null, attempt_log: [],
-      next_attempt_at: this.firstAttemptAt(now), lease_until: null, created_at: now, updated_at: now,
-    }));
+    const docs = items.flatMap(({ event, tenantId, endpointIds }) => endpointIds.map((endpoint_id) => ({
+      _id: new Types.ObjectId(), tenant_id: tenantId, endpoint_id, event_id: event.id, event_type: event.type, status: 'pending' as const, attempts: 0, last_attempt: null,
+      attempt_log: [], next_attempt_at: this.firstAttemptAt(now), lease_until: null, lease_owner: null, created_at: now, updated_at: now,
+    })));
+    if (!docs.length) return [];
     try {
-      const res = await this.deps.deliveries.collection.insertMany(docs, { ordered: false });
-      return res.insertedCount;
+      await this.deps.deliveries.collection.insertMany(docs, { ordered: false });
+      return docs as unknown as WebhookDeliveryRecord[];
     } catch (err) {
-      const e = err as { writeErrors?: { code?: number; err?: { code?: number } }[] };
+      const e = err as { writeErrors?: { index: number; code?: number; err?: { code?: number } }[] };
       if (!e.writeErrors?.every((w) => (w.code ?? w.err?.code) === 11000)) throw err;
-      return docs.length - e.writeErrors.length;
+      const existed = new Set(e.writeErrors.map((w) => w.index));
+      return docs.filter((_, i) => !existed.has(i)) as unknown as WebhookDeliveryRecord[];
     }
   }
 
@@ -300,19 +406,19 @@ export class DeliverySender {
       return null;
     }
     const { set, ok } = await this.outcome(d, endpoint, manual);
-    const updated = await this.release(d, set);
+    const updated = await this.recorder.release(d, set);
     if (ok !== null) await (ok ? this.deps.health.succeeded(endpoint._id) : this.deps.health.failed(endpoint._id, set.last_attempt.attempted_at));
     return updated;
   }
 
   /** Sends a claimed delivery (unless its endpoint is disabled) and says what to record; `ok` null: not sent. */
-  private async outcome(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord, manual: boolean): Promise<{ set: Outcome; ok: boolean | null }> {
+  private async outcome(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord, manual: boolean, event?: EventRecord): Promise<{ set: Outcome; ok: boolean | null }> {
     if (!endpoint.enabled && !manual) {
       const last_attempt = { status: null, duration_ms: 0, error: 'not sent: the endpoint is disabled', response_excerpt: null, attempted_at: new Date() };
       return { set: { status: 'failed', next_attempt_at: null, last_attempt }, ok: null };
     }
     const started = Date.now();
-    const { result, eventAt } = await this.send(endpoint, d).catch((err: Error) => ({ result: { status: null, excerpt: null, error: err.message } as TransportResult, eventAt: null }));
+    const { result, eventAt } = await postEvent(this.deps, this.transport, endpoint, d, event).catch((err: Error) => ({ result: { status: null, excerpt: null, error: err.message } as TransportResult, eventAt: null }));
     const at = new Date();
     const ok = result.status !== null && result.status >= 200 && result.status <= 299;
     this.measure(result, ok, eventAt, at);
@@ -326,105 +432,10 @@ export class DeliverySender {
     };
   }
 
-  /**
-   * What recording an attempt writes: the outcome, the attempt appended to `attempt_log` (the last
-   * `ATTEMPT_LOG_SIZE`), the lease released, and its `webhook_delivery.succeeded` / `.failed` event
-   * for the delivery's outbox, all in one conditional update, so the event exists if and only if the
-   * attempt was recorded. The event's object is frozen into it: the next attempt may change the
-   * delivery before the relay runs.
-   */
-  private recording(d: WebhookDeliveryRecord, set: Outcome, now: Date) {
-    const written = { ...set, attempt_log: [...(d.attempt_log ?? []), set.last_attempt].slice(-ATTEMPT_LOG_SIZE), lease_until: null, lease_owner: null, updated_at: now };
-    const type = set.status === 'delivered' ? DELIVERY_SUCCEEDED_EVENT : DELIVERY_FAILED_EVENT;
-    const entry = { ...this.deps.events.stage(type, { actor: null, tenant_id: d.tenant_id }), data: deliveryViewOf({ ...d, ...written } as unknown as WebhookDeliveryRecord) as unknown as Doc };
-    return { written, entry };
-  }
-
-  /** Records one attempt (retry by hand, test ping), if this process still holds the lease it claimed `d` with. */
-  private async release(d: WebhookDeliveryRecord, set: Outcome): Promise<WebhookDeliveryRecord | null> {
-    const { written, entry } = this.recording(d, set, new Date());
-    const doc = await this.deps.deliveries
-      .findOneAndUpdate({ _id: d._id, lease_until: d.lease_until }, { $set: written, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
-      .lean<WebhookDeliveryRecord>();
-    if (!doc) this.deps.log.warn({ delivery_id: String(d._id) }, 'webhook delivery lease lost before the attempt was recorded');
-    else await this.deps.events.committed(this.source, doc as unknown as Doc);
-    return doc;
-  }
-
-  /** Writes the finished attempts, one bulk write at a time: those that finish during a write go in the next. */
-  private async writeFinished(): Promise<void> {
-    // Attempts finishing in the same turn of the event loop join the first write.
-    await new Promise((r) => setImmediate(r));
-    while (this.finished.length) {
-      const batch = this.finished;
-      this.finished = [];
-      try {
-        await this.writeBatch(batch);
-        for (const f of batch) f.done();
-      } catch (err) {
-        for (const f of batch) f.fail(err);
-      }
-    }
-    this.writing = null;
-  }
-
-  /**
-   * Records a batch of attempts with one `bulkWrite`, each update conditional on the lease its
-   * delivery was claimed with (`lease_owner`): an attempt whose lease passed and was taken by
-   * another process is not recorded (that process sends it again). Then the events go to the relay
-   * and the endpoints' health is told, once per endpoint (its last outcome in the batch).
-   */
-  private async writeBatch(batch: Finished[]): Promise<void> {
-    const now = new Date();
-    const rows = batch.map((f) => ({ f, ...this.recording(f.d, f.set, now) }));
-    const res = await this.deps.deliveries.collection.bulkWrite(
-      rows.map(({ f, written, entry }) => ({ updateOne: { filter: { _id: f.d._id, lease_owner: f.d.lease_owner }, update: { $set: written, $push: { [OUTBOX_FIELD]: entry } } } })) as unknown as BulkOps,
-      { ordered: false },
-    );
-    let recorded = rows;
-    if (res.matchedCount < rows.length) {
-      const found = await this.deps.deliveries.find({ _id: { $in: rows.map((r) => r.f.d._id) }, [`${OUTBOX_FIELD}.id`]: { $in: rows.map((r) => r.entry.id) } }, { _id: 1 }).lean();
-      const ids = new Set(found.map((x) => String(x._id)));
-      recorded = rows.filter((r) => ids.has(String(r.f.d._id)));
-      for (const r of rows) if (!ids.has(String(r.f.d._id))) this.deps.log.warn({ delivery_id: String(r.f.d._id) }, 'webhook delivery lease lost before the attempt was recorded');
-    }
-    await Promise.all(recorded.map((r) => this.deps.events.committed(this.source, { ...r.f.d, ...r.written, [OUTBOX_FIELD]: [r.entry] } as unknown as Doc)));
-    const health = new Map<string, Finished>();
-    for (const { f } of recorded) if (f.ok !== null) health.set(String(f.endpointId), f);
-    await Promise.all([...health.values()].map((f) => (f.ok ? this.deps.health.succeeded(f.endpointId) : this.deps.health.failed(f.endpointId, f.set.last_attempt.attempted_at))));
-  }
-
   /** One attempt in `metrics.outbound`: its outcome, and for a success the delay since the event. */
   private measure(result: TransportResult, ok: boolean, eventAt: Date | null, at: Date): void {
     const outcome: OutboundOutcome = ok ? 'success' : result.status !== null ? 'failure' : result.timedOut ? 'timeout' : 'error';
     this.deps.metrics.outbound.attempts.inc({ outcome });
     if (ok && eventAt) this.deps.metrics.outbound.delay.observe(Math.max(0, at.getTime() - eventAt.getTime()) / 1000);
-  }
-
-  /** Posts the delivery's event; `eventAt`: when the event happened (null when it is gone). */
-  private async send(endpoint: WebhookEndpointRecord, d: WebhookDeliveryRecord): Promise<{ result: TransportResult; eventAt: Date | null }> {
-    const refused = (error: string, eventAt: Date | null = null) => ({ result: { status: null, excerpt: null, error }, eventAt });
-    let stored: EventRecord;
-    try {
-      stored = await this.deps.events.get(systemActor(), d.event_id);
-    } catch {
-      return refused(`event ${d.event_id} is no longer in the event log`);
-    }
-    // The role's rules as they are now: changed since the fan-out, they may no longer let it read the row.
-    const event = await this.deps.view(endpoint, stored);
-    if (!event) return refused('not sent: the endpoint\'s role may not read this row', stored.created_at);
-    const url = new URL(endpoint.url);
-    if (this.deps.settings.httpsOnly && url.protocol !== 'https:') return refused('refused: the URL must use https', event.created_at);
-    let addresses: ResolvedAddress[];
-    try {
-      addresses = await checkedAddresses(url, { allowedHosts: this.deps.settings.allowedHosts, resolver: this.deps.resolver });
-    } catch (err) {
-      if (err instanceof UnsafeUrlError) return refused(`refused: ${err.message}`, event.created_at);
-      throw err;
-    }
-    const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.created_at.toISOString(), data: event.data });
-    const headers = signedHeaders(activeSecrets(endpoint.secrets, new Date()), event.id, new Date(), body);
-    const result = await this.transport({ url, addresses, headers, body, timeoutMs: this.deps.settings.timeoutMs });
-    return { result, eventAt: event.created_at };
   }
 }

@@ -9,8 +9,9 @@ import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';
 import type { EventConsumer, EventHead, EventRecord, EventTypeDefinition } from '../../core/event-contributions.ts';
+import type { EventDoc } from '../../core/outbox.ts';
 import type { EventLog } from '../events/index.ts';
-import { webhookDeliveryModel, webhookEndpointModel, type WebhookEndpointModel } from './model.ts';
+import { webhookDeliveryModel, webhookEndpointModel, type WebhookDeliveryModel, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
 import { deliveryView, endpointView } from './schemas.ts';
 import { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, DeliverySender } from './delivery.ts';
 import type { Transport } from './transport.ts';
@@ -70,12 +71,13 @@ export function createOutbound(deps: OutboundDeps): Outbound {
   const access = () => deps.eventAccess?.();
   const unknownRoles = deps.unknownRoles ?? ((_t: string, roles: readonly string[]) => Promise.resolve(roles.filter((r) => !(ROLES as readonly string[]).includes(r))));
   const endpointModel = webhookEndpointModel(deps.db);
+  const deliveryModel = webhookDeliveryModel(deps.db);
   const httpsOnly = config.NODE_ENV === 'production';
   const allowedHosts = config.WEBHOOK_ENDPOINTS_ALLOWED_HOSTS.map((h) => h.toLowerCase().replace(/^\[(.*)\]$/, '$1'));
   // The sender reports endpoint health to the endpoint service, which needs the sender: bound late.
   let endpoints: EndpointService | null = null;
   const sender = new DeliverySender({
-    deliveries: webhookDeliveryModel(deps.db),
+    deliveries: deliveryModel,
     endpoints: endpointModel,
     events: deps.events,
     health: { succeeded: (id) => endpoints!.succeeded(id), failed: (id, at) => endpoints!.failed(id, at) },
@@ -96,7 +98,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
   });
   endpoints = new EndpointService({
     endpoints: endpointModel,
-    deliveries: webhookDeliveryModel(deps.db),
+    deliveries: deliveryModel,
     events: deps.events,
     tenancy: deps.tenancy,
     sender,
@@ -113,28 +115,69 @@ export function createOutbound(deps: OutboundDeps): Outbound {
   deps.events.addSource(endpoints.source);
   deps.events.addSource(sender.source);
   const outbound = (event: EventHead) => deps.events.catalogue.outbound(event.type);
+  // An endpoint whose role may not read the event's row gets no delivery of it.
+  const readable = async (event: EventRecord, to: (RoleHolder & { _id: Types.ObjectId })[]) =>
+    (await Promise.all(to.map(async (e) => ((await roleView(access(), e, event)) ? e._id : null)))).filter((id): id is Types.ObjectId => id !== null);
   const consumer: EventConsumer = {
     name: FANOUT_CONSUMER,
     types: '*',
-    // Most events have no endpoint to go to: one query per batch finds those that do, and only they are claimed.
-    select: (events) => withTargets(endpointModel, events.filter(outbound)),
+    // Most events have no endpoint to go to, and those this process stored were fanned out as they
+    // were stored: one query per batch finds the others, and only they are claimed.
+    select: (events) => notFannedOut(endpointModel, deliveryModel, events.filter(outbound)),
     handle: async (event) => {
       const to = outbound(event) ? await targets(endpointModel, event) : null;
       if (!to) return;
-      // An endpoint whose role may not read the event's row gets no delivery of it.
-      const readable = await Promise.all(to.endpoints.map(async (e) => ((await roleView(access(), e, event)) ? e._id : null)));
-      if (await sender.create(event, to.tenant, readable.filter((id): id is Types.ObjectId => id !== null))) sender.wake();
+      if (await sender.create(event, to.tenant, await readable(event, to.endpoints))) sender.wake();
     },
   };
+  let started = false;
+  /**
+   * The events this process stores are fanned out at once, a stored batch with one read of their
+   * endpoints and one insert, and their deliveries handed to this process's sender (no wait for a
+   * poll, no search). The durable consumer stays the guarantee: if this fails or the process dies
+   * first, it creates them (the unique index makes a second fan-out harmless).
+   */
+  const fanOutStored = async (docs: EventDoc[]) => {
+    const events = docs.map(recordOf).filter((e) => outbound(e) && e.tenant_id && !(e.type === 'ping' && e.data.endpoint_id));
+    if (!events.length || !started) return;
+    const tenants = [...new Set(events.map((e) => e.tenant_id!))].map((t) => new Types.ObjectId(t));
+    const rows = await endpointModel.find({ tenant_id: { $in: tenants }, enabled: true }).lean<WebhookEndpointRecord[]>();
+    const items = await Promise.all(events.map(async (event) => {
+      const to = rows.filter((r) => String(r.tenant_id) === event.tenant_id && subscribed(r, event));
+      return { event, tenantId: new Types.ObjectId(event.tenant_id!), endpointIds: await readable(event, to) };
+    }));
+    const created = await sender.createMany(items);
+    const byEndpoint = new Map(rows.map((r) => [String(r._id), r]));
+    const byEvent = new Map(events.map((e) => [e.id, e]));
+    sender.offer(created.map((d) => ({ d, endpoint: byEndpoint.get(String(d.endpoint_id))!, event: byEvent.get(d.event_id)! })));
+  };
+  deps.events.onStored((docs) => {
+    fanOutStored(docs).catch((err) => deps.log.warn({ err }, 'webhook fan-out of stored events failed; the durable consumer makes it'));
+  });
   return {
     endpoints,
     sender,
     consumer,
     eventTypes: OUTBOUND_EVENT_TYPES,
-    start: () => sender.start(),
-    stop: () => sender.stop(),
+    start: () => {
+      started = true;
+      sender.start();
+    },
+    stop: () => {
+      started = false;
+      return sender.stop();
+    },
   };
 }
+
+/** An event as stored in the log, as consumers see it. */
+const recordOf = (e: EventDoc): EventRecord => ({
+  id: e._id, type: e.type, tenant_id: e.tenant_id ? String(e.tenant_id) : null, created_at: e.created_at, data: e.data, actor: e.actor, request_id: e.request_id,
+});
+
+/** Is `endpoint` subscribed to `event` (its type or `*`), and did it exist when the event happened? */
+const subscribed = (endpoint: { event_types: string[]; created_at: Date }, event: EventHead) =>
+  (endpoint.event_types.includes(event.type) || endpoint.event_types.includes('*')) && endpoint.created_at <= event.created_at;
 
 /**
  * The endpoints an event goes to: the enabled endpoints of its tenant subscribed to its type (or
@@ -152,26 +195,28 @@ async function targets(model: WebhookEndpointModel, event: EventRecord): Promise
 }
 
 /**
- * The ids of the events that may have a target (as {@link targets} decides), from one query for the
- * endpoints of all their tenants. A test ping may be among them (its `data` is not read here):
- * `targets` then sends it nowhere.
+ * The ids of the events that may have a target (as {@link targets} decides) and lack a delivery to
+ * one of them, from one query for the endpoints of all their tenants and one for the deliveries of
+ * those events. An event with a delivery to each target was fanned out already (by the process that
+ * stored it): passed over, on every replica alike. A test ping may be among those returned (its
+ * `data` is not read here): `targets` then sends it nowhere.
  */
-async function withTargets(model: WebhookEndpointModel, events: EventHead[]): Promise<Set<string>> {
+async function notFannedOut(model: WebhookEndpointModel, deliveries: WebhookDeliveryModel, events: EventHead[]): Promise<Set<string>> {
   const candidates = events.filter((e): e is EventHead & { tenant_id: string } => !!e.tenant_id);
   if (!candidates.length) return new Set();
   const tenants = [...new Set(candidates.map((e) => e.tenant_id))].map((t) => new Types.ObjectId(t));
   const rows = await model
     .find({ tenant_id: { $in: tenants }, enabled: true }, { tenant_id: 1, event_types: 1, created_at: 1 })
-    .lean<{ tenant_id: Types.ObjectId; event_types: string[]; created_at: Date }[]>();
-  const byTenant = new Map<string, typeof rows>();
-  for (const r of rows) {
-    const own = byTenant.get(String(r.tenant_id));
-    if (own) own.push(r);
-    else byTenant.set(String(r.tenant_id), [r]);
+    .lean<{ _id: Types.ObjectId; tenant_id: Types.ObjectId; event_types: string[]; created_at: Date }[]>();
+  const expected = new Map<string, string[]>();
+  for (const e of candidates) {
+    const to = rows.filter((r) => String(r.tenant_id) === e.tenant_id && subscribed(r, e)).map((r) => String(r._id));
+    if (to.length) expected.set(e.id, to);
   }
-  return new Set(
-    candidates
-      .filter((e) => byTenant.get(e.tenant_id)?.some((r) => (r.event_types.includes(e.type) || r.event_types.includes('*')) && r.created_at <= e.created_at))
-      .map((e) => e.id),
-  );
+  if (!expected.size) return new Set();
+  const made = await deliveries
+    .find({ endpoint_id: { $in: [...new Set([...expected.values()].flat())].map((id) => new Types.ObjectId(id)) }, event_id: { $in: [...expected.keys()] } }, { endpoint_id: 1, event_id: 1 })
+    .lean<{ endpoint_id: Types.ObjectId; event_id: string }[]>();
+  const have = new Set(made.map((d) => `${String(d.endpoint_id)} ${d.event_id}`));
+  return new Set([...expected].filter(([id, to]) => !to.every((ep) => have.has(`${ep} ${id}`))).map(([id]) => id));
 }

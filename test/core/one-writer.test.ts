@@ -54,7 +54,7 @@ const RULES: OutboxRule[] = [
   {
     collections: ['webhook_events', 'webhook_deliveries'], schemaFile: 'plugins/webhooks/model.ts',
     factories: ['webhookEventModel', 'webhookDeliveryModel'], accessors: ['deliveries', 'WebhookEvent'],
-    writers: ['plugins/webhooks/service.ts', 'plugins/webhooks/endpoints.ts', 'plugins/webhooks/delivery.ts', 'plugins/webhooks/index.ts', 'plugins/webhooks/outbound.ts'],
+    writers: ['plugins/webhooks/service.ts', 'plugins/webhooks/endpoints.ts', 'plugins/webhooks/delivery.ts', 'plugins/webhooks/recorder.ts', 'plugins/webhooks/index.ts', 'plugins/webhooks/outbound.ts'],
   },
   {
     // Endpoints: the endpoint service alone writes them (an administrator's change carries its `webhook_endpoint.*` event).
