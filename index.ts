@@ -74,6 +74,8 @@ export { modelOn } from './core/db.ts';
 // --- events
 export type { EventConsumer, EventHead, EventRecord, EventTypeDefinition } from './core/event-contributions.ts';
 export type { EventLog } from './plugins/events/index.ts';
+export { StreamEnd, unsettle } from './core/live.ts';
+export type { LiveSource, LiveSubscriptions } from './core/live.ts';
 export type { OutboxEntry, OutboxSource } from './core/outbox.ts';
 export { DocumentChanges, notRemoved, OUTBOX_FIELD, outboxPath } from './core/outbox.ts';
 export type { ChangeTypes } from './core/outbox.ts';

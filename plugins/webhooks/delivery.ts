@@ -5,6 +5,7 @@
  * signed event to its endpoint, and records the outcomes of the attempts that finished together in
  * one bulk write.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics, OutboundOutcome } from '../../core/observability/metrics.ts';
@@ -78,6 +79,8 @@ export class DeliverySender {
   /** A wake came while a poll ran: poll again as soon as it ends. */
   private again = false;
   private stopped = true;
+  /** Runs a function in the async context of start-up (no request's). */
+  private readonly background = AsyncLocalStorage.snapshot();
   /** Attempts this process is sending, and how many of them each endpoint (by id) has. */
   private readonly inFlight = new Set<Promise<void>>();
   private readonly perEndpoint = new Map<string, number>();
@@ -173,7 +176,9 @@ export class DeliverySender {
 
   private schedule(ms: number): void {
     if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
+    // A wake comes from the relay of a request's write: the poll it starts is background work, not
+    // part of that request (its logs, trace and tenant context), so it runs in the start-up context.
+    this.timer = this.background(setTimeout, () => {
       this.timer = null;
       this.running = this.poll()
         .catch((err) => this.deps.log.warn({ err }, 'webhook delivery poll failed'))
