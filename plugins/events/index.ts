@@ -12,7 +12,7 @@ export type { EventLog } from './service.ts';
 
 declare module '../../core/services.ts' {
   interface Services {
-    /** The durable event log (core, always on): stage events with changes, append, consume. */
+    /** The durable event log (a core plugin, always on): stage events with changes, append, consume. */
     events: EventLog;
   }
 }

@@ -44,7 +44,7 @@ export interface EventPage {
 export const EVENT_PERMISSIONS = { list: 'admin', get: 'admin', types: 'user', stream: 'user', resourceChanged: 'user' } as const satisfies Permissions;
 
 /**
- * The durable event log (core, always on). An event is stored if and only if its change is:
+ * The durable event log (a core plugin, always on). An event is stored if and only if its change is:
  * emitters stage the event into the changed document's outbox in the same atomic write
  * (`stage` + `outbox.insert` / `outbox.update`), and the relay moves it into `events` (see
  * docs/events.md). Events without a document (`ping`) are appended directly.

@@ -24,7 +24,7 @@ export type { RealtimeService } from './service.ts';
 
 declare module '../../../core/services.ts' {
   interface Services {
-    /** Realtime streams of the event log and live sources bound to a credential (core, always on). */
+    /** Realtime streams of the event log and live sources bound to a credential (a core plugin, always on). */
     realtime: RealtimeService;
   }
 }
