@@ -8,7 +8,17 @@ import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { encodeCursor } from '../core/cursor.ts';
 
-const ADMIN_KEY = 'bench-admin-key-0123456789abcdef';
+export const ADMIN_KEY = 'bench-admin-key-0123456789abcdef';
+
+/** The bench's tenant, its user (role `user`) and the user's API key, created through the identity service. */
+export async function benchAccount(seedApp: Awaited<ReturnType<typeof createApp>>) {
+  const identity = seedApp.services.get('identity');
+  const admin = await identity.authenticateApiKey(ADMIN_KEY);
+  const tenant = await identity.createTenant(admin, { name: 'bench' });
+  const user = await identity.createUser(admin, { email: 'bench@example.com', name: 'Bench', tenant_id: tenant.id, roles: ['user'], features: ['tasks'] });
+  const { key } = await identity.createApiKey(admin, { user_id: user.id, name: 'bench' });
+  return { identity, admin, tenant, user, key };
+}
 /** The bench role's rows rule, which is also the filter of the unrestricted side's `?where=`. */
 export const ACTIVE_WHERE = { status: 'active' };
 
@@ -22,11 +32,7 @@ export async function seed(DOCS: number, log: (s: string) => void) {
 
   log(`seeding ${DOCS} projects ...`);
   const seedApp = await createApp({ corePlugins: corePlugins(), config: loadConfig({ MONGODB_URI, LOG_LEVEL: 'silent', ADMIN_API_KEY: ADMIN_KEY }), plugins: builtinPlugins() });
-  const identity = seedApp.services.get('identity');
-  const admin = await identity.authenticateApiKey(ADMIN_KEY);
-  const tenant = await identity.createTenant(admin, { name: 'bench' });
-  const user = await identity.createUser(admin, { email: 'bench@example.com', name: 'Bench', tenant_id: tenant.id, roles: ['user'], features: ['tasks'] });
-  const { key } = await identity.createApiKey(admin, { user_id: user.id, name: 'bench' });
+  const { identity, admin, tenant, user, key } = await benchAccount(seedApp);
   // A custom role whose rows rule equals `?where={"status":"active"}` (ACTIVE_WHERE), and a user holding only it.
   const port = await seedApp.listen(0, '127.0.0.1');
   const role = await fetch(`http://127.0.0.1:${port}/admin/roles`, {
