@@ -23,29 +23,32 @@ export const CONSENT_REVOKED_EVENT = 'consent.revoked';
  * it, its audit entry) in the consent's outbox. Consents are never deleted: a revocation is their
  * last change.
  */
-export function consentChanges(models: PrivacyModels, events: () => EventLog): { source: OutboxSource; changes: DocumentChanges } {
+function consentChanges(models: PrivacyModels, events: () => EventLog): { source: OutboxSource; changes: DocumentChanges } {
   const source: OutboxSource = { name: CONSENT_COLLECTION, model: models.Consent, view: (d) => consentView(d as unknown as ConsentRecord) as unknown as Doc };
   return { source, changes: new DocumentChanges(events, source, { created: CONSENT_GRANTED_EVENT, updated: CONSENT_REVOKED_EVENT, deleted: CONSENT_REVOKED_EVENT }) };
 }
 
-/**
- * A user's consents. A grant is a new record; a revocation keeps the record (it is the proof of
- * what was agreed, and when). Each write carries its event, whose audit entry names the user.
- */
 /**
  * Who may call each consent operation: the one declaration its REST route and GraphQL field read.
  * Whose consents a caller reaches (its own; an administrator, its tenant's) is the service's rule.
  */
 export const CONSENT_PERMISSIONS = { list: 'user', grant: 'user', revoke: 'user' } as const satisfies Permissions;
 
+/**
+ * A user's consents. A grant is a new record; a revocation keeps the record (it is the proof of
+ * what was agreed, and when). Each write carries its event, whose audit entry names the user.
+ */
 export class ConsentsService {
-  private readonly changes: DocumentChanges;
+  /** Every write of a consent goes through these (an erasure's revocations too). */
+  readonly changes: DocumentChanges;
+  /** `privacy_consents` as an outbox source of the event log. */
+  readonly source: OutboxSource;
 
   constructor(
     private readonly models: PrivacyModels,
     private readonly deps: Pick<PrivacyDeps, 'events' | 'settings' | 'tenancy'>,
   ) {
-    this.changes = consentChanges(models, () => deps.events).changes;
+    ({ changes: this.changes, source: this.source } = consentChanges(models, () => deps.events));
   }
 
   /**

@@ -9,11 +9,10 @@ import type { Types } from 'mongoose';
 import { NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, systemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { OUTBOX_FIELD, type AuditedChange, type OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, type AuditedChange, type DocumentChanges, type OutboxSource } from '../../core/outbox.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { AuditActor, AuditLogger } from '../audit/index.ts';
 import { CONSENT_COLLECTION, ERASURE_ITEM_COLLECTION, type ConsentRecord, type ErasureAction, type ErasureItemDoc, type ErasureRequestRecord, type PrivacyModels } from './model.ts';
-import { consentChanges } from './consents.ts';
 import { oid, omit, type PersonalData, type Subject } from './personal-data.ts';
 import type { PrivacyDeps, RunControl } from './types.ts';
 
@@ -52,6 +51,8 @@ export interface ErasureEnv {
   models: PrivacyModels;
   personal: PersonalData;
   deps: Pick<PrivacyDeps, 'identity' | 'events' | 'audit' | 'settings' | 'log'>;
+  /** The consents' writes with their events (the consents service's). */
+  consents: DocumentChanges;
 }
 
 /** The ledger row of one item, with what a step does with it once the item is handled. */
@@ -110,7 +111,7 @@ export class ErasureRun {
   async revokeConsents(): Promise<void> {
     const { Consent } = this.env.models;
     const { req, user } = this;
-    const { changes } = consentChanges(this.env.models, () => this.env.deps.events);
+    const changes = this.env.consents;
     for await (const c of Consent.find({ user_id: user._id, $or: [{ active: true }, { revoked_by_erasure: req._id }] }).lean<ConsentRecord[]>().cursor()) {
       const item = await this.ledger(CONSENT_COLLECTION, c._id, 'revoke_consent', { tenant_id: c.tenant_id });
       const revokedAt = c.revoked_at ?? new Date();

@@ -5,7 +5,7 @@
  */
 import type { OutboxSource } from '../../core/outbox.ts';
 import type { PrivacyModels } from './model.ts';
-import { consentChanges, ConsentsService } from './consents.ts';
+import { ConsentsService } from './consents.ts';
 import { erasureItemSource } from './erasure-run.ts';
 import { ErasureService } from './erasure.ts';
 import { ExportService } from './export.ts';
@@ -28,8 +28,8 @@ export class PrivacyService {
     this.personal = new PersonalData(deps.db, deps.identity.models, deps.declarations, deps.tenancy, deps.settings);
     this.consents = new ConsentsService(models, deps);
     this.exports = new ExportService(models, this.personal, deps.readAccess ?? (() => Promise.resolve(null)));
-    this.erasures = new ErasureService(models, this.personal, deps);
-    this.sources = [this.erasures.source, consentChanges(models, () => deps.events).source, erasureItemSource(models)];
+    this.erasures = new ErasureService(models, this.personal, deps, this.consents.changes);
+    this.sources = [this.erasures.source, this.consents.source, erasureItemSource(models)];
   }
 
   /** @throws Error when a declaration names a model nobody registered (checked at start-up). */

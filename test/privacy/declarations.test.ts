@@ -54,7 +54,7 @@ describe('resource options', () => {
 describe('declarations the resources plugin contributes', () => {
   it('one per resource, with neutral values by field kind, private fields excluded from exports', () => {
     const decl = Object.fromEntries(t.app.kernel.personalData().map((d) => [d.name, d]));
-    expect(Object.keys(decl)).toEqual(['idempotency_keys', 'users', 'projects', 'tasks', 'profiles', 'shared_notes', 'resource_versions']);
+    expect(Object.keys(decl)).toEqual(['users', 'idempotency_keys', 'projects', 'tasks', 'profiles', 'shared_notes', 'resource_versions']);
     // Old versions of versioned resources (projects): scrubbed by erasure (test/privacy/erasure.test.ts).
     expect(decl.resource_versions).toMatchObject({ plugin: 'resources', model: 'ResourceVersion', on_erasure: 'scrub', scrub: expect.any(Function) });
     // The kernel's store of idempotent answers: scrubbed by erasure (test/privacy/idempotency.test.ts).
