@@ -4,6 +4,7 @@
  * registers them once every plugin is set up.
  */
 import type { z } from 'zod';
+import type { EventDoc } from './outbox.ts';
 
 /** A JSON Schema object, as `/events/types` and `/openapi.json` show it. */
 export type JsonSchema = Record<string, unknown>;
@@ -67,3 +68,19 @@ export interface EventRecord {
 
 /** An event without its object: what a consumer's `select` decides from. */
 export type EventHead = Omit<EventRecord, 'data'>;
+
+/** The fields of a stored event a head is made of. */
+export type HeadDoc = Pick<EventDoc, '_id' | 'type' | 'tenant_id' | 'created_at' | 'actor' | 'request_id'>;
+
+/** A stored event's head, as consumers' `select` sees it. */
+export const toHead = (e: HeadDoc): EventHead => ({
+  id: e._id,
+  type: e.type,
+  tenant_id: e.tenant_id ? String(e.tenant_id) : null,
+  created_at: e.created_at,
+  actor: e.actor,
+  request_id: e.request_id,
+});
+
+/** A stored event as consumers and listeners of stored batches see it. */
+export const toRecord = (e: HeadDoc & Pick<EventDoc, 'data'>): EventRecord => ({ ...toHead(e), data: e.data });

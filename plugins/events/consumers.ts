@@ -1,22 +1,10 @@
 import type { Model } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { EventDoc } from '../../core/outbox.ts';
-import type { EventConsumer, EventHead, EventRecord } from '../../core/event-contributions.ts';
+import { toHead, toRecord, type EventConsumer, type HeadDoc } from '../../core/event-contributions.ts';
 
-/** The fields of an event document a head is made of (`HEAD_FIELDS` reads just them). */
-type HeadDoc = Pick<EventDoc, '_id' | 'type' | 'tenant_id' | 'created_at' | 'actor' | 'request_id'>;
+/** The fields of an event document a head is made of. */
 const HEAD_FIELDS = { type: 1, tenant_id: 1, created_at: 1, actor: 1, request_id: 1 } as const;
-
-const toHead = (e: HeadDoc): EventHead => ({
-  id: e._id,
-  type: e.type,
-  tenant_id: e.tenant_id ? String(e.tenant_id) : null,
-  created_at: e.created_at,
-  actor: e.actor,
-  request_id: e.request_id,
-});
-
-export const toRecord = (e: HeadDoc & Pick<EventDoc, 'data'>): EventRecord => ({ ...toHead(e), data: e.data });
 
 /**
  * The filter of the events committed from `floor` on, or, once a page has been read, of those after

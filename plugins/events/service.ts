@@ -13,7 +13,8 @@ import { outboxInWrite, supersede, type OutboxInWrite } from './known.ts';
 import { Relay, type RelaySettings } from './relay.ts';
 import type { EventDoc, OutboxEntry, OutboxSource, StageInput } from '../../core/outbox.ts';
 import type { EventSink } from './sink.ts';
-import { ConsumerRunner, type ConsumerSettings, toRecord } from './consumers.ts';
+import { ConsumerRunner, type ConsumerSettings } from './consumers.ts';
+import { toRecord } from '../../core/event-contributions.ts';
 import type { EventConsumer, EventRecord } from '../../core/event-contributions.ts';
 import type { EventListQuery } from './schemas.ts';
 

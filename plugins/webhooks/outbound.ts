@@ -8,7 +8,7 @@ import type { Config } from '../../config/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';
-import type { EventConsumer, EventHead, EventRecord, EventTypeDefinition } from '../../core/event-contributions.ts';
+import { toRecord, type EventConsumer, type EventHead, type EventRecord, type EventTypeDefinition } from '../../core/event-contributions.ts';
 import type { EventDoc } from '../../core/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import { webhookDeliveryModel, webhookEndpointModel, type WebhookDeliveryModel, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
@@ -138,7 +138,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
    * first, it creates them (the unique index makes a second fan-out harmless).
    */
   const fanOutStored = async (docs: EventDoc[]) => {
-    const events = docs.map(recordOf).filter((e) => outbound(e) && e.tenant_id && !(e.type === 'ping' && e.data.endpoint_id));
+    const events = docs.map(toRecord).filter((e) => outbound(e) && e.tenant_id && !(e.type === 'ping' && e.data.endpoint_id));
     if (!events.length || !started) return;
     const tenants = [...new Set(events.map((e) => e.tenant_id!))].map((t) => new Types.ObjectId(t));
     const rows = await endpointModel.find({ tenant_id: { $in: tenants }, enabled: true }).lean<WebhookEndpointRecord[]>();
@@ -169,11 +169,6 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     },
   };
 }
-
-/** An event as stored in the log, as consumers see it. */
-const recordOf = (e: EventDoc): EventRecord => ({
-  id: e._id, type: e.type, tenant_id: e.tenant_id ? String(e.tenant_id) : null, created_at: e.created_at, data: e.data, actor: e.actor, request_id: e.request_id,
-});
 
 /** Is `endpoint` subscribed to `event` (its type or `*`), and did it exist when the event happened? */
 const subscribed = (endpoint: { event_types: string[]; created_at: Date }, event: EventHead) =>

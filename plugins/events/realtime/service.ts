@@ -4,7 +4,7 @@ import type { Actor } from '../../../core/context.ts';
 import type { Logger } from '../../../core/logger.ts';
 import type { Tenancy } from '../../../core/tenancy.ts';
 import type { EventCatalogue } from '../catalogue.ts';
-import { toRecord } from '../consumers.ts';
+import { toRecord } from '../../../core/event-contributions.ts';
 import type { EventRecord } from '../../../core/event-contributions.ts';
 import type { EventDoc } from '../../../core/outbox.ts';
 import { Channel } from './channel.ts';

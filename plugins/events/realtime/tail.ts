@@ -1,7 +1,8 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { Model } from 'mongoose';
 import type { Logger } from '../../../core/logger.ts';
-import { committedFrom, toRecord } from '../consumers.ts';
+import { committedFrom } from '../consumers.ts';
+import { toRecord } from '../../../core/event-contributions.ts';
 import type { EventRecord } from '../../../core/event-contributions.ts';
 import type { EventDoc } from '../../../core/outbox.ts';
 
