@@ -102,6 +102,11 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/plugins/**'], message: 'core/ never imports a plugin.' }] }] },
   },
   {
+    // lib/ holds helpers plugins share (cursors, pages, ETags): they keep no state, know no plugin and of the kernel only its error family.
+    files: ['lib/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/plugins/**', '**/builtin-plugins.ts', '**/core/**', '!**/core/errors.ts'], message: 'lib/ imports no plugin, and of core/ only errors.ts: it is what plugins share below the kernel.' }] }] },
+  },
+  {
     // The admin console is a browser app on the public GraphQL API: it imports no server code and no Node module.
     files: ['admin-console/src/**/*.{ts,tsx}'],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [

@@ -59,8 +59,8 @@ export type { ErrorDetails, ValidationIssue } from './core/errors.ts';
 export { defineRoute } from './core/http/route.ts';
 export type { HandlerArgs, HttpMethod, RouteAuth, RouteDef, RouteDocs } from './core/http/route.ts';
 export { idParams, objectId, pageQuery } from './core/http/schemas.ts';
-export { pageHeaderDocs, pageOf, pageSchema, setPageHeaders } from './core/page.ts';
-export type { Page } from './core/page.ts';
+export { pageHeaderDocs, pageOf, pageSchema, setPageHeaders } from './lib/page.ts';
+export type { Page } from './lib/page.ts';
 
 // --- GraphQL
 export { givenArgs, pageObject, scopes } from './core/graphql.ts';

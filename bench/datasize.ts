@@ -20,7 +20,7 @@ import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
 import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
-import { encodeCursor } from '../core/cursor.ts';
+import { encodeCursor } from '../lib/cursor.ts';
 import { ADMIN_KEY, benchAccount, startServer } from './seed.ts';
 import { type Load, loadAvg, log, measureRate, median, ratioOf, runBench, showRatio } from './scenarios.ts';
 

@@ -6,7 +6,7 @@ import { MongoMemoryServer } from 'mongodb-memory-server';
 import { loadConfig } from '../config/index.ts';
 import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
-import { encodeCursor } from '../core/cursor.ts';
+import { encodeCursor } from '../lib/cursor.ts';
 
 export const ADMIN_KEY = 'bench-admin-key-0123456789abcdef';
 

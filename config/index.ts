@@ -13,7 +13,7 @@ export const PLACEHOLDER_CURSOR_SECRET = 'change-me-cursor-hmac-secret-placehold
 /** The placeholder `TOKEN_SECRET` earlier versions shipped as a default; refused in every mode. */
 export const PLACEHOLDER_TOKEN_SECRET = 'change-me-token-secret-placeholder-0000000000000';
 
-/** Settings that sign things. Unset outside production, a generated secret kept under `DATA_DIR` stands in (core/secrets.ts). */
+/** Settings that sign things. Unset outside production, a generated secret kept under `DATA_DIR` stands in (config/secrets.ts). */
 export const SECRET_SETTINGS = ['TOKEN_SECRET', 'CURSOR_HMAC_SECRET'] as const;
 export type SecretSetting = (typeof SECRET_SETTINGS)[number];
 const PLACEHOLDERS: Record<SecretSetting, string> = { TOKEN_SECRET: PLACEHOLDER_TOKEN_SECRET, CURSOR_HMAC_SECRET: PLACEHOLDER_CURSOR_SECRET };
@@ -295,7 +295,7 @@ type ParsedConfig = z.infer<typeof configSchema>;
 export type WebhookProviderSetting = Omit<z.infer<typeof webhookProviderSetting>, 'secret_env'> & { secret: string };
 /** Settings as parsed from the environment: secrets may still be missing outside production. */
 export type LoadedConfig = Omit<ParsedConfig, 'WEBHOOK_PROVIDERS'> & { WEBHOOK_PROVIDERS: WebhookProviderSetting[] };
-/** Settings of a running app: every secret is set (`createApp` fills missing ones, see core/secrets.ts). */
+/** Settings of a running app: every secret is set (`createApp` fills missing ones, see config/secrets.ts). */
 export type Config = Omit<LoadedConfig, SecretSetting> & Record<SecretSetting, string>;
 export type ConfigInput = Partial<Record<keyof Config, string | undefined>>;
 

@@ -3,7 +3,7 @@ import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import { DateTimeResolver, JSONResolver, ObjectIDResolver } from 'graphql-scalars';
 import type Koa from 'koa';
 import type { Actor } from './context.ts';
-import type { Page } from './page.ts';
+import type { Page } from '../lib/page.ts';
 import type { FrameSink, PresentedCredential } from './transport.ts';
 import { permit, type Permission } from './permissions.ts';
 
@@ -80,7 +80,7 @@ export const givenArgs = (args: Record<string, unknown>): Record<string, unknown
 export type ItemRef<T> = PothosSchemaTypes.ObjectRef<PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>, T>;
 
 /**
- * The GraphQL object of a `Page<T>` (core/page.ts): `items` of `item` plus the four page numbers,
+ * The GraphQL object of a `Page<T>` (lib/page.ts): `items` of `item` plus the four page numbers,
  * all non-null, named `name` (e.g. `JobRunPage`). Every offset-paginated list uses it.
  */
 export function pageObject<T>(builder: Builder, name: string, item: ItemRef<T>) {

@@ -7,7 +7,7 @@ import getRawBody from 'raw-body';
 import { createYoga, type Plugin as YogaPlugin, type YogaServerInstance } from 'graphql-yoga';
 import { GraphQLError, validateSchema, type GraphQLSchema } from 'graphql';
 import type { Config, LoadedConfig } from '../config/index.ts';
-import { resolveSecrets } from './secrets.ts';
+import { resolveSecrets } from '../config/secrets.ts';
 import { ErrorCode, UnsupportedMediaTypeError } from './errors.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HookBus } from './hooks.ts';
@@ -76,7 +76,7 @@ function orderPlugins(plugins: readonly Plugin[]): Plugin[] {
 }
 
 export interface CreateAppOptions {
-  /** Parsed settings; missing secrets are filled from `DATA_DIR` outside production (core/secrets.ts). */
+  /** Parsed settings; missing secrets are filled from `DATA_DIR` outside production (config/secrets.ts). */
   config: LoadedConfig | Config;
   /** Loaded first, in this order, always; their names are reserved (`corePlugins()`, builtin-plugins.ts). */
   corePlugins: Plugin[];

@@ -1,7 +1,7 @@
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { idParams } from '../../core/http/schemas.ts';
-import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
+import { pageHeaderDocs, setPageHeaders } from '../../lib/page.ts';
 import { roleModel } from './model.ts';
 import { ROLE_PERMISSIONS, RoleStore, roleEventTypes } from './roles.ts';
 import { AccessService, checkCodeAccess, type ResourceAccessSource } from './service.ts';

@@ -12,7 +12,7 @@ import type { OutboxEntry, OutboxSource } from '../../core/outbox.ts';
 import { OUTBOX_FIELD } from '../../core/outbox.ts';
 import type { Permissions as OperationPermissions } from '../../core/permissions.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
-import { pageOf } from '../../core/page.ts';
+import { pageOf } from '../../lib/page.ts';
 import { reaches } from './engine.ts';
 import { BUILTIN_ROLES, normalize, type Permissions } from './rules.ts';
 import type { RoleDoc } from './model.ts';

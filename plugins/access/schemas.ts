@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 import { ACTIONS, permissionsSchema } from './rules.ts';
 
 const roleName = z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/, 'lower case letters, digits, - and _, starting with a letter');

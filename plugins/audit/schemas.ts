@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 import { AUDIT_FIELDS, AUDIT_OPERATIONS, type AuditField } from './model.ts';
 
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;

@@ -5,7 +5,7 @@ import type { Actor } from '../../core/context.ts';
 import { requireRole, type Filter } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import type { Logger } from '../../core/logger.ts';
-import { pageOf, type Page } from '../../core/page.ts';
+import { pageOf, type Page } from '../../lib/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { traced } from '../../core/observability/tracing.ts';
 import { type EventDoc, OUTBOX_FIELD } from '../../core/outbox.ts';

@@ -5,7 +5,7 @@ import type { Permissions } from '../../core/permissions.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { cursorFilter, decodeCursor, encodeCursor, querySort, type SortSpec } from '../../core/cursor.ts';
+import { cursorFilter, decodeCursor, encodeCursor, querySort, type SortSpec } from '../../lib/cursor.ts';
 import { EventCatalogue, type EventTypeView } from './catalogue.ts';
 import { eventClaimModel, eventCursorModel, eventModel, newEventId } from './model.ts';
 import { OutboxSweeper } from './sweep.ts';

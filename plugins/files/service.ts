@@ -3,7 +3,7 @@ import { Types, type Model } from 'mongoose';
 import { AppError, ConflictError, DomainErrorCode, ErrorCode, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import type { EventLog } from '../events/index.ts';
 import { OUTBOX_FIELD } from '../../core/outbox.ts';
-import { etagOf, parseIfMatch } from '../../core/etag.ts';
+import { etagOf, parseIfMatch } from '../../lib/etag.ts';
 import { isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import type { Doc } from '../../core/hooks.ts';

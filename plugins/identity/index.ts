@@ -7,7 +7,7 @@ import { IDENTITY_PERMISSIONS, IdentityService } from './service.ts';
 import { MembershipService, migratePeople } from './memberships.ts';
 import { identityEventTypes } from './events.ts';
 import { identityGraphql } from './graphql.ts';
-import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
+import { pageHeaderDocs, setPageHeaders } from '../../lib/page.ts';
 import { AuthFailureLimiter, createLimiter } from '../../core/rate-limit.ts';
 
 export type { IdentityService } from './service.ts';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 
 /** A role name: a built-in role or a custom role of the user's tenant (checked by the service). */
 const roleName = z.string().min(1).max(64);

@@ -5,7 +5,7 @@ import { hasSystemScope, isSystemActor, writeTenantId, type Actor } from '../../
 import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { ROLES } from './model.ts';
-import { pageOf } from '../../core/page.ts';
+import { pageOf } from '../../lib/page.ts';
 import { requireRole, type Filter } from '../../core/access.ts';
 import { API_KEY_PREFIX, hashKey } from '../../core/authentication.ts';
 import type { Permissions } from '../../core/permissions.ts';

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { idParams } from '../../core/http/schemas.ts';
-import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
+import { pageHeaderDocs, setPageHeaders } from '../../lib/page.ts';
 import type { EventTypeDefinition } from '../../core/event-contributions.ts';
 import { invitationModel } from './model.ts';
 import { acceptedView, acceptInvitationInput, createInvitationInput, invitationListView, invitationsQuery, invitationView } from './schemas.ts';

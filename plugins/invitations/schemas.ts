@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { pageQuery } from '../../core/http/schemas.ts';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 import { INVITATION_STATUSES } from './model.ts';
 
 /** `POST /admin/invitations` body, GraphQL `createInvitation(input)`: into the administrator's tenant (`X-Tenant-Id` for system administrators). */

@@ -17,7 +17,7 @@ import type { IdentityService } from '../identity/index.ts';
 import type { MembershipService } from '../identity/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
-import { pageOf } from '../../core/page.ts';
+import { pageOf } from '../../lib/page.ts';
 import type { MailerService } from '../mailer/index.ts';
 import type { InvitationDoc, InvitationRecord } from './model.ts';
 import type { AcceptedView, AcceptInvitationInput, CreateInvitationInput, InvitationsQuery, InvitationView } from './schemas.ts';

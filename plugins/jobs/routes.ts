@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Logger } from '../../core/logger.ts';
-import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
+import { pageHeaderDocs, setPageHeaders } from '../../lib/page.ts';
 import {
   chainBody, chainPatch, chainResponse, chainRunBody, checkSchedulesResponse, idParams, registryResponse, scheduleResponse, jobNameParams, listRunsQuery, runBody, runIdParams, runResponse, runsPageResponse,
   scheduleBody, scheduleRunBody, triggerBody, triggerResponse,

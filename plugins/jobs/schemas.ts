@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { idParams, objectId, pageQuery } from '../../core/http/schemas.ts';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 import { DEPENDENCY_MODES, ON_FAILURE, RUN_STATUSES } from './model.ts';
 
 /** Shared by REST and GraphQL: every input of the jobs plugin, its options and response shapes. */

@@ -4,7 +4,7 @@ import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts
 import type { JobRunner } from '../../core/plugin.ts';
 import { requireRole } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
-import { pageOf, type Page } from '../../core/page.ts';
+import { pageOf, type Page } from '../../lib/page.ts';
 import { FINISHED, type JobModels, type JobRunRecord } from './model.ts';
 import { registryView, type RegistryEntry } from './registry.ts';
 import type { ListRunsQuery } from './schemas.ts';

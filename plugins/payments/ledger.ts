@@ -8,7 +8,7 @@ import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
 import type { Filter } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
-import { pageOf, type Page } from '../../core/page.ts';
+import { pageOf, type Page } from '../../lib/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { fromMinor } from './money.ts';
 import type { LedgerEntryRecord, LedgerEntryView, PaymentRecord, ledgerModel } from './model.ts';

@@ -10,7 +10,7 @@ import { OUTBOX_FIELD } from '../../core/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import type { Filter } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
-import { pageOf, type Page } from '../../core/page.ts';
+import { pageOf, type Page } from '../../lib/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { ResourceService } from '../resources/index.ts';
 import { compareToMinor, fromMinor, percentOf } from './money.ts';

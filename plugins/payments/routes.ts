@@ -1,6 +1,6 @@
 /** REST wiring of payments, the ledger and payouts: each route calls one service method. */
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
-import { etagOf } from '../../core/etag.ts';
+import { etagOf } from '../../lib/etag.ts';
 import {
   balanceResponse, cancelInput, completeInput, executeInput, failPayoutInput, ifMatchHeader, ledgerPageResponse, ledgerQuery, paymentIdParams, type paymentResponses,
   payoutIdParams, payoutListQuery, payoutPageResponse, payoutResponse, refundInput, refundsResponse, settleParams, settleResponse, updatePaymentInput,

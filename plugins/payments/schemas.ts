@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
 import { currencyDigits, fromMinor, toMinor } from './money.ts';
 import { LEDGER_ACCOUNTS, PAYMENT_STATUSES, PAYOUT_STATUSES, REFUND_STATUSES } from './model.ts';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 
 /** A decimal amount: a string such as `"12.50"` or a JSON number. */
 export const amountInput = z.union([z.string(), z.number()]).describe('Decimal amount: a string such as "12.50" (preferred) or a JSON number');

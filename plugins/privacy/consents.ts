@@ -1,6 +1,6 @@
 /** Consents: grant, list and revoke a user's consent to a purpose. No Koa or GraphQL here. */
 import { Types } from 'mongoose';
-import type { Page } from '../../core/page.ts';
+import type { Page } from '../../lib/page.ts';
 import { AccessDeniedError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { isAdmin, isSystemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';

@@ -1,4 +1,4 @@
-import type { Page } from '../../core/page.ts';
+import type { Page } from '../../lib/page.ts';
 /**
  * Erasure requests: creation with a preview, reading, and execution (inline, or queued as the
  * `execute_erasure` job), with the claim, lease and reservation that make two executions of one

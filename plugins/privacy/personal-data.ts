@@ -9,7 +9,7 @@ import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/access.ts';
 import type { IdentityModels, UserDoc } from '../identity/index.ts';
-import { pageOf, type Page } from '../../core/page.ts';
+import { pageOf, type Page } from '../../lib/page.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 

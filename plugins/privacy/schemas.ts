@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 import { ERASURE_ACTIONS, ERASURE_STATUSES, LINKED_ACTIONS } from './model.ts';
 
 /** A consent purpose: a short machine label, e.g. `marketing_email`, `analytics`. */

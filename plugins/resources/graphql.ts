@@ -8,7 +8,7 @@ import { BASE_FIELDS, type FieldInfo } from './fields.ts';
 import { FILTER_ARG_DOC, LIST_PARAMS, type ListArgs, type ListParam } from './params.ts';
 import type { Operation } from './define.ts';
 import type { ResourceRegistry } from './registry.ts';
-import { etagOf } from '../../core/etag.ts';
+import { etagOf } from '../../lib/etag.ts';
 import type { Actor } from '../../core/context.ts';
 import { resourceTypesGraphQL } from './graphql-types.ts';
 import type { Versions } from './versions/service.ts';

@@ -5,7 +5,7 @@
  * one type per resource.
  */
 import { z } from 'zod';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 import { BASE_FIELDS, type FieldInfo, type FieldKind } from './fields.ts';
 import type { ResourceDefinition } from './define.ts';
 

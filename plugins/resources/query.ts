@@ -20,7 +20,7 @@ export { DEFAULT_QUERY_LIMITS, queryLimitsSchema, type QueryLimits, type Resourc
  * Ordered sort fields with direction. Always ends with an `['_id', dir]` tiebreaker whose
  * direction is that of the last field, unless `_id` is already one of the fields.
  */
-import type { SortSpec } from '../../core/cursor.ts';
+import type { SortSpec } from '../../lib/cursor.ts';
 export type { SortSpec };
 
 export interface ParsedListQuery {

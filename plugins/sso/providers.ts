@@ -13,7 +13,7 @@ import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
 import type { EventLog } from '../events/index.ts';
-import { pageOf, type Page } from '../../core/page.ts';
+import { pageOf, type Page } from '../../lib/page.ts';
 import type { ProviderRecord, SsoModels } from './model.ts';
 import type { CreateProviderInput, ProviderListQuery, ProviderView, UpdateProviderInput } from './schemas.ts';
 import type { SecretBox } from './crypto.ts';

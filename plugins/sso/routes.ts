@@ -1,7 +1,7 @@
 /** REST routes of SSO: providers under `/admin/sso/providers`, the sign-in under `/auth/sso`. Each calls a service. */
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import { idParams } from '../../core/http/schemas.ts';
-import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
+import { pageHeaderDocs, setPageHeaders } from '../../lib/page.ts';
 import { callbackQuery, createProviderInput, exchangeBody, loginParams, publicProviders, tenantParams, loginQuery, providerListQuery, providerPage, providerView, tokenResponse, updateProviderInput } from './schemas.ts';
 import { PROVIDER_PERMISSIONS, type ProviderService } from './providers.ts';
 import { SIGN_IN_PERMISSIONS, type SignInService } from './service.ts';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 
 const slug = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be a slug: lower-case letters, digits and dashes, at most 63');
 const domain = z

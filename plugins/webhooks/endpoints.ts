@@ -12,7 +12,7 @@ import type { Tenancy } from '../../core/tenancy.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';
 import { DocumentChanges, notRemoved, OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
 import type { EventLog } from '../events/index.ts';
-import { pageOf, type Page } from '../../core/page.ts';
+import { pageOf, type Page } from '../../lib/page.ts';
 import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
 import type {
   CreateEndpointInput, DeliveryListQuery, DeliveryView, EndpointListQuery, EndpointView, EndpointWithSecret, UpdateEndpointInput,

@@ -7,7 +7,7 @@ import type { z } from 'zod';
 import type { Actor } from '../../core/context.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
-import { pageHeaderDocs, setPageHeaders, type Page } from '../../core/page.ts';
+import { pageHeaderDocs, setPageHeaders, type Page } from '../../lib/page.ts';
 import { notRemoved } from '../../core/outbox.ts';
 import { webhookEndpointModel, webhookEventModel } from './model.ts';
 import {

@@ -1,7 +1,7 @@
 /** REST routes of outbound webhooks (`/webhook-endpoints`): each calls the endpoint service. */
 import { defineRoute, type RouteDef } from '../../core/http/route.ts';
 import { idParams } from '../../core/http/schemas.ts';
-import { pageHeaderDocs, setPageHeaders } from '../../core/page.ts';
+import { pageHeaderDocs, setPageHeaders } from '../../lib/page.ts';
 import {
   createEndpointInput, deliveryListQuery, deliveryPage, deliveryParams, deliveryView, endpointListQuery, endpointPage, endpointView,
   endpointWithSecret, updateEndpointInput,

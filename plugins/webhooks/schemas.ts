@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { objectId, pageQuery } from '../../core/http/schemas.ts';
-import { pageSchema } from '../../core/page.ts';
+import { pageSchema } from '../../lib/page.ts';
 import type { Actor } from '../../core/context.ts';
 import { DELIVERY_STATUSES, WEBHOOK_STATUSES } from './model.ts';
 import { PRESET_NAMES } from './presets.ts';

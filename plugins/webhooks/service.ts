@@ -9,7 +9,7 @@ import { AuthRequiredError, BadRequestError, ConflictError, NotFoundError, Valid
 import { PluginError } from '../../core/plugin.ts';
 import { systemActor, type Actor } from '../../core/context.ts';
 import type { Permissions } from '../../core/permissions.ts';
-import { pageOf, type Page } from '../../core/page.ts';
+import { pageOf, type Page } from '../../lib/page.ts';
 import type { Logger } from '../../core/logger.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
 import type { EventLog } from '../events/index.ts';

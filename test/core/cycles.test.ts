@@ -4,7 +4,7 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 /**
- * No import cycles among the production files: core/, plugins/, config/, scripts/, server.ts, builtin-plugins.ts,
+ * No import cycles among the production files: core/, lib/, plugins/, config/, scripts/, server.ts, builtin-plugins.ts,
  * index.ts, testing.ts, and the console's own app in admin-console/src. Every edge counts: static
  * imports, `import type`, re-exports (`export … from`), dynamic `import()` and `declare module`
  * augmentations, read with `ts.preProcessFile` (the compiler's own scanner, so a string in a
@@ -16,7 +16,7 @@ import { describe, expect, it } from 'vitest';
  */
 const ROOT = resolve(import.meta.dirname, '../..');
 
-const ROOTS = ['core', 'plugins', 'config', 'scripts', 'server.ts', 'builtin-plugins.ts', 'index.ts', 'testing.ts', 'admin-console/src'];
+const ROOTS = ['core', 'lib', 'plugins', 'config', 'scripts', 'server.ts', 'builtin-plugins.ts', 'index.ts', 'testing.ts', 'admin-console/src'];
 const SOURCE = /\.tsx?$/;
 
 /**

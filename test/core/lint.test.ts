@@ -92,6 +92,14 @@ describe('npm run lint enforces the plugin layout', () => {
     expect(messages).toEqual([{ ruleId: RESTRICTED, message: expect.stringContaining('core/ never imports a plugin') }]);
   });
 
+  it('fails on lib/ importing a plugin or the kernel beyond its error family', async () => {
+    for (const spec of ['../core/plugin.ts', '../plugins/audit/index.ts', '../builtin-plugins.ts']) {
+      const messages = await lintAs('lib/probe.ts', `import type * as M from '${spec}';\nexport type Probe = typeof M;\n`);
+      expect(messages, spec).toEqual([{ ruleId: RESTRICTED, message: expect.stringContaining('lib/ imports no plugin') }]);
+    }
+    expect(await lintAs('lib/probe.ts', "import { BadRequestError } from '../core/errors.ts';\nexport const probe = new BadRequestError('x');\n")).toEqual([]);
+  });
+
   it('fails on config/ importing the kernel, a plugin or the plugin list (settings are the bottom layer)', async () => {
     for (const spec of ['../core/plugin.ts', '../plugins/audit/index.ts', '../builtin-plugins.ts']) {
       const messages = await lintAs('config/probe.ts', `import type * as M from '${spec}';\nexport type Probe = typeof M;\n`);

@@ -114,7 +114,7 @@ function tsFiles(dir: string): string[] {
   );
 }
 
-const production = () => Object.fromEntries(['core', 'plugins', 'config', 'server.ts'].flatMap(tsFiles).map((f) => [f, readFileSync(join(ROOT, f), 'utf8')]));
+const production = () => Object.fromEntries(['core', 'lib', 'plugins', 'config', 'server.ts'].flatMap(tsFiles).map((f) => [f, readFileSync(join(ROOT, f), 'utf8')]));
 
 describe('one writer per outbox collection', () => {
   it('no production file outside the owners writes an outbox collection', () => {

@@ -110,7 +110,7 @@ describe('REST', () => {
     expect(a.status).toBe(200);
     expect(a.body).toMatchObject({ total: 4, page: 1, per_page: 2, total_pages: 2 });
     expect(a.body.items).toHaveLength(2);
-    // pageOf + setPageHeaders (core/page.ts): the page's numbers as headers too.
+    // pageOf + setPageHeaders (lib/page.ts): the page's numbers as headers too.
     expect([a.headers.get('x-total-count'), a.headers.get('x-page'), a.headers.get('x-per-page'), a.headers.get('x-total-pages')]).toEqual(['4', '1', '2', '2']);
     const all = await t.http('GET', '/notes?per_page=100', { key: A2.key });
     expect(all.body.items.map((n: NoteView) => n.title).sort()).toEqual(['a1', 'a2', 'a3', 'a4']);

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, PLACEHOLDER_TOKEN_SECRET } from '../../config/index.ts';
 import { createApp } from '../../core/kernel.ts';
-import { resolveSecrets } from '../../core/secrets.ts';
+import { resolveSecrets } from '../../config/secrets.ts';
 import { buildTestApp, envelope, uniqueDbUri, type TestApp } from '../helpers/app.ts';
 import { corePlugins } from '../../builtin-plugins.ts';
 

@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { MongoMemoryServer } from 'mongodb-memory-server';
 import mongoose, { Schema, type Connection, type Model, type Types } from 'mongoose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cursorFilter, decodeCursor, encodeCursor, querySort } from '../../core/cursor.ts';
+import { cursorFilter, decodeCursor, encodeCursor, querySort } from '../../lib/cursor.ts';
 import { parseListQuery, parseSort, type ResourceQueryInfo, type SortSpec } from '../../plugins/resources/query.ts';
 
 interface Item {

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { Types } from 'mongoose';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../core/errors.ts';
-import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
+import { decodeCursor, encodeCursor } from '../../lib/cursor.ts';
 import {
   DEFAULT_QUERY_LIMITS,
   parseListQuery,

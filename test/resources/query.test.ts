@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { Types } from 'mongoose';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../core/errors.ts';
-import { cursorFilter, decodeCursor, encodeCursor, querySort, sortKey } from '../../core/cursor.ts';
+import { cursorFilter, decodeCursor, encodeCursor, querySort, sortKey } from '../../lib/cursor.ts';
 import {
   DEFAULT_QUERY_LIMITS,
   parseListQuery,
@@ -635,7 +635,7 @@ describe('regular expressions the database would reject', () => {
   });
 });
 
-describe('cursor (core/cursor.ts)', () => {
+describe('cursor (lib/cursor.ts)', () => {
   const SECRET = 'unit-test-secret-0123456789abcdef0123';
   const sort: SortSpec = [
     ['n', -1],

@@ -5,7 +5,7 @@
  */
 import { definePlugin, type JobDefinition } from '../../../core/plugin.ts';
 import { defineRoute } from '../../../core/http/route.ts';
-import { pageHeaderDocs, setPageHeaders } from '../../../core/page.ts';
+import { pageHeaderDocs, setPageHeaders } from '../../../lib/page.ts';
 import { noteModel } from './model.ts';
 import { archiveJobParams, archiveNotesInput, archiveNotesResult, createNoteInput, listNotesQuery, noteView, notesOptions, notesPage } from './schemas.ts';
 import { NOTE_CREATED, NOTES_PERMISSIONS, NotesService, type NotesApi } from './service.ts';

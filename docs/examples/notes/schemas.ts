@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { pageQuery } from '../../../core/http/schemas.ts';
-import { pageSchema } from '../../../core/page.ts';
+import { pageSchema } from '../../../lib/page.ts';
 
 /** Options of the plugin: `notesPlugin.configure({ ... })`, checked by the kernel at start-up. */
 export const notesOptions = z.object({
@@ -70,7 +70,7 @@ export const noteView = z.object({
 });
 export type NoteView = z.output<typeof noteView>;
 
-/** One page of notes: `items`, `total`, `page`, `per_page`, `total_pages` (core/page.ts). */
+/** One page of notes: `items`, `total`, `page`, `per_page`, `total_pages` (lib/page.ts). */
 export const notesPage = pageSchema(noteView);
 export type NotesPage = z.output<typeof notesPage>;
 

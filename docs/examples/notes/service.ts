@@ -7,7 +7,7 @@ import { ValidationError } from '../../../core/errors.ts';
 import { PluginError } from '../../../core/plugin.ts';
 import { isSystemActor, writeTenantId, type Actor } from '../../../core/context.ts';
 import type { Permissions } from '../../../core/permissions.ts';
-import { pageOf } from '../../../core/page.ts';
+import { pageOf } from '../../../lib/page.ts';
 import type { Doc, HookBus } from '../../../core/hooks.ts';
 import { OUTBOX_FIELD, type OutboxSource } from '../../../core/outbox.ts';
 import type { Tenancy } from '../../../core/tenancy.ts';

@@ -1,7 +1,7 @@
 /** `POST <path>/{id}/publish` and `POST <path>/{id}/unpublish` of a resource with drafts. */
 import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../../../core/http/route.ts';
-import { etagOf } from '../../../core/etag.ts';
+import { etagOf } from '../../../lib/etag.ts';
 import { RESOURCE_PERMISSIONS, type ResourceService } from '../service.ts';
 import { responseSchemas } from '../output.ts';
 import { publishDraft, unpublish } from './service.ts';

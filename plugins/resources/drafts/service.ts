@@ -6,7 +6,7 @@
  * its working copy in the top-level fields, hidden by {@link draftsReadRows}. No Koa or GraphQL here.
  */
 import { AccessDeniedError, ConflictError, EtagMismatchError, parseInput } from '../../../core/errors.ts';
-import { etagOf, parseIfMatch } from '../../../core/etag.ts';
+import { etagOf, parseIfMatch } from '../../../lib/etag.ts';
 import { OUTBOX_FIELD } from '../../../core/outbox.ts';
 import { isAdmin, type Actor } from '../../../core/context.ts';
 import type { Doc } from '../../../core/hooks.ts';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../../../core/http/route.ts';
-import { etagOf } from '../../../core/etag.ts';
+import { etagOf } from '../../../lib/etag.ts';
 import { responseSchemas } from '../output.ts';
 import { RESOURCE_PERMISSIONS, type ResourceService } from '../service.ts';
 import type { Versions } from './service.ts';

@@ -8,7 +8,7 @@
 import type { Types } from 'mongoose';
 import { isAdmin, type Actor } from '../../../core/context.ts';
 import { ConflictError, NotFoundError } from '../../../core/errors.ts';
-import { parseIfMatch } from '../../../core/etag.ts';
+import { parseIfMatch } from '../../../lib/etag.ts';
 import type { Doc } from '../../../core/hooks.ts';
 import { maskWritten, readAccess, type ReadAccess } from '../access.ts';
 import type { ResourceService } from '../service.ts';

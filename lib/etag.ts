@@ -1,4 +1,4 @@
-import { BadRequestError, EtagRequiredError } from './errors.ts';
+import { BadRequestError, EtagRequiredError } from '../core/errors.ts';
 
 /**
  * Strong ETag of a document revision (its `version`), as every resource answers it in `ETag` and

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { ConfigError, MIN_SECRET_BYTES, SECRET_SETTINGS, type Config, type LoadedConfig, type SecretSetting } from '../config/index.ts';
-import type { Logger } from './logger.ts';
+import { ConfigError, MIN_SECRET_BYTES, SECRET_SETTINGS, type Config, type LoadedConfig, type SecretSetting } from './index.ts';
+import type { Logger } from 'pino';
 
 /** File under `DATA_DIR` holding generated secrets (JSON, mode 0600). */
 const SECRETS_FILE = 'secrets.json';

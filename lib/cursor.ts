@@ -32,7 +32,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Types } from 'mongoose';
-import { BadRequestError } from './errors.ts';
+import { BadRequestError } from '../core/errors.ts';
 /** A sort: fields with direction, `_id` last as the tie-breaker. */
 export type SortSpec = Array<[field: string, dir: 1 | -1]>;
 
