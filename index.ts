@@ -53,7 +53,7 @@ export {
   AccessDeniedError, AppError, AuthRequiredError, BadRequestError, ConflictError, ErrorCode, NotFoundError, RateLimitedError,
   ServiceUnavailableError, ValidationError, parseInput, zodIssues,
 } from './core/errors.ts';
-export type { ErrorDetails, ValidationIssue } from './core/errors.ts';
+export type { CatalogueEntry, ErrorCodeDoc, ErrorCodes, ErrorDetails, ValidationIssue } from './core/errors.ts';
 
 // --- REST
 export { defineRoute } from './core/http/route.ts';

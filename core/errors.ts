@@ -29,6 +29,7 @@ export const ErrorCode = {
   QUERY_TIMEOUT: 'QUERY_TIMEOUT',
   IDEMPOTENCY_KEY_REUSED: 'IDEMPOTENCY_KEY_REUSED',
   IDEMPOTENCY_IN_PROGRESS: 'IDEMPOTENCY_IN_PROGRESS',
+  TENANT_REQUIRED: 'TENANT_REQUIRED',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -218,23 +219,6 @@ export function parseInput<S extends z.ZodType>(schema: S, value: unknown, loc: 
   return res.data;
 }
 
-/**
- * Codes of domain errors that plugins raise (payments, passkeys). They are stated here, with the
- * core codes, so that the catalogue below lists every code a client can meet.
- */
-export const DomainErrorCode = {
-  PASSKEY_CLONE_DETECTED: 'PASSKEY_CLONE_DETECTED',
-  REFUND_EXCEEDS_CAPTURED: 'REFUND_EXCEEDS_CAPTURED',
-  PROVIDER_ERROR: 'PROVIDER_ERROR',
-  RANGE_NOT_SATISFIABLE: 'RANGE_NOT_SATISFIABLE',
-  TENANT_REQUIRED: 'TENANT_REQUIRED',
-  INVITATION_ACCEPTED: 'INVITATION_ACCEPTED',
-  INVITATION_EXPIRED: 'INVITATION_EXPIRED',
-  INVITATION_REVOKED: 'INVITATION_REVOKED',
-  MAIL_UNAVAILABLE: 'MAIL_UNAVAILABLE',
-} as const;
-export type DomainErrorCode = (typeof DomainErrorCode)[keyof typeof DomainErrorCode];
-
 /** One code of {@link ERROR_CATALOGUE}. */
 export interface ErrorCodeDoc {
   /** A typical error with this code: its status, message and details (documentation examples). */
@@ -246,24 +230,16 @@ export interface ErrorCodeDoc {
 const SAMPLE_ID = '64b7f0c2a1b2c3d4e5f60718';
 
 /**
- * Every error code a client can meet, core and plugin codes alike, in the order of docs/errors.md:
- * code → status (of its example) → when. `/openapi.json` documents its error responses from it, and
- * a test checks that docs/errors.md lists every code.
+ * The kernel's error codes, by status: code → status (of its example) → when. Plugins add their own
+ * (`errorCodes` of `setup()`); {@link ErrorCatalogue} holds both, `/openapi.json` documents its error
+ * responses from that, and a test checks that docs/errors.md lists every code.
  */
-export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, ErrorCodeDoc>> = {
+export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorCodeDoc>> = {
   BAD_REQUEST: {
     example: new BadRequestError('Malformed JSON body'),
     description: 'Malformed JSON body or query parameter, invalid `where` JSON, unknown operator, invalid cursor, invalid `X-Tenant-Id`.',
   },
-  REFUND_EXCEEDS_CAPTURED: {
-    example: new AppError(400, DomainErrorCode.REFUND_EXCEEDS_CAPTURED, 'The refunds would exceed the captured amount', { refundable: '20.00' }),
-    description: 'A refund above what is left of the captured amount (`details.refundable`).',
-  },
   AUTH_REQUIRED: { example: new AuthRequiredError(), description: 'Missing or invalid credentials, or an expired token.' },
-  PASSKEY_CLONE_DETECTED: {
-    example: new AppError(401, DomainErrorCode.PASSKEY_CLONE_DETECTED, 'The authenticator reported a sign count that did not increase; this passkey is disabled'),
-    description: 'A passkey login whose sign count did not increase: the passkey is disabled.',
-  },
   ACCESS_DENIED: {
     example: new AccessDeniedError(),
     description: 'A role, feature, attribute or tenant guard rejected the caller; `details.feature` names a missing feature.',
@@ -277,33 +253,17 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
     description: 'A request with the same `Idempotency-Key` (same actor and tenant) is still running; `Retry-After: 1`.',
   },
   TENANT_REQUIRED: {
-    example: new AppError(409, DomainErrorCode.TENANT_REQUIRED, 'You are a member of several tenants: sign in again with X-Tenant-Id set to one of details.tenants', { tenants: [{ id: SAMPLE_ID, name: 'Acme' }] }),
+    example: new AppError(409, ErrorCode.TENANT_REQUIRED, 'You are a member of several tenants: sign in again with X-Tenant-Id set to one of details.tenants', { tenants: [{ id: SAMPLE_ID, name: 'Acme' }] }),
     description: 'A sign-in (passkey) by a person with several memberships without `X-Tenant-Id`: `details.tenants` lists them.',
-  },
-  INVITATION_ACCEPTED: {
-    example: new AppError(409, DomainErrorCode.INVITATION_ACCEPTED, 'This invitation was already accepted'),
-    description: 'An invitation link used a second time (it is single-use), or resent or revoked after it was accepted.',
   },
   GONE: {
     example: new GoneError('Event evt_64b7f0c2a1b2c3d4e5f60718 is older than the event log keeps (30 days): read the current state, then stream without Last-Event-ID', { last_event_id: 'evt_64b7f0c2a1b2c3d4e5f60718', retention_days: 30 }),
     description: 'A stream resumed from an event older than the event log keeps.',
   },
-  INVITATION_EXPIRED: {
-    example: new AppError(410, DomainErrorCode.INVITATION_EXPIRED, 'This invitation has expired: ask for a new one'),
-    description: 'An invitation accepted after `INVITATION_TTL_HOURS`.',
-  },
-  INVITATION_REVOKED: {
-    example: new AppError(410, DomainErrorCode.INVITATION_REVOKED, 'This invitation was revoked'),
-    description: 'An invitation accepted (or resent) after an administrator revoked it.',
-  },
   ETAG_MISMATCH: { example: new EtagMismatchError(), description: '`If-Match` does not match the current revision.' },
   PAYLOAD_TOO_LARGE: { example: new AppError(413, ErrorCode.PAYLOAD_TOO_LARGE, 'Request body is too large'), description: 'The body is above `BODY_LIMIT`; an uploaded file above `FILES_MAX_BYTES` or over its tenant\'s quota.' },
   URI_TOO_LONG: { example: new AppError(414, ErrorCode.URI_TOO_LONG, 'Request URL is too long'), description: 'The request target is above `MAX_URL_LENGTH`.' },
   UNSUPPORTED_MEDIA_TYPE: { example: new UnsupportedMediaTypeError('Unsupported content type'), description: 'A non-empty body that is not JSON; an uploaded file whose bytes disagree with its declared type or whose type is not allowed.' },
-  RANGE_NOT_SATISFIABLE: {
-    example: new AppError(416, DomainErrorCode.RANGE_NOT_SATISFIABLE, "The range bytes=900- is outside the file's 100 bytes", { size: 100 }),
-    description: 'A file download whose `Range` starts past the end (`Content-Range: bytes */<size>`).',
-  },
   VALIDATION_ERROR: {
     example: new ValidationError([{ loc: ['body', 'email'], msg: 'Invalid email address', type: 'invalid_format' }]),
     description: 'Schema or domain validation failed (`details.errors` lists every problem).',
@@ -323,15 +283,7 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
     example: new AppError(500, ErrorCode.INTERNAL_ERROR, 'Internal server error'),
     description: 'Unexpected failure; the message is generic and the cause is logged server-side under `request_id`.',
   },
-  PROVIDER_ERROR: {
-    example: new AppError(502, DomainErrorCode.PROVIDER_ERROR, 'Payment provider "stripe" failed: timeout', { provider: 'stripe' }),
-    description: 'The payment provider failed or answered a status the provider map does not know.',
-  },
   SERVICE_UNAVAILABLE: { example: new ServiceUnavailableError(), description: 'A dependency (the database) does not answer.' },
-  MAIL_UNAVAILABLE: {
-    example: new AppError(503, DomainErrorCode.MAIL_UNAVAILABLE, 'E-mail cannot be sent: set SMTP_URL', { setting: 'SMTP_URL' }),
-    description: 'An e-mail (an invitation) in production without `SMTP_URL`, or the mail server refused it.',
-  },
   QUERY_TIMEOUT: {
     example: new AppError(503, ErrorCode.QUERY_TIMEOUT, 'The query took too long; narrow the filter and retry'),
     description: 'A list or count query ran longer than `QUERY_TIMEOUT_MS`.',
@@ -341,6 +293,37 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode | DomainErrorCode, Error
 /** 409 `TENANT_REQUIRED`: a person with several memberships signs in again with `X-Tenant-Id` set to one of `details.tenants`. */
 export class TenantRequiredError extends AppError {
   constructor(tenants: { id: string; name: string | null }[]) {
-    super(409, DomainErrorCode.TENANT_REQUIRED, 'You are a member of several tenants: sign in again with X-Tenant-Id set to one of details.tenants', { tenants });
+    super(409, ErrorCode.TENANT_REQUIRED, 'You are a member of several tenants: sign in again with X-Tenant-Id set to one of details.tenants', { tenants });
+  }
+}
+
+/** Codes a plugin's errors carry beyond the kernel's, each with an example and when it is answered. */
+export type ErrorCodes = Readonly<Record<string, ErrorCodeDoc>>;
+
+/** One code of the catalogue, with the plugin that declared it (absent: the kernel's). */
+export interface CatalogueEntry extends ErrorCodeDoc {
+  code: string;
+  plugin?: string;
+}
+
+/** Every code a client can meet on this app: the kernel's, then each plugin's in set-up order. */
+export class ErrorCatalogue {
+  private readonly entries: CatalogueEntry[] = Object.entries(ERROR_CATALOGUE).map(([code, d]) => ({ code, ...d }));
+
+  /** @returns null when accepted, else why not (a malformed or already declared code, an example of another code) */
+  add(codes: ErrorCodes, plugin: string): string | null {
+    for (const [code, d] of Object.entries(codes)) {
+      if (!/^[A-Z][A-Z0-9_]*$/.test(code)) return `Error code "${code}" of plugin "${plugin}" is not SCREAMING_SNAKE_CASE`;
+      if (!(d.example instanceof AppError) || d.example.code !== code) return `Error code "${code}" of plugin "${plugin}" needs an AppError example carrying that code`;
+      const taken = this.entries.find((e) => e.code === code);
+      if (taken) return `Error code "${code}" of plugin "${plugin}" is already declared by ${taken.plugin ? `plugin "${taken.plugin}"` : 'the kernel'}`;
+      this.entries.push({ code, ...d, plugin });
+    }
+    return null;
+  }
+
+  /** Every code, ordered by the status of its example (the kernel's first within a status). */
+  all(): readonly CatalogueEntry[] {
+    return [...this.entries].sort((a, b) => a.example.status - b.example.status);
   }
 }

@@ -8,7 +8,7 @@ import { createYoga, type Plugin as YogaPlugin, type YogaServerInstance } from '
 import { GraphQLError, validateSchema, type GraphQLSchema } from 'graphql';
 import type { Config, LoadedConfig } from '../config/index.ts';
 import { resolveSecrets } from '../config/secrets.ts';
-import { ErrorCode, UnsupportedMediaTypeError } from './errors.ts';
+import { ErrorCatalogue, ErrorCode, UnsupportedMediaTypeError } from './errors.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { HookBus } from './hooks.ts';
 import { ServiceRegistry } from './services.ts';
@@ -137,7 +137,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const routes: (RouteDef & { plugin: string })[] = [];
   const jobs: (JobDefinition & { plugin: string })[] = [];
   const personalData: (PersonalDataDeclaration & { plugin: string })[] = [];
-  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config) };
+  const errorCodes = new ErrorCatalogue();
+  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, errorCodes: () => errorCodes.all(), plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config) };
   const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
   const transports: GraphqlTransport[] = [];
 
@@ -171,6 +172,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       contributions.push({ plugin, c });
       for (const h of c.hooks ?? []) hooks.on(h.event, h.handler as never, plugin.name, h.resources ? { resources: h.resources } : {});
       for (const [name, fn] of Object.entries(c.health ?? {})) health.register(name, fn, plugin.name);
+      const refused = c.errorCodes && errorCodes.add(c.errorCodes, plugin.name);
+      if (refused) throw new PluginError(refused);
       for (const j of c.jobs ?? []) {
         if (jobs.some((x) => x.name === j.name)) throw new PluginError(`Job "${j.name}" of plugin "${plugin.name}" is already defined`);
         jobs.push({ ...j, plugin: plugin.name });

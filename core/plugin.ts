@@ -11,6 +11,7 @@ import type { Tenancy } from './tenancy.ts';
 import type { EventConsumer, EventTypeDefinition } from './event-contributions.ts';
 import type { GraphqlTransport } from './transport.ts';
 import type { HealthCheck } from './health.ts';
+import type { CatalogueEntry, ErrorCodes } from './errors.ts';
 
 export type { HealthCheck };
 
@@ -150,6 +151,12 @@ export interface PluginContribution {
    * `GET /events/types`; a duplicate name fails start-up.
    */
   eventTypes?: EventTypeDefinition[] | (() => EventTypeDefinition[]);
+  /**
+   * Error codes this plugin's errors carry beyond the kernel's, each with an example `AppError` and
+   * when a client meets it: they join the catalogue `/openapi.json` documents. A code the kernel or
+   * another plugin declares fails start-up.
+   */
+  errorCodes?: ErrorCodes;
   /** Durable consumers of the event log (at least once delivery, effect once; see docs/events.md). */
   eventConsumers?: EventConsumer[];
   /** Additions to the GraphQL pipeline: Yoga plugins, a transport on the HTTP server (see core/transport.ts). */
@@ -166,6 +173,8 @@ export interface KernelView {
   jobs(): readonly (JobDefinition & { plugin: string })[];
   /** Every plugin's personal-data declarations (available once every plugin has run `setup()`). */
   personalData(): readonly (PersonalDataDeclaration & { plugin: string })[];
+  /** Every error code a client can meet: the kernel's and those of the plugins that are on, by status. */
+  errorCodes(): readonly CatalogueEntry[];
   /** Every loaded plugin, in set-up order (including those a setting keeps off). */
   plugins(): readonly string[];
   /** The loaded plugins that are on, and for each one that is off the setting that turns it on (`{ jobs: 'JOBS_ENABLED=true' }`). */

@@ -9,7 +9,7 @@ import { MongoTusStore } from './tus-store.ts';
 import { fileEventTypes } from './schemas.ts';
 import { fileRoutes } from './routes.ts';
 import { filesGraphql } from './graphql.ts';
-import { FilesService } from './service.ts';
+import { FilesService, fileErrorCodes } from './service.ts';
 import { StorageRegistry, type StorageAdapter } from './storage.ts';
 import { gridfsAdapter } from './gridfs.ts';
 import { s3Adapter } from './s3.ts';
@@ -82,6 +82,7 @@ export const filesPlugin = definePlugin({
     resources.setFileChecker(fileChecker(svc));
     const tus = tusUploads(svc, new MongoTusStore(db, fileUploadModel(db) as never, config.FILES_UPLOAD_EXPIRY_HOURS * 3_600_000), { maxBytes: config.FILES_MAX_BYTES });
     return {
+      errorCodes: fileErrorCodes,
       routes: fileRoutes(svc, () => resources.documentSchema('files'), tus),
       jobs: [
         {

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { Types, type Model } from 'mongoose';
-import { AppError, ConflictError, DomainErrorCode, ErrorCode, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError } from '../../core/errors.ts';
+import { AppError, ConflictError, ErrorCode, type ErrorCodes, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import type { EventLog } from '../events/index.ts';
 import { OUTBOX_FIELD } from '../../core/outbox.ts';
 import { etagOf, parseIfMatch } from '../../lib/etag.ts';
@@ -398,6 +398,21 @@ function parseMetadata(raw: unknown): Doc {
   return v as Doc;
 }
 
+/** 416 `RANGE_NOT_SATISFIABLE`, with the `Content-Range` HTTP asks for. */
+function rangeNotSatisfiable(header: string, size: number): AppError {
+  const err = new AppError(416, 'RANGE_NOT_SATISFIABLE', `The range ${header} is outside the file's ${size} bytes`, { size });
+  err.headers = { 'Content-Range': `bytes */${size}` };
+  return err;
+}
+
+/** The files plugin's codes in the error catalogue. */
+export const fileErrorCodes: ErrorCodes = {
+  RANGE_NOT_SATISFIABLE: {
+    example: rangeNotSatisfiable('bytes=900-', 100),
+    description: 'A file download whose `Range` starts past the end (`Content-Range: bytes */<size>`).',
+  },
+};
+
 /**
  * One `bytes=` range of a file of `size` bytes; a header with several ranges or another unit is
  * ignored (null: the whole file), as HTTP allows.
@@ -419,9 +434,7 @@ export function parseRange(header: string, size: number): ByteRange | null {
     if (m[2] !== '' && Number(m[2]) < start) return null;
   }
   if (start >= size || end < start) {
-    const err = new AppError(416, DomainErrorCode.RANGE_NOT_SATISFIABLE, `The range ${header} is outside the file's ${size} bytes`, { size });
-    err.headers = { 'Content-Range': `bytes */${size}` };
-    throw err;
+    throw rangeNotSatisfiable(header, size);
   }
   return { start, end };
 }

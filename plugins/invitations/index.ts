@@ -6,7 +6,7 @@ import { pageHeaderDocs, setPageHeaders } from '../../lib/page.ts';
 import type { EventTypeDefinition } from '../../core/event-contributions.ts';
 import { invitationModel } from './model.ts';
 import { acceptedView, acceptInvitationInput, createInvitationInput, invitationListView, invitationsQuery, invitationView } from './schemas.ts';
-import { INVITATION_CREDENTIAL_KIND, INVITATION_PERMISSIONS, InvitationService } from './service.ts';
+import { INVITATION_CREDENTIAL_KIND, INVITATION_PERMISSIONS, InvitationService, invitationErrorCodes } from './service.ts';
 import { invitationsGraphql } from './graphql.ts';
 import { INVITATION_TEMPLATE, invitationTemplate } from './templates.ts';
 
@@ -42,6 +42,7 @@ export const invitationsPlugin = definePlugin({
     const tags = ['invitations'];
     return {
       eventTypes: invitationEventTypes,
+      errorCodes: invitationErrorCodes,
       routes: [
         defineRoute({
           method: 'POST', path: '/admin/invitations', tags, auth: INVITATION_PERMISSIONS.create, status: 201, summary: 'Invite an e-mail address into your tenant (an e-mail with a single-use link)',

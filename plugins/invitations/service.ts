@@ -7,7 +7,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { Types, type Model } from 'mongoose';
-import { AppError, ConflictError, DomainErrorCode, NotFoundError, ValidationError } from '../../core/errors.ts';
+import { AppError, ConflictError, NotFoundError, ValidationError, type ErrorCodes } from '../../core/errors.ts';
 import { hasSystemScope, isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { OUTBOX_FIELD, type OutboxEntry, type OutboxSource } from '../../core/outbox.ts';
@@ -223,11 +223,21 @@ export class InvitationService {
   }
 }
 
+/** The invitations plugin's codes in the error catalogue, each with its error. */
+const accepted = () => new AppError(409, 'INVITATION_ACCEPTED', 'This invitation was already accepted: each link works once');
+const revoked = () => new AppError(410, 'INVITATION_REVOKED', 'This invitation was revoked: ask the administrator for a new one');
+const expired = () => new AppError(410, 'INVITATION_EXPIRED', 'This invitation has expired: ask the administrator to send it again');
+export const invitationErrorCodes: ErrorCodes = {
+  INVITATION_ACCEPTED: { example: accepted(), description: 'An invitation link used a second time (it is single-use), or resent or revoked after it was accepted.' },
+  INVITATION_EXPIRED: { example: expired(), description: 'An invitation accepted after `INVITATION_TTL_HOURS`.' },
+  INVITATION_REVOKED: { example: revoked(), description: 'An invitation accepted (or resent) after an administrator revoked it.' },
+};
+
 /** Why an invitation that is not pending (or has expired) is refused: 409 accepted, 410 revoked or expired. */
 function stateError(inv: InvitationRecord, now = new Date()): AppError {
-  if (inv.status === 'accepted') return new AppError(409, DomainErrorCode.INVITATION_ACCEPTED, 'This invitation was already accepted: each link works once');
-  if (inv.status === 'revoked') return new AppError(410, DomainErrorCode.INVITATION_REVOKED, 'This invitation was revoked: ask the administrator for a new one');
-  if (inv.expires_at <= now) return new AppError(410, DomainErrorCode.INVITATION_EXPIRED, 'This invitation has expired: ask the administrator to send it again');
+  if (inv.status === 'accepted') return accepted();
+  if (inv.status === 'revoked') return revoked();
+  if (inv.expires_at <= now) return expired();
   return new ConflictError('The invitation changed meanwhile: read it again');
 }
 

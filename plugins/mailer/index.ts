@@ -1,5 +1,5 @@
 import { definePlugin } from '../../core/plugin.ts';
-import { MailerService } from './service.ts';
+import { MailerService, mailErrorCodes } from './service.ts';
 
 export { MailerService } from './service.ts';
 export type { MailTemplate, RenderedMail } from './schemas.ts';
@@ -22,7 +22,7 @@ export const mailerPlugin = definePlugin({
     const mailer = new MailerService({ smtpUrl: config.SMTP_URL, from: config.MAIL_FROM, production: config.NODE_ENV === 'production' }, log);
     if (!config.SMTP_URL && config.NODE_ENV === 'production') log.warn('SMTP_URL is not set: e-mails (invitations) are refused until it is');
     services.provide('mailer', mailer);
-    return { close: () => mailer.close() };
+    return { errorCodes: mailErrorCodes, close: () => mailer.close() };
   },
 });
 

@@ -4,7 +4,7 @@
  * GraphQL here.
  */
 import { createTransport, type Transporter } from 'nodemailer';
-import { AppError, DomainErrorCode } from '../../core/errors.ts';
+import { AppError, type ErrorCodes } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
 import { renderedMail, type MailTemplate } from './schemas.ts';
 
@@ -20,7 +20,15 @@ export interface MailerSettings {
 }
 
 /** 503 `MAIL_UNAVAILABLE`, naming the setting. */
-const unavailable = (message: string) => new AppError(503, DomainErrorCode.MAIL_UNAVAILABLE, message, { setting: 'SMTP_URL' });
+const unavailable = (message: string) => new AppError(503, 'MAIL_UNAVAILABLE', message, { setting: 'SMTP_URL' });
+
+/** The mailer's codes in the error catalogue. */
+export const mailErrorCodes: ErrorCodes = {
+  MAIL_UNAVAILABLE: {
+    example: unavailable('E-mail cannot be sent: set SMTP_URL'),
+    description: 'An e-mail (an invitation) in production without `SMTP_URL`, or the mail server refused it.',
+  },
+};
 
 export class MailerService {
   private readonly templates = new Map<string, { render: MailTemplate; builtIn: boolean }>();

@@ -3,7 +3,7 @@
  * core's error catalogue), security, and the `POST /graphql` operation.
  */
 import { STATUS_CODES } from 'node:http';
-import { ERROR_CATALOGUE, ErrorCode, type AppError } from '../../core/errors.ts';
+import { ERROR_CATALOGUE, ErrorCode, type AppError, type CatalogueEntry } from '../../core/errors.ts';
 import { schemaRef } from './json-schema.ts';
 import type { HeaderObject, JsonSchema, OperationObject, Reference, ResponseObject } from './types.ts';
 
@@ -33,16 +33,16 @@ const ERROR_RESPONSES: Readonly<Record<number, { name: string; summary: string }
 /** Name of the shared response component of an error status. */
 export const errorResponseName = (status: number): string => ERROR_RESPONSES[status]?.name ?? `Error${status}`;
 
-/** The catalogue's codes answered with `status`, in catalogue order. */
-const codesOf = (status: number) => Object.entries(ERROR_CATALOGUE).filter(([, c]) => c.example.status === status);
+/** The kernel's codes alone, for a document built without the app's catalogue. */
+export const KERNEL_CODES: readonly CatalogueEntry[] = Object.entries(ERROR_CATALOGUE).map(([code, d]) => ({ code, ...d }));
 
 /**
  * The shared response of an error status: every catalogue code answered with it, what each
  * means, and an example envelope per code. A status without catalogue codes is documented with
  * the envelope and its reason phrase.
  */
-export function errorResponse(status: number): ResponseObject {
-  const codes = codesOf(status);
+export function errorResponse(status: number, catalogue: readonly CatalogueEntry[]): ResponseObject {
+  const codes = catalogue.filter((c) => c.example.status === status);
   const headers: Record<string, HeaderObject | Reference> = { 'X-Request-Id': headerRef('X-Request-Id') };
   if (status === 429) {
     headers['Retry-After'] = headerRef('Retry-After');
@@ -56,8 +56,8 @@ export function errorResponse(status: number): ResponseObject {
     };
   }
   const summary = ERROR_RESPONSES[status]?.summary ?? STATUS_CODES[status] ?? 'Error';
-  const names = codes.map(([code]) => `\`${code}\``).join(' or ');
-  const when = codes.length === 1 ? codes[0]![1].description : codes.map(([code, c]) => `\`${code}\`: ${c.description}`).join(' ');
+  const names = codes.map((c) => `\`${c.code}\``).join(' or ');
+  const when = codes.length === 1 ? codes[0]!.description : codes.map((c) => `\`${c.code}\`: ${c.description}`).join(' ');
   const example = (e: AppError) => ({
     summary: e.code,
     value: { error: { code: e.code, message: e.message, details: e.details }, request_id: '3f1c2b0e-7f5d-4c1e-9a43-0d2b6f1e8a77' },
@@ -68,7 +68,7 @@ export function errorResponse(status: number): ResponseObject {
     content: {
       'application/json': {
         schema: schemaRef('ErrorEnvelope'),
-        examples: Object.fromEntries(codes.map(([code, c]) => [code, example(c.example)])),
+        examples: Object.fromEntries(codes.map((c) => [c.code, example(c.example)])),
       },
     },
   };

@@ -46,6 +46,7 @@ export const openapiPlugin = definePlugin({
         rateLimitEnabled: config.RATE_LIMIT_ENABLED,
         graphql: true,
         eventTypes: services.get('events').types(),
+        errorCodes: kernel.errorCodes(),
         successMediaTypes: {
           [`GET ${DOCS_PATH}`]: ['text/html'],
           [`GET ${ASSETS_PATH}/:file`]: ['text/javascript', 'text/css', 'application/json'],

@@ -15,7 +15,8 @@ import { webhooksOf, type DocumentedEventType } from './webhooks.ts';
 import type { z } from 'zod';
 import type { HttpMethod, RouteAuth } from '../../core/http/route.ts';
 import type { Logger } from '../../core/logger.ts';
-import { AUTH_SECURITY, bulkItemErrorSchema, errorEnvelopeSchema, errorResponse, errorResponseName, graphqlOperation, headerRef, validationIssueSchema } from './components.ts';
+import type { CatalogueEntry } from '../../core/errors.ts';
+import { AUTH_SECURITY, KERNEL_CODES, bulkItemErrorSchema, errorEnvelopeSchema, errorResponse, errorResponseName, graphqlOperation, headerRef, validationIssueSchema } from './components.ts';
 import { SchemaConverter, isRecord, schemaRef } from './json-schema.ts';
 import type { DocumentedRoute, HeaderObject, JsonSchema, OpenApiDocument, OpenApiInfo, OperationObject, ParameterObject, Reference, RequestBodyObject, ResponseObject } from './types.ts';
 
@@ -38,6 +39,8 @@ export interface BuildOptions {
    * @default ['application/json'] for every route
    */
   successMediaTypes?: Record<string, string[]>;
+  /** Every error code the app answers (`KernelView.errorCodes()`). @default the kernel's codes alone */
+  errorCodes?: readonly CatalogueEntry[];
   /** The event catalogue, documented under the top-level `webhooks` (what outbound webhook endpoints receive). */
   eventTypes?: readonly DocumentedEventType[];
   /** Receives conversion problems (`warn`; the schema is documented as `{}`) and routes left out (`error`). */
@@ -323,7 +326,7 @@ class DocumentBuilder {
 
   /** 403 of a feature-guarded route: the shared one plus the feature names. */
   private featureForbidden(features: string[]): ResponseObject {
-    const shared = errorResponse(403);
+    const shared = errorResponse(403, this.opts.errorCodes ?? KERNEL_CODES);
     const list = features.map((f) => `\`${f}\``).join(', ');
     return { ...shared, description: `${shared.description} Requires feature(s) ${list}; \`details.feature\` names the missing one.` };
   }
@@ -331,7 +334,7 @@ class DocumentBuilder {
   /** `$ref` to the shared response of an error status, creating the component on first use. */
   private errorResponseRef(status: number): Reference {
     const name = errorResponseName(status);
-    this.doc.components.responses[name] ??= errorResponse(status);
+    this.doc.components.responses[name] ??= errorResponse(status, this.opts.errorCodes ?? KERNEL_CODES);
     return { $ref: `#/components/responses/${name}` };
   }
 

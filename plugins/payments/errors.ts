@@ -1,5 +1,5 @@
 /** The errors of the payments plugin beyond the core ones. */
-import { AppError, ConflictError } from '../../core/errors.ts';
+import { AppError, ConflictError, type ErrorCodes } from '../../core/errors.ts';
 import type { PaymentStatus } from './model.ts';
 
 /** The provider failed or answered something we cannot use: 502 `PROVIDER_ERROR`. */
@@ -15,6 +15,18 @@ export class RefundExceedsCapturedError extends AppError {
     super(400, 'REFUND_EXCEEDS_CAPTURED', 'The refunds would exceed the captured amount', details);
   }
 }
+
+/** The payments plugin's codes in the error catalogue. */
+export const paymentErrorCodes: ErrorCodes = {
+  REFUND_EXCEEDS_CAPTURED: {
+    example: new RefundExceedsCapturedError({ refundable: '20.00' }),
+    description: 'A refund above what is left of the captured amount (`details.refundable`).',
+  },
+  PROVIDER_ERROR: {
+    example: new ProviderError('stripe', 'timeout'),
+    description: 'The payment provider failed or answered a status the provider map does not know.',
+  },
+};
 
 /** 409 naming the current status (and the states the operation starts from). */
 export function transitionConflict(current: PaymentStatus | string, operation: string, from: readonly string[]): ConflictError {

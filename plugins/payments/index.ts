@@ -13,6 +13,7 @@ import { paymentJobs } from './jobs.ts';
 import { manualProvider } from './providers.ts';
 import { stripeProvider } from './stripe.ts';
 import { paymentsGraphql } from './graphql.ts';
+import { paymentErrorCodes } from './errors.ts';
 
 export type { PaymentsApi, PaymentView } from './service.ts';
 export type { PaymentProvider, PaymentIntent, ProviderPaymentResult, RefundRequest, ProviderRefundResult, WebhookOutcome } from './providers.ts';
@@ -88,6 +89,7 @@ export const paymentsPlugin = definePlugin({
       jobs: paymentJobs(svc, payouts, { ledger: !!ledger, refundReconcileSeconds: config.PAYMENT_REFUND_RECONCILE_SECONDS }),
       // Each transition stores `payment.<new status>` in the payment's outbox with the write (store.ts).
       eventTypes: paymentEventTypes(),
+      errorCodes: paymentErrorCodes,
     };
   },
 });

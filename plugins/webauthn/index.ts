@@ -5,7 +5,7 @@ import { defineRoute } from '../../core/http/route.ts';
 import type { AppState } from '../../core/http/middleware.ts';
 import { webauthnModels } from './model.ts';
 import { authenticateBody, authenticateOptionsBody, loginTenant, authenticationOptionsResponse, credentialParams, credentialResponse, registerBody, registrationOptionsResponse, tokenResponse } from './schemas.ts';
-import { PASSKEY_CREDENTIAL_KIND, WEBAUTHN_PERMISSIONS, WebAuthnService } from './service.ts';
+import { PASSKEY_CREDENTIAL_KIND, WEBAUTHN_PERMISSIONS, WebAuthnService, passkeyErrorCodes } from './service.ts';
 import { webauthnGraphql } from './graphql.ts';
 import { DEMO_CSP, DEMO_HTML } from './demo.ts';
 
@@ -48,6 +48,7 @@ export const webauthnPlugin = definePlugin({
     const demo = config.WEBAUTHN_DEMO_ENABLED ?? config.NODE_ENV === 'development';
 
     return {
+      errorCodes: passkeyErrorCodes,
       routes: [
         defineRoute({
           method: 'POST', path: '/auth/webauthn/register/options', auth: WEBAUTHN_PERMISSIONS.registerOptions, tags, summary: 'Start passkey registration: creation options with a fresh challenge', response: registrationOptionsResponse,

@@ -3,7 +3,7 @@ import { Types } from 'mongoose';
 import type * as Server from '@simplewebauthn/server';
 import type * as Helpers from '@simplewebauthn/server/helpers';
 import type { AuthenticatorTransport, PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server';
-import { AppError, AuthRequiredError, NotFoundError, RateLimitedError } from '../../core/errors.ts';
+import { AppError, AuthRequiredError, NotFoundError, RateLimitedError, type ErrorCodes } from '../../core/errors.ts';
 import { requestOf, type Actor } from '../../core/context.ts';
 import { requireRole } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
@@ -24,6 +24,13 @@ export const emailKey = (email: string): string => `email:${createHash('sha256')
 
 /** Error code of a login refused because the sign count did not increase (possible cloned authenticator). */
 export const PASSKEY_CLONE_DETECTED = 'PASSKEY_CLONE_DETECTED';
+/** The passkeys plugin's codes in the error catalogue. */
+export const passkeyErrorCodes: ErrorCodes = {
+  PASSKEY_CLONE_DETECTED: {
+    example: new AppError(401, PASSKEY_CLONE_DETECTED, 'The authenticator reported a sign count that did not increase; this passkey is disabled'),
+    description: 'A passkey login whose sign count did not increase: the passkey is disabled.',
+  },
+};
 /** Credential kind bearer tokens issued by a passkey login are bound to (`cid` claim `passkey:<id>`). */
 export const PASSKEY_CREDENTIAL_KIND = 'passkey';
 /** COSE algorithms offered and accepted: ES256 (-7) and RS256 (-257). */

@@ -64,7 +64,7 @@ export async function buildTestApp({ plugins = [], config = {}, logger, checkRes
   const port = await app.listen(0, '127.0.0.1');
   const url = `http://127.0.0.1:${port}`;
   let checker: ResponseChecker | undefined;
-  const checkerOf = () => (checker ??= new ResponseChecker(buildOpenApiDocument(app.kernel.routes(), { info: { title: 'test', version: '0' }, rateLimitEnabled: cfg.RATE_LIMIT_ENABLED })));
+  const checkerOf = () => (checker ??= new ResponseChecker(buildOpenApiDocument(app.kernel.routes(), { info: { title: 'test', version: '0' }, rateLimitEnabled: cfg.RATE_LIMIT_ENABLED, errorCodes: app.kernel.errorCodes() })));
 
   const http: TestApp['http'] = async (method, path, opts = {}) => {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
