@@ -158,7 +158,7 @@ export function resourceGraphQL(builder: Builder, registry: ResourceRegistry, ve
         type: ref,
         args: { id: t.arg.id({ required: true }), include_deleted: t.arg.boolean(), ...(def.drafts ? { draft: t.arg.boolean({ description: 'The pending draft, where the caller may read it' }) } : {}) },
         resolve: async (_r, args, ctx) => (args.draft
-          ? (await getWithDraft(svc, ctx.actor, String(args.id), { includeDeleted: !!args.include_deleted })).doc
+          ? (await getWithDraft(svc, ctx.actor, String(args.id), args.include_deleted ? { include_deleted: 'true' } : {})).doc
           : svc.get(ctx.actor, String(args.id), { includeDeleted: !!args.include_deleted })),
       }) } : {}),
     }));

@@ -114,7 +114,7 @@ export function resourceRoutes(svc: ResourceService): RouteDef[] {
       docs: { responseHeaders: { ETag: 'Current revision; send it back as If-Match' }, errors: [404] },
       handler: custom('get', async ({ actor, params, query, ctx }) => {
         const { draft, ...rest } = queryOf(query);
-        const { doc, etag } = def.drafts && draftOptionsOf({ draft }) ? await getWithDraft(svc, actor, idOf(params), { includeDeleted: String(rest.include_deleted) === 'true' }) : await svc.getOne(actor, idOf(params), rest);
+        const { doc, etag } = def.drafts && draftOptionsOf({ draft }) ? await getWithDraft(svc, actor, idOf(params), rest) : await svc.getOne(actor, idOf(params), rest);
         ctx.set('ETag', etag);
         return doc;
       }),

@@ -397,7 +397,7 @@ export class ResourceService implements ResourceCore {
   }
 
   /** Replaces relation ids with the related documents the actor may see (else null); see populate.ts. */
-  private populate(actor: Actor, items: Doc[], paths: string[]): Promise<Doc[]> {
+  populate(actor: Actor, items: Doc[], paths: string[]): Promise<Doc[]> {
     return populate(this, actor, items, paths);
   }
 

@@ -14,6 +14,7 @@ import type { Filter } from '../../../core/access.ts';
 import { castRows, maskWritten, withRows, writeAccess, writtenFields, updatedDoc } from '../access.ts';
 import { draftFields, type DraftOptions, type StoredDraft } from './fields.ts';
 import type { ResourceService } from '../service.ts';
+import type { RawQuery } from '../params.ts';
 import type { ResourceCore } from '../service-types.ts';
 import { checkReferences, checkWritable } from '../write-checks.ts';
 import { updateDocument } from '../update.ts';
@@ -60,15 +61,37 @@ export function withDraft(svc: ResourceService, doc: Doc): Doc {
 
 /**
  * GET with `?draft=true`: the document with its pending draft over it, where the caller may read
- * that draft; otherwise as a plain GET answers it.
+ * that draft; otherwise as a plain GET answers it. `fields`, `populate` and `include_deleted` apply
+ * as on a plain GET, to the draft's values.
  */
-export async function getWithDraft(svc: ResourceService, actor: Actor, id: string, opts: { includeDeleted?: boolean } = {}): Promise<{ doc: Doc; etag: string }> {
-  const read = await svc.read(actor, id, opts);
+export async function getWithDraft(svc: ResourceService, actor: Actor, id: string, query: RawQuery = {}): Promise<{ doc: Doc; etag: string }> {
+  const q = svc.parse({ fields: query.fields, populate: query.populate, include_deleted: query.include_deleted });
+  const opts = { includeDeleted: q.includeDeleted };
+  // The plain read checks the caller's access, fields and populate paths first, and gives the ETag.
+  const read = await svc.read(actor, id, { ...opts, fields: q.fields, populate: q.populate });
   const rows = await draftRows(svc, actor, 'read_drafts');
   if (rows === false) return read;
   const raw = await svc.model.findOne(withRows({ _id: svc.oid(id), ...svc.scope(actor, opts) }, rows)).lean<Doc>();
   if (!(raw?._draft as StoredDraft | null | undefined)?.values) return read;
-  return { doc: await maskWritten(svc, actor, withDraft(svc, raw!)), etag: read.etag };
+  const merged = await maskWritten(svc, actor, withDraft(svc, raw!));
+  const picked = q.fields ? pickFields(merged, ['_id', ...q.fields]) : merged;
+  const [doc] = q.populate.length ? await svc.populate(actor, [picked], q.populate) : [picked];
+  return { doc: doc!, etag: read.etag };
+}
+
+/** The fields of `doc` named by `paths` (dotted paths reach into sub-documents), as a projection keeps them. */
+function pickFields(doc: Doc, paths: readonly string[]): Doc {
+  const out: Doc = {};
+  for (const path of paths) {
+    const parts = path.split('.');
+    let from: unknown = doc;
+    for (const p of parts) from = from && typeof from === 'object' ? (from as Doc)[p] : undefined;
+    if (from === undefined) continue;
+    let to = out;
+    for (const p of parts.slice(0, -1)) to = (to[p] ??= {}) as Doc;
+    to[parts.at(-1)!] = from;
+  }
+  return out;
 }
 
 /**
