@@ -91,7 +91,8 @@ class Stream {
   }
 }
 
-interface Sample { t: number; window: number; requests: number; bad: number; p99: number; server: LoopStats; streamEvents: number[]; load: string }
+/** `cpuPerRequest`: the server's CPU time per request in the window (µs), which the machine's other work does not inflate as it does the loop's delay. */
+interface Sample { t: number; window: number; requests: number; bad: number; p99: number; server: LoopStats; cpuPerRequest: number; streamEvents: number[]; load: string }
 
 /** Client-side counters of the current window. */
 class Window {
@@ -197,16 +198,19 @@ async function soak(child: ChildProcess, port: number, key: string, seeded: { sa
   const t0 = Date.now();
   let last = t0;
   let lastEvents = streams.map(() => 0);
+  let lastCpu = (await serverReport(child)).cpu;
   const take = async (): Promise<Sample> => {
-    const server = (await serverReport(child)).stats!;
+    const { cpu, stats: server } = await serverReport(child);
     const now = Date.now();
-    const s: Sample = { t: (now - t0) / 1000, window: (now - last) / 1000, ...win.take(), server, streamEvents: streams.map((x, i) => x.events - lastEvents[i]!), load: loadAvg() };
+    const w = win.take();
+    const s: Sample = { t: (now - t0) / 1000, window: (now - last) / 1000, ...w, server: server!, cpuPerRequest: (cpu - lastCpu) / Math.max(1, w.requests), streamEvents: streams.map((x, i) => x.events - lastEvents[i]!), load: loadAvg() };
     last = now;
     lastEvents = streams.map((x) => x.events);
+    lastCpu = cpu;
     samples.push(s);
     log(
-      `${`${s.t.toFixed(0)} s`.padStart(6)}  ${String(s.requests).padStart(6)} req (${(s.requests / s.window).toFixed(0)}/s)  errors ${s.bad}  p99 ${s.p99.toFixed(0)} ms | rss ${mb(s.server.rss)} heap ${mb(s.server.heap)}` +
-      `  loop p99 ${s.server.delay_p99_ms.toFixed(1)} ms max ${s.server.delay_max_ms.toFixed(0)} ms  elu ${s.server.elu.toFixed(2)} | events/stream ${range(s.streamEvents)} | load ${s.load}`,
+      `${`${s.t.toFixed(0)} s`.padStart(6)}  ${String(s.requests).padStart(6)} req (${(s.requests / s.window).toFixed(0)}/s)  errors ${s.bad}  p99 ${s.p99.toFixed(0)} ms | rss ${mb(s.server.rss)} heap ${mb(s.server.heap)} ext ${mb(s.server.external)}` +
+      `  loop p99 ${s.server.delay_p99_ms.toFixed(1)} ms max ${s.server.delay_max_ms.toFixed(0)} ms  elu ${s.server.elu.toFixed(2)} cpu/req ${s.cpuPerRequest.toFixed(0)} µs | events/stream ${range(s.streamEvents)} | load ${s.load}`,
     );
     return s;
   };
@@ -254,6 +258,8 @@ function verdict(r: {
   const first = third ? median(after.slice(0, third).map((s) => s.server.delay_p99_ms)) : NaN;
   const lastThird = third ? median(after.slice(-third).map((s) => s.server.delay_p99_ms)) : NaN;
   const rssRatio = r.end.server.rss / baseline.server.rss;
+  // Both sample a sawtooth (the heap grows to its next collection): the thirds' medians show the trend.
+  const thirds = (f: (s: Sample) => number) => (third ? `${(median(after.slice(-third).map(f)) / median(after.slice(0, third).map(f))).toFixed(2)}` : 'n/a');
   const rate = total / seconds;
   const perStream = r.streams.map((s) => s.events);
   const silent = after.filter((s) => Math.min(...s.streamEvents) === 0).length;
@@ -266,6 +272,7 @@ function verdict(r: {
   ];
   log(`\nsent: ${Object.entries(r.sent).map(([k, v]) => `${k} ${v}`).join(', ')}; failed: ${Object.entries(r.failed).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`);
   for (const f of r.firstFailures) log(`  ${f}`);
+  log(`trend, median of the last third / the first after the warm-up: RSS ${thirds((s) => s.server.rss)}, heap used ${thirds((s) => s.server.heap)}, external ${thirds((s) => s.server.external)}, server CPU per request ${thirds((s) => s.cpuPerRequest)}`);
   log(`client latency over the run: p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, max ${result.latency.max} ms (autocannon, corrected for coordinated omission)`);
   log(`\nverdict (load average ${loadAvg()}):`);
   for (const [aim, ok, value] of checks) log(`  ${ok ? 'met    ' : 'NOT MET'}  ${aim}: ${value}`);
