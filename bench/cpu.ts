@@ -28,7 +28,7 @@ import type { ChildProcess } from 'node:child_process';
 import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import { machineCpu } from './machine.ts';
-import { patchRequests, seed, startServer } from './seed.ts';
+import { patchRequests, seed, serverReport, startServer } from './seed.ts';
 import { isObservabilitySide, startObservabilitySide, startOtlpSink } from './observability-sides.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
@@ -38,19 +38,7 @@ const SIDES = (process.env.BENCH_SIDES ?? 'bare,app').split(',').filter(Boolean)
 const BODY = process.env.BENCH_BODY;
 
 /** Asks the server for its CPU time so far (µs), through SIGUSR2 (bench/serve.ts). */
-function cpuOf(child: ChildProcess): Promise<number> {
-  return new Promise((resolve) => {
-    const onData = (b: Buffer) => {
-      const m = /CPU (\d+)/.exec(b.toString());
-      if (m) {
-        child.stdout!.off('data', onData);
-        resolve(Number(m[1]));
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.kill('SIGUSR2');
-  });
-}
+const cpuOf = async (child: ChildProcess) => (await serverReport(child)).cpu;
 
 /** µs per request: the server's CPU, and where the machine has them, the load generator's and the rest's. */
 interface Cost { server: number; bench?: number; rest?: number }

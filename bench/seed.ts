@@ -91,6 +91,28 @@ export function startServer(mode: string, env: NodeJS.ProcessEnv, nodeFlags: str
   });
 }
 
+/** A server's memory (bytes) and event-loop delay over the window since its previous report (bench/serve.ts, `BENCH_LOOP_STATS=1`). */
+export interface LoopStats { rss: number; heap: number; external: number; elu: number; delay_p99_ms: number; delay_max_ms: number; delay_mean_ms: number }
+
+/**
+ * Asks a server started by {@link startServer} for its report through SIGUSR2: its CPU time so far
+ * (µs), and its {@link LoopStats} when it runs with `BENCH_LOOP_STATS=1`.
+ */
+export function serverReport(child: ChildProcess): Promise<{ cpu: number; stats: LoopStats | null }> {
+  return new Promise((resolve) => {
+    let out = '';
+    const onData = (b: Buffer) => {
+      out += b.toString();
+      const m = /CPU (\d+)\n/.exec(out);
+      if (!m) return;
+      child.stdout!.off('data', onData);
+      const s = /STATS (.*)\n/.exec(out);
+      resolve({ cpu: Number(m[1]), stats: s ? (JSON.parse(s[1]!) as LoopStats) : null });
+    };
+    child.stdout!.on('data', onData);
+    child.kill('SIGUSR2');
+  });
+}
 
 /**
  * PATCH requests for autocannon that each change a document at its current version: ids are taken

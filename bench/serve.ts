@@ -20,6 +20,7 @@
  * bare Koa with the least each default feature needs, bench/ping-floor.ts). Prints `READY <port>`.
  */
 import { createServer } from 'node:http';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import Koa from 'koa';
 import getRawBody from 'raw-body';
 import mongoose, { Types } from 'mongoose';
@@ -29,6 +30,7 @@ import { createApp } from '../core/kernel.ts';
 import { definePlugin } from '../core/plugin.ts';
 import { defineRoute } from '../core/http/route.ts';
 import { z } from 'zod';
+import type { LoopStats } from './seed.ts';
 
 const mode = process.env.BENCH_MODE ?? 'app';
 /** The body of `/ping/:id` on both sides: the size of a seeded project. */
@@ -232,10 +234,29 @@ function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: bo
   };
 }
 
-// CPU time of this process so far, for bench/cpu.ts (µs of user + system time).
+// With BENCH_LOOP_STATS=1 (bench/soak.ts): this process's memory and event-loop delay, the delay
+// over the window since the previous report (the histogram restarts at each one).
+const loop = process.env.BENCH_LOOP_STATS === '1' ? monitorEventLoopDelay({ resolution: 10 }) : null;
+loop?.enable();
+let elu = performance.eventLoopUtilization();
+
+// CPU time of this process so far, for bench/cpu.ts (µs of user + system time), after the window's
+// `STATS` line when the event loop is monitored (`serverReport` in bench/seed.ts reads both).
 process.on('SIGUSR2', () => {
   const u = process.cpuUsage();
-  process.stdout.write(`CPU ${u.user + u.system}\n`);
+  let out = '';
+  if (loop) {
+    const mem = process.memoryUsage();
+    const now = performance.eventLoopUtilization();
+    const stats: LoopStats = {
+      rss: mem.rss, heap: mem.heapUsed, external: mem.external, elu: performance.eventLoopUtilization(now, elu).utilization,
+      delay_p99_ms: loop.percentile(99) / 1e6, delay_max_ms: loop.max / 1e6, delay_mean_ms: loop.mean / 1e6,
+    };
+    elu = now;
+    loop.reset();
+    out += `STATS ${JSON.stringify(stats)}\n`;
+  }
+  process.stdout.write(`${out}CPU ${u.user + u.system}\n`);
 });
 
 // An orderly exit on SIGINT lets `--cpu-prof` write its profile (bench/profile.ts).
