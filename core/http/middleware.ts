@@ -22,6 +22,16 @@ export interface AppState {
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
+/** A request's {@link RequestContext}: one object per request, its child logger made on first use (most requests never log). */
+class RequestScope implements RequestContext {
+  actor: Actor | null = null;
+  private child: Logger | undefined;
+  constructor(readonly requestId: string, readonly ip: string | null, private readonly parent: Logger) {}
+  get log(): Logger {
+    return (this.child ??= this.parent.child({ request_id: this.requestId }));
+  }
+}
+
 export interface RequestHeadOptions {
   /** Longest accepted request URL (414 past it). */
   maxUrlLength: number;
@@ -50,14 +60,7 @@ export function requestHead(log: Logger, opts: RequestHeadOptions): Koa.Middlewa
     const incoming = ctx.get('X-Request-Id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     ctx.set('X-Request-Id', requestId);
-    // The child logger is made on first use: most requests never log (hot path).
-    let child: Logger | undefined;
-    const rc: RequestContext = {
-      requestId, ip: ctx.ip || null, actor: null,
-      get log() {
-        return (child ??= log.child({ request_id: requestId }));
-      },
-    };
+    const rc = new RequestScope(requestId, ctx.ip || null, log);
     const state = ctx.state as AppState;
     state.ctx = rc;
     state.actor = null;
@@ -113,42 +116,69 @@ async function unmatched(ctx: Koa.Context, opts: RequestHeadOptions): Promise<vo
  * instead of 401. Only failures are refused: a valid credential always passes.
  */
 export function authenticate(identity: Authenticator, failures: AuthFailureLimiter): Koa.Middleware {
-  return async (ctx, next) => {
-    const state = ctx.state as AppState;
+  // Not async itself on the common paths (no credential, or an API key whose actor is cached):
+  // an async frame and the lookup's promise would cost every request two promises.
+  return (ctx, next) => {
     const apiKey = ctx.get('X-API-Key');
-    const authz = ctx.get('Authorization');
+    if (apiKey) {
+      const hash = hashKey(apiKey);
+      const cached = identity.cachedApiKey?.(hash);
+      if (!cached) return resolve(ctx, next, apiKey, hash);
+      const state = ctx.state as AppState;
+      state.credential = apiKeyClient(hash);
+      try {
+        accept(ctx, state, cached);
+      } catch (err) {
+        return refuse(ctx, next, err, apiKey);
+      }
+      return next();
+    }
+    return ctx.get('Authorization') ? resolve(ctx, next, '', '') : next();
+  };
+
+  async function resolve(ctx: Koa.Context, next: Koa.Next, apiKey: string, hash: string): Promise<void> {
+    const state = ctx.state as AppState;
     try {
-      let actor: Actor | null = null;
+      let actor: Actor;
       if (apiKey) {
-        const hash = hashKey(apiKey);
         actor = await identity.authenticateApiKey(apiKey, hash);
         state.credential = apiKeyClient(hash);
-      } else if (authz) {
-        const m = /^Bearer\s+(\S+)$/i.exec(authz);
+      } else {
+        const m = /^Bearer\s+(\S+)$/i.exec(ctx.get('Authorization'));
         if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"; an API key goes in the X-API-Key header instead');
         actor = await identity.authenticateToken(m[1]);
         state.credential = userClient(actor.id);
       }
-      if (actor) {
-        const asTenant = ctx.get('X-Tenant-Id');
-        if (hasSystemScope(actor) && asTenant) {
-          if (!/^[0-9a-fA-F]{24}$/.test(asTenant)) throw new BadRequestError('X-Tenant-Id must be an object id');
-          // A copy: the resolved actor may be a shared cache entry.
-          actor = { ...actor, acting_tenant_id: asTenant };
-        }
-        // Services read the request (id, ip, logger) from the actor they are given, never from ambient state.
-        actor = withRequest(actor, state.ctx);
-        state.actor = actor;
-        state.ctx.actor = actor;
-      }
+      accept(ctx, state, actor);
     } catch (err) {
-      if (!(err instanceof AppError) || err.status !== 401) throw err;
-      const refused = await authFailure(failures, ctx.ip, apiKey || undefined);
-      if (refused) throw refused;
-      state.authError = err;
+      return refuse(ctx, next, err, apiKey);
     }
     await next();
-  };
+  }
+
+  /** A 401 is remembered for the routes that need an actor (or refused past the failure limit); anything else is raised. */
+  async function refuse(ctx: Koa.Context, next: Koa.Next, err: unknown, apiKey: string): Promise<void> {
+    if (!(err instanceof AppError) || err.status !== 401) throw err;
+    const refused = await authFailure(failures, ctx.ip, apiKey || undefined);
+    if (refused) throw refused;
+    (ctx.state as AppState).authError = err;
+    await next();
+  }
+}
+
+/** The request's actor: with `X-Tenant-Id` a system actor's acting tenant, and the request it came in with. */
+function accept(ctx: Koa.Context, state: AppState, resolved: Actor): void {
+  let actor = resolved;
+  const asTenant = ctx.get('X-Tenant-Id');
+  if (hasSystemScope(actor) && asTenant) {
+    if (!/^[0-9a-fA-F]{24}$/.test(asTenant)) throw new BadRequestError('X-Tenant-Id must be an object id');
+    // A copy: the resolved actor may be a shared cache entry.
+    actor = { ...actor, acting_tenant_id: asTenant };
+  }
+  // Services read the request (id, ip, logger) from the actor they are given, never from ambient state.
+  actor = withRequest(actor, state.ctx);
+  state.actor = actor;
+  state.ctx.actor = actor;
 }
 
 /** A route's own budget (`ROUTE_BUDGETS`) for a request, or null. */
