@@ -241,11 +241,10 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const allowedMethods = router.allowedMethods();
   const index = indexRoutes(router);
   const routeOf = (path: string, method: string) => (index.match(path, method) ?? index.matchPath(path))?.path.toString() ?? null;
-  const observe = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, answered: (s, sec) => metrics.answered(s, sec), log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
+  const observer = observeRequests({ metrics: config.METRICS_ENABLED ? metrics : null, answered: (s, sec) => metrics.answered(s, sec), log, level: config.ACCESS_LOG_LEVEL, probes: config.ACCESS_LOG_HEALTH, routeOf });
   // Outermost, so the access log line and everything below run inside the request's span.
   if (tracingEnabled()) koa.use(traceRequests());
-  if (observe) koa.use(observe);
-  koa.use(requestHead(log, { maxUrlLength: config.MAX_URL_LENGTH, maxDrainBytes: byteSize(config.BODY_DRAIN_LIMIT), draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
+  koa.use(requestHead(log, { observer, maxUrlLength: config.MAX_URL_LENGTH, maxDrainBytes: byteSize(config.BODY_DRAIN_LIMIT), draining: () => draining, unmatched: (ctx) => allowedMethods(ctx as never, async () => undefined) }));
   if (config.METRICS_ENABLED && config.METRICS_PORT === undefined) koa.use(metricsRoute(metrics, config.METRICS_TOKEN));
   koa.use(authenticate(identity, services.get('authFailures')));
   // Each middleware is a frame on every request: mount the optional ones only when they do something.
