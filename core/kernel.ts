@@ -255,13 +255,15 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const rawRoutes = new Router();
   for (const r of raw) rawRoutes.register(r.path, [r.method], () => undefined);
   const parseBody = bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, encoding: 'utf-8', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] });
+  // The parser and the dispatcher share one middleware: one frame fewer on every request.
+  const route = dispatch(router, index);
   koa.use((ctx, next) => {
-    if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS') return next();
+    if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS') return route(ctx, next);
     if (raw.length && rawRoutes.match(ctx.path, ctx.method).route) (ctx as { disableBodyParser?: boolean }).disableBodyParser = true;
+    const routed = () => Promise.resolve(route(ctx, next));
     // Idempotency-Key: a header check here, the rest only for requests that carry one.
-    return parseBody(ctx, idempotency.applies(ctx) ? () => idempotency.run(ctx, next) : next);
+    return parseBody(ctx, idempotency.applies(ctx) ? () => idempotency.run(ctx, routed) : routed);
   });
-  koa.use(dispatch(router, index));
 
   let server: Server | undefined;
   let metricsServer: Server | undefined;

@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from './metrics.ts';
-import { UNMATCHED_ROUTE, statusClass } from './metrics.ts';
+import { UNMATCHED_ROUTE } from './metrics.ts';
 import { accessWriter } from '../guards.ts';
 import type { AppState, RequestObserver } from '../http/middleware.ts';
 
@@ -56,7 +56,7 @@ export function observeRequests(opts: ObserveOptions): RequestObserver | null {
       const status = ctx.status;
       if (metrics) {
         metrics.requestsInFlight--;
-        metrics.http.duration.observe({ method: ctx.method, route, status_class: statusClass(status) }, seconds);
+        metrics.observeRequest(ctx.method, route, status, seconds);
       }
       opts.answered?.(status, seconds);
       if (write && (opts.probes || !PROBE_PATHS.has(ctx.path))) {
