@@ -20,6 +20,13 @@ export interface Authenticator {
    * @throws AuthRequiredError (401) for an unknown, revoked or expired key, or a disabled user
    */
   authenticateApiKey(key: string, hash?: string): Promise<Actor>;
+  /**
+   * The actor of an API key this process resolved and still caches, without a promise (the
+   * request pipeline's common case), recording the key's use as `authenticateApiKey` does;
+   * undefined when not cached: then `authenticateApiKey` decides.
+   * @param hash the key's {@link hashKey}
+   */
+  cachedApiKey?(hash: string): Actor | undefined;
   /** @throws AuthRequiredError (401) for an invalid or expired token, or a disabled user */
   authenticateToken(token: string): Promise<Actor>;
 }

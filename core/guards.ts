@@ -1,7 +1,7 @@
 /**
  * The guards every operation passes, whatever door it comes through: REST and GraphQL over HTTP
- * (Koa middleware: core/http/middleware.ts, core/observability/access-log.ts, core/observability/tracing-http.ts, the
- * idempotency layer) and GraphQL over WebSocket (plugins/events/realtime/http.ts, through {@link OperationGuards}).
+ * (Koa middleware: core/http/middleware.ts with the observation of core/observability/access-log.ts,
+ * core/observability/tracing-http.ts, the idempotency layer) and GraphQL over WebSocket (plugins/events/realtime/http.ts, through {@link OperationGuards}).
  * Both use the same pieces from here: the rate-limit identity of a credential (one budget per key,
  * whatever the transport), the count of failed authentications, the access-log line and the
  * retry delay of a refusal. See docs/operations.md "Rate limiting" and docs/observability.md.

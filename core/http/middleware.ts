@@ -22,6 +22,16 @@ export interface AppState {
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
+/** A request's {@link RequestContext}: one object per request, its child logger made on first use (most requests never log). */
+class RequestScope implements RequestContext {
+  actor: Actor | null = null;
+  private child: Logger | undefined;
+  constructor(readonly requestId: string, readonly ip: string | null, private readonly parent: Logger) {}
+  get log(): Logger {
+    return (this.child ??= this.parent.child({ request_id: this.requestId }));
+  }
+}
+
 export interface RequestHeadOptions {
   /** Longest accepted request URL (414 past it). */
   maxUrlLength: number;
@@ -34,58 +44,69 @@ export interface RequestHeadOptions {
   draining(): boolean;
   /** Most bytes of an unread request body read and discarded after the answer (`BODY_DRAIN_LIMIT`). */
   maxDrainBytes: number;
+  /** Told of every request and of its answer (metrics, access log: core/observability/access-log.ts). */
+  observer?: RequestObserver | null;
+}
+
+/** Times one request and accounts for it once its answer is decided. */
+export interface RequestObserver {
+  /** The request arrived (counted in flight); returns its start time for `end`. */
+  start(): number;
+  /** Its answer (error envelope included) is decided: the duration, the metrics, the access-log line. */
+  end(ctx: Koa.Context, start: number): void;
 }
 
 /**
  * The head of every request, in one middleware: each middleware is an async frame and a promise on
- * every request, so the request id and context, the URL length limit, the error envelope and the
- * answer to unmatched routes share one. Runs first.
+ * every request, so the request's observation (metrics, access log), the request id and context,
+ * the URL length limit, the error envelope and the answer to unmatched routes share one. Runs
+ * first (inside the request's span when tracing is on).
  *
  * - Request id (`X-Request-Id`, echoed when well-formed) and the per-request context.
  * - The one place that writes the error envelope. Unexpected errors are logged and masked.
  * - No route answered: 404 `NOT_FOUND`, or 405 `METHOD_NOT_ALLOWED` with `Allow` on a known path.
+ * - Once the answer is decided, `observer.end` (after the envelope, whatever happened).
  */
 export function requestHead(log: Logger, opts: RequestHeadOptions): Koa.Middleware {
+  const observer = opts.observer ?? null;
   return async (ctx, next) => {
-    const incoming = ctx.get('X-Request-Id');
-    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    ctx.set('X-Request-Id', requestId);
-    // The child logger is made on first use: most requests never log (hot path).
-    let child: Logger | undefined;
-    const rc: RequestContext = {
-      requestId, ip: ctx.ip || null, actor: null,
-      get log() {
-        return (child ??= log.child({ request_id: requestId }));
-      },
-    };
-    const state = ctx.state as AppState;
-    state.ctx = rc;
-    state.actor = null;
-    state.authError = null;
+    const start = observer ? observer.start() : 0;
     try {
-      if (ctx.originalUrl.length > opts.maxUrlLength) {
-        throw new AppError(414, ErrorCode.URI_TOO_LONG, `Request URL is longer than ${opts.maxUrlLength} characters`, { max_length: opts.maxUrlLength });
+      // The raw header and `res.setHeader`: Koa's `get` and `set` allocate for each call.
+      const incoming = ctx.req.headers['x-request-id'];
+      const requestId = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+      ctx.res.setHeader('X-Request-Id', requestId);
+      const rc = new RequestScope(requestId, ctx.ip || null, log);
+      const state = ctx.state as AppState;
+      state.ctx = rc;
+      state.actor = null;
+      state.authError = null;
+      try {
+        if (ctx.originalUrl.length > opts.maxUrlLength) {
+          throw new AppError(414, ErrorCode.URI_TOO_LONG, `Request URL is longer than ${opts.maxUrlLength} characters`, { max_length: opts.maxUrlLength });
+        }
+        await next();
+        // 405 also from a handler mounted for every method (GraphQL answers TRACE with a bare 405).
+        if ((ctx.status === 404 && ctx.body == null) || ctx.status === 405) await unmatched(ctx, opts);
+      } catch (err) {
+        const appErr = toAppError(err);
+        if (!appErr) rc.log.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
+        else if (appErr.status >= 500) rc.log.error({ err }, appErr.message);
+        const e = appErr ?? new AppError(500, 'INTERNAL_ERROR', 'Internal server error');
+        ctx.status = e.status;
+        for (const [k, v] of Object.entries(e.headers ?? {})) ctx.set(k, v);
+        ctx.body = { error: { code: e.code, message: e.message, details: e.details }, request_id: rc.requestId };
       }
-      await next();
-      // 405 also from a handler mounted for every method (GraphQL answers TRACE with a bare 405).
-      if ((ctx.status === 404 && ctx.body == null) || ctx.status === 405) await unmatched(ctx, opts);
-    } catch (err) {
-      const appErr = toAppError(err);
-      if (!appErr) rc.log.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
-      else if (appErr.status >= 500) rc.log.error({ err }, appErr.message);
-      const e = appErr ?? new AppError(500, 'INTERNAL_ERROR', 'Internal server error');
-      ctx.status = e.status;
-      for (const [k, v] of Object.entries(e.headers ?? {})) ctx.set(k, v);
-      ctx.body = { error: { code: e.code, message: e.message, details: e.details }, request_id: rc.requestId };
+      // While shutting down, answer in-flight requests with `Connection: close`: otherwise their
+      // keep-alive connections stay open and close() waits for SHUTDOWN_TIMEOUT_MS.
+      if (opts.draining()) ctx.set('Connection', 'close');
+      // Answered before the body was read to its end (413, a corrupt compressed body): drain or close.
+      if (!ctx.req.complete) settleUnreadBody(ctx.req, (name, value) => ctx.set(name, value), opts.maxDrainBytes);
+    } finally {
+      observer?.end(ctx, start);
     }
-    // While shutting down, answer in-flight requests with `Connection: close`: otherwise their
-    // keep-alive connections stay open and close() waits for SHUTDOWN_TIMEOUT_MS.
-    if (opts.draining()) ctx.set('Connection', 'close');
-    // Answered before the body was read to its end (413, a corrupt compressed body): drain or close.
-    if (!ctx.req.complete) settleUnreadBody(ctx.req, (name, value) => ctx.set(name, value), opts.maxDrainBytes);
   };
 }
-
 /**
  * Nothing answered: an unknown path (404), or a known path with another method (405, `Allow` set by
  * the router). The router answers 501 to a method it does not implement (TRACE, PROPFIND, ...),
@@ -113,42 +134,75 @@ async function unmatched(ctx: Koa.Context, opts: RequestHeadOptions): Promise<vo
  * instead of 401. Only failures are refused: a valid credential always passes.
  */
 export function authenticate(identity: Authenticator, failures: AuthFailureLimiter): Koa.Middleware {
-  return async (ctx, next) => {
+  // Not async itself on the common paths (no credential, or an API key whose actor is cached):
+  // an async frame and the lookup's promise would cost every request two promises.
+  return (ctx, next) => {
+    const apiKey = header(ctx, 'x-api-key');
+    if (apiKey) {
+      const hash = hashKey(apiKey);
+      const cached = identity.cachedApiKey?.(hash);
+      if (!cached) return resolve(ctx, next, apiKey, hash);
+      const state = ctx.state as AppState;
+      state.credential = apiKeyClient(hash);
+      try {
+        accept(ctx, state, cached);
+      } catch (err) {
+        return refuse(ctx, next, err, apiKey);
+      }
+      return next();
+    }
+    return ctx.req.headers.authorization ? resolve(ctx, next, '', '') : next();
+  };
+
+  async function resolve(ctx: Koa.Context, next: Koa.Next, apiKey: string, hash: string): Promise<void> {
     const state = ctx.state as AppState;
-    const apiKey = ctx.get('X-API-Key');
-    const authz = ctx.get('Authorization');
     try {
-      let actor: Actor | null = null;
+      let actor: Actor;
       if (apiKey) {
-        const hash = hashKey(apiKey);
         actor = await identity.authenticateApiKey(apiKey, hash);
         state.credential = apiKeyClient(hash);
-      } else if (authz) {
-        const m = /^Bearer\s+(\S+)$/i.exec(authz);
+      } else {
+        const m = /^Bearer\s+(\S+)$/i.exec(ctx.get('Authorization'));
         if (!m?.[1]) throw new AppError(401, 'AUTH_REQUIRED', 'Authorization must be "Bearer <token>"; an API key goes in the X-API-Key header instead');
         actor = await identity.authenticateToken(m[1]);
         state.credential = userClient(actor.id);
       }
-      if (actor) {
-        const asTenant = ctx.get('X-Tenant-Id');
-        if (hasSystemScope(actor) && asTenant) {
-          if (!/^[0-9a-fA-F]{24}$/.test(asTenant)) throw new BadRequestError('X-Tenant-Id must be an object id');
-          // A copy: the resolved actor may be a shared cache entry.
-          actor = { ...actor, acting_tenant_id: asTenant };
-        }
-        // Services read the request (id, ip, logger) from the actor they are given, never from ambient state.
-        actor = withRequest(actor, state.ctx);
-        state.actor = actor;
-        state.ctx.actor = actor;
-      }
+      accept(ctx, state, actor);
     } catch (err) {
-      if (!(err instanceof AppError) || err.status !== 401) throw err;
-      const refused = await authFailure(failures, ctx.ip, apiKey || undefined);
-      if (refused) throw refused;
-      state.authError = err;
+      return refuse(ctx, next, err, apiKey);
     }
     await next();
-  };
+  }
+
+  /** A 401 is remembered for the routes that need an actor (or refused past the failure limit); anything else is raised. */
+  async function refuse(ctx: Koa.Context, next: Koa.Next, err: unknown, apiKey: string): Promise<void> {
+    if (!(err instanceof AppError) || err.status !== 401) throw err;
+    const refused = await authFailure(failures, ctx.ip, apiKey || undefined);
+    if (refused) throw refused;
+    (ctx.state as AppState).authError = err;
+    await next();
+  }
+}
+
+/** A request header as Koa's `ctx.get` has it ('' when absent), without its lower-casing of the name: `name` is lower case. */
+const header = (ctx: Koa.Context, name: string): string => {
+  const v = ctx.req.headers[name];
+  return typeof v === 'string' ? v : '';
+};
+
+/** The request's actor: with `X-Tenant-Id` a system actor's acting tenant, and the request it came in with. */
+function accept(ctx: Koa.Context, state: AppState, resolved: Actor): void {
+  let actor = resolved;
+  const asTenant = header(ctx, 'x-tenant-id');
+  if (hasSystemScope(actor) && asTenant) {
+    if (!/^[0-9a-fA-F]{24}$/.test(asTenant)) throw new BadRequestError('X-Tenant-Id must be an object id');
+    // A copy: the resolved actor may be a shared cache entry.
+    actor = { ...actor, acting_tenant_id: asTenant };
+  }
+  // Services read the request (id, ip, logger) from the actor they are given, never from ambient state.
+  actor = withRequest(actor, state.ctx);
+  state.actor = actor;
+  state.ctx.actor = actor;
 }
 
 /** A route's own budget (`ROUTE_BUDGETS`) for a request, or null. */
@@ -186,11 +240,14 @@ export function routeBudgets(routes: readonly { method: string; path: string }[]
 export function rateLimit(config: Config, limiter: RequestLimiter | null, exempt: (path: string) => boolean, budgetOf: RouteBudgetOf = () => null): Koa.Middleware {
   if (!limiter) return (_ctx, next) => next();
   const general = config.RATE_LIMIT_MAX;
+  const generalText = String(general);
+  // `res.setHeader`: Koa's `set` allocates arrays for each call.
   const answer = (ctx: Koa.Context, d: LimitDecision, max: number) => {
     const reset = retryAfter(d);
-    ctx.set('RateLimit-Limit', String(max));
-    ctx.set('RateLimit-Remaining', String(d.remaining));
-    ctx.set('RateLimit-Reset', String(reset));
+    const res = ctx.res;
+    res.setHeader('RateLimit-Limit', max === general ? generalText : String(max));
+    res.setHeader('RateLimit-Remaining', String(d.remaining));
+    res.setHeader('RateLimit-Reset', String(reset));
     if (!d.allowed) throw new RateLimitedError(reset);
   };
   // Not async itself on the common path (the general budget only): an async frame costs every request a promise.

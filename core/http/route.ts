@@ -115,17 +115,19 @@ export function declaredRoute(route: RouteDef, plugin: string): RouteDef & { plu
   return { ...route, plugin };
 }
 
-/** Validate all three inputs and report every problem at once. */
-export function validateInputs(route: RouteDef, raw: { params: unknown; query: unknown; body: unknown }) {
-  const issues: ValidationIssue[] = [];
-  const out: Record<'params' | 'query' | 'body', unknown> = { params: raw.params, query: raw.query, body: raw.body };
-  for (const source of ['params', 'query', 'body'] as const) {
+const SOURCES = ['params', 'query', 'body'] as const;
+
+/** Validate all three inputs and report every problem at once. Returns a new object (the caller may add to it). */
+export function validateInputs(route: RouteDef, raw: { params: unknown; query: unknown; body: unknown }): Record<string, unknown> {
+  let issues: ValidationIssue[] | undefined;
+  const out: Record<string, unknown> = { params: raw.params, query: raw.query, body: raw.body };
+  for (const source of SOURCES) {
     const schema = route[source];
     if (!schema) continue;
     const res = schema.safeParse(raw[source]);
     if (res.success) out[source] = res.data;
-    else issues.push(...zodIssues(source, res.error.issues));
+    else (issues ??= []).push(...zodIssues(source, res.error.issues));
   }
-  if (issues.length) throw new ValidationError(issues);
+  if (issues) throw new ValidationError(issues);
   return out;
 }

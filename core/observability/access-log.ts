@@ -1,9 +1,9 @@
 import type Koa from 'koa';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from './metrics.ts';
-import { UNMATCHED_ROUTE, statusClass } from './metrics.ts';
+import { UNMATCHED_ROUTE } from './metrics.ts';
 import { accessWriter } from '../guards.ts';
-import type { AppState } from '../http/middleware.ts';
+import type { AppState, RequestObserver } from '../http/middleware.ts';
 
 /** Paths of probes and scrapes: left out of the access log unless `ACCESS_LOG_HEALTH` is true. */
 export const PROBE_PATHS = new Set(['/health', '/ready', '/metrics']);
@@ -30,23 +30,25 @@ export interface ObserveOptions {
 }
 
 /**
- * The outermost middleware: times every request for `http_request_duration_seconds` (labelled by
- * the route template, never the raw path: unmatched paths fold into `unmatched`), counts requests
- * in flight, and writes one access-log line per request once the answer (error envelope included)
- * is decided: method, route, status, duration, transport (`http`, or `sse` for an event stream),
- * request id, tenant, actor id, trace id (core/guards.ts writes it, as for WebSocket operations).
+ * What the request head (core/http/middleware.ts) runs around every request, in its own frame
+ * rather than a middleware of its own: times every request for `http_request_duration_seconds`
+ * (labelled by the route template, never the raw path: unmatched paths fold into `unmatched`),
+ * counts requests in flight, and writes one access-log line per request once the answer (error
+ * envelope included) is decided: method, route, status, duration, transport (`http`, or `sse` for
+ * an event stream), request id, tenant, actor id, trace id (core/guards.ts writes it, as for
+ * WebSocket operations). Null when there is nothing to observe.
  */
-export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
+export function observeRequests(opts: ObserveOptions): RequestObserver | null {
   const { metrics, log } = opts;
   const write = accessWriter(log, opts.level);
   if (!metrics && !write && !opts.answered) return null;
-  return async (ctx, next) => {
+  return {
     // performance.now(): a double, where hrtime.bigint() allocates two BigInts per request.
-    const start = performance.now();
-    if (metrics) metrics.requestsInFlight++;
-    try {
-      await next();
-    } finally {
+    start() {
+      if (metrics) metrics.requestsInFlight++;
+      return performance.now();
+    },
+    end(ctx, start) {
       const seconds = (performance.now() - start) / 1000;
       const state = ctx.state as RoutedState;
       const route = state.route ?? opts.routeOf(ctx.path, ctx.method) ?? UNMATCHED_ROUTE;
@@ -54,7 +56,7 @@ export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
       const status = ctx.status;
       if (metrics) {
         metrics.requestsInFlight--;
-        metrics.http.duration.observe({ method: ctx.method, route, status_class: statusClass(status) }, seconds);
+        metrics.observeRequest(ctx.method, route, status, seconds);
       }
       opts.answered?.(status, seconds);
       if (write && (opts.probes || !PROBE_PATHS.has(ctx.path))) {
@@ -62,6 +64,6 @@ export function observeRequests(opts: ObserveOptions): Koa.Middleware | null {
         const transport = ctx.response.type === 'text/event-stream' ? 'sse' : 'http';
         write({ method: ctx.method, route, status, seconds, transport, requestId: state.ctx?.requestId, actor: state.actor });
       }
-    }
+    },
   };
 }

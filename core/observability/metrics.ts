@@ -155,6 +155,23 @@ export class Metrics {
     this.answerListeners.push(listener);
   }
 
+  /** `http_request_duration_seconds` children by route, method and status class: labels hashed once per series, not per request. */
+  private readonly durationBy = new Map<string, Map<string, { observe(seconds: number): void }[]>>();
+
+  /**
+   * Observes one HTTP request's duration in `http_request_duration_seconds` (core/observability/access-log.ts).
+   * The series' children are kept per route template, method and status class: all three are
+   * bounded (templates and `unmatched`, the methods Node's parser accepts, 1xx–9xx).
+   */
+  observeRequest(method: string, route: string, status: number, seconds: number): void {
+    let byMethod = this.durationBy.get(route);
+    if (!byMethod) this.durationBy.set(route, (byMethod = new Map()));
+    let byClass = byMethod.get(method);
+    if (!byClass) byMethod.set(method, (byClass = []));
+    const cls = Math.floor(status / 100);
+    (byClass[cls] ??= this.http.duration.labels(method, route, statusClass(status))).observe(seconds);
+  }
+
   /** An HTTP request was answered (core/observability/access-log.ts). */
   answered(status: number, seconds: number): void {
     for (const l of this.answerListeners) l(status, seconds);

@@ -124,6 +124,14 @@ export class AuthenticationService implements Authenticator {
     return hit.actor;
   }
 
+  /** @see Authenticator.cachedApiKey */
+  cachedApiKey(hash: string): Actor | undefined {
+    const hit = this.cache?.get(`k:${hash}`);
+    if (!hit) return undefined;
+    this.touchKey(hit.keyId);
+    return hit.actor;
+  }
+
   private async lookUpApiKey(hash: string): Promise<{ actor: Actor; keyId: string }> {
     const apiKey = await this.models.ApiKey.findOne({ key_hash: hash, revoked_at: null }).lean();
     if (!apiKey) throw new AuthRequiredError('Invalid API key');
