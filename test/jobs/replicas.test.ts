@@ -26,10 +26,16 @@ const http = (p: ServerProcess) => ({
   },
 });
 
+/**
+ * The lock's ttl: short, so that a killed holder is replaced within the test, and long enough that a
+ * live holder starved of CPU on a loaded machine (its heartbeat renews at a third of it) keeps its runs.
+ */
+const LOCK_TTL_S = 10;
+
 beforeAll(async () => {
   const env = {
     MONGODB_URI: uri, JOBS_ENABLED: 'true', PLUGINS: './test/fixtures/jobs-fixture-plugin.ts', RATE_LIMIT_ENABLED: 'false',
-    JOBS_POLL_INTERVAL_MS: '100', JOBS_RETRY_DELAY_MS: '100', JOBS_LOCK_TTL_SECONDS: '2',
+    JOBS_POLL_INTERVAL_MS: '100', JOBS_RETRY_DELAY_MS: '100', JOBS_LOCK_TTL_SECONDS: String(LOCK_TTL_S),
   };
   procs = await startReplicas(3, env);
   conn = await mongoose.createConnection(uri).asPromise();
@@ -123,12 +129,12 @@ describe('the log stream across processes', () => {
     const progress = events.filter((e) => e.event === 'progress');
     expect(progress.length).toBeGreaterThanOrEqual(3);
     expect(progress[0]!.at).toBeLessThan(new Date(final.completed_at as string).getTime());
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('a killed holder', () => {
   it('is replaced after the lock ttl; a live holder past the ttl is not', async () => {
-    const r = await http(procs[0]!).http('POST', '/jobs/run/sleepy', { json: { parameters: { ms: 4000, steps: 40 } } });
+    const r = await http(procs[0]!).http('POST', '/jobs/run/sleepy', { json: { parameters: { ms: 2000 + LOCK_TTL_S * 1000, steps: 40 } } });
     expect(r.status).toBe(202);
     const id = r.body.id as string;
     const runDoc = await until(async () => {
@@ -138,17 +144,17 @@ describe('a killed holder', () => {
     const holderPid = Number(String(runDoc.worker).split(':')[1]);
     const holder = procs.find((p) => p.proc.pid === holderPid)!;
     expect(holder).toBeTruthy();
-    // Alive and renewing its lock: past the 2 s ttl nobody else starts it.
-    await new Promise((res) => setTimeout(res, 2600));
+    // Alive and renewing its lock: past the ttl nobody else starts it.
+    await new Promise((res) => setTimeout(res, LOCK_TTL_S * 1000 + 600));
     expect(await calls({ run_id: id, phase: 'start' })).toHaveLength(1);
     await holder.stop('SIGKILL');
     const others = procs.filter((p) => p !== holder);
-    const run = await waitRun(http(others[0]!), id, ['completed', 'failed'], ADMIN_KEY, 40_000);
+    const run = await waitRun(http(others[0]!), id, ['completed', 'failed'], ADMIN_KEY, 40_000 + 2 * LOCK_TTL_S * 1000);
     // A lost holder is not a failure of the job: the same attempt runs again on another replica.
     expect(run).toMatchObject({ status: 'completed', attempt: 1, max_attempts: 1 });
     const starts = await calls({ run_id: id, phase: 'start' });
     expect(starts.map((s) => s.attempt)).toEqual([1, 1]);
     expect(starts[1]!.pid).not.toBe(holderPid);
     expect(run.logs.some((l: { message: string }) => /stopped renewing its lock/.test(l.message))).toBe(true);
-  }, 60_000);
+  }, 120_000);
 });
