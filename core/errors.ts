@@ -306,9 +306,12 @@ export interface CatalogueEntry extends ErrorCodeDoc {
   plugin?: string;
 }
 
+/** The kernel's codes as catalogue entries (a catalogue with no plugin codes). */
+export const KERNEL_CODES: readonly CatalogueEntry[] = Object.entries(ERROR_CATALOGUE).map(([code, d]) => ({ code, ...d }));
+
 /** Every code a client can meet on this app: the kernel's, then each plugin's in set-up order. */
 export class ErrorCatalogue {
-  private readonly entries: CatalogueEntry[] = Object.entries(ERROR_CATALOGUE).map(([code, d]) => ({ code, ...d }));
+  private readonly entries: CatalogueEntry[] = [...KERNEL_CODES];
 
   /** @returns null when accepted, else why not (a malformed or already declared code, an example of another code) */
   add(codes: ErrorCodes, plugin: string): string | null {

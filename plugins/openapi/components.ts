@@ -3,7 +3,7 @@
  * core's error catalogue), security, and the `POST /graphql` operation.
  */
 import { STATUS_CODES } from 'node:http';
-import { ERROR_CATALOGUE, ErrorCode, type AppError, type CatalogueEntry } from '../../core/errors.ts';
+import { ErrorCode, type AppError, type CatalogueEntry } from '../../core/errors.ts';
 import { schemaRef } from './json-schema.ts';
 import type { HeaderObject, JsonSchema, OperationObject, Reference, ResponseObject } from './types.ts';
 
@@ -33,8 +33,6 @@ const ERROR_RESPONSES: Readonly<Record<number, { name: string; summary: string }
 /** Name of the shared response component of an error status. */
 export const errorResponseName = (status: number): string => ERROR_RESPONSES[status]?.name ?? `Error${status}`;
 
-/** The kernel's codes alone, for a document built without the app's catalogue. */
-export const KERNEL_CODES: readonly CatalogueEntry[] = Object.entries(ERROR_CATALOGUE).map(([code, d]) => ({ code, ...d }));
 
 /**
  * The shared response of an error status: every catalogue code answered with it, what each

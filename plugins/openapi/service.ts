@@ -15,8 +15,8 @@ import { webhooksOf, type DocumentedEventType } from './webhooks.ts';
 import type { z } from 'zod';
 import type { HttpMethod, RouteAuth } from '../../core/http/route.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { CatalogueEntry } from '../../core/errors.ts';
-import { AUTH_SECURITY, KERNEL_CODES, bulkItemErrorSchema, errorEnvelopeSchema, errorResponse, errorResponseName, graphqlOperation, headerRef, validationIssueSchema } from './components.ts';
+import { KERNEL_CODES, type CatalogueEntry } from '../../core/errors.ts';
+import { AUTH_SECURITY, bulkItemErrorSchema, errorEnvelopeSchema, errorResponse, errorResponseName, graphqlOperation, headerRef, validationIssueSchema } from './components.ts';
 import { SchemaConverter, isRecord, schemaRef } from './json-schema.ts';
 import type { DocumentedRoute, HeaderObject, JsonSchema, OpenApiDocument, OpenApiInfo, OperationObject, ParameterObject, Reference, RequestBodyObject, ResponseObject } from './types.ts';
 
