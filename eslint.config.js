@@ -23,18 +23,23 @@ function pluginOf(file) {
   return parts[0] === 'plugins' && parts.length >= 3 ? { name: parts[1], rest: parts.slice(2).join('/') } : undefined;
 }
 
+/** A plugin's `public/` folder: the contracts it offers other plugins (values and types). */
+const isPublic = (rest) => rest.startsWith('public/');
+
 /**
- * `fence/plugin-boundary`: a file of one plugin imports nothing of another plugin except
- * `import type` from its `index.ts`. It resolves each relative (or absolute) specifier against
- * the importing file and judges the target path, so `../x/a.ts`, `../../plugins/x/a.ts` and any
- * longer detour are the same import.
+ * `fence/plugin-boundary`: a file of one plugin imports nothing of another plugin except its
+ * `public/` folder and `import type` from its `index.ts`; a file of a `public/` folder imports
+ * nothing of its own plugin outside that folder (importing a contract never loads the plugin).
+ * It resolves each relative (or absolute) specifier against the importing file and judges the
+ * target path, so `../x/a.ts`, `../../plugins/x/a.ts` and any longer detour are the same import.
  */
 const pluginBoundary = {
   meta: {
     type: 'problem',
     schema: [],
     messages: {
-      internals: 'A plugin never imports another plugin\'s internals: use its service (services.get) or the hook bus, or put the shared piece in core/. ({{target}})',
+      internals: 'A plugin never imports another plugin\'s internals: use its service (services.get), its public/ contracts or the hook bus. ({{target}})',
+      publicOnly: 'A public/ contract imports only core/, lib/, config/ and public/ folders, never its plugin\'s internals. ({{target}})',
       valueFromIndex: 'Only types may be imported from another plugin\'s index.ts; reach its code through services.get(...). ({{target}})',
     },
   },
@@ -45,9 +50,11 @@ const pluginBoundary = {
       const spec = source?.value;
       if (typeof spec !== 'string' || !(spec.startsWith('.') || isAbsolute(spec))) return;
       const target = pluginOf(resolve(dirname(context.filename), spec));
-      if (!target || target.name === self.name) return;
+      if (!target) return;
       const data = { target: `plugins/${target.name}/${target.rest}` };
-      if (!/^index\.[cm]?[jt]s$/.test(target.rest)) context.report({ node, messageId: 'internals', data });
+      if (isPublic(self.rest) && !isPublic(target.rest)) context.report({ node, messageId: 'publicOnly', data });
+      else if (target.name === self.name || isPublic(target.rest)) return;
+      else if (!/^index\.[cm]?[jt]s$/.test(target.rest)) context.report({ node, messageId: 'internals', data });
       else if (!typeOnly) context.report({ node, messageId: 'valueFromIndex', data });
     };
     /** `import type {…}`, or `import { type A, type B }` with every specifier a type. */
@@ -86,10 +93,10 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: HTTP_AND_GRAPHQL }] },
   },
   {
-    // The template (docs/examples/notes) follows the layout it teaches; it imports no plugin at all.
+    // The template (docs/examples/notes) follows the layout it teaches; of the plugins it imports only public/ contracts.
     files: ['docs/examples/notes/**/*.ts'],
     ignores: WIRING.map((f) => `docs/examples/notes/${f}`),
-    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: ['**/plugins/**'], message: 'The template imports no plugin.' }, ...HTTP_AND_GRAPHQL] }] },
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ regex: '(^|/)plugins/(?![^/]+/public/)', message: 'The template imports no plugin but its public/ contracts.' }, ...HTTP_AND_GRAPHQL] }] },
   },
   {
     // Settings are the bottom layer: config/ reads the environment and imports neither the kernel nor a plugin.

@@ -26,10 +26,11 @@ import type {} from './plugins/webhooks/index.ts';
 // --- plugins and their contributions
 export { definePlugin, PluginError } from './core/plugin.ts';
 export type {
-  HealthCheck, JobDefinition, JobRunContext, JobRunner, KernelView, PersonalDataDeclaration, Plugin, PluginContext,
+  HealthCheck, JobDefinition, JobRunContext, KernelView, PersonalDataDeclaration, Plugin, PluginContext,
   PluginContribution, PluginSpec,
 } from './core/plugin.ts';
 export type { Services } from './core/services.ts';
+export type { JobRunner } from './plugins/jobs/public/runner.ts';
 export type { ServiceRegistry } from './core/services.ts';
 export { HealthCheckFailure } from './core/health.ts';
 export type { Config } from './config/index.ts';
@@ -72,13 +73,13 @@ export type { Permission, Permissions } from './core/permissions.ts';
 export { modelOn } from './core/db.ts';
 
 // --- events
-export type { EventConsumer, EventHead, EventRecord, EventTypeDefinition } from './core/event-contributions.ts';
+export type { EventConsumer, EventHead, EventRecord, EventTypeDefinition } from './plugins/events/public/contributions.ts';
 export type { EventLog } from './plugins/events/index.ts';
-export { StreamEnd, unsettle } from './core/live.ts';
-export type { LiveSource, LiveSubscriptions } from './core/live.ts';
-export type { OutboxEntry, OutboxSource } from './core/outbox.ts';
-export { DocumentChanges, notRemoved, OUTBOX_FIELD, outboxPath } from './core/outbox.ts';
-export type { ChangeTypes } from './core/outbox.ts';
+export { StreamEnd, unsettle } from './plugins/events/public/live.ts';
+export type { LiveSource, LiveSubscriptions } from './plugins/events/public/live.ts';
+export type { OutboxEntry, OutboxSource } from './plugins/events/public/outbox.ts';
+export { DocumentChanges, notRemoved, OUTBOX_FIELD, outboxPath } from './plugins/events/public/outbox.ts';
+export type { ChangeTypes } from './plugins/events/public/outbox.ts';
 
 // --- resources (a mongoose schema + a path = a REST + GraphQL API)
 export { defineResource } from './plugins/resources/index.ts';

@@ -34,6 +34,7 @@ import { tracingEnabled } from './observability/tracing.ts';
 import { traceGraphQL } from './observability/tracing-graphql.ts';
 import { traceRequests } from './observability/tracing-http.ts';
 import { PluginError, pluginStates, type JobDefinition, type KernelView, type PersonalDataDeclaration, type Plugin, type PluginContribution } from './plugin.ts';
+import { blamed } from './plugin-error.ts';
 import type { GraphqlTransport } from './transport.ts';
 
 export { PluginError };
@@ -138,7 +139,11 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const jobs: (JobDefinition & { plugin: string })[] = [];
   const personalData: (PersonalDataDeclaration & { plugin: string })[] = [];
   const errorCodes = new ErrorCatalogue();
-  const kernel: KernelView = { routes: () => routes, jobs: () => jobs, personalData: () => personalData, errorCodes: () => errorCodes.all(), plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config) };
+  const kernel: KernelView = {
+    routes: () => routes, jobs: () => jobs, personalData: () => personalData, errorCodes: () => errorCodes.all(),
+    plugins: () => ordered.map((p) => p.name), pluginStates: () => pluginStates(ordered, config),
+    contributions: () => contributions.map(({ plugin, c }) => ({ plugin: plugin.name, contribution: c })),
+  };
   const contributions: { plugin: Plugin; c: PluginContribution }[] = [];
   const transports: GraphqlTransport[] = [];
 
@@ -194,13 +199,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     const events = services.get('events');
     metrics.watchEventLag(() => events.lag());
     services.get('authFailures').onFailure = (lockedOut) => metrics.auth.failures.inc({ locked_out: String(lockedOut) });
-    for (const { plugin, c } of contributions) {
-      const types = typeof c.eventTypes === 'function' ? c.eventTypes() : (c.eventTypes ?? []);
-      await blame(plugin, () => {
-        for (const t of types) events.catalogue.register(t, plugin.name);
-        for (const consumer of c.eventConsumers ?? []) events.addConsumer(consumer);
-      });
-    }
     for (const { plugin, c } of contributions) await blame(plugin, () => c.ready?.());
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.
     await Promise.all(Object.values(db.conn.models).map((m) => m.init()));
@@ -335,9 +333,7 @@ async function blame<T>(plugin: Plugin, step: () => T | Promise<T>): Promise<T> 
   try {
     return await step();
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    if (err instanceof PluginError && message.includes(`"${plugin.name}"`)) throw err;
-    throw new PluginError(`Plugin "${plugin.name}": ${message}`, { cause: err });
+    throw blamed(plugin.name, err);
   }
 }
 

@@ -8,7 +8,6 @@ import type { RouteDef } from './http/route.ts';
 import type { Builder } from './graphql.ts';
 import type { Actor } from './context.ts';
 import type { Tenancy } from './tenancy.ts';
-import type { EventConsumer, EventTypeDefinition } from './event-contributions.ts';
 import type { GraphqlTransport } from './transport.ts';
 import type { HealthCheck } from './health.ts';
 import type { CatalogueEntry, ErrorCodes } from './errors.ts';
@@ -63,8 +62,6 @@ export interface JobRunContext {
   log(line: string, level?: 'debug' | 'info' | 'warning' | 'error'): void;
   progress(current: number, total?: number | null, message?: string | null): void | Promise<void>;
 }
-
-export type { JobRunner } from './job-runner.ts';
 
 /**
  * Personal data a plugin stores, declared so the privacy plugin can export and depersonalize it
@@ -146,19 +143,11 @@ export interface PluginContribution {
   /** Personal data this plugin stores (see `PersonalDataDeclaration`); a function is evaluated after every `setup()`. */
   personalData?: PersonalDataDeclaration[] | (() => PersonalDataDeclaration[]);
   /**
-   * Event types this plugin emits, the one place it declares them (name, description, zod schema of
-   * `data`); a function is evaluated after every `setup()`. They make up the catalogue of
-   * `GET /events/types`; a duplicate name fails start-up.
-   */
-  eventTypes?: EventTypeDefinition[] | (() => EventTypeDefinition[]);
-  /**
    * Error codes this plugin's errors carry beyond the kernel's, each with an example `AppError` and
    * when a client meets it: they join the catalogue `/openapi.json` documents. A code the kernel or
    * another plugin declares fails start-up.
    */
   errorCodes?: ErrorCodes;
-  /** Durable consumers of the event log (at least once delivery, effect once; see docs/events.md). */
-  eventConsumers?: EventConsumer[];
   /** Additions to the GraphQL pipeline: Yoga plugins, a transport on the HTTP server (see core/transport.ts). */
   transport?: GraphqlTransport;
   /** Called after every plugin's `setup()`, before the server listens. */
@@ -179,6 +168,12 @@ export interface KernelView {
   plugins(): readonly string[];
   /** The loaded plugins that are on, and for each one that is off the setting that turns it on (`{ jobs: 'JOBS_ENABLED=true' }`). */
   pluginStates(): { on: string[]; off: Record<string, string> };
+  /**
+   * Every plugin's contribution, in set-up order (once every plugin has run `setup()`): how a plugin
+   * collects a contribution it declares itself (by merging into `PluginContribution`), such as the
+   * events plugin's `eventTypes`.
+   */
+  contributions(): readonly { plugin: string; contribution: PluginContribution }[];
 }
 
 /** Which of `plugins` are on under `config`, and the setting that turns on each of the others. */

@@ -1,4 +1,3 @@
-import type { JobRunner } from './job-runner.ts';
 import type { HealthRegistry } from './health.ts';
 import type { Authenticator } from './authentication.ts';
 
@@ -17,8 +16,6 @@ export interface Services {
   authentication: Authenticator;
   /** Provided by the kernel: every plugin's `health` checks, by name (the health plugin serves them). */
   healthChecks: HealthRegistry;
-  /** Provided by the jobs plugin when `JOBS_ENABLED` is on; use `services.maybe('jobs')`. */
-  jobs: JobRunner;
 }
 
 export class ServiceRegistry {

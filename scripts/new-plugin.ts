@@ -39,12 +39,12 @@ export function rename(source: string, name: string): string {
     .replace(/notes/g, many.camel).replace(/note/g, one.camel);
 }
 
-/** Kernel, helper (lib/), settings, zod and mongoose imports become one import from the public entry point. */
+/** Kernel, helper (lib/), settings, plugins' public/ contracts, zod and mongoose imports become one import from the public entry point. */
 export function publicImports(source: string): string {
   const specifiers: string[] = [];
   let at = -1;
   const lines = source.split('\n').filter((line, i) => {
-    const m = /^import (type )?\{ (.+) \} from '(\.\.\/\.\.\/\.\.\/(?:core|lib|config)\/[^']+|zod|mongoose)';$/.exec(line);
+    const m = /^import (type )?\{ (.+) \} from '(\.\.\/\.\.\/\.\.\/(?:core|lib|config|plugins\/[a-z0-9-]+\/public)\/[^']+|zod|mongoose)';$/.exec(line);
     if (!m) return true;
     if (at < 0) at = i;
     for (const s of m[2]!.split(',').map((x) => x.trim())) specifiers.push(m[1] && !s.startsWith('type ') ? `type ${s}` : s);

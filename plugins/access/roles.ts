@@ -7,9 +7,9 @@ import { ConflictError, NotFoundError, ValidationError, type ValidationIssue } f
 import { isSystemActor, requestOf, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { EventLog } from '../events/index.ts';
-import type { EventTypeDefinition } from '../../core/event-contributions.ts';
-import type { OutboxEntry, OutboxSource } from '../../core/outbox.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import type { EventTypeDefinition } from '../events/public/contributions.ts';
+import type { OutboxEntry, OutboxSource } from '../events/public/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import type { Permissions as OperationPermissions } from '../../core/permissions.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { pageOf } from '../../lib/page.ts';

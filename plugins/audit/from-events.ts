@@ -6,7 +6,7 @@
  * GraphQL here.
  */
 import { Types } from 'mongoose';
-import type { AuditedChange, EventDoc } from '../../core/outbox.ts';
+import type { AuditedChange, EventDoc } from '../events/public/outbox.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { diffDocs } from './diff.ts';
 import type { AuditEntryInput } from './model.ts';

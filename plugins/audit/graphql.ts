@@ -7,7 +7,7 @@ import { permit } from '../../core/permissions.ts';
 import type { Actor } from '../../core/context.ts';
 import type { AuditEntryModel } from './model.ts';
 import { newAuditEntries } from './live.ts';
-import { unsettle, type LiveSubscriptions } from '../../core/live.ts';
+import { unsettle, type LiveSubscriptions } from '../events/public/live.ts';
 
 /**
  * GraphQL fragment: queries `auditLog` and `auditStats`, the same service and the same zod inputs

@@ -8,7 +8,7 @@ import type { Logger } from '../../core/logger.ts';
 import { pageOf, type Page } from '../../lib/page.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import { traced } from '../../core/observability/tracing.ts';
-import { type EventDoc, OUTBOX_FIELD } from '../../core/outbox.ts';
+import { type EventDoc, OUTBOX_FIELD } from '../events/public/outbox.ts';
 import { entryOfEvent } from './from-events.ts';
 import { scrubEntries, type ScrubInput } from './scrub.ts';
 import { Redactor } from './diff.ts';

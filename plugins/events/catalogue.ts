@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { PluginError } from '../../core/plugin-error.ts';
-import type { EventTypeDefinition, JsonSchema } from '../../core/event-contributions.ts';
+import { blamed, PluginError } from '../../core/plugin-error.ts';
+import type { PluginContribution } from '../../core/plugin.ts';
+import type { EventConsumer, EventTypeDefinition, JsonSchema } from './public/contributions.ts';
 
 /** One entry of the catalogue as served by `GET /events/types`. */
 export interface EventTypeView {
@@ -49,5 +50,24 @@ export class EventCatalogue {
 
   list(): EventTypeView[] {
     return this.names().map((n) => this.types.get(n)!);
+  }
+}
+
+/**
+ * Registers every plugin's `eventTypes` and `eventConsumers` (`KernelView.contributions()`), once
+ * every plugin is set up; a failure names the plugin that contributed it.
+ */
+export function registerContributions(
+  log: { catalogue: EventCatalogue; addConsumer(consumer: EventConsumer): void },
+  contributions: readonly { plugin: string; contribution: PluginContribution }[],
+): void {
+  for (const { plugin, contribution: c } of contributions) {
+    try {
+      const types = typeof c.eventTypes === 'function' ? c.eventTypes() : (c.eventTypes ?? []);
+      for (const t of types) log.catalogue.register(t, plugin);
+      for (const consumer of c.eventConsumers ?? []) log.addConsumer(consumer);
+    } catch (err) {
+      throw blamed(plugin, err);
+    }
   }
 }

@@ -1,7 +1,7 @@
 import type { Model } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
-import type { EventDoc } from '../../core/outbox.ts';
-import { toHead, toRecord, type EventConsumer, type HeadDoc } from '../../core/event-contributions.ts';
+import type { EventDoc } from './public/outbox.ts';
+import { toHead, toRecord, type EventConsumer, type HeadDoc } from './public/contributions.ts';
 
 /** The fields of an event document a head is made of. */
 const HEAD_FIELDS = { type: 1, tenant_id: 1, created_at: 1, actor: 1, request_id: 1 } as const;

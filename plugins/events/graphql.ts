@@ -1,7 +1,7 @@
 import type { Builder, BuilderTypes } from '../../core/graphql.ts';
 import { cursorsObject, givenArgs, parseInput, scopes } from '../../core/graphql.ts';
 import { EVENT_PERMISSIONS, type EventLog, type EventPage } from './service.ts';
-import type { EventRecord } from '../../core/event-contributions.ts';
+import type { EventRecord } from './public/contributions.ts';
 import type { EventTypeView } from './catalogue.ts';
 import { eventListQuery } from './schemas.ts';
 

@@ -4,7 +4,8 @@ import { EVENT_PERMISSIONS, EventLog } from './service.ts';
 import { eventsGraphql } from './graphql.ts';
 import { eventIdParams, eventListQuery, eventPageView, eventTypesView, eventView, pingData } from './schemas.ts';
 import { createRealtime } from './realtime/index.ts';
-import { viewUnderAccess } from '../../core/event-access.ts';
+import { registerContributions } from './catalogue.ts';
+import { viewUnderAccess } from './public/access.ts';
 
 export type { EventTypeView } from './catalogue.ts';
 export type { EventSink } from './sink.ts';
@@ -20,12 +21,12 @@ declare module '../../core/services.ts' {
 /**
  * Core plugin: the event log service, `GET /events`, `GET /events/{id}`, `GET /events/types`,
  * and GraphQL `events` / `eventTypes`; realtime delivery (plugins/events/realtime: `GET /events/stream`,
- * subscriptions `events` and `resourceChanged`). Other plugins' `eventTypes` and `eventConsumers`
- * contributions are registered by the kernel once every plugin is set up.
+ * subscriptions `events` and `resourceChanged`). Every plugin's `eventTypes` and `eventConsumers`
+ * contributions (public/contributions.ts) are registered here once every plugin is set up.
  */
 export const eventsPlugin: Plugin = definePlugin({
   name: 'events',
-  setup({ db, config, services, tenancy, log }) {
+  setup({ db, config, services, tenancy, log, kernel }) {
     const events = new EventLog(db, tenancy, {
       flushMs: config.EVENTS_RELAY_INTERVAL_MS,
       maxBatch: 500,
@@ -74,7 +75,10 @@ export const eventsPlugin: Plugin = definePlugin({
       ],
       graphql: (b) => realtime.graphql(b, eventsGraphql(b, events)),
       transport: realtime.transport,
-      ready: () => events.start(),
+      ready: () => {
+        registerContributions(events, kernel.contributions());
+        events.start();
+      },
       close: async () => {
         await realtime.close();
         await events.close();

@@ -5,8 +5,8 @@
  */
 import type { Types } from 'mongoose';
 import type { Doc } from '../../core/hooks.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
-import type { OutboxEntry, OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from './public/outbox.ts';
+import type { OutboxEntry, OutboxSource } from './public/outbox.ts';
 
 /** What the relay tells about a document's entries a write supersedes. */
 export interface KnownEntries {

@@ -1,9 +1,9 @@
 import type { Model } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { OUTBOX_FIELD, REMOVED_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, REMOVED_FIELD } from './public/outbox.ts';
 import { KnownByDocument, type KnownEntries } from './known.ts';
-import type { EventDoc, OutboxEntry, OutboxSource } from '../../core/outbox.ts';
+import type { EventDoc, OutboxEntry, OutboxSource } from './public/outbox.ts';
 import type { EventSink } from './sink.ts';
 
 interface Pending {

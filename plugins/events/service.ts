@@ -11,11 +11,11 @@ import { eventClaimModel, eventCursorModel, eventModel, newEventId } from './mod
 import { OutboxSweeper } from './sweep.ts';
 import { outboxInWrite, supersede, type OutboxInWrite } from './known.ts';
 import { Relay, type RelaySettings } from './relay.ts';
-import type { EventDoc, OutboxEntry, OutboxSource, StageInput } from '../../core/outbox.ts';
+import type { EventDoc, OutboxEntry, OutboxSource, StageInput } from './public/outbox.ts';
 import type { EventSink } from './sink.ts';
 import { ConsumerRunner, type ConsumerSettings } from './consumers.ts';
-import { toRecord } from '../../core/event-contributions.ts';
-import type { EventConsumer, EventRecord } from '../../core/event-contributions.ts';
+import { toRecord } from './public/contributions.ts';
+import type { EventConsumer, EventRecord } from './public/contributions.ts';
 import type { EventListQuery } from './schemas.ts';
 
 export interface EventLogSettings extends RelaySettings, ConsumerSettings {

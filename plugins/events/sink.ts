@@ -1,4 +1,4 @@
-import type { EventDoc } from '../../core/outbox.ts';
+import type { EventDoc } from './public/outbox.ts';
 
 /**
  * A durable sink: code that must see every event of a change at least once and whose effect is

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import { Types, type Model } from 'mongoose';
 import { AppError, ConflictError, ErrorCode, type ErrorCodes, EtagMismatchError, EtagRequiredError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import type { EventLog } from '../events/index.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import { etagOf, parseIfMatch } from '../../lib/etag.ts';
 import { isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Permissions } from '../../core/permissions.ts';

@@ -9,10 +9,10 @@ import type { Types } from 'mongoose';
 import { z } from 'zod';
 import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import type { EventTypeDefinition } from '../../core/event-contributions.ts';
-import type { AuditedChange, OutboxEntry, OutboxSource } from '../../core/outbox.ts';
+import type { EventTypeDefinition } from '../events/public/contributions.ts';
+import type { AuditedChange, OutboxEntry, OutboxSource } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import type { IdentityModels } from './model.ts';
 import { apiKeyView, tenantView, userView } from './schemas.ts';
 

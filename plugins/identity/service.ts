@@ -13,7 +13,7 @@ import { AuthenticationService, LIVE, toAuthUser, type AuthenticationDeps, type 
 import { IdentityEvents } from './events.ts';
 import { isActiveAdmin, LastAdminGuard } from './last-admin.ts';
 import type { EventLog } from '../events/index.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import type { CreateApiKeyInput, CreateTenantInput, CreateUserInput, ListApiKeysQuery, ListUsersQuery, PageRequest, UpdateUserInput } from './schemas.ts';
 
 const generateApiKey = (): string => API_KEY_PREFIX + randomBytes(32).toString('base64url');

@@ -3,7 +3,7 @@ import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { idParams } from '../../core/http/schemas.ts';
 import { pageHeaderDocs, setPageHeaders } from '../../lib/page.ts';
-import type { EventTypeDefinition } from '../../core/event-contributions.ts';
+import type { EventTypeDefinition } from '../events/public/contributions.ts';
 import { invitationModel } from './model.ts';
 import { acceptedView, acceptInvitationInput, createInvitationInput, invitationListView, invitationsQuery, invitationView } from './schemas.ts';
 import { INVITATION_CREDENTIAL_KIND, INVITATION_PERMISSIONS, InvitationService, invitationErrorCodes } from './service.ts';

@@ -10,7 +10,7 @@ import { Types, type Model } from 'mongoose';
 import { AppError, ConflictError, NotFoundError, ValidationError, type ErrorCodes } from '../../core/errors.ts';
 import { hasSystemScope, isSystemActor, requestOf, systemActor, writeTenantId, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { OUTBOX_FIELD, type OutboxEntry, type OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, type OutboxEntry, type OutboxSource } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import type { IdentityService } from '../identity/index.ts';

@@ -6,7 +6,7 @@ import { systemActor, type Actor } from '../../core/context.ts';
 import { FINISHED, type ChainStepDoc, type JobChainRecord, type JobModels, type JobRunDoc, type JobRunRecord } from './model.ts';
 import type { ChainBody, ChainStepInput, chainPatch } from './schemas.ts';
 import type { RunLauncher } from './runs.ts';
-import { type DocumentChanges, notRemoved } from '../../core/outbox.ts';
+import { type DocumentChanges, notRemoved } from '../events/public/outbox.ts';
 import { isDup, sleep } from './store.ts';
 import { FinalError, progressOnChange, type Coordinator } from './coordinators.ts';
 import { chainView, runView, type ChainView, type RunView } from './views.ts';

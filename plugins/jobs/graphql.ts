@@ -10,7 +10,7 @@ import { JOB_PERMISSIONS, type JobsService } from './service.ts';
 import { SCHEDULE_PERMISSIONS, type ScheduleService } from './schedules.ts';
 import { CHAIN_PERMISSIONS, type ChainService } from './chains.ts';
 import type { WatchEvent } from './service.ts';
-import { unsettle, type LiveSubscriptions } from '../../core/live.ts';
+import { unsettle, type LiveSubscriptions } from '../events/public/live.ts';
 
 type LogView = NonNullable<RunView['logs']>[number];
 

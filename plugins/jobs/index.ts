@@ -6,7 +6,7 @@ import { RunStore } from './store.ts';
 import { RunLauncher } from './runs.ts';
 import { JobAccess } from './access.ts';
 import { fanoutCoordinator, tenantIds } from './coordinators.ts';
-import { DocumentChanges, notRemoved } from '../../core/outbox.ts';
+import { DocumentChanges, notRemoved } from '../events/public/outbox.ts';
 import { chainView, scheduleView } from './views.ts';
 import { ChainService } from './chains.ts';
 import { ScheduleService } from './schedules.ts';

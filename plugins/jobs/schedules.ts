@@ -10,7 +10,7 @@ import type { JobAccess } from './access.ts';
 import type { RunLauncher } from './runs.ts';
 import { isDup } from './store.ts';
 import type { ChainService } from './chains.ts';
-import { type DocumentChanges, notRemoved } from '../../core/outbox.ts';
+import { type DocumentChanges, notRemoved } from '../events/public/outbox.ts';
 import { checkCron, isTimeZone, localDay, nextOccurrence, previousOccurrence, resolveTemplates, smallestGapSeconds, templateValues } from './cron.ts';
 import { runView, scheduleView, type RunView, type ScheduleView } from './views.ts';
 

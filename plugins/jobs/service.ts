@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts';
-import type { JobRunner } from '../../core/plugin.ts';
+import type { JobRunner } from './public/runner.ts';
 import { requireRole } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import { pageOf, type Page } from '../../lib/page.ts';

@@ -1,7 +1,7 @@
 import { Types, type Model } from 'mongoose';
 import { isSystemActor, type Actor } from '../../core/context.ts';
 import { currentTraceparent } from '../../core/observability/tracing.ts';
-import { OUTBOX_FIELD, type OutboxEntry, type OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, type OutboxEntry, type OutboxSource } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { FINISHED, type JobRunDoc, type JobRunRecord, type RunStatus } from './model.ts';

@@ -6,7 +6,7 @@
 import { Types, type Model } from 'mongoose';
 import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, type Actor } from '../../core/context.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import type { Filter } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';

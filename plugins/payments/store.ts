@@ -6,7 +6,7 @@
  */
 import { Types, type Model } from 'mongoose';
 import { ConflictError, NotFoundError } from '../../core/errors.ts';
-import { type AuditedChange, OUTBOX_FIELD, type OutboxEntry } from '../../core/outbox.ts';
+import { type AuditedChange, OUTBOX_FIELD, type OutboxEntry } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { HookBus, HookEvents } from '../../core/hooks.ts';

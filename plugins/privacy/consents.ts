@@ -4,7 +4,7 @@ import type { Page } from '../../lib/page.ts';
 import { AccessDeniedError, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { isAdmin, isSystemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { DocumentChanges, type OutboxSource } from '../../core/outbox.ts';
+import { DocumentChanges, type OutboxSource } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import type { Filter } from '../../core/access.ts';

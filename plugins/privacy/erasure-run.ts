@@ -9,7 +9,7 @@ import type { Types } from 'mongoose';
 import { NotFoundError } from '../../core/errors.ts';
 import { isSystemActor, systemActor, type Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { OUTBOX_FIELD, type AuditedChange, type DocumentChanges, type OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, type AuditedChange, type DocumentChanges, type OutboxSource } from '../events/public/outbox.ts';
 import type { PersonalDataDeclaration } from '../../core/plugin.ts';
 import type { AuditActor, AuditLogger } from '../audit/index.ts';
 import { CONSENT_COLLECTION, ERASURE_ITEM_COLLECTION, type ConsentRecord, type ErasureAction, type ErasureItemDoc, type ErasureRequestRecord, type PrivacyModels } from './model.ts';

@@ -10,7 +10,7 @@ import { AccessDeniedError, ConflictError, NotFoundError } from '../../core/erro
 import { hasSystemScope, isSystemActor, type Actor } from '../../core/context.ts';
 import type { Filter } from '../../core/access.ts';
 import type { Permissions } from '../../core/permissions.ts';
-import { OUTBOX_FIELD, type DocumentChanges, type OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, type DocumentChanges, type OutboxSource } from '../events/public/outbox.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { ERASURE_COLLECTION, erasureView, type CollectionCount, type ErasureRequestRecord, type ErasureRequestView, type PrivacyModels } from './model.ts';
 import { findPage, oid, subjectAsActor, type PersonalData, type Subject } from './personal-data.ts';

@@ -1,5 +1,5 @@
 /** The privacy plugin's event types, declared once (the catalogue of `GET /events/types`). */
-import type { EventTypeDefinition } from '../../core/event-contributions.ts';
+import type { EventTypeDefinition } from '../events/public/contributions.ts';
 import { ERASURE_COMPLETED_EVENT } from './erasure.ts';
 import { CONSENT_GRANTED_EVENT, CONSENT_REVOKED_EVENT } from './consents.ts';
 import { ERASURE_ITEM_EVENT } from './erasure-run.ts';

@@ -1,6 +1,6 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
-import { OUTBOX_FIELD, outboxPath } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, outboxPath } from '../events/public/outbox.ts';
 
 const timestamps = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 

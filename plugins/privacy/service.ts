@@ -3,7 +3,7 @@
  * own module, over the personal-data declarations every plugin contributes
  * (`kernel.personalData()`): it never knows a plugin's collections. No Koa or GraphQL here.
  */
-import type { OutboxSource } from '../../core/outbox.ts';
+import type { OutboxSource } from '../events/public/outbox.ts';
 import type { PrivacyModels } from './model.ts';
 import { ConsentsService } from './consents.ts';
 import { erasureItemSource } from './erasure-run.ts';

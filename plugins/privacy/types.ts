@@ -1,7 +1,8 @@
 import type { Connection } from 'mongoose';
 import type { IdentityService } from '../identity/index.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { JobRunContext, JobRunner, PersonalDataDeclaration } from '../../core/plugin.ts';
+import type { JobRunContext, PersonalDataDeclaration } from '../../core/plugin.ts';
+import type { JobRunner } from '../jobs/public/runner.ts';
 import type { EventLog } from '../events/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { AuditLogger } from '../audit/index.ts';

@@ -3,7 +3,7 @@
  * (422 `CASCADE_DENY`), `cascade` soft-deletes the referencing documents, `set_null` clears their
  * reference. Each child write is a normal write carrying its event, audited from it.
  */
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import type { Actor } from '../../core/context.ts';
 import { CascadeDenyError } from '../../core/errors.ts';
 import type { Doc } from '../../core/hooks.ts';

@@ -1,5 +1,5 @@
 import { Schema } from 'mongoose';
-import { OUTBOX_FIELD, outboxPath } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, outboxPath } from '../events/public/outbox.ts';
 import type { z } from 'zod';
 import type { AttributeRule } from '../../core/access.ts';
 import type { RouteDef } from '../../core/http/route.ts';

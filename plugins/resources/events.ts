@@ -2,8 +2,8 @@
  * A resource's events: `<resource>.created`, `.updated`, `.deleted` and `.restored`, each staged into
  * the changed document's outbox by the write itself (docs/events.md). No Koa or GraphQL here.
  */
-import type { AuditedChange, OutboxEntry } from '../../core/outbox.ts';
-import type { EventTypeDefinition, JsonSchema } from '../../core/event-contributions.ts';
+import type { AuditedChange, OutboxEntry } from '../events/public/outbox.ts';
+import type { EventTypeDefinition, JsonSchema } from '../events/public/contributions.ts';
 import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { OutboxOptions, ResourceCore } from './service-types.ts';
 import type { Doc } from '../../core/hooks.ts';

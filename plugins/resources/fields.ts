@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Schema, type SchemaDefinition, type SchemaType } from 'mongoose';
 import { objectId } from '../../core/http/schemas.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 
 /** Scalar kinds a resource field can have; they drive validation, GraphQL types and `/admin/schema`. */
 export type FieldKind = 'string' | 'number' | 'integer' | 'boolean' | 'date' | 'objectId' | 'mixed' | 'array';

@@ -13,7 +13,7 @@
  * caller then takes the mongoose path, which throws the error mongoose always threw.
  */
 import { Types, type Connection, type Model, type Schema, type SchemaType } from 'mongoose';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import type { Doc } from '../../core/hooks.ts';
 
 /** Options whose effect is covered here (casting, the built-in setters and validators) or that do not act on writes. */

@@ -1,7 +1,7 @@
 /** Restore of a soft-deleted document: the same If-Match and scope rules as a delete, one event. */
 import { ConflictError, EtagMismatchError } from '../../core/errors.ts';
 import { etagOf, parseIfMatch } from '../../lib/etag.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { ResourceCore } from './service-types.ts';

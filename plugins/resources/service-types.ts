@@ -7,7 +7,7 @@ import type { Model, Types } from 'mongoose';
 import type { Config } from '../../config/index.ts';
 import type { AppError } from '../../core/errors.ts';
 import type { EventLog } from '../events/index.ts';
-import type { OutboxEntry, OutboxSource } from '../../core/outbox.ts';
+import type { OutboxEntry, OutboxSource } from '../events/public/outbox.ts';
 import type { Page } from '../../lib/page.ts';
 import type { Actor } from '../../core/context.ts';
 import type { Filter } from '../../core/access.ts';

@@ -1,8 +1,8 @@
 import { Types } from 'mongoose';
 import type { AppError } from '../../core/errors.ts';
 import { AccessDeniedError, EtagMismatchError, NotFoundError, parseInput } from '../../core/errors.ts';
-import type { OutboxEntry, OutboxSource } from '../../core/outbox.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import type { OutboxEntry, OutboxSource } from '../events/public/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import { pageOf } from '../../lib/page.ts';
 import { etagOf, parseIfMatch } from '../../lib/etag.ts';
 import { isAdmin, isSystemActor, writeTenantId, type Actor } from '../../core/context.ts';

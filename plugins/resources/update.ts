@@ -9,7 +9,7 @@ import { Types } from 'mongoose';
 import type { Actor } from '../../core/context.ts';
 import { EtagMismatchError, parseInput } from '../../core/errors.ts';
 import { etagOf, parseIfMatch } from '../../lib/etag.ts';
-import { OUTBOX_FIELD } from '../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../events/public/outbox.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Filter } from '../../core/access.ts';
 import { stageChange } from './events.ts';

@@ -11,7 +11,7 @@ import { isSystemActor, requestOf, writeTenantId, type Actor } from '../../core/
 import type { Permissions } from '../../core/permissions.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
-import { OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, type OutboxSource } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import { pageOf, type Page } from '../../lib/page.ts';
 import type { ProviderRecord, SsoModels } from './model.ts';

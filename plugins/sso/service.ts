@@ -11,7 +11,7 @@ import * as oidc from 'openid-client';
 import { AppError, ConflictError, ErrorCode, NotFoundError } from '../../core/errors.ts';
 import { systemActor, type Actor, type CredentialRef } from '../../core/context.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, type OutboxSource } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { Permissions } from '../../core/permissions.ts';

@@ -10,7 +10,7 @@ import type { Permissions } from '../../core/permissions.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';
-import { DocumentChanges, notRemoved, OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
+import { DocumentChanges, notRemoved, OUTBOX_FIELD, type OutboxSource } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import { pageOf, type Page } from '../../lib/page.ts';
 import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';

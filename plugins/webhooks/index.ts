@@ -8,7 +8,7 @@ import type { Actor } from '../../core/context.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { pageHeaderDocs, setPageHeaders, type Page } from '../../lib/page.ts';
-import { notRemoved } from '../../core/outbox.ts';
+import { notRemoved } from '../events/public/outbox.ts';
 import { webhookEndpointModel, webhookEventModel } from './model.ts';
 import {
   deadLetterQuery, eventView, listQuery, listResponse, providerParams, purgeQuery, purgeResponse, receiveResponse, retryParams, retryResponse,

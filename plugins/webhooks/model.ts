@@ -1,6 +1,6 @@
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../core/db.ts';
-import { OUTBOX_FIELD, outboxPath } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, outboxPath } from '../events/public/outbox.ts';
 
 /** Every value of `status`. `received` is part of the set but never written: an event is stored already `processing`. */
 export const WEBHOOK_STATUSES = ['received', 'processing', 'processed', 'failed'] as const;

@@ -8,8 +8,8 @@ import type { Config } from '../../config/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';
-import { toRecord, type EventConsumer, type EventHead, type EventRecord, type EventTypeDefinition } from '../../core/event-contributions.ts';
-import type { EventDoc } from '../../core/outbox.ts';
+import { toRecord, type EventConsumer, type EventHead, type EventRecord, type EventTypeDefinition } from '../events/public/contributions.ts';
+import type { EventDoc } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import { webhookDeliveryModel, webhookEndpointModel, type WebhookDeliveryModel, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
 import { deliveryView, endpointView } from './schemas.ts';
@@ -19,7 +19,7 @@ import { ENDPOINT_CHANGE_EVENTS, ENDPOINT_DISABLED_EVENT, EndpointService } from
 import { systemResolver, type Resolver } from './ssrf.ts';
 import { ROLES } from '../../core/access.ts';
 import { endpointView as roleView, type RoleHolder } from './roles.ts';
-import type { EventAccess } from '../../core/event-access.ts';
+import type { EventAccess } from '../events/public/access.ts';
 
 export interface OutboundDeps {
   db: Connection;

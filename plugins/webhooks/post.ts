@@ -1,6 +1,6 @@
 /** One attempt's request: the event as the endpoint may read it, signed, to checked addresses. */
 import type { EventLog } from '../events/index.ts';
-import type { EventRecord } from '../../core/event-contributions.ts';
+import type { EventRecord } from '../events/public/contributions.ts';
 import { systemActor } from '../../core/context.ts';
 import type { WebhookDeliveryRecord, WebhookEndpointRecord } from './model.ts';
 import { checkedAddresses, UnsafeUrlError, type Resolver, type ResolvedAddress } from './ssrf.ts';

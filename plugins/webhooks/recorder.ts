@@ -6,7 +6,7 @@ import type { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { EventLog } from '../events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, type OutboxSource } from '../events/public/outbox.ts';
 import { ATTEMPT_LOG_SIZE, type DeliveryStatus, type WebhookDeliveryModel, type WebhookDeliveryRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
 import type { AttemptView } from './schemas.ts';

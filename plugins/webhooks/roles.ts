@@ -3,8 +3,8 @@
  * role would read the event on `GET /events/stream` (the same decision, `viewUnderAccess`).
  */
 import type { Actor } from '../../core/context.ts';
-import type { EventRecord } from '../../core/event-contributions.ts';
-import { viewUnderAccess, type EventAccess } from '../../core/event-access.ts';
+import type { EventRecord } from '../events/public/contributions.ts';
+import { viewUnderAccess, type EventAccess } from '../events/public/access.ts';
 
 /** The part of an endpoint the decision reads. */
 export interface RoleHolder {

@@ -11,7 +11,7 @@ import { systemActor, type Actor } from '../../core/context.ts';
 import type { Permissions } from '../../core/permissions.ts';
 import { pageOf, type Page } from '../../lib/page.ts';
 import type { Logger } from '../../core/logger.ts';
-import { OUTBOX_FIELD, type OutboxSource } from '../../core/outbox.ts';
+import { OUTBOX_FIELD, type OutboxSource } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { WebhookEventModel, WebhookEventRecord } from './model.ts';

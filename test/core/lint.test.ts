@@ -13,7 +13,8 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const eslint = new ESLint({ cwd: ROOT });
 const RESTRICTED = '@typescript-eslint/no-restricted-imports';
 const FENCE = 'fence/plugin-boundary';
-const INTERNALS = 'A plugin never imports another plugin\'s internals: use its service (services.get) or the hook bus';
+const INTERNALS = 'A plugin never imports another plugin\'s internals: use its service (services.get), its public/ contracts';
+const PUBLIC_ONLY = 'A public/ contract imports only core/, lib/, config/ and public/ folders';
 const TYPES_ONLY = 'Only types may be imported from another plugin\'s index.ts';
 
 /** The lint messages of `source` as if it were the file `path` (relative to the root). */
@@ -49,6 +50,30 @@ describe('npm run lint fences each plugin off from the others', () => {
       expect(await lintAs('plugins/payments/probe.ts', `import { probe } from '${spec}';\nexport const p = probe;\n`), spec).toEqual(refused(TYPES_ONLY));
     }
     expect(await lintAs('plugins/payments/probe.ts', "import '../resources/index.ts';\n")).toEqual(refused(TYPES_ONLY));
+  });
+
+  it('allows values and types from another plugin\'s public/ folder, by any path', async () => {
+    for (const spec of ['../events/public/outbox.ts', '../../plugins/events/public/outbox.ts', `${ROOT}/plugins/events/public/outbox.ts`]) {
+      expect(await lintAs('plugins/payments/probe.ts', `import { OUTBOX_FIELD } from '${spec}';\nexport const p = OUTBOX_FIELD;\n`), spec).toEqual([]);
+    }
+    expect(await lintAs('plugins/payments/probe.ts', "import { probe } from '../events/publicity.ts';\nexport const p = probe;\n")).toEqual(refused(INTERNALS));
+  });
+
+  it('keeps a public/ contract apart from its plugin: it imports no internals, of its own plugin or another', async () => {
+    for (const spec of ['../service.ts', '../index.ts', '../../resources/service.ts', '../../resources/index.ts']) {
+      expect(await lintAs('plugins/events/public/probe.ts', `import type { Probe } from '${spec}';\nexport type P = Probe;\n`), spec).toEqual(refused(PUBLIC_ONLY));
+    }
+    for (const spec of ['./outbox.ts', '../../jobs/public/runner.ts', '../../../core/hooks.ts']) {
+      expect(await lintAs('plugins/events/public/probe.ts', `import type { Probe } from '${spec}';\nexport type P = Probe;\n`), spec).toEqual([]);
+    }
+  });
+
+  it('lets the template (docs/examples/notes) import public/ contracts and nothing else of a plugin', async () => {
+    expect(await lintAs('docs/examples/notes/probe.ts', "import { OUTBOX_FIELD } from '../../../plugins/events/public/outbox.ts';\nexport const p = OUTBOX_FIELD;\n")).toEqual([]);
+    for (const spec of ['../../../plugins/events/service.ts', '../../../plugins/events/index.ts']) {
+      expect(await lintAs('docs/examples/notes/probe.ts', `import type { Probe } from '${spec}';\nexport type P = Probe;\n`), spec)
+        .toEqual([{ ruleId: RESTRICTED, message: expect.stringContaining('The template imports no plugin but its public/ contracts') }]);
+    }
   });
 
   it('allows a plugin its own files, by any path', async () => {

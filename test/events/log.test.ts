@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoClient } from 'mongodb';
 import { buildTestApp, createTenantUser, expectError, uniqueDbUri, ADMIN_KEY, type TestApp } from '../helpers/app.ts';
 import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
-import type { EventConsumer } from '../../core/event-contributions.ts';
+import type { EventConsumer } from '../../plugins/events/public/contributions.ts';
 import { ConsumerRunner } from '../../plugins/events/consumers.ts';
 import { eventClaimModel, eventCursorModel, eventModel } from '../../plugins/events/model.ts';
 import { waitFor } from '../helpers/wait.ts';

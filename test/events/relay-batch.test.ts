@@ -9,7 +9,7 @@ import { buildTestApp, createTenantUser, uniqueDbUri, type TestApp } from '../he
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { eventWriterPlugin } from '../fixtures/event-writer-plugin.ts';
 import { scaled } from '../helpers/wait.ts';
-import type { EventDoc } from '../../core/outbox.ts';
+import type { EventDoc } from '../../plugins/events/public/outbox.ts';
 
 describe('a relay batch', () => {
   const uri = uniqueDbUri();

@@ -12,7 +12,7 @@ import { definePlugin } from '../../core/plugin.ts';
 import { resourcesPlugin } from '../../plugins/resources/index.ts';
 import { resourceEventsPlugin } from '../fixtures/resource-events-plugin.ts';
 import { sseChunk } from '../../plugins/events/realtime/routes.ts';
-import type { EventRecord } from '../../core/event-contributions.ts';
+import type { EventRecord } from '../../plugins/events/public/contributions.ts';
 import { EVENTS_SUBSCRIPTION, eventStream, sleep, until, wsTracker } from './helpers.ts';
 
 const blobPlugin = definePlugin({

@@ -11,7 +11,7 @@ import { defineResource, resourcesPlugin } from '../../plugins/resources/index.t
 import { projectsResource, tasksResource } from '../../plugins/resources/sample-resources.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { onHook, type HookEvents, type HookName } from '../../core/hooks.ts';
-import type { EventDoc } from '../../core/outbox.ts';
+import type { EventDoc } from '../../plugins/events/public/outbox.ts';
 import { AppError } from '../../core/errors.ts';
 import { col, expectNoWrite, ifMatch, oid, raw } from './write-helpers.ts';
 

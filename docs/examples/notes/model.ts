@@ -3,7 +3,7 @@
  */
 import { Schema, type Connection, type InferSchemaType, type Model, type Types } from 'mongoose';
 import { modelOn } from '../../../core/db.ts';
-import { OUTBOX_FIELD, outboxPath } from '../../../core/outbox.ts';
+import { OUTBOX_FIELD, outboxPath } from '../../../plugins/events/public/outbox.ts';
 
 export const NOTES_COLLECTION = 'notes';
 

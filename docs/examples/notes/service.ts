@@ -9,7 +9,7 @@ import { isSystemActor, writeTenantId, type Actor } from '../../../core/context.
 import type { Permissions } from '../../../core/permissions.ts';
 import { pageOf } from '../../../lib/page.ts';
 import type { Doc, HookBus } from '../../../core/hooks.ts';
-import { OUTBOX_FIELD, type OutboxSource } from '../../../core/outbox.ts';
+import { OUTBOX_FIELD, type OutboxSource } from '../../../plugins/events/public/outbox.ts';
 import type { Tenancy } from '../../../core/tenancy.ts';
 import type { Services } from '../../../core/services.ts';
 import type { NoteModel, NoteRecord } from './model.ts';

@@ -1,11 +1,11 @@
 import type { Builder } from '../../../core/graphql.ts';
 import { scopes } from '../../../core/graphql.ts';
 import type { EventRef } from '../graphql.ts';
-import type { EventRecord } from '../../../core/event-contributions.ts';
+import type { EventRecord } from '../public/contributions.ts';
 import type { RealtimeService } from './service.ts';
 import { EVENT_PERMISSIONS } from '../service.ts';
 import { settled } from './live.ts';
-import { unsettle, type StreamEnd } from '../../../core/live.ts';
+import { unsettle, type StreamEnd } from '../public/live.ts';
 import { SHARED_RESULTS } from './yoga.ts';
 
 /**

@@ -9,7 +9,7 @@ import type { EventRef } from '../graphql.ts';
 import { eventModel } from '../model.ts';
 import { EventTail } from './tail.ts';
 import { EventVisibility, type ResourceScope } from './visibility.ts';
-import type { EventAccess } from '../../../core/event-access.ts';
+import type { EventAccess } from '../public/access.ts';
 import { SessionRegistry, type CredentialCheck } from './sessions.ts';
 import { RealtimeService } from './service.ts';
 import { realtimeRoutes } from './routes.ts';

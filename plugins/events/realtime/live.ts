@@ -1,4 +1,4 @@
-import { StreamEnd } from '../../../core/live.ts';
+import { StreamEnd } from '../public/live.ts';
 
 /**
  * `source`, with a thrown end turned into a last {@link StreamEnd} value. A plain iterator, not an

@@ -4,7 +4,7 @@ import { defineRoute, type RouteDef } from '../../../core/http/route.ts';
 import type { AppError } from '../../../core/errors.ts';
 import type { Logger } from '../../../core/logger.ts';
 import type { AppState } from '../../../core/http/middleware.ts';
-import type { EventRecord } from '../../../core/event-contributions.ts';
+import type { EventRecord } from '../public/contributions.ts';
 import type { RealtimeService } from './service.ts';
 import { EVENT_PERMISSIONS } from '../service.ts';
 import { presentedOf, type LiveSession } from './sessions.ts';

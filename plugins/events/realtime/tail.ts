@@ -2,9 +2,9 @@ import { AsyncResource } from 'node:async_hooks';
 import type { Model } from 'mongoose';
 import type { Logger } from '../../../core/logger.ts';
 import { committedFrom } from '../consumers.ts';
-import { toRecord } from '../../../core/event-contributions.ts';
-import type { EventRecord } from '../../../core/event-contributions.ts';
-import type { EventDoc } from '../../../core/outbox.ts';
+import { toRecord } from '../public/contributions.ts';
+import type { EventRecord } from '../public/contributions.ts';
+import type { EventDoc } from '../public/outbox.ts';
 
 /** Receives every event the tail finds, once, in committed order within each batch. */
 export type TailListener = (events: EventRecord[]) => void;

@@ -2,8 +2,8 @@ import { AppError } from '../../../core/errors.ts';
 import { hasSystemScope, isAdmin, scopedTenantId, type Actor } from '../../../core/context.ts';
 import type { Filter } from '../../../core/access.ts';
 import type { Tenancy } from '../../../core/tenancy.ts';
-import type { EventRecord } from '../../../core/event-contributions.ts';
-import { RESOURCE_VERBS, viewUnderAccess, type EventAccess } from '../../../core/event-access.ts';
+import type { EventRecord } from '../public/contributions.ts';
+import { RESOURCE_VERBS, viewUnderAccess, type EventAccess } from '../public/access.ts';
 
 /**
  * The access filter of one resource for an actor, as its reads apply it: tenant scope plus

@@ -7,7 +7,7 @@
  */
 import { AccessDeniedError, ConflictError, EtagMismatchError, parseInput } from '../../../core/errors.ts';
 import { etagOf, parseIfMatch } from '../../../lib/etag.ts';
-import { OUTBOX_FIELD } from '../../../core/outbox.ts';
+import { OUTBOX_FIELD } from '../../events/public/outbox.ts';
 import { isAdmin, type Actor } from '../../../core/context.ts';
 import type { Doc } from '../../../core/hooks.ts';
 import type { Filter } from '../../../core/access.ts';

@@ -8,7 +8,7 @@
  */
 import { Schema, Types, type Connection, type InferSchemaType } from 'mongoose';
 import { modelOn } from '../../../core/db.ts';
-import type { EventDoc } from '../../../core/outbox.ts';
+import type { EventDoc } from '../../events/public/outbox.ts';
 import type { Doc } from '../../../core/hooks.ts';
 import type { VersionPolicy } from '../define.ts';
 import { isSystemField } from '../fields.ts';

@@ -1,10 +1,23 @@
 /**
  * What a plugin contributes to the event log (`PluginContribution.eventTypes` / `eventConsumers`),
- * and the event as consumers see it. The kernel collects the contributions; the events plugin
- * registers them once every plugin is set up.
+ * and the event as consumers see it. The events plugin reads every plugin's contribution
+ * (`KernelView.contributions()`) once every plugin is set up, and registers them before the log starts.
  */
 import type { z } from 'zod';
 import type { EventDoc } from './outbox.ts';
+
+declare module '../../../core/plugin.ts' {
+  interface PluginContribution {
+    /**
+     * Event types this plugin emits, the one place it declares them (name, description, zod schema of
+     * `data`); a function is evaluated after every `setup()`. They make up the catalogue of
+     * `GET /events/types`; a duplicate name fails start-up.
+     */
+    eventTypes?: EventTypeDefinition[] | (() => EventTypeDefinition[]);
+    /** Durable consumers of the event log (at least once delivery, effect once; see docs/events.md). */
+    eventConsumers?: EventConsumer[];
+  }
+}
 
 /** A JSON Schema object, as `/events/types` and `/openapi.json` show it. */
 export type JsonSchema = Record<string, unknown>;

@@ -1,4 +1,4 @@
-import type { Actor } from './context.ts';
+import type { Actor } from '../../../core/context.ts';
 
 /**
  * Whether access rules restrict `actor`'s reads of `resource` (so REST would filter its rows or
@@ -15,7 +15,7 @@ export interface EventAccess {
   view(actor: Actor, resource: string, data: Record<string, unknown>): Promise<Record<string, unknown> | null>;
 }
 
-declare module './services.ts' {
+declare module '../../../core/services.ts' {
   interface Services {
     /** Provided by the access plugin: which actors' resource events are withheld; use `services.maybe('eventAccess')`. */
     eventAccess: EventAccess;

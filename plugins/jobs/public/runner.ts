@@ -1,4 +1,4 @@
-import type { Actor } from './context.ts';
+import type { Actor } from '../../../core/context.ts';
 
 /**
  * What the jobs plugin offers other plugins, as `services.maybe('jobs')` (absent when
@@ -10,4 +10,11 @@ export interface JobRunner {
    * @throws NotFoundError for an unknown job, ValidationError when params fail its schema.
    */
   trigger(name: string, params: Record<string, unknown>, opts: { actor: Actor; tenant_id?: string | null }): Promise<{ run_id: string; status: string }>;
+}
+
+declare module '../../../core/services.ts' {
+  interface Services {
+    /** Provided by the jobs plugin when `JOBS_ENABLED` is on; use `services.maybe('jobs')`. */
+    jobs: JobRunner;
+  }
 }

@@ -5,8 +5,8 @@
  * from here; the log itself (`EventLog`) is the events plugin's service `events`.
  */
 import { Schema, type Model, type Types } from 'mongoose';
-import { isSystemActor, requestOf, type Actor } from './context.ts';
-import type { Doc } from './hooks.ts';
+import { isSystemActor, requestOf, type Actor } from '../../../core/context.ts';
+import type { Doc } from '../../../core/hooks.ts';
 
 /**
  * A change's event while it waits in its document's outbox (`_outbox`), written by the same atomic

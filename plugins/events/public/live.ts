@@ -3,8 +3,8 @@
  * part of the events plugin (which provides `services.get('realtime')`) and any plugin with a
  * subscription of its own (a job run's log, new audit entries).
  */
-import type { Actor } from './context.ts';
-import type { ActorContext } from './graphql.ts';
+import type { Actor } from '../../../core/context.ts';
+import type { ActorContext } from '../../../core/graphql.ts';
 
 /**
  * The end of a stream the server decided (credential revoked or expired, reader too slow),
