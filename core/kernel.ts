@@ -192,7 +192,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
       }
     });
     const events = services.get('events');
-    metrics.watchEventLag(() => events.lag());
     services.get('authFailures').onFailure = (lockedOut) => metrics.auth.failures.inc({ locked_out: String(lockedOut) });
     for (const { plugin, c } of contributions) {
       const types = typeof c.eventTypes === 'function' ? c.eventTypes() : (c.eventTypes ?? []);

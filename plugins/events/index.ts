@@ -5,6 +5,7 @@ import { eventsGraphql } from './graphql.ts';
 import { eventIdParams, eventListQuery, eventPageView, eventTypesView, eventView, pingData } from './schemas.ts';
 import { createRealtime } from './realtime/index.ts';
 import { viewUnderAccess } from '../../core/event-access.ts';
+import { eventMetrics } from './metrics.ts';
 
 export type { EventTypeView } from './catalogue.ts';
 export type { EventSink } from './sink.ts';
@@ -42,6 +43,7 @@ export const eventsPlugin: Plugin = definePlugin({
       queryTimeoutMs: config.QUERY_TIMEOUT_MS,
     }, log);
     services.provide('events', events);
+    eventMetrics(services.get('metrics'), () => events.lag());
     // Resource events are filtered by the resource's own guards, when the resources plugin is on.
     const realtime = createRealtime({
       db, config, events, identity: services.get('authentication'), tenancy, log,
