@@ -20,6 +20,7 @@ import { adminConsolePlugin } from './plugins/admin-console/index.ts';
 import { metricsSeriesPlugin } from './plugins/metrics-series/index.ts';
 import { filesPlugin } from './plugins/files/index.ts';
 import { ssoPlugin } from './plugins/sso/index.ts';
+import { graphiqlPlugin } from './plugins/graphiql/index.ts';
 
 /**
  * The plugins every server loads, first and in this order: `DISABLED_PLUGINS` cannot turn them off
@@ -48,6 +49,7 @@ export const builtinPlugins = (): Plugin[] => [
   openapiPlugin,
   adminConsolePlugin,
   metricsSeriesPlugin,
+  graphiqlPlugin,
 ];
 
 /**

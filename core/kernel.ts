@@ -15,7 +15,6 @@ import { Tenancy } from './tenancy.ts';
 import { openDatabase, type Database } from './db.ts';
 import { createBuilder, type GraphQLContext } from './graphql.ts';
 import { HealthRegistry } from './health.ts';
-import { GRAPHIQL_ASSETS_PATH, renderGraphiQLPage, serveGraphiQLAsset } from './graphiql-assets.ts';
 import { declaredRoute, type RouteDef } from './http/route.ts';
 import { routeHandler } from './http/handler.ts';
 import { authenticate, rateLimit, requestHead, routeBudgets, type AppState } from './http/middleware.ts';
@@ -196,8 +195,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         personalData.push({ ...d, plugin: plugin.name });
       }
     });
-    const events = services.get('events');
-    metrics.watchEventLag(() => events.lag());
     services.get('authFailures').onFailure = (lockedOut) => metrics.auth.failures.inc({ locked_out: String(lockedOut) });
     for (const { plugin, c } of contributions) await blame(plugin, () => c.ready?.());
     // Unique indexes must exist before the first request, or duplicates could slip in while they build.
@@ -210,7 +207,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     if (schemaErrors.length) throw new PluginError(`Invalid GraphQL schema:\n${schemaErrors.map((e) => `  ${e.message}`).join('\n')}`);
     for (const { c } of contributions) if (c.transport) transports.push(c.transport);
     yoga = createYogaServer(schema, config, log, metrics, transports.flatMap((t) => t.yogaPlugins?.() ?? []));
-    router = mountRoutes(routes, yoga, config.BODY_LIMIT, config.NODE_ENV !== 'production');
+    router = mountRoutes(routes, yoga, config.BODY_LIMIT);
     requestLimiter = config.RATE_LIMIT_ENABLED ? countRefusals(await createRequestLimiter(config, db.conn, log), metrics) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the
@@ -337,7 +334,7 @@ async function blame<T>(plugin: Plugin, step: () => T | Promise<T>): Promise<T> 
   }
 }
 
-function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string, graphiql: boolean): Router {
+function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string): Router {
   const router = new Router();
   const seen = new Map<string, string>();
   for (const route of routes) {
@@ -347,7 +344,6 @@ function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: Y
     seen.set(key, route.plugin);
     router.register(route.path, [route.method], routeHandler(route, bodyLimit));
   }
-  if (graphiql) router.get(`${GRAPHIQL_ASSETS_PATH}/:file`, (ctx) => serveGraphiQLAsset(ctx, ctx.params.file!));
   router.all('/graphql', async (ctx) => {
     const state = ctx.state as AppState;
     const gctx: GraphQLContext = { actor: state.actor, requestId: state.ctx.requestId, koa: ctx };
@@ -359,7 +355,7 @@ function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: Y
       if (key.toLowerCase() !== 'content-length') ctx.append(key, value);
     });
     // A result Yoga serialized to one string goes out as that string (one write with its length)
-    // rather than piped through a web stream; anything else (GraphiQL, event streams) streams.
+    // rather than piped through a web stream; anything else (event streams) streams.
     const { bodyInit } = response as { bodyInit?: unknown };
     ctx.body = typeof bodyInit === 'string' ? bodyInit : response.body;
   });
@@ -391,9 +387,8 @@ function createYogaServer(schema: GraphQLSchema, config: Config, log: Logger, me
     schema,
     graphqlEndpoint: '/graphql',
     plugins: [...graphqlLimitPlugins(config), requestIds, ...(config.METRICS_ENABLED ? [observeGraphQL(metrics)] : []), ...(tracingEnabled() ? [traceGraphQL()] : []), ...extra],
-    graphiql: config.NODE_ENV !== 'production',
-    // GraphiQL from the package, its parts served by us (Yoga's default loads it from a public CDN, a blank page offline).
-    renderGraphiQL: renderGraphiQLPage,
+    // GraphiQL is the graphiql plugin's (a Yoga plugin of its transport contribution), not Yoga's own page.
+    graphiql: false,
     landingPage: false,
     logging: false,
     maskedErrors: {

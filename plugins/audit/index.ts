@@ -9,6 +9,7 @@ import {
 } from './schemas.ts';
 import { AUDIT_PERMISSIONS, AuditService, type AuditLogger } from './service.ts';
 import { auditGraphql } from './graphql.ts';
+import { auditMetrics } from './metrics.ts';
 
 export type { AuditActor, AuditLogger, ScrubInput } from './service.ts';
 export { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS } from './diff.ts';
@@ -47,7 +48,7 @@ export const auditPlugin = definePlugin({
         ignoredFields: options.ignored_fields,
         // Entries of writes acknowledged just before the database went away are written once it is back.
         retryWhen: isDatabaseUnavailable,
-        observeFlush: (n, write) => services.get('metrics').auditFlush(n, write),
+        observeFlush: auditMetrics(services.get('metrics')),
         // Reads see the entries still waiting in the relay's batch (this process's own writes).
         flushEvents: () => services.get('events').flush(),
       },

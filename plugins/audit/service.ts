@@ -55,7 +55,7 @@ export interface AuditServiceOptions {
   retryWhen?: (err: unknown) => boolean;
   /** Stores the events still waiting in the relay (their entries come with them). */
   flushEvents?: () => Promise<void>;
-  /** Times a batch write (metrics: `Metrics.auditFlush`). */
+  /** Times a batch write (plugins/audit/metrics.ts). */
   observeFlush: <T>(entries: number, write: () => Promise<T>) => Promise<T>;
 }
 

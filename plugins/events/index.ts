@@ -6,6 +6,7 @@ import { eventIdParams, eventListQuery, eventPageView, eventTypesView, eventView
 import { createRealtime } from './realtime/index.ts';
 import { registerContributions } from './catalogue.ts';
 import { viewUnderAccess } from './public/access.ts';
+import { eventMetrics } from './metrics.ts';
 
 export type { EventTypeView } from './catalogue.ts';
 export type { EventSink } from './sink.ts';
@@ -43,6 +44,7 @@ export const eventsPlugin: Plugin = definePlugin({
       queryTimeoutMs: config.QUERY_TIMEOUT_MS,
     }, log);
     services.provide('events', events);
+    eventMetrics(services.get('metrics'), () => events.lag());
     // Resource events are filtered by the resource's own guards, when the resources plugin is on.
     const realtime = createRealtime({
       db, config, events, identity: services.get('authentication'), tenancy, log,

@@ -7,7 +7,7 @@ import { Types } from 'mongoose';
 import { systemActor } from '../../core/context.ts';
 import type { JobRunContext } from '../../core/plugin.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { Metrics } from '../../core/observability/metrics.ts';
+import type { JobMetrics } from './metrics.ts';
 import { linkTo, traced } from '../../core/observability/tracing.ts';
 import type { JobRunRecord, JobScheduleRecord } from './model.ts';
 import type { RegisteredJob } from './registry.ts';
@@ -81,7 +81,7 @@ export interface EngineDeps {
   /** A schedule's repeating Agenda job is due; false when the schedule no longer exists. */
   scheduleDue: (scheduleId: string) => Promise<boolean>;
   log: Logger;
-  metrics?: Metrics;
+  metrics?: JobMetrics;
 }
 
 /**
@@ -264,7 +264,7 @@ export class Engine implements Dispatcher {
     if (!claimed) return;
     const { token } = claimed;
     let run = claimed.run;
-    this.deps.metrics?.jobStarted(run);
+    this.deps.metrics?.started(run);
     const { store } = this.deps;
     const controller = new AbortController();
     this.local.set(runId, controller);
@@ -389,7 +389,7 @@ export class Engine implements Dispatcher {
     const done = await this.deps.store.finish(run, token, set, line);
     // Null: cancelled or taken over meanwhile; this attempt's outcome is discarded.
     if (!done) return;
-    this.deps.metrics?.jobFinished(done);
+    this.deps.metrics?.finished(done);
     try {
       // Schedules learn of the outcome first, as before the event log; the event is already safe in the run's outbox.
       await this.deps.afterFinish(done);

@@ -14,6 +14,7 @@ import { JobsService } from './service.ts';
 import { builtinJobs } from './builtins.ts';
 import { jobsRoutes } from './routes.ts';
 import { jobsGraphql } from './graphql.ts';
+import { jobMetrics } from './metrics.ts';
 
 export type { JobsService } from './service.ts';
 export { jobsOptions } from './schemas.ts';
@@ -64,13 +65,12 @@ export const jobsPlugin = definePlugin({
         afterFinish,
         scheduleDue: (id) => schedules.due(id),
         log,
-        metrics: services.get('metrics'),
+        metrics: jobMetrics(services.get('metrics'), models.Run as never),
       },
       { db: db.db!, lockTtlMs: config.JOBS_LOCK_TTL_SECONDS * 1000, pollMs: config.JOBS_POLL_INTERVAL_MS, concurrency: config.JOBS_CONCURRENCY },
     );
     launcher.dispatcher = engine;
     services.provide('jobs', svc);
-    services.get('metrics').watchJobQueue(models.Run as never);
 
     return {
       jobs: builtinJobs(svc, schedules, config, identity),

@@ -8,7 +8,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Types } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
-import type { Metrics, OutboundOutcome } from '../../core/observability/metrics.ts';
+import type { OutboundMetrics, OutboundOutcome } from './metrics.ts';
 import type { EventLog } from '../events/index.ts';
 import type { EventRecord } from '../events/public/contributions.ts';
 import type { Doc } from '../../core/hooks.ts';
@@ -43,8 +43,8 @@ export interface SenderDeps {
   health: EndpointHealth;
   settings: SenderSettings;
   log: Logger;
-  /** Every attempt counts in `metrics.outbound` (by outcome, and the delay of a success). */
-  metrics: Metrics;
+  /** Every attempt counts in the outbound series (by outcome, and the delay of a success). */
+  metrics: OutboundMetrics;
   /** Resolves endpoint hosts before each attempt. @default dns.lookup (all addresses) */
   resolver: Resolver;
   /** @default httpTransport */
@@ -437,10 +437,10 @@ export class DeliverySender {
     };
   }
 
-  /** One attempt in `metrics.outbound`: its outcome, and for a success the delay since the event. */
+  /** One attempt in the outbound series: its outcome, and for a success the delay since the event. */
   private measure(result: TransportResult, ok: boolean, eventAt: Date | null, at: Date): void {
     const outcome: OutboundOutcome = ok ? 'success' : result.status !== null ? 'failure' : result.timedOut ? 'timeout' : 'error';
-    this.deps.metrics.outbound.attempts.inc({ outcome });
-    if (ok && eventAt) this.deps.metrics.outbound.delay.observe(Math.max(0, at.getTime() - eventAt.getTime()) / 1000);
+    this.deps.metrics.attempts.inc({ outcome });
+    if (ok && eventAt) this.deps.metrics.delay.observe(Math.max(0, at.getTime() - eventAt.getTime()) / 1000);
   }
 }

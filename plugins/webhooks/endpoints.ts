@@ -9,7 +9,7 @@ import { isSystemActor, systemActor, writeTenantId, type Actor } from '../../cor
 import type { Permissions } from '../../core/permissions.ts';
 import type { Doc } from '../../core/hooks.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
-import type { Metrics } from '../../core/observability/metrics.ts';
+import type { OutboundMetrics } from './metrics.ts';
 import { DocumentChanges, notRemoved, OUTBOX_FIELD, type OutboxSource } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
 import { pageOf, type Page } from '../../lib/page.ts';
@@ -47,8 +47,8 @@ export interface EndpointServiceDeps {
   sender: DeliverySender;
   resolver: Resolver;
   settings: EndpointSettings;
-  /** Counts endpoints disabled for failing (`metrics.outbound.disabled`). */
-  metrics: Metrics;
+  /** Counts endpoints disabled for failing (`outbound_webhook_endpoints_disabled_total`). */
+  metrics: OutboundMetrics;
   /** The names among `roles` that are neither built in nor roles of the tenant. */
   unknownRoles(tenantId: string, roles: readonly string[]): Promise<string[]>;
 }
@@ -235,7 +235,7 @@ export class EndpointService implements EndpointHealth {
       .findOneAndUpdate({ ...due, updated_at: old.updated_at }, { $set: set, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
       .lean<WebhookEndpointRecord>();
     if (!doc) return;
-    this.deps.metrics.outbound.disabled.inc();
+    this.deps.metrics.disabled.inc();
     await this.deps.events.committed(this.source, doc as unknown as Doc);
   }
 

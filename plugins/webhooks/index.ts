@@ -18,6 +18,7 @@ import { WEBHOOK_EVENT_FAILED, WEBHOOK_EVENT_RECOVERED, WEBHOOK_OPERATOR_PERMISS
 import { outboundWebhooksGraphql, webhooksGraphql } from './graphql.ts';
 import { createOutbound } from './outbound.ts';
 import { outboundRoutes } from './rest.ts';
+import { inboundMetrics } from './metrics.ts';
 
 export type { WebhookRegistry } from './service.ts';
 export type { WebhookEventContext, WebhookHandler, ProviderRegistrationInput } from './schemas.ts';
@@ -59,7 +60,7 @@ export const webhooksPlugin = definePlugin({
       svc.register({ ...p, provider: name, handler: (payload, event) => hooks.dispatch('WEBHOOK_RECEIVED', { payload, event }) });
     }
     if (!config.WEBHOOKS_ENABLED) return {};
-    services.get('metrics').watchDeadLetter(webhookEventModel(db) as never);
+    const inbound = inboundMetrics(services.get('metrics'), webhookEventModel(db) as never);
     const tags = ['webhooks'];
     const identity = services.get('identity');
     const outbound = createOutbound({
@@ -90,7 +91,7 @@ export const webhooksPlugin = definePlugin({
           description: 'Verifies the signature over the raw body, deduplicates by (provider, event id), stores the event and runs its handler. A handler failure answers 500 `{status: failed}` so the provider redelivers.',
           params: providerParams, response: receiveResponse, docs: { errors: [401, 404, 413], responses: { 500: { description: 'The handler failed: `{status: failed}`, the provider redelivers.', schema: receiveResponse }, 503: { description: 'Another delivery of the event is being handled: `{status: processing}`.', schema: receiveResponse } } },
           handler: async ({ params, body, ctx }) => {
-            const res = await services.get('metrics').webhookDelivery(params.provider, () => svc.receive(params.provider, body as unknown as Buffer, ctx.req.headers));
+            const res = await inbound.delivery(params.provider, () => svc.receive(params.provider, body as unknown as Buffer, ctx.req.headers));
             ctx.status = res.status;
             ctx.body = res.body;
           },

@@ -8,6 +8,7 @@ import type { Config } from '../../config/index.ts';
 import type { Tenancy } from '../../core/tenancy.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { Metrics } from '../../core/observability/metrics.ts';
+import { outboundMetrics } from './metrics.ts';
 import { toRecord, type EventConsumer, type EventHead, type EventRecord, type EventTypeDefinition } from '../events/public/contributions.ts';
 import type { EventDoc } from '../events/public/outbox.ts';
 import type { EventLog } from '../events/index.ts';
@@ -27,7 +28,7 @@ export interface OutboundDeps {
   tenancy: Tenancy;
   events: EventLog;
   log: Logger;
-  /** The app's metrics: the sender and the endpoint service move `metrics.outbound`. */
+  /** The app's metrics: the outbound series (metrics.ts) are registered on it, moved by the sender and the endpoint service. */
   metrics: Metrics;
   /** @default dns.lookup with all addresses */
   resolver?: Resolver;
@@ -72,6 +73,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
   const unknownRoles = deps.unknownRoles ?? ((_t: string, roles: readonly string[]) => Promise.resolve(roles.filter((r) => !(ROLES as readonly string[]).includes(r))));
   const endpointModel = webhookEndpointModel(deps.db);
   const deliveryModel = webhookDeliveryModel(deps.db);
+  const metrics = outboundMetrics(deps.metrics);
   const httpsOnly = config.NODE_ENV === 'production';
   const allowedHosts = config.WEBHOOK_ENDPOINTS_ALLOWED_HOSTS.map((h) => h.toLowerCase().replace(/^\[(.*)\]$/, '$1'));
   // The sender reports endpoint health to the endpoint service, which needs the sender: bound late.
@@ -91,7 +93,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
       endpointConcurrency: Math.min(config.WEBHOOK_DELIVERY_ENDPOINT_CONCURRENCY, config.WEBHOOK_DELIVERY_CONCURRENCY),
     },
     log: deps.log.child({ component: 'webhook-sender' }),
-    metrics: deps.metrics,
+    metrics,
     resolver,
     view: (endpoint, event) => roleView(access(), endpoint, event),
     ...(deps.transport ? { transport: deps.transport } : {}),
@@ -103,7 +105,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     tenancy: deps.tenancy,
     sender,
     resolver,
-    metrics: deps.metrics,
+    metrics,
     unknownRoles,
     settings: {
       allowedHosts,

@@ -1,15 +1,18 @@
 /**
- * GraphiQL: a small page whose script, style sheet, editor workers and icon are separate files,
- * each cached for good under a content-hashed name, served from this process.
+ * GraphiQL (the graphiql plugin): a small page whose script, style sheet, editor workers and icon
+ * are separate files, each cached for good under a content-hashed name, served from this process.
  */
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, expectError, type TestApp } from '../helpers/app.ts';
+import { graphiqlPlugin } from '../../plugins/graphiql/index.ts';
+import { builtinPlugins, loadPlugins } from '../../builtin-plugins.ts';
+import { loadConfig } from '../../config/index.ts';
 
 let t: TestApp;
 let html: string;
 beforeAll(async () => {
-  t = await buildTestApp();
+  t = await buildTestApp({ plugins: [graphiqlPlugin] });
   const res = await fetch(`${t.url}/graphql`, { headers: { Accept: 'text/html' } });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/html/);
@@ -86,11 +89,36 @@ describe('GET /graphql/assets/:file', () => {
   });
 
   it('is not served in production (GraphiQL is off there)', async () => {
-    const prod = await buildTestApp({ config: { NODE_ENV: 'production', METRICS_ENABLED: 'false' } });
+    const prod = await buildTestApp({ plugins: [graphiqlPlugin], config: { NODE_ENV: 'production', METRICS_ENABLED: 'false' } });
     try {
       expectError(await prod.http('GET', new URL(`${t.url}${assetUrls()[0]!}`).pathname), 404, 'NOT_FOUND');
+      expect(await (await fetch(`${prod.url}/graphql`, { headers: { Accept: 'text/html' } })).text()).not.toContain('YogaGraphiQL');
     } finally {
       await prod.close();
     }
   });
 });
+
+describe('the graphiql plugin', () => {
+  it('is a built-in plugin; DISABLED_PLUGINS=graphiql leaves it out', async () => {
+    expect(builtinPlugins().map((p) => p.name)).toContain('graphiql');
+    expect((await loadPlugins(loadConfig({ DISABLED_PLUGINS: 'graphiql' }))).map((p) => p.name)).not.toContain('graphiql');
+  });
+
+  it('off (not loaded), a browser\'s GET /graphql renders no GraphiQL and /graphql/assets/* is 404', async () => {
+    const off = await buildTestApp({ plugins: builtinPlugins().filter((p) => p.name !== 'graphiql') });
+    try {
+      const res = await fetch(`${off.url}/graphql`, { headers: { Accept: 'text/html' } });
+      const body = await res.text();
+      expect(res.headers.get('content-type') ?? '').not.toMatch(/^text\/html/);
+      expect(body).not.toContain('YogaGraphiQL');
+      expect(body).not.toContain('graphiql');
+      expectError(await off.http('GET', new URL(`${t.url}${assetUrls()[0]!}`).pathname), 404, 'NOT_FOUND');
+      // GraphQL itself still answers.
+      expect((await off.http('POST', '/graphql', { json: { query: '{ __typename }' } })).body).toEqual({ data: { __typename: 'Query' } });
+    } finally {
+      await off.close();
+    }
+  });
+});
+

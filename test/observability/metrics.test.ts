@@ -22,8 +22,16 @@ describe('GET /metrics (main port, no token outside production)', () => {
     const names = checkExposition(res.text);
     for (const n of ['process_cpu_seconds_total', 'nodejs_eventloop_lag_seconds', 'nodejs_eventloop_lag_p99_seconds', 'http_request_duration_seconds',
       'http_requests_in_flight', 'mongodb_pool_connections', 'mongodb_command_duration_seconds', 'event_consumer_lag_seconds',
-      'outbound_webhook_attempts_total', 'outbound_webhook_delivery_delay_seconds', 'outbound_webhook_endpoints_disabled_total']) {
+      'audit_flush_duration_seconds', 'audit_entries_written_total', 'audit_entries_lost_total']) {
       expect(names, n).toContain(n);
+    }
+  });
+
+  it("a plugin's series are registered by the plugin: absent when it is not loaded (here jobs and webhooks)", async () => {
+    const names = checkExposition((await scrape(t)).text);
+    for (const n of ['job_runs_started_total', 'job_runs', 'job_queue_lag_seconds', 'webhook_deliveries_total', 'webhook_dead_letter_size',
+      'outbound_webhook_attempts_total', 'outbound_webhook_delivery_delay_seconds', 'outbound_webhook_endpoints_disabled_total']) {
+      expect(names, n).not.toContain(n);
     }
   });
 

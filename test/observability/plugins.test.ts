@@ -9,6 +9,7 @@ import { webhooksPlugin } from '../../plugins/webhooks/index.ts';
 import { jobsFixturePlugin } from '../fixtures/jobs-fixture-plugin.ts';
 import { deliver, hmac, newCalls, providersPlugin } from '../webhooks/helpers.ts';
 import { waitRun } from '../jobs/helpers.ts';
+import { outboundMetrics } from '../../plugins/webhooks/metrics.ts';
 import { checkExposition, samples, scrape, total } from './helpers.ts';
 
 const calls = newCalls();
@@ -88,10 +89,11 @@ describe('events and outbound webhooks', () => {
   });
 
   it('the outbound series exist for the sender to move, and appear in the scrape', async () => {
-    const m = t.app.services.get('metrics');
-    m.outbound.attempts.inc({ outcome: 'success' });
-    m.outbound.delay.observe(1.5);
-    m.outbound.disabled.inc();
+    // The webhooks plugin registered them at set-up; registering again returns the same series.
+    const m = outboundMetrics(t.app.services.get('metrics'));
+    m.attempts.inc({ outcome: 'success' });
+    m.delay.observe(1.5);
+    m.disabled.inc();
     const names = checkExposition((await scrape(t)).text);
     for (const n of ['outbound_webhook_attempts_total', 'outbound_webhook_delivery_delay_seconds', 'outbound_webhook_endpoints_disabled_total']) expect(names).toContain(n);
     expect(await total(t, 'outbound_webhook_attempts_total', { outcome: 'success' })).toBe(1);

@@ -1,9 +1,9 @@
 /**
- * GraphiQL at `GET /graphql` (`Accept: text/html`, outside production): a page of a few KB that
- * loads the script, style sheet, editor workers and icon of `@graphql-yoga/render-graphiql` as
- * separate files under `/graphql/assets/`, served from this process (no CDN: machines may have no
- * internet). The package ships them as strings that its own `renderGraphiQL` inlines, an 8.9 MB
- * page on every load; served apart, a browser fetches them once.
+ * GraphiQL's page and files (no Koa or GraphQL here: http.ts sends the files, yoga.ts the page). The page is
+ * a few KB that loads the script, style sheet, editor workers and icon of
+ * `@graphql-yoga/render-graphiql` as separate files under `/graphql/assets/`, served from this
+ * process (no CDN: machines may have no internet). The package ships them as strings that its own
+ * `renderGraphiQL` inlines, an 8.9 MB page on every load; served apart, a browser fetches them once.
  *
  * File names carry a hash of their content, so each answer is cacheable for good (`immutable`);
  * a new package version yields new names. Bodies are compressed once per encoding and kept.
@@ -11,16 +11,14 @@
 import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
-import type Koa from 'koa';
-import type { GraphiQLOptions } from 'graphql-yoga';
-import { NotFoundError } from './errors.ts';
+
+/** GraphiQL's options (Yoga's `GraphiQLOptions`), passed to the page as they are; `title` and `favicon` also go in its head. */
+export type GraphiQLPageOptions = { title?: string; favicon?: string } & Record<string, unknown>;
 
 /** Prefix of every asset URL; the file name follows. */
 export const GRAPHIQL_ASSETS_PATH = '/graphql/assets';
 
-const IMMUTABLE = 'public, max-age=31536000, immutable';
-
-interface Asset {
+export interface Asset {
   type: string;
   body: Buffer;
   hash: string;
@@ -75,10 +73,10 @@ const escapeHtml = (s: string): string =>
 const scriptJson = (v: unknown): string => JSON.stringify(v).replace(/</g, '\\u003c');
 
 /**
- * The GraphiQL page (Yoga's `renderGraphiQL` option): the package's own markup, with its inlined
+ * The GraphiQL page: the package's own markup, with its inlined
  * parts replaced by links to `/graphql/assets/*`. Monaco's workers start from those URLs too.
  */
-export async function renderGraphiQLPage(opts?: GraphiQLOptions): Promise<string> {
+export async function renderGraphiQLPage(opts?: GraphiQLPageOptions): Promise<string> {
   const { urls } = await load();
   return `<!doctype html>
 <html lang="en">
@@ -103,42 +101,20 @@ YogaGraphiQL.renderYogaGraphiQL(document.querySelector('#root'), ${scriptJson(op
 `;
 }
 
-/** RFC 9110 If-None-Match (weak comparison) against any representation of the file (`"<hash>"`, `"<hash>-br"`, ...). */
-function notModified(ifNoneMatch: string, hash: string): boolean {
-  if (!ifNoneMatch) return false;
-  if (ifNoneMatch.trim() === '*') return true;
-  return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '').replace(/-(br|gzip)"$/, '"') === `"${hash}"`);
+/** The file `name` (a hashed name of the page's links), or undefined for any other name. */
+export async function graphiqlAsset(name: string): Promise<Asset | undefined> {
+  return (await load()).files.get(name);
 }
 
 /**
- * `GET /graphql/assets/:file`: the file with `Cache-Control: public, max-age=31536000, immutable`,
- * an ETag (304 to a matching `If-None-Match`), brotli or gzip when accepted.
- * @throws NotFoundError for any other name (an old hash included)
+ * The body of `asset` in `coding`: compressed on first request and kept. Brotli's default quality
+ * (11) takes seconds on the 5 MB script; 5 is close in size at a fraction of the time.
  */
-export async function serveGraphiQLAsset(ctx: Koa.Context, name: string): Promise<void> {
-  const asset = (await load()).files.get(name);
-  if (!asset) throw new NotFoundError('asset', name);
-  ctx.set('Cache-Control', IMMUTABLE);
-  ctx.set('X-Content-Type-Options', 'nosniff');
-  ctx.vary('Accept-Encoding');
-  const encoding = ctx.acceptsEncodings('br', 'gzip', 'identity');
-  const coding = encoding === 'br' || encoding === 'gzip' ? encoding : undefined;
-  ctx.set('ETag', `"${asset.hash}${coding ? `-${coding}` : ''}"`);
-  if (notModified(ctx.get('If-None-Match'), asset.hash)) {
-    ctx.status = 304;
-    return;
-  }
-  ctx.type = asset.type;
-  if (!coding) {
-    ctx.body = asset.body;
-    return;
-  }
+export function encodedBody(asset: Asset, coding: 'br' | 'gzip'): Promise<Buffer> {
   let body = asset.encoded.get(coding);
   if (!body) {
-    // Brotli's default (11) takes seconds on the 5 MB script; 5 is close in size at a fraction of the time.
     body = coding === 'br' ? compressors.br(asset.body, { params: { [zlib.BROTLI_PARAM_QUALITY]: 5 } }) : compressors.gzip(asset.body);
     asset.encoded.set(coding, body);
   }
-  ctx.set('Content-Encoding', coding);
-  ctx.body = await body;
+  return body;
 }
