@@ -1,6 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import type { LoadedConfig } from './config/index.ts';
 import { isPlugin, PluginError, type Plugin } from './core/plugin.ts';
+import { rateLimitPlugin } from './plugins/rate-limit/index.ts';
 import { identityPlugin } from './plugins/identity/index.ts';
 import { eventsPlugin } from './plugins/events/index.ts';
 import { healthPlugin } from './plugins/health/index.ts';
@@ -26,7 +27,7 @@ import { graphiqlPlugin } from './plugins/graphiql/index.ts';
  * The plugins every server loads, first and in this order: `DISABLED_PLUGINS` cannot turn them off
  * and no other plugin may take their names.
  */
-export const corePlugins = (): Plugin[] => [identityPlugin, eventsPlugin, idempotencyPlugin, healthPlugin];
+export const corePlugins = (): Plugin[] => [rateLimitPlugin, identityPlugin, eventsPlugin, idempotencyPlugin, healthPlugin];
 
 /**
  * Built-in plugins enabled by default, in any order (the kernel orders them by `dependsOn`).

@@ -21,7 +21,6 @@ import { authenticate, rateLimit, requestHead, routeBudgets, type AppState } fro
 import { toAppError } from './http/map-error.ts';
 import { indexRoutes, type RouteIndex } from './http/route-index.ts';
 import { byteSize, clientErrorHandler } from './http/protocol.ts';
-import { createRequestLimiter, type RequestLimiter } from './rate-limit.ts';
 import { graphqlLimitPlugins } from './graphql-limits.ts';
 import type { CommandStartedEvent } from 'mongodb';
 import { Metrics, observeGraphQL, observeMongo } from './observability/metrics-wiring.ts';
@@ -159,7 +158,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   let schema: GraphQLSchema;
   let yoga: ReturnType<typeof createYogaServer>;
   let router: Router;
-  let requestLimiter: RequestLimiter | null;
   try {
     for (const plugin of ordered) await blame(plugin, async () => {
       const c = await plugin.setup({
@@ -208,7 +206,6 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
     for (const { c } of contributions) if (c.transport) transports.push(c.transport);
     yoga = createYogaServer(schema, config, log, metrics, transports.flatMap((t) => t.yogaPlugins?.() ?? []));
     router = mountRoutes(routes, yoga, config.BODY_LIMIT);
-    requestLimiter = config.RATE_LIMIT_ENABLED ? countRefusals(await createRequestLimiter(config, db.conn, log), metrics) : null;
   } catch (err) {
     // Whatever fails after the database opened (set-up, schema, routes) must not leave it or the
     // plugins open. Index builds the failed set-up started are still running: closing the client
@@ -232,6 +229,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   const identity = services.get('authentication');
   const idempotency = services.get('idempotency');
   const exempt = new Set(routes.filter((r) => r.rateLimitExempt).map((r) => r.path));
+  // Provided by the rate-limit plugin with RATE_LIMIT_ENABLED; read once, the requests call it directly.
+  const requestLimiter = countRefusals(services.maybe('requestLimiter') ?? null, metrics);
 
   // Operations over WebSocket pass HTTP's guards: one limiter and budget per key, one idempotency store, metrics, access log.
   const guards = new OperationGuards({ limiter: requestLimiter, max: config.RATE_LIMIT_MAX, failures: services.get('authFailures'), idempotency, metrics: config.METRICS_ENABLED ? metrics : null, access: accessWriter(log, config.ACCESS_LOG_LEVEL), route: '/graphql', trustProxy: config.TRUST_PROXY });
@@ -294,9 +293,8 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
         await Promise.all(closers.map((c) => c()));
         if (server) await stopServer(server, config.SHUTDOWN_TIMEOUT_MS);
         if (metricsServer) await stopServer(metricsServer, 0);
+        // The rate-limit plugin, loaded first and closed last, sends this process's last counts to the store while it is still open.
         await closePlugins();
-        // The last counts of this process go to the shared store while it is still open.
-        await requestLimiter?.close();
         await db.close();
       })();
       return closing;

@@ -1,34 +1,11 @@
-import type { Connection } from 'mongoose';
-import type { AnyBulkWriteOperation, Collection } from 'mongodb';
-import { MongoBulkWriteError } from 'mongodb';
-import { RateLimiterMemory, RateLimiterMongo, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import type { Config } from '../config/index.ts';
-import type { Logger } from './logger.ts';
-
 /**
- * A fixed-window limiter of `points` per `RATE_LIMIT_WINDOW_SECONDS` (rate-limiter-flexible),
- * exact: every count is one atomic `findOneAndUpdate` on the shared store. Used for the rare,
- * security-relevant counters (failed authentications). With `RATE_LIMIT_STORE=mongo` the counters
- * live in the collection `collection` of the app's database, so every replica shares them (a TTL
- * index drops expired windows). If the database fails, counting falls back to this process's
- * memory (the library's insurance limiter) rather than refusing requests. `memory` is for one process.
+ * Rate limiting: the contract between the kernel's pipeline (HTTP middleware, the guards of
+ * GraphQL over WebSocket and event streams, metrics) and the core plugin `rate-limit`, which
+ * provides the limiters as the services `requestLimiter` and `authFailures`. The kernel reads them
+ * once at start-up; how counts are kept and shared between replicas is the plugin's
+ * (plugins/rate-limit/, docs/operations.md "Rate limiting").
  */
-export async function createLimiter(config: Config, conn: Connection, collection: string, points: number): Promise<RateLimiterAbstract> {
-  const duration = config.RATE_LIMIT_WINDOW_SECONDS;
-  const memory = new RateLimiterMemory({ points, duration, keyPrefix: collection });
-  if (config.RATE_LIMIT_STORE === 'memory') return memory;
-  const mongo = mongoLimiter(conn, collection, points, duration, memory);
-  await mongo.createIndexes();
-  return mongo;
-}
-
-function mongoLimiter(conn: Connection, collection: string, points: number, duration: number, insuranceLimiter?: RateLimiterAbstract): RateLimiterMongo {
-  return new RateLimiterMongo({
-    storeClient: conn.db, tableName: collection, keyPrefix: collection, points, duration, insuranceLimiter,
-    // Built by the caller and awaited, not in the background where a failure would only reach console.error.
-    disableIndexesCreation: true,
-  });
-}
+import type { Config } from '../config/index.ts';
 
 /** The answer of `RequestLimiter.consume`, what the `RateLimit-*` headers say. */
 export interface LimitDecision {
@@ -39,166 +16,37 @@ export interface LimitDecision {
   msBeforeNext: number;
 }
 
-/** One key's window as this process knows it. */
-interface Tally {
-  /** End of the window (the store's `expire` once read back; this process's estimate before). */
-  windowEnd: number;
-  /** The store's total at the last read back (every replica's counts, this one's included). */
-  shared: number;
-  /** This process's counts in the bulk write under way (not yet in `shared`). */
-  inflight: number;
-  /** This process's counts since the last bulk write. */
-  pending: number;
-  /** Syncs since this process last counted the key; it is read back for `REFRESH_TICKS` of them. */
-  quiet: number;
+/**
+ * Fixed windows of `RATE_LIMIT_WINDOW_SECONDS` per key. Both calls answer synchronously from this
+ * process's counts: the request path pays no promise and no database round trip.
+ */
+export interface RequestLimiter {
+  /** Counts one request for `key` unless it is over `max` in its window (refused requests are not counted). */
+  consume(key: string, max: number): LimitDecision;
+  /** Requests left for `key` without counting one (for a budget consulted but not spent). */
+  remaining(key: string, max: number): LimitDecision;
 }
 
 /**
- * Syncs a key is still read back after this process last counted it, so a process that served the
- * last requests of a burst learns the other replicas' counts without waiting for its next request.
- */
-const REFRESH_TICKS = 10;
-
-/**
- * The request rate limiter: fixed windows of `RATE_LIMIT_WINDOW_SECONDS` per key, shared across
- * replicas without a database write per request. Each process counts in memory; every
- * `RATE_LIMIT_SYNC_MS` it adds the counts of every key it saw to the store with ONE bulk write
- * (`rate_limits`, the documents rate-limiter-flexible's Mongo store uses: `{key, points, expire}`,
- * so replicas of an older version share them) and reads the totals back. A request is allowed
- * while the last-known total plus this process's counts since is below the key's limit, so a
- * process never refuses early; replicas can overshoot by what the others accept before their counts
- * arrive (at most two sync intervals plus a store round trip of their traffic, docs/operations.md).
+ * Failed authentications, counted per client ip and per targeted identity (an API key's prefix,
+ * an email), `AUTH_FAILURE_LIMIT` per window each. Only failures are counted and only failures are
+ * refused: a valid credential always passes.
  *
- * rate-limiter-flexible has no batching: its stores write per request, and `inMemoryBlockOnConsumed`
- * saves the write only for keys already over the limit. This class does the batching; the exact
- * limiter above stays the library's. If the store fails, counting goes on in memory (last-known
- * totals plus local counts) and the counts are sent on the next sync that succeeds.
- * With `RATE_LIMIT_STORE=memory` it is a local limiter with the same windows and answers.
+ * Plugins that authenticate (e.g. passkeys) use it through `services.get('authFailures')`.
+ * @example
+ * const wait = await services.get('authFailures').fail(ip, `email:${email}`);
+ * if (wait !== null) throw new RateLimitedError(wait);
  */
-export class RequestLimiter {
-  private readonly tallies = new Map<string, Tally>();
-  private readonly timer: NodeJS.Timeout | undefined;
-  private syncing: Promise<void> | undefined;
-  private failing = false;
-
-  constructor(
-    private readonly store: Collection | null,
-    private readonly opts: { windowMs: number; syncMs: number; keyPrefix: string; log: Logger },
-  ) {
-    // Also without a store: the sync drops the tallies of windows that ended.
-    this.timer = setInterval(() => void this.sync(), opts.syncMs).unref();
-  }
-
-  /** Counts one request for `key` unless it is over `max` in its window (refused requests are not counted). */
-  consume(key: string, max: number): LimitDecision {
-    const now = Date.now();
-    let t = this.tallies.get(key);
-    if (!t || t.windowEnd <= now) {
-      // A new window; counts of the old one still in flight are the store's concern.
-      t = { windowEnd: now + this.opts.windowMs, shared: 0, inflight: 0, pending: 0, quiet: 0 };
-      this.tallies.set(key, t);
-    }
-    const used = t.shared + t.inflight + t.pending;
-    const msBeforeNext = t.windowEnd - now;
-    if (used >= max) return { allowed: false, remaining: 0, msBeforeNext };
-    t.pending++;
-    return { allowed: true, remaining: max - used - 1, msBeforeNext };
-  }
-
-  /** Requests left for `key` without counting one (for a budget consulted but not spent). */
-  remaining(key: string, max: number): LimitDecision {
-    const now = Date.now();
-    const t = this.tallies.get(key);
-    if (!t || t.windowEnd <= now) return { allowed: true, remaining: max, msBeforeNext: this.opts.windowMs };
-    const left = max - (t.shared + t.inflight + t.pending);
-    return { allowed: left > 0, remaining: Math.max(left, 0), msBeforeNext: t.windowEnd - now };
-  }
-
-  /** One bulk write of every pending count, then the totals read back. Never rejects; runs one at a time. */
-  sync(): Promise<void> {
-    this.syncing ??= this.flush().finally(() => (this.syncing = undefined));
-    return this.syncing;
-  }
-
-  /** Stops syncing after a last flush of the pending counts (given at most a second: a store that does not answer must not hold up shutdown). */
-  async close(): Promise<void> {
-    clearInterval(this.timer);
-    const last = (async () => {
-      await this.syncing;
-      await this.sync();
-    })();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([last, new Promise((resolve) => (timer = setTimeout(resolve, 1000)))]);
-    clearTimeout(timer);
-  }
-
-  private async flush(): Promise<void> {
-    const now = Date.now();
-    const writes: [string, Tally, number][] = [];
-    const reads: [string, Tally][] = [];
-    for (const [key, t] of this.tallies) {
-      if (t.windowEnd <= now && !t.inflight) this.tallies.delete(key);
-      else if (t.pending) {
-        writes.push([key, t, t.pending]);
-        t.quiet = 0;
-      } else if (++t.quiet <= REFRESH_TICKS) reads.push([key, t]);
-    }
-    if (!this.store || (!writes.length && !reads.length)) return;
-    for (const [, t, n] of writes) {
-      t.inflight += n;
-      t.pending -= n;
-    }
-    const at = new Date(now);
-    const live = { $gt: ['$expire', at] };
-    // Adds to a live window, or starts one (an expired document the TTL monitor has not removed yet is reset).
-    const ops: AnyBulkWriteOperation[] = writes.map(([key, t, n]) => ({
-      updateOne: {
-        filter: { key: `${this.opts.keyPrefix}:${key}` },
-        update: [{ $set: { points: { $cond: [live, { $add: ['$points', n] }, n] }, expire: { $cond: [live, '$expire', new Date(t.windowEnd)] } } }],
-        upsert: true,
-      },
-    }));
-    let failed = new Set<number>();
-    if (ops.length) {
-      try {
-        await this.store.bulkWrite(ops, { ordered: false });
-      } catch (err) {
-        // Counts of failed operations go back to pending, to be sent again; a partial failure names them.
-        failed = err instanceof MongoBulkWriteError && err.writeErrors ? new Set((Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]).map((e) => e.index)) : new Set(writes.keys());
-        this.warn(err);
-      }
-    }
-    writes.forEach(([, t, n], i) => {
-      t.inflight -= n;
-      // Written: in the local view as the store's until the read below says better.
-      if (failed.has(i)) t.pending += n;
-      else t.shared += n;
-    });
-    const known = [...writes.filter((_, i) => !failed.has(i)), ...reads];
-    if (!known.length) return;
-    try {
-      const docs = await this.store.find({ key: { $in: known.map(([key]) => `${this.opts.keyPrefix}:${key}`) } }, { projection: { _id: 0, key: 1, points: 1, expire: 1 } }).toArray();
-      const byKey = new Map(docs.map((d) => [String(d.key), d]));
-      const readAt = Date.now();
-      for (const [key, t] of known) {
-        const d = byKey.get(`${this.opts.keyPrefix}:${key}`);
-        if (d?.expire instanceof Date && d.expire.getTime() > readAt && typeof d.points === 'number') {
-          t.shared = d.points;
-          t.windowEnd = d.expire.getTime();
-        }
-      }
-      this.failing = false;
-    } catch (err) {
-      this.warn(err);
-    }
-  }
-
-  /** Logged once per outage: the sync runs ten times a second. */
-  private warn(err: unknown): void {
-    if (this.failing) return;
-    this.failing = true;
-    this.opts.log.warn({ err }, 'rate limit store unavailable: counting in this process until it answers');
-  }
+export interface AuthFailureLimiter {
+  /** Told of every failure (metrics: `auth_failures_total`); `lockedOut` when the limit refused it. */
+  onFailure?: (lockedOut: boolean) => void;
+  /** Seconds until `ip` and `identity` may fail again, or null when neither is over the limit. */
+  lockedOut(ip: string | null, identity?: string | null): Promise<number | null>;
+  /**
+   * Count one failed attempt against the ip and the identity. Returns the seconds to wait when
+   * either is now over the limit (answer 429 instead of 401), else null.
+   */
+  fail(ip: string | null, identity?: string | null): Promise<number | null>;
 }
 
 /**
@@ -213,66 +61,3 @@ export class RequestLimiter {
 export const ROUTE_BUDGETS: readonly { method: string; path: string; param: string; name: string; max(config: Config): number }[] = [
   { method: 'POST', path: '/webhooks/:provider', param: 'provider', name: 'webhook', max: (config) => config.WEBHOOK_RATE_LIMIT_MAX },
 ];
-
-/**
- * The request limiter of `config`: sharing counts through the collection `rate_limits` with
- * `RATE_LIMIT_STORE=mongo`, in memory otherwise.
- */
-export async function createRequestLimiter(config: Config, conn: Connection, log: Logger): Promise<RequestLimiter> {
-  const collection = 'rate_limits';
-  const opts = { windowMs: config.RATE_LIMIT_WINDOW_SECONDS * 1000, syncMs: config.RATE_LIMIT_SYNC_MS, keyPrefix: collection, log };
-  if (config.RATE_LIMIT_STORE === 'memory') return new RequestLimiter(null, opts);
-  // The indexes rate-limiter-flexible's Mongo store uses: unique key, TTL on expire.
-  await mongoLimiter(conn, collection, 1, config.RATE_LIMIT_WINDOW_SECONDS).createIndexes();
-  return new RequestLimiter(conn.db!.collection(collection), opts);
-}
-
-/**
- * Failed authentications, counted per client ip and per targeted identity (an API key's prefix,
- * an email), `AUTH_FAILURE_LIMIT` per window each. Only failures are counted and only failures are
- * refused: a valid credential always passes, so nobody can lock a user out by failing on purpose
- * from a shared ip. Shared across replicas with the Mongo store.
- *
- * Other plugins that authenticate (e.g. passkeys) use it through `services.get('authFailures')`.
- * @example
- * const wait = await services.get('authFailures').fail(ip, `email:${email}`);
- * if (wait !== null) throw new RateLimitedError(wait);
- */
-export class AuthFailureLimiter {
-  /** Told of every failure (metrics: `auth_failures_total`); `lockedOut` when the limit refused it. */
-  onFailure?: (lockedOut: boolean) => void;
-
-  constructor(private readonly limiter: RateLimiterAbstract | null) {}
-
-  /** Seconds until `ip` and `identity` may fail again, or null when neither is over the limit. */
-  async lockedOut(ip: string | null, identity?: string | null): Promise<number | null> {
-    if (!this.limiter) return null;
-    const seen = await Promise.all(this.keys(ip, identity).map((k) => this.limiter!.get(k)));
-    return this.wait(seen);
-  }
-
-  /**
-   * Count one failed attempt against the ip and the identity. Returns the seconds to wait when
-   * either is now over the limit (answer 429 instead of 401), else null.
-   */
-  async fail(ip: string | null, identity?: string | null): Promise<number | null> {
-    if (!this.limiter) {
-      this.onFailure?.(false);
-      return null;
-    }
-    const seen = await Promise.all(this.keys(ip, identity).map((k) => this.limiter!.penalty(k, 1)));
-    const wait = this.wait(seen);
-    this.onFailure?.(wait !== null);
-    return wait;
-  }
-
-  private keys(ip: string | null, identity?: string | null): string[] {
-    return [...(ip ? [`ip:${ip}`] : []), ...(identity ? [`id:${identity.toLowerCase()}`] : [])];
-  }
-
-  private wait(seen: ({ consumedPoints: number; msBeforeNext: number } | null)[]): number | null {
-    const over = seen.filter((r) => r && r.consumedPoints > this.limiter!.points);
-    if (!over.length) return null;
-    return Math.max(1, ...over.map((r) => Math.ceil(r!.msBeforeNext / 1000)));
-  }
-}

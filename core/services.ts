@@ -1,5 +1,6 @@
 import type { HealthRegistry } from './health.ts';
 import type { Authenticator } from './authentication.ts';
+import type { AuthFailureLimiter, RequestLimiter } from './rate-limit.ts';
 
 /**
  * Services plugins expose to each other. Plugins add entries by declaration merging:
@@ -14,8 +15,12 @@ import type { Authenticator } from './authentication.ts';
 export interface Services {
   /** Provided by the identity plugin: credentials to actors, for the kernel's transports. */
   authentication: Authenticator;
+  /** Provided by the rate-limit plugin: failed-authentication counters (per ip and per identity) for every plugin that authenticates. */
+  authFailures: AuthFailureLimiter;
   /** Provided by the kernel: every plugin's `health` checks, by name (the health plugin serves them). */
   healthChecks: HealthRegistry;
+  /** Provided by the rate-limit plugin when `RATE_LIMIT_ENABLED` is on; use `services.maybe('requestLimiter')`. */
+  requestLimiter: RequestLimiter;
 }
 
 export class ServiceRegistry {

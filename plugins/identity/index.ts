@@ -8,7 +8,6 @@ import { MembershipService, migratePeople } from './memberships.ts';
 import { identityEventTypes } from './events.ts';
 import { identityGraphql } from './graphql.ts';
 import { pageHeaderDocs, setPageHeaders } from '../../lib/page.ts';
-import { AuthFailureLimiter, createLimiter } from '../../core/rate-limit.ts';
 
 export type { IdentityService } from './service.ts';
 export type { MembershipService } from './memberships.ts';
@@ -20,8 +19,6 @@ declare module '../../core/services.ts' {
     identity: IdentityService;
     /** A person's memberships (users documents in several tenants) and the tenant a personal sign-in acts in. */
     memberships: MembershipService;
-    /** Failed-authentication counters (per ip and per identity) for every plugin that authenticates. */
-    authFailures: AuthFailureLimiter;
   }
 }
 
@@ -40,7 +37,6 @@ export const identityPlugin = definePlugin({
     const identity = new IdentityService({ models, config, log, tenancy, events: () => services.get('events') });
     services.provide('identity', identity);
     services.provide('authentication', identity);
-    services.provide('authFailures', new AuthFailureLimiter(config.RATE_LIMIT_ENABLED ? await createLimiter(config, db, 'auth_failures', config.AUTH_FAILURE_LIMIT) : null));
 
     if (config.ADMIN_API_KEY) {
       const res = await identity.bootstrap(config.ADMIN_API_KEY, config.ADMIN_EMAIL);

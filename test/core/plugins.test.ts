@@ -62,7 +62,7 @@ describe('plugin ordering', () => {
     });
     try {
       expect(log.setup).toEqual(['a', 'b', 'c', 'free']);
-      expect(app.kernel.plugins()).toEqual(['identity', 'events', 'idempotency', 'health', 'a', 'b', 'c', 'free']);
+      expect(app.kernel.plugins()).toEqual(['rate-limit', 'identity', 'events', 'idempotency', 'health', 'a', 'b', 'c', 'free']);
       expect(log.close).toEqual([]);
     } finally {
       await app.close();
@@ -117,7 +117,7 @@ describe('invalid plugin lists fail createApp with a readable message', () => {
     expect(await fails([recorder('twin', log), recorder('twin', log)])).toBe('Plugin "twin" is enabled twice');
   });
 
-  it.each(['identity', 'events', 'idempotency', 'health'])('reserved core name %s', async (name) => {
+  it.each(['rate-limit', 'identity', 'events', 'idempotency', 'health'])('reserved core name %s', async (name) => {
     expect(await fails([recorder(name, log)])).toBe(`Plugin name "${name}" is reserved for a core plugin`);
   });
 
@@ -239,7 +239,7 @@ describe('a third-party plugin loaded by module path (PLUGINS)', () => {
     expect(withBuiltins.map((p) => p.name)).toEqual([...builtinPlugins().map((p) => p.name), 'example']);
     const plugins = await loadPlugins(loadConfig(exampleOnly()));
     expect(plugins.map((p) => p.name)).toEqual(['example']);
-    expect(t.app.kernel.plugins()).toEqual(['identity', 'events', 'idempotency', 'health', 'example']);
+    expect(t.app.kernel.plugins()).toEqual(['rate-limit', 'identity', 'events', 'idempotency', 'health', 'example']);
   });
 
   it('rejects a module without a plugin export, naming the entry', async () => {

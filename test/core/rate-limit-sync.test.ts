@@ -1,6 +1,6 @@
 /**
  * The request limiter counts in memory and shares its counts through the store every
- * RATE_LIMIT_SYNC_MS (core/rate-limit.ts): two real server processes on one database, and the
+ * RATE_LIMIT_SYNC_MS (plugins/rate-limit/service.ts): two real server processes on one database, and the
  * window of one process.
  */
 import { setTimeout as sleep } from 'node:timers/promises';

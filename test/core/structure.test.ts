@@ -34,6 +34,9 @@ const LAYOUT_EXCEPTIONS: Record<string, Record<string, string>> = {
     'service.ts': "its store wraps requests (http.ts): the kernel's pipeline is its only caller, through the core contract core/idempotency.ts",
     'schemas.ts': 'has no routes or input of its own: the key is a header of other operations',
   },
+  'rate-limit': {
+    'schemas.ts': 'has no routes or input of its own: it counts the requests of the others, which the kernel\'s pipeline hands it through the core contract core/rate-limit.ts',
+  },
 };
 
 const WIRING = ['index.ts', 'routes.ts', 'rest.ts', 'graphql.ts', 'http.ts', 'yoga.ts'];
