@@ -143,8 +143,9 @@ describe('GraphiQL works offline', () => {
     if (csp) expect(csp).not.toMatch(/script-src[^;]*'none'/);
   });
 
-  it('is off in production', async () => {
-    const prod = await buildTestApp({ config: { NODE_ENV: 'production', METRICS_ENABLED: 'false' } });
+  it('is off in production, with the graphiql plugin loaded', async () => {
+    const prod = await buildTestApp({ plugins: builtinPlugins().filter((p) => p.name === 'graphiql'), config: { NODE_ENV: 'production', METRICS_ENABLED: 'false' } });
+    expect(prod.app.kernel.plugins()).toContain('graphiql');
     try {
       const res = await fetch(`${prod.url}/graphql`, { headers: { Accept: 'text/html' } });
       expect(await res.text()).not.toContain('YogaGraphiQL');
