@@ -129,6 +129,7 @@ export async function runRounds<Side extends string>(
   groups: Scenario<Side>[][], rounds: number, wanted: (name: string) => boolean, measure: (name: string, side: Side, load: Load) => Promise<void>,
 ): Promise<void> {
   for (const group of groups) {
+    if (!group.some(([name]) => wanted(name))) continue;
     for (let round = 0; round < rounds; round++) {
       log(`round ${round + 1}/${rounds} (load average ${loadAvg()})`);
       for (const [name, sides, load] of roundOrder(group, round)) {
