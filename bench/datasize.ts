@@ -4,6 +4,15 @@
  * big over small (1.0: the request's cost does not grow with the collection). Measured: get-one, the
  * first cursor page, cursor page 100, a create, and the outbox sweep's time per second of writes.
  *
+ * Each is measured on the app and on its floor, the least the request needs through the raw driver
+ * with no app, measured the same way in the same rounds: bench/serve.ts's bare Koa server
+ * (`bare-events`) for the requests (get-one: `findOne` by id, tenant and live; a cursor page: the
+ * app's filter and default sort, `limit + 1`, the boundary's range; a create: `insertOne` of a
+ * document shaped as the app's, its event put in the log per 50 ms batch), and for the sweep the
+ * least query that finds a window's entries ({@link sweepFloor}). When the floor's own ratio misses an
+ * aim, the aim is out of reach on this database whatever the app does. The list pages run a set number
+ * of requests over `PAGE_CONNECTIONS`, each waited for (on the stand-in a page sorts the whole tenant).
+ *
  * The databases are seeded in bulk through the driver (unordered `insertMany` batches), each document
  * shaped as the app leaves a created project once its event is relayed: copied from one project
  * created through HTTP (tenant, timestamps, version, the create's outbox entry with its own id and
@@ -39,6 +48,7 @@ const STEP_MS = 100;
 const PAGE = 25;
 /** The outbox field of the app's documents; the template project must carry it (checked). */
 const OUTBOX_FIELD = '_outbox';
+type Db = NonNullable<mongoose.Connection['db']>;
 const newEventId = () => `evt_${new Types.ObjectId().toHexString()}`;
 
 interface Marker {
@@ -55,7 +65,15 @@ interface Marker {
   seed_seconds: number;
 }
 
-type Side = 'small' | 'big';
+type Size = 'small' | 'big';
+const SIZES = ['small', 'big'] as const;
+/** The app (bench/serve.ts `app`) and the floor beside it (`bare-events`: raw driver, no app). */
+const KINDS = ['app', 'bare'] as const;
+/**
+ * Connections of the list pages' runs: on the stand-in each page sorts every row the filter matches
+ * (a second or more at 1,000,000 rows), and ten at once only queue on its two cores.
+ */
+const PAGE_CONNECTIONS = 2;
 
 async function database(): Promise<{ uri: string; mem?: MongoMemoryServer }> {
   if (process.env.MONGODB_URI) return { uri: process.env.MONGODB_URI };
@@ -153,72 +171,170 @@ async function seedDatabase(uri: string, docs: number): Promise<Marker> {
   }
 }
 
+/** Removes what a run wrote from `since` on in the bench tenant: its projects, their events, versions and audit entries. */
+async function removeRunDocs(db: Db, tenantId: string, since: Date): Promise<void> {
+  const tenant = new Types.ObjectId(tenantId);
+  await db.collection('projects').deleteMany({ tenant_id: tenant, is_deleted: false, created_at: { $gt: since } });
+  for (const c of ['events', 'resource_versions', 'audit_log']) await db.collection(c).deleteMany({ tenant_id: tenant, created_at: { $gt: since } });
+}
+
+/**
+ * The sweep's floor: the least query that finds the outbox entries stamped in [from, until), as the
+ * sweep asks for them (`$elemMatch` on the indexed `_outbox.created_at`: an index range on any engine
+ * that bounds a multikey path from both sides), reading only each document's id and entries' ids and
+ * stamps. `oneBound`: the same with `$gte` alone on the dotted path (entries after the window too), a
+ * form this stand-in serves from its index; shown for what it says about the stand-in, not a floor.
+ */
+async function sweepFloor(db: Db, from: Date, until: Date, oneBound: boolean): Promise<{ ms: number; docs: number }> {
+  const filter = oneBound ? { [`${OUTBOX_FIELD}.created_at`]: { $gte: from } } : { [OUTBOX_FIELD]: { $elemMatch: { created_at: { $gte: from, $lt: until } } } };
+  const t = performance.now();
+  const docs = await db.collection('projects').find(filter, { projection: { _id: 1, [`${OUTBOX_FIELD}.id`]: 1, [`${OUTBOX_FIELD}.created_at`]: 1 } }).toArray();
+  return { ms: performance.now() - t, docs: docs.length };
+}
+
 async function main() {
   const { uri, mem } = await database();
-  const sizes: Record<Side, number> = { small: SMALL, big: BIG };
-  const markers = {} as Record<Side, Marker>;
-  for (const side of ['small', 'big'] as const) markers[side] = await prepare(uri, sizes[side]);
+  const sizes: Record<Size, number> = { small: SMALL, big: BIG };
+  const markers = {} as Record<Size, Marker>;
+  for (const size of SIZES) markers[size] = await prepare(uri, sizes[size]);
   if (process.env.BENCH_SEED_ONLY === '1') return void (await mem?.stop({ doCleanup: false }));
 
-  const servers = {} as Record<Side, { child: ChildProcess; port: number }>;
-  const sweepers = {} as Record<Side, Awaited<ReturnType<typeof createApp>>>;
-  for (const side of ['small', 'big'] as const) {
-    const m = markers[side];
-    servers[side] = await startServer('app', { ...process.env, MONGODB_URI: dbUri(uri, sizes[side]), BENCH_TENANT_ID: m.tenant_id, BENCH_USER_ID: m.user_id });
+  const servers = {} as Record<string, { child: ChildProcess; port: number }>;
+  const sweepers = {} as Record<Size, Awaited<ReturnType<typeof createApp>>>;
+  const floorDb = {} as Record<Size, Db>;
+  const conns: mongoose.Connection[] = [];
+  for (const size of SIZES) {
+    const m = markers[size];
+    const env = { ...process.env, MONGODB_URI: dbUri(uri, sizes[size]), BENCH_TENANT_ID: m.tenant_id, BENCH_USER_ID: m.user_id };
+    servers[`app ${size}`] = await startServer('app', env);
+    // The floor's create stages its event in the document and puts it in the log within 50 ms, as the
+    // app's does: the app servers' sweep passes find its entries already in the log.
+    servers[`bare ${size}`] = await startServer('bare-events', env);
     // In this process: the sweep is timed here, on the code path the servers' timers run.
-    sweepers[side] = await createApp({ corePlugins: corePlugins(), config: loadConfig({ MONGODB_URI: dbUri(uri, sizes[side]), LOG_LEVEL: 'silent' }), plugins: builtinPlugins() });
+    sweepers[size] = await createApp({ corePlugins: corePlugins(), config: loadConfig({ MONGODB_URI: dbUri(uri, sizes[size]), LOG_LEVEL: 'silent' }), plugins: builtinPlugins() });
+    const conn = await mongoose.createConnection(dbUri(uri, sizes[size])).asPromise();
+    conns.push(conn);
+    floorDb[size] = conn.db!;
   }
-  const loads: Record<string, (side: Side) => Load> = {
-    'get-one': (s) => ({ path: `/projects/${markers[s].sample_id}` }),
-    'first page': () => ({ path: `/projects?limit=${PAGE}` }),
-    'cursor page 100': (s) => ({ path: `/projects?limit=${PAGE}&cursor=${encodeCursor([['created_at', -1], ['_id', -1]], markers[s].page100, sweepers[s].config.CURSOR_HMAC_SECRET)}` }),
-    create: (s) => ({ path: '/projects', method: 'POST', body: JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 }), headers: { 'X-API-Key': markers[s].key, 'Content-Type': 'application/json' } }),
-  };
-  for (const side of ['small', 'big'] as const) {
+  const scenarios: { name: string; load: (size: Size) => Load; page?: true }[] = [
+    { name: 'get-one', load: (s) => ({ path: `/projects/${markers[s].sample_id}` }) },
+    { name: 'first page', load: () => ({ path: `/projects?limit=${PAGE}` }), page: true },
+    { name: 'cursor page 100', load: (s) => ({ path: `/projects?limit=${PAGE}&cursor=${encodeCursor([['created_at', -1], ['_id', -1]], markers[s].page100, sweepers[s].config.CURSOR_HMAC_SECRET)}` }), page: true },
+    { name: 'create', load: (s) => ({ path: '/projects', method: 'POST', body: JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 }), headers: { 'X-API-Key': markers[s].key, 'Content-Type': 'application/json' } }) },
+  ];
+  /** Requests per second each side's list pages last ran at (first: one request's time), to size the next run. */
+  const pace: Record<string, number> = {};
+  for (const size of SIZES) {
     // Documents an interrupted run created and could not remove.
-    await sweepers[side].db.conn.db!.collection('projects').deleteMany({ tenant_id: new Types.ObjectId(markers[side].tenant_id), is_deleted: false, created_at: { $gt: markers[side].seeded_at } });
-    // A process's first first page of a list may be slow (the MongoDB stand-in on these machines
-    // sorts every row the filter matches): read it once before measuring, as the warm-up below does for the rest.
-    const t = performance.now();
-    await fetch(`http://127.0.0.1:${servers[side].port}/projects?limit=${PAGE}`, { headers: { 'X-API-Key': markers[side].key } });
-    log(`${side}: the process's first first page took ${(performance.now() - t).toFixed(0)} ms`);
+    await removeRunDocs(floorDb[size], markers[size].tenant_id, markers[size].seeded_at);
+    // A process's first list page may be slow (the stand-in sorts every row the filter matches): each
+    // side reads each page once before measuring; that time sizes its first measured run.
+    for (const kind of KINDS) {
+      for (const { name, load, page } of scenarios) {
+        if (!page) continue;
+        const t = performance.now();
+        const res = await fetch(`http://127.0.0.1:${servers[`${kind} ${size}`]!.port}${load(size).path}`, { headers: { 'X-API-Key': markers[size].key } });
+        const ms = performance.now() - t;
+        pace[`${kind} ${size} ${name}`] = 1000 / ms;
+        log(`${kind} ${size}: a first ${name} took ${ms.toFixed(0)} ms (${res.status})`);
+      }
+    }
   }
   const rates: Record<string, number[]> = {};
   const sweepMs: Record<string, number[]> = {};
   const started = new Date();
+  const sidesOf = (round: number) => {
+    const all = SIZES.flatMap((size) => KINDS.map((kind) => ({ kind, size })));
+    return all.map((_, i) => all[(i + round) % all.length]!);
+  };
   try {
-    for (const side of ['small', 'big'] as const) await autocannon({ url: `http://127.0.0.1:${servers[side].port}/projects/${markers[side].sample_id}`, connections: CONNECTIONS, duration: 2, headers: { 'X-API-Key': markers[side].key } });
+    for (const key of Object.keys(servers)) {
+      const size = key.split(' ')[1] as Size;
+      await autocannon({ url: `http://127.0.0.1:${servers[key]!.port}/projects/${markers[size].sample_id}`, connections: CONNECTIONS, duration: 2, headers: { 'X-API-Key': markers[size].key } });
+    }
     for (let round = 0; round < ROUNDS; round++) {
       log(`round ${round + 1}/${ROUNDS} (load average ${loadAvg()})`);
-      for (const [name, load] of Object.entries(loads)) {
-        for (const side of round % 2 ? (['big', 'small'] as const) : (['small', 'big'] as const)) {
+      for (const { name, load, page } of scenarios) {
+        for (const { kind, size } of sidesOf(round)) {
+          const key = `${kind} ${size}`;
+          const opts = { connections: CONNECTIONS, duration: DURATION, headers: { 'X-API-Key': markers[size].key } };
           const from = new Date();
-          const rate = await measureRate(`${side} ${name}`, servers[side].port, load(side), { connections: CONNECTIONS, duration: DURATION, headers: { 'X-API-Key': markers[side].key } });
-          (rates[`${side} ${name}`] ??= []).push(rate);
-          if (name !== 'create') continue;
+          let rate: number;
+          if (page) {
+            // A run of a set number of requests, about DURATION long at the side's last pace, each
+            // waited for (a page of the whole tenant's sort may take longer than a run): its rate
+            // counts every request; one the server gave up on counts as no answer.
+            const amount = PAGE_CONNECTIONS * Math.max(1, Math.round((pace[`${key} ${name}`]! * DURATION) / PAGE_CONNECTIONS));
+            rate = await measureRate(`${key} ${name}`, servers[key]!.port, { ...load(size), amount, timeout: 900 }, { ...opts, connections: PAGE_CONNECTIONS, tolerateErrors: true });
+            pace[`${key} ${name}`] = Math.max(rate, 1 / 60);
+          } else rate = await measureRate(`${key} ${name}`, servers[key]!.port, load(size), opts);
+          (rates[`${key} ${name}`] ??= []).push(rate);
+          if (name !== 'create' || kind !== 'app') continue;
           // The sweep reads windows that end `sweepAgeMs` (5 s) before now: wait until this run's writes are in one.
           const until = Date.now();
           await sleep(5_500);
-          const t = performance.now();
-          await sweepers[side].services.get('events').sweep(from);
-          const ms = performance.now() - t;
-          (sweepMs[side] ??= []).push(ms / ((until - from.getTime()) / 1000));
-          log(`  ${`${side} sweep of those writes`.padEnd(36)} ${ms.toFixed(1)} ms (${(ms / ((until - from.getTime()) / 1000)).toFixed(2)} ms per second of writes)`);
+          const perSecond = (ms: number) => ms / ((until - from.getTime()) / 1000);
+          const windowEnd = new Date(Date.now() - 5_000);
+          const timed: Record<string, () => Promise<string>> = {
+            app: async () => {
+              const t = performance.now();
+              await sweepers[size].services.get('events').sweep(from);
+              const ms = performance.now() - t;
+              (sweepMs[`app ${size}`] ??= []).push(perSecond(ms));
+              return `app ${ms.toFixed(1)} ms (${perSecond(ms).toFixed(2)} per s of writes)`;
+            },
+            floor: async () => {
+              const f = await sweepFloor(floorDb[size], from, windowEnd, false);
+              (sweepMs[`bare ${size}`] ??= []).push(perSecond(f.ms));
+              return `floor ${f.ms.toFixed(1)} ms (${perSecond(f.ms).toFixed(2)}, ${f.docs} documents)`;
+            },
+            'one bound': async () => {
+              const f = await sweepFloor(floorDb[size], from, windowEnd, true);
+              (sweepMs[`one-bound ${size}`] ??= []).push(perSecond(f.ms));
+              return `one bound ${f.ms.toFixed(1)} ms (${perSecond(f.ms).toFixed(2)}, ${f.docs} documents)`;
+            },
+          };
+          const order = round % 2 ? ['floor', 'one bound', 'app'] : ['app', 'floor', 'one bound'];
+          const out: string[] = [];
+          for (const k of order) out.push(await timed[k]!());
+          log(`  ${`${size} sweep of those writes`.padEnd(36)} ${out.join('; ')}`);
         }
       }
+      const at = (xs: number[] | undefined) => xs?.[round];
+      const r = (a?: number, b?: number) => (a !== undefined && b ? (a / b).toFixed(2) : 'n/a');
+      const line = scenarios.map(({ name }) => `${name} app ${r(at(rates[`app big ${name}`]), at(rates[`app small ${name}`]))} bare ${r(at(rates[`bare big ${name}`]), at(rates[`bare small ${name}`]))}`);
+      line.push(`sweep app ${r(at(sweepMs['app big']), at(sweepMs['app small']))} floor ${r(at(sweepMs['bare big']), at(sweepMs['bare small']))} one-bound ${r(at(sweepMs['one-bound big']), at(sweepMs['one-bound small']))}`);
+      log(`  round ${round + 1}, big / small: ${line.join(' | ')} (load average ${loadAvg()})`);
     }
   } finally {
-    for (const side of ['small', 'big'] as const) {
-      servers[side].child.kill('SIGTERM');
-      await sweepers[side].db.conn.db!.collection('projects').deleteMany({ tenant_id: new Types.ObjectId(markers[side].tenant_id), is_deleted: false, created_at: { $gte: started } });
-      await sweepers[side].close();
+    for (const { child } of Object.values(servers)) child.kill('SIGTERM');
+    for (const size of SIZES) {
+      await removeRunDocs(floorDb[size], markers[size].tenant_id, started);
+      await sweepers[size].close();
     }
+    for (const c of conns) await c.close();
   }
 
   log(`\n${BIG} vs ${SMALL} documents, big over small (median of per-round ratios; load average now ${loadAvg()}):`);
-  for (const name of Object.keys(loads)) log(`  ${`${name}, throughput (aim >= 0.9)`.padEnd(52)} ${showRatio(ratioOf(rates, `big ${name}`, `small ${name}`))}`);
-  const sweep = ratioOf(sweepMs, 'big', 'small');
-  log(`  ${'outbox sweep, time per second of writes (aim <= 1.2)'.padEnd(52)} ${showRatio(sweep)}   (small ${median(sweepMs.small ?? [0]).toFixed(2)} ms, big ${median(sweepMs.big ?? [0]).toFixed(2)} ms per second of writes)`);
+  /** Per round, the app's big/small ratio over the floor's: how far the app's ratio is from what its floor reached. */
+  const overFloor = (a: { rounds: number[] }, f: { rounds: number[] }) => {
+    const rounds = a.rounds.map((x, i) => x / f.rounds[i]!);
+    return rounds.length ? showRatio({ median: median(rounds), rounds }) : 'n/a';
+  };
+  for (const { name } of scenarios) {
+    const app = ratioOf(rates, `app big ${name}`, `app small ${name}`);
+    const bare = ratioOf(rates, `bare big ${name}`, `bare small ${name}`);
+    log(`  ${`${name}, throughput (aim >= 0.9)`.padEnd(52)} app   ${showRatio(app)}`);
+    log(`  ${''.padEnd(52)} floor ${showRatio(bare)}`);
+    log(`  ${''.padEnd(52)} app / floor ${overFloor(app, bare)}   (below 1: the app loses more to size than its floor)`);
+  }
+  const sweep = ratioOf(sweepMs, 'app big', 'app small');
+  const floor = ratioOf(sweepMs, 'bare big', 'bare small');
+  const ms = (k: string) => median(sweepMs[k] ?? [0]).toFixed(2);
+  log(`  ${'outbox sweep, time per second of writes (aim <= 1.2)'.padEnd(52)} app   ${showRatio(sweep)}   (small ${ms('app small')} ms, big ${ms('app big')} ms per second of writes)`);
+  log(`  ${''.padEnd(52)} floor ${showRatio(floor)}   (small ${ms('bare small')} ms, big ${ms('bare big')} ms)`);
+  log(`  ${''.padEnd(52)} app / floor ${overFloor(sweep, floor)}   (above 1: the app's sweep grows more than its floor)`);
+  log(`  ${''.padEnd(52)} one bound (not a floor) ${showRatio(ratioOf(sweepMs, 'one-bound big', 'one-bound small'))}   (small ${ms('one-bound small')} ms, big ${ms('one-bound big')} ms)`);
   await mem?.stop({ doCleanup: false });
 }
 

@@ -7,7 +7,8 @@
  * (METRICS_ENABLED=false), `-noevents`
  * (resource writes stage no event: the event log's baseline) and `-nosweep` (the outbox sweep's
  * ticks do nothing: what the sweep costs), or `bare` (a bare Koa handler
- * running the same raw-driver reads and writes), or `bare-durable` (the bare handler whose create
+ * running the same raw-driver reads and writes; with `?limit=` a cursor page as the app's
+ * default list reads it), or `bare-durable` (the bare handler whose create
  * also does what the event log and audit need at the least, as any design with their guarantees
  * on this database would: the event staged in the document's own insert, then per batch of 50 ms
  * one insert of the events into `events` and one of their entries into `audit_log`, the documents
@@ -24,7 +25,10 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import Koa from 'koa';
 import getRawBody from 'raw-body';
 import mongoose, { Types } from 'mongoose';
+import { pino } from 'pino';
 import { loadConfig } from '../config/index.ts';
+import { resolveSecrets } from '../config/secrets.ts';
+import { type SortSpec, cursorFilter, decodeCursor, encodeCursor, querySort } from '../lib/cursor.ts';
 import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { definePlugin } from '../core/plugin.ts';
@@ -42,6 +46,8 @@ const versionOf = (ifMatch: string) => Number(/^"(\d+)"$/.exec(ifMatch)?.[1]);
 const idParams = z.object({ id: z.string().regex(/^[0-9a-f]{24}$/) });
 const tenantId = process.env.BENCH_TENANT_ID!;
 const userId = process.env.BENCH_USER_ID!;
+/** The projects' default sort (`-created_at`, `_id` as the tiebreaker in the same direction). */
+const SORT: SortSpec = [['created_at', -1], ['_id', -1]];
 
 if (mode === 'bare-floor') {
   // `/ping/:id` only: the least the default features need on a request (bench/ping-floor.ts).
@@ -51,6 +57,8 @@ if (mode === 'bare-floor') {
   const conn = await mongoose.createConnection(uri).asPromise();
   const projects = conn.db!.collection('projects');
   const durable = mode === 'bare' ? null : durableWrites(conn.db!, mode === 'bare-durable');
+  // The app's cursor secret (set, or generated under DATA_DIR as the app's own start does).
+  const cursorSecret = resolveSecrets(loadConfig({ ...process.env, LOG_LEVEL: 'silent' }), pino({ level: 'silent' })).CURSOR_HMAC_SECRET;
   const koa = new Koa();
   koa.use(async (ctx) => {
     const tenant = new Types.ObjectId(tenantId);
@@ -91,6 +99,20 @@ if (mode === 'bare-floor') {
         await projects.insertOne(doc);
         ctx.body = doc;
       }
+      return;
+    }
+    if (ctx.path === '/projects' && ctx.query.limit !== undefined) {
+      // A cursor page, the least the app's list needs in cursor mode: the app's filter (tenant, live,
+      // the drafts rule of a resource with drafts: published or the caller's own), its default sort,
+      // the range of the boundary row when a cursor is given, limit + 1 rows, the next cursor.
+      const limit = Number(ctx.query.limit);
+      const values = typeof ctx.query.cursor === 'string' && ctx.query.cursor ? decodeCursor(ctx.query.cursor, SORT, cursorSecret) : null;
+      const filter = { tenant_id: tenant, is_deleted: false, $or: [{ _published: { $ne: false } }, { '_draft.author': new Types.ObjectId(userId) }] };
+      const rows = await projects
+        .find(values ? { $and: [filter, cursorFilter(SORT, values, 'next')] } : filter, { projection: { _draft: 0, _outbox: 0 } })
+        .sort(querySort(SORT, 'next')).limit(limit + 1).toArray();
+      const items = rows.slice(0, limit);
+      ctx.body = { items, cursors: { next: rows.length > limit ? encodeCursor(SORT, items[items.length - 1]!, cursorSecret) : null } };
       return;
     }
     if (ctx.path === '/projects') {
