@@ -2,18 +2,26 @@
  * `npm run bench:deliveries`: the outbound webhook sender against a local receiver answering 2xx at
  * once, in the same run:
  *
- * (a) Deliveries per second: `BENCH_EVENTS` (400) events x `BENCH_ENDPOINTS` (5) endpoints through
- *     the app (one process; from the first receipt to the last), against a bare floor sender in this
- *     process doing the least durable work on the same kind of rows: claim a batch of
- *     `BENCH_BATCH` (the app's `WEBHOOK_DELIVERY_CONCURRENCY`, 10) with one update, POST each
- *     signed (Standard Webhooks, a new connection each, as the app does), record the batch with one
- *     bulk write. `BENCH_ROUNDS` (2) rounds, floor and app alternating. Aim: app / floor >= 0.7.
+ * (a) Deliveries per second of the sender draining a backlog: `BENCH_EVENTS` (400) events x
+ *     `BENCH_ENDPOINTS` (5) endpoints, fanned out and pending before the sender starts, through the
+ *     app (one process), against a bare floor sender in this process doing the least durable work
+ *     on the same number of pending rows: claim a batch of `BENCH_BATCH` (the app's
+ *     `WEBHOOK_DELIVERY_CONCURRENCY`, 10) with one update, POST each signed (Standard Webhooks, a
+ *     new connection each, as the app does), record the batch with one bulk write. Both sides are
+ *     timed the same way, from the receiver's first receipt to its last, and both start from the
+ *     same point: every delivery pending and due. The app's backlog is made by a first app process
+ *     whose first attempt is an hour away (`WEBHOOK_DELIVERY_RETRY_SCHEDULE=3600,...`): its fan-out
+ *     on store creates the deliveries as it does for any write; that process stops, the deliveries
+ *     are made due, and a second app process with the default settings sends them. (Creating the
+ *     events while the sender runs, as this bench once did, timed the create path: the app could
+ *     send no faster than the creates came, which the floor, starting with every row pending, never
+ *     waits for.) `BENCH_ROUNDS` (2) rounds, floor and app alternating. Aim: app / floor >= 0.7.
  * (b) Write -> receiver 2xx (receipt time - event timestamp), p50 / p99, creates at 100 and at 200
  *     per second for `BENCH_SECONDS` (5) on one process. Aim: p99 <= 1 s.
  * (c) The same with two processes at 100 creates/s each: every delivery counted by event id, none
  *     lost, none twice (the receiver reports duplicates). Aim: p99 <= 1 s.
  *
- * The database: `MONGODB_URI`, or an embedded MongoDB. Prints the load average with each part.
+ * `BENCH_PARTS` (abc) runs some parts only. The database: `MONGODB_URI`, or an embedded MongoDB. Prints the load average with each part.
  */
 import { createServer, request, type Server } from 'node:http';
 import { loadavg } from 'node:os';
@@ -29,6 +37,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 400);
 const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 5);
 const BATCH = Number(process.env.BENCH_BATCH ?? 10);
+/** Which parts to run: any of `a`, `b`, `c` (all by default). */
+const PARTS = process.env.BENCH_PARTS ?? 'abc';
 const KEY = 'bench-admin-key-0123456789abcdef';
 const SECRET = `whsec_${Buffer.from('bench-floor-secret-0123456789abcd').toString('base64')}`;
 const WEBHOOKS = { WEBHOOKS_ENABLED: 'true', WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: '127.0.0.1' };
@@ -38,7 +48,7 @@ const load = () => loadavg().map((l) => l.toFixed(1)).join(' ');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
 
-interface Got { at: number; delayMs: number; key: string }
+interface Got { at: number; delayMs: number; key: string; eventId: string }
 /** A loopback receiver answering 204 at once; `key` (path + event id) counts each delivery. */
 async function receiver(): Promise<{ server: Server; port: number; got: Got[]; duplicates: () => number }> {
   const got: Got[] = [];
@@ -48,7 +58,7 @@ async function receiver(): Promise<{ server: Server; port: number; got: Got[]; d
     req.on('end', () => {
       const at = Date.now();
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string; timestamp: string };
-      got.push({ at, delayMs: at - Date.parse(body.timestamp), key: `${req.url} ${String(req.headers['webhook-id'] ?? body.id)}` });
+      got.push({ at, delayMs: at - Date.parse(body.timestamp), key: `${req.url} ${String(req.headers['webhook-id'] ?? body.id)}`, eventId: body.id });
       res.statusCode = 204;
       res.end();
     });
@@ -77,14 +87,13 @@ const post = (port: number, path: string, id: string, body: string) =>
   });
 
 /** The floor: `n` pending rows, claimed `BATCH` at a time by one update, posted, recorded by one bulk write per batch. */
-async function floor(uri: string, port: number, n: number): Promise<number> {
+async function floor(uri: string, port: number, n: number): Promise<void> {
   const conn = await mongoose.createConnection(uri).asPromise();
   const rows = conn.collection('floor_deliveries');
   await rows.deleteMany({});
   await rows.createIndex({ status: 1, next_attempt_at: 1 });
   const now = new Date();
   await rows.insertMany(Array.from({ length: n }, (_, i) => ({ endpoint: `/e${i % ENDPOINTS}`, event_id: `evt_${i}`, status: 'pending', next_attempt_at: now, lease_until: null, lease_owner: null, attempts: 0 })));
-  const t0 = Date.now();
   for (;;) {
     const due = { status: 'pending', next_attempt_at: { $lte: new Date() }, lease_until: null };
     const ids = (await rows.find(due, { projection: { _id: 1 } }).limit(BATCH).toArray()).map((r) => r._id);
@@ -96,18 +105,19 @@ async function floor(uri: string, port: number, n: number): Promise<number> {
     const at = new Date();
     await rows.bulkWrite(batch.map((d, i) => ({ updateOne: { filter: { _id: d._id, lease_owner: owner }, update: { $set: { status: results[i]! < 300 ? 'delivered' : 'pending', attempts: 1, last_attempt: { status: results[i], attempted_at: at }, lease_until: null, lease_owner: null } } } })), { ordered: false });
   }
-  const rate = n / ((Date.now() - t0) / 1000);
   await conn.close();
-  return rate;
 }
+
+/** Receipts a second from the first receipt to the last. */
+const rateOf = (got: Got[]) => got.length / Math.max((got[got.length - 1]!.at - got[0]!.at) / 1000, 0.001);
 
 async function main() {
   const mem = process.env.MONGODB_URI ? null : await MongoMemoryServer.create();
   const base = process.env.MONGODB_URI ?? mem!.getUri();
   const dbUri = (name: string) => Object.assign(new URL(base), { pathname: `/${name}` }).toString();
   const children: ChildProcess[] = [];
-  const start = async (db: string) => {
-    const s = await startServer('app', { ...process.env, MONGODB_URI: dbUri(db), ADMIN_API_KEY: KEY, NODE_ENV: 'development', ...WEBHOOKS });
+  const start = async (db: string, env: Record<string, string> = {}) => {
+    const s = await startServer('app', { ...process.env, MONGODB_URI: dbUri(db), ADMIN_API_KEY: KEY, NODE_ENV: 'development', ...WEBHOOKS, ...env });
     children.push(s.child);
     return s;
   };
@@ -117,32 +127,43 @@ async function main() {
   try {
     // --- (a) deliveries per second: floor vs app ---------------------------------------------
     const ratios: number[] = [];
-    for (let round = 1; round <= ROUNDS; round++) {
+    for (let round = 1; round <= (PARTS.includes('a') ? ROUNDS : 0); round++) {
       const rf = await receiver();
-      const floorRate = await floor(dbUri(`bench_deliveries_floor_${round}`), rf.port, EVENTS * ENDPOINTS);
+      await floor(dbUri(`bench_deliveries_floor_${round}`), rf.port, EVENTS * ENDPOINTS);
+      const floorRate = rateOf(rf.got);
       rf.server.close();
       const rcv = await receiver();
-      const s = await start(`bench_deliveries_app_${round}`);
+      const db = `bench_deliveries_app_${round}`;
+      // The backlog: a process whose first attempt is an hour away fans the creates out, and stops.
+      const seeder = await start(db, { WEBHOOK_DELIVERY_RETRY_SCHEDULE: '3600,5,300' });
       for (let i = 0; i < ENDPOINTS; i++) {
-        const ep = await call(s.port, 'POST', '/webhook-endpoints', { url: `http://127.0.0.1:${rcv.port}/e${i}`, event_types: ['projects.created'] });
+        const ep = await call(seeder.port, 'POST', '/webhook-endpoints', { url: `http://127.0.0.1:${rcv.port}/e${i}`, event_types: ['projects.created'] });
         if (ep.status !== 201) throw new Error(`endpoint: ${ep.status} ${JSON.stringify(ep.body)}`);
       }
-      await sleep(1000);
-      const r = await autocannon({ url: `http://127.0.0.1:${s.port}/projects`, method: 'POST', connections: 10, amount: EVENTS, headers: { 'X-API-Key': KEY, 'Content-Type': 'application/json' }, body: JSON.stringify({ name: 'fanout' }) });
+      const c0 = Date.now();
+      const r = await autocannon({ url: `http://127.0.0.1:${seeder.port}/projects`, method: 'POST', connections: 10, amount: EVENTS, headers: { 'X-API-Key': KEY, 'Content-Type': 'application/json' }, body: JSON.stringify({ name: 'fanout' }) });
+      const createRate = EVENTS / ((Date.now() - c0) / 1000);
       const expected = (r.requests.total - r.non2xx - r.errors) * ENDPOINTS;
+      const conn = await mongoose.createConnection(dbUri(db)).asPromise();
+      const deliveries = conn.collection('webhook_deliveries');
+      for (const until = Date.now() + 120_000; (await deliveries.countDocuments({ status: 'pending' })) < expected && Date.now() < until;) await sleep(100);
+      await stopAll();
+      await deliveries.updateMany({ status: 'pending' }, { $set: { next_attempt_at: new Date() } });
+      await conn.close();
+      await start(db);
       const deadline = Date.now() + 300_000;
       while (rcv.got.length < expected && Date.now() < deadline) await sleep(100);
-      const span = (rcv.got[rcv.got.length - 1]!.at - rcv.got[0]!.at) / 1000;
-      const appRate = rcv.got.length / Math.max(span, 0.001);
+      await sleep(500); // a duplicate would have come by now
+      const appRate = rateOf(rcv.got);
       ratios.push(appRate / floorRate);
-      log(`# (a) round ${round}: floor ${floorRate.toFixed(0)} deliveries/s; app ${appRate.toFixed(0)} deliveries/s (${rcv.got.length}/${expected} delivered, ${rcv.duplicates()} duplicates); app/floor ${(appRate / floorRate).toFixed(2)} (aim >= 0.7); load ${load()}`);
+      log(`# (a) round ${round}: floor ${floorRate.toFixed(0)} deliveries/s; app ${appRate.toFixed(0)} deliveries/s (${rcv.got.length}/${expected} delivered, ${rcv.duplicates()} duplicates); app/floor ${(appRate / floorRate).toFixed(2)} (aim >= 0.7); the backlog's creates came at ${createRate.toFixed(0)}/s; load ${load()}`);
       await stopAll();
       rcv.server.close();
     }
-    log(`# (a) app/floor by round: ${ratios.map((x) => x.toFixed(2)).join(', ')}`);
+    if (ratios.length) log(`# (a) app/floor by round: ${ratios.map((x) => x.toFixed(2)).join(', ')}`);
 
     // --- (b), (c) write -> receiver 2xx -------------------------------------------------------
-    for (const [procs, rate] of [[1, 100], [1, 200], [2, 100]] as const) {
+    for (const [procs, rate] of ([[1, 100], [1, 200], [2, 100]] as const).filter(([p]) => PARTS.includes(p === 1 ? 'b' : 'c'))) {
       const rcv = await receiver();
       const db = `bench_deliveries_delay_${procs}_${rate}`;
       const servers = [];
@@ -161,6 +182,12 @@ async function main() {
       const delays = rcv.got.map((g) => g.delayMs);
       const distinct = new Set(rcv.got.map((g) => g.key)).size;
       log(`# (${procs === 1 ? 'b' : 'c'}) ${procs} process(es) x ${rate} creates/s: ${sent} created in the window, ${distinct} delivered (creates answered after the window count too), ${Math.max(0, sent - distinct)} lost, ${rcv.duplicates()} twice; p50 ${pct(delays, 50)} ms, p99 ${pct(delays, 99)} ms, max ${Math.max(...delays)} ms (aim p99 <= 1000); load ${load()}`);
+      // Where the delay went: event -> its delivery's creation (the fan-out), creation -> receipt (the sender).
+      const conn = await mongoose.createConnection(dbUri(db)).asPromise();
+      const made = new Map((await conn.collection('webhook_deliveries').find({}, { projection: { event_id: 1, created_at: 1 } }).toArray()).map((d) => [String(d.event_id), (d.created_at as Date).getTime()]));
+      await conn.close();
+      const split = rcv.got.filter((g) => made.has(g.eventId)).map((g) => ({ fan: g.at - g.delayMs, made: made.get(g.eventId)!, at: g.at }));
+      log(`#     event -> delivery created: p99 ${pct(split.map((x) => x.made - x.fan), 99)} ms; created -> received: p50 ${pct(split.map((x) => x.at - x.made), 50)} ms, p99 ${pct(split.map((x) => x.at - x.made), 99)} ms`);
       await stopAll();
       rcv.server.close();
     }
