@@ -37,7 +37,6 @@ import type { GraphqlTransport } from './transport.ts';
 
 export { PluginError };
 
-/** Core plugins every app has, before the configured ones. */
 /** Socket errors that mean the client went away (reset, broken pipe, closed before the end). */
 const CLIENT_GONE = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE']);
 
