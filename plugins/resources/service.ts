@@ -57,7 +57,10 @@ export class ResourceService implements ResourceCore {
   readonly source: OutboxSource;
   /** Mongoose-exact writes without mongoose documents or queries, where the schema allows. */
   readonly plain: PlainWriter;
-  /** `view()` as an aggregation expression of the stored document (`$$ROOT`), for update pipelines. */
+  /**
+   * `source.view()` as an aggregation expression of the stored document (`$$ROOT`), for update
+   * pipelines. With drafts, of a published document only (the draft's state left out).
+   */
   readonly viewExpression: Doc;
   /** Whether the schema hides a path from reads (`select: false`), which only mongoose's reads apply. */
   readonly hidesPaths: boolean;
@@ -73,7 +76,7 @@ export class ResourceService implements ResourceCore {
     this.source = { name: def.name, model, view: def.drafts ? (d) => eventView(this.view(d)) : (d) => this.view(d), tenantScoped: def.tenant_scoped !== false };
     this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);
     this.plain = new PlainWriter(model);
-    const hidden = [...def.privateFields, OUTBOX_FIELD];
+    const hidden = [...def.privateFields, OUTBOX_FIELD, ...(def.drafts ? ['_draft', '_published'] : [])];
     this.viewExpression = { $arrayToObject: { $filter: { input: { $objectToArray: '$$ROOT' }, as: 'f', cond: { $not: [{ $in: ['$$f.k', hidden] }] } } } };
     this.hidesPaths = Object.values(model.schema.paths).some((t) => (t.options as { select?: unknown } | undefined)?.select === false);
     this.queryInfo = {
@@ -353,10 +356,11 @@ export class ResourceService implements ResourceCore {
     return this.privateProjection;
   }
 
-  async findOwned(id: string, scope: Filter): Promise<Doc> {
+  /** The document `id` in `scope` (404 otherwise); `plain`: the scope's values are their stored types (no casting), whatever its keys. */
+  async findOwned(id: string, scope: Filter, plain = false): Promise<Doc> {
     const filter = { _id: this.oid(id), ...scope };
     // As in `get`, through the driver; a schema hiding paths (`select: false`) keeps mongoose, which omits them.
-    const old = this.hidesPaths || this.needsCasting(filter)
+    const old = this.hidesPaths || (!plain && this.needsCasting(filter))
       ? await this.model.findOne(filter).lean<Doc>()
       : ((await this.plain.driver().findOne(filter)) as Doc | null);
     if (!old) throw new NotFoundError(this.def.name, id);
