@@ -107,7 +107,7 @@ export interface ResourceCore {
   oid(id: string): Types.ObjectId;
   needsCasting(filter: Filter): boolean;
   projection(fields: string[] | null): Record<string, 0 | 1>;
-  findOwned(id: string, scope: Filter): Promise<Doc>;
+  findOwned(id: string, scope: Filter, plain?: boolean): Promise<Doc>;
   lostRace(id: string, scope: Filter): Promise<AppError>;
   softDelete(old: Doc, scope: Filter, actor: Actor | null, bulk?: boolean): Promise<Doc | null>;
   childFilter(field: string, parent: Doc): Filter;

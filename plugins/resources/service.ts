@@ -22,7 +22,7 @@ import { outboxFor, type OutboxOptions, type ResourceEventVerb } from './events.
 import { restoreDocument } from './restore.ts';
 import { updateDocument } from './update.ts';
 import { PlainWriter } from './plain-write.ts';
-import { draftFields, eventView, statusView, type DraftOptions } from './drafts/fields.ts';
+import { draftFields, type DraftOptions } from './drafts/fields.ts';
 import { checkPopulate, populate } from './populate.ts';
 import { applyMask, castRows, checkListQuery, maskProjection, maskWritten, readAccess, readFilter, withRows, writeAccess } from './access.ts';
 
@@ -57,10 +57,15 @@ export class ResourceService implements ResourceCore {
   readonly source: OutboxSource;
   /** Mongoose-exact writes without mongoose documents or queries, where the schema allows. */
   readonly plain: PlainWriter;
-  /** `view()` as an aggregation expression of the stored document (`$$ROOT`), for update pipelines. */
+  /**
+   * `source.view()` as an aggregation expression of the stored document (`$$ROOT`), for update
+   * pipelines. With drafts, of a published document only (the draft's state left out).
+   */
   readonly viewExpression: Doc;
   /** Whether the schema hides a path from reads (`select: false`), which only mongoose's reads apply. */
   readonly hidesPaths: boolean;
+  /** The stored keys no view shows: private fields, the outbox, and with drafts `_draft` and `_published`. */
+  private readonly hidden: ReadonlySet<string>;
 
   constructor(
     readonly def: ResourceDefinition,
@@ -70,10 +75,11 @@ export class ResourceService implements ResourceCore {
     this.fieldByPath = new Map(def.fields.map((f) => [f.path, f]));
     // Not the outbox: view() drops it, and excluding it made a sorted 25-row page cost 34 ms, not 22 (bench/history/performance.md).
     this.privateProjection = Object.fromEntries([...def.privateFields, ...(def.drafts ? ['_draft'] : [])].map((f) => [f, 0 as const]));
-    this.source = { name: def.name, model, view: def.drafts ? (d) => eventView(this.view(d)) : (d) => this.view(d), tenantScoped: def.tenant_scoped !== false };
+    this.hidden = new Set([...def.privateFields, OUTBOX_FIELD, ...(def.drafts ? ['_draft', '_published'] : [])]);
+    this.source = { name: def.name, model, view: def.drafts ? (d) => this.eventObject(d) : (d) => this.view(d), tenantScoped: def.tenant_scoped !== false };
     this.clientPaths = def.fields.filter((f) => !f.private).map((f) => f.path);
     this.plain = new PlainWriter(model);
-    const hidden = [...def.privateFields, OUTBOX_FIELD];
+    const hidden = [...this.hidden];
     this.viewExpression = { $arrayToObject: { $filter: { input: { $objectToArray: '$$ROOT' }, as: 'f', cond: { $not: [{ $in: ['$$f.k', hidden] }] } } } };
     this.hidesPaths = Object.values(model.schema.paths).some((t) => (t.options as { select?: unknown } | undefined)?.select === false);
     this.queryInfo = {
@@ -117,10 +123,28 @@ export class ResourceService implements ResourceCore {
   /** Serialized form of a stored document: private fields removed; with drafts, `_status` instead of the draft's fields. */
   view(doc: Doc): Doc {
     if (!this.def.privateFields.length && !(OUTBOX_FIELD in doc) && !this.def.drafts) return doc;
-    const out = { ...doc };
-    for (const f of this.def.privateFields) delete out[f];
-    delete out[OUTBOX_FIELD];
-    return this.def.drafts ? statusView(out) : out;
+    const out = this.shown(doc);
+    // As statusView() (drafts/fields.ts) makes it: the state last.
+    if (this.def.drafts && '_published' in doc) out._status = doc._published === false ? 'draft' : 'published';
+    return out;
+  }
+
+  /**
+   * `doc` without the keys no view shows (private fields, the outbox, a draft's state), in its order.
+   * One pass: deleting keys from a copy leaves a dictionary-mode object, slower to read and serialize.
+   */
+  private shown(doc: Doc): Doc {
+    const out: Doc = {};
+    for (const k of Object.keys(doc)) if (!this.hidden.has(k)) out[k] = doc[k];
+    return out;
+  }
+
+  /** The object of an event: `eventView(view(doc))` (drafts/fields.ts) in one pass. */
+  private eventObject(doc: Doc): Doc {
+    if (doc._published !== false) return this.shown(doc);
+    const out: Doc = {};
+    for (const k of Object.keys(doc)) if (k === '_id' || isSystemField(k)) out[k] = doc[k];
+    return out;
   }
 
   /** The caller's filter of documents not published (none without drafts). */
@@ -353,10 +377,11 @@ export class ResourceService implements ResourceCore {
     return this.privateProjection;
   }
 
-  async findOwned(id: string, scope: Filter): Promise<Doc> {
+  /** The document `id` in `scope` (404 otherwise); `plain`: the scope's values are their stored types (no casting), whatever its keys. */
+  async findOwned(id: string, scope: Filter, plain = false): Promise<Doc> {
     const filter = { _id: this.oid(id), ...scope };
     // As in `get`, through the driver; a schema hiding paths (`select: false`) keeps mongoose, which omits them.
-    const old = this.hidesPaths || this.needsCasting(filter)
+    const old = this.hidesPaths || (!plain && this.needsCasting(filter))
       ? await this.model.findOne(filter).lean<Doc>()
       : ((await this.plain.driver().findOne(filter)) as Doc | null);
     if (!old) throw new NotFoundError(this.def.name, id);

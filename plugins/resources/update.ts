@@ -44,16 +44,20 @@ export interface UpdateOptions {
 /** PATCH (`replace: false`) or PUT (`replace: true`), guarded by `If-Match` in the same atomic update. */
 export async function updateDocument(svc: ResourceCore, actor: Actor, id: string, ifMatch: string | null | undefined, body: unknown, replace: boolean, opts: UpdateOptions = {}): Promise<Doc> {
   const wa = await writeAccess(svc, actor, 'update');
-  const scope = withRows(withRows(svc.scope(actor), wa?.rows), await svc.draftRows(actor));
+  const base = withRows(svc.scope(actor), wa?.rows);
+  const scope = withRows(base, await svc.draftRows(actor));
+  // The drafts rule's rows hold only values built with their stored types (ids, booleans), as the
+  // scope's own terms do: whether mongoose must cast the filter is the rest's question.
+  const plain = !svc.needsCasting(base);
   const tags = parseIfMatch(ifMatch);
   const input = parseInput(replace ? svc.def.inputs.replace : svc.def.inputs.update, body, ['body']) as Doc;
-  // A rule decides on the stored document, and drafts on its state: the read path.
-  const version = wa || svc.def.drafts ? null : oneCommandVersion(svc, tags, input, replace, scope);
+  // A rule decides on the stored document, and a draft save on its state: the read path.
+  const version = wa || opts.draft ? null : oneCommandVersion(svc, tags, input, replace, base);
   if (version !== null) {
-    const done = await updateInOneCommand(svc, actor, id, scope, version, input, replace, opts);
+    const done = await updateInOneCommand(svc, actor, id, base, scope, version, input, replace, opts);
     if (done) return done;
   }
-  const old = await svc.findOwned(id, scope);
+  const old = await svc.findOwned(id, scope, plain);
   if (!tags.includes(etagOf(old.version))) throw new EtagMismatchError();
   if (wa) Object.assign(input, wa.decide({ old, written: writtenFields(svc, old, input, replace), input, result: (p) => ({ ...updatedDoc(svc, old, input, replace), ...p }) }));
   const tenantId = old.tenant_id ? String(old.tenant_id) : null;
@@ -66,7 +70,7 @@ export async function updateDocument(svc: ResourceCore, actor: Actor, id: string
   Object.assign(set, draftFields(svc, actor, opts.draft));
   const verb = opts.draft ? 'draft_saved' : svc.def.drafts && old._published === false ? 'published' : 'updated';
   set[OUTBOX_FIELD] = svc.outboxFor(verb, actor, old, { replace, ...(opts.restoredVersion !== undefined ? { restoredVersion: opts.restoredVersion } : {}) });
-  const doc = await svc.plain.updateIf({ _id: old._id, ...scope, version: old.version }, !svc.needsCasting(scope), set, unset);
+  const doc = await svc.plain.updateIf({ _id: old._id, ...scope, version: old.version }, plain, set, unset);
   if (!doc) throw await svc.lostRace(id, scope);
   await svc.committed(doc);
   return svc.view(doc);
@@ -89,23 +93,34 @@ function oneCommandVersion(svc: ResourceCore, tags: string[], input: Doc, replac
   return Number(m[1]);
 }
 
-/** The update as one pipeline; undefined when mongoose must cast a value (nothing written: take the read path). */
-async function updateInOneCommand(svc: ResourceCore, actor: Actor, id: string, scope: Filter, version: number, input: Doc, replace: boolean, opts: UpdateOptions): Promise<Doc | undefined> {
+/**
+ * The update as one pipeline; undefined when mongoose must cast a value or, with drafts, when nothing
+ * matched (nothing written either way: take the read path). `base` is the scope without the drafts
+ * rule, `scope` with it.
+ */
+async function updateInOneCommand(svc: ResourceCore, actor: Actor, id: string, base: Filter, scope: Filter, version: number, input: Doc, replace: boolean, opts: UpdateOptions): Promise<Doc | undefined> {
   const _id = svc.oid(id);
   try {
     checkWritable(scope, input);
-    await checkReferences(svc, actor, input, ['body'], scope.tenant_id instanceof Types.ObjectId ? String(scope.tenant_id) : null);
+    await checkReferences(svc, actor, input, ['body'], base.tenant_id instanceof Types.ObjectId ? String(base.tenant_id) : null);
   } catch (err) {
     // The read path answers 404 and 412 before the body's checks: so does this one.
-    const old = await svc.findOwned(id, scope);
+    const old = await svc.findOwned(id, scope, true);
     if (old.version !== version) throw new EtagMismatchError();
     throw err;
   }
   const { set, unset } = changes(svc, actor, input, replace);
+  // With drafts, only a published document is updated here: every caller reads it (the drafts rule
+  // holds), the write publishes nothing, and its event is `updated` with the published view
+  // (`viewExpression`). A document not published, stale or missing takes the read path, which
+  // tells them apart.
+  const drafts = svc.def.drafts;
+  if (drafts) Object.assign(set, draftFields(svc, actor, null));
   const entry = stageChange(svc, 'updated', actor, { version: version + 1, previous: null, tenantId: null, replace, ...opts });
   const outbox = svc.deps.events.outbox.inWrite(svc.source, _id, entry, svc.viewExpression);
-  const written = await svc.plain.updateComputedIf({ _id, ...scope }, set, unset, version, { [OUTBOX_FIELD]: outbox.expression });
-  if (written === undefined) return undefined;
+  const filter = drafts ? { _id, ...base, _published: { $ne: false } } : { _id, ...scope };
+  const written = await svc.plain.updateComputedIf(filter, set, unset, version, { [OUTBOX_FIELD]: outbox.expression });
+  if (written === undefined || (!written && drafts)) return undefined;
   if (!written) throw await svc.lostRace(id, scope);
   const old = written.before;
   // The document as stored, from the one before it: what `returnDocument: 'after'` would answer.
