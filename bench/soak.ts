@@ -34,6 +34,10 @@ const DOCS = Number(process.env.BENCH_SOAK_DOCS ?? 5_000);
 const CURSOR_PAGE = 20;
 const CONNECTIONS = Number(process.env.BENCH_SOAK_CONNECTIONS ?? 50);
 const SSE_CLIENTS = Number(process.env.BENCH_SOAK_SSE ?? 20);
+/** The server under load: `app` (the defaults) or `bare-soak` (the mix's floor, bench/soak-floor.ts). */
+const SIDE = process.env.BENCH_SOAK_SIDE ?? 'app';
+/** Node flags of the server's process (space-separated), e.g. `--max-semi-space-size=16`. */
+const NODE_FLAGS = (process.env.BENCH_SOAK_NODE_FLAGS ?? '').split(' ').filter(Boolean);
 const PLANNED_S = REQUESTS / RATE;
 const SAMPLE_S = Number(process.env.BENCH_SOAK_SAMPLE_S ?? Math.min(30, Math.max(2, Math.round(PLANNED_S / 30))));
 const WARMUP_S = Number(process.env.BENCH_SOAK_WARMUP_S ?? Math.min(60, 2 * SAMPLE_S));
@@ -113,7 +117,7 @@ const range = (xs: number[]) => (xs.length ? `${Math.min(...xs)}–${Math.max(..
 
 async function main() {
   const { mem, MONGODB_URI, tenant, user, key, sample, updIds } = await seed(DOCS, log);
-  const { child, port } = await startServer('app', { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id, BENCH_LOOP_STATS: '1' });
+  const { child, port } = await startServer(SIDE, { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id, BENCH_LOOP_STATS: '1' }, NODE_FLAGS);
   // A soak stopped early (Ctrl-C, `timeout`) must not leave its server running.
   process.once('exit', () => child.kill('SIGTERM'));
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
@@ -148,7 +152,7 @@ async function soak(child: ChildProcess, port: number, key: string, seeded: { sa
 
   const streams = Array.from({ length: SSE_CLIENTS }, () => new Stream());
   await Promise.all(streams.map((s) => s.open(base, key)));
-  log(`${SSE_CLIENTS} event streams open; ${REQUESTS} requests at ${RATE}/s (${(PLANNED_S / 60).toFixed(1)} min planned), ${CONNECTIONS} connections, a sample every ${SAMPLE_S} s, warm-up ${WARMUP_S} s (load average ${loadAvg()})`);
+  log(`${SIDE}${NODE_FLAGS.length ? ` (${NODE_FLAGS.join(' ')})` : ''}: ${SSE_CLIENTS} event streams open; ${REQUESTS} requests at ${RATE}/s (${(PLANNED_S / 60).toFixed(1)} min planned), ${CONNECTIONS} connections, a sample every ${SAMPLE_S} s, warm-up ${WARMUP_S} s (load average ${loadAvg()})`);
 
   type Ctx = { kind?: Kind; doc?: { id: string; etag: string } };
   const setupRequest = (req: autocannon.Request, context: Ctx): autocannon.Request => {
@@ -209,7 +213,7 @@ async function soak(child: ChildProcess, port: number, key: string, seeded: { sa
     lastCpu = cpu;
     samples.push(s);
     log(
-      `${`${s.t.toFixed(0)} s`.padStart(6)}  ${String(s.requests).padStart(6)} req (${(s.requests / s.window).toFixed(0)}/s)  errors ${s.bad}  p99 ${s.p99.toFixed(0)} ms | rss ${mb(s.server.rss)} heap ${mb(s.server.heap)} ext ${mb(s.server.external)}` +
+      `${`${s.t.toFixed(0)} s`.padStart(6)}  ${String(s.requests).padStart(6)} req (${(s.requests / s.window).toFixed(0)}/s)  errors ${s.bad}  p99 ${s.p99.toFixed(0)} ms | rss ${mb(s.server.rss)} heap ${mb(s.server.heap)}/${mb(s.server.heap_total)} new ${mb(s.server.new_space)} malloc ${mb(s.server.malloced)} ext ${mb(s.server.external)} ab ${mb(s.server.array_buffers)}` +
       `  loop p99 ${s.server.delay_p99_ms.toFixed(1)} ms max ${s.server.delay_max_ms.toFixed(0)} ms  elu ${s.server.elu.toFixed(2)} cpu/req ${s.cpuPerRequest.toFixed(0)} µs | events/stream ${range(s.streamEvents)} | load ${s.load}`,
     );
     return s;
@@ -272,7 +276,7 @@ function verdict(r: {
   ];
   log(`\nsent: ${Object.entries(r.sent).map(([k, v]) => `${k} ${v}`).join(', ')}; failed: ${Object.entries(r.failed).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`);
   for (const f of r.firstFailures) log(`  ${f}`);
-  log(`trend, median of the last third / the first after the warm-up: RSS ${thirds((s) => s.server.rss)}, heap used ${thirds((s) => s.server.heap)}, external ${thirds((s) => s.server.external)}, server CPU per request ${thirds((s) => s.cpuPerRequest)}`);
+  log(`trend, median of the last third / the first after the warm-up: RSS ${thirds((s) => s.server.rss)}, heap used ${thirds((s) => s.server.heap)}, heap total ${thirds((s) => s.server.heap_total)}, external ${thirds((s) => s.server.external)}, server CPU per request ${thirds((s) => s.cpuPerRequest)}`);
   log(`client latency over the run: p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, max ${result.latency.max} ms (autocannon, corrected for coordinated omission)`);
   log(`\nverdict (load average ${loadAvg()}):`);
   for (const [aim, ok, value] of checks) log(`  ${ok ? 'met    ' : 'NOT MET'}  ${aim}: ${value}`);
