@@ -23,7 +23,7 @@
  * the least; bench/soak-floor.ts). Prints `READY <port>`.
  */
 import { createServer } from 'node:http';
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { constants as perfConstants, monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
 import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import Koa from 'koa';
 import getRawBody from 'raw-body';
@@ -264,6 +264,17 @@ function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: bo
 // over the window since the previous report (the histogram restarts at each one).
 const loop = process.env.BENCH_LOOP_STATS === '1' ? monitorEventLoopDelay({ resolution: 10 }) : null;
 loop?.enable();
+/** Collections in the window, by kind (reset at each report). */
+const gcs = { minor: 0, major: 0 };
+if (loop) {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const kind = (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+      if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) gcs.minor++;
+      else if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) gcs.major++;
+    }
+  }).observe({ entryTypes: ['gc'] });
+}
 let elu = performance.eventLoopUtilization();
 
 // CPU time of this process so far, for bench/cpu.ts (µs of user + system time), after the window's
@@ -276,11 +287,12 @@ process.on('SIGUSR2', () => {
     const now = performance.eventLoopUtilization();
     const stats: LoopStats = {
       rss: mem.rss, heap: mem.heapUsed, heap_total: mem.heapTotal, external: mem.external, array_buffers: mem.arrayBuffers,
-      new_space: getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0, malloced: getHeapStatistics().malloced_memory, elu: performance.eventLoopUtilization(now, elu).utilization,
+      new_space: getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0, malloced: getHeapStatistics().malloced_memory, gc_minor: gcs.minor, gc_major: gcs.major, elu: performance.eventLoopUtilization(now, elu).utilization,
       delay_p99_ms: loop.percentile(99) / 1e6, delay_max_ms: loop.max / 1e6, delay_mean_ms: loop.mean / 1e6,
     };
     elu = now;
     loop.reset();
+    gcs.minor = gcs.major = 0;
     out += `STATS ${JSON.stringify(stats)}\n`;
   }
   process.stdout.write(`${out}CPU ${u.user + u.system}\n`);
