@@ -1,6 +1,6 @@
 /**
- * `npm run bench:soak`: the server with the default settings (`BENCH_MODE=app`, its own process)
- * under a steady mixed load for a long time: `BENCH_SOAK_REQUESTS` (1,000,000) requests at
+ * `npm run bench:soak`: the server with the default settings (`BENCH_MODE=app`, its own process;
+ * `BENCH_SOAK_SIDE=bare-soak` the mix's floor instead, bench/soak-floor.ts) under a steady mixed load for a long time: `BENCH_SOAK_REQUESTS` (1,000,000) requests at
  * `BENCH_SOAK_RATE` (1,100) requests/s, about 15 minutes, while `BENCH_SOAK_SSE` (20) clients stay
  * on `GET /events/stream` for the whole run. Aims: no error; RSS at the end ≤ 1.2 × RSS after the
  * warm-up; the event loop's p99 delay flat (the median of the last third of the samples after the
@@ -16,9 +16,11 @@
  * `errors`, a socket error, a timeout (10 s) and a stream that ends.
  *
  * Every `BENCH_SOAK_SAMPLE_S` (30 s; shorter for short runs) one line: requests and errors in the
- * window, client-side p99 latency, the server's RSS, heap used, event-loop delay p99 and max in the
- * window (bench/serve.ts with `BENCH_LOOP_STATS=1`), events per stream, load average. The samples of
- * the first `BENCH_SOAK_WARMUP_S` (60 s) are the warm-up. Exits 1 when an aim is not met.
+ * window, client-side p99 latency, the server's RSS, heap used and committed, array buffers,
+ * collections, event-loop delay p99 and max in the window (bench/serve.ts with
+ * `BENCH_LOOP_STATS=1`), events per stream, load average. The warm-up lasts `BENCH_SOAK_WARMUP_S`
+ * (60 s) and until `BENCH_SOAK_WARMUP_GC` (3) full collections have run; RSS after it is the highest
+ * over the next full-collection cycle. Exits 1 when an aim is not met.
  * `BENCH_SOAK_REQUESTS=20000` is a check of about a minute.
  */
 import { request, type ClientRequest } from 'node:http';
