@@ -92,7 +92,8 @@ export function startServer(mode: string, env: NodeJS.ProcessEnv, nodeFlags: str
 }
 
 /** A server's memory (bytes) and event-loop delay over the window since its previous report (bench/serve.ts, `BENCH_LOOP_STATS=1`). */
-export interface LoopStats { rss: number; heap: number; external: number; elu: number; delay_p99_ms: number; delay_max_ms: number; delay_mean_ms: number }
+/** Memory in bytes: `heap` is V8's heap used, `heap_total` its committed size, `new_space` the young generation's committed size, `malloced` V8's own malloc'd memory outside the heap; `gc_minor` and `gc_major` the scavenges and full collections in the window. */
+export interface LoopStats { rss: number; heap: number; heap_total: number; new_space: number; malloced: number; external: number; array_buffers: number; elu: number; gc_minor: number; gc_major: number; delay_p99_ms: number; delay_max_ms: number; delay_mean_ms: number }
 
 /**
  * Asks a server started by {@link startServer} for its report through SIGUSR2: its CPU time so far

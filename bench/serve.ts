@@ -18,10 +18,13 @@
  * the audit entries: the floor of the event log alone), or `app-floor` (the app with the default
  * settings whose `/projects` create and update are the floor's writes instead of the resources
  * plugin's: the request pipeline's cost on a durable write), or `bare-floor` (`/ping/:id` only:
- * bare Koa with the least each default feature needs, bench/ping-floor.ts). Prints `READY <port>`.
+ * bare Koa with the least each default feature needs, bench/ping-floor.ts), or `bare-soak` (`bare`
+ * with what bench/soak.ts's mix needs besides: ETags, a delete, GraphQL reads and event streams, at
+ * the least; bench/soak-floor.ts). Prints `READY <port>`.
  */
 import { createServer } from 'node:http';
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { constants as perfConstants, monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
+import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import Koa from 'koa';
 import getRawBody from 'raw-body';
 import mongoose, { Types } from 'mongoose';
@@ -53,13 +56,14 @@ if (mode === 'bare-floor') {
   // `/ping/:id` only: the least the default features need on a request (bench/ping-floor.ts).
   const { startPingFloor } = await import('./ping-floor.ts');
   process.stdout.write(`READY ${await startPingFloor(uri, PING)}\n`);
-} else if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events') {
+} else if (mode === 'bare' || mode === 'bare-durable' || mode === 'bare-events' || mode === 'bare-soak') {
   const conn = await mongoose.createConnection(uri).asPromise();
   const projects = conn.db!.collection('projects');
-  const durable = mode === 'bare' ? null : durableWrites(conn.db!, mode === 'bare-durable');
+  const durable = mode === 'bare' || mode === 'bare-soak' ? null : durableWrites(conn.db!, mode === 'bare-durable');
   // The app's cursor secret (set, or generated under DATA_DIR as the app's own start does).
   const cursorSecret = resolveSecrets(loadConfig({ ...process.env, LOG_LEVEL: 'silent' }), pino({ level: 'silent' })).CURSOR_HMAC_SECRET;
   const koa = new Koa();
+  if (mode === 'bare-soak') koa.use((await import('./soak-floor.ts')).soakFloor(projects, tenantId, userId));
   koa.use(async (ctx) => {
     const tenant = new Types.ObjectId(tenantId);
     if (ctx.path.startsWith('/ping/')) {
@@ -260,6 +264,17 @@ function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: bo
 // over the window since the previous report (the histogram restarts at each one).
 const loop = process.env.BENCH_LOOP_STATS === '1' ? monitorEventLoopDelay({ resolution: 10 }) : null;
 loop?.enable();
+/** Collections in the window, by kind (reset at each report). */
+const gcs = { minor: 0, major: 0 };
+if (loop) {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const kind = (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+      if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) gcs.minor++;
+      else if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) gcs.major++;
+    }
+  }).observe({ entryTypes: ['gc'] });
+}
 let elu = performance.eventLoopUtilization();
 
 // CPU time of this process so far, for bench/cpu.ts (µs of user + system time), after the window's
@@ -271,11 +286,13 @@ process.on('SIGUSR2', () => {
     const mem = process.memoryUsage();
     const now = performance.eventLoopUtilization();
     const stats: LoopStats = {
-      rss: mem.rss, heap: mem.heapUsed, external: mem.external, elu: performance.eventLoopUtilization(now, elu).utilization,
+      rss: mem.rss, heap: mem.heapUsed, heap_total: mem.heapTotal, external: mem.external, array_buffers: mem.arrayBuffers,
+      new_space: getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0, malloced: getHeapStatistics().malloced_memory, gc_minor: gcs.minor, gc_major: gcs.major, elu: performance.eventLoopUtilization(now, elu).utilization,
       delay_p99_ms: loop.percentile(99) / 1e6, delay_max_ms: loop.max / 1e6, delay_mean_ms: loop.mean / 1e6,
     };
     elu = now;
     loop.reset();
+    gcs.minor = gcs.major = 0;
     out += `STATS ${JSON.stringify(stats)}\n`;
   }
   process.stdout.write(`${out}CPU ${u.user + u.system}\n`);
