@@ -280,8 +280,14 @@ function verdict(r: {
   // after a collection is not the reference.
   const nextFull = after.findIndex((s) => s.server.gc_major > 0);
   const cycle = [baseline, ...after.slice(0, nextFull === -1 ? after.length : nextFull + 1)];
-  const atSize = cycle.reduce((a, x) => (x.server.rss > a.server.rss ? x : a));
-  const rssRatio = r.end.server.rss / atSize.server.rss;
+  const highest = (xs: Sample[]) => xs.reduce((a, x) => (x.server.rss > a.server.rss ? x : a));
+  const atSize = highest(cycle);
+  // The end is read the same way, peak against peak: the highest over the last full cycle (from
+  // the sample after the last but one full collection to the end), so that neither side is a trough.
+  const tail = [...after, r.end];
+  const fulls = tail.flatMap((s, i) => (s.server.gc_major > 0 ? [i] : []));
+  const atEnd = highest(tail.slice(fulls.length >= 2 ? fulls.at(-2)! + 1 : 0));
+  const rssRatio = atEnd.server.rss / atSize.server.rss;
   // Both sample a sawtooth (the heap grows to its next collection): the thirds' medians show the trend.
   const thirds = (f: (s: Sample) => number) => (third ? `${(median(after.slice(-third).map(f)) / median(after.slice(0, third).map(f))).toFixed(2)}` : 'n/a');
   const rate = total / seconds;
@@ -289,7 +295,7 @@ function verdict(r: {
   const silent = after.filter((s) => Math.min(...s.streamEvents) === 0).length;
   const checks: [string, boolean, string][] = [
     ['errors = 0', errors === 0, `${errors} (non-2xx ${result.non2xx}, socket errors and timeouts ${result.errors} of which timeouts ${result.timeouts}, GraphQL errors ${r.graphqlErrors}, streams ended ${r.endedStreams})`],
-    [`RSS at the end / after the warm-up ≤ ${RSS_RATIO_MAX}`, warmed && rssRatio <= RSS_RATIO_MAX, `${warmed ? '' : `not measured: fewer than ${WARMUP_GC} full collections in the run; `}${rssRatio.toFixed(2)} (${mb(r.end.server.rss)} at ${r.end.t.toFixed(0)} s / ${mb(atSize.server.rss)} at ${atSize.t.toFixed(0)} s, the highest of the cycle after the warm-up's end at ${baseline.t.toFixed(0)} s; against that sample alone, ${mb(baseline.server.rss)}, ${(r.end.server.rss / baseline.server.rss).toFixed(2)}; full collections in the run ${samples.reduce((a, x) => a + x.server.gc_major, 0)}; max ${mb(Math.max(...samples.map((s) => s.server.rss)))})`],
+    [`RSS at the end / after the warm-up ≤ ${RSS_RATIO_MAX}`, warmed && rssRatio <= RSS_RATIO_MAX, `${warmed ? '' : `not measured: fewer than ${WARMUP_GC} full collections in the run; `}${rssRatio.toFixed(2)} (${mb(atEnd.server.rss)} at ${atEnd.t.toFixed(0)} s, the highest of the last cycle / ${mb(atSize.server.rss)} at ${atSize.t.toFixed(0)} s, the highest of the cycle after the warm-up's end at ${baseline.t.toFixed(0)} s; the last sample ${mb(r.end.server.rss)}; the last sample against the warm-up's last, ${mb(baseline.server.rss)}, ${(r.end.server.rss / baseline.server.rss).toFixed(2)}; full collections in the run ${samples.reduce((a, x) => a + x.server.gc_major, 0)}; max ${mb(Math.max(...samples.map((s) => s.server.rss)))})`],
     [`event-loop p99 flat: median of the last third ≤ ${FLAT_RATIO_MAX} × the first`, lastThird <= FLAT_RATIO_MAX * first, `${(lastThird / first).toFixed(2)} (${lastThird.toFixed(1)} ms / ${first.toFixed(1)} ms; ${third} samples per third; max p99 ${Math.max(...after.map((s) => s.server.delay_p99_ms)).toFixed(1)} ms, max delay ${Math.max(...after.map((s) => s.server.delay_max_ms)).toFixed(0)} ms)`],
     [`rate held ≥ ${RATE_MIN} × ${RATE}/s`, rate >= RATE_MIN * RATE, `${rate.toFixed(0)}/s (${total} requests in ${(seconds / 60).toFixed(1)} min)`],
     ['every stream received events in every window after the warm-up', silent === 0 && r.endedStreams === 0, `events per stream ${range(perStream)} (writes answered 2xx: ${r.writesDone}); windows with a silent stream: ${silent}`],
