@@ -39,6 +39,8 @@ const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 5);
 const BATCH = Number(process.env.BENCH_BATCH ?? 10);
 /** Which parts to run: any of `a`, `b`, `c` (all by default). */
 const PARTS = process.env.BENCH_PARTS ?? 'abc';
+/** Node flags of (a)'s draining process, e.g. `--cpu-prof --import ./bench/commands-preload.ts` (where its time and round trips go). */
+const DRAIN_FLAGS = (process.env.BENCH_DRAIN_FLAGS ?? '').split(' ').filter(Boolean);
 const KEY = 'bench-admin-key-0123456789abcdef';
 const SECRET = `whsec_${Buffer.from('bench-floor-secret-0123456789abcd').toString('base64')}`;
 const WEBHOOKS = { WEBHOOKS_ENABLED: 'true', WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: '127.0.0.1' };
@@ -116,8 +118,8 @@ async function main() {
   const base = process.env.MONGODB_URI ?? mem!.getUri();
   const dbUri = (name: string) => Object.assign(new URL(base), { pathname: `/${name}` }).toString();
   const children: ChildProcess[] = [];
-  const start = async (db: string, env: Record<string, string> = {}) => {
-    const s = await startServer('app', { ...process.env, MONGODB_URI: dbUri(db), ADMIN_API_KEY: KEY, NODE_ENV: 'development', ...WEBHOOKS, ...env });
+  const start = async (db: string, env: Record<string, string> = {}, flags: string[] = []) => {
+    const s = await startServer('app', { ...process.env, MONGODB_URI: dbUri(db), ADMIN_API_KEY: KEY, NODE_ENV: 'development', ...WEBHOOKS, ...env }, flags);
     children.push(s.child);
     return s;
   };
@@ -150,7 +152,7 @@ async function main() {
       await stopAll();
       await deliveries.updateMany({ status: 'pending' }, { $set: { next_attempt_at: new Date() } });
       await conn.close();
-      await start(db);
+      await start(db, {}, DRAIN_FLAGS);
       const deadline = Date.now() + 300_000;
       while (rcv.got.length < expected && Date.now() < deadline) await sleep(100);
       await sleep(500); // a duplicate would have come by now

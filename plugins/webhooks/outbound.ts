@@ -82,7 +82,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     deliveries: deliveryModel,
     endpoints: endpointModel,
     events: deps.events,
-    health: { succeeded: (id) => endpoints!.succeeded(id), failed: (id, at) => endpoints!.failed(id, at) },
+    health: { succeeded: (ids) => endpoints!.succeeded(ids), failed: (id, at) => endpoints!.failed(id, at) },
     settings: {
       schedule: config.WEBHOOK_DELIVERY_RETRY_SCHEDULE,
       timeoutMs: config.WEBHOOK_DELIVERY_TIMEOUT_MS,
