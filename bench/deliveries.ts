@@ -39,7 +39,7 @@ const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 5);
 const BATCH = Number(process.env.BENCH_BATCH ?? 10);
 /** Which parts to run: any of `a`, `b`, `c` (all by default). */
 const PARTS = process.env.BENCH_PARTS ?? 'abc';
-/** Node flags of (a)'s draining process, e.g. `--cpu-prof --import ./bench/commands-preload.ts` (where its time and round trips go). */
+/** Node flags of the processes measured ((a)'s draining one, (b)'s and (c)'s), e.g. `--cpu-prof --import ./bench/commands-preload.ts` (where its time and round trips go). */
 const DRAIN_FLAGS = (process.env.BENCH_DRAIN_FLAGS ?? '').split(' ').filter(Boolean);
 const KEY = 'bench-admin-key-0123456789abcdef';
 const SECRET = `whsec_${Buffer.from('bench-floor-secret-0123456789abcd').toString('base64')}`;
@@ -169,7 +169,7 @@ async function main() {
       const rcv = await receiver();
       const db = `bench_deliveries_delay_${procs}_${rate}`;
       const servers = [];
-      for (let i = 0; i < procs; i++) servers.push(await start(db));
+      for (let i = 0; i < procs; i++) servers.push(await start(db, {}, DRAIN_FLAGS));
       const ep = await call(servers[0]!.port, 'POST', '/webhook-endpoints', { url: `http://127.0.0.1:${rcv.port}/delay`, event_types: ['projects.created'] });
       if (ep.status !== 201) throw new Error(`endpoint: ${ep.status}`);
       await sleep(1000);

@@ -1,9 +1,9 @@
 /**
  * The sender of outbound webhooks: woken in-process when the fan-out creates deliveries (a poll
  * finds those of other processes and the retries), it claims due deliveries in batches with a lease
- * (one conditional update per batch, so N replicas never send the same attempt twice), posts each
- * signed event to its endpoint, and records the outcomes of the attempts that finished together in
- * one bulk write.
+ * (one conditional update per batch, so N replicas never send the same attempt twice), ahead of its
+ * free slots for endpoints that answer (slots.ts), posts each signed event on a kept-alive
+ * connection (agents.ts), and records the attempts that finished together in one bulk write.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Types } from 'mongoose';
@@ -14,7 +14,7 @@ import type { EventRecord } from '../events/public/contributions.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { notRemoved, OUTBOX_FIELD, type OutboxSource } from '../events/public/outbox.ts';
 import { systemActor } from '../../core/context.ts';
-import { type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
+import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
 import { AttemptRecorder, type EndpointHealth, type Outcome } from './recorder.ts';
 import type { Resolver } from './ssrf.ts';
@@ -22,7 +22,7 @@ import { httpTransport, type Transport } from './transport.ts';
 import { attemptOutcome, type PostDeps } from './post.ts';
 import { ReceiverAgents } from './agents.ts';
 import { EndpointCache } from './lookups.ts';
-import { Slots } from './slots.ts';
+import { AHEAD_SHARES, FreshQueue, Slots } from './slots.ts';
 
 export { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, type EndpointHealth } from './recorder.ts';
 
@@ -65,6 +65,11 @@ const CANDIDATES_PER_SLOT = 4;
 const FRESH_MAX_AGE_MS = 1_000;
 /** Fresh deliveries kept in memory at most; more are left to the search. */
 const FRESH_MAX = 10_000;
+/**
+ * How long other processes' searches leave a delivery to the process whose fan-out created it and
+ * holds it in memory (`reserved_until`): without it, processes' searches took each other's fresh deliveries.
+ */
+const RESERVED_MS = 2_000;
 
 /** A delivery this process just created, with its endpoint and event as the fan-out read them. */
 export interface FreshDelivery {
@@ -99,8 +104,7 @@ export class DeliverySender {
   /** Sent attempts whose recording is under way (stop waits for them). */
   private readonly recordings = new Set<Promise<void>>();
   /** Deliveries this process's fan-out created, by endpoint id, oldest first, with when they came. */
-  private readonly fresh = new Map<string, { f: FreshDelivery; at: number }[]>();
-  private freshCount = 0;
+  private readonly fresh = new FreshQueue<FreshDelivery>(FRESH_MAX);
   /** The last search of the database found nothing due: a wake serves the fresh deliveries only, until `pollMs` passed. */
   private dry = false;
   private searchedAt = 0;
@@ -110,7 +114,7 @@ export class DeliverySender {
   private readonly agents: ReceiverAgents;
   /** The endpoints of claimed batches, as read within the last `FRESH_MAX_AGE_MS`. */
   readonly endpointCache: EndpointCache;
-  /** Searches of the database and deliveries claimed (tests, the bench). */
+  /** Searches of the database and deliveries claimed (tests). */
   readonly counts = { searches: 0, claimed: 0 };
   /** `webhook_deliveries` as an outbox source of the event log (the `webhook_delivery.*` events). */
   readonly source: OutboxSource;
@@ -129,10 +133,13 @@ export class DeliverySender {
     return this.deps.settings.timeoutMs + LEASE_MARGIN_MS;
   }
 
-  /** Connections open to receivers (tests). */
-  get openConnections(): number {
-    return this.agents.sockets;
+  /** The lease of a delivery claimed for the slots (`Slots`): it may wait for `AHEAD_SHARES` attempts of its endpoint before its own. */
+  private get aheadLeaseMs(): number {
+    return this.leaseMs + AHEAD_SHARES * this.deps.settings.timeoutMs;
   }
+
+  /** Connections open to receivers (tests). */
+  get openConnections(): number { return this.agents.sockets; }
 
   /** When the first attempt of a delivery created at `at` is due. */
   firstAttemptAt(at: Date): Date {
@@ -154,7 +161,6 @@ export class DeliverySender {
     await Promise.all(this.recordings);
     this.agents.close();
     this.fresh.clear();
-    this.freshCount = 0;
     // Claimed and never started: their lease is released, so another process sends them at once.
     const held = this.slots.drain().map((r) => r.d);
     if (held.length) {
@@ -173,15 +179,9 @@ export class DeliverySender {
     if (this.stopped || (this.deps.settings.schedule[0] ?? 0) > 0) return;
     const at = Date.now();
     for (const f of created) {
-      if (this.freshCount >= FRESH_MAX) {
-        this.dry = false;
-        break;
-      }
-      const key = String(f.d.endpoint_id);
-      const queue = this.fresh.get(key);
-      if (queue) queue.push({ f, at });
-      else this.fresh.set(key, [{ f, at }]);
-      this.freshCount++;
+      if (this.fresh.add(String(f.d.endpoint_id), f, at)) continue;
+      this.dry = false;
+      break;
     }
     this.wake(false);
   }
@@ -236,25 +236,19 @@ export class DeliverySender {
    * Claims fresh deliveries with one conditional update on their ids: still pending, never
    * attempted, not leased. Each one matched is as the fan-out created it, so the copy in memory is
    * the delivery; one another process took first is left to it. Each endpoint claims up to twice its
-   * share: those past its free slots wait in `slots` and start the moment a slot comes free, with no
-   * round trip between two attempts (their lease covers one attempt more). An endpoint read more
-   * than `FRESH_MAX_AGE_MS` ago is read again, so a change to it (a rotated secret) applies.
+   * share, more while it answers (`Slots.freshRoom`): those past its free slots wait in `slots`, and
+   * start the moment a slot comes free (their lease covers the attempts before theirs). An endpoint
+   * read more than `FRESH_MAX_AGE_MS` ago is read again, so a change to it (a rotated secret) applies.
    */
   private async claimFresh(): Promise<void> {
-    const { timeoutMs } = this.deps.settings;
-    const chosen: { f: FreshDelivery; at: number }[] = [];
-    let room = this.slots.room;
-    for (const [key, queue] of this.fresh) {
-      let want = Math.min(room, this.slots.freshRoom(key));
-      for (; want > 0 && queue.length; want--, room--, this.freshCount--) chosen.push(queue.shift()!);
-      if (!queue.length) this.fresh.delete(key);
-    }
+    const at = Date.now();
+    const chosen = this.fresh.take(this.slots.room, (key) => this.slots.freshRoom(key, at));
     if (!chosen.length || this.stopped) return;
-    const old = Date.now() - FRESH_MAX_AGE_MS;
+    const old = at - FRESH_MAX_AGE_MS;
     const stale = chosen.filter((c) => c.at < old).map((c) => String(c.f.d.endpoint_id));
     const reread = stale.length ? await this.endpointCache.get(stale) : new Map<string, WebhookEndpointRecord | null>();
     const now = new Date();
-    const lease = { lease_until: new Date(now.getTime() + this.leaseMs + timeoutMs), lease_owner: new Types.ObjectId().toHexString() };
+    const lease = { lease_until: new Date(now.getTime() + this.aheadLeaseMs), lease_owner: new Types.ObjectId().toHexString() };
     const ids = chosen.map((c) => c.f.d._id);
     const res = await this.deps.deliveries.updateMany(
       { _id: { $in: ids }, status: 'pending', attempts: 0, next_attempt_at: { $lte: now }, lease_until: null },
@@ -299,7 +293,10 @@ export class DeliverySender {
     const scope = this.slots.scope(at);
     if (!scope) return false;
     const now = new Date(at);
-    const due = { status: 'pending' as const, next_attempt_at: { $lte: now }, $or: [{ lease_until: null }, { lease_until: { $lt: now } }] };
+    const due = {
+      status: 'pending' as const, next_attempt_at: { $lte: now },
+      $and: [{ $or: [{ lease_until: null }, { lease_until: { $lt: now } }] }, { $or: [{ reserved_until: null }, { reserved_until: { $lt: now } }] }],
+    };
     const ids = (keys: string[]) => keys.map((k) => new Types.ObjectId(k));
     const which = scope.free ? (scope.full.length ? { endpoint_id: { $nin: ids(scope.full) } } : {}) : { endpoint_id: { $in: ids(scope.fast) } };
     const limit = this.slots.room * CANDIDATES_PER_SLOT;
@@ -314,7 +311,7 @@ export class DeliverySender {
     }
     const chosen = this.slots.choose(rows, Date.now());
     if (!chosen.length) return false;
-    const lease = { lease_until: new Date(at + this.leaseMs + this.deps.settings.timeoutMs), lease_owner: new Types.ObjectId().toHexString() };
+    const lease = { lease_until: new Date(at + this.aheadLeaseMs), lease_owner: new Types.ObjectId().toHexString() };
     const byAttempts = new Map<number, Types.ObjectId[]>();
     for (const d of chosen) byAttempts.set(d.attempts, [...(byAttempts.get(d.attempts) ?? []), d._id]);
     const same = [...byAttempts].map(([attempts, list]) => ({ _id: { $in: list }, attempts }));
@@ -350,8 +347,9 @@ export class DeliverySender {
       .finally(() => {
         this.inFlight.delete(run);
         end();
-        // The search left deliveries of this endpoint for its share: it has room again.
-        if (this.slots.backlog.has(key)) this.dry = false;
+        // The search left deliveries of this endpoint for its share: it has room again (unless fresh
+        // deliveries of it wait, which fill its room without a search).
+        if (this.slots.backlog.has(key) && !this.fresh.has(key)) this.dry = false;
         if (!this.stopped) this.launchReady();
         this.wake(false);
       });
@@ -393,12 +391,17 @@ export class DeliverySender {
     return (await this.createMany([{ event, tenantId, endpointIds }])).length;
   }
 
-  /** {@link create} for several events with one insert. @returns the deliveries created (not those that existed) */
-  async createMany(items: { event: EventRecord; tenantId: Types.ObjectId; endpointIds: Types.ObjectId[] }[]): Promise<WebhookDeliveryRecord[]> {
+  /**
+   * {@link create} for several events with one insert; `offered`: they go to {@link offer} next,
+   * and are reserved for this process a moment. @returns the deliveries created (not those that existed)
+   */
+  async createMany(items: { event: EventRecord; tenantId: Types.ObjectId; endpointIds: Types.ObjectId[] }[], offered = false): Promise<WebhookDeliveryRecord[]> {
     const now = new Date();
+    // To be offered to this sender, which holds them (see `offer`): reserved for it a moment.
+    const reserved = offered && !this.stopped && (this.deps.settings.schedule[0] ?? 0) === 0 ? new Date(now.getTime() + RESERVED_MS) : null;
     const docs = items.flatMap(({ event, tenantId, endpointIds }) => endpointIds.map((endpoint_id) => ({
       _id: new Types.ObjectId(), tenant_id: tenantId, endpoint_id, event_id: event.id, event_type: event.type, status: 'pending' as const, attempts: 0, last_attempt: null,
-      attempt_log: [], next_attempt_at: this.firstAttemptAt(now), lease_until: null, lease_owner: null, created_at: now, updated_at: now,
+      attempt_log: [], next_attempt_at: this.firstAttemptAt(now), lease_until: null, lease_owner: null, reserved_until: reserved, created_at: now, updated_at: now,
     })));
     if (!docs.length) return [];
     try {

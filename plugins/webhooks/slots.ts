@@ -7,14 +7,18 @@
  *   share) of one endpoint.
  * - A claimed delivery within its endpoint's share holds a slot to be: claims of those never exceed
  *   the free slots (`free`), so they start as soon as they are claimed or a slot of theirs ends.
- * - Beyond the share an endpoint may have up to another share claimed ahead, waiting beside its
- *   attempts under way, only while it answers (`ahead`): one of its attempts ended within
+ * - Beyond the share an endpoint may have up to `AHEAD_SHARES` more shares claimed ahead, waiting
+ *   beside its attempts under way, only while it answers (`ahead`): one of its attempts ended within
  *   `AHEAD_WINDOW_MS` and none under way is older. A hanging endpoint, or one not sent to yet, holds
- *   its share and no more; all claimed at once stay within `2 × concurrency` (`room`).
+ *   its share and no more by the search, twice its share by the fresh claim (as before); all
+ *   claimed at once stay within `2 × concurrency` (`room`). A delivery claimed ahead waits at most
+ *   `AHEAD_SHARES` attempts of its endpoint: its lease covers them (`DeliverySender`).
  */
 
 /** See `ahead`: how recent an endpoint's answer must be for its next attempts to be claimed ahead. */
 export const AHEAD_WINDOW_MS = 1_000;
+/** Shares an answering endpoint may have claimed beyond the one under way. */
+export const AHEAD_SHARES = 2;
 
 /** What a search may claim now: any endpoint but `full` ones (a slot is free), or only the `fast` ones with deliveries left. */
 export type SearchScope = { free: true; full: string[] } | { free: false; fast: string[] };
@@ -58,12 +62,12 @@ export class Slots<T> {
     return (this.started.get(key)?.length ?? 0) + (this.ready.get(key)?.length ?? 0);
   }
 
-  /** How many beyond its share the endpoint may have claimed now: a share while it answers, else 0. */
+  /** How many beyond its share the endpoint may have claimed now: `AHEAD_SHARES` shares while it answers, else 0. */
   ahead(key: string, now: number): number {
     const ended = this.endedAt.get(key);
     if (ended === undefined || now - ended > AHEAD_WINDOW_MS) return 0;
     if (this.started.get(key)?.some((t) => now - t > AHEAD_WINDOW_MS)) return 0;
-    return this.settings.endpointConcurrency;
+    return AHEAD_SHARES * this.settings.endpointConcurrency;
   }
 
   /** How many more of the endpoint may be claimed now (its share, and what it may have ahead). */
@@ -126,9 +130,9 @@ export class Slots<T> {
     }
   }
 
-  /** How many fresh deliveries of the endpoint may be claimed (up to twice its share held). */
-  freshRoom(key: string): number {
-    return 2 * this.settings.endpointConcurrency - this.held(key);
+  /** How many fresh deliveries of the endpoint may be claimed: up to twice its share held, more while it answers. */
+  freshRoom(key: string, now: number): number {
+    return Math.max(2 * this.settings.endpointConcurrency, this.settings.endpointConcurrency + this.ahead(key, now)) - this.held(key);
   }
 
   /** Claimed deliveries of the endpoint, to wait for a slot. */
@@ -180,5 +184,44 @@ export class Slots<T> {
 
   private prune(now: number): void {
     for (const [key, at] of this.endedAt) if (now - at > AHEAD_WINDOW_MS && !this.started.has(key)) this.endedAt.delete(key);
+  }
+}
+
+/** Deliveries this process's fan-out created, by endpoint, oldest first, with when they came; `max` at most. */
+export class FreshQueue<F> {
+  private readonly byKey = new Map<string, { f: F; at: number }[]>();
+  private count = 0;
+
+  constructor(private readonly max: number) {}
+
+  /** Queues a delivery of the endpoint. @returns false when `max` wait already (it is left to the search) */
+  add(key: string, f: F, at: number): boolean {
+    if (this.count >= this.max) return false;
+    const queue = this.byKey.get(key);
+    if (queue) queue.push({ f, at });
+    else this.byKey.set(key, [{ f, at }]);
+    this.count++;
+    return true;
+  }
+
+  /** Whether deliveries of the endpoint wait. */
+  has(key: string): boolean {
+    return this.byKey.has(key);
+  }
+
+  /** Takes up to `room` in all, and up to `want(key)` of each endpoint, oldest first. */
+  take(room: number, want: (key: string) => number): { f: F; at: number }[] {
+    const out: { f: F; at: number }[] = [];
+    for (const [key, queue] of this.byKey) {
+      for (let n = Math.min(room - out.length, want(key)); n > 0 && queue.length; n--) out.push(queue.shift()!);
+      if (!queue.length) this.byKey.delete(key);
+    }
+    this.count -= out.length;
+    return out;
+  }
+
+  clear(): void {
+    this.byKey.clear();
+    this.count = 0;
   }
 }

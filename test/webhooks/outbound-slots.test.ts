@@ -5,7 +5,7 @@
  * endpoint or one not yet sent to holds its share only; the search covers what it may claim.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { AHEAD_WINDOW_MS, Slots } from '../../plugins/webhooks/slots.ts';
+import { AHEAD_SHARES, AHEAD_WINDOW_MS, Slots } from '../../plugins/webhooks/slots.ts';
 
 const rows = (endpoint: string, n: number) => Array.from({ length: n }, (_, i) => ({ endpoint_id: endpoint, i }));
 const count = (list: { endpoint_id: string }[], endpoint: string) => list.filter((r) => r.endpoint_id === endpoint).length;
@@ -22,18 +22,19 @@ describe('slots', () => {
     expect([...s.backlog].sort()).toEqual(['a', 'b']);
   });
 
-  it('claims ahead up to twice the share for an endpoint that answers, and never more', () => {
+  it('claims ahead up to AHEAD_SHARES more shares for an endpoint that answers, and never more', () => {
     const s = new Slots<string>({ concurrency: 10, endpointConcurrency: 2 });
     // One attempt of `a` ended just now; two are under way, begun just now.
     s.begin('a', Date.now())();
     s.begin('a', Date.now());
     s.begin('a', Date.now());
-    expect(s.ahead('a', Date.now())).toBe(2);
+    expect(s.ahead('a', Date.now())).toBe(2 * AHEAD_SHARES);
     const chosen = s.choose(rows('a', 10), Date.now());
-    expect(chosen).toHaveLength(2);
+    expect(chosen).toHaveLength(2 * AHEAD_SHARES);
     s.hold('a', chosen.map((r) => String(r.i)));
-    expect(s.held('a')).toBe(4);
+    expect(s.held('a')).toBe(2 + 2 * AHEAD_SHARES);
     expect(s.choose(rows('a', 10), Date.now())).toHaveLength(0);
+    expect(s.freshRoom('a', Date.now())).toBe(0);
     // The ones waiting do not start while the share is under way.
     expect(s.launchable()).toEqual([]);
   });
@@ -51,6 +52,8 @@ describe('slots', () => {
     vi.advanceTimersByTime(AHEAD_WINDOW_MS + 1);
     expect(t.ahead('b', Date.now())).toBe(0);
     expect(t.choose(rows('b', 10), Date.now())).toHaveLength(2);
+    // The fresh claim: twice the share for an endpoint that does not answer (decision 0031).
+    expect(t.freshRoom('b', Date.now())).toBe(4);
   });
 
   it('never holds more than twice the concurrency claimed in all', () => {
@@ -64,9 +67,10 @@ describe('slots', () => {
     expect(s.free).toBe(0);
     expect(s.room).toBe(4);
     const chosen = s.choose([...rows('a', 5), ...rows('b', 5), ...rows('c', 5)], now);
-    // Both answer: two ahead each; `c` would need a free slot, and none is.
-    expect(count(chosen, 'a')).toBe(2);
-    expect(count(chosen, 'b')).toBe(2);
+    // Both answer, and may have four more each; the room of four goes to the oldest due (`a`);
+    // `c` would need a free slot, and none is.
+    expect(chosen).toHaveLength(4);
+    expect(count(chosen, 'a')).toBe(4);
     expect(count(chosen, 'c')).toBe(0);
   });
 
