@@ -21,9 +21,14 @@
  * (c) The same with two processes at 100 creates/s each: every delivery counted by event id, none
  *     lost, none twice (the receiver reports duplicates). Aim: p99 <= 1 s.
  *
- * `BENCH_PARTS` (abc) runs some parts only. The database: `MONGODB_URI`, or an embedded MongoDB. Prints the load average with each part.
+ * `BENCH_PARTS` (abc) runs some parts only (any string naming them: `a`, `b,c`). The database:
+ * `MONGODB_URI`, or an embedded MongoDB. Prints the load average with each part, and with (a) the
+ * CPU time per delivery of each sender and of the database's gateway process (embedded database
+ * only). `BENCH_DRAIN_FLAGS`: node flags of the app processes measured, e.g.
+ * `--import ./bench/commands-preload.ts` (their database commands, printed at exit) or `--cpu-prof`.
  */
 import { createServer, request, type Server } from 'node:http';
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
@@ -110,6 +115,21 @@ async function floor(uri: string, port: number, n: number): Promise<void> {
   await conn.close();
 }
 
+/** CPU time (ms) of a process so far, from /proc (NaN where unknown). */
+const cpuOf = (pid: number | undefined): number => {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+  } catch {
+    return Number.NaN;
+  }
+};
+/** CPU time (ms) of this process (the floor sender and the receivers) so far. */
+const benchCpu = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
 /** Receipts a second from the first receipt to the last. */
 const rateOf = (got: Got[]) => got.length / Math.max((got[got.length - 1]!.at - got[0]!.at) / 1000, 0.001);
 
@@ -118,6 +138,8 @@ async function main() {
   const base = process.env.MONGODB_URI ?? mem!.getUri();
   const dbUri = (name: string) => Object.assign(new URL(base), { pathname: `/${name}` }).toString();
   const children: ChildProcess[] = [];
+  // The database's gateway process (the stand-in's `mongod`), whose CPU time counts each command's translation.
+  const gateway = mem?.instanceInfo?.instance.mongodProcess?.pid;
   const start = async (db: string, env: Record<string, string> = {}, flags: string[] = []) => {
     const s = await startServer('app', { ...process.env, MONGODB_URI: dbUri(db), ADMIN_API_KEY: KEY, NODE_ENV: 'development', ...WEBHOOKS, ...env }, flags);
     children.push(s.child);
@@ -131,7 +153,9 @@ async function main() {
     const ratios: number[] = [];
     for (let round = 1; round <= (PARTS.includes('a') ? ROUNDS : 0); round++) {
       const rf = await receiver();
+      const [fb0, fg0] = [benchCpu(), cpuOf(gateway)];
       await floor(dbUri(`bench_deliveries_floor_${round}`), rf.port, EVENTS * ENDPOINTS);
+      const [fb1, fg1] = [benchCpu(), cpuOf(gateway)];
       const floorRate = rateOf(rf.got);
       rf.server.close();
       const rcv = await receiver();
@@ -152,13 +176,21 @@ async function main() {
       await stopAll();
       await deliveries.updateMany({ status: 'pending' }, { $set: { next_attempt_at: new Date() } });
       await conn.close();
-      await start(db, {}, DRAIN_FLAGS);
+      const drain = await start(db, {}, DRAIN_FLAGS);
       const deadline = Date.now() + 300_000;
+      // CPU from the first receipt on (the drain process's start-up is not the sender's work).
+      while (!rcv.got.length && Date.now() < deadline) await sleep(5);
+      const [from, ab0, ag0, ap0] = [rcv.got.length, benchCpu(), cpuOf(gateway), cpuOf(drain.child.pid)];
       while (rcv.got.length < expected && Date.now() < deadline) await sleep(100);
+      const [to, ab1, ag1, ap1] = [rcv.got.length, benchCpu(), cpuOf(gateway), cpuOf(drain.child.pid)];
       await sleep(500); // a duplicate would have come by now
       const appRate = rateOf(rcv.got);
       ratios.push(appRate / floorRate);
       log(`# (a) round ${round}: floor ${floorRate.toFixed(0)} deliveries/s; app ${appRate.toFixed(0)} deliveries/s (${rcv.got.length}/${expected} delivered, ${rcv.duplicates()} duplicates); app/floor ${(appRate / floorRate).toFixed(2)} (aim >= 0.7); the backlog's creates came at ${createRate.toFixed(0)}/s; load ${load()}`);
+      // Machine time per delivery: the sender's process, and the database gateway (its SQL's PostgreSQL time is not counted).
+      const per = (ms: number, n: number) => ((ms * 1000) / Math.max(n, 1)).toFixed(0);
+      const receiving = (ab1 - ab0) / Math.max(to - from, 1);
+      log(`#     CPU µs per delivery: sender: floor ${per(fb1 - fb0 - receiving * rf.got.length, rf.got.length)}, app ${per(ap1 - ap0, to - from)}; database gateway: floor ${per(fg1 - fg0, rf.got.length)}, app ${per(ag1 - ag0, to - from)}; the receiver ${per(receiving, 1)}`);
       await stopAll();
       rcv.server.close();
     }

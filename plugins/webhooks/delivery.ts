@@ -7,55 +7,22 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Types } from 'mongoose';
-import type { Logger } from '../../core/logger.ts';
-import type { OutboundMetrics } from './metrics.ts';
-import type { EventLog } from '../events/index.ts';
 import type { EventRecord } from '../events/public/contributions.ts';
 import type { Doc } from '../../core/hooks.ts';
 import { notRemoved, OUTBOX_FIELD, type OutboxSource } from '../events/public/outbox.ts';
 import { systemActor } from '../../core/context.ts';
-import type { WebhookDeliveryModel, WebhookDeliveryRecord, WebhookEndpointModel, WebhookEndpointRecord } from './model.ts';
+import type { WebhookDeliveryRecord, WebhookEndpointRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
-import { AttemptRecorder, type EndpointHealth, type Outcome } from './recorder.ts';
-import type { Resolver } from './ssrf.ts';
+import { AttemptRecorder, type Outcome } from './recorder.ts';
 import { httpTransport, type Transport } from './transport.ts';
 import { attemptOutcome, type PostDeps } from './post.ts';
 import { ReceiverAgents } from './agents.ts';
 import { EndpointCache } from './lookups.ts';
 import { AHEAD_SHARES, FreshQueue, Slots } from './slots.ts';
+import type { FreshDelivery, SenderDeps } from './sender-deps.ts';
 
 export { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, type EndpointHealth } from './recorder.ts';
-
-export interface SenderSettings {
-  /** Delay in seconds before each attempt (index 0: the first, counted from the delivery's creation). */
-  schedule: readonly number[];
-  timeoutMs: number;
-  pollMs: number;
-  allowedHosts: readonly string[];
-  /** Refuse `http:` URLs (production). */
-  httpsOnly: boolean;
-  /** Deliveries one process sends at once. */
-  concurrency: number;
-  /** Deliveries of one endpoint one process sends at once (its share of `concurrency`). */
-  endpointConcurrency: number;
-}
-
-export interface SenderDeps {
-  deliveries: WebhookDeliveryModel;
-  endpoints: WebhookEndpointModel;
-  events: EventLog;
-  health: EndpointHealth;
-  settings: SenderSettings;
-  log: Logger;
-  /** Every attempt counts in the outbound series (by outcome, and the delay of a success). */
-  metrics: OutboundMetrics;
-  /** Resolves endpoint hosts before each attempt. @default dns.lookup (all addresses) */
-  resolver: Resolver;
-  /** @default httpTransport */
-  transport?: Transport;
-  /** The event as the endpoint may receive it (its role's read rules); null: not readable by it. */
-  view(endpoint: WebhookEndpointRecord, event: EventRecord): EventRecord | null | Promise<EventRecord | null>;
-}
+export type { FreshDelivery, SenderDeps, SenderSettings } from './sender-deps.ts';
 
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
 const LEASE_MARGIN_MS = 30_000;
@@ -70,13 +37,6 @@ const FRESH_MAX = 10_000;
  * holds it in memory (`reserved_until`): without it, processes' searches took each other's fresh deliveries.
  */
 const RESERVED_MS = 2_000;
-
-/** A delivery this process just created, with its endpoint and event as the fan-out read them. */
-export interface FreshDelivery {
-  d: WebhookDeliveryRecord;
-  endpoint: WebhookEndpointRecord;
-  event: EventRecord;
-}
 
 /** A claimed delivery waiting for a slot, with its endpoint (null: gone) and event (undefined: the attempt reads it). */
 interface Ready {
@@ -107,6 +67,8 @@ export class DeliverySender {
   private readonly fresh = new FreshQueue<FreshDelivery>(FRESH_MAX);
   /** The last search of the database found nothing due: a wake serves the fresh deliveries only, until `pollMs` passed. */
   private dry = false;
+  /** Wakes asking for a search: one that came while a search ran keeps that search from marking the sender dry. */
+  private searchWakes = 0;
   private searchedAt = 0;
   private readonly recorder: AttemptRecorder;
   private readonly transport: Transport;
@@ -180,7 +142,7 @@ export class DeliverySender {
     const at = Date.now();
     for (const f of created) {
       if (this.fresh.add(String(f.d.endpoint_id), f, at)) continue;
-      this.dry = false;
+      this.searchAgain();
       break;
     }
     this.wake(false);
@@ -192,9 +154,14 @@ export class DeliverySender {
    */
   wake(search = true): void {
     if (this.stopped) return;
-    if (search) this.dry = false;
+    if (search) this.searchAgain();
     if (this.running) this.again = true;
     else this.schedule(0);
+  }
+
+  private searchAgain(): void {
+    this.dry = false;
+    this.searchWakes++;
   }
 
   private schedule(ms: number): void {
@@ -300,13 +267,15 @@ export class DeliverySender {
     const ids = (keys: string[]) => keys.map((k) => new Types.ObjectId(k));
     const which = scope.free ? (scope.full.length ? { endpoint_id: { $nin: ids(scope.full) } } : {}) : { endpoint_id: { $in: ids(scope.fast) } };
     const limit = this.slots.room * CANDIDATES_PER_SLOT;
+    const wakes = this.searchWakes;
     this.counts.searches++;
     const rows = (await this.deps.deliveries.collection
       .find({ ...due, ...which }, { projection: { [OUTBOX_FIELD]: 0 }, sort: { next_attempt_at: 1 }, limit })
       .toArray()) as unknown as WebhookDeliveryRecord[];
     if (rows.length < limit) this.slots.searchedAll(scope, rows);
     if (!rows.length) {
-      if (scope.free) this.dry = true;
+      // Dry, unless a wake came while the search ran: what woke it may have been created after the read.
+      if (scope.free && wakes === this.searchWakes) this.dry = true;
       return false;
     }
     const chosen = this.slots.choose(rows, Date.now());
@@ -349,7 +318,7 @@ export class DeliverySender {
         end();
         // The search left deliveries of this endpoint for its share: it has room again (unless fresh
         // deliveries of it wait, which fill its room without a search).
-        if (this.slots.backlog.has(key) && !this.fresh.has(key)) this.dry = false;
+        if (this.slots.backlog.has(key) && !this.fresh.has(key)) this.searchAgain();
         if (!this.stopped) this.launchReady();
         this.wake(false);
       });
