@@ -26,8 +26,11 @@ export type { FreshDelivery, SenderDeps, SenderSettings } from './sender-deps.ts
 
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
 const LEASE_MARGIN_MS = 30_000;
-/** Due deliveries read per delivery a claim may take, to choose a batch from: room to pass an endpoint whose share is nearly taken. */
-const CANDIDATES_PER_SLOT = 4;
+/**
+ * Due deliveries read (whole) per delivery a claim may take, to choose a batch from: room to pass
+ * an endpoint whose share is nearly taken (those whose share is taken are left out by the query).
+ */
+const CANDIDATES_PER_SLOT = 2;
 /** A fresh delivery's endpoint as the fan-out read it is used this long, and so is one a batch read; after, it is read again. */
 const FRESH_MAX_AGE_MS = 1_000;
 /** Fresh deliveries kept in memory at most; more are left to the search. */
