@@ -9,7 +9,7 @@
  *   the free slots (`free`), so they start as soon as they are claimed or a slot of theirs ends.
  * - Beyond the share an endpoint may have up to `AHEAD_SHARES` more shares claimed ahead, waiting
  *   beside its attempts under way, only while it answers (`ahead`): one of its attempts ended within
- *   `AHEAD_WINDOW_MS` and none under way is older. A hanging endpoint, or one not sent to yet, holds
+ *   `AHEAD_WINDOW_MS`, having taken no longer, and none under way is older. A hanging endpoint, or one not sent to yet, holds
  *   its share and no more by the search, twice its share by the fresh claim (as before); all
  *   claimed at once stay within `2 × concurrency` (`room`). A delivery claimed ahead waits at most
  *   `AHEAD_SHARES` attempts of its endpoint: its lease covers them (`DeliverySender`).
@@ -26,7 +26,7 @@ export type SearchScope = { free: true; full: string[] } | { free: false; fast: 
 export class Slots<T> {
   /** When each attempt under way began, by endpoint. */
   private readonly started = new Map<string, number[]>();
-  /** When an attempt of each endpoint last ended. */
+  /** When an attempt of each endpoint that took at most `AHEAD_WINDOW_MS` last ended. */
   private readonly endedAt = new Map<string, number>();
   private running = 0;
   /** Claimed deliveries waiting for a slot, by endpoint, in claim order. */
@@ -169,7 +169,9 @@ export class Slots<T> {
       const left = this.started.get(key) ?? [];
       left.splice(left.indexOf(now), 1);
       if (!left.length) this.started.delete(key);
-      this.endedAt.set(key, Date.now());
+      // An attempt that took longer (a timeout, a slow answer) does not make the endpoint one that answers.
+      const ended = Date.now();
+      if (ended - now <= AHEAD_WINDOW_MS) this.endedAt.set(key, ended);
       if (this.endedAt.size > 1_000) this.prune(Date.now());
     };
   }

@@ -54,6 +54,14 @@ describe('slots', () => {
     expect(t.choose(rows('b', 10), Date.now())).toHaveLength(2);
     // The fresh claim: twice the share for an endpoint that does not answer (decision 0031).
     expect(t.freshRoom('b', Date.now())).toBe(4);
+    // An attempt that ended by timing out (it took longer than the window) is no answer.
+    const u = new Slots<string>({ concurrency: 10, endpointConcurrency: 2 });
+    const end = u.begin('c', Date.now());
+    vi.advanceTimersByTime(AHEAD_WINDOW_MS + 1);
+    end();
+    u.begin('c', Date.now());
+    expect(u.ahead('c', Date.now())).toBe(0);
+    expect(u.choose(rows('c', 10), Date.now())).toHaveLength(1);
   });
 
   it('never holds more than twice the concurrency claimed in all', () => {
