@@ -57,6 +57,8 @@ export class DeliverySender {
   private running: Promise<void> | null = null;
   /** A wake came while a poll ran: poll again as soon as it ends. */
   private again = false;
+  /** A poll is due at once (the timer is set to 0): further wakes have nothing to add. */
+  private soon = false;
   private stopped = true;
   /** Runs a function in the async context of start-up (no request's). */
   private readonly background = AsyncLocalStorage.snapshot();
@@ -159,7 +161,7 @@ export class DeliverySender {
     if (this.stopped) return;
     if (search) this.searchAgain();
     if (this.running) this.again = true;
-    else this.schedule(0);
+    else if (!this.soon) this.schedule(0);
   }
 
   private searchAgain(): void {
@@ -169,10 +171,12 @@ export class DeliverySender {
 
   private schedule(ms: number): void {
     if (this.timer) clearTimeout(this.timer);
+    this.soon = ms === 0;
     // A wake comes from the relay of a request's write: the poll it starts is background work, not
     // part of that request (its logs, trace and tenant context), so it runs in the start-up context.
     this.timer = this.background(setTimeout, () => {
       this.timer = null;
+      this.soon = false;
       this.running = this.poll()
         .catch((err) => this.deps.log.warn({ err }, 'webhook delivery poll failed'))
         .finally(() => {
