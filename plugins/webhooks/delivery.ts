@@ -18,8 +18,8 @@ import { httpTransport, type Transport } from './transport.ts';
 import { attemptOutcome, type PostDeps } from './post.ts';
 import { ReceiverAgents } from './agents.ts';
 import { EndpointCache } from './lookups.ts';
-import { AHEAD_SHARES, FreshQueue, Slots } from './slots.ts';
-import type { FreshDelivery, SenderDeps } from './sender-deps.ts';
+import { AHEAD_SHARES, FreshQueue, Slots, type SearchScope } from './slots.ts';
+import type { FreshDelivery, Ready, SenderDeps } from './sender-deps.ts';
 
 export { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, type EndpointHealth } from './recorder.ts';
 export type { FreshDelivery, SenderDeps, SenderSettings } from './sender-deps.ts';
@@ -27,10 +27,11 @@ export type { FreshDelivery, SenderDeps, SenderSettings } from './sender-deps.ts
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
 const LEASE_MARGIN_MS = 30_000;
 /**
- * Due deliveries read (whole) per delivery a claim may take, to choose a batch from: room to pass
- * an endpoint whose share is nearly taken (those whose share is taken are left out by the query).
+ * Due deliveries a search reads (whole), per delivery a claim may take: room to pass an endpoint
+ * whose share is nearly taken; the surplus serves the next rounds for `CANDIDATES_MAX_AGE_MS`.
  */
-const CANDIDATES_PER_SLOT = 2;
+const CANDIDATES_PER_SLOT = 3;
+const CANDIDATES_MAX_AGE_MS = 500;
 /** A fresh delivery's endpoint as the fan-out read it is used this long, and so is one a batch read; after, it is read again. */
 const FRESH_MAX_AGE_MS = 1_000;
 /** Fresh deliveries kept in memory at most; more are left to the search. */
@@ -40,13 +41,6 @@ const FRESH_MAX = 10_000;
  * holds it in memory (`reserved_until`): without it, processes' searches took each other's fresh deliveries.
  */
 const RESERVED_MS = 2_000;
-
-/** A claimed delivery waiting for a slot, with its endpoint (null: gone) and event (undefined: the attempt reads it). */
-interface Ready {
-  d: WebhookDeliveryRecord;
-  endpoint: WebhookEndpointRecord | null;
-  event?: EventRecord | undefined;
-}
 
 /**
  * Claims, sends and records deliveries. `start()` polls in the background; `claim` + `attempt` are
@@ -72,8 +66,11 @@ export class DeliverySender {
   private readonly fresh = new FreshQueue<FreshDelivery>(FRESH_MAX);
   /** The last search of the database found nothing due: a wake serves the fresh deliveries only, until `pollMs` passed. */
   private dry = false;
+  /** The surplus of the last search (see `cached`). */
+  private candidates: { rows: WebhookDeliveryRecord[]; at: number } | null = null;
   /** Wakes asking for a search: one that came while a search ran keeps that search from marking the sender dry. */
   private searchWakes = 0;
+  private createdWakes = 0;
   private searchedAt = 0;
   private readonly recorder: AttemptRecorder;
   private readonly transport: Transport;
@@ -164,9 +161,13 @@ export class DeliverySender {
     else if (!this.soon) this.schedule(0);
   }
 
-  private searchAgain(): void {
+  /** The next poll searches; `created`: deliveries were created since, so the last search's surplus is not all there is. */
+  private searchAgain(created = true): void {
     this.dry = false;
     this.searchWakes++;
+    if (!created) return;
+    this.candidates = null;
+    this.createdWakes++;
   }
 
   private schedule(ms: number): void {
@@ -251,6 +252,37 @@ export class DeliverySender {
   }
 
   /**
+   * Due deliveries read by the last search and not claimed yet (its surplus), while under
+   * `CANDIDATES_MAX_AGE_MS` old and none was created since (a wake drops them), of the endpoints the
+   * scope covers; null: search. The claim's filter decides, as for rows just read.
+   */
+  private cached(scope: SearchScope, at: number): WebhookDeliveryRecord[] | null {
+    const c = this.candidates;
+    if (!c || at - c.at > CANDIDATES_MAX_AGE_MS) return null;
+    const rows = c.rows.filter((r) => (scope.free ? !scope.full.includes(String(r.endpoint_id)) : scope.fast.includes(String(r.endpoint_id))));
+    return rows.length && this.slots.choose(rows, at, false).length ? rows : null;
+  }
+
+  /** Reads due deliveries of the scope, oldest first; keeps the surplus for the next rounds. @returns null when none is due */
+  private async search(scope: SearchScope, due: Record<string, unknown>): Promise<WebhookDeliveryRecord[] | null> {
+    const ids = (keys: string[]) => keys.map((k) => new Types.ObjectId(k));
+    const which = scope.free ? (scope.full.length ? { endpoint_id: { $nin: ids(scope.full) } } : {}) : { endpoint_id: { $in: ids(scope.fast) } };
+    const limit = this.slots.room * CANDIDATES_PER_SLOT;
+    const [wakes, created] = [this.searchWakes, this.createdWakes];
+    const at = Date.now();
+    this.counts.searches++;
+    const rows = (await this.deps.deliveries.collection
+      .find({ ...due, ...which }, { projection: { [OUTBOX_FIELD]: 0 }, sort: { next_attempt_at: 1 }, limit })
+      .toArray()) as unknown as WebhookDeliveryRecord[];
+    if (rows.length < limit) this.slots.searchedAll(scope, rows);
+    this.candidates = scope.free && created === this.createdWakes ? { rows, at } : null;
+    if (rows.length) return rows;
+    // Dry, unless a wake came while the search ran: what woke it may have been created after the read.
+    if (scope.free && wakes === this.searchWakes) this.dry = true;
+    return null;
+  }
+
+  /**
    * One round of the search: claims due deliveries with one conditional update, as many as
    * `Slots.scope` and `Slots.choose` allow. With a slot free, the search leaves out the endpoints at
    * their cap (so a slow or hanging endpoint holds its share only, and the others are claimed past
@@ -271,21 +303,10 @@ export class DeliverySender {
       status: 'pending' as const, next_attempt_at: { $lte: now },
       $and: [{ $or: [{ lease_until: null }, { lease_until: { $lt: now } }] }, { $or: [{ reserved_until: null }, { reserved_until: { $lt: now } }] }],
     };
-    const ids = (keys: string[]) => keys.map((k) => new Types.ObjectId(k));
-    const which = scope.free ? (scope.full.length ? { endpoint_id: { $nin: ids(scope.full) } } : {}) : { endpoint_id: { $in: ids(scope.fast) } };
-    const limit = this.slots.room * CANDIDATES_PER_SLOT;
-    const wakes = this.searchWakes;
-    this.counts.searches++;
-    const rows = (await this.deps.deliveries.collection
-      .find({ ...due, ...which }, { projection: { [OUTBOX_FIELD]: 0 }, sort: { next_attempt_at: 1 }, limit })
-      .toArray()) as unknown as WebhookDeliveryRecord[];
-    if (rows.length < limit) this.slots.searchedAll(scope, rows);
-    if (!rows.length) {
-      // Dry, unless a wake came while the search ran: what woke it may have been created after the read.
-      if (scope.free && wakes === this.searchWakes) this.dry = true;
-      return false;
-    }
+    const rows = this.cached(scope, at) ?? (await this.search(scope, due));
+    if (!rows) return false;
     const chosen = this.slots.choose(rows, Date.now());
+    if (this.candidates) this.candidates.rows = this.candidates.rows.filter((r) => !chosen.includes(r));
     if (!chosen.length) return false;
     const lease = { lease_until: new Date(at + this.aheadLeaseMs), lease_owner: new Types.ObjectId().toHexString() };
     const byAttempts = new Map<number, Types.ObjectId[]>();
@@ -325,7 +346,7 @@ export class DeliverySender {
         end();
         // The search left deliveries of this endpoint for its share: it has room again (unless fresh
         // deliveries of it wait, which fill its room without a search).
-        if (this.slots.backlog.has(key) && !this.fresh.has(key)) this.searchAgain();
+        if (this.slots.backlog.has(key) && !this.fresh.has(key)) this.searchAgain(false);
         if (!this.stopped) this.launchReady();
         this.wake(false);
       });

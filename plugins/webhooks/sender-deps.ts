@@ -45,3 +45,10 @@ export interface FreshDelivery {
   endpoint: WebhookEndpointRecord;
   event: EventRecord;
 }
+
+/** A claimed delivery waiting for a slot, with its endpoint (null: gone) and event (undefined: the attempt reads it). */
+export interface Ready {
+  d: WebhookDeliveryRecord;
+  endpoint: WebhookEndpointRecord | null;
+  event?: EventRecord | undefined;
+}

@@ -8,11 +8,12 @@
  * - A claimed delivery within its endpoint's share holds a slot to be: claims of those never exceed
  *   the free slots (`free`), so they start as soon as they are claimed or a slot of theirs ends.
  * - Beyond the share an endpoint may have up to `AHEAD_SHARES` more shares claimed ahead, waiting
- *   beside its attempts under way, only while it answers (`ahead`): one of its attempts ended within
- *   `AHEAD_WINDOW_MS`, having taken no longer, and none under way is older. A hanging endpoint, or one not sent to yet, holds
- *   its share and no more by the search, twice its share by the fresh claim (as before); all
- *   claimed at once stay within `2 × concurrency` (`room`). A delivery claimed ahead waits at most
- *   `AHEAD_SHARES` attempts of its endpoint: its lease covers them (`DeliverySender`).
+ *   beside its attempts under way, only while it answers (`ahead`): one of its attempts ended
+ *   within `AHEAD_WINDOW_MS`, having taken no longer, and none under way is older. They wait for a
+ *   slot of their endpoint, not another's. A hanging endpoint, or one not sent to yet, holds its
+ *   share and no more by the search, twice its share by the fresh claim (as before); all claimed at
+ *   once stay within `(1 + AHEAD_SHARES) × concurrency` (`room`). A delivery claimed ahead waits
+ *   at most `AHEAD_SHARES` attempts of its endpoint: its lease covers them (`DeliverySender`).
  */
 
 /** See `ahead`: how recent an endpoint's answer must be for its next attempts to be claimed ahead. */
@@ -47,14 +48,19 @@ export class Slots<T> {
     return this.waiting;
   }
 
-  /** Slots no claimed delivery is waiting for. */
+  /**
+   * Slots no claimed delivery is waiting for: a waiting delivery within its endpoint's share takes
+   * the next free slot; one claimed ahead waits for a slot of its endpoint, not for another's.
+   */
   get free(): number {
-    return this.settings.concurrency - this.running - this.waiting;
+    let next = 0;
+    for (const [key, queue] of this.ready) next += Math.min(queue.length, Math.max(0, this.settings.endpointConcurrency - (this.started.get(key)?.length ?? 0)));
+    return this.settings.concurrency - this.running - next;
   }
 
   /** How many more deliveries this process may hold claimed (under way or waiting). */
   get room(): number {
-    return 2 * this.settings.concurrency - this.running - this.waiting;
+    return (1 + AHEAD_SHARES) * this.settings.concurrency - this.running - this.waiting;
   }
 
   /** Attempts of the endpoint under way, and its claimed deliveries waiting. */
@@ -77,7 +83,7 @@ export class Slots<T> {
 
   /**
    * What a search may claim: with a free slot, every endpoint but those at their cap; with every
-   * slot spoken for, once half the room claimed ahead is empty, the answering endpoints with due
+   * slot spoken for, once no more than `concurrency` wait, the answering endpoints with due
    * deliveries left (`backlog`) below their cap; otherwise null (no search).
    */
   scope(now: number): SearchScope | null {
@@ -86,7 +92,7 @@ export class Slots<T> {
       const keys = new Set([...this.started.keys(), ...this.ready.keys()]);
       return { free: true, full: [...keys].filter((k) => this.cap(k, now) <= 0) };
     }
-    if (2 * this.waiting > this.settings.concurrency) return null;
+    if (this.waiting > this.settings.concurrency) return null;
     const fast = [...this.backlog].filter((k) => this.ahead(k, now) > 0 && this.cap(k, now) > 0);
     return fast.length ? { free: false, fast } : null;
   }
@@ -96,7 +102,7 @@ export class Slots<T> {
    * one takes a free slot, beyond it room claimed ahead (answering endpoints only). The endpoints of
    * those left are marked as having a backlog.
    */
-  choose<R extends { endpoint_id: unknown }>(rows: readonly R[], now: number): R[] {
+  choose<R extends { endpoint_id: unknown }>(rows: readonly R[], now: number, mark = true): R[] {
     const share = this.settings.endpointConcurrency;
     let free = this.free;
     let room = this.room;
@@ -107,7 +113,7 @@ export class Slots<T> {
       const mine = taken.get(key) ?? 0;
       const within = this.held(key) + mine < share;
       if (room <= 0 || this.cap(key, now) - mine <= 0 || (within ? free <= 0 : this.ahead(key, now) <= 0)) {
-        this.backlog.add(key);
+        if (mark) this.backlog.add(key);
         continue;
       }
       taken.set(key, mine + 1);

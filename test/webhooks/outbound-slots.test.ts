@@ -64,7 +64,7 @@ describe('slots', () => {
     expect(u.choose(rows('c', 10), Date.now())).toHaveLength(1);
   });
 
-  it('never holds more than twice the concurrency claimed in all', () => {
+  it('never holds more than (1 + AHEAD_SHARES) times the concurrency claimed in all; deliveries claimed ahead take no other endpoint\'s slot', () => {
     const s = new Slots<string>({ concurrency: 4, endpointConcurrency: 2 });
     const now = Date.now();
     for (const k of ['a', 'b']) {
@@ -73,13 +73,26 @@ describe('slots', () => {
       s.begin(k, now);
     }
     expect(s.free).toBe(0);
-    expect(s.room).toBe(4);
+    expect(s.room).toBe((1 + AHEAD_SHARES) * 4 - 4);
     const chosen = s.choose([...rows('a', 5), ...rows('b', 5), ...rows('c', 5)], now);
-    // Both answer, and may have four more each; the room of four goes to the oldest due (`a`);
-    // `c` would need a free slot, and none is.
-    expect(chosen).toHaveLength(4);
+    // Both answer, and may have four more each; `c` would need a free slot, and none is.
     expect(count(chosen, 'a')).toBe(4);
+    expect(count(chosen, 'b')).toBe(4);
     expect(count(chosen, 'c')).toBe(0);
+    s.hold('a', ['a1', 'a2', 'a3', 'a4']);
+    s.hold('b', ['b1', 'b2', 'b3', 'b4']);
+    expect(s.room).toBe(0);
+    expect(s.choose(rows('a', 5), now)).toEqual([]);
+    // `a` ends one attempt: its first waiting delivery takes that slot, and no other's.
+    const t = new Slots<string>({ concurrency: 4, endpointConcurrency: 2 });
+    const endA = t.begin('a', now);
+    t.begin('a', now);
+    t.hold('a', ['a1', 'a2']);
+    // Claimed ahead of `a`'s share, they leave the two other slots free for other endpoints.
+    expect(t.free).toBe(2);
+    expect(count(t.choose(rows('c', 5), now), 'c')).toBe(2);
+    endA();
+    expect(t.launchable().map((x) => x.item)).toEqual(['a1']);
   });
 
   it('searches every endpoint below its cap while a slot is free, then only the answering ones with a backlog', () => {
