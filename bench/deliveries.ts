@@ -9,15 +9,14 @@
  *     `WEBHOOK_DELIVERY_CONCURRENCY`, 10) with one update, POST each signed (Standard Webhooks, a
  *     new connection each, as the app does), record the batch with one bulk write. Both sides are
  *     timed the same way, from the receiver's first receipt to its last, and both start from the
- *     same point: every delivery pending and due. The app's backlog is made by a first app process
+ *     same point: every delivery pending and due, the sender running. The app's backlog is made by a first app process
  *     whose first attempt is an hour away (`WEBHOOK_DELIVERY_RETRY_SCHEDULE=3600,...`): its fan-out
  *     on store creates the deliveries as it does for any write; that process stops, the deliveries
  *     are made due once a second app process with the default settings has started (its start-up,
  *     the GraphQL schema and the routes, is not the sender's work, as the floor's set-up is not the
- *     floor's), and that process sends them. (Creating the
- *     events while the sender runs, as this bench once did, timed the create path: the app could
- *     send no faster than the creates came, which the floor, starting with every row pending, never
- *     waits for.) `BENCH_ROUNDS` (2) rounds, floor and app alternating. Aim: app / floor >= 0.7.
+ *     floor's), and that process sends them. (Creating the events while the sender runs, as this
+ *     bench once did, timed the create path: the app could send no faster than the creates came,
+ *     which the floor, starting with every row pending, never waits for.) `BENCH_ROUNDS` (2) rounds, floor and app alternating. Aim: app / floor >= 0.7.
  * (b) Write -> receiver 2xx (receipt time - event timestamp), p50 / p99, creates at 100 and at 200
  *     per second for `BENCH_SECONDS` (5) on one process. Aim: p99 <= 1 s.
  * (c) The same with two processes at 100 creates/s each: every delivery counted by event id, none
