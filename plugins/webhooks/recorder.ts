@@ -122,8 +122,9 @@ export class AttemptRecorder {
    * Records a batch of attempts with one `bulkWrite`, each update conditional on the lease its
    * delivery was claimed with (`lease_owner`): an attempt whose lease passed and was taken by
    * another process is not recorded (that process sends it again). Then the events go to the relay
-   * and the endpoints' health is told, once per endpoint (its last outcome in the batch): one write
-   * for all the endpoints whose last outcome was a success.
+   * and the endpoints' health is told: one write for every endpoint with a success in the batch,
+   * then a failure for each endpoint whose last outcome was one (a success and a later failure in
+   * one batch end the failing period and start another, as two batches would).
    */
   private async writeBatch(batch: Finished[]): Promise<void> {
     const now = new Date();
@@ -142,13 +143,20 @@ export class AttemptRecorder {
       for (const r of rows) if (!ids.has(String(r.f.d._id))) this.deps.log.warn({ delivery_id: String(r.f.d._id) }, 'webhook delivery lease lost before the attempt was recorded');
     }
     await Promise.all(recorded.map((r) => this.deps.events.committed(this.source, { ...r.f.d, ...r.written, [OUTBOX_FIELD]: [r.entry] } as unknown as Doc)));
-    const health = new Map<string, Finished>();
-    for (const { f } of recorded) if (f.ok !== null) health.set(String(f.endpointId), f);
-    const last = [...health.values()];
-    const ok = last.filter((f) => f.ok).map((f) => f.endpointId);
-    await Promise.all([
-      ...(ok.length ? [this.deps.health.succeeded(ok)] : []),
-      ...last.filter((f) => !f.ok).map((f) => this.deps.health.failed(f.endpointId, f.set.last_attempt.attempted_at)),
-    ]);
+    // Each endpoint's outcomes in the order they finished: a success ends its failing period, and a
+    // failure after its last success (or with none) starts or continues one. Told in that order:
+    // the successes first (one write), then the failures after them.
+    const health = new Map<string, { id: Types.ObjectId; ok: boolean; failedAt: Date | null }>();
+    for (const { f } of recorded) {
+      if (f.ok === null) continue;
+      const h = health.get(String(f.endpointId)) ?? { id: f.endpointId, ok: false, failedAt: null };
+      if (f.ok) Object.assign(h, { ok: true, failedAt: null });
+      else h.failedAt = f.set.last_attempt.attempted_at;
+      health.set(String(f.endpointId), h);
+    }
+    const told = [...health.values()];
+    const ok = told.filter((h) => h.ok).map((h) => h.id);
+    if (ok.length) await this.deps.health.succeeded(ok);
+    await Promise.all(told.filter((h) => h.failedAt).map((h) => this.deps.health.failed(h.id, h.failedAt!)));
   }
 }
