@@ -9,21 +9,27 @@
  *     `WEBHOOK_DELIVERY_CONCURRENCY`, 10) with one update, POST each signed (Standard Webhooks, a
  *     new connection each, as the app does), record the batch with one bulk write. Both sides are
  *     timed the same way, from the receiver's first receipt to its last, and both start from the
- *     same point: every delivery pending and due. The app's backlog is made by a first app process
+ *     same point: every delivery pending and due, the sender running. The app's backlog is made by a first app process
  *     whose first attempt is an hour away (`WEBHOOK_DELIVERY_RETRY_SCHEDULE=3600,...`): its fan-out
  *     on store creates the deliveries as it does for any write; that process stops, the deliveries
- *     are made due, and a second app process with the default settings sends them. (Creating the
- *     events while the sender runs, as this bench once did, timed the create path: the app could
- *     send no faster than the creates came, which the floor, starting with every row pending, never
- *     waits for.) `BENCH_ROUNDS` (2) rounds, floor and app alternating. Aim: app / floor >= 0.7.
+ *     are made due once a second app process with the default settings has started (its start-up,
+ *     the GraphQL schema and the routes, is not the sender's work, as the floor's set-up is not the
+ *     floor's), and that process sends them. (Creating the events while the sender runs, as this
+ *     bench once did, timed the create path: the app could send no faster than the creates came,
+ *     which the floor, starting with every row pending, never waits for.) `BENCH_ROUNDS` (2) rounds, floor and app alternating. Aim: app / floor >= 0.7.
  * (b) Write -> receiver 2xx (receipt time - event timestamp), p50 / p99, creates at 100 and at 200
  *     per second for `BENCH_SECONDS` (5) on one process. Aim: p99 <= 1 s.
  * (c) The same with two processes at 100 creates/s each: every delivery counted by event id, none
  *     lost, none twice (the receiver reports duplicates). Aim: p99 <= 1 s.
  *
- * `BENCH_PARTS` (abc) runs some parts only. The database: `MONGODB_URI`, or an embedded MongoDB. Prints the load average with each part.
+ * `BENCH_PARTS` (abc) runs some parts only (any string naming them: `a`, `b,c`). The database:
+ * `MONGODB_URI`, or an embedded MongoDB. Prints the load average with each part, and with (a) the
+ * CPU time per delivery of each sender and of the database's gateway process (embedded database
+ * only). `BENCH_DRAIN_FLAGS`: node flags of the app processes measured, e.g.
+ * `--import ./bench/commands-preload.ts` (their database commands, printed at exit) or `--cpu-prof`.
  */
 import { createServer, request, type Server } from 'node:http';
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
@@ -39,6 +45,8 @@ const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 5);
 const BATCH = Number(process.env.BENCH_BATCH ?? 10);
 /** Which parts to run: any of `a`, `b`, `c` (all by default). */
 const PARTS = process.env.BENCH_PARTS ?? 'abc';
+/** Node flags of the processes measured ((a)'s draining one, (b)'s and (c)'s), e.g. `--cpu-prof --import ./bench/commands-preload.ts` (where its time and round trips go). */
+const DRAIN_FLAGS = (process.env.BENCH_DRAIN_FLAGS ?? '').split(' ').filter(Boolean);
 const KEY = 'bench-admin-key-0123456789abcdef';
 const SECRET = `whsec_${Buffer.from('bench-floor-secret-0123456789abcd').toString('base64')}`;
 const WEBHOOKS = { WEBHOOKS_ENABLED: 'true', WEBHOOK_ENDPOINTS_ALLOWED_HOSTS: '127.0.0.1' };
@@ -108,6 +116,21 @@ async function floor(uri: string, port: number, n: number): Promise<void> {
   await conn.close();
 }
 
+/** CPU time (ms) of a process so far, from /proc (NaN where unknown). */
+const cpuOf = (pid: number | undefined): number => {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+  } catch {
+    return Number.NaN;
+  }
+};
+/** CPU time (ms) of this process (the floor sender and the receivers) so far. */
+const benchCpu = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
 /** Receipts a second from the first receipt to the last. */
 const rateOf = (got: Got[]) => got.length / Math.max((got[got.length - 1]!.at - got[0]!.at) / 1000, 0.001);
 
@@ -116,8 +139,10 @@ async function main() {
   const base = process.env.MONGODB_URI ?? mem!.getUri();
   const dbUri = (name: string) => Object.assign(new URL(base), { pathname: `/${name}` }).toString();
   const children: ChildProcess[] = [];
-  const start = async (db: string, env: Record<string, string> = {}) => {
-    const s = await startServer('app', { ...process.env, MONGODB_URI: dbUri(db), ADMIN_API_KEY: KEY, NODE_ENV: 'development', ...WEBHOOKS, ...env });
+  // The database's gateway process (the stand-in's `mongod`), whose CPU time counts each command's translation.
+  const gateway = mem?.instanceInfo?.instance.mongodProcess?.pid;
+  const start = async (db: string, env: Record<string, string> = {}, flags: string[] = []) => {
+    const s = await startServer('app', { ...process.env, MONGODB_URI: dbUri(db), ADMIN_API_KEY: KEY, NODE_ENV: 'development', ...WEBHOOKS, ...env }, flags);
     children.push(s.child);
     return s;
   };
@@ -129,7 +154,9 @@ async function main() {
     const ratios: number[] = [];
     for (let round = 1; round <= (PARTS.includes('a') ? ROUNDS : 0); round++) {
       const rf = await receiver();
+      const [fb0, fg0] = [benchCpu(), cpuOf(gateway)];
       await floor(dbUri(`bench_deliveries_floor_${round}`), rf.port, EVENTS * ENDPOINTS);
+      const [fb1, fg1] = [benchCpu(), cpuOf(gateway)];
       const floorRate = rateOf(rf.got);
       rf.server.close();
       const rcv = await receiver();
@@ -148,15 +175,26 @@ async function main() {
       const deliveries = conn.collection('webhook_deliveries');
       for (const until = Date.now() + 120_000; (await deliveries.countDocuments({ status: 'pending' })) < expected && Date.now() < until;) await sleep(100);
       await stopAll();
+      // The sender's process starts first: its start-up (the GraphQL schema, the routes) is not the
+      // sender's work, as the floor's set-up is not the floor's. Its timer's poll finds the deliveries
+      // once they are due.
+      const drain = await start(db, {}, DRAIN_FLAGS);
       await deliveries.updateMany({ status: 'pending' }, { $set: { next_attempt_at: new Date() } });
       await conn.close();
-      await start(db);
       const deadline = Date.now() + 300_000;
+      // CPU from the first receipt on (the drain process's start-up is not the sender's work).
+      while (!rcv.got.length && Date.now() < deadline) await sleep(5);
+      const [from, ab0, ag0, ap0] = [rcv.got.length, benchCpu(), cpuOf(gateway), cpuOf(drain.child.pid)];
       while (rcv.got.length < expected && Date.now() < deadline) await sleep(100);
+      const [to, ab1, ag1, ap1] = [rcv.got.length, benchCpu(), cpuOf(gateway), cpuOf(drain.child.pid)];
       await sleep(500); // a duplicate would have come by now
       const appRate = rateOf(rcv.got);
       ratios.push(appRate / floorRate);
       log(`# (a) round ${round}: floor ${floorRate.toFixed(0)} deliveries/s; app ${appRate.toFixed(0)} deliveries/s (${rcv.got.length}/${expected} delivered, ${rcv.duplicates()} duplicates); app/floor ${(appRate / floorRate).toFixed(2)} (aim >= 0.7); the backlog's creates came at ${createRate.toFixed(0)}/s; load ${load()}`);
+      // Machine time per delivery: the sender's process, and the database gateway (its SQL's PostgreSQL time is not counted).
+      const per = (ms: number, n: number) => ((ms * 1000) / Math.max(n, 1)).toFixed(0);
+      const receiving = (ab1 - ab0) / Math.max(to - from, 1);
+      log(`#     CPU µs per delivery: sender: floor ${per(fb1 - fb0 - receiving * rf.got.length, rf.got.length)}, app ${per(ap1 - ap0, to - from)}; database gateway: floor ${per(fg1 - fg0, rf.got.length)}, app ${per(ag1 - ag0, to - from)}; the receiver ${per(receiving, 1)}`);
       await stopAll();
       rcv.server.close();
     }
@@ -167,7 +205,7 @@ async function main() {
       const rcv = await receiver();
       const db = `bench_deliveries_delay_${procs}_${rate}`;
       const servers = [];
-      for (let i = 0; i < procs; i++) servers.push(await start(db));
+      for (let i = 0; i < procs; i++) servers.push(await start(db, {}, DRAIN_FLAGS));
       const ep = await call(servers[0]!.port, 'POST', '/webhook-endpoints', { url: `http://127.0.0.1:${rcv.port}/delay`, event_types: ['projects.created'] });
       if (ep.status !== 201) throw new Error(`endpoint: ${ep.status}`);
       await sleep(1000);

@@ -1,73 +1,46 @@
 /**
  * The sender of outbound webhooks: woken in-process when the fan-out creates deliveries (a poll
  * finds those of other processes and the retries), it claims due deliveries in batches with a lease
- * (one conditional update per batch, so N replicas never send the same attempt twice), posts each
- * signed event to its endpoint, and records the outcomes of the attempts that finished together in
- * one bulk write.
+ * (one conditional update per batch, so N replicas never send the same attempt twice), ahead of its
+ * free slots for endpoints that answer (slots.ts), posts each signed event on a kept-alive
+ * connection (agents.ts), and records the attempts that finished together in one bulk write.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Types } from 'mongoose';
-import type { Logger } from '../../core/logger.ts';
-import type { OutboundMetrics, OutboundOutcome } from './metrics.ts';
-import type { EventLog } from '../events/index.ts';
 import type { EventRecord } from '../events/public/contributions.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { notRemoved, type OutboxSource } from '../events/public/outbox.ts';
-import { type WebhookDeliveryModel, type WebhookDeliveryRecord, type WebhookEndpointModel, type WebhookEndpointRecord } from './model.ts';
+import { notRemoved, OUTBOX_FIELD, type OutboxSource } from '../events/public/outbox.ts';
+import { systemActor } from '../../core/context.ts';
+import type { WebhookDeliveryRecord, WebhookEndpointRecord } from './model.ts';
 import { deliveryViewOf } from './views.ts';
-import { AttemptRecorder, type EndpointHealth, type Outcome } from './recorder.ts';
-import type { Resolver } from './ssrf.ts';
-import { httpTransport, type Transport, type TransportResult } from './transport.ts';
-import { postEvent } from './post.ts';
+import { AttemptRecorder, type Outcome } from './recorder.ts';
+import { httpTransport, type Transport } from './transport.ts';
+import { attemptOutcome, type PostDeps } from './post.ts';
+import { ReceiverAgents } from './agents.ts';
+import { EndpointCache } from './lookups.ts';
+import { AHEAD_SHARES, FreshQueue, Slots, type SearchScope } from './slots.ts';
+import type { FreshDelivery, Ready, SenderDeps } from './sender-deps.ts';
 
 export { DELIVERY_FAILED_EVENT, DELIVERY_SUCCEEDED_EVENT, type EndpointHealth } from './recorder.ts';
-
-export interface SenderSettings {
-  /** Delay in seconds before each attempt (index 0: the first, counted from the delivery's creation). */
-  schedule: readonly number[];
-  timeoutMs: number;
-  pollMs: number;
-  allowedHosts: readonly string[];
-  /** Refuse `http:` URLs (production). */
-  httpsOnly: boolean;
-  /** Deliveries one process sends at once. */
-  concurrency: number;
-  /** Deliveries of one endpoint one process sends at once (its share of `concurrency`). */
-  endpointConcurrency: number;
-}
-
-export interface SenderDeps {
-  deliveries: WebhookDeliveryModel;
-  endpoints: WebhookEndpointModel;
-  events: EventLog;
-  health: EndpointHealth;
-  settings: SenderSettings;
-  log: Logger;
-  /** Every attempt counts in the outbound series (by outcome, and the delay of a success). */
-  metrics: OutboundMetrics;
-  /** Resolves endpoint hosts before each attempt. @default dns.lookup (all addresses) */
-  resolver: Resolver;
-  /** @default httpTransport */
-  transport?: Transport;
-  /** The event as the endpoint may receive it (its role's read rules); null: not readable by it. */
-  view(endpoint: WebhookEndpointRecord, event: EventRecord): EventRecord | null | Promise<EventRecord | null>;
-}
+export type { FreshDelivery, SenderDeps, SenderSettings } from './sender-deps.ts';
 
 /** The lease of a claim outlives the longest attempt; only a process that died leaves one to expire. */
 const LEASE_MARGIN_MS = 30_000;
-/** Due deliveries read per free slot to choose a batch from: room to pass an endpoint whose share is nearly taken. */
-const CANDIDATES_PER_SLOT = 4;
-/** A fresh delivery's endpoint as the fan-out read it is used this long; after, it is read again. */
+/**
+ * Due deliveries a search reads (whole), per delivery a claim may take: room to pass an endpoint
+ * whose share is nearly taken; the surplus serves the next rounds for `CANDIDATES_MAX_AGE_MS`.
+ */
+const CANDIDATES_PER_SLOT = 3;
+const CANDIDATES_MAX_AGE_MS = 500;
+/** A fresh delivery's endpoint as the fan-out read it is used this long, and so is one a batch read; after, it is read again. */
 const FRESH_MAX_AGE_MS = 1_000;
 /** Fresh deliveries kept in memory at most; more are left to the search. */
 const FRESH_MAX = 10_000;
-
-/** A delivery this process just created, with its endpoint and event as the fan-out read them. */
-export interface FreshDelivery {
-  d: WebhookDeliveryRecord;
-  endpoint: WebhookEndpointRecord;
-  event: EventRecord;
-}
+/**
+ * How long other processes' searches leave a delivery to the process whose fan-out created it and
+ * holds it in memory (`reserved_until`): without it, processes' searches took each other's fresh deliveries.
+ */
+const RESERVED_MS = 2_000;
 
 /**
  * Claims, sends and records deliveries. `start()` polls in the background; `claim` + `attempt` are
@@ -78,25 +51,35 @@ export class DeliverySender {
   private running: Promise<void> | null = null;
   /** A wake came while a poll ran: poll again as soon as it ends. */
   private again = false;
+  /** A poll is due at once (the timer is set to 0): further wakes have nothing to add. */
+  private soon = false;
   private stopped = true;
   /** Runs a function in the async context of start-up (no request's). */
   private readonly background = AsyncLocalStorage.snapshot();
-  /** Attempts this process is sending, and how many of them each endpoint (by id) has. */
+  /** Attempts this process is sending (stop waits for them); their slots are counted in `slots`. */
   private readonly inFlight = new Set<Promise<void>>();
-  private readonly perEndpoint = new Map<string, number>();
+  /** Attempts under way and claimed deliveries waiting, by endpoint, and what a claim may take. */
+  readonly slots: Slots<Ready>;
   /** Sent attempts whose recording is under way (stop waits for them). */
   private readonly recordings = new Set<Promise<void>>();
   /** Deliveries this process's fan-out created, by endpoint id, oldest first, with when they came. */
-  private readonly fresh = new Map<string, { f: FreshDelivery; at: number }[]>();
-  private freshCount = 0;
-  /** Fresh deliveries claimed, waiting for a slot of their endpoint (by id). */
-  private readonly ready = new Map<string, { d: WebhookDeliveryRecord; endpoint: WebhookEndpointRecord | null; event: EventRecord }[]>();
-  private readyCount = 0;
+  private readonly fresh = new FreshQueue<FreshDelivery>(FRESH_MAX);
   /** The last search of the database found nothing due: a wake serves the fresh deliveries only, until `pollMs` passed. */
   private dry = false;
+  /** The surplus of the last search (see `cached`). */
+  private candidates: { rows: WebhookDeliveryRecord[]; at: number } | null = null;
+  /** Wakes asking for a search: one that came while a search ran keeps that search from marking the sender dry. */
+  private searchWakes = 0;
+  private createdWakes = 0;
   private searchedAt = 0;
   private readonly recorder: AttemptRecorder;
   private readonly transport: Transport;
+  private readonly post: PostDeps;
+  private readonly agents: ReceiverAgents;
+  /** The endpoints of claimed batches, as read within the last `FRESH_MAX_AGE_MS`. */
+  readonly endpointCache: EndpointCache;
+  /** Searches of the database and deliveries claimed (tests). */
+  readonly counts = { searches: 0, claimed: 0 };
   /** `webhook_deliveries` as an outbox source of the event log (the `webhook_delivery.*` events). */
   readonly source: OutboxSource;
 
@@ -104,11 +87,23 @@ export class DeliverySender {
     this.transport = deps.transport ?? httpTransport;
     this.source = { name: 'webhook_deliveries', model: deps.deliveries, view: (doc) => deliveryViewOf(doc as unknown as WebhookDeliveryRecord) as unknown as Doc };
     this.recorder = new AttemptRecorder(deps, this.source);
+    this.slots = new Slots(deps.settings);
+    this.agents = new ReceiverAgents(deps.settings.concurrency);
+    this.post = { ...deps, agentFor: (url, addresses) => this.agents.for(url, addresses) };
+    this.endpointCache = new EndpointCache(deps.endpoints, FRESH_MAX_AGE_MS);
   }
 
   private get leaseMs(): number {
     return this.deps.settings.timeoutMs + LEASE_MARGIN_MS;
   }
+
+  /** The lease of a delivery claimed for the slots (`Slots`): it may wait for `AHEAD_SHARES` attempts of its endpoint before its own. */
+  private get aheadLeaseMs(): number {
+    return this.leaseMs + AHEAD_SHARES * this.deps.settings.timeoutMs;
+  }
+
+  /** Connections open to receivers (tests). */
+  get openConnections(): number { return this.agents.sockets; }
 
   /** When the first attempt of a delivery created at `at` is due. */
   firstAttemptAt(at: Date): Date {
@@ -128,12 +123,10 @@ export class DeliverySender {
     await this.running;
     await Promise.all(this.inFlight);
     await Promise.all(this.recordings);
+    this.agents.close();
     this.fresh.clear();
-    this.freshCount = 0;
     // Claimed and never started: their lease is released, so another process sends them at once.
-    const held = [...this.ready.values()].flat().map((r) => r.d);
-    this.ready.clear();
-    this.readyCount = 0;
+    const held = this.slots.drain().map((r) => r.d);
     if (held.length) {
       await this.deps.deliveries
         .updateMany({ _id: { $in: held.map((d) => d._id) }, lease_owner: { $in: [...new Set(held.map((d) => String(d.lease_owner)))] } }, { $set: { lease_until: null, lease_owner: null } })
@@ -150,15 +143,9 @@ export class DeliverySender {
     if (this.stopped || (this.deps.settings.schedule[0] ?? 0) > 0) return;
     const at = Date.now();
     for (const f of created) {
-      if (this.freshCount >= FRESH_MAX) {
-        this.dry = false;
-        break;
-      }
-      const key = String(f.d.endpoint_id);
-      const queue = this.fresh.get(key);
-      if (queue) queue.push({ f, at });
-      else this.fresh.set(key, [{ f, at }]);
-      this.freshCount++;
+      if (this.fresh.add(String(f.d.endpoint_id), f, at)) continue;
+      this.searchAgain();
+      break;
     }
     this.wake(false);
   }
@@ -169,17 +156,28 @@ export class DeliverySender {
    */
   wake(search = true): void {
     if (this.stopped) return;
-    if (search) this.dry = false;
+    if (search) this.searchAgain();
     if (this.running) this.again = true;
-    else this.schedule(0);
+    else if (!this.soon) this.schedule(0);
+  }
+
+  /** The next poll searches; `created`: deliveries were created since, so the last search's surplus is not all there is. */
+  private searchAgain(created = true): void {
+    this.dry = false;
+    this.searchWakes++;
+    if (!created) return;
+    this.candidates = null;
+    this.createdWakes++;
   }
 
   private schedule(ms: number): void {
     if (this.timer) clearTimeout(this.timer);
+    this.soon = ms === 0;
     // A wake comes from the relay of a request's write: the poll it starts is background work, not
     // part of that request (its logs, trace and tenant context), so it runs in the start-up context.
     this.timer = this.background(setTimeout, () => {
       this.timer = null;
+      this.soon = false;
       this.running = this.poll()
         .catch((err) => this.deps.log.warn({ err }, 'webhook delivery poll failed'))
         .finally(() => {
@@ -193,26 +191,19 @@ export class DeliverySender {
   }
 
   /**
-   * Claims the fresh deliveries whose endpoints have free slots, then searches the database for due
-   * deliveries in batches until this process's slots are full or none is left it may take, and
-   * starts their attempts without waiting for them. A sent attempt wakes the sender to fill its
-   * slot. After a search that found nothing, wakes skip the search until `pollMs` passed: the
-   * search is for other processes' deliveries and retries, which the timer finds.
+   * Claims the fresh deliveries whose endpoints have room, then searches the database for due
+   * deliveries in rounds while a claim may take some (see `Slots.scope`), and starts the attempts
+   * that have a slot without waiting for them. A sent attempt wakes the sender to fill its slot.
+   * After a search that found nothing, wakes skip the search until `pollMs` passed (the search is
+   * for other processes' deliveries and retries, which the timer finds), unless a slot of an
+   * endpoint whose deliveries the search left for its share came free.
    */
   async poll(): Promise<void> {
-    const { concurrency, pollMs } = this.deps.settings;
     await this.claimFresh();
-    if (this.dry && Date.now() - this.searchedAt < pollMs) return;
+    if (this.dry && Date.now() - this.searchedAt < this.deps.settings.pollMs) return;
     this.searchedAt = Date.now();
-    while (this.inFlight.size < concurrency && !this.stopped) {
-      const batch = await this.claimBatch(concurrency - this.inFlight.size);
-      this.dry = !batch;
-      if (!batch) return;
-      if (!batch.length) continue;
-      const ids = [...new Set(batch.map((d) => String(d.endpoint_id)))].map((id) => new Types.ObjectId(id));
-      const endpoints = await this.deps.endpoints.find({ _id: { $in: ids } }).lean<WebhookEndpointRecord[]>();
-      const byId = new Map(endpoints.map((e) => [String(e._id), e]));
-      for (const d of batch) this.launch(d, byId.get(String(d.endpoint_id)) ?? null);
+    while (!this.stopped && (await this.claimBatch())) {
+      // Each round claimed deliveries, or others took the chosen ones first: search again.
     }
   }
 
@@ -220,25 +211,19 @@ export class DeliverySender {
    * Claims fresh deliveries with one conditional update on their ids: still pending, never
    * attempted, not leased. Each one matched is as the fan-out created it, so the copy in memory is
    * the delivery; one another process took first is left to it. Each endpoint claims up to twice its
-   * share: those past its free slots wait in `ready` and start the moment a slot comes free, with no
-   * round trip between two attempts (their lease covers one attempt more). An endpoint read more
-   * than `FRESH_MAX_AGE_MS` ago is read again, so a change to it (a rotated secret) applies.
+   * share, more while it answers (`Slots.freshRoom`): those past its free slots wait in `slots`, and
+   * start the moment a slot comes free (their lease covers the attempts before theirs). An endpoint
+   * read more than `FRESH_MAX_AGE_MS` ago is read again, so a change to it (a rotated secret) applies.
    */
   private async claimFresh(): Promise<void> {
-    const { concurrency, endpointConcurrency, timeoutMs } = this.deps.settings;
-    const chosen: { f: FreshDelivery; at: number }[] = [];
-    let room = 2 * concurrency - this.inFlight.size - this.readyCount;
-    for (const [key, queue] of this.fresh) {
-      let want = Math.min(room, 2 * endpointConcurrency - (this.perEndpoint.get(key) ?? 0) - (this.ready.get(key)?.length ?? 0));
-      for (; want > 0 && queue.length; want--, room--, this.freshCount--) chosen.push(queue.shift()!);
-      if (!queue.length) this.fresh.delete(key);
-    }
+    const at = Date.now();
+    const chosen = this.fresh.take(this.slots.room, (key) => this.slots.freshRoom(key, at));
     if (!chosen.length || this.stopped) return;
-    const old = Date.now() - FRESH_MAX_AGE_MS;
-    const stale = [...new Set(chosen.filter((c) => c.at < old).map((c) => String(c.f.d.endpoint_id)))].map((id) => new Types.ObjectId(id));
-    const reread = new Map((stale.length ? await this.deps.endpoints.find({ _id: { $in: stale } }).lean<WebhookEndpointRecord[]>() : []).map((e) => [String(e._id), e]));
+    const old = at - FRESH_MAX_AGE_MS;
+    const stale = chosen.filter((c) => c.at < old).map((c) => String(c.f.d.endpoint_id));
+    const reread = stale.length ? await this.endpointCache.get(stale) : new Map<string, WebhookEndpointRecord | null>();
     const now = new Date();
-    const lease = { lease_until: new Date(now.getTime() + this.leaseMs + timeoutMs), lease_owner: new Types.ObjectId().toHexString() };
+    const lease = { lease_until: new Date(now.getTime() + this.aheadLeaseMs), lease_owner: new Types.ObjectId().toHexString() };
     const ids = chosen.map((c) => c.f.d._id);
     const res = await this.deps.deliveries.updateMany(
       { _id: { $in: ids }, status: 'pending', attempts: 0, next_attempt_at: { $lte: now }, lease_until: null },
@@ -249,64 +234,97 @@ export class DeliverySender {
       const held = new Set((await this.deps.deliveries.find({ _id: { $in: ids }, lease_owner: lease.lease_owner }, { _id: 1 }).lean()).map((r) => String(r._id)));
       mine = chosen.filter((c) => held.has(String(c.f.d._id)));
     }
-    for (const { f, at } of mine) {
-      const key = String(f.d.endpoint_id);
-      const endpoint = at < old ? (reread.get(key) ?? null) : f.endpoint;
-      const queue = this.ready.get(key);
-      const r = { d: { ...f.d, ...lease }, endpoint, event: f.event };
-      if (queue) queue.push(r);
-      else this.ready.set(key, [r]);
-      this.readyCount++;
-    }
+    this.hold(mine.map(({ f, at }) => ({ d: { ...f.d, ...lease }, endpoint: at < old ? (reread.get(String(f.d.endpoint_id)) ?? null) : f.endpoint, event: f.event })));
+  }
+
+  /** Claimed deliveries wait by endpoint; those that have a slot start. */
+  private hold(claimed: Ready[]): void {
+    const byKey = new Map<string, Ready[]>();
+    for (const r of claimed) byKey.set(String(r.d.endpoint_id), [...(byKey.get(String(r.d.endpoint_id)) ?? []), r]);
+    for (const [key, items] of byKey) this.slots.hold(key, items);
+    this.counts.claimed += claimed.length;
     this.launchReady();
   }
 
-  /** Starts the claimed fresh deliveries whose endpoints have a free slot. */
+  /** Starts the claimed deliveries whose endpoints have a free slot. */
   private launchReady(): void {
-    const { concurrency, endpointConcurrency } = this.deps.settings;
-    for (const [key, queue] of this.ready) {
-      while (queue.length && (this.perEndpoint.get(key) ?? 0) < endpointConcurrency && this.inFlight.size < concurrency) {
-        const r = queue.shift()!;
-        this.readyCount--;
-        this.launch(r.d, r.endpoint, r.event);
-      }
-      if (!queue.length) this.ready.delete(key);
-    }
+    for (const { item } of this.slots.launchable()) this.launch(item.d, item.endpoint, item.event);
   }
 
   /**
-   * Claims up to `free` due deliveries with one conditional update. Each endpoint gets no more than
-   * its free share (`endpointConcurrency` less its attempts under way), so a slow or hanging
-   * endpoint holds its share only and the deliveries of the others are claimed past its backlog.
-   * The chosen deliveries are leased to a new owner id in one `updateMany` whose filter repeats
-   * "due and not leased": one another process leased in between is left to it.
-   * @returns the claimed deliveries; [] when others took every chosen one; null when none is due
+   * Due deliveries read by the last search and not claimed yet (its surplus), while under
+   * `CANDIDATES_MAX_AGE_MS` old and none was created since (a wake drops them), of the endpoints the
+   * scope covers; null: search. The claim's filter decides, as for rows just read.
    */
-  private async claimBatch(free: number): Promise<WebhookDeliveryRecord[] | null> {
-    const { endpointConcurrency } = this.deps.settings;
-    const now = new Date();
-    const full = [...this.perEndpoint].filter(([, n]) => n >= endpointConcurrency).map(([id]) => new Types.ObjectId(id));
-    const due = { status: 'pending' as const, next_attempt_at: { $lte: now }, $or: [{ lease_until: null }, { lease_until: { $lt: now } }] };
-    const rows = await this.deps.deliveries
-      .find({ ...due, ...(full.length ? { endpoint_id: { $nin: full } } : {}) }, { _id: 1, endpoint_id: 1 })
-      .sort({ next_attempt_at: 1 })
-      .limit(free * CANDIDATES_PER_SLOT)
-      .lean<{ _id: Types.ObjectId; endpoint_id: Types.ObjectId }[]>();
-    if (!rows.length) return null;
-    const taken = new Map<string, number>();
-    const chosen: Types.ObjectId[] = [];
-    for (const r of rows) {
-      const key = String(r.endpoint_id);
-      const mine = taken.get(key) ?? 0;
-      if ((this.perEndpoint.get(key) ?? 0) + mine >= endpointConcurrency) continue;
-      taken.set(key, mine + 1);
-      chosen.push(r._id);
-      if (chosen.length >= free) break;
+  private cached(scope: SearchScope, at: number): WebhookDeliveryRecord[] | null {
+    const c = this.candidates;
+    if (!c || at - c.at > CANDIDATES_MAX_AGE_MS) return null;
+    const rows = c.rows.filter((r) => (scope.free ? !scope.full.includes(String(r.endpoint_id)) : scope.fast.includes(String(r.endpoint_id))));
+    return rows.length && this.slots.choose(rows, at, false).length ? rows : null;
+  }
+
+  /** Reads due deliveries of the scope, oldest first; keeps the surplus for the next rounds. @returns null when none is due */
+  private async search(scope: SearchScope, due: Record<string, unknown>): Promise<WebhookDeliveryRecord[] | null> {
+    const ids = (keys: string[]) => keys.map((k) => new Types.ObjectId(k));
+    const which = scope.free ? (scope.full.length ? { endpoint_id: { $nin: ids(scope.full) } } : {}) : { endpoint_id: { $in: ids(scope.fast) } };
+    const limit = this.slots.room * CANDIDATES_PER_SLOT;
+    const [wakes, created] = [this.searchWakes, this.createdWakes];
+    const at = Date.now();
+    this.counts.searches++;
+    const rows = (await this.deps.deliveries.collection
+      .find({ ...due, ...which }, { projection: { [OUTBOX_FIELD]: 0 }, sort: { next_attempt_at: 1 }, limit })
+      .toArray()) as unknown as WebhookDeliveryRecord[];
+    if (rows.length < limit) this.slots.searchedAll(scope, rows);
+    this.candidates = scope.free && created === this.createdWakes ? { rows, at } : null;
+    if (rows.length) return rows;
+    // Dry, unless a wake came while the search ran: what woke it may have been created after the read.
+    if (scope.free && wakes === this.searchWakes) this.dry = true;
+    return null;
+  }
+
+  /**
+   * One round of the search: claims due deliveries with one conditional update, as many as
+   * `Slots.scope` and `Slots.choose` allow. With a slot free, the search leaves out the endpoints at
+   * their cap (so a slow or hanging endpoint holds its share only, and the others are claimed past
+   * its backlog); with every slot busy, it claims ahead for the answering endpoints that have
+   * deliveries left. The candidates are read whole (not their outbox) and leased to a new owner id
+   * with one `updateMany` whose filter repeats "due and not leased" and the number of attempts read:
+   * a delivery another process leased, or leased and recorded, in between is left to it. The copies
+   * read are then the claimed deliveries; only when fewer matched is the claim read back. Their
+   * endpoints (`EndpointCache`) and events (one query) are read for the batch.
+   * @returns whether to search again
+   */
+  private async claimBatch(): Promise<boolean> {
+    const at = Date.now();
+    const scope = this.slots.scope(at);
+    if (!scope) return false;
+    const now = new Date(at);
+    const due = {
+      status: 'pending' as const, next_attempt_at: { $lte: now },
+      $and: [{ $or: [{ lease_until: null }, { lease_until: { $lt: now } }] }, { $or: [{ reserved_until: null }, { reserved_until: { $lt: now } }] }],
+    };
+    const rows = this.cached(scope, at) ?? (await this.search(scope, due));
+    if (!rows) return false;
+    const chosen = this.slots.choose(rows, Date.now());
+    if (this.candidates) this.candidates.rows = this.candidates.rows.filter((r) => !chosen.includes(r));
+    if (!chosen.length) return false;
+    const lease = { lease_until: new Date(at + this.aheadLeaseMs), lease_owner: new Types.ObjectId().toHexString() };
+    const byAttempts = new Map<number, Types.ObjectId[]>();
+    for (const d of chosen) byAttempts.set(d.attempts, [...(byAttempts.get(d.attempts) ?? []), d._id]);
+    const same = [...byAttempts].map(([attempts, list]) => ({ _id: { $in: list }, attempts }));
+    const res = await this.deps.deliveries.collection.updateMany({ $and: [due, same.length === 1 ? same[0]! : { $or: same }] }, { $set: lease });
+    let mine = chosen;
+    if (res.modifiedCount < chosen.length) {
+      if (!res.modifiedCount) return true;
+      mine = await this.deps.deliveries.find({ _id: { $in: chosen.map((d) => d._id) }, lease_owner: lease.lease_owner }, { [OUTBOX_FIELD]: 0 }).lean<WebhookDeliveryRecord[]>();
     }
-    const owner = new Types.ObjectId().toHexString();
-    const res = await this.deps.deliveries.updateMany({ _id: { $in: chosen }, ...due }, { $set: { lease_until: new Date(now.getTime() + this.leaseMs), lease_owner: owner } });
-    if (!res.modifiedCount) return [];
-    return this.deps.deliveries.find({ _id: { $in: chosen }, lease_owner: owner }).lean<WebhookDeliveryRecord[]>();
+    const [endpoints, events] = await Promise.all([
+      this.endpointCache.get(mine.map((d) => String(d.endpoint_id))),
+      // Unread here (the log failed to answer): each attempt reads its own.
+      this.deps.events.getMany(systemActor(), mine.map((d) => d.event_id)).catch(() => new Map<string, EventRecord>()),
+    ]);
+    this.hold(mine.map((d) => ({ d: { ...d, ...lease }, endpoint: endpoints.get(String(d.endpoint_id)) ?? null, event: events.get(d.event_id) })));
+    return true;
   }
 
   /**
@@ -315,7 +333,7 @@ export class DeliverySender {
    */
   private launch(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null, event?: EventRecord): void {
     const key = String(d.endpoint_id);
-    this.perEndpoint.set(key, (this.perEndpoint.get(key) ?? 0) + 1);
+    const end = this.slots.begin(key, Date.now());
     const failed = (err: unknown) => this.deps.log.error({ err, delivery_id: String(d._id) }, 'webhook delivery attempt failed');
     const run: Promise<void> = this.attemptClaimed(d, endpoint, event)
       .then(({ recorded }) => {
@@ -325,16 +343,17 @@ export class DeliverySender {
       .catch(failed)
       .finally(() => {
         this.inFlight.delete(run);
-        const left = (this.perEndpoint.get(key) ?? 1) - 1;
-        if (left > 0) this.perEndpoint.set(key, left);
-        else this.perEndpoint.delete(key);
+        end();
+        // The search left deliveries of this endpoint for its share: it has room again (unless fresh
+        // deliveries of it wait, which fill its room without a search).
+        if (this.slots.backlog.has(key) && !this.fresh.has(key)) this.searchAgain(false);
         if (!this.stopped) this.launchReady();
         this.wake(false);
       });
     this.inFlight.add(run);
   }
 
-  /** An attempt of a batch-claimed delivery; resolves once sent, with its recording in the next batch write. */
+  /** An attempt of a claimed delivery; resolves once sent, with its recording in the next batch write. */
   private async attemptClaimed(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord | null, event?: EventRecord): Promise<{ recorded: Promise<void> }> {
     if (!endpoint) {
       await this.deps.deliveries.deleteOne({ _id: d._id });
@@ -369,12 +388,17 @@ export class DeliverySender {
     return (await this.createMany([{ event, tenantId, endpointIds }])).length;
   }
 
-  /** {@link create} for several events with one insert. @returns the deliveries created (not those that existed) */
-  async createMany(items: { event: EventRecord; tenantId: Types.ObjectId; endpointIds: Types.ObjectId[] }[]): Promise<WebhookDeliveryRecord[]> {
+  /**
+   * {@link create} for several events with one insert; `offered`: they go to {@link offer} next,
+   * and are reserved for this process a moment. @returns the deliveries created (not those that existed)
+   */
+  async createMany(items: { event: EventRecord; tenantId: Types.ObjectId; endpointIds: Types.ObjectId[] }[], offered = false): Promise<WebhookDeliveryRecord[]> {
     const now = new Date();
+    // To be offered to this sender, which holds them (see `offer`): reserved for it a moment.
+    const reserved = offered && !this.stopped && (this.deps.settings.schedule[0] ?? 0) === 0 ? new Date(now.getTime() + RESERVED_MS) : null;
     const docs = items.flatMap(({ event, tenantId, endpointIds }) => endpointIds.map((endpoint_id) => ({
       _id: new Types.ObjectId(), tenant_id: tenantId, endpoint_id, event_id: event.id, event_type: event.type, status: 'pending' as const, attempts: 0, last_attempt: null,
-      attempt_log: [], next_attempt_at: this.firstAttemptAt(now), lease_until: null, lease_owner: null, created_at: now, updated_at: now,
+      attempt_log: [], next_attempt_at: this.firstAttemptAt(now), lease_until: null, lease_owner: null, reserved_until: reserved, created_at: now, updated_at: now,
     })));
     if (!docs.length) return [];
     try {
@@ -412,35 +436,11 @@ export class DeliverySender {
     }
     const { set, ok } = await this.outcome(d, endpoint, manual);
     const updated = await this.recorder.release(d, set);
-    if (ok !== null) await (ok ? this.deps.health.succeeded(endpoint._id) : this.deps.health.failed(endpoint._id, set.last_attempt.attempted_at));
+    if (ok !== null) await (ok ? this.deps.health.succeeded([endpoint._id]) : this.deps.health.failed(endpoint._id, set.last_attempt.attempted_at));
     return updated;
   }
 
-  /** Sends a claimed delivery (unless its endpoint is disabled) and says what to record; `ok` null: not sent. */
-  private async outcome(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord, manual: boolean, event?: EventRecord): Promise<{ set: Outcome; ok: boolean | null }> {
-    if (!endpoint.enabled && !manual) {
-      const last_attempt = { status: null, duration_ms: 0, error: 'not sent: the endpoint is disabled', response_excerpt: null, attempted_at: new Date() };
-      return { set: { status: 'failed', next_attempt_at: null, last_attempt }, ok: null };
-    }
-    const started = Date.now();
-    const { result, eventAt } = await postEvent(this.deps, this.transport, endpoint, d, event).catch((err: Error) => ({ result: { status: null, excerpt: null, error: err.message } as TransportResult, eventAt: null }));
-    const at = new Date();
-    const ok = result.status !== null && result.status >= 200 && result.status <= 299;
-    this.measure(result, ok, eventAt, at);
-    const attempts = d.attempts + 1;
-    const delay = this.deps.settings.schedule[attempts];
-    const retry = !ok && delay !== undefined && (!manual || d.status === 'pending');
-    const last_attempt = { status: result.status, duration_ms: at.getTime() - started, error: result.error, response_excerpt: result.excerpt, attempted_at: at };
-    return {
-      set: { status: ok ? 'delivered' : retry ? 'pending' : 'failed', attempts, last_attempt, next_attempt_at: retry ? new Date(at.getTime() + delay * 1000) : null },
-      ok,
-    };
-  }
-
-  /** One attempt in the outbound series: its outcome, and for a success the delay since the event. */
-  private measure(result: TransportResult, ok: boolean, eventAt: Date | null, at: Date): void {
-    const outcome: OutboundOutcome = ok ? 'success' : result.status !== null ? 'failure' : result.timedOut ? 'timeout' : 'error';
-    this.deps.metrics.attempts.inc({ outcome });
-    if (ok && eventAt) this.deps.metrics.delay.observe(Math.max(0, at.getTime() - eventAt.getTime()) / 1000);
+  private outcome(d: WebhookDeliveryRecord, endpoint: WebhookEndpointRecord, manual: boolean, event?: EventRecord): Promise<{ set: Outcome; ok: boolean | null }> {
+    return attemptOutcome(this.post, this.transport, d, endpoint, manual, event);
   }
 }

@@ -153,6 +153,7 @@ export class EndpointService implements EndpointHealth {
       .findOneAndUpdate({ _id: old._id, tenant_id: old.tenant_id, ...notRemoved }, { $set: { ...$set, enabled: false }, $push }, { returnDocument: 'after' })
       .lean<WebhookEndpointRecord>();
     if (!tomb) throw new NotFoundError('webhook endpoint', id);
+    this.deps.sender.endpointCache.forget(old._id);
     await this.changes.committed(tomb as unknown as Doc);
     await this.deps.deliveries.deleteMany({ tenant_id: old.tenant_id, endpoint_id: old._id });
   }
@@ -210,8 +211,10 @@ export class EndpointService implements EndpointHealth {
 
   // --- endpoint health (called by the sender) ---------------------------------------------------
 
-  async succeeded(endpointId: Types.ObjectId): Promise<void> {
-    await this.deps.endpoints.updateOne({ _id: endpointId, failing_since: { $ne: null } }, { $set: { failing_since: null } });
+  /** Successful attempts: ends the failing period of each endpoint (one conditional write for all). */
+  async succeeded(endpointIds: Types.ObjectId[]): Promise<void> {
+    if (!endpointIds.length) return;
+    await this.deps.endpoints.updateMany({ _id: { $in: endpointIds }, failing_since: { $ne: null } }, { $set: { failing_since: null } });
   }
 
   /** A failed attempt: starts the failing period, and disables the endpoint once it lasted long enough. */
@@ -235,6 +238,7 @@ export class EndpointService implements EndpointHealth {
       .findOneAndUpdate({ ...due, updated_at: old.updated_at }, { $set: set, $push: { [OUTBOX_FIELD]: entry } }, { returnDocument: 'after' })
       .lean<WebhookEndpointRecord>();
     if (!doc) return;
+    this.deps.sender.endpointCache.forget(endpointId);
     this.deps.metrics.disabled.inc();
     await this.deps.events.committed(this.source, doc as unknown as Doc);
   }
@@ -260,6 +264,8 @@ export class EndpointService implements EndpointHealth {
       .findOneAndUpdate({ _id: old._id, tenant_id: old.tenant_id, ...notRemoved }, { $set: set, $push: this.changes.push(entry) }, { returnDocument: 'after' })
       .lean<WebhookEndpointRecord>();
     if (!doc) throw new NotFoundError('webhook endpoint', String(old._id));
+    // The sender's copy is stale: its next batch reads the endpoint again (a rotated secret, a disable).
+    this.deps.sender.endpointCache.forget(old._id);
     await this.changes.committed(doc as unknown as Doc);
     return endpointViewOf(doc);
   }

@@ -130,6 +130,11 @@ export const webhookDeliverySchema = new Schema(
     lease_until: { type: Date, default: null },
     /** The claim holding the lease (a new id per claim): recording an attempt is conditional on it. */
     lease_owner: { type: String, default: null },
+    /**
+     * Set by a fan-out that hands the new delivery to its own process's sender: other processes'
+     * searches leave it until then (that sender claims it by id); after, any process may take it.
+     */
+    reserved_until: { type: Date, default: null },
     created_at: { type: Date, required: true },
     updated_at: { type: Date, required: true },
     /** The `webhook_delivery.*` event of a recorded attempt until the relay moves it to the log (docs/events.md). */

@@ -82,7 +82,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
     deliveries: deliveryModel,
     endpoints: endpointModel,
     events: deps.events,
-    health: { succeeded: (id) => endpoints!.succeeded(id), failed: (id, at) => endpoints!.failed(id, at) },
+    health: { succeeded: (ids) => endpoints!.succeeded(ids), failed: (id, at) => endpoints!.failed(id, at) },
     settings: {
       schedule: config.WEBHOOK_DELIVERY_RETRY_SCHEDULE,
       timeoutMs: config.WEBHOOK_DELIVERY_TIMEOUT_MS,
@@ -148,7 +148,7 @@ export function createOutbound(deps: OutboundDeps): Outbound {
       const to = rows.filter((r) => String(r.tenant_id) === event.tenant_id && subscribed(r, event));
       return { event, tenantId: new Types.ObjectId(event.tenant_id!), endpointIds: await readable(event, to) };
     }));
-    const created = await sender.createMany(items);
+    const created = await sender.createMany(items, true);
     const byEndpoint = new Map(rows.map((r) => [String(r._id), r]));
     const byEvent = new Map(events.map((e) => [e.id, e]));
     sender.offer(created.map((d) => ({ d, endpoint: byEndpoint.get(String(d.endpoint_id))!, event: byEvent.get(d.event_id)! })));

@@ -13,7 +13,8 @@ import type { AttemptView } from './schemas.ts';
 
 /** What the sender reports about an endpoint's health (the endpoint service disables failing endpoints). */
 export interface EndpointHealth {
-  succeeded(endpointId: Types.ObjectId): Promise<void>;
+  /** Attempts to these endpoints got a 2xx: each one's failing period ends (one write for all). */
+  succeeded(endpointIds: Types.ObjectId[]): Promise<void>;
   failed(endpointId: Types.ObjectId, at: Date): Promise<void>;
 }
 
@@ -47,11 +48,20 @@ interface Finished extends Attempt {
   fail: (err: unknown) => void;
 }
 
+/**
+ * How long finished attempts are gathered before their batch is written, so that those finishing
+ * close together share one write (and one write of their endpoints' health). Their slots are free
+ * already: only their leases wait.
+ */
+export const GATHER_MS = 10;
+
 /** Records attempts; every update is conditional on the lease the delivery was claimed with. */
 export class AttemptRecorder {
   /** Finished attempts not yet written, and the batch write under way. */
   private finished: Finished[] = [];
   private writing: Promise<void> | null = null;
+  /** Batch writes made, and attempts they recorded (tests). */
+  readonly written = { batches: 0, attempts: 0 };
 
   constructor(
     private readonly deps: { deliveries: WebhookDeliveryModel; events: EventLog; health: EndpointHealth; log: Logger },
@@ -93,8 +103,8 @@ export class AttemptRecorder {
 
   /** Writes the finished attempts, one bulk write at a time: those that finish during a write go in the next. */
   private async writeFinished(): Promise<void> {
-    // Attempts finishing in the same turn of the event loop join the first write.
-    await new Promise((r) => setImmediate(r));
+    // Attempts finishing within GATHER_MS of the first one join its write.
+    await new Promise((r) => setTimeout(r, GATHER_MS));
     while (this.finished.length) {
       const batch = this.finished;
       this.finished = [];
@@ -112,10 +122,14 @@ export class AttemptRecorder {
    * Records a batch of attempts with one `bulkWrite`, each update conditional on the lease its
    * delivery was claimed with (`lease_owner`): an attempt whose lease passed and was taken by
    * another process is not recorded (that process sends it again). Then the events go to the relay
-   * and the endpoints' health is told, once per endpoint (its last outcome in the batch).
+   * and the endpoints' health is told: one write for every endpoint with a success in the batch,
+   * then a failure for each endpoint whose last outcome was one (a success and a later failure in
+   * one batch end the failing period and start another, as two batches would).
    */
   private async writeBatch(batch: Finished[]): Promise<void> {
     const now = new Date();
+    this.written.batches++;
+    this.written.attempts += batch.length;
     const rows = batch.map((f) => ({ f, ...this.recording(f.d, f.set, now) }));
     const res = await this.deps.deliveries.collection.bulkWrite(
       rows.map(({ f, written, entry }) => ({ updateOne: { filter: { _id: f.d._id, lease_owner: f.d.lease_owner }, update: { $set: written, $push: { [OUTBOX_FIELD]: entry } } } })) as unknown as BulkOps,
@@ -129,8 +143,20 @@ export class AttemptRecorder {
       for (const r of rows) if (!ids.has(String(r.f.d._id))) this.deps.log.warn({ delivery_id: String(r.f.d._id) }, 'webhook delivery lease lost before the attempt was recorded');
     }
     await Promise.all(recorded.map((r) => this.deps.events.committed(this.source, { ...r.f.d, ...r.written, [OUTBOX_FIELD]: [r.entry] } as unknown as Doc)));
-    const health = new Map<string, Finished>();
-    for (const { f } of recorded) if (f.ok !== null) health.set(String(f.endpointId), f);
-    await Promise.all([...health.values()].map((f) => (f.ok ? this.deps.health.succeeded(f.endpointId) : this.deps.health.failed(f.endpointId, f.set.last_attempt.attempted_at))));
+    // Each endpoint's outcomes in the order they finished: a success ends its failing period, and a
+    // failure after its last success (or with none) starts or continues one. Told in that order:
+    // the successes first (one write), then the failures after them.
+    const health = new Map<string, { id: Types.ObjectId; ok: boolean; failedAt: Date | null }>();
+    for (const { f } of recorded) {
+      if (f.ok === null) continue;
+      const h = health.get(String(f.endpointId)) ?? { id: f.endpointId, ok: false, failedAt: null };
+      if (f.ok) Object.assign(h, { ok: true, failedAt: null });
+      else h.failedAt = f.set.last_attempt.attempted_at;
+      health.set(String(f.endpointId), h);
+    }
+    const told = [...health.values()];
+    const ok = told.filter((h) => h.ok).map((h) => h.id);
+    if (ok.length) await this.deps.health.succeeded(ok);
+    await Promise.all(told.filter((h) => h.failedAt).map((h) => this.deps.health.failed(h.id, h.failedAt!)));
   }
 }

@@ -58,5 +58,8 @@ describe('an event this process stores', () => {
     }
     const leased = await t.app.db.conn.collection('webhook_deliveries').countDocuments({ lease_until: { $ne: null } });
     expect(leased).toBe(0);
+    // Reserved for this process's sender a moment after their creation: other processes' searches left them to it.
+    const made = await t.app.db.conn.collection('webhook_deliveries').find({}).toArray();
+    for (const d of made) expect((d.reserved_until as Date).getTime() - (d.created_at as Date).getTime()).toBe(2_000);
   }, 120_000);
 });
