@@ -4,6 +4,7 @@
  */
 import { expect } from 'vitest';
 import { Types } from 'mongoose';
+import type { CommandStartedEvent } from 'mongodb';
 import type { TestApp } from '../helpers/app.ts';
 
 export const col = (t: TestApp, name: string) => t.app.db.conn.collection(name);
@@ -31,3 +32,33 @@ export const raw = (t: TestApp, name: string, id: string) => col(t, name).findOn
 
 /** Error rows of a 207/409/422 bulk answer as `index:code` strings, for compact assertions. */
 export const rowCodes = (errors: { index: number; error: { code: string } }[]) => errors.map((e) => `${e.index}:${e.error.code}`);
+
+/**
+ * Counts the database commands requests send, by name, collection and the `_id` of their filter.
+ * `watch(t)` after the app is built, `unwatch()` before it closes; `of(collection, id, fn)` runs `fn`
+ * (after the relay's pending batch is stored) and returns what it sent for that document: not the
+ * sweep's reads of outbox windows nor the relay's clear (a multi-document `update`).
+ */
+export function commandCounter() {
+  const commands: { name: string; collection: unknown; id: string }[] = [];
+  let app: TestApp | null = null;
+  const onCommand = (e: CommandStartedEvent) => {
+    const filter = (e.command.filter ?? e.command.query) as { _id?: unknown } | undefined;
+    commands.push({ name: e.commandName, collection: e.command[e.commandName], id: String(filter?._id ?? '') });
+  };
+  return {
+    watch(t: TestApp): void {
+      app = t;
+      t.app.db.conn.getClient().on('commandStarted', onCommand);
+    },
+    unwatch(): void {
+      app?.app.db.conn.getClient().off('commandStarted', onCommand);
+    },
+    async of<T>(collection: string, id: string, fn: () => Promise<T>): Promise<{ out: T; sent: string[] }> {
+      await app!.app.services.get('events').flush();
+      commands.length = 0;
+      const out = await fn();
+      return { out, sent: commands.filter((c) => c.collection === collection && c.id === id).map((c) => c.name) };
+    },
+  };
+}

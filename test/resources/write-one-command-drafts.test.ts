@@ -7,12 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Schema } from 'mongoose';
-import type { CommandStartedEvent } from 'mongodb';
 import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { onHook } from '../../core/hooks.ts';
-import { expectNoWrite, ifMatch, raw } from './write-helpers.ts';
+import { commandCounter, expectNoWrite, ifMatch, raw } from './write-helpers.ts';
 
 const fields = () => ({
   label: { type: String, required: true, trim: true, maxlength: 20 },
@@ -33,29 +32,19 @@ type User = { key: string; tenantId: string };
 let t: TestApp;
 let author: User;
 let reader: User;
-const commands: { name: string; collection: unknown; id: string }[] = [];
-const onCommand = (e: CommandStartedEvent) => {
-  const filter = (e.command.filter ?? e.command.query) as { _id?: unknown } | undefined;
-  commands.push({ name: e.commandName, collection: e.command[e.commandName], id: String(filter?._id ?? '') });
-};
+const counter = commandCounter();
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [fast, slow] }), probe] });
   author = await createTenantUser(t);
   reader = await createTenantUser(t, { tenantId: author.tenantId });
-  t.app.db.conn.getClient().on('commandStarted', onCommand);
+  counter.watch(t);
 });
 afterAll(async () => {
-  t?.app.db.conn.getClient().off('commandStarted', onCommand);
+  counter.unwatch();
   await t?.close();
 });
 
-/** The commands a request sent to `collection` for document `id` (not the relay's or the sweep's). */
-async function commandsOf<T>(collection: string, id: string, fn: () => Promise<T>): Promise<{ out: T; sent: string[] }> {
-  await t.app.services.get('events').flush();
-  commands.length = 0;
-  const out = await fn();
-  return { out, sent: commands.filter((c) => c.collection === collection && c.id === id).map((c) => c.name) };
-}
+const commandsOf = counter.of;
 
 const NOISE = ['_id', 'created_at', 'updated_at', 'saved_at', 'committed_at', 'request_id', 'source', 'doc_id', 'event_id'];
 /** Values that differ between twins by nature (ids, times, the resource's name), removed at any depth. */

@@ -7,13 +7,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Schema } from 'mongoose';
-import type { CommandStartedEvent } from 'mongodb';
 import { buildTestApp, createTenantUser, envelope, type TestApp } from '../helpers/app.ts';
 import { defineResource, resourcesPlugin } from '../../plugins/resources/index.ts';
 import { projectsResource } from '../../plugins/resources/sample-resources.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { onHook } from '../../core/hooks.ts';
-import { expectNoWrite, ifMatch, raw } from './write-helpers.ts';
+import { commandCounter, expectNoWrite, ifMatch, raw } from './write-helpers.ts';
 
 const fields = () => ({
   label: { type: String, required: true, trim: true, maxlength: 20 },
@@ -40,32 +39,19 @@ const probe = definePlugin({
 let t: TestApp;
 let user: { key: string; tenantId: string };
 let projectId: string;
-const commands: { name: string; collection: unknown; id: string }[] = [];
-const onCommand = (e: CommandStartedEvent) => {
-  const filter = (e.command.filter ?? e.command.query) as { _id?: unknown } | undefined;
-  commands.push({ name: e.commandName, collection: e.command[e.commandName], id: String(filter?._id ?? '') });
-};
+const counter = commandCounter();
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [resourcesPlugin.configure({ resources: [projectsResource, fast, read] }), probe] });
   user = await createTenantUser(t);
   projectId = (await t.http('POST', '/projects', { key: user.key, json: { name: 'Parent' } })).body._id;
-  t.app.db.conn.getClient().on('commandStarted', onCommand);
+  counter.watch(t);
 });
 afterAll(async () => {
-  t?.app.db.conn.getClient().off('commandStarted', onCommand);
+  counter.unwatch();
   await t?.close();
 });
 
-/**
- * Commands the request sent to `collection` for document `id`, by name: not the sweep's reads of
- * outbox windows (every second, in the background), nor the relay's clear (a multi-document `update`).
- */
-async function commandsOf<T>(collection: string, id: string, fn: () => Promise<T>): Promise<{ out: T; sent: string[] }> {
-  await t.app.services.get('events').flush();
-  commands.length = 0;
-  const out = await fn();
-  return { out, sent: commands.filter((c) => c.collection === collection && c.id === id).map((c) => c.name) };
-}
+const commandsOf = counter.of;
 
 const EVENT_NOISE = ['_id', 'created_at', 'committed_at', 'request_id', 'source'];
 const eventsOf = async (resource: string, id: string) => {

@@ -11,13 +11,11 @@ import { Types } from 'mongoose';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { systemActor } from '../../core/context.ts';
 import { Tenancy } from '../../core/tenancy.ts';
-import { definePlugin } from '../../core/plugin.ts';
-import { createOutbound, OUTBOUND_EVENT_TYPES } from '../../plugins/webhooks/outbound.ts';
-import { startReceiver, until, type Receiver } from './outbound-helpers.ts';
+import { createOutbound } from '../../plugins/webhooks/outbound.ts';
+import { outboundEventTypes, type Receiver, startReceiver, until } from './outbound-helpers.ts';
 
 let t: TestApp;
 let recv: Receiver;
-const outboundEventTypes = definePlugin({ name: 'outbound-event-types', setup: () => ({ eventTypes: OUTBOUND_EVENT_TYPES }) });
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [outboundEventTypes], config: { RATE_LIMIT_ENABLED: 'false' } });
   recv = await startReceiver();

@@ -6,6 +6,8 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { vi } from 'vitest';
 import { Webhook } from 'standardwebhooks';
+import { definePlugin } from '../../core/plugin.ts';
+import { OUTBOUND_EVENT_TYPES } from '../../plugins/webhooks/outbound.ts';
 
 export interface Received {
   headers: IncomingHttpHeaders;
@@ -72,3 +74,9 @@ export const until = <T>(fn: () => Promise<T | null | undefined | false> | T | n
   vi.waitUntil(fn as () => Promise<T>, { timeout: ms, interval: 50 });
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Declares the `webhook_delivery.*` event types in an app whose webhooks plugin is off: the outbound
+ * stacks a test builds (never started) write those events for their attempts.
+ */
+export const outboundEventTypes = definePlugin({ name: 'outbound-event-types', setup: () => ({ eventTypes: OUTBOUND_EVENT_TYPES }) });

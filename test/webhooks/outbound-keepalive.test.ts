@@ -11,15 +11,13 @@ import { Types } from 'mongoose';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { systemActor } from '../../core/context.ts';
 import { Tenancy } from '../../core/tenancy.ts';
-import { definePlugin } from '../../core/plugin.ts';
-import { createOutbound, OUTBOUND_EVENT_TYPES } from '../../plugins/webhooks/outbound.ts';
+import { createOutbound } from '../../plugins/webhooks/outbound.ts';
 import { ReceiverAgents } from '../../plugins/webhooks/agents.ts';
 import { httpTransport } from '../../plugins/webhooks/transport.ts';
-import { until } from './outbound-helpers.ts';
+import { outboundEventTypes, until } from './outbound-helpers.ts';
 
 let t: TestApp;
 const servers: Server[] = [];
-const outboundEventTypes = definePlugin({ name: 'outbound-event-types', setup: () => ({ eventTypes: OUTBOUND_EVENT_TYPES }) });
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [outboundEventTypes], config: { RATE_LIMIT_ENABLED: 'false' } });
 });

@@ -11,19 +11,15 @@ import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { systemActor } from '../../core/context.ts';
 import { Tenancy } from '../../core/tenancy.ts';
 import { AppError } from '../../core/errors.ts';
-import { definePlugin } from '../../core/plugin.ts';
-import { createOutbound, OUTBOUND_EVENT_TYPES } from '../../plugins/webhooks/outbound.ts';
+import { createOutbound } from '../../plugins/webhooks/outbound.ts';
 import type { Transport } from '../../plugins/webhooks/transport.ts';
 import type { Resolver } from '../../plugins/webhooks/ssrf.ts';
-import { startReceiver, type Receiver } from './outbound-helpers.ts';
+import { outboundEventTypes, type Receiver, startReceiver } from './outbound-helpers.ts';
 
 let t: TestApp;
 let recv: Receiver;
 const actor = systemActor(new Types.ObjectId().toHexString());
 
-// The webhooks plugin is off in this app: only the outbound stacks built here (never started) send.
-// Their attempts write webhook_delivery.* events, so the catalogue declares those types.
-const outboundEventTypes = definePlugin({ name: 'outbound-event-types', setup: () => ({ eventTypes: OUTBOUND_EVENT_TYPES }) });
 beforeAll(async () => {
   t = await buildTestApp({ plugins: [outboundEventTypes], config: { RATE_LIMIT_ENABLED: 'false' } });
   recv = await startReceiver();
