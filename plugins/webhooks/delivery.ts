@@ -93,17 +93,12 @@ export class DeliverySender {
     this.endpointCache = new EndpointCache(deps.endpoints, FRESH_MAX_AGE_MS);
   }
 
-  private get leaseMs(): number {
-    return this.deps.settings.timeoutMs + LEASE_MARGIN_MS;
-  }
+  private get leaseMs(): number { return this.deps.settings.timeoutMs + LEASE_MARGIN_MS; }
 
   /** The lease of a delivery claimed for the slots (`Slots`): it may wait for `AHEAD_SHARES` attempts of its endpoint before its own. */
-  private get aheadLeaseMs(): number {
-    return this.leaseMs + AHEAD_SHARES * this.deps.settings.timeoutMs;
-  }
+  private get aheadLeaseMs(): number { return this.leaseMs + AHEAD_SHARES * this.deps.settings.timeoutMs; }
 
-  /** Connections open to receivers (tests). */
-  get openConnections(): number { return this.agents.sockets; }
+  get openConnections(): number { return this.agents.sockets; } // (tests)
 
   /** When the first attempt of a delivery created at `at` is due. */
   firstAttemptAt(at: Date): Date {
@@ -246,9 +241,16 @@ export class DeliverySender {
     this.launchReady();
   }
 
-  /** Starts the claimed deliveries whose endpoints have a free slot. */
+  /**
+   * Starts the claimed deliveries whose endpoints have a free slot. One whose lease no longer covers
+   * an attempt and its recording (it waited longer than its claim allowed for) is not sent but
+   * released: another process may take it once the lease passes, and must not find it under way.
+   */
   private launchReady(): void {
-    for (const { item } of this.slots.launchable()) this.launch(item.d, item.endpoint, item.event);
+    for (const { item: { d, endpoint, event } } of this.slots.launchable()) {
+      if (d.lease_until && d.lease_until.getTime() - Date.now() >= this.leaseMs) this.launch(d, endpoint, event);
+      else void this.deps.deliveries.updateOne({ _id: d._id, lease_owner: d.lease_owner }, { $set: { lease_until: null, lease_owner: null } }).catch(() => undefined);
+    }
   }
 
   /**

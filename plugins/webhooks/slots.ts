@@ -19,7 +19,7 @@
 /** See `ahead`: how recent an endpoint's answer must be for its next attempts to be claimed ahead. */
 export const AHEAD_WINDOW_MS = 1_000;
 /** Shares an answering endpoint may have claimed beyond the one under way. */
-export const AHEAD_SHARES = 2;
+export const AHEAD_SHARES = 4;
 
 /** What a search may claim now: any endpoint but `full` ones (a slot is free), or only the `fast` ones with deliveries left. */
 export type SearchScope = { free: true; full: string[] } | { free: false; fast: string[] };

@@ -74,13 +74,13 @@ describe('slots', () => {
     }
     expect(s.free).toBe(0);
     expect(s.room).toBe((1 + AHEAD_SHARES) * 4 - 4);
-    const chosen = s.choose([...rows('a', 5), ...rows('b', 5), ...rows('c', 5)], now);
-    // Both answer, and may have four more each; `c` would need a free slot, and none is.
-    expect(count(chosen, 'a')).toBe(4);
-    expect(count(chosen, 'b')).toBe(4);
+    const chosen = s.choose([...rows('a', 12), ...rows('b', 12), ...rows('c', 5)], now);
+    // Both answer, and may have AHEAD_SHARES shares more each; `c` would need a free slot, and none is.
+    expect(count(chosen, 'a')).toBe(2 * AHEAD_SHARES);
+    expect(count(chosen, 'b')).toBe(2 * AHEAD_SHARES);
     expect(count(chosen, 'c')).toBe(0);
-    s.hold('a', ['a1', 'a2', 'a3', 'a4']);
-    s.hold('b', ['b1', 'b2', 'b3', 'b4']);
+    s.hold('a', chosen.filter((r) => r.endpoint_id === 'a').map((r) => `a${r.i}`));
+    s.hold('b', chosen.filter((r) => r.endpoint_id === 'b').map((r) => `b${r.i}`));
     expect(s.room).toBe(0);
     expect(s.choose(rows('a', 5), now)).toEqual([]);
     // `a` ends one attempt: its first waiting delivery takes that slot, and no other's.
