@@ -139,7 +139,8 @@ export function applyMask(ra: ReadAccess | null, docs: Doc[], fields: string[] |
 }
 
 /** Only `_id` and the base fields: what a caller learns of a row it wrote but may not read. */
-const baseOnly = (doc: Doc): Doc => Object.fromEntries(Object.entries(doc).filter(([k]) => k === '_id' || isSystemField(k)));
+/** `_id` and the base fields of a document, nothing else. */
+export const baseOnly = (doc: Doc): Doc => Object.fromEntries(Object.entries(doc).filter(([k]) => k === '_id' || isSystemField(k)));
 
 /**
  * A write's answer as the caller may read it: masked by its read rules; a row outside them (or

@@ -24,7 +24,7 @@ import { updateDocument } from './update.ts';
 import { PlainWriter } from './plain-write.ts';
 import { draftFields, type DraftOptions } from './drafts/fields.ts';
 import { checkPopulate, populate } from './populate.ts';
-import { applyMask, castRows, checkListQuery, maskProjection, maskWritten, readAccess, readFilter, withRows, writeAccess } from './access.ts';
+import { applyMask, baseOnly, castRows, checkListQuery, maskProjection, maskWritten, readAccess, readFilter, withRows, writeAccess } from './access.ts';
 
 export type { BulkCreateResult, BulkDeleteResult, BulkItemError } from './bulk.ts';
 export type { CursorPage, OffsetPage, ReadOptions, ResourceLookup, ResourceModel, ServiceDeps } from './service-types.ts';
@@ -120,11 +120,14 @@ export class ResourceService implements ResourceCore {
     if (includeDeleted && !isAdmin(actor)) throw new AccessDeniedError('include_deleted requires the admin role');
   }
 
-  /** Serialized form of a stored document: private fields removed; with drafts, `_status` instead of the draft's fields. */
+  /**
+   * Serialized form of a stored document: private fields removed; with drafts, `_status` (last)
+   * instead of `_draft` and `_published`. A `fields` projection that leaves `_published` out gives
+   * no `_status`.
+   */
   view(doc: Doc): Doc {
     if (!this.def.privateFields.length && !(OUTBOX_FIELD in doc) && !this.def.drafts) return doc;
     const out = this.shown(doc);
-    // As statusView() (drafts/fields.ts) makes it: the state last.
     if (this.def.drafts && '_published' in doc) out._status = doc._published === false ? 'draft' : 'published';
     return out;
   }
@@ -139,12 +142,9 @@ export class ResourceService implements ResourceCore {
     return out;
   }
 
-  /** The object of an event: `eventView(view(doc))` (drafts/fields.ts) in one pass. */
+  /** The object of a drafts resource's event: the published document; only `_id` and the base fields when none is published. */
   private eventObject(doc: Doc): Doc {
-    if (doc._published !== false) return this.shown(doc);
-    const out: Doc = {};
-    for (const k of Object.keys(doc)) if (k === '_id' || isSystemField(k)) out[k] = doc[k];
-    return out;
+    return doc._published !== false ? this.shown(doc) : baseOnly(doc);
   }
 
   /** The caller's filter of documents not published (none without drafts). */

@@ -9,7 +9,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 const SECRET_PREFIX = 'whsec_';
 
 /** A new endpoint secret: `whsec_` and the base64 of 32 random bytes (Standard Webhooks format). */
-export const newSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
+export const newSecret = (): string => `${SECRET_PREFIX}${randomBytes(32).toString('base64')}`;
 
 /** A secret an endpoint holds: the current one has no expiry; a rotated-out one signs until `expires_at`. */
 export interface SigningSecret {

@@ -5,7 +5,6 @@
 import { ValidationError } from '../../../core/errors.ts';
 import type { Actor } from '../../../core/context.ts';
 import type { Doc } from '../../../core/hooks.ts';
-import { isSystemField } from '../fields.ts';
 
 /** What {@link draftFields} uses of a resource service. */
 export interface DraftWriter {
@@ -42,23 +41,6 @@ export function draftOptionsOf(query: { draft?: unknown; publish_at?: unknown })
 }
 
 const invalid = (param: string, msg: string) => new ValidationError([{ loc: ['query', param], msg, type: 'value_error' }]);
-
-/**
- * A stored document as the API shows it: `_status`, without `_draft` and `_published` (applied by
- * `view()`). A `fields` projection leaves `_published` out, and the answer then has no `_status`.
- */
-export function statusView(doc: Doc): Doc {
-  const { _draft: _, _published: published, ...out } = doc;
-  if ('_published' in doc) out._status = published === false ? 'draft' : 'published';
-  return out;
-}
-
-/** The object of a drafts resource's event: the published document; only `_id` and the base fields when none is published. */
-export function eventView(view: Doc): Doc {
-  const { _status: status, ...out } = view;
-  if (status !== 'draft') return out;
-  return Object.fromEntries(Object.entries(out).filter(([k]) => k === '_id' || isSystemField(k)));
-}
 
 /** The fields a draft write stores with the document (`_draft`), or with a write that publishes (`_published: true`, no draft). */
 export function draftFields(svc: DraftWriter, actor: Actor | null, draft: DraftOptions | null | undefined, values: Doc | null = null): Doc {
