@@ -6,7 +6,7 @@
 import type { Types } from 'mongoose';
 import type { Doc } from '../../core/hooks.ts';
 import { OUTBOX_FIELD } from './public/outbox.ts';
-import type { OutboxEntry, OutboxSource } from './public/outbox.ts';
+import { beforeOf, type OutboxEntry, type OutboxSource } from './public/outbox.ts';
 
 /** What the relay tells about a document's entries a write supersedes. */
 export interface KnownEntries {
@@ -73,15 +73,21 @@ export interface OutboxInWrite {
  * The outbox of a write superseding the document it changes, as `supersede(source, old, entry)`
  * makes it, but computed by the database from the document itself: waiting entries known to be in
  * the log are dropped, the others keep their object (frozen as `view`), and `entry` is appended
- * with `previous` set to `view` and the document's own `tenant_id` (unknown before the write).
+ * with the document's own `tenant_id` (unknown before the write) and `before`: the values the write
+ * replaces of the `changed` fields (those of the view it sets or removes), and those it adds. The
+ * event's `previous` is rebuilt from them (`previousOf`), so the entry carries no whole object and
+ * stays in the document once relayed, as a create's does: clearing it would rewrite the row.
  * `view` is an expression of the document as the API shows it, the same object `source.view(old)`
  * returns (private fields and the outbox removed).
  */
-export function outboxInWrite(source: OutboxSource, entry: OutboxEntry, view: Doc, known: KnownEntries): OutboxInWrite {
+export function outboxInWrite(source: OutboxSource, entry: OutboxEntry, view: Doc, known: KnownEntries, changed: readonly string[]): OutboxInWrite {
   const isKnown = (e: string) => ({
     $or: [{ $in: [`${e}.id`, { $literal: [...known.ids] }] }, ...(known.before ? [{ $lt: [`${e}.created_at`, { $literal: new Date(known.before) }] }] : [])],
   });
   const { previous: _none, ...staged } = entry;
+  // A field the document lacks is left out of `values` by the database; `absent` names it.
+  const values = Object.fromEntries(changed.map((k) => [k, `$${k}`]));
+  const absent = { $concatArrays: changed.map((k) => ({ $cond: [{ $eq: [{ $type: `$${k}` }, 'missing'] }, [k], []] })) };
   const expression = {
     $concatArrays: [
       {
@@ -91,8 +97,11 @@ export function outboxInWrite(source: OutboxSource, entry: OutboxEntry, view: Do
           in: { $cond: [{ $ifNull: ['$$e.data', false] }, '$$e', { $mergeObjects: ['$$e', { data: view }] }] },
         },
       },
-      [{ $mergeObjects: [{ $literal: staged }, { tenant_id: { $ifNull: ['$tenant_id', null] }, previous: view }] }],
+      [{ $mergeObjects: [{ $literal: staged }, { tenant_id: { $ifNull: ['$tenant_id', null] }, before: { values, absent } }] }],
     ],
   };
-  return { expression, applied: (old) => supersede(source, old, { ...staged, tenant_id: (old.tenant_id as Types.ObjectId | undefined) ?? null, previous: source.view(old) }, known) };
+  return {
+    expression,
+    applied: (old) => supersede(source, old, { ...staged, tenant_id: (old.tenant_id as Types.ObjectId | undefined) ?? null, before: beforeOf(old, changed) }, known),
+  };
 }

@@ -1,7 +1,7 @@
 import type { Model } from 'mongoose';
 import type { Logger } from '../../core/logger.ts';
 import type { Doc } from '../../core/hooks.ts';
-import { OUTBOX_FIELD, REMOVED_FIELD } from './public/outbox.ts';
+import { OUTBOX_FIELD, REMOVED_FIELD, previousOf } from './public/outbox.ts';
 import { KnownByDocument, type KnownEntries } from './known.ts';
 import type { EventDoc, OutboxEntry, OutboxSource } from './public/outbox.ts';
 import type { EventSink } from './sink.ts';
@@ -48,10 +48,11 @@ const isDuplicateOnly = (err: unknown): boolean => {
 
 /**
  * Whether an entry stays in its document once its event is in the log: an entry with neither an
- * object nor `previous` of its own, on a versioned document (a create). Removing it would rewrite
- * the document's row (every index entry on PostgreSQL-backed engines) to save a few hundred bytes;
- * the sweep tells it from a lost one by looking its id up in the log (docs/events.md). Entries
- * carrying objects are removed: left in place they would weigh on every read of the document.
+ * object nor a whole `previous` of its own, on a versioned document (a create, or an update that
+ * keeps only what it replaced, `before`). Removing it would rewrite the document's row (every index
+ * entry on PostgreSQL-backed engines) to save a few hundred bytes; the sweep tells it from a lost
+ * one by looking its id up in the log (docs/events.md). Entries carrying whole objects are removed:
+ * left in place they would weigh on every read of the document.
  */
 export const staysAfterRelay = (e: OutboxEntry): boolean => e.version !== undefined && !e.data && !e.previous;
 
@@ -68,15 +69,16 @@ export function eventsOf(source: OutboxSource, doc: Doc, log?: Logger): Omit<Eve
       // Only a writer outside the outbox protocol can leave this: the object is the current one.
       log?.warn({ event_id: e.id, collection: source.name, entry_version: e.version, version }, 'outbox entry superseded without its object; using the current document');
     }
+    const data = e.data ?? source.view(doc);
     return {
       _id: e.id,
       type: e.type,
       tenant_id: e.tenant_id ?? null,
       created_at: e.created_at,
-      data: e.data ?? source.view(doc),
+      data,
       actor: e.actor ?? null,
       request_id: e.request_id ?? null,
-      previous: e.previous ?? null,
+      previous: e.previous ?? (e.before ? previousOf(data, e.before) : null),
       meta: e.meta ?? null,
       source: { collection: source.name, id: doc._id, version: e.version ?? null },
     };
@@ -366,6 +368,34 @@ export class Relay {
       changed += res.modifiedCount;
     }
     return changed;
+  }
+
+  /**
+   * Applies `fix` (an erasure's) to the objects the outbox of one document keeps (`data`, `previous`,
+   * and what an update replaced, `before.values`), entry by entry (by id: a write racing it keeps its
+   * own entries). Resolves to the number of entries changed; 0 when `collection` has no outbox.
+   */
+  async scrubOutbox(collection: string, docId: unknown, tenantId: unknown, fix: (o: Doc) => Doc): Promise<number> {
+    const source = this.sources.get(collection);
+    if (!source) return 0;
+    const tenant = (source.tenantScoped ?? !!source.model.schema.path('tenant_id')) ? { tenant_id: tenantId ?? null } : {};
+    const doc = (await source.model.collection.findOne({ ...tenant, _id: docId } as never, { projection: { [OUTBOX_FIELD]: 1 } })) as Doc | null;
+    const set: Doc = {};
+    const arrayFilters: Doc[] = [];
+    for (const e of (doc?.[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []) {
+      const fixed: Doc = {};
+      if (e.data) fixed.data = fix(e.data);
+      if (e.previous) fixed.previous = fix(e.previous);
+      if (e.before) fixed['before.values'] = fix(e.before.values);
+      const changed = Object.entries(fixed).filter(([k, v]) => JSON.stringify(v) !== JSON.stringify(k === 'before.values' ? e.before?.values : e[k as 'data' | 'previous']));
+      if (!changed.length) continue;
+      const name = `e${arrayFilters.length}`;
+      arrayFilters.push({ [`${name}.id`]: e.id });
+      for (const [k, v] of changed) set[`${OUTBOX_FIELD}.$[${name}].${k}`] = v;
+    }
+    if (!arrayFilters.length) return 0;
+    await source.model.collection.updateOne({ ...tenant, _id: docId } as never, { $set: set }, { arrayFilters });
+    return arrayFilters.length;
   }
 
   async close(): Promise<void> {

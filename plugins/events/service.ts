@@ -114,9 +114,12 @@ export class EventLog {
     /**
      * The outbox of a write that changes document `docId` without reading it first: the database
      * computes it inside the write (an update pipeline), as `update()` would from the document read.
-     * `view` is the expression of the document as the API shows it (see `outboxInWrite`).
+     * `view` is the expression of the document as the API shows it, and `changed` the fields of that
+     * view the write sets or removes (`version` among them): the entry keeps their values before the
+     * write instead of the whole document (see `outboxInWrite`).
      */
-    inWrite: (source: OutboxSource, docId: unknown, entry: OutboxEntry, view: Doc): OutboxInWrite => outboxInWrite(source, entry, view, this.relay.known(source, docId)),
+    inWrite: (source: OutboxSource, docId: unknown, entry: OutboxEntry, view: Doc, changed: readonly string[]): OutboxInWrite =>
+      outboxInWrite(source, entry, view, this.relay.known(source, docId), changed),
   };
 
   /**
@@ -249,6 +252,8 @@ export class EventLog {
         await this.models.events.updateOne({ _id: e._id }, { $set: { data: fix(e.data), previous: fix(e.previous) } });
         changed++;
       }
+      // Entries that stay in the document keep what an update replaced (`before`): that goes too.
+      changed += await this.relay.scrubOutbox(d.resource, d.item_id, d.tenant_id, (o) => fix(o)!);
     }
     return changed;
   }

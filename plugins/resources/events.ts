@@ -2,7 +2,7 @@
  * A resource's events: `<resource>.created`, `.updated`, `.deleted` and `.restored`, each staged into
  * the changed document's outbox by the write itself (docs/events.md). No Koa or GraphQL here.
  */
-import type { AuditedChange, OutboxEntry } from '../events/public/outbox.ts';
+import { beforeOf, type AuditedChange, type OutboxEntry } from '../events/public/outbox.ts';
 import type { EventTypeDefinition, JsonSchema } from '../events/public/contributions.ts';
 import { isSystemActor, requestOf, type Actor } from '../../core/context.ts';
 import type { OutboxOptions, ResourceCore } from './service-types.ts';
@@ -110,6 +110,8 @@ export function stageChange(svc: ResourceCore, verb: ResourceEventVerb, actor: A
  */
 export function outboxFor(svc: ResourceCore, verb: ResourceEventVerb, actor: Actor | null, old: Doc | null, opts: OutboxOptions = {}): OutboxEntry[] {
   const tenantId = opts.tenantId !== undefined ? opts.tenantId : old?.tenant_id ? String(old.tenant_id) : null;
-  const entry = stageChange(svc, verb, actor, { ...opts, tenantId, version: old ? (old.version as number) + 1 : 1, previous: old ? svc.source.view(old) : null });
+  const previous = old ? svc.source.view(old) : null;
+  const staged = stageChange(svc, verb, actor, { ...opts, tenantId, version: old ? (old.version as number) + 1 : 1, previous: opts.changed ? null : previous });
+  const entry = previous && opts.changed ? { ...staged, before: beforeOf(previous, opts.changed) } : staged;
   return old ? svc.deps.events.outbox.update(svc.source, old, entry) : svc.deps.events.outbox.insert(entry);
 }

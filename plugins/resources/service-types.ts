@@ -29,6 +29,12 @@ export interface OutboxOptions {
   tenantId?: string | null;
   /** The version an update restores (versions: `POST …/versions/{n}/restore`). */
   restoredVersion?: number;
+  /**
+   * The fields of the view an update sets or removes (`version` among them), when the view before
+   * and after differ in nothing else: the entry keeps their values before (`before`) instead of the
+   * whole previous document, and so stays in the document once relayed.
+   */
+  changed?: readonly string[];
 }
 
 /**
@@ -96,6 +102,7 @@ export interface ResourceCore {
   readonly plain: PlainWriter;
   readonly viewExpression: Doc;
   readonly hidesPaths: boolean;
+  shownKeys(keys: Iterable<string>): string[];
   scope(actor: Actor, opts?: { includeDeleted?: boolean }): Filter;
   checkIncludeDeleted(actor: Actor, includeDeleted: boolean): void;
   view(doc: Doc): Doc;

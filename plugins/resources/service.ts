@@ -95,6 +95,11 @@ export class ResourceService implements ResourceCore {
     };
   }
 
+  /** Those of `keys` that `view()` shows (stored keys other than private fields, the outbox and the draft's state). */
+  shownKeys(keys: Iterable<string>): string[] {
+    return [...keys].filter((k) => !this.hidden.has(k));
+  }
+
   private isFilterable(path: string): boolean {
     if (isSystemField(path)) return true;
     const f = this.fieldByPath.get(path);

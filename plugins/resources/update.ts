@@ -33,6 +33,13 @@ function changes(svc: ResourceCore, actor: Actor, data: Doc, replace: boolean): 
   return { set, unset };
 }
 
+/**
+ * The fields of the view an update changes: its entry keeps their values before the write, not the
+ * whole document (docs/events.md, "Relayed entries without an object stay").
+ */
+const changedKeys = (svc: ResourceCore, set: Doc, unset: Record<string, 1>): string[] =>
+  svc.shownKeys(new Set([...Object.keys(set), ...Object.keys(unset), 'version']));
+
 /** What an update writes besides its body. */
 export interface UpdateOptions {
   /** The version a restore brings back: its event records it (`meta.restored_version`). */
@@ -69,7 +76,9 @@ export async function updateDocument(svc: ResourceCore, actor: Actor, id: string
   const { set, unset } = changes(svc, actor, ev.data, replace);
   Object.assign(set, draftFields(svc, actor, opts.draft));
   const verb = opts.draft ? 'draft_saved' : svc.def.drafts && old._published === false ? 'published' : 'updated';
-  set[OUTBOX_FIELD] = svc.outboxFor(verb, actor, old, { replace, ...(opts.restoredVersion !== undefined ? { restoredVersion: opts.restoredVersion } : {}) });
+  // An update's view before and after differ only in what it writes (a publish or a draft changes more).
+  const changed = verb === 'updated' ? { changed: changedKeys(svc, set, unset) } : {};
+  set[OUTBOX_FIELD] = svc.outboxFor(verb, actor, old, { replace, ...changed, ...(opts.restoredVersion !== undefined ? { restoredVersion: opts.restoredVersion } : {}) });
   const doc = await svc.plain.updateIf({ _id: old._id, ...scope, version: old.version }, plain, set, unset);
   if (!doc) throw await svc.lostRace(id, scope);
   await svc.committed(doc);
@@ -117,7 +126,7 @@ async function updateInOneCommand(svc: ResourceCore, actor: Actor, id: string, b
   const drafts = svc.def.drafts;
   if (drafts) Object.assign(set, draftFields(svc, actor, null));
   const entry = stageChange(svc, 'updated', actor, { version: version + 1, previous: null, tenantId: null, replace, ...opts });
-  const outbox = svc.deps.events.outbox.inWrite(svc.source, _id, entry, svc.viewExpression);
+  const outbox = svc.deps.events.outbox.inWrite(svc.source, _id, entry, svc.viewExpression, changedKeys(svc, set, unset));
   const filter = drafts ? { _id, ...base, _published: { $ne: false } } : { _id, ...scope };
   const written = await svc.plain.updateComputedIf(filter, set, unset, version, { [OUTBOX_FIELD]: outbox.expression });
   if (written === undefined || (!written && drafts)) return undefined;

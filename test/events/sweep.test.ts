@@ -47,12 +47,55 @@ describe('outbox entries after the relay', () => {
 
     const u = await p.http('PATCH', `/projects/${id}`, { key: admin.key, json: { budget: 2 }, headers: { 'If-Match': '"1"' } });
     expect(u.status).toBe(200);
-    // The update's entry carries `previous`: removed once relayed. The create's was dropped by the write.
-    expect(await outboxOf(id)).toEqual([]);
-    expect((await eventsOf(id)).map((e) => e.type)).toEqual(['projects.created', 'projects.updated']);
+    // The create's entry was dropped by the write. The update's keeps only what it replaced (`before`),
+    // not the whole document, so it stays too; its event has the whole document before.
+    const events = await eventsOf(id);
+    expect(events.map((e) => e.type)).toEqual(['projects.created', 'projects.updated']);
+    const [entry] = await outboxOf(id);
+    expect(await outboxOf(id)).toHaveLength(1);
+    expect(entry).toMatchObject({ id: events[1]!._id, version: 2, before: { values: { budget: 1, version: 1 }, absent: [] } });
+    expect(entry).not.toHaveProperty('previous');
+    expect(entry).not.toHaveProperty('data');
+    expect(events[1]!.previous).toEqual(events[0]!.data);
+
+    const v = await p.http('PATCH', `/projects/${id}`, { key: admin.key, json: { budget: 3 }, headers: { 'If-Match': '"2"' } });
+    expect(v.status).toBe(200);
+    expect((await outboxOf(id)).map((e) => e.version)).toEqual([3]);
   });
 
-  it('an update through another process freezes the create it cannot know is relayed, stores no duplicate, and clears both', async () => {
+  it("an update's entry lost by its writer comes back with the whole document before, frozen or not", async () => {
+    /** A document updated by `p`, whose update's event is then lost (as if `p` died before its relay). */
+    const lostUpdate = async (name: string) => {
+      const c = await p.http('POST', '/projects', { key: admin.key, json: { name, budget: 1, description: 'kept' } });
+      const id = c.body._id as string;
+      const u = await p.http('PATCH', `/projects/${id}`, { key: admin.key, json: { budget: 2, status: 'archived' }, headers: { 'If-Match': '"1"' } });
+      expect(u.status).toBe(200);
+      const [created, updated] = await eventsOf(id);
+      expect(updated!.previous).toEqual(created!.data);
+      await db.collection('events').deleteOne({ _id: updated!._id } as never);
+      return { id, created: created!, updated: updated! };
+    };
+    const swept = await lostUpdate('Swept');
+    const frozen = await lostUpdate('Frozen');
+
+    // Superseded by another process, which cannot know it is lost and freezes it: stored with its write.
+    const w = await q.http('PATCH', `/projects/${frozen.id}`, { key: admin.key, json: { budget: 3 }, headers: { 'If-Match': '"2"' } });
+    expect(w.status).toBe(200);
+    const refrozen = await db.collection('events').findOne({ _id: frozen.updated._id } as never);
+    expect(refrozen!.previous).toEqual(frozen.created.data);
+    expect(refrozen!.data).toEqual(frozen.updated.data);
+    expect((await outboxOf(frozen.id)).map((e) => e.version)).toEqual([3]);
+
+    // Found by another process's sweep (the writer's own knows it stored the event) once 5 s old.
+    await new Promise((r) => setTimeout(r, 5_200));
+    await q.app.services.get('events').sweep(new Date(Date.now() - 60_000));
+    await waitFor(async () => (await db.collection('events').countDocuments({ _id: swept.updated._id } as never)) === 1, 'the sweep to relay the lost entry', 20_000);
+    const back = await db.collection('events').findOne({ _id: swept.updated._id } as never);
+    expect(back!.previous).toEqual(swept.created.data);
+    expect(back!.data).toEqual(swept.updated.data);
+  }, 30_000);
+
+  it('an update through another process freezes the create it cannot know is relayed, stores no duplicate, and clears it', async () => {
     const c = await p.http('POST', '/projects', { key: admin.key, json: { name: 'Elsewhere', budget: 1 } });
     const id = c.body._id as string;
     // In-process listeners (realtime) of the updating process hear only what its insert added.
@@ -61,8 +104,9 @@ describe('outbox entries after the relay', () => {
     const u = await q.http('PATCH', `/projects/${id}`, { key: admin.key, json: { budget: 5 }, headers: { 'If-Match': '"1"' } });
     expect(u.status).toBe(200);
     expect(heard).toEqual(['projects.updated']);
-    expect(await outboxOf(id)).toEqual([]);
     const events = await eventsOf(id);
+    // Only the update's own entry is left (it stays: see above).
+    expect((await outboxOf(id)).map((e) => e.id)).toEqual([events[1]!._id]);
     expect(events.map((e) => e.type)).toEqual(['projects.created', 'projects.updated']);
     expect(events[0]!.data).toMatchObject({ budget: 1, version: 1 });
     expect(events[1]!.data).toMatchObject({ budget: 5, version: 2 });

@@ -27,9 +27,47 @@ export interface OutboxEntry {
    */
   version?: number;
   previous?: Doc | null;
+  /**
+   * The object before the change, told by what the change replaced instead of whole (`previous`
+   * absent): the previous values of the fields the change set or removed, and the fields it added.
+   * The event's `previous` is its object with these undone (`previousOf`). An entry with it and no
+   * `data` stays in its document once relayed, as a create's does.
+   */
+  before?: EntryBefore;
   meta?: Doc | null;
   /** Frozen object, set when a later write superseded this entry before it reached the log. */
   data?: Doc;
+}
+
+/** What a change replaced in its document's object (see `OutboxEntry.before`). */
+export interface EntryBefore {
+  /** The changed fields that the object had before the change, with their values then. */
+  values: Doc;
+  /** The fields the change added (the object before it had none of them). */
+  absent: string[];
+}
+
+/** `before` of a change to the fields `changed` of an object that was `previous` (see `OutboxEntry.before`). */
+export function beforeOf(previous: Doc, changed: readonly string[]): EntryBefore {
+  const values: Doc = {};
+  const absent: string[] = [];
+  for (const k of changed) {
+    if (previous[k] === undefined) absent.push(k);
+    else values[k] = previous[k];
+  }
+  return { values, absent };
+}
+
+/**
+ * The object before a change from the object after it and `before`: the fields it added left out,
+ * those it changed or removed at their previous values, the others in their order.
+ */
+export function previousOf(after: Doc, before: EntryBefore): Doc {
+  const absent = new Set(before.absent);
+  const out: Doc = {};
+  for (const k of Object.keys(after)) if (!absent.has(k)) out[k] = Object.hasOwn(before.values, k) ? before.values[k] : after[k];
+  for (const k of Object.keys(before.values)) if (!Object.hasOwn(out, k)) out[k] = before.values[k];
+  return out;
 }
 
 /** A collection whose documents carry an outbox: registered once per model with the event log. */
