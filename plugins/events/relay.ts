@@ -16,6 +16,11 @@ interface Pending {
   clearIds: string[];
   /** A tombstone (`REMOVED_FIELD`) holding every entry of its outbox here: removed once they are stored. */
   remove?: boolean;
+  /**
+   * Ids of entries the write found waiting and froze (not its own): most are in the log already,
+   * relayed by the process that wrote them. The relay looks them up before storing.
+   */
+  inherited?: string[];
 }
 
 export interface RelaySettings {
@@ -144,7 +149,9 @@ export class Relay {
   enqueue(source: OutboxSource, doc: Doc): Promise<void> {
     const events = eventsOf(source, doc, this.log);
     if (!events.length) return Promise.resolve();
-    this.queue.push({ source, docId: doc._id, tenantId: doc.tenant_id ?? null, events, clearIds: clearIdsOf(doc), remove: doc[REMOVED_FIELD] === true });
+    // The write's own entry is the last; any before it waited in the document (frozen by this write).
+    const inherited = events.length > 1 ? events.slice(0, -1).map((e) => e._id) : undefined;
+    this.queue.push({ source, docId: doc._id, tenantId: doc.tenant_id ?? null, events, clearIds: clearIdsOf(doc), remove: doc[REMOVED_FIELD] === true, ...(inherited ? { inherited } : {}) });
     this.queued += events.length;
     if (this.settings.flushMs === 0) return this.flush();
     if (this.queued >= this.settings.maxBatch) void this.flush();
@@ -189,6 +196,7 @@ export class Relay {
    * the sinks again (they are idempotent by event id).
    */
   async store(batch: Pending[]): Promise<void> {
+    await this.learnInherited(batch);
     const committed_at = new Date();
     const docs: EventDoc[] = [];
     const seen = new Set<string>();
@@ -229,6 +237,21 @@ export class Relay {
         this.log.error({ err }, 'event listener failed');
       }
     }
+  }
+
+  /**
+   * Looks up in the log the entries writes of this batch froze (another process's, as a rule, which
+   * it relayed long ago), in one query: those found are known, so they go to no sink and no insert
+   * again (a duplicate takes every insert's error path, the sinks' too), and are only cleared.
+   */
+  private async learnInherited(batch: Pending[]): Promise<void> {
+    const asked = batch.flatMap((b) => {
+      const known = this.byDocument.of(KnownByDocument.key(b.source.name, b.docId));
+      return (b.inherited ?? []).filter((id) => !known.includes(id));
+    });
+    if (!asked.length) return;
+    const found = new Set((await this.events.collection.find({ _id: { $in: asked } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)));
+    for (const b of batch) if (b.inherited) this.byDocument.add(KnownByDocument.key(b.source.name, b.docId), b.inherited.filter((id) => found.has(id)));
   }
 
   /** Inserts `docs` into the log; resolves to those that were not there already. */

@@ -101,9 +101,13 @@ describe('outbox entries after the relay', () => {
     // In-process listeners (realtime) of the updating process hear only what its insert added.
     const heard: string[] = [];
     q.app.services.get('events').onStored((docs) => heard.push(...docs.map((d) => d.type)));
+    // Nor do its durable sinks: the relay looks the frozen entry up in the log first, and finds it.
+    const sunk: string[] = [];
+    q.app.services.get('events').addSink({ name: 'sweep-test', types: '*', write: (docs) => Promise.resolve(void sunk.push(...docs.map((d) => d.type))) });
     const u = await q.http('PATCH', `/projects/${id}`, { key: admin.key, json: { budget: 5 }, headers: { 'If-Match': '"1"' } });
     expect(u.status).toBe(200);
     expect(heard).toEqual(['projects.updated']);
+    expect(sunk).toEqual(['projects.updated']);
     const events = await eventsOf(id);
     // Only the update's own entry is left (it stays: see above).
     expect((await outboxOf(id)).map((e) => e.id)).toEqual([events[1]!._id]);
