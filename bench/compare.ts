@@ -63,7 +63,7 @@ async function main() {
     // Writes last: the documents they add would otherwise weigh on the lists.
     [
       ['create', [...SIDES], create],
-      ['update', [...SIDES], update],
+      ['update', [...SIDES], update(SIDES)],
     ],
   ];
   try {

@@ -62,7 +62,7 @@ async function main() {
     // Warm up (JIT, connection pools, auth cache) on a read so writes are not spent twice.
     for (const { port } of servers.values()) await autocannon({ url: `http://127.0.0.1:${port}/projects/${id}`, connections: CONNECTIONS, duration: 2, headers });
 
-    const { reads: r, create, update } = scenarios({ key, sampleId: id, updIds }, versionsOf(MONGODB_URI));
+    const { reads: r, create, update, updateShared } = scenarios({ key, sampleId: id, updIds }, versionsOf(MONGODB_URI));
     const reads: Scenario<Side>[] = [
       ['auth/me', ['app', 'app-nolimit'], r['auth/me']],
       ['get-one', ['app', 'app-nolimit', 'bare'], r['get-one']],
@@ -81,7 +81,9 @@ async function main() {
     // Writes last: the documents they add would otherwise weigh on the later lists.
     const writes: Scenario<Side>[] = [
       ['create', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR], create],
-      ['update', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR], update],
+      ['update', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR], update(SIDES)],
+      // The app and its floor on the same documents, one after the other (`BENCH_ONLY=shared`).
+      ...(only.includes('shared') ? [['update, shared documents', ['app', ...FLOOR], updateShared] as Scenario<Side>] : []),
     ];
     // Depth: page 500 against page 1, in rounds, before the writes add their rows to page 1's sort.
     // The cursor pair also on bare (its floor: the app's filter, sort and boundary range, raw driver).
