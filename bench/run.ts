@@ -35,7 +35,13 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
  * of the gap to bare is the database's floor, the pipeline's, and the resources plugin's.
  */
 const FLOOR: string[] = process.env.BENCH_FLOOR === '1' ? ['bare-durable', 'app-floor'] : [];
-const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : []), ...FLOOR];
+/**
+ * `BENCH_EXTRA_SIDES=app-noversions,app-noaudit` (modes of bench/serve.ts) adds those servers to the
+ * writes, each reported against `app-floor` (with `BENCH_FLOOR=1`), `bare` and `app`: what one
+ * difference of the app from its floor costs, measured in the same rounds.
+ */
+const EXTRA: string[] = (process.env.BENCH_EXTRA_SIDES ?? '').split(',').filter(Boolean);
+const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : []), ...FLOOR, ...EXTRA];
 type Side = string;
 const BASE: Side[] = SIDES.filter((s) => s.startsWith('base:'));
 
@@ -80,8 +86,8 @@ async function main() {
     ];
     // Writes last: the documents they add would otherwise weigh on the later lists.
     const writes: Scenario<Side>[] = [
-      ['create', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR], create],
-      ['update', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR], update],
+      ['create', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR, ...EXTRA], create],
+      ['update', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR, ...EXTRA], update],
     ];
     // Depth: page 500 against page 1, in rounds, before the writes add their rows to page 1's sort.
     // The cursor pair also on bare (its floor: the app's filter, sort and boundary range, raw driver).
@@ -141,6 +147,15 @@ async function main() {
       report(`${op}: defaults vs pipeline + floor`, `app ${op}`, `app-floor ${op}`);
     }
   }
+  for (const side of EXTRA) {
+    for (const op of ['create', 'update'] as const) {
+      if (FLOOR.length) report(`${op}: ${side} vs pipeline + floor`, `${side} ${op}`, `app-floor ${op}`);
+      report(`${op}: ${side} vs bare`, `${side} ${op}`, `bare ${op}`);
+      report(`${op}: app vs ${side}`, `app ${op}`, `${side} ${op}`);
+    }
+  }
+  // Each side's rate by round (the rounds' trend: the collections grow with the run's writes).
+  for (const [k, xs] of Object.entries(rates)) if (/ (create|update)$/.test(k)) log(`  ${k.padEnd(40)} ${xs.map((x) => x.toFixed(0)).join(', ')} req/s by round`);
   // Time per page of page 500 over page 1's: page 1's rate over page 500's.
   report('cursor page 500 / page 1, time per page (aim <= 1.5)', 'app cursor page 1', 'app cursor page 500');
   report('  ... its floor (bare)', 'bare cursor page 1', 'bare cursor page 500');

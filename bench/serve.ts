@@ -35,6 +35,8 @@ import { type SortSpec, cursorFilter, decodeCursor, encodeCursor, querySort } fr
 import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { definePlugin } from '../core/plugin.ts';
+import { resourcesPlugin } from '../plugins/resources/index.ts';
+import { projectsResource, tasksResource } from '../plugins/resources/sample-resources.ts';
 import { defineRoute } from '../core/http/route.ts';
 import { z } from 'zod';
 import type { LoopStats } from './seed.ts';
@@ -168,7 +170,10 @@ if (mode === 'bare-floor') {
       ] : [],
     }),
   });
-  const app = await createApp({ corePlugins: corePlugins(), config, plugins: [...builtinPlugins(), ping, floorRoutes] });
+  // `-noversions`: the same sample resources, `/projects` without versions (FILES_ENABLED stays off here).
+  const noVersions = resourcesPlugin.configure({ resources: [{ ...projectsResource, versions: null }, tasksResource] });
+  const plugins = builtinPlugins().map((p) => (p === resourcesPlugin && mode.includes('-noversions') ? noVersions : p));
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins: [...plugins, ping, floorRoutes] });
   if (mode.includes('-nosweep')) (app.services.get('events') as unknown as { sweeper: { tick: () => Promise<number> } }).sweeper.tick = () => Promise.resolve(0);
   if (mode.includes('-noevents')) {
     // The baseline of bench/events.ts: resource writes stage no event (an empty outbox). Bench only:
