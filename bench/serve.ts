@@ -174,7 +174,9 @@ if (mode === 'bare-floor') {
   const noVersions = resourcesPlugin.configure({ resources: [{ ...projectsResource, versions: null }, tasksResource] });
   const plugins = builtinPlugins().map((p) => (p === resourcesPlugin && mode.includes('-noversions') ? noVersions : p));
   const app = await createApp({ corePlugins: corePlugins(), config, plugins: [...plugins, ping, floorRoutes] });
-  if (mode.includes('-nosweep')) (app.services.get('events') as unknown as { sweeper: { tick: () => Promise<number> } }).sweeper.tick = () => Promise.resolve(0);
+  // `BENCH_NOSWEEP=1`: every app side of a run without its sweep (the sweep is shared by lease, so
+  // one side's `-nosweep` leaves the others sweeping its writes): what the sweep costs a whole run.
+  if (mode.includes('-nosweep') || process.env.BENCH_NOSWEEP === '1') (app.services.get('events') as unknown as { sweeper: { tick: () => Promise<number> } }).sweeper.tick = () => Promise.resolve(0);
   if (mode.includes('-noevents')) {
     // The baseline of bench/events.ts: resource writes stage no event (an empty outbox). Bench only:
     // the event log is always on in the product.
