@@ -1,7 +1,7 @@
 /**
  * Loaded with `--import` into a server under test (bench/deliveries.ts, `BENCH_DRAIN_FLAGS`): counts
  * the database commands the process sends, by command and collection (a bulk write's operations
- * counted too), and prints them to stderr when the process exits. Bench only.
+ * counted too), and prints them to stderr when the process exits (and to stdout at each SIGUSR2). Bench only.
  */
 import { MongoClient } from 'mongodb';
 
@@ -19,6 +19,8 @@ MongoClient.prototype.connect = function (this: MongoClient) {
   });
   return connect.call(this) as ReturnType<MongoClient['connect']>;
 };
+// With bench/serve.ts: the counts so far on stdout at each SIGUSR2, before its `CPU` line (bench/create-commands.ts).
+process.on('SIGUSR2', () => process.stdout.write(`COMMANDS ${JSON.stringify(Object.fromEntries(counts))}\n`));
 process.once('exit', () => {
   const rows = [...counts].sort((a, b) => a[0].localeCompare(b[0]));
   process.stderr.write(`COMMANDS ${JSON.stringify(Object.fromEntries(rows))}\n`);

@@ -13,7 +13,9 @@ import { writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
-import { ACTIVE_WHERE, seed, startServer, versionsOf } from './seed.ts';
+import { ACTIVE_WHERE, seed, serverReport, startServer, versionsOf } from './seed.ts';
+import { machineCpu } from './machine.ts';
+import { dbCpuMeter } from './db-cpu.ts';
 import { benchWebhooks } from './webhooks.ts';
 import { benchJobs } from './jobs.ts';
 import { benchFiles } from './files.ts';
@@ -35,7 +37,17 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
  * of the gap to bare is the database's floor, the pipeline's, and the resources plugin's.
  */
 const FLOOR: string[] = process.env.BENCH_FLOOR === '1' ? ['bare-durable', 'app-floor'] : [];
-const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : []), ...FLOOR];
+/**
+ * `BENCH_EXTRA_SIDES=app-noversions,app-noaudit` (modes of bench/serve.ts) adds those servers to the
+ * writes, each reported against `app-floor` (with `BENCH_FLOOR=1`), `bare` and `app`: what one
+ * difference of the app from its floor costs, measured in the same rounds. `BENCH_SERVER_CPU=1`
+ * also prints each side's server CPU, the database's (bench/db-cpu.ts: its gateway and backends)
+ * and the machine's per write request by round (is it the server or the database whose cost grows
+ * with the run's writes), `BENCH_COUNT_DOCS=1` the sizes of
+ * the collections a create grows after the rounds.
+ */
+const EXTRA: string[] = (process.env.BENCH_EXTRA_SIDES ?? '').split(',').filter(Boolean);
+const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : []), ...FLOOR, ...EXTRA];
 type Side = string;
 const BASE: Side[] = SIDES.filter((s) => s.startsWith('base:'));
 
@@ -53,9 +65,22 @@ async function main() {
   /** Rates per scenario and side, one per round. */
   const rates: Record<string, number[]> = {};
 
+  /** With `BENCH_SERVER_CPU=1`, the server's CPU per request of each write measurement, and the machine's (µs), by round. */
+  const cpus: Record<string, { server: number[]; db: number[]; machine: number[] }> = {};
+  const db = process.env.BENCH_SERVER_CPU === '1' ? dbCpuMeter(MONGODB_URI) : null;
   const measure = async (name: string, side: Side, opts: Load) => {
+    const child = servers.get(side)!.child;
+    const probe = process.env.BENCH_SERVER_CPU === '1' && /create|update/.test(name);
+    const [c0, d0, m0] = probe ? [(await serverReport(child)).cpu, db!.micros(), machineCpu()] : [0, null, null];
     const rate = await measureRate(`${side} ${name}`, servers.get(side)!.port, opts, { connections: CONNECTIONS, duration: DURATION, headers });
     (rates[`${side} ${name}`] ??= []).push(rate);
+    if (!probe) return;
+    const [c1, d1, m1] = [(await serverReport(child)).cpu, db!.micros(), machineCpu()];
+    const n = rate * DURATION;
+    const c = (cpus[`${side} ${name}`] ??= { server: [], db: [], machine: [] });
+    c.server.push((c1 - c0) / n);
+    c.db.push(d0 !== null && d1 !== null ? (d1 - d0) / n : NaN);
+    c.machine.push(m0 !== null && m1 !== null ? (m1 - m0) / n : NaN);
   };
 
   try {
@@ -80,8 +105,8 @@ async function main() {
     ];
     // Writes last: the documents they add would otherwise weigh on the later lists.
     const writes: Scenario<Side>[] = [
-      ['create', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR], create],
-      ['update', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR], update(SIDES)],
+      ['create', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR, ...EXTRA], create],
+      ['update', ['app', 'app-nolimit', 'bare', ...BASE, ...FLOOR, ...EXTRA], update(SIDES)],
       // The app and its floor on the same documents, one after the other (`BENCH_ONLY=shared`).
       ...(only.includes('shared') ? [['update, shared documents', ['app', ...FLOOR], updateShared] as Scenario<Side>] : []),
     ];
@@ -94,6 +119,11 @@ async function main() {
       ['offset page 500', ['app'], { path: '/projects?page=500&per_page=25' }, 'offset depth'],
     ];
     await runRounds([reads, pages, writes], ROUNDS, wanted, measure);
+    if (process.env.BENCH_COUNT_DOCS === '1') {
+      // What the run's writes left: the collections a create grows.
+      const db = (await mongoose.createConnection(MONGODB_URI).asPromise()).db!;
+      for (const c of ['projects', 'events', 'audit_log', 'resource_versions']) log(`  ${c}: ${await db.collection(c).estimatedDocumentCount()} documents`);
+    }
   } finally {
     for (const { child } of servers.values()) child.kill('SIGTERM');
   }
@@ -143,6 +173,16 @@ async function main() {
       report(`${op}: defaults vs pipeline + floor`, `app ${op}`, `app-floor ${op}`);
     }
   }
+  for (const side of EXTRA) {
+    for (const op of ['create', 'update'] as const) {
+      if (FLOOR.length) report(`${op}: ${side} vs pipeline + floor`, `${side} ${op}`, `app-floor ${op}`);
+      report(`${op}: ${side} vs bare`, `${side} ${op}`, `bare ${op}`);
+      report(`${op}: app vs ${side}`, `app ${op}`, `${side} ${op}`);
+    }
+  }
+  // Each side's rate by round (the rounds' trend: the collections grow with the run's writes).
+  for (const [k, xs] of Object.entries(rates)) if (/ (create|update)$/.test(k)) log(`  ${k.padEnd(40)} ${xs.map((x) => x.toFixed(0)).join(', ')} req/s by round`);
+  for (const [k, c] of Object.entries(cpus)) log(`  ${k.padEnd(40)} server ${c.server.map((x) => x.toFixed(0)).join(', ')}; database ${c.db.map((x) => x.toFixed(0)).join(', ')}; machine ${c.machine.map((x) => x.toFixed(0)).join(', ')} µs/request by round`);
   // Time per page of page 500 over page 1's: page 1's rate over page 500's.
   report('cursor page 500 / page 1, time per page (aim <= 1.5)', 'app cursor page 1', 'app cursor page 500');
   report('  ... its floor (bare)', 'bare cursor page 1', 'bare cursor page 500');

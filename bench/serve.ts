@@ -35,6 +35,8 @@ import { type SortSpec, cursorFilter, decodeCursor, encodeCursor, querySort } fr
 import { builtinPlugins, corePlugins } from '../builtin-plugins.ts';
 import { createApp } from '../core/kernel.ts';
 import { definePlugin } from '../core/plugin.ts';
+import { resourcesPlugin } from '../plugins/resources/index.ts';
+import { projectsResource, tasksResource } from '../plugins/resources/sample-resources.ts';
 import { defineRoute } from '../core/http/route.ts';
 import { z } from 'zod';
 import type { LoopStats } from './seed.ts';
@@ -168,8 +170,23 @@ if (mode === 'bare-floor') {
       ] : [],
     }),
   });
-  const app = await createApp({ corePlugins: corePlugins(), config, plugins: [...builtinPlugins(), ping, floorRoutes] });
-  if (mode.includes('-nosweep')) (app.services.get('events') as unknown as { sweeper: { tick: () => Promise<number> } }).sweeper.tick = () => Promise.resolve(0);
+  // `-noversions`: the same sample resources, `/projects` without versions (FILES_ENABLED stays off here).
+  const noVersions = resourcesPlugin.configure({ resources: [{ ...projectsResource, versions: null }, tasksResource] });
+  const plugins = builtinPlugins().map((p) => (p === resourcesPlugin && mode.includes('-noversions') ? noVersions : p));
+  const app = await createApp({ corePlugins: corePlugins(), config, plugins: [...plugins, ping, floorRoutes] });
+  // `BENCH_NOSWEEP=1`: every app side of a run without its sweep (the sweep is shared by lease, so
+  // one side's `-nosweep` leaves the others sweeping its writes): what the sweep costs a whole run.
+  if (mode.includes('-nosweep') || process.env.BENCH_NOSWEEP === '1') (app.services.get('events') as unknown as { sweeper: { tick: () => Promise<number> } }).sweeper.tick = () => Promise.resolve(0);
+  if (process.env.BENCH_SWEEP_DUE === '1') {
+    // A pass runs only when its window is due (its horizon a tick old), whichever process ticks: one
+    // window query per pass and tick across the run's processes instead of one per process. Bench
+    // only, and not atomic (a read before the claim): the measure of a claim filter on `horizon`.
+    type Pass = { name: string; lagMs: number };
+    const sweeper = (app.services.get('events') as unknown as { sweeper: { run: (p: Pass) => Promise<number> } }).sweeper;
+    const run = sweeper.run.bind(sweeper);
+    const state = app.db.conn.collection<{ _id: string; horizon: Date }>('event_sweeps');
+    sweeper.run = async (p) => ((await state.findOne({ _id: p.name }))?.horizon ?? new Date(0)) > new Date(Date.now() - p.lagMs - 1000) ? 0 : run(p);
+  }
   if (mode.includes('-noevents')) {
     // The baseline of bench/events.ts: resource writes stage no event (an empty outbox). Bench only:
     // the event log is always on in the product.
