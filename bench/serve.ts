@@ -177,16 +177,6 @@ if (mode === 'bare-floor') {
   // `BENCH_NOSWEEP=1`: every app side of a run without its sweep (the sweep is shared by lease, so
   // one side's `-nosweep` leaves the others sweeping its writes): what the sweep costs a whole run.
   if (mode.includes('-nosweep') || process.env.BENCH_NOSWEEP === '1') (app.services.get('events') as unknown as { sweeper: { tick: () => Promise<number> } }).sweeper.tick = () => Promise.resolve(0);
-  if (process.env.BENCH_SWEEP_DUE === '1') {
-    // A pass runs only when its window is due (its horizon a tick old), whichever process ticks: one
-    // window query per pass and tick across the run's processes instead of one per process. Bench
-    // only, and not atomic (a read before the claim): the measure of a claim filter on `horizon`.
-    type Pass = { name: string; lagMs: number };
-    const sweeper = (app.services.get('events') as unknown as { sweeper: { run: (p: Pass) => Promise<number> } }).sweeper;
-    const run = sweeper.run.bind(sweeper);
-    const state = app.db.conn.collection<{ _id: string; horizon: Date }>('event_sweeps');
-    sweeper.run = async (p) => ((await state.findOne({ _id: p.name }))?.horizon ?? new Date(0)) > new Date(Date.now() - p.lagMs - 1000) ? 0 : run(p);
-  }
   if (mode.includes('-noevents')) {
     // The baseline of bench/events.ts: resource writes stage no event (an empty outbox). Bench only:
     // the event log is always on in the product.

@@ -37,7 +37,8 @@ const LATE_EVERY = 10;
  * - `late` checks it again `lateSweepAgeMs` (10 min) after: a write that committed late, or a writer
  *   whose clock ran behind, is still found.
  * Windows are contiguous (a pass's horizon moves only over what it read), and never reach further
- * back than the log's retention. `recent` runs on every tick (`sweepMs`), `late` on every tenth.
+ * back than the log's retention. `recent` runs on every tick (`sweepMs`), `late` on every tenth,
+ * each only when its window is at least a tick long (whichever replica ticks first reads it).
  */
 export class OutboxSweeper {
   private readonly owner = new Types.ObjectId().toHexString();
@@ -86,8 +87,11 @@ export class OutboxSweeper {
 
   private async run(pass: SweepPass): Promise<number> {
     const now = Date.now();
+    // Only a window at least a tick long is due: once one replica has read it, the others' ticks
+    // find nothing to claim, so replicas run one window query per pass and tick between them, not one
+    // each (on some engines the query costs with the collection's size, not the window's).
     const claimed = await this.col.findOneAndUpdate(
-      { _id: pass.name, lease_until: { $lt: new Date(now) } },
+      { _id: pass.name, lease_until: { $lt: new Date(now) }, horizon: { $lte: new Date(now - pass.lagMs - this.settings.sweepMs) } },
       { $set: { lease_until: new Date(now + LEASE_MS), owner: this.owner } },
       { returnDocument: 'after' },
     );
