@@ -173,6 +173,10 @@ async function main() {
       report(`${op}: defaults vs pipeline + floor`, `app ${op}`, `app-floor ${op}`);
     }
   }
+  // The floor of a versioned resource (`app-floor-versions`) against the app, whose `/projects` keeps versions.
+  if (EXTRA.includes('app-floor-versions')) {
+    for (const op of ['create', 'update'] as const) report(`${op}: defaults vs pipeline + floor with versions`, `app ${op}`, `app-floor-versions ${op}`);
+  }
   for (const side of EXTRA) {
     for (const op of ['create', 'update'] as const) {
       if (FLOOR.length) report(`${op}: ${side} vs pipeline + floor`, `${side} ${op}`, `app-floor ${op}`);

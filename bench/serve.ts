@@ -17,7 +17,8 @@
  * entry with its changes: the floor of an update), or `bare-events` (the same without
  * the audit entries: the floor of the event log alone), or `app-floor` (the app with the default
  * settings whose `/projects` create and update are the floor's writes instead of the resources
- * plugin's: the request pipeline's cost on a durable write), or `bare-floor` (`/ping/:id` only:
+ * plugin's: the request pipeline's cost on a durable write; `app-floor-versions` also inserts each write's
+ * version row in the batch, as a versioned resource must), or `bare-floor` (`/ping/:id` only:
  * bare Koa with the least each default feature needs, bench/ping-floor.ts), or `bare-soak` (`bare`
  * with what bench/soak.ts's mix needs besides: ETags, a delete, GraphQL reads and event streams, at
  * the least; bench/soak-floor.ts). Prints `READY <port>`.
@@ -157,7 +158,9 @@ if (mode === 'bare-floor') {
   // `/floor/projects`: the request pipeline (auth, rate limit, metrics, envelope) in front of the
   // floor's durable create and update instead of the resources plugin's (`app-floor` sends
   // `/projects` there): what the app's pipeline alone costs a durable write.
-  const floor = mode.startsWith('app-floor') ? durableWrites((await mongoose.createConnection(uri).asPromise()).db!, true) : null;
+  // `app-floor-versions`: the floor of a versioned resource (the sample `/projects` keeps versions):
+  // each batch also inserts the writes' version rows, shaped as the app's.
+  const floor = mode.startsWith('app-floor') ? durableWrites((await mongoose.createConnection(uri).asPromise()).db!, true, mode.includes('-versions')) : null;
   const floorRoutes = definePlugin({
     name: 'bench-floor',
     setup: () => ({
@@ -214,7 +217,7 @@ interface Entry { id: string; type: string; tenant_id: Types.ObjectId; created_a
  * stages its entry in the document itself, and the events (and audit entries) are inserted once per
  * 50 ms batch, shaped as the app's. No validation, hooks or mongoose.
  */
-function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: boolean) {
+function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: boolean, withVersions = false) {
   const projects = db.collection('projects');
   const tenant = new Types.ObjectId(tenantId);
   let events: Record<string, unknown>[] = [];
@@ -226,6 +229,8 @@ function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: bo
     events = [];
     audit = [];
     const committed = new Date();
+    // The version rows go first, as the app's sinks run before the events' insert.
+    if (withVersions) await db.collection('resource_versions').insertMany(e.map(versionRow), { ordered: false });
     await db.collection('events').insertMany(e.map((x) => ({ ...x, committed_at: committed })), { ordered: false });
     if (withAudit) await db.collection('audit_log').insertMany(a, { ordered: false });
   };
@@ -264,6 +269,18 @@ function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: bo
       add(entry, after, before);
       return after;
     },
+  };
+}
+
+/** A version row of an event staged by `durableWrites`, as the app's versions store writes it. */
+function versionRow(e: Record<string, unknown>): Record<string, unknown> {
+  const data = e.data as Row;
+  const previous = e.previous as Record<string, unknown> | null;
+  const source = e.source as { version: number };
+  const changed = previous ? Object.keys(data).filter((k) => !k.endsWith('_at') && !k.endsWith('_by') && k !== 'version' && String(data[k]) !== String(previous[k])) : Object.keys(data).filter((k) => data[k] !== null);
+  return {
+    tenant_id: e.tenant_id, resource: 'projects', doc_id: data._id, version: source.version, operation: previous ? 'updated' : 'created', created_at: e.created_at,
+    actor: e.actor, request_id: e.request_id, changed_fields: changed.sort(), restored_from: null, event_id: e._id, data,
   };
 }
 
