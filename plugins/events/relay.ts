@@ -61,6 +61,10 @@ const isDuplicateOnly = (err: unknown): boolean => {
  */
 export const staysAfterRelay = (e: OutboxEntry): boolean => e.version !== undefined && !e.data && !e.previous;
 
+/** The term naming a document's tenant in a query of `source`: none for a collection without tenants. */
+const tenantTerm = (source: OutboxSource, tenantId: unknown): { tenant_id?: unknown } =>
+  (source.tenantScoped ?? !!source.model.schema.path('tenant_id')) ? { tenant_id: tenantId ?? null } : {};
+
 /** The ids of a document's entries that the relay removes once stored (see `staysAfterRelay`). */
 export const clearIdsOf = (doc: Doc): string[] =>
   ((doc[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => !staysAfterRelay(e)).map((e) => e.id);
@@ -250,8 +254,13 @@ export class Relay {
       return (b.inherited ?? []).filter((id) => !known.includes(id));
     });
     if (!asked.length) return;
-    const found = new Set((await this.events.collection.find({ _id: { $in: asked } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)));
+    const found = await this.inLog(asked);
     for (const b of batch) if (b.inherited) this.byDocument.add(KnownByDocument.key(b.source.name, b.docId), b.inherited.filter((id) => found.has(id)));
+  }
+
+  /** Which of the event ids `ids` are in the log (one query by `_id`). */
+  private async inLog(ids: string[]): Promise<Set<string>> {
+    return new Set((await this.events.collection.find({ _id: { $in: ids } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)));
   }
 
   /** Inserts `docs` into the log; resolves to those that were not there already. */
@@ -349,7 +358,7 @@ export class Relay {
     };
     const asked = docs.flatMap(unknown);
     if (asked.length) {
-      const found = new Set((await this.events.collection.find({ _id: { $in: asked } } as never, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)));
+      const found = await this.inLog(asked);
       for (const x of docs) this.byDocument.add(x.key, x.ids.filter((id) => found.has(id)));
     }
     const lost = docs.map((x) => ({ ...x, missing: new Set(unknown(x)) })).filter((x) => x.missing.size);
@@ -382,7 +391,7 @@ export class Relay {
   async scrubActorName(actorId: string, tenantId: unknown, replacement: string): Promise<number> {
     let changed = 0;
     for (const source of this.sources.values()) {
-      const tenant = (source.tenantScoped ?? !!source.model.schema.path('tenant_id')) ? { tenant_id: tenantId ?? null } : {};
+      const tenant = tenantTerm(source, tenantId);
       const res = await source.model.collection.updateMany(
         { ...tenant, [OUTBOX_FIELD]: { $elemMatch: { actor: actorId, 'meta.audit.actor_name': { $nin: [null, replacement] } } } },
         { $set: { [`${OUTBOX_FIELD}.$[e].meta.audit.actor_name`]: replacement } },
@@ -401,16 +410,16 @@ export class Relay {
   async scrubOutbox(collection: string, docId: unknown, tenantId: unknown, fix: (o: Doc) => Doc): Promise<number> {
     const source = this.sources.get(collection);
     if (!source) return 0;
-    const tenant = (source.tenantScoped ?? !!source.model.schema.path('tenant_id')) ? { tenant_id: tenantId ?? null } : {};
+    const tenant = tenantTerm(source, tenantId);
     const doc = (await source.model.collection.findOne({ ...tenant, _id: docId } as never, { projection: { [OUTBOX_FIELD]: 1 } })) as Doc | null;
     const set: Doc = {};
     const arrayFilters: Doc[] = [];
     for (const e of (doc?.[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []) {
-      const fixed: Doc = {};
-      if (e.data) fixed.data = fix(e.data);
-      if (e.previous) fixed.previous = fix(e.previous);
-      if (e.before) fixed['before.values'] = fix(e.before.values);
-      const changed = Object.entries(fixed).filter(([k, v]) => JSON.stringify(v) !== JSON.stringify(k === 'before.values' ? e.before?.values : e[k as 'data' | 'previous']));
+      const kept: [string, Doc | null | undefined][] = [['data', e.data], ['previous', e.previous], ['before.values', e.before?.values]];
+      const changed = kept.flatMap(([k, o]) => {
+        const fixed = o ? fix(o) : o;
+        return JSON.stringify(fixed) === JSON.stringify(o) ? [] : [[k, fixed] as const];
+      });
       if (!changed.length) continue;
       const name = `e${arrayFilters.length}`;
       arrayFilters.push({ [`${name}.id`]: e.id });

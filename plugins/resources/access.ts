@@ -138,8 +138,10 @@ export function applyMask(ra: ReadAccess | null, docs: Doc[], fields: string[] |
   });
 }
 
-/** Only `_id` and the base fields: what a caller learns of a row it wrote but may not read. */
-/** `_id` and the base fields of a document, nothing else. */
+/**
+ * `_id` and the base fields of a document, nothing else: what a caller learns of a row it wrote but
+ * may not read, and a drafts resource's event object while nothing is published.
+ */
 export const baseOnly = (doc: Doc): Doc => Object.fromEntries(Object.entries(doc).filter(([k]) => k === '_id' || isSystemField(k)));
 
 /**
