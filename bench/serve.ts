@@ -202,12 +202,17 @@ if (mode === 'bare-floor') {
 
 type Row = Record<string, unknown> & { _id: Types.ObjectId };
 
-/** A new project as the app stores it (without `_id`), from a create's body. */
+/**
+ * A new project as the app stores it (without `_id`), from a create's body: the sample resource's
+ * defaults for the fields the body leaves out, and its drafts state (`/projects` keeps drafts: a
+ * create is published).
+ */
 function newProject(body: Record<string, unknown>, now: Date): Record<string, unknown> {
   const actor = new Types.ObjectId(userId);
   return {
+    description: null, status: 'active', tags: [], budget: null, owner_email: null,
     ...body, tenant_id: new Types.ObjectId(tenantId), created_at: now, updated_at: now, created_by: actor, updated_by: actor,
-    is_deleted: false, deleted_at: null, deleted_by: null, version: 1,
+    is_deleted: false, deleted_at: null, deleted_by: null, version: 1, _published: true, _draft: null,
   };
 }
 interface Entry { id: string; type: string; tenant_id: Types.ObjectId; created_at: Date; actor: string; request_id: string; version: number; meta: Record<string, unknown> }
@@ -234,8 +239,13 @@ function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: bo
     await db.collection('events').insertMany(e.map((x) => ({ ...x, committed_at: committed })), { ordered: false });
     if (withAudit) await db.collection('audit_log').insertMany(a, { ordered: false });
   };
-  /** `previous`: the document before an update (null for a create). */
-  const add = (entry: Entry, doc: Row, previous: Record<string, unknown> | null) => {
+  /**
+   * `previous`: the document before an update (null for a create). The event and version rows hold
+   * the document as the API shows it, without its drafts state.
+   */
+  const add = (entry: Entry, stored: Row, storedBefore: Record<string, unknown> | null) => {
+    const doc = shown(stored);
+    const previous = storedBefore && shown(storedBefore);
     const { id, version, ...rest } = entry;
     events.push({ _id: id, ...rest, data: doc, previous, source: { collection: 'projects', id: String(doc._id), version } });
     const changes = previous ? Object.fromEntries(Object.keys(doc).filter((k) => String(doc[k]) !== String(previous[k])).map((k) => [k, { from: previous[k], to: doc[k] }])) : null;
@@ -272,12 +282,20 @@ function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: bo
   };
 }
 
+/** A stored project without its drafts state (`_published`, `_draft`), as events and versions hold it. */
+function shown<T extends Record<string, unknown>>(doc: T): T {
+  const { _published: _p, _draft: _d, ...rest } = doc;
+  return rest as T;
+}
+
 /** A version row of an event staged by `durableWrites`, as the app's versions store writes it. */
 function versionRow(e: Record<string, unknown>): Record<string, unknown> {
   const data = e.data as Row;
   const previous = e.previous as Record<string, unknown> | null;
   const source = e.source as { version: number };
-  const changed = previous ? Object.keys(data).filter((k) => !k.endsWith('_at') && !k.endsWith('_by') && k !== 'version' && String(data[k]) !== String(previous[k])) : Object.keys(data).filter((k) => data[k] !== null);
+  // The client's fields (as the app's `changedFields`): those that differ, on a create those it holds.
+  const client = Object.keys(data).filter((k) => !k.endsWith('_at') && !k.endsWith('_by') && !['_id', 'tenant_id', 'version', 'is_deleted'].includes(k));
+  const changed = previous ? client.filter((k) => String(data[k]) !== String(previous[k])) : client.filter((k) => data[k] !== null);
   return {
     tenant_id: e.tenant_id, resource: 'projects', doc_id: data._id, version: source.version, operation: previous ? 'updated' : 'created', created_at: e.created_at,
     actor: e.actor, request_id: e.request_id, changed_fields: changed.sort(), restored_from: null, event_id: e._id, data,
