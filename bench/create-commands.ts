@@ -8,17 +8,20 @@
  * relay and the sweep's recent pass, 5 s behind, have gone over them). Printed: the counts of the
  * creates' window per 1,000 creates, with the idle window's rate for as long subtracted ("net"),
  * and the idle rate per second. Only one server runs at a time: a sweep's reads are its own writes'.
+ * `BENCH_OP=update` counts updates (PATCH with `If-Match`) the same way.
  */
 import type { ChildProcess } from 'node:child_process';
 import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
-import { seed, startServer } from './seed.ts';
+import { patchRequests, seed, startServer } from './seed.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const SIDES = (process.env.BENCH_SIDES ?? 'app-floor,app').split(',').filter(Boolean);
 const CREATES = Number(process.env.BENCH_CREATES ?? 3000);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 500);
 const IDLE_S = Number(process.env.BENCH_IDLE_S ?? 8);
+/** `BENCH_OP=update`: PATCHes with `If-Match` of the seeded documents in turn instead of creates (counted the same way). */
+const UPDATES = process.env.BENCH_OP === 'update';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const load = () => loadavg().map((l) => l.toFixed(1)).join(' ');
 type Counts = Record<string, number>;
@@ -41,15 +44,19 @@ function snapshot(child: ChildProcess): Promise<Counts> {
 const minus = (a: Counts, b: Counts): Counts => Object.fromEntries(Object.keys(a).map((k) => [k, a[k]! - (b[k] ?? 0)]));
 
 async function main() {
-  const { mem, MONGODB_URI, tenant, user, key } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
+  const { mem, MONGODB_URI, tenant, user, key, updIds } = await seed(Number(process.env.BENCH_DOCS ?? 20_000), log);
   const env = { ...process.env, MONGODB_URI, BENCH_TENANT_ID: tenant.id, BENCH_USER_ID: user.id };
   const preload = new URL('./commands-preload.ts', import.meta.url).pathname;
+  // The seeded documents' versions, shared by the sides (each PATCH sends its document's current one).
+  const versions = new Map<string, number>();
   const results: Record<string, { net: Counts; raw: Counts; idlePerS: Counts }> = {};
   for (const side of SIDES) {
     const { child, port } = await startServer(side, env, ['--import', preload]);
     const create = (amount: number) => autocannon({
-      url: `http://127.0.0.1:${port}/projects`, method: 'POST', connections: 10, amount,
-      headers: { 'X-API-Key': key, 'Content-Type': 'application/json' }, body: JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 }),
+      url: `http://127.0.0.1:${port}/projects`, connections: 10, amount,
+      ...(UPDATES
+        ? { headers: { 'X-API-Key': key }, requests: patchRequests(updIds, versions) }
+        : { method: 'POST' as const, headers: { 'X-API-Key': key, 'Content-Type': 'application/json' }, body: JSON.stringify({ name: 'bench create', tags: ['x'], budget: 1 }) }),
     });
     await create(WARMUP);
     await sleep(IDLE_S * 1000);

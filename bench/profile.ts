@@ -8,6 +8,7 @@
  * `PROFILE_MODE=app-noaudit` the app without audit. `PROFILE_BODY='{"name":"x"}'` POSTs that JSON
  * body instead of GETting (e.g. `npx tsx bench/profile.ts /projects` profiles create); the path
  * `patch` profiles updates (PATCH with the right `If-Match`, seeded documents in turn).
+ * `PROFILE_TOP` (40): how many functions the list by self time shows.
  * `PROFILE_AS=ruled` calls as the seeded user whose role has a `rows` rule (get-one of a row it may read).
  * `PROFILE_MODE=metrics` (or `nometrics`, `trace100`, `trace10`, `trace0`, `als`) profiles a side of
  * bench/observability-sides.ts: metrics and tracing show as components of their own.
@@ -130,7 +131,7 @@ async function main() {
   // PROFILE_JSON=<file>: µs per request of every function, to diff two profiles.
   if (process.env.PROFILE_JSON) writeFileSync(process.env.PROFILE_JSON, JSON.stringify(Object.fromEntries([...byFn].map(([k, t]) => [k, t / r.requests.total]))));
   log('\ntop functions by self time:');
-  for (const [k, t] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, 40)) log(`  ${pct(t)}  ${k}`);
+  for (const [k, t] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.PROFILE_TOP ?? 40))) log(`  ${pct(t)}  ${k}`);
   await mem?.stop();
 }
 

@@ -14,7 +14,7 @@ import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
 import mongoose from 'mongoose';
 import { ACTIVE_WHERE, seed, serverReport, startServer, versionsOf } from './seed.ts';
-import { machineCpu } from './machine.ts';
+import { machineCpu, settle } from './machine.ts';
 import { dbCpuMeter } from './db-cpu.ts';
 import { benchWebhooks } from './webhooks.ts';
 import { benchJobs } from './jobs.ts';
@@ -46,8 +46,21 @@ const FLOOR: string[] = process.env.BENCH_FLOOR === '1' ? ['bare-durable', 'app-
  * with the run's writes), `BENCH_COUNT_DOCS=1` the sizes of
  * the collections a create grows after the rounds.
  */
+/**
+ * `BENCH_SETTLE_MS` (default 5,000; 0: off): before each write measurement, wait up to that long for
+ * a quiet machine (bench/machine.ts `settle`), so one side's deferred database work is not measured
+ * in the next side's window. A create's or an update's single rounds otherwise swing by ±0.3.
+ */
+const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 5000);
+/** How long each write measurement waited to settle (ms). */
+const settled: number[] = [];
 const EXTRA: string[] = (process.env.BENCH_EXTRA_SIDES ?? '').split(',').filter(Boolean);
-const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : []), ...FLOOR, ...EXTRA];
+/**
+ * `BENCH_SIDES=app,app-floor,...`: only those of the sides above run (fewer servers on the machine,
+ * each with its background work); scenarios and ratios of the others are left out.
+ */
+const KEEP = process.env.BENCH_SIDES?.split(',').filter(Boolean) ?? null;
+const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : []), ...FLOOR, ...EXTRA].filter((s) => !KEEP || KEEP.includes(s));
 type Side = string;
 const BASE: Side[] = SIDES.filter((s) => s.startsWith('base:'));
 
@@ -70,7 +83,9 @@ async function main() {
   const db = process.env.BENCH_SERVER_CPU === '1' ? dbCpuMeter(MONGODB_URI) : null;
   const measure = async (name: string, side: Side, opts: Load) => {
     const child = servers.get(side)!.child;
-    const probe = process.env.BENCH_SERVER_CPU === '1' && /create|update/.test(name);
+    const write = /create|update/.test(name);
+    if (write && SETTLE_MS > 0) settled.push(await settle(SETTLE_MS));
+    const probe = process.env.BENCH_SERVER_CPU === '1' && write;
     const [c0, d0, m0] = probe ? [(await serverReport(child)).cpu, db!.micros(), machineCpu()] : [0, null, null];
     const rate = await measureRate(`${side} ${name}`, servers.get(side)!.port, opts, { connections: CONNECTIONS, duration: DURATION, headers });
     (rates[`${side} ${name}`] ??= []).push(rate);
@@ -118,7 +133,8 @@ async function main() {
       ['offset page 1', ['app'], { path: '/projects?page=1&per_page=25' }, 'offset depth'],
       ['offset page 500', ['app'], { path: '/projects?page=500&per_page=25' }, 'offset depth'],
     ];
-    await runRounds([reads, pages, writes], ROUNDS, wanted, measure);
+    const running = (group: Scenario<Side>[]) => group.map(([name, sides, ...rest]) => [name, sides.filter((x) => servers.has(x)), ...rest] as Scenario<Side>);
+    await runRounds([reads, pages, writes].map(running), ROUNDS, wanted, measure);
     if (process.env.BENCH_COUNT_DOCS === '1') {
       // What the run's writes left: the collections a create grows.
       const db = (await mongoose.createConnection(MONGODB_URI).asPromise()).db!;
@@ -185,6 +201,10 @@ async function main() {
     }
   }
   // Each side's rate by round (the rounds' trend: the collections grow with the run's writes).
+  if (settled.length) {
+    const sorted = [...settled].sort((a, b) => a - b);
+    log(`  settling before each write measurement: median ${sorted[sorted.length >> 1]} ms, longest ${sorted.at(-1)} ms (up to ${SETTLE_MS})`);
+  }
   for (const [k, xs] of Object.entries(rates)) if (/ (create|update)$/.test(k)) log(`  ${k.padEnd(40)} ${xs.map((x) => x.toFixed(0)).join(', ')} req/s by round`);
   for (const [k, c] of Object.entries(cpus)) log(`  ${k.padEnd(40)} server ${c.server.map((x) => x.toFixed(0)).join(', ')}; database ${c.db.map((x) => x.toFixed(0)).join(', ')}; machine ${c.machine.map((x) => x.toFixed(0)).join(', ')} µs/request by round`);
   // Time per page of page 500 over page 1's: page 1's rate over page 500's.
