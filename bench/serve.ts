@@ -264,14 +264,23 @@ function durableWrites(db: NonNullable<mongoose.Connection['db']>, withAudit: bo
       add(entry, doc, null);
       return doc;
     },
-    /** The conditional update with its entry staged in the same write (kept to the last few); null when the revision is stale. */
+    /**
+     * The conditional update with its entry staged in the same write (kept to the last few); null
+     * when the revision is stale. The entry keeps the values the update replaces (`before`), read by
+     * the database in the write itself (an update pipeline): after a crash, the sweep's event needs
+     * them for its `previous`, and its audit entry for its changes. Without them the floor would
+     * skip a guarantee the app keeps.
+     */
     async update(id: string, version: number, body: Record<string, unknown>, ip: string): Promise<Row | null> {
       const now = new Date();
       const set = { ...body, updated_at: now, updated_by: new Types.ObjectId(userId) };
       const entry = entryOf('projects.updated', version + 1, now, ip);
+      const keys = [...Object.keys(set), 'version'];
+      const staged = { $mergeObjects: [{ $literal: entry }, { before: { values: Object.fromEntries(keys.map((k) => [k, `$${k}`])), keys: { $literal: keys } } }] };
+      const values = Object.fromEntries(Object.entries({ ...set, version: version + 1 }).map(([k, v]) => [k, { $literal: v }]));
       const before = await projects.findOneAndUpdate(
         { _id: new Types.ObjectId(id), tenant_id: tenant, is_deleted: false, version },
-        { $set: set, $inc: { version: 1 }, $push: { _outbox: { $each: [entry], $slice: -4 } } } as Record<string, unknown>,
+        [{ $set: { _outbox: { $concatArrays: [{ $slice: [{ $ifNull: ['$_outbox', []] }, -3] }, [staged]] } } }, { $set: values }],
         { returnDocument: 'before', projection: { _outbox: 0 } },
       );
       if (!before) return null;
