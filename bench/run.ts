@@ -46,14 +46,6 @@ const FLOOR: string[] = process.env.BENCH_FLOOR === '1' ? ['bare-durable', 'app-
  * with the run's writes), `BENCH_COUNT_DOCS=1` the sizes of
  * the collections a create grows after the rounds.
  */
-/**
- * `BENCH_SETTLE_MS` (default 5,000; 0: off): before each write measurement, wait up to that long for
- * a quiet machine (bench/machine.ts `settle`), so one side's deferred database work is not measured
- * in the next side's window. A create's or an update's single rounds otherwise swing by ±0.3.
- */
-const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 5000);
-/** How long each write measurement waited to settle (ms). */
-const settled: number[] = [];
 const EXTRA: string[] = (process.env.BENCH_EXTRA_SIDES ?? '').split(',').filter(Boolean);
 /**
  * `BENCH_SIDES=app,app-floor,...`: only those of the sides above run (fewer servers on the machine,
@@ -63,6 +55,14 @@ const KEEP = process.env.BENCH_SIDES?.split(',').filter(Boolean) ?? null;
 const SIDES = ['app', 'app-nolimit', 'bare', ...(process.env.BENCH_BASE_DIR ? ['base:app'] : []), ...FLOOR, ...EXTRA].filter((s) => !KEEP || KEEP.includes(s));
 type Side = string;
 const BASE: Side[] = SIDES.filter((s) => s.startsWith('base:'));
+/**
+ * `BENCH_SETTLE_MS` (default 5,000; 0: off): before each write measurement, wait up to that long for
+ * a quiet machine (bench/machine.ts `settle`), so one side's deferred database work is not measured
+ * in the next side's window. A create's or an update's single rounds otherwise swing by ±0.3.
+ */
+const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 5000);
+/** How long each write measurement waited to settle (ms). */
+const settled: number[] = [];
 
 async function main() {
   const { mem, MONGODB_URI, tenant, user, key, ruledKey, activeId, sample, cursor500, updIds } = await seed(DOCS, log);
