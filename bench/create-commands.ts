@@ -79,7 +79,7 @@ async function main() {
   }
   const keys = [...new Set(Object.values(results).flatMap((r) => Object.keys(r.raw)))].sort();
   const per = (n: number) => ((n * 1000) / CREATES).toFixed(1).padStart(9);
-  log(`\nper 1,000 creates: net (raw) for ${SIDES.join(' | ')}; then idle per second`);
+  log(`\nper 1,000 ${UPDATES ? 'updates' : 'creates'}: net (raw) for ${SIDES.join(' | ')}; then idle per second`);
   for (const k of keys) {
     if (SIDES.every((s) => !results[s]!.raw[k])) continue;
     log(`${k.padEnd(52)} ${SIDES.map((s) => `${per(results[s]!.net[k] ?? 0)} (${per(results[s]!.raw[k] ?? 0).trim()})`).join(' | ')} | ${SIDES.map((s) => (results[s]!.idlePerS[k] ?? 0).toFixed(2)).join(' | ')}`);

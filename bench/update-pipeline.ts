@@ -15,6 +15,8 @@ import { MongoMemoryServer } from 'mongodb-memory-server';
 import { MongoClient, ObjectId, type Document } from 'mongodb';
 import { loadavg } from 'node:os';
 import { dbCpuMeter } from './db-cpu.ts';
+import { outboxInWrite } from '../plugins/events/known.ts';
+import type { OutboxEntry } from '../plugins/events/public/outbox.ts';
 
 const UPDATES = Number(process.env.BENCH_UPDATES ?? 5000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -51,23 +53,11 @@ const forms: Record<string, Form> = {
     { $set: { _outbox: { $concatArrays: [{ $slice: [{ $ifNull: ['$_outbox', []] }, -3] }, [{ $mergeObjects: [{ $literal: entry }, { before: { values, absent: { $concatArrays: KEYS.map((k) => ({ $cond: [{ $eq: [{ $type: `$${k}` }, 'missing'] }, [k], []] })) } } }] }]] } } },
     { $set: literals(version) },
   ],
-  app: (version, knownId, entry) => {
-    const isKnown = { $or: [{ $in: ['$$e.id', { $literal: [knownId] }] }, { $lt: ['$$e.created_at', { $literal: new Date(Date.now() - 600_000) }] }] };
-    const absent = { $concatArrays: KEYS.map((k) => ({ $cond: [{ $eq: [{ $type: `$${k}` }, 'missing'] }, [k], []] })) };
-    return [
-      {
-        $set: {
-          _outbox: {
-            $concatArrays: [
-              { $map: { input: { $filter: { input: { $ifNull: ['$_outbox', []] }, as: 'e', cond: { $not: [isKnown] } } }, as: 'e', in: { $cond: [{ $ifNull: ['$$e.data', false] }, '$$e', { $mergeObjects: ['$$e', { data: VIEW }] }] } } },
-              [{ $mergeObjects: [{ $literal: entry }, { tenant_id: { $ifNull: ['$tenant_id', null] }, before: { values, absent } }] }],
-            ],
-          },
-        },
-      },
-      { $set: literals(version) },
-    ];
-  },
+  // The app's own expression, from the events plugin (what `outbox.inWrite` gives the update).
+  app: (version, knownId, entry) => [
+    { $set: { _outbox: outboxInWrite(null as never, entry as unknown as OutboxEntry, VIEW, { ids: [knownId], before: Date.now() - 600_000 }, KEYS).expression } },
+    { $set: literals(version) },
+  ],
 };
 
 const names = Object.keys(forms);
