@@ -38,6 +38,7 @@ export const isPlainObject = (v: object): v is Doc => {
 /** Removes deny-listed names (any depth) and secret paths from documents, as deep copies. */
 export class Redactor {
   private readonly deny: Set<string>;
+  private readonly deniedNames = new Map<string, boolean>();
 
   constructor(denyFields: readonly string[]) {
     this.deny = new Set(denyFields.map(normalizeName));
@@ -54,6 +55,31 @@ export class Redactor {
     return copy as Doc;
   }
 
+  /**
+   * `diffDocs(redact(before), redact(after), ignored)`, redacting only the top-level fields on the
+   * way (a field's copy is compared, so a difference only in a deny-listed name inside it is none).
+   */
+  changes(before: Doc, after: Doc, ignored: ReadonlySet<string>): Record<string, FieldChange> {
+    if (!isPlainObject(before) || !isPlainObject(after)) return diffDocs(this.redact(before), this.redact(after), ignored);
+    const changes: Record<string, FieldChange> = {};
+    for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) {
+      if (ignored.has(k) || this.denied(k)) continue;
+      const [a, b] = [this.copy(before[k]), this.copy(after[k])];
+      if (!sameValue(a, b)) changes[k] = { old: a ?? null, new: b ?? null };
+    }
+    return changes;
+  }
+
+  /** Whether a field name is deny-listed (names are few: each is normalized once). */
+  private denied(name: string): boolean {
+    let d = this.deniedNames.get(name);
+    if (d === undefined) {
+      d = this.deny.has(normalizeName(name));
+      if (this.deniedNames.size < 10_000) this.deniedNames.set(name, d);
+    }
+    return d;
+  }
+
   private copy(v: unknown): unknown {
     if (v === null || typeof v !== 'object') return v;
     if (Array.isArray(v)) return v.map((x) => this.copy(x));
@@ -66,7 +92,7 @@ export class Redactor {
     }
     const out: Doc = {};
     for (const [k, x] of Object.entries(v)) {
-      if (!this.deny.has(normalizeName(k))) out[k] = this.copy(x);
+      if (!this.denied(k)) out[k] = this.copy(x);
     }
     return out;
   }

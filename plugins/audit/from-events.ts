@@ -7,8 +7,7 @@
  */
 import { Types } from 'mongoose';
 import type { AuditedChange, EventDoc } from '../events/public/outbox.ts';
-import type { Doc } from '../../core/hooks.ts';
-import { diffDocs } from './diff.ts';
+import type { Redactor } from './diff.ts';
 import type { AuditEntryInput } from './model.ts';
 
 /** An entry with the `_id` it gets from its event: a sink that runs twice writes it once. */
@@ -18,14 +17,14 @@ const auditOf = (e: EventDoc): AuditedChange | null => ((e.meta as { audit?: Aud
 
 /**
  * The audit entry of an event, or null when the event asks for none or its update changed nothing
- * audit keeps. `redact` removes the deny-listed fields; `ignored` are fields whose change alone is no
+ * audit keeps. `redactor` removes the deny-listed fields; `ignored` are fields whose change alone is no
  * change. The entry's `_id` is the event id's object id, so it sorts with the change's time.
  */
-export function entryOfEvent(e: EventDoc, redact: (d: Doc) => Doc, ignored: ReadonlySet<string>): EventAuditEntry | null {
+export function entryOfEvent(e: EventDoc, redactor: Pick<Redactor, 'redact' | 'changes'>, ignored: ReadonlySet<string>): EventAuditEntry | null {
   const a = auditOf(e);
   if (!a || !e.source) return null;
   const updates = a.operation === 'update' || a.operation === 'replace';
-  const changes = a.changes ?? (updates ? diffDocs(redact(e.previous ?? {}), redact(e.data), ignored) : null);
+  const changes = a.changes ?? (updates ? redactor.changes(e.previous ?? {}, e.data, ignored) : null);
   if (updates && changes && Object.keys(changes).length === 0) return null;
   const userId = e.actor && Types.ObjectId.isValid(e.actor) ? new Types.ObjectId(e.actor) : null;
   return {
@@ -37,7 +36,7 @@ export function entryOfEvent(e: EventDoc, redact: (d: Doc) => Doc, ignored: Read
     user_name: userId ? a.actor_name : null,
     ip: a.ip,
     changes,
-    snapshot: a.operation === 'delete' ? redact(a.snapshot ?? e.previous ?? {}) : null,
+    snapshot: a.operation === 'delete' ? redactor.redact(a.snapshot ?? e.previous ?? {}) : null,
     created_at: e.created_at,
     tenant_id: e.tenant_id,
   };

@@ -113,7 +113,7 @@ export class AuditService implements AuditLogger {
    */
   async recordEvents(events: EventDoc[]): Promise<void> {
     if (!this.opts.enabled) return;
-    const entries = events.map((e) => entryOfEvent(e, (d) => this.redactor.redact(d), this.ignored)).filter((x) => x !== null);
+    const entries = events.map((e) => entryOfEvent(e, this.redactor, this.ignored)).filter((x) => x !== null);
     if (!entries.length) return;
     try {
       await traced('audit.flush', () => this.opts.observeFlush(entries.length, () => this.insert(entries)), { attributes: { 'audit.entries': entries.length } });

@@ -61,6 +61,24 @@ export class KnownByDocument {
   }
 }
 
+/** `before.values` and `before.absent` expressions, by changed fields: a resource's updates change few sets of fields. */
+const beforeExpressions = new Map<string, { values: Doc; absent: Doc }>();
+
+/** The expressions of `before` for the fields `changed` (built once per set of fields; never mutated). */
+function beforeExpression(changed: readonly string[]): { values: Doc; absent: Doc } {
+  const key = changed.join('\0');
+  let e = beforeExpressions.get(key);
+  if (!e) {
+    e = {
+      // A field the document lacks is left out of `values` by the database; `absent` names it.
+      values: Object.fromEntries(changed.map((k) => [k, `$${k}`])),
+      absent: { $concatArrays: changed.map((k) => ({ $cond: [{ $eq: [{ $type: `$${k}` }, 'missing'] }, [k], []] })) },
+    };
+    if (beforeExpressions.size < 1_000) beforeExpressions.set(key, e);
+  }
+  return e;
+}
+
 /** The `_outbox` a write computes in the database, and the same value computed from the document before it. */
 export interface OutboxInWrite {
   /** An aggregation expression for the `_outbox` of an update pipeline's `$set`. */
@@ -85,9 +103,7 @@ export function outboxInWrite(source: OutboxSource, entry: OutboxEntry, view: Do
     $or: [{ $in: [`${e}.id`, { $literal: [...known.ids] }] }, ...(known.before ? [{ $lt: [`${e}.created_at`, { $literal: new Date(known.before) }] }] : [])],
   });
   const { previous: _none, ...staged } = entry;
-  // A field the document lacks is left out of `values` by the database; `absent` names it.
-  const values = Object.fromEntries(changed.map((k) => [k, `$${k}`]));
-  const absent = { $concatArrays: changed.map((k) => ({ $cond: [{ $eq: [{ $type: `$${k}` }, 'missing'] }, [k], []] })) };
+  const { values, absent } = beforeExpression(changed);
   const expression = {
     $concatArrays: [
       {

@@ -9,6 +9,8 @@ import type { EventSink } from './sink.ts';
 interface Pending {
   source: OutboxSource;
   docId: unknown;
+  /** The document's key in what the relay knows (`KnownByDocument.key`). */
+  key: string;
   /** The document's own `tenant_id` (null when it has none): the clear names it, so it stays on one shard. */
   tenantId: unknown;
   events: Omit<EventDoc, 'committed_at'>[];
@@ -155,7 +157,7 @@ export class Relay {
     if (!events.length) return Promise.resolve();
     // The write's own entry is the last; any before it waited in the document (frozen by this write).
     const inherited = events.length > 1 ? events.slice(0, -1).map((e) => e._id) : undefined;
-    this.queue.push({ source, docId: doc._id, tenantId: doc.tenant_id ?? null, events, clearIds: clearIdsOf(doc), remove: doc[REMOVED_FIELD] === true, ...(inherited ? { inherited } : {}) });
+    this.queue.push({ source, docId: doc._id, key: KnownByDocument.key(source.name, doc._id), tenantId: doc.tenant_id ?? null, events, clearIds: clearIdsOf(doc), remove: doc[REMOVED_FIELD] === true, ...(inherited ? { inherited } : {}) });
     this.queued += events.length;
     if (this.settings.flushMs === 0) return this.flush();
     if (this.queued >= this.settings.maxBatch) void this.flush();
@@ -205,7 +207,7 @@ export class Relay {
     const docs: EventDoc[] = [];
     const seen = new Set<string>();
     for (const b of batch) {
-      const known = this.byDocument.of(KnownByDocument.key(b.source.name, b.docId));
+      const known = this.byDocument.of(b.key);
       for (const e of b.events) {
         // An entry a later write kept (frozen) comes again with that write: once its event is in the
         // log, or already in this batch, only its clear is left to do. Duplicates would take every
@@ -224,7 +226,7 @@ export class Relay {
     const failed = sunk.find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
     const inserted = await this.insertNew(docs);
-    for (const b of batch) this.byDocument.add(KnownByDocument.key(b.source.name, b.docId), b.events.map((e) => e._id));
+    for (const b of batch) this.byDocument.add(b.key, b.events.map((e) => e._id));
     const bySource = new Map<OutboxSource, Pending[]>();
     for (const b of batch) {
       if (!b.clearIds.length && !b.remove) continue;
@@ -250,12 +252,13 @@ export class Relay {
    */
   private async learnInherited(batch: Pending[]): Promise<void> {
     const asked = batch.flatMap((b) => {
-      const known = this.byDocument.of(KnownByDocument.key(b.source.name, b.docId));
-      return (b.inherited ?? []).filter((id) => !known.includes(id));
+      if (!b.inherited) return [];
+      const known = this.byDocument.of(b.key);
+      return b.inherited.filter((id) => !known.includes(id));
     });
     if (!asked.length) return;
     const found = await this.inLog(asked);
-    for (const b of batch) if (b.inherited) this.byDocument.add(KnownByDocument.key(b.source.name, b.docId), b.inherited.filter((id) => found.has(id)));
+    for (const b of batch) if (b.inherited) this.byDocument.add(b.key, b.inherited.filter((id) => found.has(id)));
   }
 
   /** Which of the event ids `ids` are in the log (one query by `_id`). */
@@ -356,19 +359,20 @@ export class Relay {
       const known = this.byDocument.of(x.key);
       return x.ids.filter((id) => !known.includes(id));
     };
-    const asked = docs.flatMap(unknown);
-    if (asked.length) {
-      const found = await this.inLog(asked);
-      for (const x of docs) this.byDocument.add(x.key, x.ids.filter((id) => found.has(id)));
+    const asked = docs.map(unknown);
+    let lost = docs.map((x, i) => ({ ...x, missing: new Set(asked[i]) })).filter((x) => x.missing.size);
+    if (lost.length) {
+      const found = await this.inLog(lost.flatMap((x) => [...x.missing]));
+      for (const x of lost) this.byDocument.add(x.key, [...x.missing].filter((id) => found.has(id)));
+      lost = lost.map((x) => ({ ...x, missing: new Set([...x.missing].filter((id) => !found.has(id))) })).filter((x) => x.missing.size);
     }
-    const lost = docs.map((x) => ({ ...x, missing: new Set(unknown(x)) })).filter((x) => x.missing.size);
     // The events of missing entries need their object: the document itself where the entry has none.
     const whole = lost.length ? await source.model.collection.find({ _id: { $in: lost.map((x) => x.d._id) } } as never).toArray() : [];
     const current = new Map(whole.map((d) => [String(d._id), d as Doc]));
     const missingOf = new Map(lost.map((x) => [String(x.d._id), x.missing]));
     let stored = 0;
     const todo: Pending[] = [];
-    for (const { d, ids, remove } of docs) {
+    for (const { d, key, ids, remove } of docs) {
       const window = new Set(ids);
       const clearIds = clearIdsOf(d).filter((id) => window.has(id));
       const missing = missingOf.get(String(d._id));
@@ -376,7 +380,7 @@ export class Relay {
       // A document gone or rewritten since the projection: what its outbox holds now is the sweep's next concern.
       const events = now ? eventsOf(source, now, this.log).filter((e) => missing.has(e._id)) : [];
       stored += events.length;
-      if (events.length || clearIds.length || remove) todo.push({ source, docId: d._id, tenantId: d.tenant_id ?? null, events, clearIds, remove });
+      if (events.length || clearIds.length || remove) todo.push({ source, docId: d._id, key, tenantId: d.tenant_id ?? null, events, clearIds, remove });
     }
     if (todo.length) await this.store(todo);
     return stored;

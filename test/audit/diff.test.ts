@@ -1,5 +1,6 @@
 /** The pure value functions behind `changes` and `snapshot`: equality by value and redaction. */
 import { Types } from 'mongoose';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_DENY_FIELDS, DEFAULT_IGNORED_FIELDS, Redactor, diffDocs, sameValue } from '../../plugins/audit/diff.ts';
 
@@ -67,5 +68,28 @@ describe('Redactor', () => {
     expect(out.id).toBe(id);
     expect(out.when).toBe(when);
     expect(out.map).toEqual({ a: 2 });
+  });
+});
+
+describe('Redactor.changes', () => {
+  const redactor = new Redactor(DEFAULT_DENY_FIELDS);
+  const ignored = new Set(DEFAULT_IGNORED_FIELDS);
+  // Names include deny-listed ones (any spelling) and ignored ones; values nest objects and arrays.
+  const name = fc.constantFrom('a', 'b', 'note', 'password', 'API-Key', 'apiKey', 'version', 'updated_at', 'tags');
+  const leaf = fc.oneof(fc.integer({ min: 0, max: 3 }), fc.constantFrom('x', 'y', null), fc.constant(new Date(5)));
+  const value = fc.letrec((tie) => ({
+    v: fc.oneof({ depthSize: 'small' }, leaf, fc.array(tie('v'), { maxLength: 3 }), fc.dictionary(name, tie('v'), { maxKeys: 3 })),
+  })).v;
+  const doc = fc.dictionary(name, value, { maxKeys: 6 });
+
+  it('is diffDocs of the two redacted documents, whatever the documents', () => {
+    fc.assert(fc.property(doc, doc, (before, after) => {
+      expect(redactor.changes(before, after, ignored)).toEqual(diffDocs(redactor.redact(before), redactor.redact(after), ignored));
+    }), { numRuns: 500 });
+  });
+
+  it('counts no change inside a deny-listed name, and shows changed values redacted', () => {
+    const changes = redactor.changes({ a: { password: 'p1', x: 1 }, b: { token: 't1' } }, { a: { password: 'p2', x: 2 }, b: { token: 't2' } }, ignored);
+    expect(changes).toEqual({ a: { old: { x: 1 }, new: { x: 2 } } });
   });
 });

@@ -62,7 +62,8 @@ export type VersionHead = Omit<VersionRecord, 'data'>;
 /** Where a query of versions is scoped: the tenant term of the caller's scope, if any. */
 export type TenantTerm = { tenant_id?: unknown };
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+/** Equal as JSON (the fields an update leaves are the same values: no serializing for those). */
+const same = (a: unknown, b: unknown) => a === b || (a == null && b == null) || JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
 
 /**
  * The names of the fields a write changed: the client fields whose value differs between the
@@ -137,17 +138,15 @@ export class VersionStore {
 
   /** Keeps the newest `max_per_document` versions of each document written (and its first). */
   private async trim(records: Omit<VersionRecord, '_id'>[]): Promise<void> {
-    const newest = new Map<string, Omit<VersionRecord, '_id'>>();
+    // The newest version past its limit, by document: only a document past it has versions to remove.
+    const newest = new Map<string, { r: Omit<VersionRecord, '_id'>; upTo: number }>();
     for (const r of records) {
-      const key = `${r.resource}:${String(r.doc_id)}`;
-      if ((newest.get(key)?.version ?? 0) < r.version) newest.set(key, r);
-    }
-    const terms = [...newest.values()].flatMap((r) => {
       const max = this.policyOf(r.resource)?.max_per_document ?? null;
-      return max !== null && r.version - max > 1
-        ? [{ tenant_id: r.tenant_id, resource: r.resource, doc_id: r.doc_id, version: { $gt: 1, $lte: r.version - max } }]
-        : [];
-    });
+      if (max === null || r.version - max <= 1) continue;
+      const key = `${r.resource}:${String(r.doc_id)}`;
+      if ((newest.get(key)?.r.version ?? 0) < r.version) newest.set(key, { r, upTo: r.version - max });
+    }
+    const terms = [...newest.values()].map(({ r, upTo }) => ({ tenant_id: r.tenant_id, resource: r.resource, doc_id: r.doc_id, version: { $gt: 1, $lte: upTo } }));
     if (terms.length) await this.model.collection.deleteMany(terms.length === 1 ? terms[0]! : { $or: terms });
   }
 
