@@ -61,22 +61,21 @@ export class KnownByDocument {
   }
 }
 
-/** `before.values` and `before.absent` expressions, by changed fields: a resource's updates change few sets of fields. */
-const beforeExpressions = new Map<string, { values: Doc; absent: Doc }>();
+/** `before.values` expressions, by changed fields: a resource's updates change few sets of fields. */
+const beforeValues = new Map<string, Doc>();
 
-/** The expressions of `before` for the fields `changed` (built once per set of fields; never mutated). */
-function beforeExpression(changed: readonly string[]): { values: Doc; absent: Doc } {
+/**
+ * The expression of `before.values` for the fields `changed` (built once per set of fields; never
+ * mutated). A field the document lacks is left out by the database: `keys` names it.
+ */
+function beforeValuesOf(changed: readonly string[]): Doc {
   const key = changed.join('\0');
-  let e = beforeExpressions.get(key);
-  if (!e) {
-    e = {
-      // A field the document lacks is left out of `values` by the database; `absent` names it.
-      values: Object.fromEntries(changed.map((k) => [k, `$${k}`])),
-      absent: { $concatArrays: changed.map((k) => ({ $cond: [{ $eq: [{ $type: `$${k}` }, 'missing'] }, [k], []] })) },
-    };
-    if (beforeExpressions.size < 1_000) beforeExpressions.set(key, e);
+  let values = beforeValues.get(key);
+  if (!values) {
+    values = Object.fromEntries(changed.map((k) => [k, `$${k}`]));
+    if (beforeValues.size < 1_000) beforeValues.set(key, values);
   }
-  return e;
+  return values;
 }
 
 /** The `_outbox` a write computes in the database, and the same value computed from the document before it. */
@@ -103,7 +102,7 @@ export function outboxInWrite(source: OutboxSource, entry: OutboxEntry, view: Do
     $or: [{ $in: [`${e}.id`, { $literal: [...known.ids] }] }, ...(known.before ? [{ $lt: [`${e}.created_at`, { $literal: new Date(known.before) }] }] : [])],
   });
   const { previous: _none, ...staged } = entry;
-  const { values, absent } = beforeExpression(changed);
+  const values = beforeValuesOf(changed);
   const expression = {
     $concatArrays: [
       {
@@ -113,7 +112,7 @@ export function outboxInWrite(source: OutboxSource, entry: OutboxEntry, view: Do
           in: { $cond: [{ $ifNull: ['$$e.data', false] }, '$$e', { $mergeObjects: ['$$e', { data: view }] }] },
         },
       },
-      [{ $mergeObjects: [{ $literal: staged }, { tenant_id: { $ifNull: ['$tenant_id', null] }, before: { values, absent } }] }],
+      [{ $mergeObjects: [{ $literal: staged }, { tenant_id: { $ifNull: ['$tenant_id', null] }, before: { values, keys: { $literal: [...changed] } } }] }],
     ],
   };
   return {

@@ -53,7 +53,7 @@ describe('outbox entries after the relay', () => {
     expect(events.map((e) => e.type)).toEqual(['projects.created', 'projects.updated']);
     const [entry] = await outboxOf(id);
     expect(await outboxOf(id)).toHaveLength(1);
-    expect(entry).toMatchObject({ id: events[1]!._id, version: 2, before: { values: { budget: 1, version: 1 }, absent: [] } });
+    expect(entry).toMatchObject({ id: events[1]!._id, version: 2, before: { values: { budget: 1, version: 1 }, keys: expect.arrayContaining(['budget', 'version', 'updated_at']) } });
     expect(entry).not.toHaveProperty('previous');
     expect(entry).not.toHaveProperty('data');
     expect(events[1]!.previous).toEqual(events[0]!.data);
@@ -77,6 +77,12 @@ describe('outbox entries after the relay', () => {
     };
     const swept = await lostUpdate('Swept');
     const frozen = await lostUpdate('Frozen');
+    // An entry stored before `before.keys` existed names the fields its change added in `before.absent`:
+    // still read. Here the change also added `owner_email` (the document had none before it).
+    const older = await lostUpdate('Older form');
+    await db.collection('projects').updateOne({ _id: new ObjectId(older.id) }, [
+      { $set: { _outbox: { $map: { input: '$_outbox', in: { $mergeObjects: ['$$this', { before: { values: '$$this.before.values', absent: ['owner_email'] } }] } } } } },
+    ]);
 
     // Superseded by another process, which cannot know it is lost and freezes it: stored with its write.
     const w = await q.http('PATCH', `/projects/${frozen.id}`, { key: admin.key, json: { budget: 3 }, headers: { 'If-Match': '"2"' } });
@@ -93,6 +99,9 @@ describe('outbox entries after the relay', () => {
     const back = await db.collection('events').findOne({ _id: swept.updated._id } as never);
     expect(back!.previous).toEqual(swept.created.data);
     expect(back!.data).toEqual(swept.updated.data);
+    await waitFor(async () => (await db.collection('events').countDocuments({ _id: older.updated._id } as never)) === 1, 'the sweep to relay the entry of the older form', 20_000);
+    const { owner_email: _added, ...before } = older.created.data as Record<string, unknown>;
+    expect((await db.collection('events').findOne({ _id: older.updated._id } as never))!.previous).toEqual(before);
   }, 30_000);
 
   it('an update through another process freezes the create it cannot know is relayed, stores no duplicate, and clears it', async () => {

@@ -43,27 +43,28 @@ export interface OutboxEntry {
 export interface EntryBefore {
   /** The changed fields that the object had before the change, with their values then. */
   values: Doc;
-  /** The fields the change added (the object before it had none of them). */
-  absent: string[];
+  /** The fields the change set or removed: those of them missing from `values` are the ones it added. */
+  keys?: string[];
+  /** The fields the change added, as entries stamped before `keys` name them. */
+  absent?: string[];
 }
 
 /** `before` of a change to the fields `changed` of an object that was `previous` (see `OutboxEntry.before`). */
 export function beforeOf(previous: Doc, changed: readonly string[]): EntryBefore {
   const values: Doc = {};
-  const absent: string[] = [];
-  for (const k of changed) {
-    if (previous[k] === undefined) absent.push(k);
-    else values[k] = previous[k];
-  }
-  return { values, absent };
+  for (const k of changed) if (previous[k] !== undefined) values[k] = previous[k];
+  return { values, keys: [...changed] };
 }
+
+/** The fields a change added (the object before it had none of them). */
+const addedBy = (before: EntryBefore): string[] => before.absent ?? (before.keys ?? []).filter((k) => !Object.hasOwn(before.values, k));
 
 /**
  * The object before a change from the object after it and `before`: the fields it added left out,
  * those it changed or removed at their previous values, the others in their order.
  */
 export function previousOf(after: Doc, before: EntryBefore): Doc {
-  const absent = new Set(before.absent);
+  const absent = new Set(addedBy(before));
   const out: Doc = {};
   for (const k of Object.keys(after)) if (!absent.has(k)) out[k] = Object.hasOwn(before.values, k) ? before.values[k] : after[k];
   for (const k of Object.keys(before.values)) if (!Object.hasOwn(out, k)) out[k] = before.values[k];
