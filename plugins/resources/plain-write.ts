@@ -14,6 +14,7 @@
  */
 import { Types, type Connection, type Model, type Schema, type SchemaType } from 'mongoose';
 import { OUTBOX_FIELD } from '../events/public/outbox.ts';
+import { BASE_FIELDS } from './fields.ts';
 import type { Doc } from '../../core/hooks.ts';
 
 /** Options whose effect is covered here (casting, the built-in setters and validators) or that do not act on writes. */
@@ -86,6 +87,14 @@ function planOf(path: string, t: Internal): PathPlan | null {
 
 /** `$set` values of an update that the service builds with their stored types (no casting). */
 const SERVER_SET: ReadonlySet<string> = new Set(['updated_at', 'updated_by', OUTBOX_FIELD]);
+/**
+ * Values of a new document that the service builds with their stored types: the base fields (which
+ * have no validators) and the outbox. Casting them changes nothing; the outbox's array would cost a
+ * mongoose array (a proxy) per insert.
+ */
+const SERVER_INSERT: ReadonlySet<string> = new Set([...Object.keys(BASE_FIELDS), OUTBOX_FIELD]);
+
+const NONE: ReadonlySet<string> = new Set();
 
 /** The mongoose-exact plain writes of one resource's schema (see the module comment). */
 export class PlainWriter {
@@ -127,7 +136,7 @@ export class PlainWriter {
 
   /** Stores a new document as `model.create` would (the plain object when the schema allows), and returns it. */
   async insert(data: Doc): Promise<Doc> {
-    const plain = this.inserts ? this.build(data, true) : null;
+    const plain = this.inserts ? this.build(data, true, SERVER_INSERT) : null;
     if (!plain) return (await this.model.create(data)).toObject() as Doc;
     await this.driver().insertOne(plain);
     return plain;
@@ -167,8 +176,9 @@ export class PlainWriter {
    * The document `new Model(data)` would hold (cast, setters, defaults, in mongoose's key order), or
    * null when mongoose must decide (a failed cast, an unknown field). `validate` also runs the
    * validators (null when one fails), as a create's save does; a replace's defaults skip them.
+   * Given values of `trusted` paths are built by the service with their stored types: taken as they are.
    */
-  build(data: Doc, validate: boolean): Doc | null {
+  build(data: Doc, validate: boolean, trusted: ReadonlySet<string> = NONE): Doc | null {
     if (!this.plans) return null;
     for (const k in data) if (!this.byPath.has(k) || data[k] === undefined) return null;
     // A new document's keys follow the schema's path order, whatever the order of the given values.
@@ -177,7 +187,8 @@ export class PlainWriter {
       for (const p of this.plans) {
         const given = data[p.path];
         let v: unknown;
-        if (given !== undefined) {
+        if (given !== undefined && trusted.has(p.path)) v = given;
+        else if (given !== undefined) {
           v = p.type.applySetters(given, null, false);
           if (p.kind === 'Array' && v) v = Array.from(v as unknown[]);
         } else if (p.default) v = p.default();
@@ -186,7 +197,7 @@ export class PlainWriter {
     } catch {
       return null;
     }
-    if (validate) for (const p of this.plans) if (p.type.doValidateSync(out[p.path], null)) return null;
+    if (validate) for (const p of this.plans) if (!(trusted.has(p.path) && data[p.path] !== undefined) && p.type.doValidateSync(out[p.path], null)) return null;
     return out;
   }
 
