@@ -8,7 +8,7 @@
  *   a literal list (the floor's form);
  * - `values+absent`: the same with the absent fields found by `$type` per key;
  * - `app`: the app's expression (`outboxInWrite`): known entries dropped, waiting ones frozen as the
- *   view, the new entry with `before.values` and `before.absent`.
+ *   view, the new entry with `before.values` and `before.keys` (the changed fields, a literal list).
  * Prints the database's CPU (bench/db-cpu.ts) and the wall time per update. Bench only.
  */
 import { MongoMemoryServer } from 'mongodb-memory-server';

@@ -5,6 +5,7 @@
  */
 import type { Types } from 'mongoose';
 import type { Doc } from '../../core/hooks.ts';
+import { RecentMap } from '../../lib/recent.ts';
 import { OUTBOX_FIELD } from './public/outbox.ts';
 import { beforeOf, type OutboxEntry, type OutboxSource } from './public/outbox.ts';
 
@@ -37,12 +38,15 @@ export function supersede(source: OutboxSource, old: Doc, entry: OutboxEntry | n
 
 /**
  * The ids of the events this process stored or found in the log, by document (`collection:id`),
- * for the newest `capacity` documents: what a superseding write may drop (read or not, it drops the
- * same entries), and what a sweep need not look up.
+ * for the documents written most recently (see `RecentMap`): what a superseding write may drop
+ * (read or not, it drops the same entries), and what a sweep need not look up.
  */
 export class KnownByDocument {
-  private readonly ids = new Map<string, string[]>();
-  constructor(private readonly capacity: number) {}
+  private readonly ids: RecentMap<string, string[]>;
+  /** @param capacity the most documents remembered (at least half of them, the newest written) */
+  constructor(capacity: number) {
+    this.ids = new RecentMap(capacity);
+  }
 
   static key = (collection: string, docId: unknown): string => `${collection}:${String(docId)}`;
 
@@ -50,10 +54,7 @@ export class KnownByDocument {
     if (!eventIds.length) return;
     const had = this.ids.get(key);
     // A document's newest entries are the ones a write may still find: keep the last few.
-    const ids = had ? [...had, ...eventIds].slice(-8) : [...eventIds];
-    this.ids.delete(key);
-    this.ids.set(key, ids);
-    if (this.ids.size > this.capacity) this.ids.delete(this.ids.keys().next().value!);
+    this.ids.set(key, had ? [...had, ...eventIds].slice(-8) : [...eventIds]);
   }
 
   of(key: string): readonly string[] {

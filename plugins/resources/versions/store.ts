@@ -12,6 +12,7 @@ import type { EventDoc } from '../../events/public/outbox.ts';
 import type { Doc } from '../../../core/hooks.ts';
 import type { VersionPolicy } from '../define.ts';
 import { isSystemField } from '../fields.ts';
+import { RecentMap } from '../../../lib/recent.ts';
 
 const VERSIONS_COLLECTION = 'resource_versions';
 
@@ -81,7 +82,7 @@ export function changedFields(previous: Doc | null, data: Doc): string[] {
 
 const VERBS = new Set(['created', 'updated', 'deleted', 'restored', 'draft_saved', 'published', 'unpublished']);
 
-/** How many event ids the sink remembers having stored (a FIFO). */
+/** How many event ids the sink remembers having stored, at most (the newest half at least: `RecentMap`). */
 const REMEMBERED = 50_000;
 
 /** The stored versions of documents: written by the event log's sink, read by the versions routes. */
@@ -92,7 +93,7 @@ export class VersionStore {
    * ran relays the waiting entry again with its own (docs/events.md): its version is skipped here
    * instead of being refused by the unique index, whose error path costs the batch far more.
    */
-  private readonly stored = new Set<string>();
+  private readonly stored = new RecentMap<string, true>(REMEMBERED);
 
   constructor(conn: Connection, private readonly policyOf: (resource: string) => VersionPolicy | null) {
     this.model = modelOn(conn, 'ResourceVersion', versionSchema, VERSIONS_COLLECTION);
@@ -126,14 +127,7 @@ export class VersionStore {
       if (!onlyDuplicates(err)) throw err;
     }
     await this.trim(records);
-    for (const r of records) this.stored.add(r.event_id);
-    if (this.stored.size > REMEMBERED) {
-      let excess = this.stored.size - REMEMBERED;
-      for (const id of this.stored) {
-        if (excess-- <= 0) break;
-        this.stored.delete(id);
-      }
-    }
+    for (const r of records) this.stored.set(r.event_id, true);
   }
 
   /** Keeps the newest `max_per_document` versions of each document written (and its first). */
