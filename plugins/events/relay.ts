@@ -355,12 +355,10 @@ export class Relay {
       const ids = ((d[OUTBOX_FIELD] as OutboxEntry[] | undefined) ?? []).filter((e) => remove || (e.created_at >= from && e.created_at < until)).map((e) => e.id);
       return { d, key: KnownByDocument.key(source.name, d._id), ids, remove };
     });
-    const unknown = (x: (typeof docs)[number]) => {
+    let lost = docs.map((x) => {
       const known = this.byDocument.of(x.key);
-      return x.ids.filter((id) => !known.includes(id));
-    };
-    const asked = docs.map(unknown);
-    let lost = docs.map((x, i) => ({ ...x, missing: new Set(asked[i]) })).filter((x) => x.missing.size);
+      return { ...x, missing: new Set(x.ids.filter((id) => !known.includes(id))) };
+    }).filter((x) => x.missing.size);
     if (lost.length) {
       const found = await this.inLog(lost.flatMap((x) => [...x.missing]));
       for (const x of lost) this.byDocument.add(x.key, [...x.missing].filter((id) => found.has(id)));

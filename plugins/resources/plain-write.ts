@@ -183,11 +183,12 @@ export class PlainWriter {
     for (const k in data) if (!this.byPath.has(k) || data[k] === undefined) return null;
     // A new document's keys follow the schema's path order, whatever the order of the given values.
     const out: Doc = {};
+    const asGiven = (p: PathPlan) => trusted.has(p.path) && data[p.path] !== undefined;
     try {
       for (const p of this.plans) {
         const given = data[p.path];
         let v: unknown;
-        if (given !== undefined && trusted.has(p.path)) v = given;
+        if (asGiven(p)) v = given;
         else if (given !== undefined) {
           v = p.type.applySetters(given, null, false);
           if (p.kind === 'Array' && v) v = Array.from(v as unknown[]);
@@ -197,7 +198,7 @@ export class PlainWriter {
     } catch {
       return null;
     }
-    if (validate) for (const p of this.plans) if (!(trusted.has(p.path) && data[p.path] !== undefined) && p.type.doValidateSync(out[p.path], null)) return null;
+    if (validate) for (const p of this.plans) if (!asGiven(p) && p.type.doValidateSync(out[p.path], null)) return null;
     return out;
   }
 
