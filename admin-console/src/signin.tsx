@@ -31,8 +31,13 @@ export function SignIn({ reason }: { reason: string | null }) {
   const [choice, setChoice] = useState<{ email: string; tenants: { id: string; name: string | null }[] } | null>(null);
   const keyInput = useRef<HTMLInputElement>(null);
   const [providers, setProviders] = useState<{ name: string; login_url: string }[]>([]);
-  // The first thing to type is the key (also after an expired session: the notice is announced as a status).
-  useEffect(() => keyInput.current?.focus(), []);
+  // The first thing to type is the key (also after an expired session: the notice is announced as a
+  // status), unless a field already has the focus: this runs just after the form renders, and must
+  // not move someone who was quicker (and their typing) from the field they chose.
+  useEffect(() => {
+    const active = document.activeElement;
+    if (!active || active === document.body) keyInput.current?.focus();
+  }, []);
   const attempt = async (fn: () => Promise<void>) => {
     setBusy(true);
     setError(null);

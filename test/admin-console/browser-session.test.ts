@@ -9,7 +9,7 @@
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { builtinPlugins } from '../../builtin-plugins.ts';
 import { buildTestApp, createTenantUser, type TestApp } from '../helpers/app.ts';
 import { CHROMIUM, expectFocusOn, screen, watchErrors } from './helpers.ts';
@@ -108,4 +108,37 @@ describe.skipIf(!existsSync(CHROMIUM))('admin console session expiry in Chromium
     expect(own.errors).toEqual([]);
     expect(told.errors.every((e) => e.includes('status of 401'))).toBe(true);
   }, 150_000);
+
+  it('the sign-in form gives the key field the focus, but not away from a field chosen before its effect ran', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    // Once the console reaches a new frame, its effects have run: Preact runs them in a timeout
+    // after the next animation frame, and these are queued after that frame's.
+    const settled = (page: Page) => page.evaluate(() => new Promise<void>((res) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(res)))));
+
+    const alone = await context.newPage();
+    await alone.goto(`${t.url}/admin#/overview`);
+    await alone.waitForSelector('#pk-email');
+    await settled(alone);
+    await expectFocusOn(alone, 'api-key');
+
+    // The e-mail field takes the focus as soon as it exists, as someone quicker than the form's effect
+    // (or a test driving the page) would: the focus, and what is typed, stay there.
+    const quick = await context.newPage();
+    await quick.addInitScript(() => {
+      new MutationObserver((_, observer) => {
+        const email = document.getElementById('pk-email');
+        if (!email) return;
+        email.focus();
+        observer.disconnect();
+      }).observe(document, { childList: true, subtree: true });
+    });
+    await quick.goto(`${t.url}/admin#/overview`);
+    await quick.waitForSelector('#pk-email');
+    await settled(quick);
+    expect(await quick.evaluate(() => document.activeElement?.id)).toBe('pk-email');
+    await quick.keyboard.type('ada@acme.test');
+    expect(await quick.inputValue('#pk-email')).toBe('ada@acme.test');
+    expect(await quick.inputValue('#api-key')).toBe('');
+    await context.close();
+  }, 60_000);
 });
