@@ -31,7 +31,7 @@ export const MyPasskeys = graphql(`query MyPasskeys { me { id passkeys { credent
 export const ResourceTypes = graphql(`
   query ResourceTypes {
     resourceTypes {
-      name path graphql_type tenant_scoped accessible features versions drafts
+      name path graphql_type tenant_scoped accessible actions features versions drafts
       searchable_fields default_sort default_page_size max_page_size allow_bulk_delete max_bulk_size filter_operators
       operations { list get create update replace delete restore restore_version publish unpublish }
       fields { name kind items required enum min max ref }

@@ -1,5 +1,6 @@
 /**
- * What the caller may do to one document now, of the actions a client offers as buttons: `update`
+ * What the caller may do to a resource (`create`, `delete`) and to one document now, of the actions
+ * a client offers as buttons: `update`
  * and `delete` (every resource), `publish` and `unpublish` (resources with drafts),
  * `restore_version` (resources that keep versions). Each is decided with the scope its own call uses (tenant, guards, the caller's access
  * rules or, without rules, the built-in rule of administrators and authors) and the document's
@@ -49,4 +50,28 @@ export async function documentActions(svc: ResourceService, actor: Actor, doc: D
   if (svc.def.versions && update) checks.push(['restore_version', update]);
   const allowed = await Promise.all(checks.map(async ([, filter]) => !!(await svc.model.exists({ ...filter, _id: doc._id }))));
   return checks.filter((_, i) => allowed[i]).map(([action]) => action);
+}
+
+/** An action {@link resourceActions} answers for. */
+export type ResourceAction = 'create' | 'delete';
+
+/**
+ * The actions of {@link ResourceAction} the resource has and `actor` may take on it at all, in that
+ * order: `create` a document, and `delete` one (one by one or in bulk). Decided as those calls decide
+ * before they look at a document or a value: the resource's guards (tenant, features, attributes)
+ * and the caller's roles. A rule on rows or fields can still refuse a given document or value: what
+ * the caller may do to one document is {@link documentActions}'s answer.
+ */
+export async function resourceActions(svc: ResourceService, actor: Actor): Promise<ResourceAction[]> {
+  try {
+    svc.scope(actor);
+  } catch (err) {
+    if (err instanceof AccessDeniedError) return [];
+    throw err;
+  }
+  const actions = ['create', 'delete'] as const;
+  const may = async (action: ResourceAction) =>
+    svc.def.operations.has(action) && (await unlessDenied(Promise.resolve(writeAccess(svc, actor, action)).then(() => true))) !== null;
+  const allowed = await Promise.all(actions.map(may));
+  return actions.filter((_, i) => allowed[i]);
 }

@@ -1,6 +1,7 @@
 import type { Builder } from '../../core/graphql.ts';
 import { scopes } from '../../core/graphql.ts';
-import { RESOURCE_PERMISSIONS } from './service.ts';
+import { RESOURCE_PERMISSIONS, type ResourceService } from './service.ts';
+import { resourceActions } from './actions.ts';
 import { hasSystemScope } from '../../core/context.ts';
 import type { FieldInfo } from './fields.ts';
 import { FILTER_OPERATORS } from './filters.ts';
@@ -74,7 +75,7 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
       on_delete: t.exposeString('on_delete', { nullable: false }),
     }),
   });
-  const Resource = builder.objectRef<{ def: ResourceDefinition; accessible: boolean }>('ResourceType').implement({
+  const Resource = builder.objectRef<{ def: ResourceDefinition; svc: ResourceService; accessible: boolean }>('ResourceType').implement({
     description: 'A registered resource, as GET /admin/schema describes it',
     fields: (t) => ({
       name: t.string({ nullable: false, resolve: ({ def }) => def.name }),
@@ -94,6 +95,11 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
       max_bulk_size: t.int({ nullable: false, resolve: ({ def }) => def.max_bulk_size }),
       features: t.stringList({ nullable: false, description: 'Features a caller must hold to use it', resolve: ({ def }) => def.guards.features }),
       accessible: t.boolean({ nullable: false, description: 'Whether the caller holds those features', resolve: ({ accessible }) => accessible }),
+      actions: t.withAuth(scopes(RESOURCE_PERMISSIONS.types)).stringList({
+        nullable: false,
+        description: 'What the caller may do to this resource at all, of create and delete (one by one or in bulk): decided by its guards and the caller\'s roles, as those calls decide. A rule on rows or fields can still refuse one document (its _actions) or one value',
+        resolve: ({ svc }, _a, ctx) => resourceActions(svc, ctx.actor),
+      }),
       cascade: t.field({
         type: [CascadeRule], nullable: false, description: 'Its references to other resources',
         resolve: ({ def }) => def.cascade.map((r) => ({ resource: r.references, field: r.field, on_delete: r.on_delete })),
@@ -110,9 +116,10 @@ export function resourceTypesGraphQL(builder: Builder, registry: ResourceRegistr
       description: 'Every registered resource: fields, operations, search, sort, paging, bulk and cascade rules (signed-in users)',
       resolve: (_r, _a, ctx) => {
         const actor = ctx.actor;
-        return registry.list().map(({ def }) => ({
-          def,
-          accessible: hasSystemScope(actor) || def.guards.features.every((f) => actor.features.includes(f)),
+        return registry.list().map((svc) => ({
+          def: svc.def,
+          svc,
+          accessible: hasSystemScope(actor) || svc.def.guards.features.every((f) => actor.features.includes(f)),
         }));
       },
     }),

@@ -7,7 +7,9 @@
  * draft and the user's draft with Publish, and restores a deleted document. A system administrator
  * sees the same, publishes the draft (the user then reads it), and restores a version. Under
  * access rules, an editor without the publish grant is offered no Unpublish (nor Delete, without the delete grant), a reader without the
- * update grant no Restore (the server refuses both). The buttons follow the document's `_actions`.
+ * update grant no Restore (the server refuses both). The buttons follow the document's `_actions`;
+ * the list's New and "Delete selected" follow the resource's `actions` (an editor creates but is
+ * offered no selection to delete; a reader neither).
  * Every step is checked with axe and kept as a screenshot under test-results/console/.
  */
 import { existsSync } from 'node:fs';
@@ -39,6 +41,16 @@ describe.skipIf(!existsSync(CHROMIUM))('console history and drafts for the three
     await page.click(`button:has-text("View version ${n}")`);
     await page.selectOption('#diff-against', '1');
     await page.waitForSelector(`[data-testid=diff] caption:text-is("From version 1 to version ${n}")`, { state: 'attached' });
+  };
+  /** What the projects list offers the signed-in user: New, Delete selected, and a checkbox per row. */
+  const listOffers = async () => {
+    await page.evaluate(() => { location.hash = '#/resources/projects'; });
+    await page.waitForSelector('[data-testid=resource-list] tbody tr');
+    return {
+      create: await page.locator('a.button:text-is("New project")').count(),
+      bulk: await page.locator('button:has-text("Delete selected")').count(),
+      checkboxes: await page.locator('[data-testid=resource-list] input[type=checkbox]').count(),
+    };
   };
   const ifMatch = async (doc: string, key: string) => ({ 'If-Match': `"${(await c.call('GET', `/projects/${ids[doc]}`, key)).body.version}"` });
 
@@ -134,6 +146,8 @@ describe.skipIf(!existsSync(CHROMIUM))('console history and drafts for the three
     await page.click('button:has-text("View version 1")');
     await page.waitForSelector('button:text-is("Restore version 1…")');
     await screen(page, 'roles-editor-history');
+    // The list offers what the roles allow of the resource: an editor creates, never deletes in bulk.
+    expect(await listOffers()).toEqual({ create: 1, bulk: 0, checkboxes: 0 });
     await signOut(page);
 
     await signIn(page, c.origin, keys.rita!);
@@ -152,6 +166,9 @@ describe.skipIf(!existsSync(CHROMIUM))('console history and drafts for the three
     const restore = await c.call('POST', `/projects/${ids.apollo}/versions/1/restore`, keys.rita!, undefined, await ifMatch('apollo', keys.rita!));
     expect(restore.status).toBe(403);
     await screen(page, 'roles-reader-history');
+    // A reader's list offers neither New nor a selection to delete; the server refuses a create.
+    expect(await listOffers()).toEqual({ create: 0, bulk: 0, checkboxes: 0 });
+    expect((await c.call('POST', '/projects', keys.rita!, { name: 'not mine to make' })).status).toBe(403);
     await signOut(page);
   }, 120_000);
 

@@ -103,10 +103,13 @@ function ResourceList({ t }: { t: ResourceType }) {
     else next.add(id);
     setSelected(next);
   };
+  // Offered only to a caller who may use them (the resource's `actions`): nothing the server refuses for want of a right.
+  const mayCreate = t.actions.includes('create');
+  const bulk = t.allow_bulk_delete && t.actions.includes('delete');
   return (
     <section aria-labelledby="h-list">
       <h2 id="h-list">{t.name}</h2>
-      {t.operations.create && <p><a class="button" href={`#/resources/${t.name}/new`}>New {singular(t)}</a></p>}
+      {mayCreate && <p><a class="button" href={`#/resources/${t.name}/new`}>New {singular(t)}</a></p>}
       <form class="filters" onSubmit={apply} aria-label={`Filter ${t.name}`}>
         {t.searchable_fields.length > 0 && (
           <div class="row">
@@ -157,7 +160,7 @@ function ResourceList({ t }: { t: ResourceType }) {
       <ErrorBox error={actionError} />
       {res.data && (
         <>
-          {t.allow_bulk_delete && t.operations.delete && (
+          {bulk && (
             <p>
               <button type="button" disabled={!selected.size} onClick={bulkDelete}>Delete selected ({selected.size})</button>
             </p>
@@ -167,7 +170,7 @@ function ResourceList({ t }: { t: ResourceType }) {
               <caption class="sr-only">{t.name}</caption>
               <thead>
                 <tr>
-                  <th scope="col"><span class="sr-only">Select</span></th>
+                  {bulk && <th scope="col"><span class="sr-only">Select</span></th>}
                   {columns.map((c) => <th key={c.name} scope="col">{fieldLabel(c.name)}</th>)}
                   <th scope="col">Last changed</th>
                 </tr>
@@ -175,7 +178,7 @@ function ResourceList({ t }: { t: ResourceType }) {
               <tbody>
                 {res.data.items.map((d) => (
                   <tr key={d._id} class={d.is_deleted ? 'deleted' : ''}>
-                    <td><input type="checkbox" aria-label={`Select ${d._id}`} checked={selected.has(d._id)} onChange={() => toggle(d._id)} /></td>
+                    {bulk && <td><input type="checkbox" aria-label={`Select ${d._id}`} checked={selected.has(d._id)} onChange={() => toggle(d._id)} /></td>}
                     {columns.map((c, i) => (
                       <td key={c.name}>{i === 0 ? <a href={`#/resources/${t.name}/${d._id}`}>{show(d[c.name]) || d._id}</a> : show(d[c.name])}</td>
                     ))}
@@ -185,7 +188,7 @@ function ResourceList({ t }: { t: ResourceType }) {
               </tbody>
             </table>
           </div>}
-          {!res.data.items.length && <Empty>No {t.name} match. Clear the search and filters{t.operations.create ? <>, or create one with &ldquo;New {singular(t)}&rdquo;</> : ''}.</Empty>}
+          {!res.data.items.length && <Empty>No {t.name} match. Clear the search and filters{mayCreate ? <>, or create one with &ldquo;New {singular(t)}&rdquo;</> : ''}.</Empty>}
           <nav class="pager" aria-label="Pages">
             {/* aria-disabled, as Pager's: the button that reached the first or last page keeps the focus. */}
             <button type="button" aria-disabled={res.data.cursors?.has_prev ? undefined : 'true'} onClick={() => res.data?.cursors?.has_prev && setPage({ cursor: res.data.cursors.prev!, direction: 'prev' })}>Previous page</button>
