@@ -1,11 +1,11 @@
 /**
- * What the caller may do to a resource (`create`, `delete`) and to one document now, of the actions
- * a client offers as buttons: `update`
- * and `delete` (every resource), `publish` and `unpublish` (resources with drafts),
- * `restore_version` (resources that keep versions). Each is decided with the scope its own call uses (tenant, guards, the caller's access
- * rules or, without rules, the built-in rule of administrators and authors) and the document's
- * state, so a client offering only these offers nothing the server refuses for want of a right;
- * an `If-Match` or a unique value can still refuse the call. No Koa or GraphQL here.
+ * What the caller may do, of the actions a client offers as buttons: to a resource at all, `create`
+ * and `delete`; to one document now, `update` and `delete` (every resource), `publish` and
+ * `unpublish` (resources with drafts), `restore_version` (resources that keep versions). Each is
+ * decided with the scope its own call uses (tenant, guards, the caller's access rules or, without
+ * rules, the built-in rule of administrators and authors) and the document's state, so a client
+ * offering only these offers nothing the server refuses for want of a right; an `If-Match` or a
+ * unique value can still refuse the call. No Koa or GraphQL here.
  */
 import { AccessDeniedError } from '../../core/errors.ts';
 import type { Actor } from '../../core/context.ts';
