@@ -58,7 +58,7 @@ export type { CatalogueEntry, ErrorCodeDoc, ErrorCodes, ErrorDetails, Validation
 
 // --- REST
 export { defineRoute } from './core/http/route.ts';
-export type { HandlerArgs, HttpMethod, RouteAuth, RouteDef, RouteDocs } from './core/http/route.ts';
+export type { HandlerArgs, HttpMethod, RouteAuth, RouteBudget, RouteDef, RouteDocs } from './core/http/route.ts';
 export { idParams, objectId, pageQuery } from './core/http/schemas.ts';
 export { pageHeaderDocs, pageOf, pageSchema, setPageHeaders } from './lib/page.ts';
 export type { Page } from './lib/page.ts';

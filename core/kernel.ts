@@ -244,7 +244,7 @@ export async function createApp(opts: CreateAppOptions): Promise<App> {
   if (config.METRICS_ENABLED && config.METRICS_PORT === undefined) koa.use(metricsRoute(metrics, config.METRICS_TOKEN));
   koa.use(authenticate(identity, services.get('authFailures')));
   // Each middleware is a frame on every request: mount the optional ones only when they do something.
-  if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path), routeBudgets(routes, config)));
+  if (requestLimiter) koa.use(rateLimit(config, requestLimiter, (path) => exempt.has(path), routeBudgets(routes)));
   // Routes with `rawBody` get their bytes untouched (read in mountRoutes), so the JSON parser skips
   // them; GET, HEAD and OPTIONS carry no body to parse and skip the parser's frame altogether.
   const raw = routes.filter((r) => r.rawBody);

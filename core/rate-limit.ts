@@ -5,8 +5,6 @@
  * once at start-up; how counts are kept and shared between replicas is the plugin's
  * (plugins/rate-limit/, docs/operations.md "Rate limiting").
  */
-import type { Config } from '../config/index.ts';
-
 /** The answer of `RequestLimiter.consume`, what the `RateLimit-*` headers say. */
 export interface LimitDecision {
   allowed: boolean;
@@ -49,15 +47,3 @@ export interface AuthFailureLimiter {
   fail(ip: string | null, identity?: string | null): Promise<number | null>;
 }
 
-/**
- * Routes counted apart from the general budget, each per value of a path parameter and per client
- * (the general limiter's key: credential or ip), `max` per window. The general budget is still
- * consulted (a client refused everywhere else is refused here too) and spent by answers 4xx: so
- * requests to unknown providers or with bad signatures cannot use a route budget to get around it.
- *
- * Webhook receivers: a provider delivering a burst from one address would otherwise meet
- * `RATE_LIMIT_MAX`, which sizes the traffic of API clients.
- */
-export const ROUTE_BUDGETS: readonly { method: string; path: string; param: string; name: string; max(config: Config): number }[] = [
-  { method: 'POST', path: '/webhooks/:provider', param: 'provider', name: 'webhook', max: (config) => config.WEBHOOK_RATE_LIMIT_MAX },
-];

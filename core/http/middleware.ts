@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Koa from 'koa';
 import Router from '@koa/router';
-import { ROUTE_BUDGETS, type AuthFailureLimiter, type LimitDecision, type RequestLimiter } from '../rate-limit.ts';
+import type { AuthFailureLimiter, LimitDecision, RequestLimiter } from '../rate-limit.ts';
 import { apiKeyClient, authFailure, retryAfter, userClient } from '../guards.ts';
 import type { Config } from '../../config/index.ts';
 import { AppError, BadRequestError, ErrorCode, NotFoundError, RateLimitedError } from '../errors.ts';
@@ -10,6 +10,7 @@ import type { Logger } from '../logger.ts';
 import { hashKey, type Authenticator } from '../authentication.ts';
 import { toAppError } from './map-error.ts';
 import { settleUnreadBody } from './protocol.ts';
+import type { RouteBudget, RouteDef } from './route.ts';
 
 export interface AppState {
   ctx: RequestContext;
@@ -205,34 +206,34 @@ function accept(ctx: Koa.Context, state: AppState, resolved: Actor): void {
   state.ctx.actor = actor;
 }
 
-/** A route's own budget (`ROUTE_BUDGETS`) for a request, or null. */
+/** A route's own budget (`RouteDef.budget`) for a request, or null. */
 export type RouteBudgetOf = (ctx: Koa.Context) => { key: string; max: number } | null;
 
 /**
- * Matches requests to the `ROUTE_BUDGETS` among `routes` (only those registered: a disabled plugin
- * has none). Its own small router, so other requests pay one method comparison.
+ * Matches requests to the routes that declare a `budget`. Its own small router, so other requests
+ * pay one method comparison.
  */
-export function routeBudgets(routes: readonly { method: string; path: string }[], config: Config): RouteBudgetOf {
-  const budgets = ROUTE_BUDGETS.filter((b) => routes.some((r) => r.method === b.method && r.path === b.path));
+export function routeBudgets(routes: readonly Pick<RouteDef, 'method' | 'path' | 'budget'>[]): RouteBudgetOf {
+  const budgets = routes.filter((r): r is typeof r & { budget: RouteBudget } => !!r.budget);
   if (!budgets.length) return () => null;
   const router = new Router();
-  for (const b of budgets) router.register(b.path, [b.method], () => undefined, { name: b.name });
-  const methods = new Set(budgets.map((b) => b.method));
+  budgets.forEach((r, i) => router.register(r.path, [r.method], () => undefined, { name: String(i) }));
+  const methods = new Set<string>(budgets.map((r) => r.method));
   return (ctx) => {
     if (!methods.has(ctx.method)) return null;
     const layer = router.match(ctx.path, ctx.method).pathAndMethod[0];
-    const budget = layer && budgets.find((b) => b.name === layer.name);
+    const budget = layer && budgets[Number(layer.name)]?.budget;
     if (!layer || !budget) return null;
     // Bounded: the value is client-chosen and becomes part of a stored key.
     const value = String(layer.params(ctx.path, layer.captures(ctx.path))[budget.param] ?? '').slice(0, 100);
-    return { key: `${budget.name}:${value}`, max: budget.max(config) };
+    return { key: `${budget.name}:${value}`, max: budget.max };
   };
 }
 
 /**
  * Fixed-window limiter (`RequestLimiter`: counted in memory, shared by replicas through the store
  * every `RATE_LIMIT_SYNC_MS`): per credential (API key; bearer tokens per user) when authenticated,
- * else per client ip. Routes with a budget of their own (`ROUTE_BUDGETS`: webhook receivers) count
+ * else per client ip. Routes with a budget of their own (`RouteDef.budget`: webhook receivers) count
  * per route value and client instead, and spend the general budget only with 4xx answers. Adds
  * RateLimit-* headers. Operations over WebSocket spend the same budget under the same keys
  * (core/guards.ts).

@@ -46,6 +46,23 @@ export interface RouteDocs {
 }
 
 /**
+ * A budget of the rate limiter apart from the general one, for a route whose callers come in bursts
+ * from a few addresses (a webhook receiver: a provider delivering, where `RATE_LIMIT_MAX` sizes API
+ * clients): `max` requests per window per value of the path parameter `param` and per client (the
+ * general limiter's key: credential, else ip), answered with the same headers and 429. The general
+ * budget still guards the route: a client it refuses is refused here too, and answers 4xx spend it,
+ * so a client cannot post to ever new values for ever fresh budgets.
+ */
+export interface RouteBudget {
+  /** The path parameter the budget is counted by (`provider` of `/webhooks/:provider`). */
+  param: string;
+  /** Requests per window (`RATE_LIMIT_WINDOW_MS`) per value and client. */
+  max: number;
+  /** The budget's name in the limiter's keys (`<name>:<value>`): unique among routes. */
+  name: string;
+}
+
+/**
  * A REST route. Plugins return these from `setup()`; the kernel validates `params`, `query` and
  * `body` with their zod schemas (422 `VALIDATION_ERROR` listing every problem) and checks `auth`
  * and `features` before the handler runs.
@@ -82,6 +99,8 @@ export interface RouteDef<P extends Schema | undefined = Schema | undefined, Q e
   docs?: RouteDocs;
   /** Exempt from the rate limiter (health probes). @default false */
   rateLimitExempt?: boolean;
+  /** A rate-limit budget of its own instead of the general one (see {@link RouteBudget}). */
+  budget?: RouteBudget;
   /**
    * The handler's `body` is the request body as a Buffer, byte for byte as received: the JSON
    * parser skips this route (signature checks over raw bytes, e.g. webhooks). `BODY_LIMIT` still
@@ -106,12 +125,15 @@ export function checkAuth(route: Pick<RouteDef, 'auth' | 'features'>, actor: Act
 
 /**
  * The route as the kernel registers it, tagged with its plugin.
- * @throws PluginError when it declares no permission (a JavaScript plugin that left `auth` out)
+ * @throws PluginError when it declares no permission (a JavaScript plugin that left `auth` out), or
+ * a `budget` counted by a parameter its path does not have or with a `max` that is not a positive integer
  */
 export function declaredRoute(route: RouteDef, plugin: string): RouteDef & { plugin: string } {
-  if (!PERMISSIONS.includes(route.auth)) {
-    throw new PluginError(`Route ${route.method} ${route.path} of plugin "${plugin}" declares no permission: set auth to one of ${PERMISSIONS.join(', ')}`);
-  }
+  const where = `Route ${route.method} ${route.path} of plugin "${plugin}"`;
+  if (!PERMISSIONS.includes(route.auth)) throw new PluginError(`${where} declares no permission: set auth to one of ${PERMISSIONS.join(', ')}`);
+  const b = route.budget;
+  if (b && !route.path.split('/').includes(`:${b.param}`)) throw new PluginError(`${where}: its budget is counted by ":${b.param}", which its path does not have`);
+  if (b && !(Number.isInteger(b.max) && b.max > 0)) throw new PluginError(`${where}: its budget's max must be a positive integer, not ${String(b.max)}`);
   return { ...route, plugin };
 }
 

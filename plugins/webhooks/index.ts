@@ -88,6 +88,8 @@ export const webhooksPlugin = definePlugin({
         }),
         defineRoute({
           method: 'POST', path: '/webhooks/:provider', tags, auth: 'public', rawBody: true, summary: 'Receive a webhook delivery',
+          // Providers deliver in bursts from a few addresses: a budget per provider and client (docs/operations.md).
+          budget: { param: 'provider', name: 'webhook', max: config.WEBHOOK_RATE_LIMIT_MAX },
           description: 'Verifies the signature over the raw body, deduplicates by (provider, event id), stores the event and runs its handler. A handler failure answers 500 `{status: failed}` so the provider redelivers.',
           params: providerParams, response: receiveResponse, docs: { errors: [401, 404, 413], responses: { 500: { description: 'The handler failed: `{status: failed}`, the provider redelivers.', schema: receiveResponse }, 503: { description: 'Another delivery of the event is being handled: `{status: processing}`.', schema: receiveResponse } } },
           handler: async ({ params, body, ctx }) => {
