@@ -334,11 +334,16 @@ async function blame<T>(plugin: Plugin, step: () => T | Promise<T>): Promise<T> 
 function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: YogaServerInstance<Record<string, unknown>, Record<string, unknown>>, bodyLimit: string): Router {
   const router = new Router();
   const seen = new Map<string, string>();
+  // A budget's name prefixes its keys in the limiter: two routes under one name would share counts.
+  const budgets = new Map<string, string>();
   for (const route of routes) {
     const key = `${route.method} ${route.path}`;
     const first = seen.get(key);
     if (first) throw new PluginError(`Route ${key} is registered twice: by plugin "${first}" and by plugin "${route.plugin}"`);
     seen.set(key, route.plugin);
+    const taken = route.budget && budgets.get(route.budget.name);
+    if (taken) throw new PluginError(`Route ${key} of plugin "${route.plugin}": its budget's name "${route.budget!.name}" is already the budget of ${taken}`);
+    if (route.budget) budgets.set(route.budget.name, `route ${key} of plugin "${route.plugin}"`);
     router.register(route.path, [route.method], routeHandler(route, bodyLimit));
   }
   router.all('/graphql', async (ctx) => {

@@ -62,5 +62,13 @@ describe('a route budget declared by a plugin', () => {
     const noMax = await createApp({ corePlugins: corePlugins(), config: config(), plugins: [inbox({ param: 'channel', name: 'inbox', max: 0 })] }).catch((e: unknown) => e);
     expect(noMax).toBeInstanceOf(PluginError);
     expect((noMax as Error).message).toBe('Route POST /inbox/:channel of plugin "inbox": its budget\'s max must be a positive integer, not 0');
+    // Two routes under one budget name would share their counts.
+    const second = definePlugin({
+      name: 'outbox',
+      setup: () => ({ routes: [defineRoute({ method: 'POST', path: '/outbox/:channel', auth: 'public', budget: { param: 'channel', name: 'inbox', max: 5 }, handler: () => ({}) })] }),
+    });
+    const shared = await createApp({ corePlugins: corePlugins(), config: config(), plugins: [inbox({ param: 'channel', name: 'inbox', max: 5 }), second] }).catch((e: unknown) => e);
+    expect(shared).toBeInstanceOf(PluginError);
+    expect((shared as Error).message).toBe('Route POST /outbox/:channel of plugin "outbox": its budget\'s name "inbox" is already the budget of route POST /inbox/:channel of plugin "inbox"');
   });
 });
