@@ -11,6 +11,7 @@
 import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
+import { escapeHtml } from '../../lib/html.ts';
 
 /** GraphiQL's options (Yoga's `GraphiQLOptions`), passed to the page as they are; `title` and `favicon` also go in its head. */
 export type GraphiQLPageOptions = { title?: string; favicon?: string } & Record<string, unknown>;
@@ -65,9 +66,6 @@ function load(): Promise<Loaded> {
     };
   }));
 }
-
-const escapeHtml = (s: string): string =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** JSON inside a `<script>`: `<` escaped so that no value can close the element. */
 const scriptJson = (v: unknown): string => JSON.stringify(v).replace(/</g, '\\u003c');

@@ -1,7 +1,5 @@
 import type { MailTemplate } from '../mailer/index.ts';
-
-const escapeHtml = (v: unknown): string =>
-  String(v).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+import { escapeHtml } from '../../lib/html.ts';
 
 /** Name of the invitation e-mail's template: register your own under it to replace the default. */
 export const INVITATION_TEMPLATE = 'invitation';

@@ -9,6 +9,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import etag from 'etag';
+import { escapeHtml } from '../../lib/html.ts';
 
 /** Where the page and its assets live. */
 export const DOCS_PATH = '/docs';
@@ -21,9 +22,6 @@ export const ASSETS_PATH = '/docs/assets';
  * file, size and hash of a body).
  */
 export type DocsFile = { name: string; etag: string } & ({ root: string; body?: undefined } | { body: Buffer; root?: undefined });
-
-const escapeHtml = (s: string): string =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** Files of swagger-ui-dist the page may load (an allow-list: nothing else of node_modules is reachable). */
 const PACKAGE_FILES = ['swagger-ui.css', 'swagger-ui-bundle.js', 'swagger-ui.css.map', 'swagger-ui-bundle.js.map'];
