@@ -52,22 +52,30 @@ function Lazy({ id, route }: { id: string; route: string[] }) {
  * After a navigation (and after signing in), focus goes to the new screen's heading, so keyboard and
  * screen-reader users start there: the `<h1>` when the screen changed, the section's `<h2>` when
  * only its part did (a list → a document → its form). A screen still loading its data gets the
- * focus when its heading appears, unless the user has moved the focus meanwhile.
+ * focus when its heading appears, unless the user has moved the focus meanwhile: the focus is
+ * compared with where it was when the navigation rendered, since this effect runs a frame later and
+ * someone quicker (or a password manager) may already be in a field of the new screen.
  */
 function useFocusOnNavigation(key: string | null) {
   const last = useRef<string | null>(null);
+  const pending = useRef<{ key: string | null; from: Element | null } | null>(null);
+  // Read during the render of the navigation, once: later renders before the effect would read a field chosen meanwhile.
+  if (key !== last.current && pending.current?.key !== key) pending.current = { key, from: document.activeElement };
   useEffect(() => {
     const before = last.current;
     last.current = key;
+    const from = pending.current?.from ?? null;
+    pending.current = null;
     if (key === null || key === before) return;
     const sameScreen = before !== null && before.split('/')[0] === key.split('/')[0];
     const main = document.getElementById('main');
     if (!main) return;
-    const from = document.activeElement;
+    const moved = () => document.activeElement !== null && document.activeElement !== from && document.activeElement !== document.body;
+    if (moved()) return;
     const target = () => (sameScreen ? main.querySelector<HTMLElement>('section[aria-labelledby] h2') : null) ?? main.querySelector<HTMLElement>('h1');
     if (focusOn(target())) return;
     const observer = new MutationObserver(() => {
-      if (document.activeElement !== from && document.activeElement !== document.body) return observer.disconnect();
+      if (moved()) return observer.disconnect();
       if (focusOn(target())) observer.disconnect();
     });
     observer.observe(main, { childList: true, subtree: true });

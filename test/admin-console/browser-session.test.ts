@@ -141,4 +141,31 @@ describe.skipIf(!existsSync(CHROMIUM))('admin console session expiry in Chromium
     expect(await quick.inputValue('#api-key')).toBe('');
     await context.close();
   }, 60_000);
+
+  it('after a navigation the focus goes to the new screen\'s heading, but not away from a field of it chosen first', async () => {
+    const { page } = await signedIn();
+    const settled = () => page.evaluate(() => new Promise<void>((res) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(res)))));
+    // Alone: the heading of the new screen.
+    await page.click('nav[aria-label=Main] a:text-is("Resources")');
+    await page.waitForSelector('h1:text-is("Resources")');
+    await settled();
+    expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('H1');
+
+    // The passkey's device field takes the focus as soon as it exists, before the navigation's effect runs.
+    await page.evaluate(() => {
+      new MutationObserver((_, observer) => {
+        const field = document.getElementById('pk-device');
+        if (!field) return;
+        field.focus();
+        observer.disconnect();
+      }).observe(document.body, { childList: true, subtree: true });
+    });
+    await page.click('nav[aria-label=Main] a:text-is("My account")');
+    await page.waitForSelector('#pk-device');
+    await settled();
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('pk-device');
+    await page.keyboard.type('Work laptop');
+    expect(await page.inputValue('#pk-device')).toBe('Work laptop');
+    await page.context().close();
+  }, 60_000);
 });
