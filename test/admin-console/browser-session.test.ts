@@ -16,6 +16,25 @@ import { CHROMIUM, expectFocusOn, screen, watchErrors } from './helpers.ts';
 
 const EXPIRED = 'Your session expired. Sign in again to continue.';
 
+/**
+ * Resolves once the console has reached a new frame, so its effects have run: Preact runs them in a
+ * timeout after the next animation frame, and these are queued after that frame's.
+ */
+const settled = (page: Page) => page.evaluate(() => new Promise<void>((res) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(res)))));
+
+/**
+ * In the page: focuses the element `id` as soon as it exists (before any effect of the render that
+ * made it), as someone quicker than the console, or a test driving it, would.
+ */
+const focusWhenItAppears = (id: string) => {
+  new MutationObserver((_, observer) => {
+    const el = document.getElementById(id);
+    if (!el) return;
+    el.focus();
+    observer.disconnect();
+  }).observe(document, { childList: true, subtree: true });
+};
+
 describe.skipIf(!existsSync(CHROMIUM))('admin console session expiry in Chromium', () => {
   let t: TestApp;
   let browser: Browser;
@@ -111,9 +130,6 @@ describe.skipIf(!existsSync(CHROMIUM))('admin console session expiry in Chromium
 
   it('the sign-in form gives the key field the focus, but not away from a field chosen before its effect ran', async () => {
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    // Once the console reaches a new frame, its effects have run: Preact runs them in a timeout
-    // after the next animation frame, and these are queued after that frame's.
-    const settled = (page: Page) => page.evaluate(() => new Promise<void>((res) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(res)))));
 
     const alone = await context.newPage();
     await alone.goto(`${t.url}/admin#/overview`);
@@ -124,14 +140,7 @@ describe.skipIf(!existsSync(CHROMIUM))('admin console session expiry in Chromium
     // The e-mail field takes the focus as soon as it exists, as someone quicker than the form's effect
     // (or a test driving the page) would: the focus, and what is typed, stay there.
     const quick = await context.newPage();
-    await quick.addInitScript(() => {
-      new MutationObserver((_, observer) => {
-        const email = document.getElementById('pk-email');
-        if (!email) return;
-        email.focus();
-        observer.disconnect();
-      }).observe(document, { childList: true, subtree: true });
-    });
+    await quick.addInitScript(focusWhenItAppears, 'pk-email');
     await quick.goto(`${t.url}/admin#/overview`);
     await quick.waitForSelector('#pk-email');
     await settled(quick);
@@ -144,25 +153,17 @@ describe.skipIf(!existsSync(CHROMIUM))('admin console session expiry in Chromium
 
   it('after a navigation the focus goes to the new screen\'s heading, but not away from a field of it chosen first', async () => {
     const { page } = await signedIn();
-    const settled = () => page.evaluate(() => new Promise<void>((res) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(res)))));
     // Alone: the heading of the new screen.
     await page.click('nav[aria-label=Main] a:text-is("Resources")');
     await page.waitForSelector('h1:text-is("Resources")');
-    await settled();
+    await settled(page);
     expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('H1');
 
     // The passkey's device field takes the focus as soon as it exists, before the navigation's effect runs.
-    await page.evaluate(() => {
-      new MutationObserver((_, observer) => {
-        const field = document.getElementById('pk-device');
-        if (!field) return;
-        field.focus();
-        observer.disconnect();
-      }).observe(document.body, { childList: true, subtree: true });
-    });
+    await page.evaluate(focusWhenItAppears, 'pk-device');
     await page.click('nav[aria-label=Main] a:text-is("My account")');
     await page.waitForSelector('#pk-device');
-    await settled();
+    await settled(page);
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('pk-device');
     await page.keyboard.type('Work laptop');
     expect(await page.inputValue('#pk-device')).toBe('Work laptop');
