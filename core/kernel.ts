@@ -341,9 +341,12 @@ function mountRoutes(routes: readonly (RouteDef & { plugin: string })[], yoga: Y
     const first = seen.get(key);
     if (first) throw new PluginError(`Route ${key} is registered twice: by plugin "${first}" and by plugin "${route.plugin}"`);
     seen.set(key, route.plugin);
-    const taken = route.budget && budgets.get(route.budget.name);
-    if (taken) throw new PluginError(`Route ${key} of plugin "${route.plugin}": its budget's name "${route.budget!.name}" is already the budget of ${taken}`);
-    if (route.budget) budgets.set(route.budget.name, `route ${key} of plugin "${route.plugin}"`);
+    const budget = route.budget?.name;
+    if (budget !== undefined) {
+      const taken = budgets.get(budget);
+      if (taken) throw new PluginError(`Route ${key} of plugin "${route.plugin}": its budget's name "${budget}" is already the budget of ${taken}`);
+      budgets.set(budget, `route ${key} of plugin "${route.plugin}"`);
+    }
     router.register(route.path, [route.method], routeHandler(route, bodyLimit));
   }
   router.all('/graphql', async (ctx) => {
